@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench export docs install graphviz clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+	  echo "installing the Graphviz 'dot' binary (apt)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz >/dev/null; }
+
+install: $(STAMP) graphviz
+
+demo: install
+	$(BIN)/optkg check examples/qwen3-235b-tp8.yaml || test $$? -eq 1
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python tests/bench/run_bench.py
+
+export: install
+	$(BIN)/optkg export --all
+
+docs: install
+	$(BIN)/optkg docs
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache

@@ -1,0 +1,184 @@
+"""Safe YAML loading with line numbers, and atomic file writing.
+
+``load_yaml`` composes the document with PyYAML's C safe loader (pure-Python fallback), refuses
+unsafe tags (``!!python/object``), alias bombs (more than ``MAX_NODES`` nodes after expanding
+aliases, checked before anything is constructed), files larger than ``MAX_BYTES`` and non-UTF-8
+bytes, and returns the data plus a map from field path to (line, column), 1-based.
+Every failure is an ``OptkgError`` naming the file and line.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import OptkgError
+
+try:  # the C loader is ~10x faster; fall back when libyaml is missing
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on the PyYAML build
+    _Loader = yaml.SafeLoader
+
+MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
+MAX_NODES = 200_000  # nodes after alias expansion
+
+
+@dataclass
+class YamlDoc:
+    """Loaded YAML: ``data`` (plain Python objects) and ``lines`` (path tuple -> (line, column))."""
+
+    path: str
+    data: Any
+    lines: dict[tuple, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, path: tuple) -> tuple[int, int]:
+        """Line and column of the deepest known prefix of ``path`` (1, 1 when unknown)."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return self.lines.get((), (1, 1))
+
+
+def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
+    """Read a UTF-8 text file. Raises OptkgError for missing files, size over ``max_bytes``, bad bytes."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise OptkgError(f"{path}: file not found") from None
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    if p.is_dir():
+        raise OptkgError(f"{path}: is a directory, expected a file")
+    if size > max_bytes:
+        raise OptkgError(f"{path}: file is {size} bytes, over the limit of {max_bytes} bytes")
+    raw = p.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise OptkgError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+
+
+def _count_nodes(node: yaml.Node, limit: int) -> int:
+    """Count nodes as they would be after alias expansion; stop early past ``limit``."""
+    total = 0
+    memo: dict[int, int] = {}
+
+    def visit(n: yaml.Node, depth: int) -> int:
+        nonlocal total
+        if depth > 200:
+            raise OptkgError("nesting deeper than 200 levels")
+        key = id(n)
+        if key in memo:  # an alias: counts again as a full copy
+            return memo[key]
+        if isinstance(n, yaml.MappingNode):
+            c = 1 + sum(visit(k, depth + 1) + visit(v, depth + 1) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            c = 1 + sum(visit(v, depth + 1) for v in n.value)
+        else:
+            c = 1
+        memo[key] = c
+        if c > limit:
+            raise OptkgError(f"document expands to more than {limit} nodes (alias bomb?)")
+        return c
+
+    total = visit(node, 0)
+    return total
+
+
+def _line_map(node: yaml.Node) -> dict[tuple, tuple[int, int]]:
+    out: dict[tuple, tuple[int, int]] = {}
+    seen: set[int] = set()
+
+    def walk(n: yaml.Node, path: tuple) -> None:
+        out.setdefault(path, (n.start_mark.line + 1, n.start_mark.column + 1))
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+                out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+                walk(v, path + (key,))
+                out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                walk(v, path + (i,))
+
+    walk(node, ())
+    return out
+
+
+def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
+    """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return YamlDoc(name, None, {})
+        try:
+            _count_nodes(node, MAX_NODES)
+        except OptkgError as e:
+            raise OptkgError(f"{name}:{node.start_mark.line + 1}: {e}") from None
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        what = (e.problem or e.context or "invalid YAML").strip()
+        if "could not determine a constructor" in str(e):
+            what = f"unsafe or unknown tag refused ({what})"
+        raise OptkgError(f"{where}: YAML error: {what}") from None
+    except yaml.YAMLError as e:
+        raise OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise OptkgError(f"{name}: YAML nesting too deep") from None
+    finally:
+        loader.dispose()
+    return YamlDoc(name, data, _line_map(node))
+
+
+def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES) -> YamlDoc:
+    """Read and parse a YAML file (see module doc). Raises OptkgError."""
+    return parse_yaml(read_text(path, max_bytes), str(path))
+
+
+def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + rename).
+
+    With ``force=False`` an existing file is never replaced (OptkgError). The temp file is removed
+    if anything fails, so an interrupted write leaves the old file intact.
+    """
+    p = Path(path)
+    if p.exists() and not force:
+        raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)")
+    if p.is_dir():
+        raise OptkgError(f"{p}: is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OptkgError(f"{p}: folder {parent} does not exist")
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        if not force:
+            # link() fails if the target appeared meanwhile: never clobber.
+            try:
+                os.link(tmp, p)
+            except FileExistsError:
+                raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)") from None
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
