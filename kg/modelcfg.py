@@ -1,0 +1,239 @@
+"""Model facts from a Hugging Face ``config.json``.
+
+Reads the fields the couplings need (attention heads, KV heads, head size, layers, MLA ranks,
+sliding window and per-layer types, dtype, MoE sizes, checkpoint quantisation), resolving
+nested ``text_config`` (multimodal wrappers) and the engines' fallbacks:
+
+- KV heads: first of ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
+  ``multi_query_group_num``; ``multi_query: true`` -> 1; else ``num_attention_heads`` (MHA).
+  Source: vLLM ``ModelConfig.get_total_num_kv_heads`` (vllm/config/model.py), summarised in
+  shared/reference/serving_engine_facts.md §1.1.
+- head_dim: ``head_dim`` if set, else ``hidden_size // num_attention_heads``.
+- MLA: ``kv_lora_rank`` not null and model_type in vLLM's ``is_deepseek_mla`` list (deepseek_v2/v3,
+  kimi_k2, ...); cached elements per token per layer = ``kv_lora_rank + qk_rope_head_dim``
+  (``ModelConfig.get_head_size``; facts §1.5).
+- Sliding window is *effective* only when ``use_sliding_window`` is not false; per-layer kinds come
+  from ``layer_types`` when present, else from the model family's convention (gemma2: even layers
+  slide, per transformers ``modeling_gemma2.py``), else every layer slides.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .errors import OptkgError
+from .yamlio import read_text
+
+# vLLM ModelConfig.is_deepseek_mla (vllm/config/model.py @0052a5b8)
+MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear",
+                   "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp"}
+DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+               "float8_e4m3fn": 1, "fp8": 1, "int8": 1}
+
+
+@dataclass
+class ModelFacts:
+    """Facts of one model. Sizes are element counts; ``dtype_bytes`` is bytes per weight/KV element."""
+
+    name: str
+    model_type: str
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    v_head_dim: int
+    hidden_size: int
+    num_hidden_layers: int
+    dtype: str
+    dtype_bytes: int
+    is_mla: bool = False
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sliding_window: int | None = None
+    num_sliding_layers: int = 0
+    num_full_layers: int = 0
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    num_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    quant_method: str | None = None
+    weight_block_size: list[int] | None = None
+    quant_group_size: int | None = None
+    max_position_embeddings: int | None = None
+    vocab_size: int | None = None
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def attention(self) -> str:
+        """'mla', 'mqa' (1 KV head), 'mha' (KV heads = query heads) or 'gqa'."""
+        if self.is_mla:
+            return "mla"
+        if self.num_key_value_heads == 1:
+            return "mqa"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "mha"
+        return "gqa"
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts and self.num_experts > 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["attention"] = self.attention
+        d["is_moe"] = self.is_moe
+        return d
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, required: bool = False) -> int | None:
+    v = cfg.get(key)
+    if v is None:
+        if required:
+            raise OptkgError(f"{where}: config has no '{key}' (needed for KV-cache derivations)")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise OptkgError(f"{where}: '{key}' must be a non-negative integer, found {v!r}")
+    return v
+
+
+def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
+    """Turn a parsed ``config.json`` dict into ``ModelFacts``. Raises OptkgError naming missing/invalid fields."""
+    if not isinstance(cfg, dict):
+        raise OptkgError(f"{name}: config.json must be a JSON object")
+    top = cfg
+    text = cfg.get("text_config")
+    c = dict(text) if isinstance(text, dict) else dict(cfg)
+    if isinstance(text, dict):
+        for k in ("torch_dtype", "quantization_config", "model_type"):
+            if k not in c and k in top:
+                c[k] = top[k]
+    heads = _int(c, "num_attention_heads", name, required=True) or _int(c, "n_head", name)
+    if not heads:
+        raise OptkgError(f"{name}: 'num_attention_heads' must be at least 1")
+    layers = _int(c, "num_hidden_layers", name, required=True)
+    hidden = _int(c, "hidden_size", name) or 0
+    kv = None
+    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):
+        if c.get(key) is not None:
+            kv = _int(c, key, name)
+            break
+    if c.get("multi_query") is True:
+        kv = 1
+    if kv is None:
+        kv = heads
+    if kv == 0:
+        raise OptkgError(f"{name}: num_key_value_heads is 0")
+    head_dim = _int(c, "head_dim", name)
+    if not head_dim:
+        if not hidden:
+            raise OptkgError(f"{name}: config has neither 'head_dim' nor 'hidden_size'")
+        head_dim = hidden // heads
+    v_head_dim = _int(c, "v_head_dim", name) or head_dim
+    model_type = str(c.get("model_type") or top.get("model_type") or "unknown")
+    kv_lora = _int(c, "kv_lora_rank", name)
+    rope = _int(c, "qk_rope_head_dim", name)
+    is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
+    dtype = str(c.get("torch_dtype") or c.get("dtype") or top.get("torch_dtype") or "bfloat16")
+    warnings = []
+    if dtype not in DTYPE_BYTES:
+        warnings.append(f"unknown dtype {dtype!r}; assuming 2 bytes per element")
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    if not c.get("torch_dtype") and not c.get("dtype"):
+        warnings.append("config has no torch_dtype; assuming bfloat16 (2 bytes)")
+
+    # sliding window: effective value only
+    sw = _int(c, "sliding_window", name) if not isinstance(c.get("sliding_window"), list) else None
+    if c.get("use_sliding_window") is False:
+        sw = None
+    layer_types = c.get("layer_types")
+    n_sliding = 0
+    if sw:
+        if isinstance(layer_types, list) and layer_types:
+            n_sliding = sum(1 for t in layer_types if isinstance(t, str) and "sliding" in t)
+        elif model_type == "gemma2":
+            n_sliding = (layers + 1) // 2  # even layer indices slide (transformers modeling_gemma2.py)
+        elif c.get("max_window_layers") is not None and c.get("use_sliding_window"):
+            n_sliding = max(0, layers - int(c["max_window_layers"]))
+        else:
+            n_sliding = layers
+        if n_sliding == 0:
+            sw = None
+    n_experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
+    qc = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else {}
+    shared_inter = c.get("shared_expert_intermediate_size")
+    if shared_inter is None and c.get("n_shared_experts") and c.get("moe_intermediate_size"):
+        shared_inter = c["n_shared_experts"] * c["moe_intermediate_size"]
+    return ModelFacts(
+        name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
+        head_dim=head_dim, v_head_dim=v_head_dim, hidden_size=hidden, num_hidden_layers=layers,
+        dtype=dtype, dtype_bytes=dtype_bytes, is_mla=is_mla, kv_lora_rank=kv_lora if is_mla else None,
+        qk_rope_head_dim=rope if is_mla else None, sliding_window=sw, num_sliding_layers=n_sliding,
+        num_full_layers=layers - n_sliding, intermediate_size=_int(c, "intermediate_size", name),
+        moe_intermediate_size=_int(c, "moe_intermediate_size", name),
+        shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
+        num_experts=n_experts if isinstance(n_experts, int) else None,
+        num_experts_per_tok=c.get("num_experts_per_tok") if isinstance(c.get("num_experts_per_tok"), int) else None,
+        quant_method=qc.get("quant_method"),
+        weight_block_size=qc.get("weight_block_size") if isinstance(qc.get("weight_block_size"), list) else None,
+        quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
+        max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
+        vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
+        source=name, warnings=warnings,
+    )
+
+
+def load_config_file(path: Path | str) -> ModelFacts:
+    """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    text = read_text(p, max_bytes=8 * 1024 * 1024)
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OptkgError(f"{p}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+    return parse_config(cfg, str(p))
+
+
+def bundled_models_dir() -> Path:
+    return paths.catalog_dir() / "models"
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower())
+
+
+def bundled_model_ids() -> list[str]:
+    """Hub ids of the bundled configs (file ``org__name.json`` -> ``org/name``)."""
+    return sorted(f.stem.replace("__", "/", 1) for f in bundled_models_dir().glob("*.json"))
+
+
+def resolve_model(name: str) -> ModelFacts:
+    """Resolve a model argument as ``vllm serve`` would: a local folder/file with config.json, or a bundled hub id.
+
+    Hub ids match case-insensitively and ignore the ``Meta-`` prefix rename of Llama 3.1
+    (``meta-llama/Llama-3.1-70B`` finds ``meta-llama__Meta-Llama-3.1-70B.json``).
+    Raises OptkgError listing the bundled ids and how to pass a local config.json.
+    """
+    p = Path(name).expanduser()
+    if p.is_dir() or (p.is_file() and p.suffix == ".json"):
+        facts = load_config_file(p)
+        facts.name = name
+        return facts
+    want = _norm(name)
+    want_alt = _norm(name.replace("/Llama-", "/Meta-Llama-"))
+    for f in sorted(bundled_models_dir().glob("*.json")):
+        hub = f.stem.replace("__", "/", 1)
+        if _norm(hub) in (want, want_alt):
+            facts = load_config_file(f)
+            facts.name = hub
+            return facts
+    raise OptkgError(
+        f"unknown model '{name}': not a folder with config.json and not a bundled config "
+        f"(bundled: {', '.join(bundled_model_ids())}); pass --config path/to/config.json"
+    )

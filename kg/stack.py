@@ -1,0 +1,438 @@
+"""A user's stack: model, engine, hardware, techniques with parameters, and settings.
+
+Built from a stack YAML file (``load_stack_file``) or from a pasted ``vllm serve`` / SGLang
+launch command (``parse_command``), using the flag tables in ``catalog/engines/*.yaml``. Every
+value optkg models is type-checked; a bad value is an OptkgError naming the flag or file:line
+and what was expected. Flags optkg does not model are kept in ``ignored`` (users paste whole
+commands). Stack file shape::
+
+    name: Qwen3-235B on 8xH200        # optional
+    model: Qwen/Qwen3-235B-A22B         # bundled hub id, or a folder/file with config.json
+    config: path/to/config.json         # optional; overrides model
+    engine: {name: vllm, version: "0.11.0"}
+    hardware: {gpu: H200, count: 8}
+    techniques:
+      - tensor-parallelism: {tp_size: 8}
+      - prefix-caching
+    settings: {max_model_len: 32768, kv_cache_dtype: auto}
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .catalog import Catalog
+from .errors import OptkgError
+from .expr import evaluate
+from .modelcfg import ModelFacts, load_config_file, resolve_model
+from .yamlio import YamlDoc, load_yaml, parse_yaml
+
+# Settings that are not technique parameters: name -> (type, description). Units in names.
+BASE_SETTINGS: dict[str, tuple[str, str]] = {
+    "max_model_len": ("integer", "longest request context, tokens"),
+    "gpu_memory_utilization": ("number", "fraction of GPU memory the engine may use (vLLM; SGLang mem_fraction_static)"),
+    "block_size": ("integer", "KV-cache block/page size, tokens"),
+    "kv_cache_dtype": ("string", "KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, int8"),
+    "attention_backend": ("string", "attention kernel backend name"),
+    "quantization": ("string", "weight quantization method"),
+    "max_num_batched_tokens": ("integer", "tokens per scheduler step"),
+    "max_num_seqs": ("integer", "max concurrent sequences"),
+    "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
+    "enforce_eager": ("boolean", "disable CUDA graphs"),
+    "dtype": ("string", "model dtype override"),
+    "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
+    "kv_role": ("string", "KV connector role"),
+    "speculative_method": ("string", "speculative decoding method (eagle, eagle3, mtp, ngram, draft_model, ...)"),
+    "speculative_model": ("string", "draft model"),
+    "num_speculative_tokens": ("integer", "draft tokens per step"),
+    "draft_tp_size": ("integer", "tensor-parallel size of the draft model"),
+    "cp_kv_cache_interleave_size": ("integer", "DCP interleave, tokens"),
+    "enable_prefix_caching": ("boolean", "prefix caching on"),
+    "enable_chunked_prefill": ("boolean", "chunked prefill on"),
+    "enable_lora": ("boolean", "LoRA adapters on"),
+    "enable_expert_parallel": ("boolean", "expert parallelism on"),
+    "enable_eplb": ("boolean", "expert load balancer on"),
+    "enable_dp_attention": ("boolean", "SGLang DP attention on"),
+    "enable_hierarchical_cache": ("boolean", "SGLang host KV cache tier on"),
+    "disable_sliding_window": ("boolean", "treat sliding-window layers as full attention"),
+    "flash_attn_version": ("integer", "FlashAttention major version (2, 3, 4)"),
+    "vllm_use_v1": ("integer", "VLLM_USE_V1"),
+    "swap_space_gib": ("number", "CPU swap space per GPU, GiB"),
+    "kv_offloading_size": ("number", "host KV offload size, GiB"),
+    "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
+    "speculative_eagle_topk": ("integer", "EAGLE top-k"),
+    "lora_paths": ("string", "LoRA adapter paths"),
+    "disaggregation_mode": ("string", "prefill/decode disaggregation role"),
+    "speculative_config": ("object", "vLLM --speculative-config JSON"),
+    "kv_transfer_config": ("object", "vLLM --kv-transfer-config JSON"),
+    "pcp_size": ("integer", "prefill context parallel size"),
+    "kv_cache_reuse": ("boolean", "TensorRT-LLM KV block reuse (prefix caching)"),
+    "model": ("string", "model id"),
+}
+PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
+
+
+@dataclass
+class Stack:
+    """A resolved stack. ``techniques`` maps technique id -> parameters; ``settings`` holds the rest."""
+
+    name: str
+    model: ModelFacts | None
+    engine: str | None = None
+    engine_version: str | None = None
+    hardware: dict[str, Any] | None = None
+    gpu_count: int | None = None
+    techniques: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def values(self) -> dict[str, Any]:
+        """Flat namespace of every setting and parameter (parallel sizes default to 1)."""
+        out: dict[str, Any] = dict(PARALLEL_DEFAULTS)
+        out.update(self.settings)
+        for params in self.techniques.values():
+            out.update(params)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# value checking
+
+def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maximum: float | None = None,
+            values: list[Any] | None = None) -> Any:
+    """Check/convert ``value`` to ``typ``; raise OptkgError '<where>: expected ..., found ...'."""
+    def bad(expect: str) -> OptkgError:
+        return OptkgError(f"{where}: expected {expect}, found {value!r}")
+    if typ == "integer":
+        if isinstance(value, bool):
+            raise bad("an integer")
+        if isinstance(value, str):
+            if not re.fullmatch(r"[+-]?\d+", value.strip()):
+                raise bad("an integer")
+            value = int(value)
+        if not isinstance(value, int):
+            raise bad("an integer")
+    elif typ == "number":
+        if isinstance(value, bool):
+            raise bad("a number")
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad("a number") from None
+        if not isinstance(value, (int, float)) or value != value:
+            raise bad("a number")
+    elif typ == "boolean" or typ == "flag":
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            value = value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif typ in ("string", "enum"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str) or not value:
+            raise bad("a non-empty string")
+        if values is not None and value not in [str(v) for v in values]:
+            raise bad("one of " + ", ".join(map(str, values)))
+    elif typ == "object":
+        if not isinstance(value, dict):
+            raise bad("a mapping")
+    if minimum is not None and isinstance(value, (int, float)) and value < minimum:
+        raise bad(f"a value >= {minimum:g}")
+    if maximum is not None and isinstance(value, (int, float)) and value > maximum:
+        raise bad(f"a value <= {maximum:g}")
+    return value
+
+
+def _param_specs(catalog: Catalog, tid: str) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in catalog.techniques[tid].get("parameters") or []}
+
+
+def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, Any] | None, where: str) -> None:
+    """Add a technique (id or alias) with checked parameters. Raises OptkgError for unknown ids/params."""
+    tid = catalog.resolve(name)
+    if tid is None:
+        near = get_close_matches(name, list(catalog.techniques) + list(catalog.aliases), n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise OptkgError(f"{where}: unknown technique '{name}'{hint}")
+    t = catalog.techniques[tid]
+    if name != tid:
+        if t.get("status") == "deprecated" or name.lower() in catalog.aliases:
+            stack.notes.append(f"'{name}' resolves to '{tid}'")
+    if t.get("status") == "deprecated" and t.get("replaced_by"):
+        stack.notes.append(f"technique '{tid}' is deprecated; use '{t['replaced_by']}'")
+    specs = _param_specs(catalog, tid)
+    checked: dict[str, Any] = dict(stack.techniques.get(tid, {}))
+    for k, v in (params or {}).items():
+        if k not in specs:
+            known = ", ".join(sorted(specs)) or "none"
+            raise OptkgError(f"{where}: technique '{tid}' has no parameter '{k}' (parameters: {known})")
+        s = specs[k]
+        checked[k] = _coerce(v, s["type"], f"{where}: {tid}.{k}", s.get("minimum"), s.get("maximum"), s.get("values"))
+    stack.techniques[tid] = checked
+
+
+def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog | None = None) -> None:
+    if key in PARALLEL_DEFAULTS:
+        stack.settings[key] = _coerce(value, "integer", f"{where}: {key}", 1)
+        return
+    if key not in BASE_SETTINGS:
+        extra = []
+        if catalog:
+            extra = [p["name"] for t in catalog.techniques.values() for p in t.get("parameters") or []]
+        if key in extra:
+            stack.settings[key] = value
+            return
+        near = get_close_matches(key, list(BASE_SETTINGS) + list(PARALLEL_DEFAULTS) + extra, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
+    typ = BASE_SETTINGS[key][0]
+    stack.settings[key] = _coerce(value, typ, f"{where}: {key}", 0 if typ in ("integer", "number") else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# stack files
+
+_TOP_KEYS = {"name", "model", "config", "engine", "hardware", "techniques", "settings", "description"}
+
+
+def load_stack_file(path: Path | str, catalog: Catalog) -> Stack:
+    """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line."""
+    doc = load_yaml(path)
+    return stack_from_doc(doc, catalog, base_dir=Path(path).parent)
+
+
+def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<stack>") -> Stack:
+    """Build a stack from an in-memory mapping (same shape as a stack file)."""
+    return stack_from_doc(YamlDoc(name, data, {}), catalog, base_dir=Path("."))
+
+
+def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
+    d = doc.data
+
+    def at(*p: Any) -> str:
+        line, _ = doc.where(p)
+        return f"{doc.path}:{line}"
+
+    if not isinstance(d, dict):
+        raise OptkgError(f"{doc.path}:1: a stack file must be a mapping with model, techniques, ...")
+    for k in d:
+        if k not in _TOP_KEYS:
+            near = get_close_matches(str(k), sorted(_TOP_KEYS), n=1)
+            raise OptkgError(f"{at(k)}: unknown field '{k}'" + (f"; did you mean '{near[0]}'?" if near else "") +
+                             f" (fields: {', '.join(sorted(_TOP_KEYS))})")
+    model = None
+    if d.get("config") is not None:
+        cfg = d["config"]
+        if not isinstance(cfg, str):
+            raise OptkgError(f"{at('config')}: config must be a path to config.json")
+        p = Path(cfg) if Path(cfg).is_absolute() else base_dir / cfg
+        model = load_config_file(p)
+    elif d.get("model") is not None:
+        if not isinstance(d["model"], str):
+            raise OptkgError(f"{at('model')}: model must be a hub id or a path")
+        m = d["model"]
+        local = base_dir / m
+        model = resolve_model(str(local) if (local.is_dir() or local.suffix == ".json") and local.exists() else m)
+    st = Stack(name=str(d.get("name") or Path(doc.path).stem), model=model, source=doc.path)
+    eng = d.get("engine")
+    if eng is not None:
+        if isinstance(eng, str):
+            eng = {"name": eng}
+        if not isinstance(eng, dict) or not isinstance(eng.get("name"), str):
+            raise OptkgError(f"{at('engine')}: engine must be a name or {{name: vllm, version: '0.11.0'}}")
+        st.engine = eng["name"].lower()
+        if eng.get("version") is not None:
+            st.engine_version = str(eng["version"])
+    hw = d.get("hardware")
+    if hw is not None:
+        if isinstance(hw, str):
+            hw = {"gpu": hw}
+        if not isinstance(hw, dict) or not isinstance(hw.get("gpu"), str):
+            raise OptkgError(f"{at('hardware')}: hardware must be {{gpu: H100-SXM, count: 8}}")
+        try:
+            st.hardware = catalog.resolve_hardware(hw["gpu"])
+        except OptkgError as e:
+            raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
+        if hw.get("count") is not None:
+            st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1)
+    techs = d.get("techniques") or []
+    if isinstance(techs, dict):
+        techs = [{k: v} for k, v in techs.items()]
+    if not isinstance(techs, list):
+        raise OptkgError(f"{at('techniques')}: techniques must be a list of ids or {{id: {{param: value}}}}")
+    for i, item in enumerate(techs):
+        where = at("techniques", i)
+        if isinstance(item, str):
+            add_technique(st, catalog, item, None, where)
+        elif isinstance(item, dict) and len(item) == 1:
+            (tid, params), = item.items()
+            if params is not None and not isinstance(params, dict):
+                raise OptkgError(f"{where}: parameters of '{tid}' must be a mapping, found {params!r}")
+            add_technique(st, catalog, str(tid), params, where)
+        else:
+            raise OptkgError(f"{where}: each technique is an id or a one-key mapping {{id: {{param: value}}}}")
+    settings = d.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise OptkgError(f"{at('settings')}: settings must be a mapping")
+    for k, v in settings.items():
+        set_setting(st, str(k), v, at("settings", k), catalog)
+    return st
+
+
+# ---------------------------------------------------------------------------------------------
+# engine commands
+
+def _engine_tables() -> dict[str, dict[str, Any]]:
+    out = {}
+    for f in sorted((paths.catalog_dir() / "engines").glob("*.yaml")):
+        t = load_yaml(f).data
+        out[t["engine"]] = t
+    return out
+
+
+def _tokens(command: str) -> list[str]:
+    text = command.replace("\\\r\n", " ").replace("\\\n", " ")
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise OptkgError(f"command: cannot split it into words ({e})") from None
+
+
+def parse_command(command: str, catalog: Catalog, engine: str, model_override: str | None = None,
+                  flag_label: str | None = None) -> Stack:
+    """Parse a ``vllm serve`` (engine='vllm') or SGLang launch command (engine='sglang') into a Stack.
+
+    Leading ``VAR=value`` environment assignments are read where the engine table knows them.
+    Raises OptkgError naming the flag and what was expected. Unknown flags go to ``Stack.ignored``.
+    """
+    label = flag_label or f"--{engine}"
+    tables = _engine_tables()
+    if engine not in tables:
+        raise OptkgError(f"{label}: no flag table for engine '{engine}'")
+    table = tables[engine]
+    words = _tokens(command)
+    if not words:
+        raise OptkgError(f"{label}: empty command")
+    env: dict[str, str] = {}
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        k, v = words.pop(0).split("=", 1)
+        env[k] = v
+    if words and words[0] == "env":
+        words.pop(0)
+    for prog in sorted(table["programs"], key=len, reverse=True):
+        n = len(prog)
+        if [os.path.basename(w) for w in words[:n]] == prog:
+            words = words[n:]
+            break
+    else:
+        # allow a bare argument list (flags only, or model + flags)
+        if words and not words[0].startswith("-") and os.path.basename(words[0]) in ("vllm", "python", "python3", "sglang"):
+            raise OptkgError(f"{label}: does not look like a {engine} launch command "
+                             f"(expected it to start with {' '.join(table['programs'][0])})")
+    by_name: dict[str, dict[str, Any]] = {}
+    for spec in table["flags"]:
+        for n in spec["names"]:
+            by_name[n] = spec
+    st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
+    for tid in table.get("default_techniques") or []:
+        if catalog.resolve(tid):
+            add_technique(st, catalog, tid, None, label)
+    for k, v in (table.get("defaults") or {}).items():
+        st.settings[k] = v
+    removed: set[str] = set()
+    model_name = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-"):
+            if table.get("positional_model") and model_name is None:
+                model_name = w
+            else:
+                st.ignored.append(w)
+            i += 1
+            continue
+        name, eq, inline = w.partition("=")
+        spec = by_name.get(name)
+        if spec is None:
+            # unknown flag: keep it and its value (if the next word is not a flag)
+            if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+                st.ignored.append(f"{w} {words[i + 1]}")
+                i += 2
+            else:
+                st.ignored.append(w)
+                i += 1
+            continue
+        typ = spec["type"]
+        flag = f"{label} {name}"
+        if typ == "flag":
+            value: Any = True
+            if eq:
+                value = _coerce(inline, "boolean", flag)
+            i += 1
+        else:
+            if eq:
+                raw = inline
+                i += 1
+            else:
+                if i + 1 >= len(words):
+                    raise OptkgError(f"{flag}: expects a value")
+                raw = words[i + 1]
+                i += 2
+            if typ == "json":
+                try:
+                    value = json.loads(raw)
+                except json.JSONDecodeError as e:
+                    raise OptkgError(f"{flag}: invalid JSON ({e.msg} at column {e.colno})") from None
+                if not isinstance(value, dict):
+                    raise OptkgError(f"{flag}: expected a JSON object, found {raw!r}")
+            else:
+                value = _coerce(raw, typ, flag, spec.get("minimum"), spec.get("maximum"))
+        if spec.get("set"):
+            if spec["set"] == "model":
+                model_name = value
+            else:
+                st.settings[spec["set"]] = value
+        if typ == "json":
+            for src, dst in (spec.get("fields") or {}).items():
+                if src in value:
+                    kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
+                    st.settings[dst] = _coerce(value[src], kind, f"{flag}.{src}",
+                                               1 if kind == "integer" else None)
+        tid = spec.get("technique")
+        if spec.get("technique_by_value") and isinstance(value, str):
+            tid = spec["technique_by_value"].get(value.lower())
+        if tid and (not spec.get("when") or evaluate(spec["when"], {"value": value})):
+            removed.discard(tid)
+            if catalog.resolve(tid):
+                add_technique(st, catalog, tid, None, flag)
+        if spec.get("removes_when") and evaluate(spec["removes_when"], {"value": value}) and spec.get("technique"):
+            removed.add(spec["technique"])
+        if spec.get("removes"):
+            removed.add(spec["removes"])
+    for k, v in env.items():
+        spec = (table.get("env") or {}).get(k)
+        if spec:
+            st.settings[spec["set"]] = _coerce(v, spec["type"], f"environment {k}")
+    for tid in removed:
+        st.techniques.pop(tid, None)
+    # technique parameters mirror the settings they came from (tp_size lives on tensor-parallelism)
+    for tid in list(st.techniques):
+        for pname in _param_specs(catalog, tid):
+            if pname in st.settings:
+                st.techniques[tid][pname] = st.settings[pname]
+    target = model_override or model_name
+    if target is None:
+        raise OptkgError(f"{label}: no model in the command (give it as `vllm serve <model>` / --model-path, or pass --config)")
+    st.model = load_config_file(target) if model_override else resolve_model(target)
+    st.name = f"{Path(target).name if model_override else target} ({engine})"
+    return st
