@@ -205,7 +205,7 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
                 cat.root = root
                 return cat, []
         except Exception:  # a corrupt cache is just a miss
-            pass
+            cache.unlink(missing_ok=True)
 
     axes = load_axes(root / "axes.yaml")
     problems: list[Problem] = []
@@ -267,8 +267,8 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, cache)
-        except OSError:
-            pass
+        except OSError:  # an unwritable cache folder only costs speed
+            cache = None
     problems.sort(key=lambda p: (p.file, p.line, p.column, p.code))
     return cat, problems
 
@@ -315,9 +315,6 @@ def _cross_checks(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc
                 line, col = doc.where(("replaced_by",))
                 out.append(Problem(doc.path, line, col, "replaced_by", f"replaced_by '{rb}' is not a technique id",
                                    "dangling-replaced-by", found=rb))
-        for i, ref in enumerate(t.get("references") or []):
-            if isinstance(ref, dict) and not str(ref.get("url", "")).startswith(("http://", "https://")):
-                pass  # the schema reports it
         for i, c in enumerate(t.get("couplings") or []):
             if not isinstance(c, dict):
                 continue

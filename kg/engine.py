@@ -22,6 +22,7 @@ How the engine's limits are kept (same notes):
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -161,14 +162,11 @@ class CompiledRules:
                     continue
                 self._results, self._errors = [], []
                 try:
-                    host.assert_facts(name, mine)
-                except _durable.MessageNotHandledException:
-                    pass
+                    with contextlib.suppress(_durable.MessageNotHandledException):
+                        host.assert_facts(name, mine)
                 finally:
-                    try:
+                    with contextlib.suppress(_durable.MessageNotHandledException):
                         host.retract_facts(name, mine)
-                    except _durable.MessageNotHandledException:
-                        pass
                 if self._errors:
                     raise EngineError(f"rule action failed: {self._errors[0]!r}")
                 for rid, m in self._results:

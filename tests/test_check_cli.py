@@ -1,0 +1,120 @@
+"""optkg check / kv / explain end to end on real configs and vLLM commands (issue 2 acceptance)."""
+import json
+
+import pytest
+
+from conftest import REPO
+
+
+def _findings(out):
+    return {f["rule_id"]: f for f in json.loads(out)["findings"]}
+
+
+def test_demo_stack_text(cli):
+    code, out, err = cli("check", str(REPO / "examples/qwen3-235b-tp8.yaml"))
+    assert code == 0, err
+    assert "kv-head-replication" in out and "48,128" in out and "24,064" in out
+
+
+def test_vllm_tp8(cli):
+    code, out, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 8 "
+                       "--enable-prefix-caching --port 8000 --host 0.0.0.0", "--format", "json")
+    d = json.loads(out)
+    f = _findings(out)["kv-head-replication"]
+    assert f["numbers"]["replication_factor"] == 2
+    assert f["numbers"]["kv_bytes_per_token_per_gpu"] == 48_128
+    assert f["numbers"]["kv_bytes_per_token_per_gpu_unreplicated"] == 24_064
+    assert f["numbers"]["suggested_dcp_sizes"] == [1, 2]
+    assert f["cost_dimension"] == "storage" and f["fixes"][0]["technique"] == "decode-context-parallelism"
+    assert f["sources"] and f["rule_file"].endswith("kv_parallel.yaml")
+    assert d["schema_version"] == "1.0"
+    assert "--port 8000" in d["ignored_flags"] and "--host 0.0.0.0" in d["ignored_flags"]
+    assert code == 0
+
+
+def test_vllm_tp4_and_dcp(cli):
+    _, out, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 4", "--format", "json")
+    d = json.loads(out)
+    assert "kv-head-replication" not in _findings(out)
+    assert d["derived"]["dcp_possible"] is False
+    _, out, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 -dcp 2", "--format", "json")
+    assert "kv-head-replication" not in _findings(out)
+
+
+def test_llama70b(cli):
+    _, out, _ = cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-70B -tp 16", "--format", "json")
+    f = _findings(out)["kv-head-replication"]
+    assert f["numbers"]["replication_factor"] == 2 and f["numbers"]["kv_bytes_per_token_per_gpu"] == 40_960
+    _, out, _ = cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-70B -tp 8", "--format", "json")
+    assert "kv-head-replication" not in _findings(out)
+
+
+@pytest.mark.parametrize("model", ["deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2-Instruct"])
+def test_mla(cli, model):
+    _, out, _ = cli("check", "--vllm", f"vllm serve {model} -tp 8", "--format", "json")
+    f = _findings(out)["mla-kv-duplication"]
+    assert f["numbers"]["replication_factor"] == 8 and f["numbers"]["kv_bytes_per_token_per_gpu"] == 70_272
+    assert f["numbers"]["max_dcp_size"] == 8
+
+
+def test_kimi_capacity_with_budget(cli):
+    _, out, _ = cli("check", "--vllm", "vllm serve moonshotai/Kimi-K2-Instruct -tp 8 -dcp 8", "--kv-budget-gib", "46.80",
+                    "--format", "json")
+    d = json.loads(out)["derived"]
+    assert abs(d["kv_tokens_total"] - 5_721_088) / 5_721_088 < 0.001
+
+
+def test_heads_not_divisible(cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "num_attention_heads": 28, "num_key_value_heads": 4,
+                               "hidden_size": 3584, "num_hidden_layers": 28, "torch_dtype": "bfloat16"}))
+    code, out, _ = cli("check", "--vllm", f"vllm serve {tmp_path} -tp 8", "--format", "json")
+    f = _findings(out)["heads-not-divisible-by-tp"]
+    assert f["severity"] == "error" and f["numbers"]["valid_tp_sizes"] == [1, 2, 4, 7, 14, 28]
+    assert code == 1  # --fail-on error (default)
+    code, _, _ = cli("check", "--vllm", f"vllm serve {tmp_path} -tp 8", "--fail-on", "never")
+    assert code == 0
+
+
+def test_kv_command(cli):
+    code, out, _ = cli("kv", "--model", "Qwen/Qwen3-235B-A22B", "--tp", "8", "--format", "json")
+    d = json.loads(out)
+    assert code == 0 and d["layout"]["bytes_per_token_per_gpu"] == 48_128 and d["layout"]["valid_dcp_sizes"] == [1, 2]
+
+
+def test_explain_paths(cli):
+    code, out, _ = cli("explain", "tensor-parallelism")
+    assert code == 0
+    assert "KV-head replication" in out and "Max concurrency" in out
+    assert "Decode context parallelism" in out  # the mitigating edge
+    code, out, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--format", "json")
+    d = json.loads(out)
+    assert d["paths"] and any(any(s["kind"] == "mitigates" for s in p) for p in d["paths"])
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp eight"], "-tp: expected an integer"),
+    (["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 0"], "-tp: expected a value >= 1"),
+    (["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B --speculative-config '{bad json'"], "--speculative-config: invalid JSON"),
+    (["check", "--vllm", "vllm serve acme/Unknown-1B"], "pass --config"),
+    (["kv", "--model", "Qwen/Qwen3-235B-A22B", "--tp", "-1"], "--tp: expected a positive integer"),
+    (["check", "/nonexistent/stack.yaml"], "file not found"),
+])
+def test_bad_input_one_line_exit_2(cli, argv, needle):
+    code, out, err = cli(*argv)
+    assert code == 2
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_stack_file(cli, tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("model: Qwen/Qwen3-235B-A22B\ntechniques:\n  - tensor-parallelism: {tp_size: eight}\n")
+    code, _, err = cli("check", str(p))
+    assert code == 2 and f"{p}:3" in err and "tp_size" in err
+    p.write_text("model: Qwen/Qwen3-235B-A22B\ntechniques: [warp-drive]\n")
+    code, _, err = cli("check", str(p))
+    assert code == 2 and "unknown technique 'warp-drive'" in err
+    p.write_text("model: [unclosed\n")
+    code, _, err = cli("check", str(p))
+    assert code == 2 and "YAML error" in err
