@@ -1,0 +1,599 @@
+"""Context fit: the Context Fit Checklist, the triangle and the three patterns, from a measured trace.
+
+Input: a ``TraceMeasurement`` (kg.fitmeasure) or its flat features, an optional model (its KV
+layout under tp/pp/dcp, kg.kv), an optional GPU (catalog hardware: ``memory_gib``) or KV budget, and
+facts the user states: ``causal`` (strict causal dependency), ``session_length`` (turns per
+session), ``attention_locality`` ('local' or 'global'). Output: a report dict (``kind: fit``) with
+
+- ``measurements`` (kg.fitmeasure summary) and ``features`` (the flat namespace the rules read);
+- ``cost_curve``: KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50
+  request length), and the knees where they cross the GPU's KV budget (the free memory after
+  weights: ``memory_gib x gpu_memory_utilization - estimated weights per GPU``, kg.kv);
+- ``capacities``: the LRU hit-ratio points with each capacity in KV bytes per GPU and for the
+  whole parallel group, and whether it fits the GPU budget or needs host memory;
+- ``checklist`` (items 1-5 of the method, each with its answer, evidence and rule outcomes),
+  ``triangle`` (parallel granularity, state locality, state lifetime) and ``patterns`` (the
+  three patterns, each tied to catalog techniques and their declared costs);
+- ``rules``: every fit rule with fired / reason, so each recommendation is explainable.
+
+The recommendations come from ``rules/fit.yaml`` evaluated by kg.rules (durable-rules matching plus
+kg.expr conditions); thresholds are data in that file. Method: shared/method/000_591192a31bee64c3.txt.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import OptkgError
+from .fitmeasure import DEFINITIONS, TraceMeasurement, measure_trace
+from .rules import Firing, RuleSet, evaluate_rules, load_ruleset
+
+SCHEMA_VERSION = "1.0"
+LOCALITY_VALUES = ("local", "global")
+
+CHECKLIST = [
+    (1, "Dependency type", "Is the dependency strictly causal? Then is fine-grained (token-level) pipeline parallelism viable?"),
+    (2, "Context reuse", "How much prefix reuse, how long are sessions, how often does reused state come back?"),
+    (3, "Attention topology", "Can sliding-window or grouped attention replace global attention?"),
+    (4, "Cost curve", "Where does KV memory cross the GPU's free memory: memory first or latency first?"),
+    (5, "Prototype validation", "What to validate in a prototype: P99 latency, throughput, host memory, cache hit rate."),
+]
+
+PATTERNS = [
+    {"id": "pattern-1", "rule": "fit-compact-kv-pattern",
+     "name": "Local attention + multi-query / grouped KV sharing + cross-layer sharing",
+     "when": "long sessions or local attention, high prefix reuse, memory-bound",
+     "techniques": ["sliding-window-attention", "multi-query-attention", "grouped-query-attention", "cross-layer-kv-sharing"]},
+    {"id": "pattern-2", "rule": "fit-host-kv-cache",
+     "name": "Host-side stateful KV cache + hashed longest-prefix match",
+     "when": "long-lived, frequently reused state that outgrows the GPU cache",
+     "techniques": ["host-kv-offload", "prefix-caching", "kv-cache-connector"]},
+    {"id": "pattern-3", "rule": "fit-token-level-parallelism",
+     "name": "Token-level parallelism",
+     "when": "no strict causal dependency (batch or diffusion-style workloads)",
+     "techniques": ["token-level-pipeline-parallelism"]},
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# features
+
+def workload_features(m: TraceMeasurement | Mapping[str, Any]) -> dict[str, Any]:
+    """Flat features of a measurement (the names the fit rules read). None values are left out."""
+    s = m.summary if isinstance(m, TraceMeasurement) else m
+    f: dict[str, Any] = {"trace_format": s["format"], "requests": s["requests"],
+                         "duration_s": s["time"]["duration_s"], "arrival_rate_rps": s["time"]["arrival_rate_rps"]}
+    for key, name in (("input", "input_len"), ("output", "output_len"), ("request", "request_len")):
+        d = s["lengths"][key]
+        for q in ("mean", "p50", "p90", "p99", "max"):
+            if q in d:
+                f[f"{name}_{q}"] = d[q]
+    pr = s["prefix_reuse"]
+    f["prefix_measurable"] = bool(pr["measurable"])
+    if pr["measurable"]:
+        f["block_size"] = s["block_size"]
+        f["prefix_reuse_ratio"] = pr["ratio_blocks"]
+        f["prefix_reuse_token_ratio"] = pr["ratio_tokens"]
+        cap = s["lru"].get("capacity_for") or {}
+        f["capacity_50_blocks"] = (cap.get("50") or {}).get("blocks")
+        f["capacity_90_blocks"] = (cap.get("90") or {}).get("blocks")
+        ru = s["reuse"]
+        f["distinct_blocks"] = ru["distinct_blocks"]
+        f["reused_blocks"] = ru["reused_blocks"]
+        f["refs_per_reused_block_mean"] = ru["references_per_reused_block"].get("mean")
+        f["reuse_distance_p50"] = ru["stack_distance_blocks"].get("p50")
+        f["reuse_distance_p90"] = ru["stack_distance_blocks"].get("p90")
+        f["reuse_interval_p50_s"] = ru["reuse_interval_s"].get("p50")
+    return {k: v for k, v in f.items() if v is not None}
+
+
+def model_is_causal(model) -> tuple[bool | None, str]:
+    """(causal, source) from the config's ``architectures`` (``*ForCausalLM`` -> causal); (None, why) otherwise."""
+    src = Path(model.source) if model is not None and model.source else None
+    if src is not None and src.is_dir():
+        src = src / "config.json"
+    try:
+        cfg = json.loads(src.read_text(encoding="utf-8")) if src and src.is_file() else {}
+    except (OSError, ValueError):
+        cfg = {}
+    archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)]
+    if any(a.endswith("ForCausalLM") for a in archs):
+        return True, f"model config architectures: {', '.join(archs)}"
+    if archs:
+        return None, f"model architectures {', '.join(archs)} do not say; pass --causal yes|no"
+    return None, "not stated; pass --causal yes|no"
+
+
+def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
+                  hardware: Mapping[str, Any] | None = None, kv_budget_gib: float | None = None,
+                  gpu_memory_utilization: float = 0.9) -> dict[str, Any]:
+    """KV layout of ``model`` under tp/pp/dcp and the GPU's KV budget (bytes) when a GPU or budget is given.
+
+    Budget: ``kv_budget_gib`` when given; else ``memory_gib x gpu_memory_utilization - estimated
+    weights / (tp x pp)`` (kg.kv.kv_budget_bytes, estimate_weight_bytes). Raises OptkgError for a
+    DCP size the model does not allow or a GPU entry without ``memory_gib``.
+    """
+    from .kv import GIB, estimate_weight_bytes, kv_budget_bytes, kv_layout
+    base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
+    if dcp > 1 and dcp not in base.valid_dcp_sizes:
+        raise OptkgError(f"--dcp: {dcp} is not valid for {model.name} at tp {tp} (valid: {base.valid_dcp_sizes})")
+    lay = kv_layout(model, tp, pp, dcp, kv_cache_dtype) if dcp > 1 else base
+    ctx: dict[str, Any] = {"model": model, "layout": lay, "budget_bytes": None, "budget_source": None, "gpu": None}
+    if hardware is not None:
+        ctx["gpu"] = hardware.get("id")
+    if kv_budget_gib is not None:
+        if kv_budget_gib < 0:
+            raise OptkgError(f"--kv-budget-gib: expected a non-negative number, found {kv_budget_gib}")
+        ctx["budget_bytes"] = float(kv_budget_gib) * GIB
+        ctx["budget_source"] = "given with --kv-budget-gib"
+    elif hardware is not None:
+        mem = hardware.get("memory_gib")
+        if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem <= 0:
+            raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
+        weights = estimate_weight_bytes(model) / (tp * pp)
+        ctx["budget_bytes"] = kv_budget_bytes(mem * GIB, gpu_memory_utilization, weights)
+        ctx["weight_bytes_per_gpu_estimate"] = weights
+        ctx["budget_source"] = (f"{hardware.get('id')}: {mem:g} GiB x gpu_memory_utilization {gpu_memory_utilization:g} "
+                                f"- estimated weights {weights / GIB:.1f} GiB per GPU")
+    return ctx
+
+
+def _max_len_within(layout, budget: float, cap: int = 1 << 31) -> int | None:
+    """Largest sequence length whose KV fits ``budget`` bytes per GPU (None when even ``cap`` fits: window-bounded)."""
+    from .kv import sequence_bytes_per_gpu
+    if sequence_bytes_per_gpu(layout, cap) <= budget:
+        return None
+    lo, hi = 0, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sequence_bytes_per_gpu(layout, mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cost_curve(layout, budget: float | None, features: Mapping[str, Any]) -> dict[str, Any]:
+    """KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50 request length), and the knees.
+
+    Sequence lengths: powers of two from 1,024 up to at least 131,072, the longest request and
+    the first power of two past the knee (at most 2**24);
+    batch sizes: powers of two from 1 up to at least 1,024 and twice the knee. knee_seq_len: the
+    longest single sequence whose KV fits the budget; knee_batch_pNN: floor(budget / KV bytes of
+    one request of the pNN request length). Bytes follow kg.kv.sequence_bytes_per_gpu (sliding
+    layers capped at the window, DCP-sharded).
+    """
+    from .kv import sequence_bytes_per_gpu
+    longest = int(features.get("request_len_max") or 0)
+    knee = _max_len_within(layout, budget) if budget is not None else None
+    top = max(1 << 17, 1 << max(10, (max(longest, 1) - 1).bit_length()))
+    if knee:
+        top = max(top, min(1 << 24, 1 << (knee.bit_length())))
+    seq = []
+    L = 1024
+    while L <= top:
+        seq.append({"seq_len": L, "kv_bytes_per_gpu": sequence_bytes_per_gpu(layout, L)})
+        L *= 2
+    out: dict[str, Any] = {"kv_bytes_per_token_per_gpu": layout.bytes_per_token_per_gpu_effective,
+                           "by_seq_len": seq, "budget_bytes_per_gpu": budget}
+    ref = features.get("request_len_p50")
+    knee_b: dict[str, int] = {}
+    if budget is not None:
+        out["knee_seq_len"] = knee
+        for q in ("p50", "p99"):
+            v = features.get(f"request_len_{q}")
+            if v:
+                knee_b[q] = int(budget // sequence_bytes_per_gpu(layout, int(v)))
+        out["knee_batch"] = knee_b
+    if ref:
+        per = sequence_bytes_per_gpu(layout, int(ref))
+        top_b = max(1024, 2 * knee_b.get("p50", 0))
+        bs = []
+        b = 1
+        while b <= top_b:
+            bs.append({"batch": b, "kv_bytes_per_gpu": per * b})
+            b *= 2
+        out["by_batch"] = {"seq_len": int(ref), "points": bs}
+    return out
+
+
+def capacity_bytes(m: TraceMeasurement, layout, budget: float | None) -> dict[str, Any]:
+    """Each LRU capacity point in KV bytes per GPU and for the parallel group, with its tier; the GPU's capacity in blocks.
+
+    bytes per GPU = blocks x block_size x KV bytes per token per GPU (after DCP sharding; an upper
+    bound for sliding-window layers); group = per GPU x tp_size x pp_size (what a host tier for
+    the whole group holds); tier = 'gpu' when the per-GPU bytes fit the budget, else 'host'.
+    """
+    s = m.summary
+    bs = s["block_size"]
+    per_tok = layout.bytes_per_token_per_gpu_effective
+    group = layout.tp_size * layout.pp_size
+    pts = []
+    for p in s["lru"]["points"]:
+        b = p["capacity_blocks"] * bs * per_tok
+        pts.append({**p, "kv_bytes_per_gpu": b, "kv_bytes_group": b * group,
+                    "tier": None if budget is None else ("gpu" if b <= budget else "host")})
+    out: dict[str, Any] = {"points": pts, "group_gpus": group}
+    for share in ("50", "90"):
+        c = (s["lru"].get("capacity_for") or {}).get(share, {}).get("blocks")
+        if c is not None:
+            b = c * bs * per_tok
+            out[f"capacity_{share}"] = {"blocks": c, "kv_bytes_per_gpu": b, "kv_bytes_group": b * group,
+                                        "tier": None if budget is None else ("gpu" if b <= budget else "host")}
+    if budget is not None and per_tok:
+        gpu_blocks = int(budget // (bs * per_tok))
+        hb, ht = m.hit_ratio_at(gpu_blocks)
+        out["gpu_capacity"] = {"blocks": gpu_blocks, "hit_ratio_blocks": hb, "hit_ratio_tokens": ht}
+    return out
+
+
+def _triangle(ns: Mapping[str, Any], th: Mapping[str, float], causal_source: str, model) -> dict[str, Any]:
+    causal = ns.get("causal")
+    if causal is False:
+        pg = ("token", f"no strict causal dependency ({causal_source}): token-level splitting is viable")
+    elif causal is True:
+        pg = ("layer", f"strict causal dependency ({causal_source}): keep layer/tensor granularity; "
+                       "token-level only with a load-balanced slice schedule")
+    else:
+        pg = ("unknown", "causal dependency not known; pass --causal yes|no")
+    loc = ns.get("attention_locality")
+    if loc in LOCALITY_VALUES:
+        sl = (loc, f"stated with --attention-locality {loc}")
+    elif model is not None:
+        if model.sliding_window and model.num_sliding_layers >= model.num_hidden_layers:
+            sl = ("local", f"every layer of {model.name} uses a {model.sliding_window}-token sliding window")
+        elif model.sliding_window:
+            sl = ("mixed", f"{model.num_sliding_layers} of {model.num_hidden_layers} layers slide "
+                           f"({model.sliding_window}-token window), the rest attend globally")
+        else:
+            sl = ("global", f"{model.name} attends globally in every layer; whether the task tolerates a window "
+                            "is not known (pass --attention-locality)")
+    else:
+        sl = ("unknown", "no model and no --attention-locality")
+    reuse = ns.get("prefix_reuse_token_ratio")
+    sess = ns.get("session_length")
+    long_turns = th["long_session_turns"]
+    if reuse is not None and reuse >= th["prefix_reuse_high"]:
+        lt = ("long", f"prefix reuse {reuse:.3f} of prompt tokens >= {th['prefix_reuse_high']:g}")
+    elif sess is not None and sess >= long_turns:
+        lt = ("long", f"sessions of {sess:g} turns >= {long_turns:g}")
+    elif reuse is not None and reuse < th["prefix_reuse_min"]:
+        lt = ("short", f"prefix reuse {reuse:.3f} of prompt tokens < {th['prefix_reuse_min']:g}")
+    elif reuse is not None:
+        lt = ("medium", f"prefix reuse {reuse:.3f} of prompt tokens between {th['prefix_reuse_min']:g} "
+                        f"and {th['prefix_reuse_high']:g}")
+    elif sess is not None:
+        lt = ("short" if sess < 2 else "medium", f"sessions of {sess:g} turns (prefix reuse not measurable)")
+    else:
+        lt = ("unknown", "prefix reuse not measurable and no --session-length")
+    return {"parallel_granularity": {"value": pg[0], "why": pg[1]},
+            "state_locality": {"value": sl[0], "why": sl[1]},
+            "state_lifetime": {"value": lt[0], "why": lt[1]}}
+
+
+def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = None,
+                measurement: TraceMeasurement | None = None, *, causal: bool | None = None,
+                session_length: float | None = None, attention_locality: str | None = None,
+                thresholds: Mapping[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """(facts, namespace, derived sections) for the fit ruleset.
+
+    ``features``: flat workload features (``workload_features``); ``ctx``: ``model_context`` or
+    None; ``measurement``: needed for hit ratios at the GPU capacity (else taken from features
+    ``lru_hit_ratio_at_gpu_capacity`` if given). Facts: ``workload``, and when known
+    ``dependency`` (causal), ``session``, ``locality``, ``model``, ``kv_budget``.
+    """
+    if attention_locality is not None and attention_locality not in LOCALITY_VALUES:
+        raise OptkgError(f"--attention-locality: expected local or global, found {attention_locality!r}")
+    if session_length is not None and (isinstance(session_length, bool) or not isinstance(session_length, (int, float))
+                                       or session_length < 1):
+        raise OptkgError(f"--session-length: expected a number of turns >= 1, found {session_length!r}")
+    th = dict(thresholds) if thresholds is not None else _thresholds(load_ruleset("fit"), None)
+    ns: dict[str, Any] = dict(features)
+    derived: dict[str, Any] = {}
+    facts: list[dict[str, Any]] = [{"kind": "workload", "format": str(features.get("trace_format", "unknown")),
+                                    "prefix_measurable": bool(features.get("prefix_measurable"))}]
+    model = ctx["model"] if ctx else None
+    causal_source = "stated with --causal"
+    if causal is None and model is not None:
+        causal, causal_source = model_is_causal(model)
+    elif causal is None:
+        causal_source = "not stated; pass --causal yes|no"
+    ns["causal_source"] = causal_source
+    if causal is not None:
+        ns["causal"] = bool(causal)
+        facts.append({"kind": "dependency", "causal": bool(causal)})
+    if session_length is not None:
+        ns["session_length"] = session_length
+        facts.append({"kind": "session"})
+    if attention_locality is not None:
+        ns["attention_locality"] = attention_locality
+        facts.append({"kind": "locality", "attention_locality": attention_locality})
+    if ctx:
+        lay = ctx["layout"]
+        ns.update({"model_name": model.name, "attention": model.attention,
+                   "num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
+                   "has_sliding_window": bool(model.sliding_window), "tp_size": lay.tp_size, "pp_size": lay.pp_size,
+                   "dcp_size": lay.dcp_size, "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu_effective,
+                   "kv_bytes_per_token_model": lay.bytes_per_token_model})
+        if model.sliding_window:
+            ns["sliding_window"] = model.sliding_window
+        facts.append({"kind": "model", "attention": model.attention, "has_sliding_window": bool(model.sliding_window)})
+        budget = ctx.get("budget_bytes")
+        curve = cost_curve(lay, budget, features)
+        derived["cost_curve"] = curve
+        if budget is not None:
+            ns["gpu_kv_budget_bytes"] = budget
+            if ctx.get("gpu"):
+                ns["gpu"] = ctx["gpu"]
+            if curve.get("knee_seq_len") is not None:
+                ns["knee_seq_len"] = curve["knee_seq_len"]
+            for q, v in curve.get("knee_batch", {}).items():
+                ns[f"knee_batch_{q}"] = v
+            facts.append({"kind": "kv_budget"})
+        if features.get("prefix_measurable") and "block_size" in features:
+            per_tok = lay.bytes_per_token_per_gpu_effective
+            bs = features["block_size"]
+            group = lay.tp_size * lay.pp_size
+            for share in ("50", "90"):
+                c = features.get(f"capacity_{share}_blocks")
+                if c is not None:
+                    ns[f"capacity_{share}_kv_bytes_per_gpu"] = c * bs * per_tok
+                    ns[f"capacity_{share}_kv_bytes_group"] = c * bs * per_tok * group
+            if budget is not None and per_tok:
+                gpu_blocks = int(budget // (bs * per_tok))
+                ns["gpu_capacity_blocks"] = gpu_blocks
+                if measurement is not None and measurement.prefix_measurable:
+                    ns["lru_hit_ratio_at_gpu_capacity"] = measurement.hit_ratio_at(gpu_blocks)[1]
+            if measurement is not None and measurement.prefix_measurable:
+                derived["capacities"] = capacity_bytes(measurement, lay, budget)
+    tri = _triangle(ns, th, causal_source, model)
+    derived["triangle"] = tri
+    for k, v in tri.items():
+        ns[k] = v["value"]
+    ns = {k: v for k, v in ns.items() if v is not None}
+    return facts, ns, derived
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation and report
+
+def _thresholds(rs: RuleSet, overrides: Mapping[str, float] | None) -> dict[str, float]:
+    th = {k: v["value"] for k, v in rs.thresholds.items()}
+    for k, v in (overrides or {}).items():
+        if k not in th:
+            raise OptkgError(f"unknown fit threshold '{k}' (known: {', '.join(sorted(th))})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise OptkgError(f"threshold '{k}': expected a number, found {v!r}")
+        th[k] = v
+    return {k: (int(v) if isinstance(v, float) and v.is_integer() and v > 1 else v) for k, v in th.items()}
+
+
+def _technique(catalog, tid: str) -> dict[str, Any]:
+    t = (catalog.techniques.get(tid) if catalog is not None else None) or {}
+    return {"id": tid, "name": t.get("name", tid), "in_catalog": bool(t), "status": t.get("status"),
+            "costs": [{"dimension": c.get("dimension"), "what": c.get("what"), "who": c.get("who")}
+                      for c in t.get("costs") or []]}
+
+
+class _Keep(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _fmt(template: str, values: Mapping[str, Any]) -> str:
+    """``str.format`` over ``values``; unknown names stay as written."""
+    try:
+        return template.format_map(_Keep(values))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return template
+
+
+def _rule_dict(f: Firing, catalog, ns: Mapping[str, Any]) -> dict[str, Any]:
+    r = f.rule
+    d = {"id": r.id, "title": r.title, "fired": f.fired, "reason": f.reason, "tags": list(r.tags),
+         "rule_file": r.file, "rule_line": r.line}
+    if f.fired:
+        d.update({"severity": f.severity, "message": " ".join(f.message.split()), "numbers": f.numbers,
+                  "mechanism": " ".join(_fmt(r.mechanism, {**ns, **f.numbers}).split()),
+                  "fix": " ".join(_fmt(r.fix, {**ns, **f.numbers}).split()),
+                  "fixes": [_technique(catalog, t) for t in r.fixes], "involves": list(r.involves),
+                  "cost_dimension": r.cost_dimension, "from_dimension": r.from_dimension,
+                  "sources": r.sources})
+    return d
+
+
+def _validation(ns: Mapping[str, Any], fired: set[str], derived: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    exp = None
+    if "lru_hit_ratio_at_gpu_capacity" in ns:
+        exp = (f"about {ns['lru_hit_ratio_at_gpu_capacity']:.3f} of prompt tokens with a GPU-only cache; up to "
+               f"{ns['prefix_reuse_token_ratio']:.3f} with an unbounded cache")
+    elif "prefix_reuse_token_ratio" in ns:
+        exp = f"at most {ns['prefix_reuse_token_ratio']:.3f} of prompt tokens (unbounded cache)"
+    out.append({"metric": "cache hit rate", "expect": exp or "not measurable from this trace; measure it in the prototype"})
+    rate = ns.get("arrival_rate_rps")
+    out.append({"metric": "P99 latency (TTFT, inter-token latency)",
+                "expect": f"replay the trace's arrivals ({rate:.3g} req/s) and lengths (p99 request "
+                          f"{ns.get('request_len_p99')} tokens)" if rate else "replay the trace's arrivals and lengths"})
+    kb = ns.get("knee_batch_p50")
+    out.append({"metric": "throughput",
+                "expect": f"at up to {kb} concurrent median requests (the KV knee)" if kb is not None
+                else "at the engine's max_num_seqs (no KV knee without --model and --gpu/--kv-budget-gib)"})
+    if "fit-host-kv-cache" in fired or "fit-long-sessions" in fired:
+        g = ns.get("capacity_90_kv_bytes_group")
+        out.append({"metric": "host memory",
+                    "expect": f"about {g / 2**30:.1f} GiB of host KV for 90 % of the unbounded hits" if g is not None
+                    else "size the host tier from the session length and KV bytes per token"})
+    else:
+        out.append({"metric": "host memory", "expect": "no host tier recommended"})
+    return out
+
+
+def _answers(ns: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[int, str]:
+    a: dict[int, str] = {}
+    c = ns.get("causal")
+    a[1] = {True: "strictly causal", False: "not strictly causal"}.get(c, "unknown") + f" ({ns.get('causal_source')})"
+    if ns.get("prefix_measurable"):
+        s = (f"prefix reuse {ns['prefix_reuse_token_ratio']:.3f} of prompt tokens ({ns['prefix_reuse_ratio']:.3f} of blocks); "
+             f"50 % / 90 % of it at {ns.get('capacity_50_blocks')} / {ns.get('capacity_90_blocks')} blocks; "
+             f"a reused block is referenced {ns.get('refs_per_reused_block_mean', 0):.2f} times on average")
+    else:
+        s = "prefix reuse not measurable (token counts only)"
+    s += f"; session length {ns['session_length']:g} turns" if "session_length" in ns else "; session length not stated"
+    a[2] = s
+    if "attention" in ns:
+        s = f"{ns['model_name']}: {ns['attention'].upper()}, {ns['num_key_value_heads']} KV heads"
+        s += f", sliding window {ns['sliding_window']}" if "sliding_window" in ns else ", no sliding window"
+    else:
+        s = "no model given"
+    s += f"; task locality {ns['attention_locality']}" if "attention_locality" in ns else "; task locality not stated"
+    a[3] = s
+    if "knee_batch_p50" in ns:
+        ks = ns.get("knee_seq_len")
+        a[4] = (f"{ns['kv_bytes_per_token_per_gpu']:,.0f} bytes/token per GPU; budget {ns['gpu_kv_budget_bytes'] / 2**30:.2f} GiB; "
+                f"knee at {ns['knee_batch_p50']} median requests ({ns.get('knee_batch_p99')} at p99), "
+                f"single sequence up to {ks if ks is not None else 'unbounded (window)'} tokens")
+    elif "kv_bytes_per_token_per_gpu" in ns:
+        a[4] = f"{ns['kv_bytes_per_token_per_gpu']:,.0f} bytes/token per GPU; no GPU budget (--gpu or --kv-budget-gib) so no knee"
+    else:
+        a[4] = "no model given (--model/--config), so no cost curve"
+    a[5] = "see the validation targets"
+    return a
+
+
+def evaluate_fit(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = None,
+                 measurement: TraceMeasurement | None = None, *, catalog=None, ruleset: RuleSet | None = None,
+                 causal: bool | None = None, session_length: float | None = None,
+                 attention_locality: str | None = None,
+                 thresholds: Mapping[str, float] | None = None) -> tuple[dict[str, Any], list[Firing]]:
+    """Run the fit ruleset; return (report dict, firings). See the module doc for the report's shape."""
+    rs = ruleset or load_ruleset("fit")
+    th = _thresholds(rs, thresholds)
+    facts, ns, derived = build_facts(features, ctx, measurement, causal=causal, session_length=session_length,
+                                     attention_locality=attention_locality, thresholds=th)
+    firings = evaluate_rules(rs, facts, ns, thresholds=th)
+    fired = {f.rule.id for f in firings if f.fired}
+    rules = [_rule_dict(f, catalog, {**ns, **th}) for f in firings]
+    answers = _answers(ns, derived)
+    checklist = []
+    for n, name, question in CHECKLIST:
+        tag = f"checklist-{n}"
+        item = {"item": n, "name": name, "question": question, "answer": answers[n],
+                "fired": [r["id"] for r in rules if tag in r["tags"] and r["fired"]],
+                "not_fired": [{"id": r["id"], "reason": r["reason"]} for r in rules if tag in r["tags"] and not r["fired"]]}
+        if n == 5:
+            item["validate"] = _validation(ns, fired, derived)
+        checklist.append(item)
+    patterns = []
+    by_id = {f.rule.id: f for f in firings}
+    for p in PATTERNS:
+        f = by_id.get(p["rule"])
+        patterns.append({"id": p["id"], "name": p["name"], "when": p["when"], "rule": p["rule"],
+                         "recommended": bool(f and f.fired), "reason": f.reason if f else "rule not loaded",
+                         "message": " ".join(f.message.split()) if f and f.fired else "",
+                         "techniques": [_technique(catalog, t) for t in p["techniques"]]})
+    model = ctx["model"] if ctx else None
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "kind": "fit",
+        "features": {k: v for k, v in sorted(ns.items())},
+        "thresholds": {k: {"value": th[k], **{x: y for x, y in rs.thresholds[k].items() if x != "value"}} for k in sorted(th)},
+        "model": None if model is None else {
+            "name": model.name, "attention": model.attention, "num_attention_heads": model.num_attention_heads,
+            "num_key_value_heads": model.num_key_value_heads, "num_hidden_layers": model.num_hidden_layers,
+            "sliding_window": model.sliding_window, "num_sliding_layers": model.num_sliding_layers,
+            "tp_size": ctx["layout"].tp_size, "pp_size": ctx["layout"].pp_size, "dcp_size": ctx["layout"].dcp_size,
+            "kv_cache_dtype": ctx["layout"].kv_cache_dtype,
+            "kv_bytes_per_token_per_gpu": ctx["layout"].bytes_per_token_per_gpu_effective,
+            "kv_bytes_per_token_model": ctx["layout"].bytes_per_token_model},
+        "gpu": None if not ctx or ctx.get("budget_bytes") is None else {
+            "id": ctx.get("gpu"), "kv_budget_bytes_per_gpu": ctx["budget_bytes"], "budget_source": ctx["budget_source"]},
+        "cost_curve": derived.get("cost_curve"),
+        "capacities": derived.get("capacities"),
+        "triangle": derived["triangle"],
+        "checklist": checklist,
+        "patterns": patterns,
+        "rules": rules,
+        "definitions": DEFINITIONS,
+        "notes": _notes(features, ctx),
+    }
+    if measurement is not None:
+        report["measurements"] = {k: v for k, v in measurement.summary.items() if k != "elapsed_s"}
+    return report, firings
+
+
+def _notes(features: Mapping[str, Any], ctx: Mapping[str, Any] | None) -> list[str]:
+    notes = []
+    if features.get("prefix_measurable"):
+        notes.append(f"prefix reuse is measured at the trace's {features.get('block_size')}-token block granularity; "
+                     "engines cache smaller blocks (vLLM 16 tokens), so real hit ratios can be slightly higher")
+        notes.append("the LRU model holds only cached prefixes; running requests also occupy the KV budget, "
+                     "so hit ratios at the GPU capacity are upper bounds")
+    if ctx and ctx["model"].sliding_window:
+        notes.append("KV bytes of cached prefix blocks count sliding-window layers in full (an upper bound)")
+    if ctx and ctx.get("budget_bytes") is None:
+        notes.append("no GPU KV budget (pass --gpu or --kv-budget-gib): no knee and no GPU/host tier split")
+    return notes
+
+
+def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: int = 512, model=None,
+                  tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto", hardware=None,
+                  kv_budget_gib: float | None = None, gpu_memory_utilization: float = 0.9,
+                  causal: bool | None = None, session_length: float | None = None,
+                  attention_locality: str | None = None, catalog=None, ruleset: RuleSet | None = None,
+                  thresholds: Mapping[str, float] | None = None) -> tuple[dict[str, Any], list[Firing], TraceMeasurement]:
+    """Measure ``path`` and evaluate the fit (the Python API behind ``optkg fit``)."""
+    ctx = model_context(model, tp, pp, dcp, kv_cache_dtype, hardware, kv_budget_gib, gpu_memory_utilization) \
+        if model is not None else None
+    m = measure_trace(path, trace_format, block_size)
+    report, firings = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=ruleset, causal=causal,
+                                   session_length=session_length, attention_locality=attention_locality,
+                                   thresholds=thresholds)
+    return report, firings, m
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+FIXTURE_KEYS = {"workload", "trace", "trace_format", "block_size", "model", "config", "tp", "pp", "dcp",
+                "kv_cache_dtype", "gpu", "kv_budget_gib", "gpu_memory_utilization", "causal", "session_length",
+                "attention_locality", "thresholds"}
+
+
+def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
+    """Fixture runner for the ``fit`` ruleset.
+
+    ``data``: ``workload`` (flat features as ``workload_features`` returns them, given by hand)
+    or ``trace`` (a trace file relative to the fixture folder, measured); optional ``model`` (hub
+    id) or ``config`` (config.json relative to the fixture folder), ``tp``/``pp``/``dcp``,
+    ``kv_cache_dtype``, ``gpu`` (catalog hardware) or ``kv_budget_gib``, ``causal``,
+    ``session_length``, ``attention_locality``, ``thresholds``.
+    """
+    from .modelcfg import load_config_file, resolve_model
+    if not isinstance(data, Mapping):
+        raise OptkgError("fit fixture input must be a mapping")
+    unknown = sorted(set(data) - FIXTURE_KEYS)
+    if unknown:
+        raise OptkgError(f"fit fixture: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(FIXTURE_KEYS))})")
+    base = Path(base_dir)
+    m = None
+    if "trace" in data:
+        m = measure_trace(base / data["trace"], data.get("trace_format", "auto"), int(data.get("block_size", 512)))
+        features = workload_features(m)
+    elif "workload" in data:
+        features = dict(data["workload"])
+    else:
+        raise OptkgError("fit fixture: give `workload` (features) or `trace` (a trace file)")
+    model = None
+    if data.get("config"):
+        model = load_config_file(base / data["config"])
+    elif data.get("model"):
+        model = resolve_model(str(data["model"]))
+    hw = catalog.resolve_hardware(data["gpu"]) if data.get("gpu") else None
+    ctx = model_context(model, int(data.get("tp", 1)), int(data.get("pp", 1)), int(data.get("dcp", 1)),
+                        str(data.get("kv_cache_dtype", "auto")), hw, data.get("kv_budget_gib"),
+                        float(data.get("gpu_memory_utilization", 0.9))) if model is not None else None
+    _, firings = evaluate_fit(features, ctx, m, catalog=catalog, ruleset=rules, causal=data.get("causal"),
+                              session_length=data.get("session_length"),
+                              attention_locality=data.get("attention_locality"), thresholds=data.get("thresholds"))
+    return firings

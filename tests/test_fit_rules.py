@@ -1,0 +1,194 @@
+"""The fit ruleset: fixtures both ways, thresholds as data, the cost curve, the triangle and the patterns."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from kg.catalog import load_catalog
+from kg.errors import OptkgError
+from kg.fit import PATTERNS, cost_curve, evaluate_fit, model_context, workload_features
+from kg.fitmeasure import measure_trace
+from kg.fixtures import load_fixture_cases, run_case
+from kg.kv import GIB, kv_layout
+from kg.modelcfg import load_config_file, resolve_model
+from kg.rules import load_rules
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl"
+SMALL_CSV = REPO / "rules" / "fixtures" / "traces" / "small_azure.csv"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    cat, problems = load_catalog()
+    assert not problems, [p.one_line() for p in problems[:5]]
+    return cat
+
+
+@pytest.fixture(scope="module")
+def fit_rules():
+    rs, problems = load_rules("fit")
+    assert not problems, [p.one_line() for p in problems]
+    return rs
+
+
+FIT_IDS = {r.id for r in load_rules("fit")[0].rules}
+CASES = [c for c in load_fixture_cases() if c.rule in FIT_IDS]
+
+
+def test_every_fit_rule_has_fire_and_pass_fixtures(fit_rules):
+    have = defaultdict(set)
+    for c in CASES:
+        have[c.rule].add(c.expect_fire)
+    assert len(fit_rules.rules) == 15
+    assert {r.id: have[r.id] for r in fit_rules.rules} == {r.id: {True, False} for r in fit_rules.rules}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}:{'fire' if c.expect_fire else 'pass'}:{c.name}")
+def test_fit_fixture(case, catalog, fit_rules):
+    ok, detail = run_case(case, catalog, fit_rules)
+    assert ok, f"{case.name}: {getattr(detail, 'reason', detail)} severity={getattr(detail, 'severity', None)} " \
+               f"numbers={getattr(detail, 'numbers', None)}"
+
+
+def test_thresholds_are_data_with_provenance(fit_rules):
+    assert set(fit_rules.thresholds) == {"prefix_reuse_min", "prefix_reuse_high", "host_tier_min_gain",
+                                         "long_session_turns", "memory_first_batch"}
+    for name, t in fit_rules.thresholds.items():
+        assert t["provenance"].strip() and t.get("unit") and "recalibrate" in t.get("note", ""), name
+
+
+def test_rules_name_only_catalog_techniques(fit_rules, catalog):
+    for r in fit_rules.rules:
+        for tid in r.fixes + r.involves:
+            assert tid in catalog.techniques, (r.id, tid)
+        assert any(t.startswith(("checklist-", "pattern-")) for t in r.tags), r.id
+    for p in PATTERNS:
+        assert all(t in catalog.techniques for t in p["techniques"]), p["id"]
+        assert p["rule"] in {r.id for r in fit_rules.rules}
+
+
+def test_thresholds_can_be_overridden(catalog, fit_rules):
+    m = measure_trace(SMALL)
+    feats = workload_features(m)
+    # the small trace reuses 0.61 of prompt tokens: warning band at prefix_reuse_high 0.3 ...
+    _, fs = evaluate_fit(feats, None, m, catalog=catalog, ruleset=fit_rules)
+    assert {f.rule.id: f.severity for f in fs if f.fired}["fit-prefix-caching"] == "warning"
+    # ... and the info band when the user raises it to 0.7
+    _, fs = evaluate_fit(feats, None, m, catalog=catalog, ruleset=fit_rules, thresholds={"prefix_reuse_high": 0.7})
+    assert {f.rule.id: f.severity for f in fs if f.fired}["fit-prefix-caching"] == "info"
+    with pytest.raises(OptkgError, match="unknown fit threshold 'nope'"):
+        evaluate_fit(feats, None, m, catalog=catalog, ruleset=fit_rules, thresholds={"nope": 1})
+
+
+def test_cost_curve_knees_llama_8b():
+    # Llama-3.1-8B: 32 layers x 8 KV heads x 256 x 2 B = 131,072 B/token. 16 GiB / 131,072 B = 131,072 tokens.
+    lay = kv_layout(resolve_model("meta-llama/Llama-3.1-8B"))
+    cc = cost_curve(lay, 16 * GIB, {"request_len_p50": 8192, "request_len_p99": 32768, "request_len_max": 40000})
+    assert cc["knee_seq_len"] == 131_072
+    # p50 request = 8,192 x 131,072 B = 1 GiB -> 16 fit; p99 = 4 GiB -> 4
+    assert cc["knee_batch"] == {"p50": 16, "p99": 4}
+    assert cc["by_seq_len"][0] == {"seq_len": 1024, "kv_bytes_per_gpu": 1024 * 131_072}
+    # the curve runs past the knee: 1,024 .. 262,144 (first power of two above 131,072)
+    assert cc["by_seq_len"][-1]["seq_len"] == 262_144
+    assert cc["by_batch"]["points"][4] == {"batch": 16, "kv_bytes_per_gpu": 16 * GIB}
+
+
+def test_cost_curve_with_dcp_and_sliding_window():
+    # Qwen3-235B-A22B at TP 8, DCP 2: 1 KV head per rank, 94 layers x 256 x 2 B = 48,128 B per token per rank,
+    # and each rank holds ceil(L / 2) tokens: 48,128 x ceil(L/2) <= 16 GiB = 17,179,869,184
+    # -> ceil(L/2) <= floor(17,179,869,184 / 48,128) = floor(356,962.04) = 356,962 -> L <= 713,924.
+    lay = kv_layout(resolve_model("Qwen/Qwen3-235B-A22B"), 8, 1, 2)
+    assert cost_curve(lay, 16 * GIB, {})["knee_seq_len"] == 713_924
+    # gpt-oss-120b: 36 layers, 18 slide with a 128-token window, 8 KV heads x (64 + 64) x 2 B = 2,048 B/token/layer.
+    # bytes(L) = 18 x 2,048 x L + 18 x 2,048 x min(128, L) = 36,864 x (L + 128) <= 1 GiB = 1,073,741,824
+    # -> L + 128 <= 29,127 -> L <= 28,999
+    lay = kv_layout(resolve_model("openai/gpt-oss-120b"))
+    assert cost_curve(lay, GIB, {})["knee_seq_len"] == 28_999
+
+
+def test_invalid_dcp_is_an_input_error():
+    with pytest.raises(OptkgError, match=r"--dcp: 2 is not valid .* at tp 4 \(valid: \[1\]\)"):
+        model_context(resolve_model("meta-llama/Llama-3.1-8B"), tp=4, dcp=2)
+
+
+def test_capacities_in_bytes_and_tiers(catalog, fit_rules):
+    # small trace, Llama-3.1-8B: a 512-token block is 512 x 131,072 B = 64 MiB; budget 0.125 GiB = 2 blocks
+    m = measure_trace(SMALL)
+    ctx = model_context(resolve_model("meta-llama/Llama-3.1-8B"), kv_budget_gib=0.125)
+    rep, _ = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=fit_rules)
+    caps = rep["capacities"]
+    assert [(p["capacity_blocks"], p["kv_bytes_per_gpu"], p["tier"]) for p in caps["points"]] == [
+        (1, 64 * 2**20, "gpu"), (2, 128 * 2**20, "gpu"), (4, 256 * 2**20, "host"), (8, 512 * 2**20, "host")]
+    # 90 % of the hits needs 5 blocks = 320 MiB: host memory
+    assert caps["capacity_90"] == {"blocks": 5, "kv_bytes_per_gpu": 320 * 2**20, "kv_bytes_group": 320 * 2**20, "tier": "host"}
+    # the GPU holds 2 blocks: 4 of 12 blocks and 2,048 of 5,036 tokens hit
+    assert caps["gpu_capacity"] == {"blocks": 2, "hit_ratio_blocks": 4 / 12, "hit_ratio_tokens": 2048 / 5036}
+    # at TP 2 each GPU holds half the heads: per-GPU bytes halve, the group total stays
+    ctx2 = model_context(resolve_model("meta-llama/Llama-3.1-8B"), tp=2, kv_budget_gib=0.125)
+    rep2, _ = evaluate_fit(workload_features(m), ctx2, m, catalog=catalog, ruleset=fit_rules)
+    assert rep2["capacities"]["capacity_90"]["kv_bytes_per_gpu"] == 160 * 2**20
+    assert rep2["capacities"]["capacity_90"]["kv_bytes_group"] == 320 * 2**20
+    assert rep2["capacities"]["gpu_capacity"]["blocks"] == 4
+
+
+def _placement(rep):
+    return tuple(rep["triangle"][k]["value"] for k in ("parallel_granularity", "state_locality", "state_lifetime"))
+
+
+def test_triangle_placement(catalog, fit_rules):
+    m = measure_trace(SMALL)
+    f = workload_features(m)
+    # no model, nothing stated: only the lifetime is measured (reuse 0.61 >= 0.3 -> long)
+    rep, _ = evaluate_fit(f, None, m, catalog=catalog, ruleset=fit_rules)
+    assert _placement(rep) == ("unknown", "unknown", "long")
+    # user facts: not causal, local attention
+    rep, _ = evaluate_fit(f, None, m, catalog=catalog, ruleset=fit_rules, causal=False, attention_locality="local")
+    assert _placement(rep) == ("token", "local", "long")
+    # a causal model with sliding layers on half its layers (gpt-oss-120b: 18 of 36) -> layer, mixed
+    ctx = model_context(resolve_model("openai/gpt-oss-120b"))
+    rep, _ = evaluate_fit(f, ctx, m, catalog=catalog, ruleset=fit_rules)
+    assert _placement(rep) == ("layer", "mixed", "long")
+    # token counts only: lifetime from the session length (2 turns -> medium; 5 -> long; none -> unknown)
+    a = measure_trace(SMALL_CSV)
+    fa = workload_features(a)
+    for sess, want in ((None, "unknown"), (2, "medium"), (5, "long"), (1, "short")):
+        rep, _ = evaluate_fit(fa, None, a, catalog=catalog, ruleset=fit_rules, session_length=sess)
+        assert rep["triangle"]["state_lifetime"]["value"] == want, sess
+
+
+def test_patterns_carry_catalog_costs(catalog, fit_rules):
+    m = measure_trace(SMALL)
+    ctx = model_context(resolve_model("meta-llama/Llama-3.1-8B"), kv_budget_gib=0.125)
+    rep, _ = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=fit_rules, causal=False)
+    pats = {p["id"]: p for p in rep["patterns"]}
+    # 2-block GPU cache, reuse 0.61 (long-lived state), memory-bound (0 median requests fit in 128 MiB),
+    # not causal -> all three patterns
+    assert {k: p["recommended"] for k, p in pats.items()} == {"pattern-1": True, "pattern-2": True, "pattern-3": True}
+    host = next(t for t in pats["pattern-2"]["techniques"] if t["id"] == "host-kv-offload")
+    assert host["costs"] == [{"dimension": c["dimension"], "what": c["what"], "who": c.get("who")}
+                             for c in catalog.techniques["host-kv-offload"]["costs"]]
+    # the checklist files each fired rule under its item, and item 5 lists what to validate
+    items = {c["item"]: c for c in rep["checklist"]}
+    assert "fit-host-kv-cache" in items[2]["fired"] and "fit-memory-first" in items[4]["fired"]
+    assert [v["metric"] for v in items[5]["validate"]] == ["cache hit rate", "P99 latency (TTFT, inter-token latency)",
+                                                          "throughput", "host memory"]
+    # hit rate to expect: 2048/5036 = 0.407 with the GPU cache, 0.610 unbounded; host memory: 5 blocks = 0.3 GiB
+    assert items[5]["validate"][0]["expect"] == ("about 0.407 of prompt tokens with a GPU-only cache; up to 0.610 "
+                                                 "with an unbounded cache")
+    assert items[5]["validate"][3]["expect"] == "about 0.3 GiB of host KV for 90 % of the unbounded hits"
+
+
+def test_mha_config_from_file_is_mha():
+    m = load_config_file(REPO / "rules" / "fixtures" / "configs" / "llama2-7b-like-mha.json")
+    assert (m.attention, m.num_key_value_heads, kv_layout(m).bytes_per_token_per_gpu) == ("mha", 32, 524_288)
+
+
+def test_bad_user_facts(catalog, fit_rules):
+    f = workload_features(measure_trace(SMALL_CSV))
+    with pytest.raises(OptkgError, match="--attention-locality: expected local or global"):
+        evaluate_fit(f, None, None, catalog=catalog, ruleset=fit_rules, attention_locality="sideways")
+    with pytest.raises(OptkgError, match="--session-length"):
+        evaluate_fit(f, None, None, catalog=catalog, ruleset=fit_rules, session_length=0)
