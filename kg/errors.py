@@ -20,7 +20,9 @@ class Problem:
 
     file: path as given; line/column: 1-based (0 when unknown); path: field path such as
     ``couplings[2].target``; found: what was there; expected: what would be valid;
-    hint: how to fix it; code: stable id of the check (e.g. ``schema``, ``dangling-target``).
+    hint: how to fix it; code: stable id of the check (e.g. ``schema-enum``, ``dangling-target``;
+    ``kg.catalog.CHECKS`` describes each); severity: ``error`` (the catalog cannot be used) or
+    ``warning`` (usable, but should be fixed).
     """
 
     file: str
@@ -33,6 +35,7 @@ class Problem:
     expected: str = ""
     hint: str = ""
     valid_values: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    severity: str = "error"  # error: the catalog cannot be used; warning: it can, but should be fixed
 
     def location(self) -> str:
         return f"{self.file}:{self.line}:{self.column}"
@@ -45,5 +48,5 @@ class Problem:
         return {
             "file": self.file, "line": self.line, "column": self.column, "path": self.path,
             "code": self.code, "message": self.message, "found": self.found, "expected": self.expected,
-            "hint": self.hint, "valid_values": [{"value": v, "description": d} for v, d in self.valid_values],
+            "hint": self.hint, "severity": self.severity, "valid_values": [{"value": v, "description": d} for v, d in self.valid_values],
         }

@@ -1,5 +1,9 @@
 """Finding filters for CI adoption: --select/--ignore (rule id, tag or severity), baselines, --fail-on.
 
+Used by ``check`` (findings: ``rule_id``), ``validate`` (problems: check ``code``) and ``place``
+(placement results: ``rule_id`` place-*). An item is a dict with ``rule_id`` or ``code``,
+``severity``, ``tags`` and ``fingerprint``.
+
 A baseline is a JSON file ``{"schema_version": "1.0", "fingerprints": [...]}``; a finding whose
 ``fingerprint`` (rule id + techniques + numbers) is listed is hidden and counted as suppressed.
 """
@@ -18,7 +22,7 @@ def _terms(values: list[str]) -> set[str]:
 
 
 def _hits(f: dict[str, Any], terms: set[str]) -> bool:
-    keys = {f.get("rule_id"), f.get("severity"), *f.get("tags", [])}
+    keys = {f.get("rule_id"), f.get("code"), f.get("severity"), *f.get("tags", [])}
     return bool(keys & terms)
 
 

@@ -9,19 +9,20 @@ Every failure is an ``OptkgError`` naming the file and line.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import OptkgError
 
-try:  # the C loader is ~10x faster; fall back when libyaml is missing
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on the PyYAML build
-    _Loader = yaml.SafeLoader
+
+def _loader_class() -> type:
+    """PyYAML's C safe loader (~10x faster), or the pure-Python one when libyaml is missing.
+
+    PyYAML is imported on first use, so commands that read no YAML (``optkg kv``) start faster.
+    """
+    import yaml
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
 MAX_NODES = 200_000  # nodes after alias expansion
@@ -34,6 +35,8 @@ class YamlDoc:
     path: str
     data: Any
     lines: dict[tuple, tuple[int, int]] = field(default_factory=dict)
+    # keys repeated in one mapping (YAML keeps the last): (key path, line, column, line of the first), 1-based
+    duplicate_keys: list[tuple[tuple, int, int, int]] = field(default_factory=list)
 
     def where(self, path: tuple) -> tuple[int, int]:
         """Line and column of the deepest known prefix of ``path`` (1, 1 when unknown)."""
@@ -58,7 +61,13 @@ def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
         raise OptkgError(f"{path}: is a directory, expected a file")
     if size > max_bytes:
         raise OptkgError(f"{path}: file is {size} bytes, over the limit of {max_bytes} bytes")
-    raw = p.read_bytes()
+    try:  # read at most one byte past the limit: /dev/zero or a pipe reports size 0 but never ends
+        with p.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > max_bytes:
+        raise OptkgError(f"{path}: file is over the limit of {max_bytes} bytes")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -68,6 +77,7 @@ def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
 
 def _count_nodes(node: yaml.Node, limit: int) -> int:
     """Count nodes as they would be after alias expansion; stop early past ``limit``."""
+    import yaml
     total = 0
     memo: dict[int, int] = {}
 
@@ -93,7 +103,9 @@ def _count_nodes(node: yaml.Node, limit: int) -> int:
     return total
 
 
-def _line_map(node: yaml.Node) -> dict[tuple, tuple[int, int]]:
+def _line_map(node: yaml.Node, duplicates: list | None = None) -> dict[tuple, tuple[int, int]]:
+    """Path -> (line, column); repeated mapping keys are appended to ``duplicates`` (same walk, no re-parse)."""
+    import yaml
     out: dict[tuple, tuple[int, int]] = {}
     seen: set[int] = set()
 
@@ -103,8 +115,12 @@ def _line_map(node: yaml.Node) -> dict[tuple, tuple[int, int]]:
             return
         seen.add(id(n))
         if isinstance(n, yaml.MappingNode):
+            first: dict[str, int] = {}
             for k, v in n.value:
                 key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+                if key in first and duplicates is not None:
+                    duplicates.append((path + (key,), k.start_mark.line + 1, k.start_mark.column + 1, first[key]))
+                first.setdefault(key, k.start_mark.line + 1)
                 out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
                 walk(v, path + (key,))
                 out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
@@ -118,7 +134,9 @@ def _line_map(node: yaml.Node) -> dict[tuple, tuple[int, int]]:
 
 def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
     """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``."""
-    loader = _Loader(text)
+    import yaml
+
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -141,7 +159,9 @@ def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
         raise OptkgError(f"{name}: YAML nesting too deep") from None
     finally:
         loader.dispose()
-    return YamlDoc(name, data, _line_map(node))
+    duplicates: list[tuple[tuple, int, int, int]] = []
+    lines = _line_map(node, duplicates)
+    return YamlDoc(name, data, lines, duplicates)
 
 
 def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES) -> YamlDoc:
@@ -163,9 +183,19 @@ def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> 
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise OptkgError(f"{p}: folder {parent} does not exist")
+    import tempfile  # here, not at module level: most commands never write a file
+
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
     try:
+        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the replaced file's)
+        try:
+            mode = p.stat().st_mode & 0o777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
         if not force:
