@@ -3,7 +3,9 @@
 ``stack_facts`` turns a Stack into (engine facts, flat namespace). The namespace holds every
 model field, hardware fact, setting and technique parameter, plus the KV derivations of kg.kv
 (``kv_replication``, ``kv_bytes_per_token_per_gpu``, ``valid_dcp_sizes``, capacity and
-concurrency when the hardware or a KV budget is known). ``check_stack`` runs the ``check``
+concurrency when the hardware or a KV budget is known), and the engine facts of ``engine_facts``
+(effective settings, weight quantisation and kernel, per-rank sharded sizes, draft TP, FlashAttention
+version, engine generation). ``check_stack`` runs the ``check``
 ruleset and returns a Report of Findings, each tracing back to its rule, the catalog entries
 involved, their coordinates, the dimension the cost lands in, its numbers, fixes and sources.
 """
@@ -15,7 +17,7 @@ from typing import Any
 from .catalog import Catalog
 from .expr import names_in
 from .kv import GIB, estimate_weight_bytes, kv_budget_bytes, kv_capacity, kv_layout
-from .rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
+from .rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from .stack import Stack
 
 SCHEMA_VERSION = "1.0"
@@ -105,13 +107,21 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         facts.append({"kind": "model", "attention": m.attention, "is_moe": m.is_moe,
                       "has_sliding_window": bool(m.sliding_window), "quant_method": m.quant_method or "none"})
         tp, pp, dcp = ns["tp_size"], ns["pp_size"], ns["dcp_size"]
+        # SGLang DP attention splits the TP group into dp_size attention replicas of tp / dp ranks,
+        # each caching its own requests: the KV layout follows the attention TP size
+        # (SGLang docs/advanced_features/dp_dpa_smg_guide.md; ServerArgs._handle_data_parallelism).
+        tp_kv = tp
+        dp_attn = int(ns.get("dp_size") or 1)
+        if "dp-attention" in stack.techniques and dp_attn > 1 and tp % dp_attn == 0:
+            tp_kv = tp // dp_attn
+            derived["attention_tp_size"] = tp_kv
         kvdt = str(ns.get("kv_cache_dtype") or "auto")
         try:
-            lay = kv_layout(m, tp, pp, 1, kvdt)
-            lay_dcp = kv_layout(m, tp, pp, dcp, kvdt) if dcp > 1 else lay
+            lay = kv_layout(m, tp_kv, pp, 1, kvdt)
+            lay_dcp = kv_layout(m, tp_kv, pp, dcp, kvdt) if dcp > 1 else lay
         except Exception:  # an invalid dtype is reported by its own rule; keep the rest going
-            lay = kv_layout(m, tp, pp, 1, "auto")
-            lay_dcp = kv_layout(m, tp, pp, dcp, "auto") if dcp > 1 else lay
+            lay = kv_layout(m, tp_kv, pp, 1, "auto")
+            lay_dcp = kv_layout(m, tp_kv, pp, dcp, "auto") if dcp > 1 else lay
         derived.update({
             "kv_heads_per_rank": lay.kv_heads_per_rank,
             "kv_replication_tp": lay.replication_factor,
@@ -155,7 +165,168 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
         ns["gpu_count"] = stack.gpu_count
     ns.update(derived)
+    ns.update(engine_facts(stack, ns))
+    for f in facts:
+        if f["kind"] == "model":
+            f["has_sliding_window"] = ns["has_sliding_window"]
     return facts, ns
+
+
+FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+FP8_WEIGHT_METHODS = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8")
+MARLIN_UPGRADES = {"gptq": "gptq_marlin", "awq": "awq_marlin"}
+
+
+def _exact_div(a: int, b: int) -> int | float:
+    """a / b as an int when it divides exactly, else the float quotient (e.g. 29568 / 2 = 14784, 1536 / 8 = 192)."""
+    q = a / b
+    return int(q) if q == int(q) else q
+
+
+def _parse_block(value: Any) -> list[int] | None:
+    """'[128, 128]', '128x128', [128, 128] or 128 -> [block_n, block_k]; None when unreadable."""
+    import re
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, int) for x in value):
+        return [int(value[0]), int(value[1])]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return [value, value]
+    if isinstance(value, str):
+        nums = [int(x) for x in re.findall(r"\d+", value)]
+        if len(nums) == 2:
+            return nums
+        if len(nums) == 1:
+            return [nums[0], nums[0]]
+    return None
+
+
+def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
+    """Derived facts the engine-constraint, quantisation and feature rules read (sizes in elements).
+
+    - Effective settings: ``kv_cache_dtype`` / ``speculative_method`` lower-cased; ``has_sliding_window``
+      false when the model has no effective window or ``disable_sliding_window`` is set;
+      ``dtype_effective`` (the ``dtype`` setting unless 'auto', else the model's torch_dtype).
+    - Weight quantisation: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's
+      ``quant_method``, else 'none'; ``weight_quant_kernel`` = what vLLM runs: a GPTQ/AWQ checkpoint
+      without ``--quantization`` is upgraded to its Marlin kernel on NVIDIA GPUs of compute capability
+      >= 8.0 (or when no GPU is named) (vLLM ``GPTQMarlinConfig.override_quantization_method``);
+      ``weight_is_fp8``; ``quant_family`` / ``checkpoint_quant_family`` (method without ``_marlin``);
+      ``weight_block_n`` / ``weight_block_k`` from the ``weight_block_size`` setting or the checkpoint.
+    - Sharded sizes per rank: ``intermediate_size_per_rank = intermediate_size / tp_size`` (dense MLP,
+      column-parallel gate/up, row-parallel down); ``moe_tp_size`` = tp_size without expert parallelism,
+      ``tp_size // ep_size`` with an explicit ep_size (SGLang), 1 with vLLM's --enable-expert-parallel
+      (experts are split whole over EP = TP x DP ranks); ``moe_intermediate_size_per_rank =
+      moe_intermediate_size / moe_tp_size``; ``shared_expert_intermediate_size_per_rank =
+      shared_expert_intermediate_size / tp_size``. Values are ints when they divide, else floats.
+      ``ep_size_effective``; ``has_dense_mlp`` (some layer has a dense MLP).
+    - ``draft_tp_size_effective``: draft_tp_size, else 1 for mlp_speculator, else tp_size (vLLM
+      ``SpeculativeConfig._verify_and_get_draft_tp``).
+    - ``flash_attn_version_effective``: flash_attn_version, else 3 on compute capability 9.x and 2 on
+      8.x (vLLM ``get_flash_attn_version``); absent otherwise.
+    - ``engine_uses_v0``: vLLM with VLLM_USE_V1=0, or a version below 0.8.0 (V1 became the default);
+      a V1 stack on vLLM < 0.8.0 without an attention backend gets ``attention_backend`` FLASH_ATTN (its
+      only non-MLA backend then, vLLM PR 14221).
+    Sources: shared/reference/serving_engine_facts.md §1-§4.
+    """
+    out: dict[str, Any] = {}
+    m = stack.model
+    techs = stack.techniques
+    tp, dp = int(ns["tp_size"]), int(ns["dp_size"])
+    kvdt = str(ns.get("kv_cache_dtype") or "auto").lower()
+    out["kv_cache_dtype"] = kvdt
+    out["kv_cache_is_fp8"] = kvdt in FP8_KV_DTYPES
+    if ns.get("speculative_method") is not None:
+        sm = str(ns["speculative_method"]).lower()
+        out["speculative_method"] = "mtp" if sm == "nextn" else sm
+    out["has_sliding_window"] = bool(m is not None and m.sliding_window) and not bool(ns.get("disable_sliding_window"))
+    dt = str(ns.get("dtype") or "auto").lower()
+    if dt == "auto" and m is not None:
+        dt = m.dtype.lower()
+    out["dtype_effective"] = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32"}.get(dt, dt)
+    if ns.get("attention_backend") is not None:
+        out["attention_backend"] = str(ns["attention_backend"])
+    # weight quantisation
+    explicit = str(ns.get("quantization") or "").lower() or None
+    ckpt = (m.quant_method or "").lower() if m is not None and m.quant_method else None
+    weight_quant = explicit or ckpt or "none"
+    kernel = weight_quant
+    cc = _compute_capability(stack.hardware)
+    vendor = str((stack.hardware or {}).get("vendor") or "nvidia").lower()
+    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= 8.0):
+        kernel = MARLIN_UPGRADES[ckpt]
+    out["weight_quant"] = weight_quant
+    out["weight_quant_kernel"] = kernel
+    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
+    out["quant_family"] = weight_quant.replace("_marlin", "")
+    if ckpt:
+        out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
+    block = _parse_block(ns.get("weight_block_size")) if ns.get("weight_block_size") is not None else None
+    if block:
+        out["weight_block_n"], out["weight_block_k"] = block
+    # expert parallelism and per-rank sizes
+    ep = int(ns.get("ep_size") or 1)
+    if "expert-parallelism" in techs:
+        out["ep_size_effective"] = ep if ep > 1 else tp * dp
+        moe_tp = max(1, tp // ep) if ep > 1 else 1
+    else:
+        out["ep_size_effective"] = 1
+        moe_tp = tp
+    out["moe_tp_size"] = moe_tp
+    if m is not None:
+        if m.intermediate_size:
+            out["intermediate_size_per_rank"] = _exact_div(m.intermediate_size, tp)
+        if m.moe_intermediate_size:
+            out["moe_intermediate_size_per_rank"] = _exact_div(m.moe_intermediate_size, moe_tp)
+        if m.shared_expert_intermediate_size:
+            out["shared_expert_intermediate_size_per_rank"] = _exact_div(m.shared_expert_intermediate_size, tp)
+        out["has_dense_mlp"] = not m.is_moe or m.num_moe_layers < m.num_hidden_layers
+        out["num_redundant_experts"] = int(ns.get("num_redundant_experts") or 0)
+    # speculative decoding
+    if "speculative-decoding" in techs or ns.get("speculative_method") or ns.get("speculative_model"):
+        if ns.get("draft_tp_size") is not None:
+            out["draft_tp_size_effective"] = int(ns["draft_tp_size"])
+        else:
+            out["draft_tp_size_effective"] = 1 if out.get("speculative_method") == "mlp_speculator" else tp
+    # FlashAttention version and engine generation
+    if ns.get("flash_attn_version") is not None:
+        out["flash_attn_version_effective"] = int(ns["flash_attn_version"])
+    elif cc is not None and vendor == "nvidia" and 8.0 <= cc < 10.0:
+        out["flash_attn_version_effective"] = 3 if cc >= 9.0 else 2
+    v0 = False
+    if (stack.engine or "") == "vllm":
+        if ns.get("vllm_use_v1") is not None:
+            v0 = int(ns["vllm_use_v1"]) == 0
+        elif stack.engine_version:
+            from packaging.version import InvalidVersion, Version
+            try:
+                v0 = Version(stack.engine_version) < Version("0.8.0")
+            except InvalidVersion:
+                v0 = False
+    out["engine_uses_v0"] = v0
+    # vLLM V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221)
+    if (stack.engine == "vllm" and not v0 and ns.get("attention_backend") is None and stack.engine_version
+            and m is not None and not m.is_mla):
+        from packaging.version import InvalidVersion, Version
+        try:
+            if Version(stack.engine_version) < Version("0.8.0"):
+                out["attention_backend"] = "FLASH_ATTN"
+        except InvalidVersion:
+            pass
+    out["has_kv_connector"] = "kv-cache-connector" in techs
+    # bytes per weight element as stored (FP8 1, 4-bit 0.5, INT8 1, else the model dtype)
+    if m is not None:
+        bits = m.quant_bits if m.quant_bits else (4 if kernel in ("awq", "awq_marlin", "gptq", "gptq_marlin") else None)
+        out["weight_bytes_per_param"] = 1 if out["weight_is_fp8"] else (bits / 8 if bits else m.dtype_bytes)
+    # engine defaults for settings the rules compare (when the stack does not set them)
+    for key, default in (("enable_dbo", False), ("calculate_kv_scales", False), ("kv_sharing_fast_prefill", False),
+                         ("disable_sliding_window", False), ("enforce_eager", False),
+                         ("enable_return_routed_experts", False), ("async_scheduling", False)):
+        if ns.get(key) is None:
+            out[key] = default
+    if ns.get("all2all_backend") is None and stack.engine == "vllm":
+        out["all2all_backend"] = "allgather_reducescatter"  # vLLM default (EngineArgs.all2all_backend)
+    if ns.get("moe_a2a_backend") is None and stack.engine == "sglang":
+        out["moe_a2a_backend"] = "none"  # SGLang default (ServerArgs.moe_a2a_backend)
+    return out
 
 
 def _functions(stack: Stack):
@@ -178,12 +349,25 @@ def _fingerprint(rule_id: str, techniques: list[str], numbers: dict[str, Any]) -
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+_READS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _rule_reads(r) -> frozenset[str]:
+    """Fact names a rule's condition and numbers read (parsed once per distinct expression set)."""
+    key = (r.condition or "",) + tuple(r.numbers.values())
+    got = _READS.get(key)
+    if got is None:
+        read: set[str] = set()
+        for text in key:
+            if text:
+                read |= names_in(text)
+        got = _READS[key] = frozenset(read)
+    return got
+
+
 def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Finding:
     r = f.rule
-    read = set()
-    for text in [r.condition or ""] + list(r.numbers.values()):
-        if text:
-            read |= names_in(text)
+    read = _rule_reads(r)
     facts = {k: ns[k] for k in sorted(read) if k in ns and k not in f.numbers}
     techs = [t for t in r.techniques]
     fixes = [{"technique": x, "name": catalog.techniques[x]["name"] if x in catalog.techniques else x} for x in r.fixes]
@@ -191,7 +375,7 @@ def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Findin
         rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message, techniques=techs,
         facts=facts, numbers=f.numbers, cost_dimension=r.cost_dimension, from_dimension=r.from_dimension,
         coordinates=[_coords(catalog, t) for t in techs], mechanism=r.mechanism, fixes=fixes,
-        fix=r.fix.format_map({**ns, **f.numbers}) if r.fix and "{" in r.fix else r.fix,
+        fix=_fmt(r.fix, {**ns, **f.numbers}) if r.fix and "{" in r.fix else r.fix,
         sources=r.sources, tags=r.tags, rule_file=r.file, rule_line=r.line,
         fingerprint=_fingerprint(r.id, techs, f.numbers),
     )

@@ -91,6 +91,7 @@ class CompiledRules:
                 raise ValueError(f"rule {rid}: at least one pattern is needed")
         self._order = {rid: i for i, (rid, _) in enumerate(self._rules)}
         self._chunks: list[tuple[str, list[tuple[str, list[dict[str, Any]]]]]] = []
+        self._tagged: list[dict[tuple[str, ...], set[tuple[str, ...]]]] = []  # per chunk: see _signatures
         self._results: list[tuple[str, dict[str, Any]]] = []
         self._errors: list[BaseException] = []
         self._lock = threading.Lock()
@@ -102,27 +103,46 @@ class CompiledRules:
                 name = f"optkg_{label}_{digest}_{os.getpid()}_{next(_counter)}"
                 host.register_rulesets({name: self._definition(part)})
                 self._chunks.append((name, part))
+                self._tagged.append(self._signatures(part))
 
     # -- compilation ---------------------------------------------------------------------
     def _definition(self, part: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-        definition: dict[str, Any] = {}
+        """Durable definition of one chunk. Rules with identical pattern lists (e.g. the many rules
+        that only need the model fact) share one durable rule whose action records all their ids, so
+        the engine runs one action per distinct pattern list, not per rule."""
+        groups: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
         for rid, pats in part:
+            key = json.dumps([sorted((k, _tag(v)) for k, v in p.items()) for p in pats])
+            groups.setdefault(key, ([], pats))[0].append(rid)
+        definition: dict[str, Any] = {}
+        for j, (rids, pats) in enumerate(groups.values()):
             alls = []
             for i, pat in enumerate(pats):
                 terms = [{k: _tag(v)} for k, v in sorted(pat.items())]
                 cond = terms[0] if len(terms) == 1 else {"$and": terms}
                 alls.append({f"p{i}": cond})
-            definition[rid] = {"all": alls, "run": self._make_action(rid, len(pats))}
+            definition[f"g{j}"] = {"all": alls, "run": self._make_action(tuple(rids), len(pats))}
         return definition
 
-    def _make_action(self, rid: str, n: int):
+    def _make_action(self, rids: tuple[str, ...], n: int):
         def action(c):  # exactly one parameter: synchronous (durable pitfall 8)
             try:
                 matched = c._m
-                self._results.append((rid, {f"p{i}": dict(matched[f"p{i}"]) for i in range(n)}))
+                m = {f"p{i}": dict(matched[f"p{i}"]) for i in range(n)}
+                self._results.extend((rid, m) for rid in rids)
             except BaseException as e:  # surfaced after the assert returns
                 self._errors.append(e)
         return action
+
+    @staticmethod
+    def _signatures(part: list[tuple[str, list[dict[str, Any]]]]) -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+        """The chunk's patterns as {sorted property names: {encoded value tuples}}, for ``_can_match``."""
+        sig: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+        for _, pats in part:
+            for p in pats:
+                keys = tuple(sorted(p))
+                sig.setdefault(keys, set()).add(tuple(_tag(p[k]) for k in keys))
+        return sig
 
     # -- matching ------------------------------------------------------------------------
     @staticmethod
@@ -138,9 +158,10 @@ class CompiledRules:
         return out
 
     @staticmethod
-    def _can_match(fact: Mapping[str, str], pats: Iterable[Mapping[str, Any]]) -> bool:
-        for p in pats:
-            if all(fact.get(k) == _tag(v) for k, v in p.items()):
+    def _can_match(fact: Mapping[str, str], signatures: Mapping[tuple[str, ...], set[tuple[str, ...]]]) -> bool:
+        """True when some pattern of the chunk (see ``_signatures``) is matched by the encoded fact."""
+        for keys, values in signatures.items():
+            if tuple(fact.get(k) for k in keys) in values:
                 return True
         return False
 
@@ -155,9 +176,8 @@ class CompiledRules:
         host = _get_host()
         found: list[tuple[str, list[int]]] = []
         with self._lock, _host_lock:
-            for name, part in self._chunks:
-                pats = [p for _, ps in part for p in ps]
-                mine = [e for e in encoded if self._can_match(e, pats)]
+            for (name, part), tagged in zip(self._chunks, self._tagged):
+                mine = [e for e in encoded if self._can_match(e, tagged)]
                 if not mine:
                     continue
                 self._results, self._errors = [], []

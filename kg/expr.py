@@ -40,11 +40,24 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else []
 
 
+def _aligned_divisors(candidates: list[int], size: int, align: int) -> list[int]:
+    """The candidates d (e.g. valid tp sizes) for which size / d is a whole multiple of align.
+
+    Used for sharding checks such as "intermediate_size / tp_size must be a multiple of the
+    quantisation group": aligned_divisors([1, 2, 4, 8], 1536, 128) == [1, 2, 4].
+    """
+    align = int(align)
+    if align <= 0:
+        return [int(d) for d in candidates if d > 0 and size % d == 0]
+    return [int(d) for d in candidates if d > 0 and size % (int(d) * align) == 0]
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "round": round, "len": len,
     "ceil": math.ceil, "floor": math.floor, "log2": math.log2, "int": int, "float": float,
     "divisors": _divisors,
     "gcd": math.gcd,
+    "aligned_divisors": _aligned_divisors,
 }
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

@@ -63,6 +63,9 @@ class ModelFacts:
     quant_method: str | None = None
     weight_block_size: list[int] | None = None
     quant_group_size: int | None = None
+    quant_bits: int | None = None          # weight bits of the checkpoint (quantization_config.bits / load_in_8bit)
+    checkpoint_kv_scales: bool = False     # the checkpoint ships KV-cache scales (kv_cache_scheme / kv_cache_quant_algo)
+    num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
     max_position_embeddings: int | None = None
     vocab_size: int | None = None
     source: str = ""
@@ -165,6 +168,26 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             sw = None
     n_experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
     qc = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else {}
+    bits = qc.get("bits") if isinstance(qc.get("bits"), int) else None
+    if bits is None and qc.get("load_in_8bit") is True:
+        bits = 8
+    if bits is None and qc.get("load_in_4bit") is True:
+        bits = 4
+    kv_scales = bool(qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo"))
+    # MoE layers: DeepSeek-style first_k_dense_replace, Qwen-style mlp_only_layers/decoder_sparse_step
+    n_moe = 0
+    if isinstance(n_experts, int) and n_experts > 1:
+        first_dense = c.get("first_k_dense_replace")
+        step = c.get("decoder_sparse_step")
+        dense_only = c.get("mlp_only_layers")
+        if isinstance(first_dense, int):
+            n_moe = max(0, layers - first_dense)
+        elif isinstance(step, int) and step > 0 or isinstance(dense_only, list):
+            step = step if isinstance(step, int) and step > 0 else 1
+            skip = set(dense_only) if isinstance(dense_only, list) else set()
+            n_moe = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
+        else:
+            n_moe = layers
     shared_inter = c.get("shared_expert_intermediate_size")
     if shared_inter is None and c.get("n_shared_experts") and c.get("moe_intermediate_size"):
         shared_inter = c["n_shared_experts"] * c["moe_intermediate_size"]
@@ -181,6 +204,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_method=qc.get("quant_method"),
         weight_block_size=qc.get("weight_block_size") if isinstance(qc.get("weight_block_size"), list) else None,
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
+        quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         source=name, warnings=warnings,

@@ -20,10 +20,10 @@ overridable by the user; they appear in the fact namespace under their names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import jsonschema
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -169,6 +169,8 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     """
     folder = Path(folder) if folder else paths.rules_dir()
     files = files if files is not None else sorted(folder.glob("*.yaml"))
+    import jsonschema  # here: a cached ruleset needs no validator (see load_ruleset)
+
     validator = jsonschema.Draft202012Validator(RULE_FILE_SCHEMA)
     rules: list[Rule] = []
     thresholds: dict[str, dict[str, Any]] = {}
@@ -227,11 +229,56 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     return RuleSet(kind, rules, thresholds), problems
 
 
+RULES_CACHE_VERSION = 1
+
+
+def _rules_cache_file(kind: str, files: list[Path]) -> Path | None:
+    """Cache file for a clean ruleset, keyed on ``kind``, this module's source and every rules file's bytes."""
+    import hashlib
+    import os
+    try:
+        h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-{kind}".encode())
+        h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old pickle
+        for f in files:
+            h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    except OSError:
+        return None
+    base = Path(os.environ.get("OPTKG_CACHE_DIR") or (Path.home() / ".cache" / "optkg"))
+    return base / f"rules-{kind}-{h.hexdigest()[:32]}.pickle"
+
+
 def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
-    """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid."""
-    rs, problems = load_rules(kind, folder)
+    """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid.
+
+    A clean ruleset is cached like the catalog (``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``),
+    keyed on the bytes of every rules file, so unchanged rules are not re-parsed and re-validated.
+    """
+    import pickle
+    folder = Path(folder) if folder else paths.rules_dir()
+    files = sorted(folder.glob("*.yaml"))
+    cache = _rules_cache_file(kind, files)
+    if cache is not None and cache.is_file():
+        try:
+            with cache.open("rb") as fh:
+                rs = pickle.load(fh)
+            if isinstance(rs, RuleSet) and rs.kind == kind:
+                return rs
+        except Exception:  # a corrupt or stale cache is just a miss
+            pass
+    rs, problems = load_rules(kind, folder, files)
     if problems:
         raise OptkgError("invalid rules:\n" + "\n".join(p.one_line() for p in problems))
+    if cache is not None:
+        import os
+        import tempfile
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=cache.parent)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(rs, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)
+        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+            pass
     return rs
 
 
@@ -250,6 +297,12 @@ class Firing:
     facts: list[dict[str, Any]] = field(default_factory=list)
 
 
+@lru_cache(maxsize=1024)
+def _specifiers(spec: str) -> SpecifierSet:
+    """Parsed version range, once per distinct text (every check of every stack asks again)."""
+    return SpecifierSet(spec)
+
+
 def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
     at = rule.applies_to
     if not at:
@@ -262,11 +315,11 @@ def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bo
         if not version:
             # With no version given we assume a current release: ranges with an upper bound
             # (old behaviour) do not apply; open-ended ranges do.
-            if any(s.operator in ("<", "<=", "==", "~=") for s in SpecifierSet(spec)):
+            if any(s.operator in ("<", "<=", "==", "~=") for s in _specifiers(spec)):
                 return False, f"applies to {engine or 'engine'} {spec}; no engine version given (assumed current)"
             return True, ""
         try:
-            if Version(version) not in SpecifierSet(spec):
+            if Version(version) not in _specifiers(spec):
                 return False, f"applies to {engine} {spec}; the stack runs {version}"
         except InvalidVersion:
             return False, f"engine version '{version}' is not a version number"
@@ -300,6 +353,10 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         ns[name] = t["value"]
     if thresholds:
         ns.update(thresholds)
+    if not functions or "has" not in functions:
+        # rules may always ask has('<technique id>'); default to the namespace's technique list
+        present = set(ns.get("techniques") or [])
+        functions = {**(functions or {}), "has": present.__contains__}
     matched: dict[str, list[list[dict[str, Any]]]] = {}
     for rid, fs in rs.compiled.match(facts):
         matched.setdefault(rid, []).append(fs)

@@ -75,6 +75,24 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "pcp_size": ("integer", "prefill context parallel size"),
     "kv_cache_reuse": ("boolean", "TensorRT-LLM KV block reuse (prefix caching)"),
     "model": ("string", "model id"),
+    # engine settings read by rules/engine_constraints.yaml, quantization.yaml, features.yaml
+    "dcp_comm_backend": ("string", "vLLM DCP communication backend: ag_rs or a2a"),
+    "host_memory_gib": ("number", "CPU RAM of the host, GiB (vLLM checks swap_space x tp_size against it)"),
+    "enable_dbo": ("boolean", "vLLM dual-batch overlap (micro-batching) on"),
+    "all2all_backend": ("string", "MoE all-to-all backend (vLLM --all2all-backend)"),
+    "num_redundant_experts": ("integer", "redundant experts kept by the expert load balancer"),
+    "kv_sharing_fast_prefill": ("boolean", "vLLM KV-sharing fast prefill on"),
+    "calculate_kv_scales": ("boolean", "estimate FP8 KV scales at run time"),
+    "pytorch_cuda_alloc_conf": ("string", "PYTORCH_CUDA_ALLOC_CONF environment value"),
+    "moe_a2a_backend": ("string", "SGLang MoE all-to-all backend (none, deepep, mooncake, ...)"),
+    "deepep_mode": ("string", "SGLang DeepEP mode: auto, normal, low_latency"),
+    "moe_runner_backend": ("string", "SGLang MoE kernel backend (auto, triton, flashinfer_cutlass, cutlass, ...)"),
+    "enable_sequence_parallelism": ("boolean", "vLLM sequence-parallelism compile pass on"),
+    "eplb_config": ("object", "vLLM --eplb-config JSON"),
+    "speculative_num_draft_tokens": ("integer", "SGLang draft tokens verified per step"),
+    "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
+    "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
+    "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
 }
 PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
 
@@ -165,9 +183,8 @@ def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, A
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise OptkgError(f"{where}: unknown technique '{name}'{hint}")
     t = catalog.techniques[tid]
-    if name != tid:
-        if t.get("status") == "deprecated" or name.lower() in catalog.aliases:
-            stack.notes.append(f"'{name}' resolves to '{tid}'")
+    if name != tid:  # ids never die: an old id or alias resolves, with a note naming the current id
+        stack.notes.append(f"{where}: {catalog.resolve_note(name)}")
     if t.get("status") == "deprecated" and t.get("replaced_by"):
         stack.notes.append(f"technique '{tid}' is deprecated; use '{t['replaced_by']}'")
     specs = _param_specs(catalog, tid)
