@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench export docs install graphviz clean
+.PHONY: demo test bench fuzz export docs install graphviz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: install
 
 bench: install
 	$(BIN)/python tests/bench/run_bench.py
+
+# property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
+fuzz: install
+	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py
 
 export: install
 	$(BIN)/optkg export --all

@@ -1,0 +1,310 @@
+"""optkg benchmark (``make bench``; not part of ``make test``).
+
+Every comparison is measured side by side in the same run: the subject and its baseline alternate
+run by run (A, B, A, B, ...), so a noisy machine slows both alike; each reports min and median over
+``--runs`` (>= 5) timed runs after one untimed warm-up run. Ratios are median / median.
+
+Measurements (targets from issue 8):
+1. ``optkg check`` on a stack with the shipped catalog (warm catalog/rules cache) vs the eager-import
+   floor ``python -c "import networkx, yaml, jsonschema, durable.lang, graphviz"``  -> <= 0.6x.
+   Also reported: ``check`` with a cold cache (a fresh cache folder per run).
+2. ``optkg kv`` vs bare ``python -c pass``  -> <= 5x.
+3. ``optkg validate`` of a 1,000-technique synthetic catalog (schema + cross-file checks + rules)
+   vs ``check-jsonschema`` validating the same 1,000 files against the same schema  -> >= 5x faster.
+4. load + validate + graph + check of 1,000 and 10,000 techniques in a fresh process each run
+   (tests/bench/pipeline.py, no cache)  -> 10k < 10 s; t(10k) / t(1k) <= 12.
+5. Peak RSS of the 10k run (``ru_maxrss``).
+6. ``optkg sweep`` throughput through the rule engine (stacks/s, in one process)  -> >= 1,000/s.
+
+Writes a markdown report (default ``tests/bench/RESULTS.md``) with the machine it ran on.
+Usage: ``python tests/bench/run_bench.py [--runs 5] [--sizes 100,1000,10000] [-o FILE]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+from synth import make_catalog  # noqa: E402
+
+PY = sys.executable
+BIN = Path(PY).parent
+OPTKG = str(BIN / "optkg") if (BIN / "optkg").exists() else None
+FLOOR = "import networkx, yaml, jsonschema, durable.lang, graphviz"
+MODEL = "Qwen/Qwen3-235B-A22B"
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        mem = f"{kb / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"os": platform.platform(), "cpu": cpu, "cores": cores, "memory": mem,
+            "python": platform.python_version(), "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+
+
+def timed(cmd: list[str], env: dict, ok=(0,), before=None) -> float:
+    if before:
+        before()
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    dt = time.perf_counter() - t
+    if p.returncode not in ok:
+        raise SystemExit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()[-2000:]}")
+    return dt
+
+
+def side_by_side(a: list[str], b: list[str], runs: int, env: dict, ok_a=(0,), ok_b=(0,), before_a=None) -> dict:
+    """Alternate A and B ``runs`` times after one warm-up of each; min/median seconds and median ratio."""
+    timed(a, env, ok_a, before_a)
+    timed(b, env, ok_b)
+    ta, tb = [], []
+    for _ in range(runs):
+        ta.append(timed(a, env, ok_a, before_a))
+        tb.append(timed(b, env, ok_b))
+    return {"a_min": min(ta), "a_med": statistics.median(ta), "b_min": min(tb), "b_med": statistics.median(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "a": ta, "b": tb}
+
+
+def pipeline(root: Path, runs: int, env: dict) -> dict:
+    """Fresh-process load + validate + graph + check of the catalog at ``root``: ``runs`` runs (+1 warm-up)."""
+    out = []
+    for i in range(runs + 1):
+        p = subprocess.run([PY, str(HERE / "pipeline.py"), str(root)], env=env, capture_output=True, text=True)
+        if p.returncode:
+            raise SystemExit(f"pipeline failed on {root}:\n{p.stderr[-2000:]}")
+        if i:
+            out.append(json.loads(p.stdout))
+    tot = [r["total"] for r in out]
+    return {"runs": out, "min": min(tot), "med": statistics.median(tot),
+            "rss_max": max(r["peak_rss_mib"] for r in out), "last": out[-1]}
+
+
+def sweep_rate(runs: int) -> dict:
+    """Stacks/s of ``kg.sweep.sweep`` in this process (shipped catalog and rules, compiled once)."""
+    from kg.catalog import load_catalog
+    from kg.rules import load_ruleset
+    from kg.stack import parse_command
+    from kg.sweep import sweep
+    cat, problems = load_catalog()
+    if problems:
+        raise SystemExit(f"the shipped catalog has {len(problems)} problem(s); run `optkg validate`")
+    rules = load_ruleset("check")
+    base = parse_command(f"vllm serve {MODEL} --max-model-len 32768", cat, "vllm")
+    base.hardware = cat.resolve_hardware("H200") if "H200" in cat.hardware else None
+    base.gpu_count = 8
+    res = {}
+    for label, tp, dcp, kv in (("issue example: TP 5 x DCP 4 x KV 2 = 40", [1, 2, 4, 8, 16], [1, 2, 4, 8], ["auto", "fp8"]),
+                               ("TP 1..64 x DCP 1..16 x KV 2 = 2,048", list(range(1, 65)), list(range(1, 17)), ["auto", "fp8"])):
+        sweep(base, cat, rules, tp, dcp, None, kv)  # warm-up (compiles the rules once)
+        rates = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            r = sweep(base, cat, rules, tp, dcp, None, kv)
+            rates.append(len(r.combinations) / (time.perf_counter() - t))
+        res[label] = {"min": min(rates), "med": statistics.median(rates), "n": len(r.combinations)}
+    return res
+
+
+# Why a target can be missed (measured while writing this benchmark; printed for each row marked "no").
+WHY = {
+    "optkg check": "the command imports what it uses and reads the catalog and rules from the content-keyed cache, "
+                   "so what remains is Python start-up, argparse building every sub-command parser in kg/cli.py, PyYAML "
+                   "(its resolver compiles ~20 regular expressions at import) and durable-rules' import of logging; the "
+                   "ratio sits at 0.55-0.62x, so machine noise decides the verdict",
+    "optkg kv": "nothing heavy is imported any more (no PyYAML, no jsonschema, no durable-rules); the rest is argparse "
+                "building 14 sub-command parsers in kg/cli.py (~10-15 ms) and dataclasses/inspect (~8 ms), against a "
+                "12 ms bare interpreter",
+    "optkg validate": "per file: PyYAML's Python constructor and our line map (~1 ms), the compiled schema check (~0.2 ms)",
+    "10,000 techniques": "load + validate is linear (~1.8 ms per technique file: PyYAML's C parser but Python "
+                         "constructor, the line map, the alias-bomb count, the compiled schema check, cross-file "
+                         "checks); 10,000 files cost ~18 s on one core. Meeting 10 s needs the per-file work spread over "
+                         "both cores and a faster YAML constructor; an unchanged catalog is served from the cache instead",
+    "optkg sweep": "every stack goes through durable-rules (assert, actions, retract) and ~76 rule conditions; the "
+                   "engine's Python action layer (JSON round trips per action) is about half of the time. The rate "
+                   "is >= 1,000 stacks/s on an idle machine and drops with load from other processes",
+}
+
+
+def fmt_s(x: float) -> str:
+    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="100,1000,10000", help="synthetic catalog sizes (techniques)")
+    ap.add_argument("-o", "--output", type=Path, default=HERE / "RESULTS.md")
+    ap.add_argument("--keep", action="store_true", help="keep the synthetic catalogs (printed path)")
+    a = ap.parse_args(argv)
+    if a.runs < 5:
+        ap.error("--runs: at least 5")
+    if OPTKG is None:
+        raise SystemExit(f"no optkg script next to {PY}; run `make install` first")
+    cjs = shutil.which("check-jsonschema", path=str(BIN)) or shutil.which("check-jsonschema")
+    sizes = [int(s) for s in a.sizes.split(",")]
+    from kg import paths
+    src = paths.data_root()
+    info = machine()
+    work = Path(tempfile.mkdtemp(prefix="optkg-bench-"))
+    env = dict(os.environ, OPTKG_CACHE_DIR=str(work / "cache"))
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    t_start = time.time()
+    try:
+        def log(msg: str) -> None:
+            print(f"[{time.time() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+        # 1. check vs eager-import floor
+        example = src / "examples" / "qwen3-235b-tp8.yaml"
+        if not example.is_file():
+            example = REPO / "examples" / "qwen3-235b-tp8.yaml"
+        chk = [OPTKG, "check", str(example), "--fail-on", "never"]
+        log("check vs eager-import floor")
+        r = side_by_side(chk, [PY, "-c", FLOOR], a.runs, env)
+        rows.append([f"`optkg check {example.relative_to(example.parents[1])}` (warm cache) vs eager import of networkx, "
+                     "yaml, jsonschema, durable.lang, graphviz",
+                     f"{fmt_s(r['a_min'])} / {fmt_s(r['a_med'])}", f"{fmt_s(r['b_min'])} / {fmt_s(r['b_med'])}",
+                     f"{r['ratio']:.2f}x", "<= 0.6x", "yes" if r["ratio"] <= 0.6 else "**no**"])
+        chk_vllm = [OPTKG, "check", "--vllm", f"vllm serve {MODEL} -tp 8 --max-model-len 32768", "--fail-on", "never"]
+        log("check --vllm vs eager-import floor")
+        r = side_by_side(chk_vllm, [PY, "-c", FLOOR], a.runs, env)
+        rows.append(["`optkg check --vllm \"vllm serve Qwen/Qwen3-235B-A22B -tp 8 ...\"` (warm cache) vs the same floor",
+                     f"{fmt_s(r['a_min'])} / {fmt_s(r['a_med'])}", f"{fmt_s(r['b_min'])} / {fmt_s(r['b_med'])}",
+                     f"{r['ratio']:.2f}x", "<= 0.6x", "yes" if r["ratio"] <= 0.6 else "**no**"])
+        cold_dir = work / "cold"
+
+        def fresh_cache() -> None:
+            shutil.rmtree(cold_dir, ignore_errors=True)
+        log("check cold cache vs floor")
+        r2 = side_by_side(chk, [PY, "-c", FLOOR], a.runs, dict(env, OPTKG_CACHE_DIR=str(cold_dir)), before_a=fresh_cache)
+        rows.append(["`optkg check` (cold cache: parse + validate the catalog) vs the same floor",
+                     f"{fmt_s(r2['a_min'])} / {fmt_s(r2['a_med'])}", f"{fmt_s(r2['b_min'])} / {fmt_s(r2['b_med'])}",
+                     f"{r2['ratio']:.2f}x", "(information)", "-"])
+        # 2. kv vs python -c pass
+        log("kv vs python -c pass")
+        r = side_by_side([OPTKG, "kv", "--model", MODEL, "--tp", "8", "--kv-budget-gib", "40", "--max-model-len", "32768"],
+                         [PY, "-c", "pass"], a.runs, env)
+        rows.append(["`optkg kv` vs bare `python -c pass`", f"{fmt_s(r['a_min'])} / {fmt_s(r['a_med'])}",
+                     f"{fmt_s(r['b_min'])} / {fmt_s(r['b_med'])}", f"{r['ratio']:.2f}x", "<= 5x",
+                     "yes" if r["ratio"] <= 5 else "**no**"])
+        # synthetic catalogs
+        made = {}
+        for n in sorted(set(sizes) | {1000}):
+            log(f"synthetic catalog of {n}")
+            made[n] = make_catalog(work / f"cat{n}", n, src)
+        # 3. validate vs check-jsonschema on 1,000 files
+        if cjs:
+            root = work / "cat1000"
+            from kg.axes import load_axes
+            from kg.schema import technique_schema
+            schema = work / "technique.schema.json"
+            schema.write_text(json.dumps(technique_schema(load_axes(root / "catalog" / "axes.yaml"))))
+            files = sorted(str(p) for p in (root / "catalog" / "techniques").glob("*.yaml"))
+            log("validate vs check-jsonschema (1,000 files)")
+            r = side_by_side([OPTKG, "validate", "--catalog", str(root / "catalog"), "--rules", str(root / "rules")],
+                             [cjs, "--schemafile", str(schema), *files], a.runs, env, ok_a=(0, 1))
+            speed = 1 / r["ratio"]
+            rows.append([f"`optkg validate` of {len(files):,} technique files (+ cross-file checks, rules) vs "
+                         "`check-jsonschema --schemafile` on the same files and schema",
+                         f"{fmt_s(r['a_min'])} / {fmt_s(r['a_med'])}", f"{fmt_s(r['b_min'])} / {fmt_s(r['b_med'])}",
+                         f"{speed:.1f}x faster", ">= 5x faster", "yes" if speed >= 5 else "**no**"])
+        else:
+            notes.append("check-jsonschema is not installed (pip install -e '.[test]'); validate comparison skipped")
+        # 4./5. pipeline
+        pipe = {}
+        for n in sizes:
+            log(f"load + validate + graph + check, {n} techniques")
+            pipe[n] = pipeline(work / f"cat{n}", a.runs, env)
+        for n in sizes:
+            p = pipe[n]
+            last = p["last"]
+            target, met = ("< 10 s", "yes" if p["med"] < 10 else "**no**") if n == 10000 else ("(information)", "-")
+            rows.append([f"load + validate + graph + check, {n:,} techniques ({made[n]['couplings']:,} couplings, "
+                         f"{made[n]['rules']:,} check rules; {last['findings']} findings on a {last['stack_techniques']}-technique stack)",
+                         f"{fmt_s(p['min'])} / {fmt_s(p['med'])}", "-", "-", target, met])
+        if 1000 in pipe and 10000 in pipe:
+            ratio = pipe[10000]["med"] / pipe[1000]["med"]
+            rows.append(["t(10k) / t(1k), medians of the runs above", "-", "-", f"{ratio:.1f}", "<= 12",
+                         "yes" if ratio <= 12 else "**no**"])
+            steps = pipe[10000]["last"]
+            notes.append("10k run, last: " + ", ".join(f"{k} {steps[k]:.2f} s" for k in
+                                                        ("import", "load_validate", "graph", "rules", "check")))
+            steps = pipe[1000]["last"]
+            notes.append("1k run, last: " + ", ".join(f"{k} {steps[k]:.2f} s" for k in
+                                                       ("import", "load_validate", "graph", "rules", "check")))
+        if 10000 in pipe:
+            rows.append(["peak RSS, 10,000 techniques (max over runs)", f"{pipe[10000]['rss_max']:.0f} MiB", "-", "-",
+                         "(report)", "-"])
+        # 6. sweep
+        log("sweep throughput")
+        for label, s in sweep_rate(a.runs).items():
+            rows.append([f"`optkg sweep` through the rule engine, {label} stacks, one process",
+                         f"{s['min']:,.0f} / {s['med']:,.0f} stacks/s (slowest / median run)", "-", "-", ">= 1,000 stacks/s (median)",
+                         "yes" if s["med"] >= 1000 else "**no**"])
+        info_end = os.getloadavg() if hasattr(os, "getloadavg") else None
+    finally:
+        if a.keep:
+            print(f"synthetic catalogs kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    la = info["load_average"]
+    lines = ["# optkg benchmark results", "",
+             f"Generated by `make bench` (`tests/bench/run_bench.py --runs {a.runs}`) on {time.strftime('%Y-%m-%d')}.", "",
+             "## Machine", "",
+             f"- {info['cpu']}, {info['cores']} cores available, {info['memory']} RAM",
+             f"- {info['os']}, Python {info['python']}",
+             f"- load average at start {la[0]:.2f} / end {info_end[0]:.2f} (1-minute; other work shared the machine)"
+             if la and info_end else "- load average: n/a", "",
+             "## Results", "",
+             f"Times are min / median over {a.runs} runs after one warm-up; pairs were run alternately (A, B, A, B, ...) "
+             "so the ratio compares runs made under the same load. Ratio = median A / median B.", "",
+             "| measurement | optkg (min / median) | baseline (min / median) | ratio | target | met |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "Synthetic catalogs (tests/bench/synth.py): the shipped entries plus copies of them with new ids, "
+              "5 couplings each (property couplings kept, technique couplings re-pointed), one `check` rule per 10 "
+              "techniques built from the shipped rules' bodies.", ""]
+    missed = [r[0] for r in rows if r[-1] == "**no**"]
+    if missed:
+        lines += ["## Targets not met, and why", ""]
+        for m in missed:
+            why = next((w for k, w in WHY.items() if k in m), "see the numbers above")
+            lines.append(f"- {m}: {why}.")
+        lines.append("")
+    if notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    text = "\n".join(lines)
+    print(text)
+    a.output.write_text(text)
+    print(f"written: {a.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

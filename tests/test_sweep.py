@@ -1,0 +1,221 @@
+"""`optkg sweep`: every TP x DCP x KV-dtype combination checked, marked and ranked.
+
+Model facts used in the worked values (catalog/models/Qwen__Qwen3-235B-A22B.json, the model's
+Hugging Face config.json): num_attention_heads 64, num_key_value_heads 4, head_dim 128,
+num_hidden_layers 94, bfloat16 (2 bytes), no sliding window.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from kg.catalog import load_catalog
+from kg.check import check_stack
+from kg.cli import main
+from kg.rules import load_ruleset
+from kg.stack import parse_command
+from kg.sweep import CSV_COLUMNS, parse_int_list, sweep
+
+MODEL = "Qwen/Qwen3-235B-A22B"
+TPS = [1, 2, 4, 8, 16]
+DCPS = [1, 2, 4, 8]
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sweep_json(capsys, *extra):
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "1,2,4,8,16", "--dcp", "1,2,4,8",
+                          "--kv-cache-dtype", "auto,fp8", "--format", "json", *extra], capsys)
+    assert err == ""
+    return code, json.loads(out)
+
+
+def test_valid_marks_are_exactly_what_the_dcp_and_head_rules_allow(capsys):
+    # Head divisibility: 64 % tp == 0 for every tp in {1,2,4,8,16}; KV heads 4: tp 1,2,4 divide 4 and
+    # 8, 16 are multiples of 4, so no TP value is refused.
+    # DCP (vLLM D1, D5-D7): dcp 1 always; dcp > 1 needs tp % dcp == 0, tp > 4, dcp <= tp / 4 and
+    # (64 / 4 = 16) % dcp == 0:  tp 8 -> dcp <= 2 -> {1, 2};  tp 16 -> dcp <= 4 -> {1, 2, 4}.
+    # So 8 (tp, dcp) pairs x 2 KV dtypes = 16 valid of 5 x 4 x 2 = 40.
+    code, d = sweep_json(capsys, "--kv-budget-gib", "40")
+    allowed = {(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (16, 1), (16, 2), (16, 4)}
+    valid = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]) for c in d["combinations"] if c["valid"]}
+    assert valid == {(t, p, k) for t, p in allowed for k in ("auto", "fp8")}
+    assert d["summary"]["combinations"] == 40 and d["summary"]["valid"] == 16
+    for c in d["combinations"]:
+        if not c["valid"]:
+            assert [f["rule_id"] for f in c["findings"] if f["severity"] == "error"] == ["dcp-invalid-size"]
+            assert c["reasons"] == ["rule dcp-invalid-size"]
+    assert code == 0
+    assert d["schema_version"] == "1.0" and d["kind"] == "sweep"
+
+
+def test_gpu_count_and_memory_decide_fit(capsys):
+    # --count 8: tp 16 needs 16 GPUs -> does not fit. H200 141 GiB x 0.9 = 126.9 GiB per GPU; the bf16
+    # weights of Qwen3-235B (~235e9 x 2 bytes = ~438 GiB) leave nothing at tp 1 (438 GiB) or tp 2 (219 GiB)
+    # -> "no KV-cache memory left". Fit and valid: tp 4 dcp 1, tp 8 dcp 1, tp 8 dcp 2 (x 2 dtypes).
+    code, d = sweep_json(capsys, "--gpu", "H200", "--count", "8", "--max-model-len", "32768")
+    ok = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]) for c in d["combinations"] if c["valid"] and c["fits"]}
+    assert ok == {(t, p, k) for t, p in [(4, 1), (8, 1), (8, 2)] for k in ("auto", "fp8")}
+    by = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]): c for c in d["combinations"]}
+    # the sweep's own fit check, or the capacity rule that states the same (whichever the rules hold)
+    c16 = by[(16, 4, "auto")]
+    assert not c16["fits"]
+    assert c16["reasons"] in (["needs 16 GPUs (tp 16 x pp 1 x dp 1); the stack has 8"],
+                              ["rule parallel-size-exceeds-gpu-count"])
+    c1 = by[(1, 1, "auto")]
+    assert c1["kv_tokens_per_gpu"] == 0 and not c1["fits"]
+    assert c1["reasons"] in (["no KV-cache memory left per GPU (estimated weights fill the budget)"],
+                             ["rule weights-do-not-fit"], ["rule kv-budget-exhausted"])
+    # ranking: valid-and-fit first; the best is tp 8 dcp 2 fp8 (fp8 halves bytes/token; dcp 2 removes
+    # the 2x replication of tp 8 over 4 KV heads, doubling distinct tokens per GPU)
+    ranks = [c["rank"] for c in d["combinations"]]
+    assert ranks == list(range(1, 41))
+    assert [c["valid"] and c["fits"] for c in d["combinations"]] == [True] * 6 + [False] * 34
+    best = d["combinations"][0]
+    assert (best["tp_size"], best["dcp_size"], best["kv_cache_dtype"]) == (8, 2, "fp8")
+    assert d["summary"]["best"] == {"tp_size": 8, "pp_size": 1, "dcp_size": 2, "kv_cache_dtype": "fp8"}
+    assert code == 0
+
+
+def test_kv_numbers_of_one_combination(capsys):
+    # tp 8 > 4 KV heads: 1 KV head per rank; bytes/token/GPU = 1 x (128 + 128) x 2 bytes x 94 layers = 48,128.
+    # Budget 40 GiB = 42,949,672,960 bytes; blocks of 16 tokens: floor(42,949,672,960 / (48,128 x 16)) = 55,775
+    # blocks = 892,400 tokens per GPU; x dcp 2 = 1,784,800 scheduler-wide; / 8 GPUs = 223,100 distinct per GPU.
+    # Max concurrency at 32,768 tokens: each DCP rank holds ceil(32,768 / 2) = 16,384 tokens x 94 layers x 512
+    # bytes = 788,529,152 bytes per request -> 42,949,672,960 / 788,529,152 = 54.468 -> 54.47.
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL} --max-model-len 32768", "--tp", "8", "--dcp", "2",
+                          "--kv-budget-gib", "40", "--format", "json"], capsys)
+    c = json.loads(out)["combinations"][0]
+    assert c["kv_bytes_per_token_per_gpu"] == 48128
+    assert c["kv_tokens_per_gpu"] == 892400 == math.floor(40 * 2**30 / (48128 * 16)) * 16
+    assert c["kv_tokens_total"] == 1784800
+    assert c["unique_kv_tokens_per_gpu"] == 223100
+    assert c["max_concurrency"] == 54.47
+    assert c["kv_replication"] == 1.0 and c["findings"] == [] and c["gpus_needed"] == 8
+
+
+def test_replication_ranks_below_its_dcp_fix(capsys):
+    # Same budget per GPU: tp 8 dcp 1 keeps each KV head on 2 GPUs, so its distinct tokens per GPU are
+    # half of tp 8 dcp 2's (892,400 / 8 = 111,550 vs 223,100) and it carries the replication warning.
+    code, d = sweep_json(capsys, "--kv-budget-gib", "40")
+    by = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]): c for c in d["combinations"]}
+    rep, fixed = by[(8, 1, "auto")], by[(8, 2, "auto")]
+    assert rep["unique_kv_tokens_per_gpu"] == 111550 and fixed["unique_kv_tokens_per_gpu"] == 223100
+    assert [f["rule_id"] for f in rep["findings"]] == ["kv-head-replication"]
+    assert rep["rank"] > fixed["rank"]
+
+
+def test_every_combination_equals_check_of_the_same_command():
+    # The sweep applies an axis value the way the vLLM flag would; checking the pasted command must agree.
+    cat, problems = load_catalog()
+    assert not problems
+    rules = load_ruleset("check")
+    base = parse_command(f"vllm serve {MODEL} --max-model-len 32768", cat, "vllm")
+    res = sweep(base, cat, rules, TPS, DCPS, None, ["auto", "fp8"])
+    assert len(res.combinations) == 40
+    for c in res.combinations:
+        cmd = (f"vllm serve {MODEL} --max-model-len 32768 -tp {c.tp_size} -dcp {c.dcp_size} "
+               f"--kv-cache-dtype {c.kv_cache_dtype}")
+        rep = check_stack(parse_command(cmd, cat, "vllm"), cat, rules)
+        assert [{"rule_id": f.rule_id, "severity": f.severity} for f in rep.findings] == c.findings, cmd
+        assert rep.derived["kv_bytes_per_token_per_gpu"] == c.kv["kv_bytes_per_token_per_gpu"], cmd
+
+
+def test_csv_and_text_outputs(capsys):
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "4,8", "--dcp", "1,2",
+                          "--kv-budget-gib", "40", "--format", "csv"], capsys)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert tuple(rows[0].keys()) == CSV_COLUMNS
+    assert len(rows) == 4
+    r = next(r for r in rows if r["tp_size"] == "8" and r["dcp_size"] == "1")
+    assert r["valid"] == "true" and r["findings"] == "kv-head-replication:warning"
+    r = next(r for r in rows if r["tp_size"] == "4" and r["dcp_size"] == "2")
+    assert r["valid"] == "false" and r["reasons"] == "rule dcp-invalid-size"
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "4,8", "--dcp", "1,2",
+                          "--kv-budget-gib", "40"], capsys)
+    assert "KV tokens/GPU" in out and "verdict" in out
+    assert "4 combination(s): 3 valid by the rules, 3 valid and fit" in out
+    assert code == 0
+
+
+def test_only_valid_top_and_exit_code(capsys):
+    code, d = sweep_json(capsys, "--kv-budget-gib", "40", "--only-valid", "--top", "3")
+    assert len(d["combinations"]) == 3 and all(c["valid"] and c["fits"] for c in d["combinations"])
+    # nothing valid -> exit 1: tp 4 with dcp 2 only (dcp needs tp > 4 KV heads)
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "4", "--dcp", "2", "--kv-budget-gib", "40"],
+                         capsys)
+    assert code == 1 and "none runs" in out
+
+
+def test_stack_file_base_keeps_its_techniques(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(f"model: {MODEL}\nengine: vllm\ntechniques:\n  - tensor-parallelism: {{tp_size: 8}}\n"
+                 "  - prefix-caching\nsettings: {max_model_len: 32768, kv_budget_gib: 40}\n")
+    code, out, err = run(["sweep", str(f), "--dcp", "1,2", "--format", "json"], capsys)
+    d = json.loads(out)
+    assert [(c["tp_size"], c["dcp_size"]) for c in d["combinations"]] == [(8, 2), (8, 1)]
+    assert d["axes"]["tp_size"] == [8]
+    assert "prefix-caching" in d["base"]["techniques"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--tp", "1,x"], "--tp: expected a comma-separated list of positive integers, found 'x'"),
+    (["--tp", "0"], "--tp: expected a comma-separated list of positive integers, found '0'"),
+    (["--dcp", ""], "--dcp: expected a comma-separated list of positive integers"),
+    (["--kv-cache-dtype", "auto,bogus"], "--kv-cache-dtype: 'bogus'"),
+    (["--tp", ",".join(str(i) for i in range(1, 400)), "--dcp", ",".join(str(i) for i in range(1, 400))],
+     "over the limit of 100000"),
+    (["--top", "0"], "--top: expected a positive integer"),
+])
+def test_bad_axes_are_one_line_errors(argv, needle, capsys):
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", *argv], capsys)
+    assert code == 2
+    assert needle in err
+    assert err.startswith("optkg: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_sglang_has_no_dcp_flag(capsys):
+    code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
+                          "--dcp", "1,2"], capsys)
+    assert code == 2 and "--dcp: the sglang flag table" in err
+    code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
+                          "--tp", "4,8", "--kv-budget-gib", "40", "--format", "json"], capsys)
+    assert code == 0 and len(json.loads(out)["combinations"]) == 2
+
+
+def test_output_file_is_not_overwritten_without_force(tmp_path, capsys):
+    out = tmp_path / "sweep.csv"
+    argv = ["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "8", "--format", "csv", "-o", str(out)]
+    assert run(argv, capsys)[0] == 0
+    first = out.read_text()
+    assert first.startswith("rank,tp_size")
+    out.write_text("mine\n")
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "refusing to overwrite" in err and out.read_text() == "mine\n"
+    assert run(argv + ["--force"], capsys)[0] == 0 and out.read_text() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.csv"]
+
+
+def test_parse_int_list_keeps_order_and_drops_duplicates():
+    assert parse_int_list("8, 1,8,2", "--tp") == [8, 1, 2]
+
+
+def test_max_model_len_that_does_not_fit_is_marked(capsys):
+    # 1 GiB of KV per GPU at tp 8 (48,128 bytes/token/GPU): one 32,768-token request needs
+    # 32,768 x 48,128 = 1,577,058,304 bytes -> 1,073,741,824 / 1,577,058,304 = 0.68 requests: vLLM would
+    # refuse to start. dcp 2 stores ceil(32,768 / 2) = 16,384 tokens per rank -> 788,529,152 bytes -> 1.36.
+    code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL} --max-model-len 32768", "--tp", "8", "--dcp", "1,2",
+                          "--kv-budget-gib", "1", "--format", "json"], capsys)
+    by = {c["dcp_size"]: c for c in json.loads(out)["combinations"]}
+    assert by[1]["max_concurrency"] == 0.68 and not by[1]["fits"]
+    assert by[1]["reasons"] in (["one request of max_model_len 32768 tokens does not fit in the KV cache "
+                                 "(max concurrency 0.68)"], ["rule max-model-len-exceeds-kv-capacity"])
+    assert by[2]["max_concurrency"] == 1.36 and by[2]["fits"] and by[2]["rank"] == 1
