@@ -16,7 +16,7 @@ graphviz:
 	@command -v dot >/dev/null 2>&1 || { \
 	  echo "installing the Graphviz 'dot' binary (apt)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz fonts-wqy-microhei >/dev/null; }
 
 install: $(STAMP) graphviz
 
