@@ -598,7 +598,7 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
 
     schema = technique_schema(axes)
     validator = jsonschema.Draft202012Validator(schema)
-    fast = jsonschema.Draft202012Validator(_enum_schema(schema))  # same verdict, ~3x faster; messages from `validator`
+    fast = _fast_validator(schema, len(tech_files))  # same verdict, much faster; messages come from `validator`
 
     docs: dict[str, YamlDoc] = {}
     techniques: dict[str, dict[str, Any]] = {}
@@ -615,7 +615,7 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
                                     "schema-type", found=_type_word(doc.data), expected="a mapping",
                                     hint="start from `optkg new <id>`"))
             continue
-        sp = [] if fast.is_valid(doc.data) else _schema_problems(doc, validator)
+        sp = [] if fast(doc.data) else _schema_problems(doc, validator)
         problems.extend(sp)
         flagged = {p.path for p in sp}
         problems.extend(p for p in _placeholders(doc) if p.path not in flagged)
@@ -662,6 +662,36 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     return cat, errors
 
 
+FASTJSONSCHEMA_FROM = 300  # technique files; below this, compiling (~0.15 s) costs more than it saves
+
+
+def _fast_validator(schema: dict[str, Any], n_files: int) -> Any:
+    """A yes/no check of a technique document against ``schema`` (its ``_enum_schema`` form).
+
+    For large catalogs the schema is compiled to Python code once with fastjsonschema (~0.2 ms per
+    entry instead of ~0.8 ms with jsonschema); otherwise, or without fastjsonschema, jsonschema.
+    Any failure of the compiled code counts as "invalid", so the authoritative jsonschema pass
+    (``_schema_problems``) decides and explains.
+    """
+    import jsonschema
+    enum = _enum_schema(schema)
+    if n_files >= FASTJSONSCHEMA_FROM:
+        try:
+            import fastjsonschema
+            compiled = fastjsonschema.compile(enum)
+        except Exception:  # missing or unable to compile: the jsonschema path below is always right
+            compiled = None
+        if compiled is not None:
+            def ok(doc: Any) -> bool:
+                try:
+                    compiled(doc)
+                    return True
+                except Exception:
+                    return False
+            return ok
+    return jsonschema.Draft202012Validator(enum).is_valid
+
+
 def _enum_schema(s: Any) -> Any:
     """``s`` with every ``oneOf`` of ``const`` values (the described enums) written as a plain ``enum``.
 
@@ -697,7 +727,9 @@ def _yaml_problem(file: str, msg: str) -> Problem:
     text = rest.split(": ", 1)[-1] if ": " in rest else rest
     src = _read(Path(file)).splitlines()
     bad_line = src[line - 1] if 0 < line <= len(src) else ""
-    if "\t" in bad_line[: len(bad_line) - len(bad_line.lstrip())] or "tab" in text.lower():
+    if "not valid UTF-8" in text or "special characters are not allowed" in text or "\x00" in bad_line:
+        hint = "this is not a UTF-8 text file (binary?): a technique file is YAML text; start from `optkg new <id>`"
+    elif "\t" in bad_line[: len(bad_line) - len(bad_line.lstrip())] or "tab" in text.lower():
         hint = "YAML indents with spaces, not tabs: replace the tab at the start of this line"
     else:
         hint = "check indentation and quoting around this line (a value containing ': ' needs quotes)"

@@ -3,7 +3,12 @@
 ``stack_facts`` turns a Stack into (engine facts, flat namespace). The namespace holds every
 model field, hardware fact, setting and technique parameter, plus the KV derivations of kg.kv
 (``kv_replication``, ``kv_bytes_per_token_per_gpu``, ``valid_dcp_sizes``, capacity and
-concurrency when the hardware or a KV budget is known), and the engine facts of ``engine_facts``
+concurrency when the hardware or a KV budget is known), the capacity facts the startup rules of
+rules/capacity.yaml read (``gpu_memory_bytes`` from the hardware's ``memory_visible_mib`` else
+``memory_gib``; ``weight_bytes_per_gpu_estimate`` / ``weights_exceed_gpu_memory``;
+``max_model_len_limit`` = the engine's context limit, ``max_model_len_effective`` = the given
+max_model_len else that limit; ``kv_request_bytes_at_max_model_len``, ``max_model_len_that_fits``;
+``gpus_required``), and the engine facts of ``engine_facts``
 (effective settings, weight quantisation and kernel, per-rank sharded sizes, draft TP, FlashAttention
 version, engine generation). ``check_stack`` runs the ``check``
 ruleset and returns a Report of Findings, each tracing back to its rule, the catalog entries
@@ -16,7 +21,8 @@ from typing import Any
 
 from .catalog import Catalog
 from .expr import names_in
-from .kv import GIB, estimate_weight_bytes, kv_budget_bytes, kv_capacity, kv_layout
+from .kv import (GIB, UnmodelledKVDtype, divisors, estimate_weight_bytes, gpu_memory_bytes, kv_budget_bytes,
+                 kv_capacity, kv_layout, request_kv_bytes_per_gpu, weight_bytes_per_gpu)
 from .rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from .stack import Stack
 
@@ -116,43 +122,82 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             tp_kv = tp // dp_attn
             derived["attention_tp_size"] = tp_kv
         kvdt = str(ns.get("kv_cache_dtype") or "auto")
+        sized = True
         try:
             lay = kv_layout(m, tp_kv, pp, 1, kvdt)
             lay_dcp = kv_layout(m, tp_kv, pp, dcp, kvdt) if dcp > 1 else lay
-        except Exception:  # an invalid dtype is reported by its own rule; keep the rest going
+        except UnmodelledKVDtype:
+            # a value the engine accepts but optkg cannot size: keep head/replication facts, drop byte facts
+            sized = False
             lay = kv_layout(m, tp_kv, pp, 1, "auto")
             lay_dcp = kv_layout(m, tp_kv, pp, dcp, "auto") if dcp > 1 else lay
+            stack.notes.append(f"kv_cache_dtype '{kvdt}': optkg does not model its cache size; "
+                               "KV bytes, budget and capacity are not computed")
         derived.update({
             "kv_heads_per_rank": lay.kv_heads_per_rank,
             "kv_replication_tp": lay.replication_factor,
             "kv_replication": lay_dcp.replication_factor,
-            "kv_bytes_per_token_model": lay.bytes_per_token_model,
-            "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu,
-            "kv_bytes_per_token_per_gpu_unreplicated": lay.bytes_per_token_per_gpu_unreplicated,
-            "kv_bytes_per_token_per_gpu_effective": lay_dcp.bytes_per_token_per_gpu_effective,
             "valid_dcp_sizes": lay.valid_dcp_sizes,
             "dcp_possible": lay.dcp_possible,
             "max_useful_dcp_size": max(lay.valid_dcp_sizes),
-            "valid_tp_sizes": [d for d in range(1, m.num_attention_heads + 1) if m.num_attention_heads % d == 0],
-            "kv_element_bytes": lay.kv_element_bytes,
+            "valid_tp_sizes": divisors(m.num_attention_heads),
         })
+        if stack.engine == "sglang":  # SGLang has no decode context parallelism: only dcp_size 1 exists
+            derived.update({"valid_dcp_sizes": [1], "dcp_possible": False, "max_useful_dcp_size": 1})
+        if sized:
+            derived.update({
+                "kv_bytes_per_token_model": lay.bytes_per_token_model,
+                "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu,
+                "kv_bytes_per_token_per_gpu_unreplicated": lay.bytes_per_token_per_gpu_unreplicated,
+                "kv_bytes_per_token_per_gpu_effective": lay_dcp.bytes_per_token_per_gpu_effective,
+                "kv_element_bytes": lay.kv_element_bytes,
+            })
+        # the context limit the engine enforces, and the max_model_len it runs with when none is given
+        engine = stack.engine or ""
+        limit = {"vllm": m.derived_max_model_len, "sglang": m.sglang_context_length}.get(engine)
+        if limit is None:
+            limit = m.max_position_embeddings
+        if limit is not None:
+            derived["max_model_len_limit"] = int(limit)
+        mml = ns.get("max_model_len") or derived.get("max_model_len_limit")
+        if mml:
+            derived["max_model_len_effective"] = int(mml)
         hw = stack.hardware
+        block = int(ns.get("block_size") or 16)
+        util = float(ns.get("gpu_memory_utilization") or 0.9)
+        mem = gpu_memory_bytes(hw) if hw else None
+        if mem is not None:
+            derived["gpu_memory_bytes"] = round(mem)
+            derived["gpu_memory_usable_bytes"] = round(mem * util)
+            expert_shards = tp
+            if "expert-parallelism" in stack.techniques:
+                ep = int(ns.get("ep_size") or 1)
+                expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
+            weights = weight_bytes_per_gpu(m, tp, pp, expert_shards)
+            derived["weight_bytes_per_gpu_estimate"] = round(weights)
+            derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m))
+            derived["weights_exceed_gpu_memory"] = weights > mem * util
         budget = None
         if ns.get("kv_budget_gib") is not None:
             budget = float(ns["kv_budget_gib"]) * GIB
             derived["kv_budget_source"] = "given (kv_budget_gib)"
-        elif hw and hw.get("memory_gib"):
-            weights = estimate_weight_bytes(m) / (tp * pp)
-            budget = kv_budget_bytes(hw["memory_gib"] * GIB, float(ns.get("gpu_memory_utilization") or 0.9), weights)
-            derived["kv_budget_source"] = "estimated: GPU memory x gpu_memory_utilization - estimated weights per GPU"
-            derived["weight_bytes_per_gpu_estimate"] = round(weights)
-        if budget is not None:
-            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), int(ns.get("block_size") or 16))
+            derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
+        elif mem is not None:
+            budget = kv_budget_bytes(mem, util, derived["weight_bytes_per_gpu_estimate"])
+            derived["kv_budget_source"] = ("estimated: GPU memory x gpu_memory_utilization - estimated weights per GPU "
+                                           "(activations and CUDA graphs not subtracted: an upper bound)")
+        if budget is not None and sized:
+            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block)
+            derived["kv_block_size"] = block
             derived["kv_budget_bytes_per_gpu"] = round(budget)
             derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
             derived["kv_tokens_total"] = cap.kv_tokens_total
             if cap.max_concurrency is not None:
                 derived["max_concurrency"] = cap.max_concurrency
+            derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
+            if derived.get("max_model_len_effective"):
+                derived["kv_request_bytes_at_max_model_len"] = round(
+                    request_kv_bytes_per_gpu(lay_dcp, derived["max_model_len_effective"], block))
             if lay_dcp.replication_factor > 1 and lay.bytes_per_token_per_gpu_unreplicated:
                 derived["kv_tokens_per_gpu_if_unreplicated"] = int(budget // lay.bytes_per_token_per_gpu_unreplicated)
     if stack.hardware:
@@ -163,6 +208,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ns["gpu_memory_gib"] = hw.get("memory_gib")
         ns["gpu_compute_capability"] = _compute_capability(hw)
         ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
+    if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
         ns["gpu_count"] = stack.gpu_count
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
@@ -312,10 +358,21 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         except InvalidVersion:
             pass
     out["has_kv_connector"] = "kv-cache-connector" in techs
-    # bytes per weight element as stored (FP8 1, 4-bit 0.5, INT8 1, else the model dtype)
+    # bytes per weight element as stored (FP8 1, 4-bit 0.5 incl. MXFP4, INT8 1, else the model dtype)
     if m is not None:
-        bits = m.quant_bits if m.quant_bits else (4 if kernel in ("awq", "awq_marlin", "gptq", "gptq_marlin") else None)
+        bits = m.quant_bits if m.quant_bits else (
+            4 if kernel in ("awq", "awq_marlin", "gptq", "gptq_marlin", "mxfp4") else None)
         out["weight_bytes_per_param"] = 1 if out["weight_is_fp8"] else (bits / 8 if bits else m.dtype_bytes)
+    # GPUs the launch needs: vLLM world size PP x TP x PCP per data-parallel rank, times DP
+    # (ParallelConfig, facts §2.1); SGLang TP x PP, times DP unless DP attention splits the TP group
+    # (ServerArgs._handle_data_parallelism: dp_size divides tp_size there)
+    pp, pcp = int(ns.get("pp_size") or 1), int(ns.get("pcp_size") or 1)
+    if stack.engine == "sglang" and "dp-attention" in techs:
+        out["gpus_required"] = tp * pp
+    else:
+        out["gpus_required"] = tp * pp * pcp * dp
+    if ns.get("allow_long_max_model_len") is None:
+        out["allow_long_max_model_len"] = False
     # engine defaults for settings the rules compare (when the stack does not set them)
     for key, default in (("enable_dbo", False), ("calculate_kv_scales", False), ("kv_sharing_fast_prefill", False),
                          ("disable_sliding_window", False), ("enforce_eager", False),
@@ -371,11 +428,12 @@ def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Findin
     facts = {k: ns[k] for k in sorted(read) if k in ns and k not in f.numbers}
     techs = [t for t in r.techniques]
     fixes = [{"technique": x, "name": catalog.techniques[x]["name"] if x in catalog.techniques else x} for x in r.fixes]
+    fix = r.fix_by_engine.get(str(ns.get("engine") or ""), r.fix) if getattr(r, "fix_by_engine", None) else r.fix
     return Finding(
         rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message, techniques=techs,
         facts=facts, numbers=f.numbers, cost_dimension=r.cost_dimension, from_dimension=r.from_dimension,
         coordinates=[_coords(catalog, t) for t in techs], mechanism=r.mechanism, fixes=fixes,
-        fix=_fmt(r.fix, {**ns, **f.numbers}) if r.fix and "{" in r.fix else r.fix,
+        fix=_fmt(fix, {**ns, **f.numbers}) if fix and "{" in fix else fix,
         sources=r.sources, tags=r.tags, rule_file=r.file, rule_line=r.line,
         fingerprint=_fingerprint(r.id, techs, f.numbers),
     )
@@ -401,6 +459,9 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_"))
                and not isinstance(ns[k], dict)}
+    if stack.engine == "sglang":  # SGLang has no decode context parallelism: DCP sizes would mislead
+        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):
+            derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
     return Report(describe_stack(stack), findings, derived,
                   [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired],

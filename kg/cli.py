@@ -34,10 +34,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"optkg: error: {message}\n")
+    def error(self, message: str) -> None:
+        """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``."""
+        text = " ".join(str(message).split())
+        sys.stderr.write(f"optkg: error: {text} (see '{self.prog} --help')\n")
         raise SystemExit(2)
+
+
+def _finite_float(text: str) -> float:
+    """argparse type for every float option: a finite number (nan, inf and 1e400 are refused)."""
+    import math
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, found {text!r}")
+    return v
+
+
+def _finite_floats(p: argparse.ArgumentParser) -> None:
+    for action in p._actions:  # argparse keeps no public list of a parser's actions
+        if action.type is float:
+            action.type = _finite_float
 
 
 def _available() -> dict[str, tuple[str, str]]:
@@ -59,6 +78,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module = importlib.import_module(mod)
         sp = sub.add_parser(name, help=help_, description=(module.__doc__ or help_).strip().splitlines()[0])
         module.add_arguments(sp)
+        _finite_floats(sp)
         sp.set_defaults(_run=module.run)
     return p
 
@@ -77,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
+        from .commands.common import register_inputs
+        register_inputs(args)  # the command's input files are never overwritten by its outputs
         return int(args._run(args) or 0)
     except OptkgError as e:
         sys.stderr.write(f"optkg: error: {e}\n")
@@ -93,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         sys.stderr.write(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)\n")
         return 3
+    finally:
+        from .yamlio import protect_inputs
+        protect_inputs([])  # forget this command's inputs (main may run again in the same process)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,8 +35,15 @@ Namespace names rules read (fractions 0-1 unless a unit is in the name). Always 
 ``compute_util``, ``bandwidth_util``, ``tensor_active``, ``device_memory_used_fraction``,
 ``power_w``, ``power_limit_w``, ``power_ratio``, ``video_engine_util``, ``memory_occupancy``,
 ``throughput_tokens_per_s`` (output tokens/s), ``target_throughput_tokens_per_s``,
-``throughput_shortfall`` (1 - measured/target), ``prefix_cache_hit_rate``. Thresholds from
+``throughput_shortfall`` (1 - measured/target), ``prefix_cache_hit_rate``,
+``window_generation_tokens`` (output tokens generated between two scrapes). Thresholds from
 ``rules/walls.yaml`` (or ``--thresholds``) are added by the rule evaluator under their names.
+
+Whether the inputs belong together (always present): ``invalid_readings_count`` (readings that
+parsed but cannot be true, kg.metrics ``Snapshot.invalid``), ``gpu_model_count`` and
+``host_count`` (distinct GPU model names / host names over all inputs), ``model_mismatch`` (the
+served model in the engine metrics, label ``model_name``, is not the model of --stack/--vllm/
+--sglang; False when either is unknown), with ``*_text`` strings naming files and values.
 """
 from __future__ import annotations
 
@@ -53,6 +60,7 @@ SCHEMA_VERSION = "1.0"
 WORKLOADS = ("serving", "training", "generate")
 PREALLOCATING_ENGINES = ("vllm", "sglang")
 WALL_RULES = (("memory", "memory-wall"), ("compute", "compute-wall"), ("bandwidth", "bandwidth-wall"))
+INPUT_TAG = "input-consistency"  # rules that say whether the inputs belong together (shown first)
 FAIL_ON = ("low", "moderate", "severe", "critical", "never")
 
 COMPUTE_LABEL = {"sm_active": "SM activity", "time_based": "time-based utilisation",
@@ -101,6 +109,20 @@ CHECKLIST: tuple[tuple[str, str, tuple[Item, ...]], ...] = (
 )
 
 
+# canonical readings (kg.metrics) behind each checklist item: an item whose reading was read but
+# invalid is reported as "invalid", not "missing"
+ITEM_READINGS: dict[str, tuple[str, ...]] = {
+    "throughput": ("generation_tokens_total", "generation_tokens_per_s"),
+    "ttft_distribution": ("ttft_seconds",), "itl_distribution": ("itl_seconds",),
+    "success_rate": ("requests_finished_total", "requests_aborted_total"),
+    "memory": ("kv_cache_usage", "fb_used_mib", "fb_total_mib", "fb_free_mib"),
+    "compute": ("sm_active", "gpu_util", "gr_engine_active", "tensor_active"),
+    "bandwidth": ("dram_active", "mem_copy_util"),
+    "queue_depth": ("requests_waiting",), "request_length_distribution": ("prompt_length_tokens",),
+    "concurrency": ("requests_running",),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # snapshot -> facts + namespace
 
@@ -113,6 +135,11 @@ class Derived:
     checklist: dict[str, Any] = field(default_factory=dict)
     serving: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    invalid_by_reading: dict[str, list[str]] = field(default_factory=dict)
+
+    def invalid_for(self, item: str) -> list[str]:
+        """Invalid readings behind checklist item ``item`` (texts), empty when none."""
+        return [t for r in ITEM_READINGS.get(item, ()) for t in self.invalid_by_reading.get(r, [])]
 
 
 def _metric_name(where: str | None) -> str:
@@ -218,6 +245,7 @@ def snapshot_namespace(snap: Snapshot, stack=None, target_throughput: float | No
     ctx = _context(stack, eng)
     for k, v in ctx.items():
         ns.setdefault(k, v)
+    _consistency(snap, stack, eng, ns, der)
     _checklist(snap, eng, hists, ctx, ns, der)
     _texts(ns, der)
     der.readings = {k: ns[k] for k in sorted(ns) if not k.endswith(("_text", "_label", "_caveat", "_claim"))
@@ -244,6 +272,8 @@ def _serving_namespace(snap: Snapshot, eng, ns: dict[str, Any], der: Derived) ->
     if "preemptions_total" in c:
         ns["preemptions_total"] = c["preemptions_total"]
         der.where["preemptions_total"] = eng.where["preemptions_total"]
+    if "generation_tokens_total" in deltas:
+        ns["window_generation_tokens"] = deltas["generation_tokens_total"]
     if "preemptions_total" in deltas:
         ns["preemptions_new"] = deltas["preemptions_total"]
         if window:
@@ -326,6 +356,52 @@ def _gpu_namespace(snap: Snapshot, ns: dict[str, Any], der: Derived) -> dict[str
     return {"kind": "gpu", "compute_metric": metric, "bandwidth_metric": bmetric}
 
 
+def _stack_model_names(stack) -> list[str]:
+    """Names the stack's model goes by: the resolved model name and any --served-model-name."""
+    names = []
+    if stack is not None and stack.model is not None and stack.model.name:
+        names.append(stack.model.name)
+    for w in (stack.ignored if stack is not None else []):
+        head, _, rest = w.partition("=") if w.startswith("--served-model-name=") else w.partition(" ")
+        if head == "--served-model-name" and rest.strip():
+            names += rest.split()
+    return names
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model names mean the same model: equal ignoring case, or the same last path part
+    (``/models/Qwen3-8B`` and ``Qwen/Qwen3-8B``)."""
+    x, y = a.strip().rstrip("/").lower(), b.strip().rstrip("/").lower()
+    return x == y or x.rsplit("/", 1)[-1] == y.rsplit("/", 1)[-1]
+
+
+def _consistency(snap: Snapshot, stack, eng, ns: dict[str, Any], der: Derived) -> None:
+    """Whether the inputs belong together: invalid readings, several GPU models or hosts, the served model."""
+    inv = snap.invalid
+    ns["invalid_readings_count"] = len(inv)
+    ns["invalid_readings_text"] = "; ".join(i.text() for i in inv[:6]) + (f"; and {len(inv) - 6} more (--verbose)"
+                                                                          if len(inv) > 6 else "")
+    models, hosts = snap.gpu_models(), snap.hosts()
+    ns["gpu_model_count"], ns["host_count"] = len(models), len(hosts)
+
+    def named(d: dict[str, list[str]]) -> str:
+        return "; ".join(f"{k} ({', '.join(v)})" for k, v in d.items())
+    ns["gpu_models_text"], ns["hosts_text"] = named(models), named(hosts)
+    metrics_models = list(eng.model_names) if eng is not None else []
+    stack_models = _stack_model_names(stack)
+    ns["metrics_model_text"] = ", ".join(metrics_models) or "none"
+    ns["stack_model_text"] = ", ".join(stack_models) or "none"
+    ns["model_mismatch"] = bool(metrics_models and stack_models and not any(
+        same_model(a, b) for a in metrics_models for b in stack_models))
+    if eng is not None and len(metrics_models) > 1:
+        der.notes.append(f"{eng.name} metrics carry several model_name labels ({', '.join(metrics_models)}); "
+                         "series of all of them are summed")
+    by_reading: dict[str, list[str]] = {}
+    for i in inv:
+        by_reading.setdefault(i.reading, []).append(f"{i.metric} for {i.entity} reads {i.value:g} ({i.why})")
+    der.invalid_by_reading = by_reading
+
+
 def _context(stack, eng) -> dict[str, Any]:
     """Key configuration from the stack (--stack/--vllm/--sglang) and vllm:cache_config_info."""
     ctx: dict[str, Any] = {}
@@ -377,9 +453,14 @@ def _checklist(snap: Snapshot, eng, hists: dict[str, Histogram], ctx: dict[str, 
         for it in items:
             ok, via = present[it.id]
             status = "present" if ok else "missing"
+            bad = der.invalid_for(it.id) if not ok else []
             if not ok and ((it.serving_only and wl in ("training", "generate")) or (it.kv_config and wl == "training")):
                 status = "n/a"
+            elif bad:
+                status = "invalid"
             quality, hint = None, it.hint
+            if status == "invalid":
+                hint = "read but invalid, so not used: " + "; ".join(bad) + ". Collect " + it.hint
             if it.id == "compute" and ok and metric != "sm_active":
                 quality, hint = "coarse", "time-based or tensor-pipe only; " + it.hint
             if it.id == "bandwidth" and ok and bmetric != "dram_active":
@@ -395,12 +476,16 @@ def _checklist(snap: Snapshot, eng, hists: dict[str, Histogram], ctx: dict[str, 
             rows.append({"id": it.id, "label": it.label, "status": status, "via": via or None,
                          "quality": quality, "hint": None if status == "present" and not quality else hint})
         groups.append({"id": gid, "label": glabel, "items": rows, "present": n_present,
-                       "applicable": sum(1 for r in rows if r["status"] != "n/a")})
+                       "applicable": sum(1 for r in rows if r["status"] != "n/a"),
+                       "invalid": sum(1 for r in rows if r["status"] == "invalid")})
         counts[gid] = (n_present, missing)
     for gid in ("kpis", "resources", "context"):
         ns[f"{gid}_missing_count"] = len(counts[gid][1])
         ns[f"{gid}_missing_text"] = "; ".join(counts[gid][1])
     ns["context_present_count"] = counts["context"][0]
+    for item in ("memory", "compute", "bandwidth"):
+        if der.invalid_for(item):
+            ns[f"{item}_invalid_text"] = "; ".join(der.invalid_for(item))
     der.checklist = {"groups": groups, "comparable": ns["context_missing_count"] == 0,
                      "collector_fields": {k: v for k, v in sorted(snap.collector_fields.items()) if k in COLLECTOR_FIELDS}}
 
@@ -434,6 +519,8 @@ def _texts(ns: dict[str, Any], der: Derived) -> None:
                                  "so short of target cannot be judged")
     else:
         ns["throughput_text"] = "no throughput target given (--target-throughput), so saturation cannot be told from a wall"
+    w = ns.get("requests_waiting")
+    ns["requests_waiting_text"] = "" if w is None else (" and none waiting" if w == 0 else f" and {w:,.0f} waiting")
     if ns["preallocated"] and "kv_cache_usage" in ns:
         parts = [f"KV-cache usage {_pct(ns['kv_cache_usage'])} ({_metric_name(der.where.get('kv_cache_usage'))})"]
         if "requests_waiting" in ns:
@@ -647,6 +734,8 @@ def _wall_status(wall: str, ns: dict[str, Any], th: dict[str, float]) -> str:
     t = th.__getitem__
     if wall == "memory":
         if ns["preallocated"]:
+            if "kv_cache_usage" not in ns and ns.get("memory_invalid_text"):
+                return f"reading invalid: {ns['memory_invalid_text']}"
             if "kv_cache_usage" not in ns:
                 return "not measured: a preallocating server needs its KV-cache usage (engine /metrics)"
             return (f"{ns['memory_text']}: the wall needs KV usage above {t('memory_wall_kv_usage'):.0%} together with "
@@ -655,6 +744,8 @@ def _wall_status(wall: str, ns: dict[str, Any], th: dict[str, float]) -> str:
             return "not measured"
         return f"{ns['memory_text']}, not above {t('memory_wall_occupancy'):.0%}"
     if wall == "compute":
+        if not ns["has_compute"] and ns.get("compute_invalid_text"):
+            return f"reading invalid: {ns['compute_invalid_text']}"
         if not ns["has_compute"]:
             return "not measured (no GPU utilisation metrics)"
         if ns["compute_util"] <= t("compute_wall_util"):
@@ -662,6 +753,8 @@ def _wall_status(wall: str, ns: dict[str, Any], th: dict[str, float]) -> str:
         if ns["throughput_known"] and not ns["throughput_short"]:
             return f"{ns['compute_text']} but {ns['throughput_text']}: saturated, not a wall"
         return f"{ns['compute_text']}, contradicted by power ({ns.get('power_ratio', 0):.0%} of the limit)"
+    if not ns["has_bandwidth"] and ns.get("bandwidth_invalid_text"):
+        return f"reading invalid: {ns['bandwidth_invalid_text']}"
     if not ns["has_bandwidth"]:
         return "not measured (no DRAM activity or memory utilisation metrics)"
     return f"{ns['bandwidth_text']}, not above {t('bandwidth_wall_util'):.0%}"
@@ -671,7 +764,13 @@ def _verdict(by_id: dict[str, Firing], ns: dict[str, Any], comparable: bool, con
     fired = lambda rid: rid in by_id and by_id[rid].fired  # noqa: E731
     walls = [(w, rid) for w, rid in WALL_RULES if fired(rid)]
     v: dict[str, Any]
-    if walls:
+    if fired("metrics-disagree"):
+        f = by_id["metrics-disagree"]
+        v = {"kind": "inconsistent", "state": "metrics-disagree",
+             "label": "metrics disagree: not from the same run", "severity": f.severity,
+             "confidence": None, "rule_id": "metrics-disagree", "message": " ".join(f.message.split()),
+             "also": [], "walls_read_separately": [w for w, _ in walls]}
+    elif walls:
         order = {w: i for i, (w, _) in enumerate(WALL_RULES)}
         walls.sort(key=lambda x: (-SEVERITY_ORDER.get(by_id[x[1]].severity or "", 0), order[x[0]]))
         wall, rid = walls[0]
@@ -710,7 +809,11 @@ def _verdict(by_id: dict[str, Firing], ns: dict[str, Any], comparable: bool, con
         if fired("time-util-contradicted"):
             why = "time-based utilisation is high but power contradicts it: " + " ".join(by_id["time-util-contradicted"].message.split())
         elif need:
-            why = "not enough readings: missing " + ", ".join(need)
+            bad = [n for n in need if ns.get(f"{n}_invalid_text")]
+            miss = [n for n in need if n not in bad]
+            parts = ([f"{', '.join(bad)} read but invalid ({'; '.join(ns[f'{n}_invalid_text'] for n in bad)})"] if bad else []) + \
+                ([f"missing {', '.join(miss)}"] if miss else [])
+            why = "not enough readings: " + "; ".join(parts)
         v = {"kind": "inconclusive", "state": "inconclusive", "label": "inconclusive", "severity": "info",
              "confidence": None, "rule_id": None, "message": why, "also": []}
     v["comparable"] = comparable
@@ -801,6 +904,9 @@ def diagnose(snap: Snapshot, ruleset: RuleSet, catalog=None, stack=None, target_
                      "where": dict(sorted(dv.where.items()))} for k, dv in sorted(snap.devices.items())],
         "thresholds": thresholds_used(ruleset, thresholds, thresholds_where),
         "unknown_metrics": snap.unknown_metrics,
+        "invalid_readings": [i.to_dict() for i in snap.invalid],
+        "input_warnings": [x for x in findings if INPUT_TAG in x["tags"]],
+        "machines": snap.machines,
         "notes": snap.notes + der.notes,
         "stack": None,
     }
@@ -891,6 +997,41 @@ READING_ROWS = (
 )
 
 
+def _q(s: dict[str, Any], key: str) -> str:
+    """A quantile cell: '=' exact (one observation), '<=' an upper bound from _sum/_count (see Histogram.summary)."""
+    v = _fmt(s.get(key))
+    if s.get(key) is None:
+        return v
+    if s.get("estimate") == "exact":
+        return f"={v}"
+    if key in (s.get("capped") or []):
+        return f"<={v}"
+    return v
+
+
+QUANTILE_NOTE = ("quantiles are PromQL histogram_quantile estimates: linear interpolation inside the bucket "
+                 "that holds the rank, the lowest bucket starting at 0, a rank in the +Inf bucket giving the "
+                 "highest finite bound; so they cannot be finer than the buckets. '=' marks one observation "
+                 "(every quantile is that observation, the _sum); '<=' marks an upper bound: the q-quantile of n "
+                 "non-negative observations is at most _sum / (n - ceil(q x n) + 1), and the interpolated "
+                 "estimate was above it")
+
+
+def _quantile_notes(latency: dict[str, Any]) -> list[str]:
+    """One line per histogram whose interpolated quantiles were replaced (what PromQL gave, and why)."""
+    out = []
+    for k, sm in latency.items():
+        prom = sm.get("promql") or {}
+        if sm.get("estimate") == "exact":
+            out.append(f"{k}: one observation of {_fmt(sm['mean'])}; PromQL would interpolate p50 "
+                       f"{_fmt(prom.get('p50'))}, p99 {_fmt(prom.get('p99'))} inside its bucket")
+        elif sm.get("estimate") == "capped":
+            got = ", ".join(f"{q} {_fmt(prom.get(q))}" for q in sm["capped"])
+            out.append(f"{k}: PromQL interpolates {got}, but {_fmt(sm['count'])} observations with mean "
+                       f"{_fmt(sm['mean'])} cannot have quantiles that high: shown as upper bounds")
+    return out
+
+
 def _reading_rows(d: dict[str, Any], short=lambda t: t) -> list[list[str]]:
     r, src = d["readings"], {k: short(v) for k, v in d["reading_sources"].items()}
     rows = []
@@ -940,8 +1081,19 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append(wrap(v["message"]))
     if v.get("also"):
         out.append(wrap("also on: " + ", ".join(f"{w} wall" for w in v["also"])))
+    if v.get("walls_read_separately"):
+        out.append(wrap("the wall table below reads each input on its own ("
+                        + ", ".join(f"{w} wall fires" for w in v["walls_read_separately"])
+                        + "); with inputs that disagree it is not a verdict"))
     if not v["comparable"]:
         out.append(wrap(v["comparability"]))
+    for w in d.get("input_warnings") or []:
+        if w["rule_id"] != v.get("rule_id"):
+            out.append(wrap(f"WARNING [{w['rule_id']}]: {w['message']}", ""))
+    if d.get("invalid_readings"):
+        n = len(d["invalid_readings"])
+        out.append(wrap(f"note: {n} invalid reading(s) were left out (NaN, infinite, negative or out of range); "
+                        "see the findings" + ("" if verbose else " and --verbose"), ""))
     out.append("")
     out.append("Walls")
     rows = [_wall_line(n, d["walls"].get(n)) for n in ("memory", "compute", "bandwidth", "neither")]
@@ -961,10 +1113,15 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
         span = f"over the {sv['window_s']:g} s window" if sv.get("window_s") else (
             "over the window" if sv.get("window_deltas") else "since the server started")
         out.append(f"Serving distributions ({sv['engine']}, {span})")
-        lrows = [[k, _fmt(s["count"]), _fmt(s["mean"]), _fmt(s["p50"]), _fmt(s["p90"]), _fmt(s["p99"])]
+        lrows = [[k, _fmt(s["count"]), _fmt(s["mean"]), _q(s, "p50"), _q(s, "p90"), _q(s, "p99")]
                  for k, s in sv["latency"].items()]
         out.append(textwrap.indent(tabulate(lrows, headers=["histogram", "count", "mean", "p50", "p90", "p99"],
-                                            tablefmt="simple"), "  "))
+                                            tablefmt="simple", disable_numparse=True), "  "))
+        qn = _quantile_notes(sv["latency"])
+        if qn or verbose:
+            out.append(wrap(QUANTILE_NOTE))
+            for line in qn:
+                out.append(wrap(line, "    "))
         if sv.get("kv_capacity_tokens"):
             out.append(f"  KV capacity: {_fmt(sv['kv_capacity_tokens'])} tokens")
     out.append("")
@@ -973,11 +1130,11 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append("")
     out.append("Collection checklist")
     for grp in d["checklist"]["groups"]:
-        missing = [i for i in grp["items"] if i["status"] == "missing"]
+        missing = [i for i in grp["items"] if i["status"] in ("missing", "invalid")]
         coarse = [i for i in grp["items"] if i.get("quality") == "coarse"]
         out.append(f"  {grp['label']:<32} {grp['present']}/{grp['applicable']}")
         for i in missing:
-            out.append(wrap(f"missing {i['label']}: {i['hint']}", "    "))
+            out.append(wrap(f"{i['status']} {i['label']}: {i['hint']}", "    "))
         for i in coarse:
             out.append(wrap(f"coarse {i['label']}: {i['hint']}", "    "))
     cf = d["checklist"].get("collector_fields")
@@ -1036,6 +1193,17 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     nunk = sum(len(v) for v in unk.values())
     if verbose:
         out.append("")
+        inv = d.get("invalid_readings") or []
+        out.append(f"Invalid readings (left out): {len(inv)}")
+        for i in inv:
+            out.append(wrap(f"{i['path']}: {i['metric']} for {i['entity']} ({i['reading']}) = {i['value']}: {i['why']}"))
+        if d.get("machines"):
+            out.append("")
+            out.append("GPUs and hosts per input")
+            for m in d["machines"]:
+                out.append(wrap(f"{m['path']}: {', '.join(m['gpu_names']) or 'GPU model not reported'}"
+                                + (f"; host {', '.join(m['hosts'])}" if m["hosts"] else "")))
+        out.append("")
         out.append(f"Unknown metric names (ignored): {nunk}")
         for path, names in sorted(unk.items()):
             out.append(wrap(f"{path}: {', '.join(names)}"))
@@ -1063,6 +1231,9 @@ def render_markdown(d: dict[str, Any], verbose: bool = False) -> str:
     out.append(cell(v["message"]))
     if not v["comparable"]:
         out += ["", f"_{cell(v['comparability'])}_"]
+    for w in d.get("input_warnings") or []:
+        if w["rule_id"] != v.get("rule_id"):
+            out += ["", f"> **Warning** ({w['rule_id']}): {cell(w['message'])}"]
     out += ["", "| wall | on it | detail |", "|---|---|---|"]
     for n in ("memory", "compute", "bandwidth", "neither"):
         w = d["walls"].get(n)
@@ -1078,8 +1249,8 @@ def render_markdown(d: dict[str, Any], verbose: bool = False) -> str:
     for grp in d["checklist"]["groups"]:
         out.append(f"- **{grp['label']}** {grp['present']}/{grp['applicable']}")
         for i in grp["items"]:
-            if i["status"] == "missing":
-                out.append(f"  - missing {i['label']}: {cell(i['hint'])}")
+            if i["status"] in ("missing", "invalid"):
+                out.append(f"  - {i['status']} {i['label']}: {cell(i['hint'])}")
     for n in ("memory", "compute", "bandwidth"):
         w = d["walls"].get(n)
         if w and w["fired"] and w.get("techniques"):

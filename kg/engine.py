@@ -98,8 +98,11 @@ class CompiledRules:
         digest = hashlib.sha1(json.dumps(self._rules, sort_keys=True, default=str).encode()).hexdigest()[:10]
         with _host_lock:
             host = _get_host()
-            for n in range(0, len(self._rules), chunk):
-                part = self._rules[n : n + chunk]
+            # chunks hold rules with equal pattern lists together (one durable rule each, see _definition),
+            # so a chunk whose patterns no fact can match is skipped whole; results keep rule order
+            grouped = sorted(self._rules, key=lambda r: json.dumps(r[1], sort_keys=True, default=str))
+            for n in range(0, len(grouped), chunk):
+                part = grouped[n : n + chunk]
                 name = f"optkg_{label}_{digest}_{os.getpid()}_{next(_counter)}"
                 host.register_rulesets({name: self._definition(part)})
                 self._chunks.append((name, part))

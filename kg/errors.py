@@ -10,8 +10,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+# line breaks and other control characters a user's value may carry (a YAML key "a\nb", a quoted
+# newline in a pasted command); escaped so that an error message stays on one line
+_ESCAPES = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 0x7F, 0x85]}
+_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
 class OptkgError(Exception):
-    """Bad input from the user. ``str(e)`` is a one-line message naming the file/flag and what was expected."""
+    """Bad input from the user. ``str(e)`` is a one-line message naming the file/flag and what was expected.
+
+    Line breaks inside ``message`` (e.g. from a value the user typed) are escaped, so the message is
+    always one line. ``details``: optional further lines (e.g. a list of problems), printed after it.
+    """
+
+    def __init__(self, message: object = "", details: list[str] | tuple[str, ...] = ()):
+        super().__init__(str(message).translate(_ESCAPES))
+        self.details = [str(d).translate(_ESCAPES) for d in details]
+
+    def __str__(self) -> str:
+        return super().__str__() + "".join("\n" + d for d in self.details)
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,9 @@ def graphviz_version() -> str:
 def render_dot(source: str, fmt: str) -> bytes:
     """Run Graphviz on ``source`` (the engine is the DOT's ``layout=``) and return the ``fmt`` bytes.
 
-    ``SOURCE_DATE_EPOCH=0`` keeps cairo's PDF creation date fixed; a PNG larger than PNG_MAX_IN
+    ``SOURCE_DATE_EPOCH=0`` asks cairo for a fixed PDF creation date; cairo builds that ignore it
+    get their ``/CreationDate`` and ``/ModDate`` rewritten to the epoch (same byte length, so the
+    PDF's cross-reference offsets stay valid); a PNG larger than PNG_MAX_IN
     inches is scaled down (raster cost grows with the pixel count: a 6000 x 4500 px PNG took 5 s). Raises OptkgError when the
     ``dot`` binary is missing, times out, or rejects the source.
     """
@@ -247,7 +249,12 @@ def render_dot(source: str, fmt: str) -> bytes:
     if r.returncode != 0 or not r.stdout:
         msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OptkgError(f"Graphviz failed to draw the diagram: {msg[0] if msg else 'no output'}")
+    if fmt == "pdf":
+        return _PDF_DATE.sub(lambda m: m.group(1) + b"19700101000000" + m.group(3), r.stdout)
     return r.stdout
+
+
+_PDF_DATE = re.compile(rb"(/(?:CreationDate|ModDate) \(D:)(\d{14})([^)]*\))")
 
 
 @dataclass

@@ -43,9 +43,57 @@ def write_baseline(path: Path, findings: list[dict[str, Any]], force: bool = Fal
     atomic_write(path, json.dumps(body, indent=2) + "\n", force=force)
 
 
+def known_terms(rules_dir: Path | None = None) -> set[str]:
+    """Every term --select/--ignore can match: severities, rule ids, aliases and tags of every
+    ruleset (``rules_dir``, default the shipped rules/), ``optkg validate`` check codes and tags,
+    and the ``optkg place`` result ids."""
+    from .rules import RULESET_KINDS, load_ruleset
+    terms = set(SEVERITY_ORDER) | {"placement"}
+    from .catalog import CHECKS
+    for c in CHECKS.values():
+        terms.add(c.code)
+        terms.update(c.tags)
+    from .place import PLACE_RULES
+    terms.update(PLACE_RULES)
+    for kind in RULESET_KINDS:
+        for folder in {rules_dir, None}:
+            try:
+                rs = load_ruleset(kind, folder)
+            except OptkgError:  # an invalid rules folder is reported by the command itself
+                continue
+            for r in rs.rules:
+                terms.add(r.id)
+                terms.update(r.aliases)
+                terms.update(r.tags)
+    return terms
+
+
+def check_terms(select: list[str], ignore: list[str], known: set[str] | None = None,
+                rules_dir: Path | None = None) -> None:
+    """OptkgError when a --select/--ignore term matches no rule id, tag, severity or check code.
+
+    A misspelt --select would otherwise hide every finding and pass CI; the message lists close
+    matches. ``known`` defaults to ``known_terms(rules_dir)``.
+    """
+    from difflib import get_close_matches
+    for flag, values in (("--select", select), ("--ignore", ignore)):
+        terms = _terms(values)
+        if not terms:
+            continue
+        if known is None:
+            known = known_terms(rules_dir)
+        for t in sorted(terms - known):
+            near = get_close_matches(t, sorted(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise OptkgError(f"{flag}: '{t}' matches no rule id, tag, severity or check code{hint}")
+
+
 def apply_filters(findings: list[dict[str, Any]], select: list[str], ignore: list[str],
-                  baseline: Path | None) -> tuple[list[dict[str, Any]], int]:
-    """Return (kept findings, number suppressed)."""
+                  baseline: Path | None, known: set[str] | None = None,
+                  rules_dir: Path | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Return (kept findings, number suppressed). Raises OptkgError for a --select/--ignore term
+    that names nothing (``check_terms``)."""
+    check_terms(select, ignore, known, rules_dir)
     sel, ign = _terms(select), _terms(ignore)
     base = read_baseline(baseline) if baseline else set()
     kept = []

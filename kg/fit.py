@@ -8,7 +8,12 @@ session), ``attention_locality`` ('local' or 'global'). Output: a report dict (`
 - ``measurements`` (kg.fitmeasure summary) and ``features`` (the flat namespace the rules read);
 - ``cost_curve``: KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50
   request length), and the knees where they cross the GPU's KV budget (the free memory after
-  weights: ``memory_gib x gpu_memory_utilization - estimated weights per GPU``, kg.kv);
+  weights: ``memory_gib x gpu_memory_utilization - estimated weights per GPU``, kg.kv); the longest
+  single sequence is the smaller of the memory knee and the model's context limit
+  (``--max-model-len``, else ``max_position_embeddings``), and the report says which binds;
+- the scheduler's batch limit the memory knee is compared with: ``--max-num-seqs``, else vLLM's
+  default for the GPU (``scheduler_max_num_seqs``, thresholds in rules/fit.yaml with their source
+  and release);
 - ``capacities``: the LRU hit-ratio points with each capacity in KV bytes per GPU and for the
   whole parallel group, and whether it fits the GPU budget or needs host memory;
 - ``checklist`` (items 1-5 of the method, each with its answer, evidence and rule outcomes),
@@ -107,21 +112,32 @@ def model_is_causal(model) -> tuple[bool | None, str]:
 
 def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
                   hardware: Mapping[str, Any] | None = None, kv_budget_gib: float | None = None,
-                  gpu_memory_utilization: float = 0.9) -> dict[str, Any]:
+                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None) -> dict[str, Any]:
     """KV layout of ``model`` under tp/pp/dcp and the GPU's KV budget (bytes) when a GPU or budget is given.
 
     Budget: ``kv_budget_gib`` when given; else ``memory_gib x gpu_memory_utilization - estimated
-    weights / (tp x pp)`` (kg.kv.kv_budget_bytes, estimate_weight_bytes). Raises OptkgError for a
-    DCP size the model does not allow or a GPU entry without ``memory_gib``.
+    weights / (tp x pp)`` (kg.kv.kv_budget_bytes, estimate_weight_bytes). Context limit (tokens of
+    one sequence): ``max_model_len`` when given, else the config's ``max_position_embeddings``
+    (``context_limit``, ``context_limit_by``). Raises OptkgError for a DCP size the model does not
+    allow, a GPU entry without ``memory_gib``, or a ``max_model_len`` that is not a positive integer.
     """
     from .kv import GIB, estimate_weight_bytes, kv_budget_bytes, kv_layout
     base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
     if dcp > 1 and dcp not in base.valid_dcp_sizes:
         raise OptkgError(f"--dcp: {dcp} is not valid for {model.name} at tp {tp} (valid: {base.valid_dcp_sizes})")
     lay = kv_layout(model, tp, pp, dcp, kv_cache_dtype) if dcp > 1 else base
-    ctx: dict[str, Any] = {"model": model, "layout": lay, "budget_bytes": None, "budget_source": None, "gpu": None}
+    ctx: dict[str, Any] = {"model": model, "layout": lay, "budget_bytes": None, "budget_source": None, "gpu": None,
+                           "context_limit": None, "context_limit_by": None}
+    if max_model_len is not None:
+        if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
+            raise OptkgError(f"--max-model-len: expected a positive number of tokens, found {max_model_len!r}")
+        ctx["context_limit"], ctx["context_limit_by"] = max_model_len, "--max-model-len"
+    elif model.max_position_embeddings:
+        ctx["context_limit"], ctx["context_limit_by"] = model.max_position_embeddings, "max_position_embeddings"
     if hardware is not None:
         ctx["gpu"] = hardware.get("id")
+        ctx["gpu_name"] = hardware.get("name") or hardware.get("id")
+        ctx["gpu_memory_gib"] = hardware.get("memory_gib")
     if kv_budget_gib is not None:
         if kv_budget_gib < 0:
             raise OptkgError(f"--kv-budget-gib: expected a non-negative number, found {kv_budget_gib}")
@@ -154,8 +170,12 @@ def _max_len_within(layout, budget: float, cap: int = 1 << 31) -> int | None:
     return lo
 
 
-def cost_curve(layout, budget: float | None, features: Mapping[str, Any]) -> dict[str, Any]:
+def cost_curve(layout, budget: float | None, features: Mapping[str, Any], context_limit: int | None = None,
+               context_limit_by: str | None = None) -> dict[str, Any]:
     """KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50 request length), and the knees.
+
+    ``seq_len_limit``: the longest single sequence, min(memory knee, ``context_limit``), and
+    ``seq_len_limit_by``: 'KV memory' or ``context_limit_by`` (None without either limit).
 
     Sequence lengths: powers of two from 1,024 up to at least 131,072, the longest request and
     the first power of two past the knee (at most 2**24);
@@ -179,6 +199,11 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any]) -> dic
                            "by_seq_len": seq, "budget_bytes_per_gpu": budget}
     ref = features.get("request_len_p50")
     knee_b: dict[str, int] = {}
+    limits = [(x, by) for x, by in ((knee if budget is not None else None, "KV memory"),
+                                    (context_limit, context_limit_by or "context limit")) if x is not None]
+    lim = min(limits, key=lambda t: t[0]) if limits else (None, None)
+    out["seq_len_limit"], out["seq_len_limit_by"] = lim
+    out["context_limit"], out["context_limit_by"] = context_limit, context_limit_by if context_limit else None
     if budget is not None:
         out["knee_seq_len"] = knee
         for q in ("p50", "p99"):
@@ -272,10 +297,34 @@ def _triangle(ns: Mapping[str, Any], th: Mapping[str, float], causal_source: str
             "state_lifetime": {"value": lt[0], "why": lt[1]}}
 
 
+def scheduler_limit(th: Mapping[str, float], ctx: Mapping[str, Any] | None,
+                    max_num_seqs: int | None = None) -> tuple[int, str]:
+    """(max_num_seqs, where it comes from): given, else vLLM's default for the GPU (thresholds in rules/fit.yaml).
+
+    vLLM >= 0.9.0 (EngineArgs.get_batch_defaults): ``max_num_seqs_large_gpu`` (1024) when the GPU has
+    at least ``large_gpu_min_gib`` and its name has no 'a100', else ``max_num_seqs_default`` (256).
+    """
+    if max_num_seqs is not None:
+        return int(max_num_seqs), "given with --max-num-seqs"
+    mem = (ctx or {}).get("gpu_memory_gib")
+    gpu = (ctx or {}).get("gpu")
+    if gpu and isinstance(mem, (int, float)):
+        name = f"{gpu} {(ctx or {}).get('gpu_name') or ''}".lower()
+        big = mem >= th["large_gpu_min_gib"] and "a100" not in name
+        why = (f"{mem:g} GiB >= {th['large_gpu_min_gib']:g} GiB, not an A100" if big else
+               ("an A100" if "a100" in name else f"{mem:g} GiB < {th['large_gpu_min_gib']:g} GiB"))
+        val = th["max_num_seqs_large_gpu"] if big else th["max_num_seqs_default"]
+        return int(val), f"vLLM >= 0.9 default max_num_seqs on {gpu}: {why}"
+    return int(th["max_num_seqs_default"]), (
+        f"vLLM >= 0.9 default max_num_seqs without --gpu (GPUs under {th['large_gpu_min_gib']:g} GiB and A100; "
+        f"{int(th['max_num_seqs_large_gpu'])} on larger GPUs): pass --gpu or --max-num-seqs")
+
+
 def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = None,
                 measurement: TraceMeasurement | None = None, *, causal: bool | None = None,
                 session_length: float | None = None, attention_locality: str | None = None,
-                thresholds: Mapping[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+                thresholds: Mapping[str, float] | None = None,
+                max_num_seqs: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(facts, namespace, derived sections) for the fit ruleset.
 
     ``features``: flat workload features (``workload_features``); ``ctx``: ``model_context`` or
@@ -289,7 +338,11 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
                                        or session_length < 1):
         raise OptkgError(f"--session-length: expected a number of turns >= 1, found {session_length!r}")
     th = dict(thresholds) if thresholds is not None else _thresholds(load_ruleset("fit"), None)
+    if max_num_seqs is not None and (isinstance(max_num_seqs, bool) or not isinstance(max_num_seqs, int)
+                                     or max_num_seqs < 1):
+        raise OptkgError(f"--max-num-seqs: expected a positive number of sequences, found {max_num_seqs!r}")
     ns: dict[str, Any] = dict(features)
+    ns["scheduler_max_num_seqs"], ns["scheduler_max_num_seqs_source"] = scheduler_limit(th, ctx, max_num_seqs)
     derived: dict[str, Any] = {}
     facts: list[dict[str, Any]] = [{"kind": "workload", "format": str(features.get("trace_format", "unknown")),
                                     "prefix_measurable": bool(features.get("prefix_measurable"))}]
@@ -320,8 +373,12 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
             ns["sliding_window"] = model.sliding_window
         facts.append({"kind": "model", "attention": model.attention, "has_sliding_window": bool(model.sliding_window)})
         budget = ctx.get("budget_bytes")
-        curve = cost_curve(lay, budget, features)
+        curve = cost_curve(lay, budget, features, ctx.get("context_limit"), ctx.get("context_limit_by"))
         derived["cost_curve"] = curve
+        if ctx.get("context_limit"):
+            ns["context_limit"], ns["context_limit_by"] = ctx["context_limit"], ctx["context_limit_by"]
+        if curve.get("seq_len_limit") is not None:
+            ns["seq_len_limit"], ns["seq_len_limit_by"] = curve["seq_len_limit"], curve["seq_len_limit_by"]
         if budget is not None:
             ns["gpu_kv_budget_bytes"] = budget
             if ctx.get("gpu"):
@@ -345,6 +402,9 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
                 ns["gpu_capacity_blocks"] = gpu_blocks
                 if measurement is not None and measurement.prefix_measurable:
                     ns["lru_hit_ratio_at_gpu_capacity"] = measurement.hit_ratio_at(gpu_blocks)[1]
+                    # GPU cache plus a host tier as large as a server's DRAM per GPU (rules/fit.yaml)
+                    host_blocks = int((budget + th["host_dram_per_gpu_gib"] * 2**30) // (bs * per_tok))
+                    ns["lru_hit_ratio_with_host_dram"] = measurement.hit_ratio_at(host_blocks)[1]
             if measurement is not None and measurement.prefix_measurable:
                 derived["capacities"] = capacity_bytes(measurement, lay, budget)
     tri = _triangle(ns, th, causal_source, model)
@@ -404,6 +464,7 @@ def _rule_dict(f: Firing, catalog, ns: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _validation(ns: Mapping[str, Any], fired: set[str], derived: Mapping[str, Any]) -> list[dict[str, Any]]:
+    ns = {**ns, **{k: v for k, v in derived.get("thresholds", {}).items() if k not in ns}}
     out = []
     exp = None
     if "lru_hit_ratio_at_gpu_capacity" in ns:
@@ -416,15 +477,23 @@ def _validation(ns: Mapping[str, Any], fired: set[str], derived: Mapping[str, An
     out.append({"metric": "P99 latency (TTFT, inter-token latency)",
                 "expect": f"replay the trace's arrivals ({rate:.3g} req/s) and lengths (p99 request "
                           f"{ns.get('request_len_p99')} tokens)" if rate else "replay the trace's arrivals and lengths"})
-    kb = ns.get("knee_batch_p50")
-    out.append({"metric": "throughput",
-                "expect": f"at up to {kb} concurrent median requests (the KV knee)" if kb is not None
-                else "at the engine's max_num_seqs (no KV knee without --model and --gpu/--kv-budget-gib)"})
+    kb, sched = ns.get("knee_batch_p50"), ns.get("scheduler_max_num_seqs")
+    if kb is not None and sched is not None and sched < kb:
+        exp = f"at up to {sched} concurrent requests (the scheduler limit; the KV knee is {kb} median requests)"
+    elif kb is not None:
+        exp = f"at up to {kb} concurrent median requests (the KV knee)"
+    else:
+        exp = "at the engine's max_num_seqs (no KV knee without --model and --gpu/--kv-budget-gib)"
+    out.append({"metric": "throughput", "expect": exp})
     if "fit-host-kv-cache" in fired or "fit-long-sessions" in fired:
         g = ns.get("capacity_90_kv_bytes_group")
-        out.append({"metric": "host memory",
-                    "expect": f"about {g / 2**30:.1f} GiB of host KV for 90 % of the unbounded hits" if g is not None
-                    else "size the host tier from the session length and KV bytes per token"})
+        exp = (f"about {g / 2**30:.1f} GiB of host KV for 90 % of the unbounded hits" if g is not None
+               else "size the host tier from the session length and KV bytes per token")
+        if "fit-host-tier-exceeds-host-memory" in fired:
+            exp += (f"; that is {ns['capacity_90_kv_bytes_per_gpu'] / 2**30:.1f} GiB per GPU, above a typical "
+                    f"{ns['host_dram_per_gpu_gib']:g} GiB of host DRAM per GPU: validate a DRAM-sized tier "
+                    f"(hit ratio {ns['lru_hit_ratio_with_host_dram']:.3f}) and where the rest would live")
+        out.append({"metric": "host memory", "expect": exp})
     else:
         out.append({"metric": "host memory", "expect": "no host tier recommended"})
     return out
@@ -450,10 +519,10 @@ def _answers(ns: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[int, str
     s += f"; task locality {ns['attention_locality']}" if "attention_locality" in ns else "; task locality not stated"
     a[3] = s
     if "knee_batch_p50" in ns:
-        ks = ns.get("knee_seq_len")
         a[4] = (f"{ns['kv_bytes_per_token_per_gpu']:,.0f} bytes/token per GPU; budget {ns['gpu_kv_budget_bytes'] / 2**30:.2f} GiB; "
-                f"knee at {ns['knee_batch_p50']} median requests ({ns.get('knee_batch_p99')} at p99), "
-                f"single sequence up to {ks if ks is not None else 'unbounded (window)'} tokens")
+                f"knee at {ns['knee_batch_p50']} median requests ({ns.get('knee_batch_p99')} at p99) against a scheduler "
+                f"limit of {ns['scheduler_max_num_seqs']} ({ns['scheduler_max_num_seqs_source']}); "
+                f"single sequence {seq_limit_text(derived.get('cost_curve') or {})}")
     elif "kv_bytes_per_token_per_gpu" in ns:
         a[4] = f"{ns['kv_bytes_per_token_per_gpu']:,.0f} bytes/token per GPU; no GPU budget (--gpu or --kv-budget-gib) so no knee"
     else:
@@ -462,19 +531,37 @@ def _answers(ns: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[int, str
     return a
 
 
+def seq_limit_text(cc: Mapping[str, Any]) -> str:
+    """'up to N tokens (which limit binds; the other)' for the longest single sequence of a cost curve."""
+    lim, by, knee, ctx_lim = cc.get("seq_len_limit"), cc.get("seq_len_limit_by"), cc.get("knee_seq_len"), cc.get("context_limit")
+    if lim is None:
+        return "length unbounded by KV memory (window-bounded layers) and no context limit known"
+    if by == "KV memory" and ctx_lim == lim:
+        return f"up to {lim:,} tokens (KV memory and the model's {cc.get('context_limit_by')} both end there)"
+    if by == "KV memory":
+        other = (f"; the model's {cc.get('context_limit_by')} would allow {ctx_lim:,}" if ctx_lim else
+                 "; no context limit known (pass --max-model-len)")
+        return f"up to {lim:,} tokens (KV memory binds{other})"
+    mem = (f"KV memory alone would hold {knee:,}" if knee is not None else
+           "KV memory does not bound it (window-bounded layers)" if "knee_seq_len" in cc else "no GPU budget given")
+    return f"up to {lim:,} tokens ({by} binds; {mem})"
+
+
 def evaluate_fit(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = None,
                  measurement: TraceMeasurement | None = None, *, catalog=None, ruleset: RuleSet | None = None,
                  causal: bool | None = None, session_length: float | None = None,
                  attention_locality: str | None = None,
-                 thresholds: Mapping[str, float] | None = None) -> tuple[dict[str, Any], list[Firing]]:
+                 thresholds: Mapping[str, float] | None = None,
+                 max_num_seqs: int | None = None) -> tuple[dict[str, Any], list[Firing]]:
     """Run the fit ruleset; return (report dict, firings). See the module doc for the report's shape."""
     rs = ruleset or load_ruleset("fit")
     th = _thresholds(rs, thresholds)
     facts, ns, derived = build_facts(features, ctx, measurement, causal=causal, session_length=session_length,
-                                     attention_locality=attention_locality, thresholds=th)
+                                     attention_locality=attention_locality, thresholds=th, max_num_seqs=max_num_seqs)
     firings = evaluate_rules(rs, facts, ns, thresholds=th)
     fired = {f.rule.id for f in firings if f.fired}
     rules = [_rule_dict(f, catalog, {**ns, **th}) for f in firings]
+    derived["thresholds"] = th
     answers = _answers(ns, derived)
     checklist = []
     for n, name, question in CHECKLIST:
@@ -509,21 +596,30 @@ def evaluate_fit(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = No
         "gpu": None if not ctx or ctx.get("budget_bytes") is None else {
             "id": ctx.get("gpu"), "kv_budget_bytes_per_gpu": ctx["budget_bytes"], "budget_source": ctx["budget_source"]},
         "cost_curve": derived.get("cost_curve"),
+        "scheduler": {"max_num_seqs": ns["scheduler_max_num_seqs"], "source": ns["scheduler_max_num_seqs_source"]},
         "capacities": derived.get("capacities"),
         "triangle": derived["triangle"],
         "checklist": checklist,
         "patterns": patterns,
         "rules": rules,
         "definitions": DEFINITIONS,
-        "notes": _notes(features, ctx),
+        "notes": _notes(features, ctx, derived.get("cost_curve")),
     }
     if measurement is not None:
         report["measurements"] = {k: v for k, v in measurement.summary.items() if k != "elapsed_s"}
     return report, firings
 
 
-def _notes(features: Mapping[str, Any], ctx: Mapping[str, Any] | None) -> list[str]:
+def _notes(features: Mapping[str, Any], ctx: Mapping[str, Any] | None,
+           curve: Mapping[str, Any] | None = None) -> list[str]:
     notes = []
+    lim = (curve or {}).get("context_limit")
+    longest = features.get("request_len_max")
+    if lim and longest and longest > lim:
+        p99 = features.get("request_len_p99")
+        notes.append(f"the trace's longest request ({longest:,} tokens{f', p99 {p99:,}' if p99 else ''}) exceeds the "
+                     f"model's context limit ({lim:,} tokens, {(curve or {}).get('context_limit_by')}): such requests "
+                     "are refused or truncated whatever the memory")
     if features.get("prefix_measurable"):
         notes.append(f"prefix reuse is measured at the trace's {features.get('block_size')}-token block granularity; "
                      "engines cache smaller blocks (vLLM 16 tokens), so real hit ratios can be slightly higher")
@@ -541,14 +637,15 @@ def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: i
                   kv_budget_gib: float | None = None, gpu_memory_utilization: float = 0.9,
                   causal: bool | None = None, session_length: float | None = None,
                   attention_locality: str | None = None, catalog=None, ruleset: RuleSet | None = None,
-                  thresholds: Mapping[str, float] | None = None) -> tuple[dict[str, Any], list[Firing], TraceMeasurement]:
+                  thresholds: Mapping[str, float] | None = None, max_model_len: int | None = None,
+                  max_num_seqs: int | None = None) -> tuple[dict[str, Any], list[Firing], TraceMeasurement]:
     """Measure ``path`` and evaluate the fit (the Python API behind ``optkg fit``)."""
-    ctx = model_context(model, tp, pp, dcp, kv_cache_dtype, hardware, kv_budget_gib, gpu_memory_utilization) \
-        if model is not None else None
+    ctx = model_context(model, tp, pp, dcp, kv_cache_dtype, hardware, kv_budget_gib, gpu_memory_utilization,
+                        max_model_len) if model is not None else None
     m = measure_trace(path, trace_format, block_size)
     report, firings = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=ruleset, causal=causal,
                                    session_length=session_length, attention_locality=attention_locality,
-                                   thresholds=thresholds)
+                                   thresholds=thresholds, max_num_seqs=max_num_seqs)
     return report, firings, m
 
 
@@ -557,7 +654,7 @@ def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: i
 
 FIXTURE_KEYS = {"workload", "trace", "trace_format", "block_size", "model", "config", "tp", "pp", "dcp",
                 "kv_cache_dtype", "gpu", "kv_budget_gib", "gpu_memory_utilization", "causal", "session_length",
-                "attention_locality", "thresholds"}
+                "attention_locality", "thresholds", "max_model_len", "max_num_seqs"}
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
@@ -567,7 +664,7 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     or ``trace`` (a trace file relative to the fixture folder, measured); optional ``model`` (hub
     id) or ``config`` (config.json relative to the fixture folder), ``tp``/``pp``/``dcp``,
     ``kv_cache_dtype``, ``gpu`` (catalog hardware) or ``kv_budget_gib``, ``causal``,
-    ``session_length``, ``attention_locality``, ``thresholds``.
+    ``session_length``, ``attention_locality``, ``thresholds``, ``max_model_len``, ``max_num_seqs``.
     """
     from .modelcfg import load_config_file, resolve_model
     if not isinstance(data, Mapping):
@@ -592,8 +689,10 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     hw = catalog.resolve_hardware(data["gpu"]) if data.get("gpu") else None
     ctx = model_context(model, int(data.get("tp", 1)), int(data.get("pp", 1)), int(data.get("dcp", 1)),
                         str(data.get("kv_cache_dtype", "auto")), hw, data.get("kv_budget_gib"),
-                        float(data.get("gpu_memory_utilization", 0.9))) if model is not None else None
+                        float(data.get("gpu_memory_utilization", 0.9)), data.get("max_model_len")) \
+        if model is not None else None
     _, firings = evaluate_fit(features, ctx, m, catalog=catalog, ruleset=rules, causal=data.get("causal"),
                               session_length=data.get("session_length"),
-                              attention_locality=data.get("attention_locality"), thresholds=data.get("thresholds"))
+                              attention_locality=data.get("attention_locality"), thresholds=data.get("thresholds"),
+                              max_num_seqs=data.get("max_num_seqs"))
     return firings

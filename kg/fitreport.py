@@ -126,8 +126,12 @@ def _cost_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None
     budget = cc.get("budget_bytes_per_gpu")
     if rep.get("gpu"):
         lines.append(f"GPU KV budget (free memory for KV): {_gib(budget)} GiB per GPU ({rep['gpu']['budget_source']})")
-    rows = [[_n(p["seq_len"]), _gib(p["kv_bytes_per_gpu"]), "-" if budget is None else ("yes" if p["kv_bytes_per_gpu"] <= budget else "no")]
-            for p in cc["by_seq_len"]]
+    ctx_lim = cc.get("context_limit")
+
+    def fits(p: dict[str, Any]) -> str:
+        mem = "-" if budget is None else ("yes" if p["kv_bytes_per_gpu"] <= budget else "no")
+        return f"{mem}, over the {_n(ctx_lim)}-token context limit" if ctx_lim and p["seq_len"] > ctx_lim else mem
+    rows = [[_n(p["seq_len"]), _gib(p["kv_bytes_per_gpu"]), fits(p)] for p in cc["by_seq_len"]]
     lines += ["KV per GPU vs sequence length (batch 1):"] + _table(rows, ["seq len", "KV GiB/GPU", "fits"], fmt).splitlines()
     if cc.get("by_batch"):
         bb = cc["by_batch"]
@@ -135,11 +139,16 @@ def _cost_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None
                  "-" if budget is None else ("yes" if p["kv_bytes_per_gpu"] <= budget else "no")] for p in bb["points"]]
         lines += [f"KV per GPU vs batch size (requests of the p50 length, {_n(bb['seq_len'])} tokens):"] + \
             _table(rows, ["batch", "KV GiB/GPU", "fits"], fmt).splitlines()
+    from .fit import seq_limit_text
     if budget is not None:
-        ks = cc.get("knee_seq_len")
         kb = cc.get("knee_batch", {})
-        lines.append(f"knee: one sequence fits up to {_n(ks) if ks is not None else 'any length (window-bounded)'} tokens; "
+        lines.append(f"knee: one sequence {seq_limit_text(cc)}; "
                      f"{_n(kb.get('p50'))} concurrent p50 requests, {_n(kb.get('p99'))} p99 requests")
+    elif cc.get("context_limit"):
+        lines.append(f"one sequence: {seq_limit_text(cc)}")
+    sch = rep.get("scheduler")
+    if sch:
+        lines.append(f"scheduler limit: {_n(sch['max_num_seqs'])} sequences ({sch['source']})")
     return ("Cost curve (KV memory per GPU)", lines)
 
 

@@ -21,10 +21,17 @@ Evidence comes from two places:
 A piece of evidence is a ``conflict`` when its severity is error, it has no upper version bound (an
 ``applies_to`` range such as ``<0.11.0`` means later releases fixed it), and its condition only picks a
 variant of the techniques' own settings: every comparison in it sets a setting or parameter against
-constants (``kv_cache_dtype == 'int8'``, ``pp_size > 1``, ``attention_backend in (...)``). A
-condition that reads the model, the hardware, the release or derived sizes (names in
-``context_names``), or compares two settings with each other (``dcp_size <= tp_size // ...``), makes
-it ``conditional``.
+constants (``kv_cache_dtype == 'int8'``, ``pp_size > 1``). A condition that reads the model, the
+hardware, the release or derived sizes (names in ``context_names``), or compares two settings with
+each other (``dcp_size <= tp_size // ...``), makes it ``conditional``. So does a condition that
+names kernel implementations (``attention_backend == 'CUTLASS_MLA'``, any ``*_backend`` setting,
+``flash_attn_version``, ``selector_restricted``): the two techniques then clash on those backends
+only and combine on the others, which is a condition, not an incompatibility of the techniques.
+
+Engines: ``engine`` must be one the catalog or the rules know (``known_engines``: the
+``catalog/engines/*.yaml`` tables, rules' ``applies_to.engines``, couplings' ``engines``), else
+OptkgError. With an engine, only evidence that applies to it is used: rules and couplings whose
+``engines`` list names it, and those without a list (engine-independent).
 
 Per pair the worst mark wins. When a rule supports that mark, the rule's condition, engines and id
 are shown (rules are the versioned, engine-specific knowledge); otherwise the coupling's. Sources of
@@ -108,6 +115,49 @@ def variant_only(condition: str | None, context: set[str]) -> bool:
     return ok(tree)
 
 
+SELECTOR_SUFFIXES = ("_backend",)
+SELECTOR_PREFIXES = ("flash_attn_version",)
+
+
+def _is_selector(name: str) -> bool:
+    return name.endswith(SELECTOR_SUFFIXES) or name.startswith(SELECTOR_PREFIXES)
+
+
+def selector_restricted(condition: str | None) -> bool:
+    """True when ``condition`` compares a kernel-implementation selector (``attention_backend``, any
+    ``*_backend``, ``flash_attn_version``): the evidence holds on some backends only (see module doc)."""
+    if not condition:
+        return False
+    tree = compile_expr(condition, ("has",)).body
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare):
+            if any(isinstance(x, ast.Name) and _is_selector(x.id) for x in [n.left, *n.comparators]):
+                return True
+    return False
+
+
+def known_engines(catalog: Catalog, rules: Iterable[Any]) -> list[str]:
+    """Engines the catalog or the rules name: catalog/engines/*.yaml, rules' applies_to, couplings' engines."""
+    names: set[str] = set()
+    folder = catalog.root / "engines"
+    if folder.is_dir():
+        from .yamlio import load_yaml
+        for f in sorted(folder.glob("*.yaml")):
+            try:
+                e = (load_yaml(f).data or {}).get("engine")
+            except Exception:  # noqa: BLE001 -- a broken table is `optkg validate`'s finding, not ours
+                e = None
+            if isinstance(e, str):
+                names.add(e)
+    for r in rules:
+        names.update((getattr(r, "applies_to", None) or {}).get("engines") or [])
+    for t in catalog.techniques.values():
+        for cp in t.get("couplings") or []:
+            if isinstance(cp, dict):
+                names.update(cp.get("engines") or [])
+    return sorted(names)
+
+
 def _has_upper_bound(spec: str | None) -> bool:
     if not spec:
         return False
@@ -138,7 +188,7 @@ def _coupling_evidence(catalog: Catalog, context: set[str]) -> list[_Evidence]:
             continue
         kind, cond = d.get("kind"), d.get("condition")
         if kind == "conflicts_with":
-            hard = d.get("severity") == "error" and variant_only(cond, context)
+            hard = d.get("severity") == "error" and variant_only(cond, context) and not selector_restricted(cond)
             mark, text = ("conflict" if hard else "conditional"), cond
         elif kind == "requires" and cond:
             mark, text = "conditional", f"requires: {cond}"
@@ -168,7 +218,8 @@ def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str]) ->
         if len(techs) < 2 or sev in (None, "none", "info"):
             continue
         spec = (r.applies_to or {}).get("versions")
-        hard = sev in ("error", "severe", "critical") and not _has_upper_bound(spec) and variant_only(r.condition, context)
+        hard = sev in ("error", "severe", "critical") and not _has_upper_bound(spec) and \
+            variant_only(r.condition, context) and not selector_restricted(r.condition)
         text = r.condition
         if spec:
             text = f"{text} [{', '.join(r.applies_to.get('engines') or ['engine'])} {spec}]" if text else \
@@ -185,10 +236,19 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
     """The technique x technique matrix (shape in the module doc), for one ``engine`` or all.
 
     ``rules`` is the check RuleSet (or any iterable of kg.rules.Rule). With ``engine``, evidence that
-    names other engines only is left out. Deterministic for equal inputs.
+    names other engines only is left out. Raises OptkgError for an engine nobody names
+    (``known_engines``). Deterministic for equal inputs.
     """
+    from .errors import OptkgError
     context = context_names(catalog)
     rule_list = list(getattr(rules, "rules", rules) or [])
+    if engine:
+        known = known_engines(catalog, rule_list)
+        if engine not in known:
+            from difflib import get_close_matches
+            near = get_close_matches(engine, known, n=1)
+            raise OptkgError(f"--engine: unknown engine '{engine}'" + (f"; did you mean '{near[0]}'?" if near else "")
+                             + f" (known: {', '.join(known)})")
     evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context)
     if engine:
         evidence = [e for e in evidence if not e.engines or engine in e.engines]

@@ -43,8 +43,14 @@ window deltas (``Snapshot.deltas``); with a window length (``window_s``, or samp
 also into per-second rates.
 
 Errors: a malformed file is one ``OptkgError`` naming the file and line (``path:line: ...``). A
-utilisation outside 0-1 (after scaling) is dropped with a note rather than failing the file: DCGM
-emits such values now and then (NVIDIA/DCGM issues 152 and 199).
+reading that parses but cannot be true (NaN, infinite, negative, or a utilisation outside 0-1 after
+scaling) does not fail the file: DCGM emits such values now and then (NVIDIA/DCGM issues 152 and
+199). It is left out of the readings and kept in ``Snapshot.invalid`` (file, metric, entity,
+value, why), so a report says "invalid" rather than "missing" (``VALID_RANGE``).
+
+Which machine: GPU model names (``modelName`` / ``name`` columns) and host names (DCGM
+``Hostname`` label) are kept per input file in ``Snapshot.machines``; served model names (the
+``model_name`` label of vLLM/SGLang series) in ``Engine.model_names``.
 """
 from __future__ import annotations
 
@@ -66,6 +72,45 @@ PHASES = ("load", "idle")
 # Device readings that are fractions 0-1 (after scaling): values outside are dropped with a note.
 FRACTION_READINGS = ("gpu_util", "mem_copy_util", "sm_active", "tensor_active", "dram_active", "gr_engine_active",
                      "sm_occupancy", "encoder_util", "decoder_util")
+# Engine readings that are fractions 0-1.
+ENGINE_FRACTIONS = ("kv_cache_usage", "prefix_cache_hit_rate", "engine_utilization")
+
+
+def invalid_reason(reading: str, value: float) -> str | None:
+    """Why ``value`` cannot be a true ``reading`` (None when it can).
+
+    Every canonical reading is a finite, non-negative number (counts, tokens, MiB, W, MHz, seconds,
+    fractions); fractions (``FRACTION_READINGS``, ``ENGINE_FRACTIONS``) are at most 1 (0.5e-9 slack).
+    """
+    if math.isnan(value):
+        return "not a number"
+    if math.isinf(value):
+        return "infinite"
+    if value < -1e-9:
+        return "negative"
+    if (reading in FRACTION_READINGS or reading in ENGINE_FRACTIONS) and value > 1.0 + 1e-9:
+        return "outside the 0-1 range of a fraction"
+    return None
+
+
+@dataclass
+class InvalidReading:
+    """A reading that parsed but cannot be true; it is not used (see ``invalid_reason``)."""
+
+    path: str
+    metric: str
+    entity: str  # 'vllm', 'sglang' or 'GPU <key>'
+    reading: str
+    value: float
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.value
+        return {"path": self.path, "metric": self.metric, "entity": self.entity, "reading": self.reading,
+                "value": v if math.isfinite(v) else str(v), "why": self.why}
+
+    def text(self) -> str:
+        return f"{self.metric} for {self.entity} reads {self.value:g} ({self.why}) in {self.path}"
 
 # Which source wins when two files report the same GPU reading (lower wins).
 DEVICE_SOURCE_RANK = {"dcgm": 0, "nvidia-smi": 1, "nvidia-gpu-exporter": 2, "nvidia-smi-dmon": 3}
@@ -134,10 +179,62 @@ class Histogram:
         c = None if self.count is None or before.count is None else self.count - before.count
         return Histogram(out, s, c)
 
-    def summary(self) -> dict[str, Any]:
-        """count, mean, p50, p90, p99 (in the histogram's unit)."""
-        return {"count": self.total, "mean": self.mean(), "p50": self.quantile(0.5),
-                "p90": self.quantile(0.9), "p99": self.quantile(0.99)}
+    def invalid(self) -> str | None:
+        """Why this histogram cannot be true (NaN/infinite/negative counts or sum), else None."""
+        vals = [c for _, c in self.buckets] + [x for x in (self.sum, self.count) if x is not None]
+        if any(math.isnan(v) for v in vals):
+            return "a bucket, _sum or _count is NaN"
+        if any(math.isinf(v) for v in vals):
+            return "a bucket, _sum or _count is infinite"
+        if any(c < 0 for _, c in self.buckets) or (self.count is not None and self.count < 0):
+            return "a negative count"
+        return None
+
+    SUMMARY_QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+    def summary(self, nonnegative: bool = True) -> dict[str, Any]:
+        """count, mean, p50, p90, p99 (in the histogram's unit), consistent with the mean.
+
+        The quantiles start as PromQL ``histogram_quantile`` estimates (``quantile``). Two facts
+        the buckets do not carry but ``_sum``/``_count`` do are then applied:
+
+        - one observation (count 1): every quantile is that observation, i.e. ``_sum``
+          (``estimate: 'exact'``);
+        - observations are non-negative (durations, token counts): the q-quantile, taken as the
+          ceil(q x n)-th smallest of n observations, is at most ``_sum / (n - ceil(q x n) + 1)``,
+          because that many observations are at least as large. An interpolated estimate above
+          this bound contradicts the mean and is replaced by the bound (``estimate: 'capped'``,
+          ``capped`` lists which; ``promql`` keeps the interpolated values).
+        Otherwise ``estimate`` is ``'promql'``.
+        """
+        n, mean = self.total, self.mean()
+        out: dict[str, Any] = {"count": n, "mean": mean}
+        prom = {k: self.quantile(q) for k, q in self.SUMMARY_QUANTILES}
+        out.update(prom)
+        out["estimate"] = "promql"
+        if self.sum is None or not n:
+            return out
+        if n == 1:
+            for k, _ in self.SUMMARY_QUANTILES:
+                out[k] = self.sum
+            out["estimate"], out["promql"] = "exact", prom
+            return out
+        if not nonnegative or self.sum < 0 or abs(n - round(n)) > 1e-9:
+            return out
+        n_obs = int(round(n))
+        capped = []
+        for k, q in self.SUMMARY_QUANTILES:
+            v = prom[k]
+            if v is None:
+                continue
+            at_least = n_obs - math.ceil(q * n_obs - 1e-9) + 1  # observations >= the q-quantile
+            bound = self.sum / at_least
+            if v > bound * (1 + 1e-9):
+                out[k] = bound
+                capped.append(k)
+        if capped:
+            out["estimate"], out["capped"], out["promql"] = "capped", capped, prom
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +269,7 @@ class Engine:
     where: dict[str, str] = field(default_factory=dict)
     timestamp_s: float | None = None
     file: str = ""
+    model_names: list[str] = field(default_factory=list)  # model_name label values (served model names)
 
 
 @dataclass
@@ -198,6 +296,24 @@ class Snapshot:
     before: dict[str, Engine] = field(default_factory=dict)  # engine name -> earlier scrape
     window_s: float | None = None
     window_source: str | None = None
+    invalid: list[InvalidReading] = field(default_factory=list)
+    machines: list[dict[str, Any]] = field(default_factory=list)  # [{path, gpu_names, hosts}] per input with GPUs
+
+    def gpu_models(self) -> dict[str, list[str]]:
+        """GPU model name -> input files naming it (sorted), over every input of the snapshot."""
+        out: dict[str, set[str]] = {}
+        for m in self.machines:
+            for name in m["gpu_names"]:
+                out.setdefault(name, set()).add(m["path"])
+        return {k: sorted(v) for k, v in sorted(out.items())}
+
+    def hosts(self) -> dict[str, list[str]]:
+        """Host name -> input files naming it (sorted)."""
+        out: dict[str, set[str]] = {}
+        for m in self.machines:
+            for h in m["hosts"]:
+                out.setdefault(h, set()).add(m["path"])
+        return {k: sorted(v) for k, v in sorted(out.items())}
 
     def deltas(self, engine: str) -> dict[str, float]:
         """Counter increases between the before and after scrapes of ``engine`` ({} without a before)."""
@@ -388,6 +504,8 @@ class _Part:
     collector_fields: dict[str, bool] = field(default_factory=dict)
     unknown: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    invalid: list[InvalidReading] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
 
 
 def _err(path: str, line: int | None, msg: str) -> OptkgError:
@@ -518,6 +636,7 @@ def _parse_prometheus(text: str, path: str) -> _Part:
     exporter_ids: dict[str, tuple[str, str | None]] = {}  # uuid -> (index, name)
     origins: set[str] = set()
     stamps: list[float] = []
+    model_names: dict[str, set[str]] = {}  # engine origin -> model_name label values
     n = 0
     for fam in fams:
         if fam.type in ("histogram", "gaugehistogram"):
@@ -535,6 +654,8 @@ def _parse_prometheus(text: str, path: str) -> _Part:
                     n += 1
                     if s.timestamp is not None:
                         stamps.append(float(s.timestamp))
+                    if s.labels.get("model_name"):
+                        model_names.setdefault(sp.origin, set()).add(s.labels["model_name"])
                     lab = {k: v for k, v in s.labels.items() if k != "le"}
                     slot = series.setdefault(tuple(sorted(lab.items())), {"buckets": {}, "sum": None, "count": None})
                     if s.name.endswith("_bucket"):
@@ -561,6 +682,10 @@ def _parse_prometheus(text: str, path: str) -> _Part:
                 if any(s.labels.get(k) != v for k, v in sp.select) or any(s.labels.get(k) == v for k, v in sp.exclude):
                     continue
                 origins.add(sp.origin)
+                if sp.entity == "engine" and s.labels.get("model_name"):
+                    model_names.setdefault(sp.origin, set()).add(s.labels["model_name"])
+                if s.labels.get("Hostname"):
+                    part.hosts.add(s.labels["Hostname"])
                 if sp.entity == "info":
                     uuid = s.labels.get("uuid", "")
                     exporter_ids[uuid] = (s.labels.get("index", uuid), s.labels.get("name"))
@@ -590,6 +715,24 @@ def _parse_prometheus(text: str, path: str) -> _Part:
         metric = min(by_metric, key=lambda m: (prio[key][m], m))
         sp = spec_of[(kind, ent, reading, metric)]
         vals = by_metric[metric]
+        bad = [(x, invalid_reason(reading, x)) for x in vals]
+        bad = [(x, why) for x, why in bad if why]
+        if bad:
+            # one impossible series makes the sum (or max) meaningless: the reading is left out, and said so
+            who = ent if kind == "engine" else f"GPU {ent}"
+            for x, why in bad:
+                part.invalid.append(InvalidReading(path, metric, who, reading, x, why))
+                if why.startswith("outside the 0-1"):
+                    # DCGM is known to emit such values now and then (NVIDIA/DCGM issues 152, 199): drop, do not fail
+                    part.notes.append(f"{path}: {metric} for {who} reads {x:g} as a fraction, outside "
+                                      "0-1 (profiling ratios are 0-1, device utilisations 0-100 %); the reading is ignored")
+                else:
+                    part.notes.append(f"{path}: {metric} for {who} reads {x:g} ({why}); the reading is ignored")
+            if kind == "device":
+                part.devices.setdefault(ent, Device(ent))
+            else:
+                part.engines.setdefault(ent, Engine(ent, file=path))
+            continue
         v = sum(vals) if sp.agg == "sum" else max(vals)
         where = f"{metric} ({path})"
         if len(by_metric) > 1:
@@ -609,6 +752,14 @@ def _parse_prometheus(text: str, path: str) -> _Part:
         series = by_metric[metric]
         h = _sum_histograms(series.values(), path, metric)
         eng = part.engines.setdefault(origin, Engine(origin, file=path))
+        why = h.invalid()
+        if why:
+            bad = next((c for _, c in h.buckets if not math.isfinite(c) or c < 0), None)
+            if bad is None:
+                bad = next((x for x in (h.sum, h.count) if x is not None and (not math.isfinite(x) or x < 0)), float("nan"))
+            part.invalid.append(InvalidReading(path, metric, origin, reading, bad, why))
+            part.notes.append(f"{path}: histogram {metric}: {why}; the histogram is ignored")
+            continue
         eng.histograms[reading] = h
         eng.where[reading] = f"{metric} ({path})"
     # nvidia_gpu_exporter labels devices by uuid; map them to the nvidia-smi index
@@ -619,19 +770,16 @@ def _parse_prometheus(text: str, path: str) -> _Part:
             d.key, d.name = str(idx), d.name or name
             renamed[str(idx)] = d
         part.devices = renamed
-    for eng in part.engines.values():
+    for name, eng in part.engines.items():
         eng.timestamp_s = max(stamps) if stamps else None
+        eng.model_names = sorted(model_names.get(name, ()))
+    if exporter_ids:
+        for inv in part.invalid:  # report the nvidia-smi index, as the readings are keyed
+            if inv.entity.startswith("GPU ") and inv.entity[4:] in exporter_ids:
+                inv.entity = f"GPU {exporter_ids[inv.entity[4:]][0]}"
     part.source.origins = sorted(origins)
     part.source.samples = n
     part.source.timestamp_s = max(stamps) if stamps else None
-    for d in part.devices.values():
-        for r in FRACTION_READINGS:
-            v = d.readings.get(r)
-            if v is not None and not -1e-9 <= v <= 1.0 + 1e-9:
-                # DCGM is known to emit such values now and then (NVIDIA/DCGM issues 152, 199): drop, do not fail
-                part.notes.append(f"{path}: {d.where[r].split(' (')[0]} for GPU {d.key} reads {v:g} as a fraction, outside "
-                                  "0-1 (profiling ratios are 0-1, device utilisations 0-100 %); the reading is ignored")
-                del d.readings[r], d.where[r], d.rank[r]
     return part
 
 
@@ -689,7 +837,7 @@ def _smi_number(raw: str, unit: str, path: str, line: int, column: str) -> float
     v = raw.strip()
     if not v or _NA.match(v):
         return None
-    m = re.fullmatch(r"([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%]*)", v)
+    m = re.fullmatch(r"([-+]?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf|infinity))\s*([A-Za-z%]*)", v, re.I)
     if not m:
         raise _err(path, line, f"column '{column}': expected a number in {unit}, found {v!r}")
     num, u = float(m.group(1)), m.group(2)
@@ -702,7 +850,11 @@ def _smi_number(raw: str, unit: str, path: str, line: int, column: str) -> float
 
 def _parse_smi_csv(text: str, path: str, line_offset: int = 0, source_format: str = "nvidia-smi-csv") -> _Part:
     part = _Part(Source(path, source_format, ["nvidia-smi"]))
-    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    try:
+        rows = list(reader)
+    except csv.Error as e:  # e.g. a bare carriage return inside a field
+        raise _err(path, line_offset + reader.line_num, f"not valid CSV ({e})") from None
     rows_with_line = [(i + 1 + line_offset, r) for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
     if not rows_with_line:
         raise _err(path, line_offset + 1, "empty nvidia-smi CSV")
@@ -731,6 +883,11 @@ def _parse_smi_csv(text: str, path: str, line_offset: int = 0, source_format: st
                 continue
             if unit_h and unit_h != unit:
                 v = v * SMI_UNITS.get(unit_h, 1.0) / SMI_UNITS.get(unit, 1.0)
+            why = invalid_reason(reading, v * scale)
+            if why:
+                part.invalid.append(InvalidReading(f"{path}:{line}", col, f"GPU {key}", reading, v * scale, why))
+                part.notes.append(f"{path}:{line}: {col} for GPU {key} reads {raw.strip()} ({why}); the sample is ignored")
+                continue
             acc.setdefault(f"{pr}:{reading}:{col}", []).append(v * scale)
     for col in names:
         if col not in SMI_FIELDS and col not in SMI_IDENTITY:
@@ -788,6 +945,11 @@ def _parse_dmon(text: str, path: str, line_offset: int = 0) -> _Part:
                 v = float(tok)
             except ValueError:
                 raise _err(path, line, f"column '{c}': expected a number or '-', found {tok!r}") from None
+            why = invalid_reason(spec[0], v * spec[1])
+            if why:
+                part.invalid.append(InvalidReading(f"{path}:{line}", f"dmon {c}", f"GPU {gpu}", spec[0], v * spec[1], why))
+                part.notes.append(f"{path}:{line}: dmon {c} for GPU {gpu} reads {tok} ({why}); the sample is ignored")
+                continue
             acc.setdefault(gpu, {}).setdefault(spec[0], []).append(v * spec[1])
     if cols is None:
         raise _err(path, line_offset + 1, "no '# gpu pwr ...' header (expected `nvidia-smi dmon` output)")
@@ -846,10 +1008,13 @@ def _parse_capture(text: str, path: str, phase: str) -> _Part:
         part.devices, n = p.devices, p.source.samples
         part.unknown |= p.unknown
         part.notes += p.notes
+        part.invalid += p.invalid
     if (phase, "dmon") in secs:
         off, body = secs[(phase, "dmon")]
         p = _parse_dmon(body, path, off)
         n += p.source.samples
+        part.notes += p.notes
+        part.invalid += p.invalid
         for k, d in p.devices.items():
             mine = part.devices.setdefault(k, Device(k))
             for r, v in d.readings.items():
@@ -944,10 +1109,26 @@ def _merge_device(into: Device, d: Device, snap: Snapshot) -> None:
         into.readings[r], into.where[r], into.rank[r] = v, d.where[r], d.rank.get(r, 9)
 
 
+def _machine(p: _Part) -> dict[str, Any] | None:
+    """GPU model names and host names one input reports (None for an input without GPUs)."""
+    names = set()
+    for d in p.devices.values():
+        for n in (d.name or "").split(" / "):  # a device labelled with two models in one file keeps both
+            if n.strip():
+                names.add(n.strip())
+    if not p.devices and not p.hosts:
+        return None
+    return {"path": p.source.path, "gpu_names": sorted(names), "hosts": sorted(p.hosts)}
+
+
 def _merge_parts(parts: list[_Part], snap: Snapshot, engines_into: dict[str, Engine]) -> None:
     for p in parts:
         snap.sources.append(p.source)
         snap.notes.extend(p.notes)
+        snap.invalid.extend(p.invalid)
+        m = _machine(p)
+        if m is not None:
+            snap.machines.append(m)
         if p.unknown:
             snap.unknown_metrics.setdefault(p.source.path, [])
             snap.unknown_metrics[p.source.path] = sorted(set(snap.unknown_metrics[p.source.path]) | p.unknown)
@@ -962,6 +1143,13 @@ def _merge_parts(parts: list[_Part], snap: Snapshot, engines_into: dict[str, Eng
                 _merge_device(snap.devices[k], d, snap)
             else:
                 snap.devices[k] = d
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or a.samefile(b)
+    except OSError:
+        return False
 
 
 def load_snapshot(paths: Iterable[Path | str] = (), before: Iterable[Path | str] = (),
@@ -986,11 +1174,23 @@ def load_snapshot(paths: Iterable[Path | str] = (), before: Iterable[Path | str]
     files, notes = expand_paths(list(paths) + list(after))
     bfiles, bnotes = expand_paths(before)
     snap.notes += notes + bnotes
+    for b in bfiles:
+        for a in files:
+            if _same_file(a, b):
+                raise OptkgError(f"--before {b} and the later scrape {a} are the same file: give two scrapes of the "
+                                 "endpoint taken some time apart (the increase between them is the window)")
     if not files and not texts:
         raise OptkgError("no metrics given: pass files or directories (Prometheus /metrics text, nvidia-smi CSV or dmon)")
-    after_parts = [parse_text(read_metrics_text(f), str(f), phase) for f in files]
+    after_texts = [read_metrics_text(f) for f in files]
+    after_parts = [parse_text(t, str(f), phase) for f, t in zip(files, after_texts)]
     after_parts += [parse_text(t, name, phase) for name, t in texts]
-    before_parts = [parse_text(read_metrics_text(f), str(f), phase) for f in bfiles]
+    before_texts = [read_metrics_text(f) for f in bfiles]
+    before_parts = [parse_text(t, str(f), phase) for f, t in zip(bfiles, before_texts)]
+    for bf, bt in zip(bfiles, before_texts):
+        for af, at in zip(files, after_texts):
+            if bt == at:
+                snap.notes.append(f"{bf} (--before) and {af} have the same content: the same scrape twice, so every "
+                                  "counter increase and rate over the window is 0")
     for p in before_parts:
         p.source.role = "before"
     if not before_parts:
@@ -1014,6 +1214,7 @@ def load_snapshot(paths: Iterable[Path | str] = (), before: Iterable[Path | str]
     for p in before_parts:
         snap.sources.append(p.source)
         snap.notes.extend(p.notes)
+        snap.invalid.extend(p.invalid)
         if p.unknown:
             snap.unknown_metrics[p.source.path] = sorted(p.unknown)
         if p.devices:

@@ -15,6 +15,18 @@ nested ``text_config`` (multimodal wrappers) and the engines' fallbacks:
 - Sliding window is *effective* only when ``use_sliding_window`` is not false; per-layer kinds come
   from ``layer_types`` when present, else from the model family's convention (gemma2: even layers
   slide, per transformers ``modeling_gemma2.py``), else every layer slides.
+- MoE sizes: ``expert_intermediate_size`` is ``moe_intermediate_size`` when the config has it
+  (DeepSeek, Qwen-MoE), else ``intermediate_size`` (Mixtral, PhiMoE, gpt-oss and Llama-4 size each
+  expert with ``intermediate_size``: transformers ``MixtralBlockSparseTop2MLP``, ``GptOssExperts``,
+  ``Llama4TextExperts``). Llama-4 MoE layers also hold one shared expert of ``intermediate_size``
+  (``Llama4TextMoe.shared_expert = Llama4TextMLP(config)``) and its dense layers use
+  ``intermediate_size_mlp`` (``dense_intermediate_size``); MoE layers follow
+  ``interleave_moe_layer_step`` / ``moe_layers`` (transformers ``Llama4TextConfig``).
+- Context limits: ``derived_max_model_len`` follows vLLM ``_get_and_verify_max_len`` (smallest of the
+  length keys; RoPE scaling other than su/longrope/llama3 multiplies it by ``factor``, YaRN from
+  ``original_max_position_embeddings``); ``sglang_context_length`` follows SGLang
+  ``get_context_length`` (first length key, times ``factor`` only when the RoPE scaling has no
+  ``original_max_position_embeddings`` and is not llama3).
 """
 from __future__ import annotations
 
@@ -33,6 +45,10 @@ MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp",
                    "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp"}
 DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
                "float8_e4m3fn": 1, "fp8": 1, "int8": 1}
+# vLLM _get_and_verify_max_len possible_keys (vllm/config/model.py); SGLang CONTEXT_LENGTH_KEYS (in order)
+VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                    "max_sequence_length", "max_seq_length", "seq_len")
+SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 
 
 @dataclass
@@ -68,6 +84,14 @@ class ModelFacts:
     num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
     max_position_embeddings: int | None = None
     vocab_size: int | None = None
+    expert_intermediate_size: int | None = None   # FFN size of one routed expert (see module doc)
+    dense_intermediate_size: int | None = None    # FFN size of the dense (non-MoE) layers
+    tie_word_embeddings: bool = False             # lm_head shares the embedding matrix (only when the config says true)
+    q_lora_rank: int | None = None                # MLA query low-rank size (None: full q projection)
+    qk_nope_head_dim: int | None = None           # MLA per-head non-RoPE query/key size
+    quant_modules_not_converted: list[str] = field(default_factory=list)  # quantization_config.modules_to_not_convert
+    derived_max_model_len: int | None = None      # longest max_model_len vLLM accepts (tokens)
+    sglang_context_length: int | None = None      # longest --context-length SGLang accepts (tokens)
     source: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -143,9 +167,11 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
     dtype = str(c.get("torch_dtype") or c.get("dtype") or top.get("torch_dtype") or "bfloat16")
     warnings = []
-    if dtype not in DTYPE_BYTES:
-        warnings.append(f"unknown dtype {dtype!r}; assuming 2 bytes per element")
-    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    if dtype.lower() not in DTYPE_BYTES:
+        raise OptkgError(f"{name}: torch_dtype {dtype!r} is not a dtype optkg knows "
+                         f"(expected one of {', '.join(sorted(DTYPE_BYTES))})")
+    dtype = dtype.lower()
+    dtype_bytes = DTYPE_BYTES[dtype]
     if not c.get("torch_dtype") and not c.get("dtype"):
         warnings.append("config has no torch_dtype; assuming bfloat16 (2 bytes)")
 
@@ -186,18 +212,33 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             step = step if isinstance(step, int) and step > 0 else 1
             skip = set(dense_only) if isinstance(dense_only, list) else set()
             n_moe = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
+        elif isinstance(c.get("moe_layers"), list):
+            n_moe = sum(1 for i in c["moe_layers"] if isinstance(i, int) and 0 <= i < layers)
+        elif isinstance(c.get("interleave_moe_layer_step"), int) and c["interleave_moe_layer_step"] > 0:
+            step = c["interleave_moe_layer_step"]  # Llama-4: layers step-1, 2*step-1, ... are MoE
+            n_moe = len(range(step - 1, layers, step))
         else:
             n_moe = layers
     shared_inter = c.get("shared_expert_intermediate_size")
     if shared_inter is None and c.get("n_shared_experts") and c.get("moe_intermediate_size"):
         shared_inter = c["n_shared_experts"] * c["moe_intermediate_size"]
+    inter = _int(c, "intermediate_size", name)
+    moe_inter = _int(c, "moe_intermediate_size", name)
+    is_llama4 = model_type.startswith("llama4")
+    if shared_inter is None and is_llama4 and isinstance(n_experts, int) and n_experts > 1 and inter:
+        shared_inter = inter  # Llama4TextMoe.shared_expert = Llama4TextMLP(config): intermediate_size
+    expert_inter = None
+    if isinstance(n_experts, int) and n_experts > 1:
+        expert_inter = moe_inter or inter
+    dense_inter = _int(c, "intermediate_size_mlp", name) if is_llama4 else None
+    dense_inter = dense_inter or inter
     return ModelFacts(
         name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
         head_dim=head_dim, v_head_dim=v_head_dim, hidden_size=hidden, num_hidden_layers=layers,
         dtype=dtype, dtype_bytes=dtype_bytes, is_mla=is_mla, kv_lora_rank=kv_lora if is_mla else None,
         qk_rope_head_dim=rope if is_mla else None, sliding_window=sw, num_sliding_layers=n_sliding,
-        num_full_layers=layers - n_sliding, intermediate_size=_int(c, "intermediate_size", name),
-        moe_intermediate_size=_int(c, "moe_intermediate_size", name),
+        num_full_layers=layers - n_sliding, intermediate_size=inter,
+        moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
         num_experts=n_experts if isinstance(n_experts, int) else None,
         num_experts_per_tok=c.get("num_experts_per_tok") if isinstance(c.get("num_experts_per_tok"), int) else None,
@@ -207,8 +248,69 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
+        expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,
+        tie_word_embeddings=c.get("tie_word_embeddings", top.get("tie_word_embeddings")) is True,
+        q_lora_rank=_int(c, "q_lora_rank", name) if is_mla else None,
+        qk_nope_head_dim=_int(c, "qk_nope_head_dim", name) if is_mla else None,
+        quant_modules_not_converted=[str(x) for x in qc.get("modules_to_not_convert") or []
+                                     if isinstance(x, str)] if isinstance(qc.get("modules_to_not_convert"), list) else [],
+        derived_max_model_len=vllm_max_model_len(c), sglang_context_length=sglang_context_length(c),
         source=name, warnings=warnings,
     )
+
+
+def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
+    rs = c.get("rope_scaling")
+    if not isinstance(rs, dict):
+        rs = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else None
+    return rs
+
+
+def vllm_max_model_len(c: dict[str, Any]) -> int | None:
+    """The longest ``max_model_len`` vLLM accepts for config ``c`` (tokens), or None without a length key.
+
+    vLLM ``_get_and_verify_max_len`` (vllm/config/model.py): the smallest of ``VLLM_LENGTH_KEYS``; a
+    RoPE scaling whose type is not su/longrope/llama3 multiplies it by ``factor`` (default 1), YaRN
+    starting from ``original_max_position_embeddings``; gemma3 configs are already scaled. A longer
+    ``--max-model-len`` is a startup ValueError unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
+    E.g. DeepSeek-V3 (YaRN, factor 40, original 4,096) -> 163,840; Qwen3-235B (no scaling) -> 40,960.
+    """
+    lens = [c[k] for k in VLLM_LENGTH_KEYS if isinstance(c.get(k), (int, float)) and not isinstance(c.get(k), bool)]
+    if not lens:
+        return None
+    derived = float(min(lens))
+    rs = _rope_scaling(c)
+    if rs and "gemma3" not in str(c.get("model_type") or ""):
+        rtype = str(rs.get("rope_type") or rs.get("type") or "default")
+        if rtype not in ("su", "longrope", "llama3"):
+            factor = rs.get("factor", 1.0)
+            factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
+            if rtype == "yarn" and isinstance(rs.get("original_max_position_embeddings"), (int, float)):
+                derived = float(rs["original_max_position_embeddings"])
+            derived *= factor
+    return int(derived)
+
+
+def sglang_context_length(c: dict[str, Any]) -> int | None:
+    """The longest ``--context-length`` SGLang accepts for config ``c`` (tokens), or None without a length key.
+
+    SGLang ``get_context_length`` (python/sglang/srt/utils/hf_transformers_utils.py): the first of
+    ``SGLANG_LENGTH_KEYS`` times the RoPE ``factor``, where the factor is 1 when the scaling names
+    ``original_max_position_embeddings`` or is llama3. A longer value is refused at startup
+    (``ModelConfig._derive_context_length``) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
+    """
+    rs = _rope_scaling(c)
+    factor = 1.0
+    if rs:
+        f = rs.get("factor", 1)
+        factor = float(f) if isinstance(f, (int, float)) and not isinstance(f, bool) else 1.0
+        if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+            factor = 1.0
+    for k in SGLANG_LENGTH_KEYS:
+        v = c.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return int(factor * v)
+    return None
 
 
 def load_config_file(path: Path | str) -> ModelFacts:

@@ -4,11 +4,21 @@
 
 - its **cells**: every (stage, layer, dimension) it occupies (all its stages x its layer span x its
   primary dimension), each with the techniques already there;
-- **replacement candidates**: techniques sharing at least one cell, ranked by
+- **replacement candidates**: techniques that share at least one cell with it (the same stage, layer
+  and primary dimension: a cell is always in the technique's primary dimension) and are the same
+  kind of technique: they share a tag beyond the stage-like ones (``GENERIC_TAGS`` and the stage
+  ids; e.g. ``parallelism``, ``quantization``), or either entry lacks such tags, or one declares
+  that it ``replaces`` the other. Techniques coupled by ``requires`` (either way) are complements,
+  not alternatives. Candidates are ranked by
   ``score = 0.5 * coordinate overlap + 0.25 * benefit overlap + 0.25 * cost overlap`` where each
   overlap is a Jaccard index |A ∩ B| / |A ∪ B| (cells; benefit dimensions; cost dimensions). Two
   entries in the same cells that improve and pay in the same dimensions are most likely
-  alternatives; the weights favour where a technique acts over what it touches;
+  alternatives; the weights favour where a technique acts over what it touches. Techniques that
+  share a cell but not a kind are listed as **neighbours** (same cell, different kind: TP and MoE
+  both sit in inference x L4 x compute, one splits layers, the other changes the model), and
+  entries that declare ``replaces`` without sharing a cell as **declared elsewhere**;
+- **already in the catalog**: an entry whose file is the catalog's own is compared with the rest of
+  the catalog without itself (``technique.in_catalog``), and the report says so;
 - **empty cells**: cells no other technique occupies. All cells empty means a possible *new
   direction*; cells marked empty on purpose in ``axes.yaml`` (``cell_annotations``) are noted;
 - **couplings it adds** to the graph: its own (out) and other entries' couplings that name it or
@@ -32,6 +42,8 @@ from .errors import OptkgError
 
 SCHEMA_VERSION = "1.0"
 WEIGHTS = {"coordinates": 0.5, "benefits": 0.25, "costs": 0.25}
+# tags that name where a technique is used rather than what kind it is (the stage ids count too)
+GENERIC_TAGS = {"serving", "training", "inference"}
 
 # rule ids of the placement results (SARIF rule metadata, --select/--ignore)
 PLACE_RULES: dict[str, dict[str, str]] = {
@@ -76,30 +88,58 @@ def _fp(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def rank_candidates(cat, tid: str) -> list[dict[str, Any]]:
-    """Techniques sharing at least one cell with ``tid``, best replacement candidate first (see module doc)."""
+def _kind_tags(cat, t: dict[str, Any]) -> set[str]:
+    generic = GENERIC_TAGS | set(cat.axes.stage_ids)
+    return {x for x in (t.get("tags") or []) if isinstance(x, str) and x not in generic}
+
+
+def _linked(cat, a: str, b: str, kind: str) -> bool:
+    """Whether ``a`` declares a coupling of ``kind`` to ``b`` (by id or alias)."""
+    return any(isinstance(c, dict) and c.get("kind") == kind and isinstance(c.get("target"), str)
+               and cat.resolve(c["target"]) == b for c in cat.techniques[a].get("couplings") or [])
+
+
+def classify_neighbours(cat, tid: str) -> dict[str, list[dict[str, Any]]]:
+    """Every other technique that shares a cell with ``tid`` or declares ``replaces`` with it, sorted into
+    ``candidates`` (ranked, see module doc), ``neighbours`` (a shared cell, another kind, or a complement)
+    and ``declared_elsewhere`` (``replaces`` without a shared cell)."""
     t = cat.techniques[tid]
     cells = _safe_cells(cat, tid)
-    ben, cost = _dims(t, "benefits"), _dims(t, "costs")
-    declared = {cat.resolve(c["target"]) for c in t.get("couplings") or []
-                if isinstance(c, dict) and c.get("kind") == "replaces" and isinstance(c.get("target"), str)}
-    out = []
+    ben, cost, tags = _dims(t, "benefits"), _dims(t, "costs"), _kind_tags(cat, t)
+    out: dict[str, list[dict[str, Any]]] = {"candidates": [], "neighbours": [], "declared_elsewhere": []}
     for oid in sorted(cat.techniques):
         if oid == tid:
             continue
         o = cat.techniques[oid]
         oc = _safe_cells(cat, oid)
         shared = cells & oc
+        declared = _linked(cat, tid, oid, "replaces") or _linked(cat, oid, tid, "replaces")
         if not shared:
+            if declared:
+                out["declared_elsewhere"].append({"id": oid, "name": o.get("name", oid), "file": cat.files.get(oid),
+                                                  "dimension": (o.get("coordinates") or {}).get("dimension")})
             continue
         co, bo, so = _jaccard(cells, oc), _jaccard(ben, _dims(o, "benefits")), _jaccard(cost, _dims(o, "costs"))
         score = WEIGHTS["coordinates"] * co + WEIGHTS["benefits"] * bo + WEIGHTS["costs"] * so
-        out.append({"id": oid, "name": o.get("name", oid), "status": o.get("status"), "file": cat.files.get(oid),
-                    "score": round(score, 4), "coordinate_overlap": round(co, 4), "benefit_overlap": round(bo, 4),
-                    "cost_overlap": round(so, 4), "shared_cells": [list(c) for c in sorted(shared)],
-                    "declared_replaces": oid in declared})
-    out.sort(key=lambda c: (-c["score"], -len(c["shared_cells"]), c["id"]))
+        otags = _kind_tags(cat, o)
+        row = {"id": oid, "name": o.get("name", oid), "status": o.get("status"), "file": cat.files.get(oid),
+               "score": round(score, 4), "coordinate_overlap": round(co, 4), "benefit_overlap": round(bo, 4),
+               "cost_overlap": round(so, 4), "shared_cells": [list(c) for c in sorted(shared)],
+               "declared_replaces": declared, "shared_tags": sorted(tags & otags)}
+        if _linked(cat, tid, oid, "requires") or _linked(cat, oid, tid, "requires"):
+            row["why_not"] = "complement: one requires the other"
+        elif not declared and tags and otags and not tags & otags:
+            row["why_not"] = (f"another kind of technique (tags {', '.join(sorted(otags))} vs "
+                              f"{', '.join(sorted(tags))})")
+        out["neighbours" if "why_not" in row else "candidates"].append(row)
+    for k in ("candidates", "neighbours"):
+        out[k].sort(key=lambda c: (not c["declared_replaces"], -c["score"], -len(c["shared_cells"]), c["id"]))
     return out
+
+
+def rank_candidates(cat, tid: str) -> list[dict[str, Any]]:
+    """Replacement candidates for ``tid``, declared ``replaces`` first, then best score (see module doc)."""
+    return classify_neighbours(cat, tid)["candidates"]
 
 
 def _coupling_row(direction: str, src: str, dst: str, c: dict[str, Any], written: str | None, index: int) -> dict[str, Any]:
@@ -271,8 +311,11 @@ def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Pat
     """
     from .catalog import load_catalog
     path = Path(path)
+    if path.is_dir():
+        raise OptkgError(f"{path}: is a folder; place takes one technique file (e.g. catalog/techniques/<id>.yaml)")
     if not path.is_file():
-        raise OptkgError(f"{path}: file not found")
+        raise OptkgError(f"{path}: file not found" if not path.exists() else
+                         f"{path}: is not a regular file; place takes one technique YAML file")
     if catalog_root is None:
         parent = path.resolve().parent
         if parent.name == "techniques" and (parent.parent / "axes.yaml").is_file():
@@ -316,7 +359,8 @@ def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Pat
         verdict = "replacement-candidates"
     else:
         verdict = "partly-new-direction"
-    candidates = rank_candidates(cat_with, tid)
+    near = classify_neighbours(cat_with, tid)
+    candidates = near["candidates"]
     added = couplings_added(cat_with, tid)
     stack_files = default_stacks() if stacks is None else _expand_stacks(stacks)
     d = {
@@ -325,10 +369,18 @@ def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Pat
                       "coordinates": t.get("coordinates"), "in_catalog": inside},
         "verdict": verdict,
         "verdict_text": _verdict_text(verdict, len(cells), len(empty), candidates),
+        "existing": inside,
+        "existing_text": (f"{cat_with.files.get(tid)} is this catalog's own entry, so it is compared with the other "
+                          f"{len(cat_without.techniques)} entries (not with itself); 'couplings' and 'rules' below are "
+                          "what it contributes, and stack changes are what removing it would change"
+                          if inside else None),
         "weights": WEIGHTS,
+        "scoring": SCORING_TEXT,
         "cells": cell_rows,
         "empty_cells": [[r["stage"], r["layer"], r["dimension"]] for r in empty],
         "candidates": candidates,
+        "neighbours": near["neighbours"],
+        "declared_elsewhere": near["declared_elsewhere"],
         "couplings_added": added,
         "bridges": graph_bridges(cat_with, cat_without, tid),
         "rules": rules_naming(tid, cat_with, cat_without, rules_dir),
@@ -337,6 +389,13 @@ def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Pat
     }
     d["items"] = _items(d, lines)
     return d
+
+
+SCORING_TEXT = ("a replacement candidate shares a cell (same stage, layer and primary dimension) and a kind tag "
+                "(stage-like tags such as serving/training do not count), or declares 'replaces'; techniques that "
+                "require each other are complements, not candidates. score = 0.5 x cell overlap + 0.25 x "
+                "benefit-dimension overlap + 0.25 x cost-dimension overlap, each a Jaccard index |A and B| / |A or B|; "
+                "declared 'replaces' are listed first")
 
 
 def _expand_stacks(stacks: list[Path]) -> list[Path]:
@@ -357,7 +416,7 @@ def _verdict_text(verdict: str, n_cells: int, n_empty: int, cands: list[dict[str
         return f"new direction: all {n_cells} of its cells are empty"
     if verdict == "no-cells":
         return "no cells (coordinates are incomplete)"
-    top = ", ".join(f"{c['id']} ({c['score']:.2f})" for c in cands[:3])
+    top = ", ".join(f"{c['id']} ({c['score']:.2f})" for c in cands[:3]) or "no technique of the same kind"
     if verdict == "replacement-candidates":
         return f"all {n_cells} cells are occupied; closest: {top}"
     return f"{n_empty} of {n_cells} cells are empty (a partly new direction); closest: {top}"
@@ -432,28 +491,41 @@ def render_text(d: dict[str, Any]) -> str:
     c = t.get("coordinates") or {}
     out.append(f"  coordinates: stages {', '.join(c.get('stages', []))} x layers {'-'.join(c.get('layers', []))} "
                f"x dimension {c.get('dimension')}")
+    if d.get("existing_text"):
+        out.append(f"already in the catalog: {d['existing_text']}")
     out.append(f"verdict: {d['verdict_text']}")
     out.append("")
-    out.append("cells (stage / layer / dimension: techniques already there)")
+    out.append("cells (stage / layer / dimension: " + ("the other techniques there)" if d.get("existing")
+                                                          else "techniques already there)"))
     for r in d["cells"]:
         occ = ", ".join(r["occupants"]) if r["occupants"] else "EMPTY"
         ann = f"  [marked empty on purpose: {r['annotation']}]" if r.get("annotation") else ""
         out.append(f"  {r['stage']} / {r['layer']} / {r['dimension']}: {occ}{ann}")
     out.append("")
+    import textwrap
     if d["candidates"]:
-        w = d["weights"]
-        out.append(f"replacement candidates (score = {w['coordinates']} x cells + {w['benefits']} x benefit dims "
-                   f"+ {w['costs']} x cost dims, Jaccard overlaps)")
+        out.append("replacement candidates")
+        out.append(textwrap.fill(d.get("scoring") or "", width=110, initial_indent="  (", subsequent_indent="   ") + ")")
         for cnd in d["candidates"][:10]:
             flag = "  declared: replaces" if cnd["declared_replaces"] else ""
+            tags = f"  tags {', '.join(cnd['shared_tags'])}" if cnd.get("shared_tags") else ""
             out.append(f"  {cnd['score']:.2f}  {cnd['id']:<34} cells {cnd['coordinate_overlap']:.2f}  benefits "
-                       f"{cnd['benefit_overlap']:.2f}  costs {cnd['cost_overlap']:.2f}  shared {len(cnd['shared_cells'])}{flag}")
+                       f"{cnd['benefit_overlap']:.2f}  costs {cnd['cost_overlap']:.2f}  shared {len(cnd['shared_cells'])}"
+                       f"{tags}{flag}")
         if len(d["candidates"]) > 10:
             out.append(f"  ... and {len(d['candidates']) - 10} more (see --format json)")
     else:
-        out.append("replacement candidates: none (no technique shares a cell)")
+        out.append("replacement candidates: none (no technique of the same kind shares a cell)")
+    if d.get("neighbours"):
+        out.append("neighbours in its cells, not alternatives: " + "; ".join(
+            f"{n['id']} ({n['why_not']})" for n in d["neighbours"][:8])
+            + (f"; ... and {len(d['neighbours']) - 8} more" if len(d["neighbours"]) > 8 else ""))
+    if d.get("declared_elsewhere"):
+        out.append("declared alternatives in other cells ('replaces'): " + ", ".join(
+            f"{x['id']} ({x['dimension']})" for x in d["declared_elsewhere"]))
     out.append("")
-    out.append(f"couplings added to the graph: {len(d['couplings_added'])}")
+    out.append((f"couplings it contributes to the graph: {len(d['couplings_added'])}" if d.get("existing") else
+                f"couplings added to the graph: {len(d['couplings_added'])}"))
     for cp in d["couplings_added"]:
         cond = f" when {cp['condition']}" if cp.get("condition") else ""
         alias = f" (written '{cp['written']}')" if cp.get("written") and cp["written"] not in (cp["to"], cp["from"]) \
@@ -464,9 +536,13 @@ def render_text(d: dict[str, Any]) -> str:
         out.append(f"  joins parts of the graph that were separate: {' | '.join(', '.join(g) for g in b)}")
     if d.get("rules"):
         out.append("")
-        out.append("rules that name it:")
+        if d.get("existing"):
+            out.append("rules that name it (each resolves to this entry; without it they would name nothing):")
+        else:
+            out.append("rules that name it:")
         for r in d["rules"]:
-            now = "" if r["resolved_before"] else "  (did not resolve before)"
+            now = "" if r["resolved_before"] or d.get("existing") else \
+                "  (named nothing until this entry: it resolves the name now)"
             out.append(f"  {r['rule_id']} ({r['ruleset']}, {r['field']}){now}")
     out.append("")
     out.append("example stacks (check findings that change):")
@@ -479,7 +555,11 @@ def render_text(d: dict[str, Any]) -> str:
             continue
         ch = s["changes"]
         ad = s["if_adopted"]
-        out.append(f"  {name}: {len(ch)} change(s) with the entry in the catalog; {len(ad)} if it is adopted")
+        if d.get("existing"):
+            out.append(f"  {name}: {len(ch)} finding(s) depend on the entry being in the catalog; {len(ad)} change(s) "
+                       "if the stack adopts it")
+        else:
+            out.append(f"  {name}: {len(ch)} change(s) with the entry in the catalog; {len(ad)} if it is adopted")
         for label, changes in (("catalog", ch), ("adopted", ad)):
             for x in changes:
                 out.append(f"    [{label}] {x['change']}: {x['severity']} {x['rule_id']}: {x['message'][:160]}")
@@ -509,6 +589,9 @@ def render_markdown(d: dict[str, Any]) -> str:
         return "\n".join(out) + "\n"
     c = t.get("coordinates") or {}
     out.append("")
+    if d.get("existing_text"):
+        out.append(f"**Already in the catalog:** {_md(d['existing_text'])}")
+        out.append("")
     out.append(f"**Verdict:** {_md(d['verdict_text'])}")
     out.append("")
     out.append(f"Coordinates: stages `{', '.join(c.get('stages', []))}` × layers `{'-'.join(c.get('layers', []))}` × "
@@ -521,7 +604,7 @@ def render_markdown(d: dict[str, Any]) -> str:
         out.append(f"| {r['stage']} | {r['layer']} | {r['dimension']} | {occ} |")
     if d["candidates"]:
         out.append("")
-        out.append("**Replacement candidates** (0.5 × cell overlap + 0.25 × benefit-dimension overlap + 0.25 × cost-dimension overlap)")
+        out.append(f"**Replacement candidates** ({_md(d.get('scoring') or '')})")
         out.append("")
         out.append("| Score | Technique | Cells | Benefits | Costs | Shared cells |")
         out.append("| --- | --- | --- | --- | --- | --- |")

@@ -52,7 +52,15 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
         for label, key in rows:
-            if key in dv:
+            if key == "kv_budget_bytes_per_gpu" and key in dv:
+                # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
+                gib = dv[key] / 2**30
+                if str(dv.get("kv_budget_source", "")).startswith("estimated"):
+                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB (upper bound: activations "
+                               "and CUDA graphs not subtracted)")
+                else:
+                    out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
+            elif key in dv:
                 out.append(f"  {label:<42} {_num(dv[key])}")
         if "valid_dcp_sizes" in dv:
             if dv.get("dcp_possible"):

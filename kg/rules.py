@@ -20,7 +20,7 @@ overridable by the user; they appear in the fact namespace under their names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -84,7 +84,9 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
                     "cost_dimension": {"type": "string"},
                     "from_dimension": {"type": "string"},
                     "fixes": {"type": "array", "items": {"type": "string"}},
-                    "fix": {"type": "string"},
+                    # one text, or per engine: {default: ..., sglang: ..., vllm: ...} (kg.check renders the stack's engine)
+                    "fix": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["default"],
+                                                           "additionalProperties": {"type": "string"}}]},
                     "involves": {"type": "array", "items": {"type": "string"}},
                     "sources": {"type": "array", "minItems": 1, "items": _SOURCE},
                 },
@@ -119,9 +121,15 @@ class Rule:
     from_dimension: str | None = None
     fixes: list[str] = field(default_factory=list)
     fix: str = ""
+    fix_by_engine: dict[str, str] = field(default_factory=dict)  # engine -> fix text (``fix`` is the default)
     involves: list[str] = field(default_factory=list)
     file: str = ""
     line: int = 0
+
+    @cached_property
+    def pattern_text(self) -> str:
+        """The match patterns as text (``kind=model; kind=technique, technique=x``), for "did not fire" reasons."""
+        return "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in self.match)
 
     @property
     def techniques(self) -> list[str]:
@@ -195,6 +203,9 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
         for i, rd in enumerate(doc.data["rules"]):
             line, col = doc.where(("rules", i))
             r = Rule(ruleset=kind, file=str(f), line=line, **{k: v for k, v in rd.items()})
+            if isinstance(r.fix, dict):  # per-engine fix texts: ``default`` plus one per engine
+                r.fix_by_engine = {k: v for k, v in r.fix.items() if k != "default"}
+                r.fix = r.fix["default"]
             r.match = _normalise_match(r.match)
             if r.id in seen:
                 problems.append(Problem(str(f), line, col, f"rules[{i}].id", f"duplicate rule id '{r.id}' (also in {seen[r.id]})",
@@ -267,7 +278,7 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
             pass
     rs, problems = load_rules(kind, folder, files)
     if problems:
-        raise OptkgError("invalid rules:\n" + "\n".join(p.one_line() for p in problems))
+        raise OptkgError("invalid rules:", [p.one_line() for p in problems])
     if cache is not None:
         import os
         import tempfile
@@ -368,8 +379,7 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
             out.append(Firing(r, False, why))
             continue
         if r.id not in matched:
-            need = "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in r.match)
-            out.append(Firing(r, False, f"no facts match its pattern ({need})"))
+            out.append(Firing(r, False, f"no facts match its pattern ({r.pattern_text})"))
             continue
         if r.parent and r.parent not in fired_ids:
             out.append(Firing(r, False, f"its parent rule '{r.parent}' did not fire"))

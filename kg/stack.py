@@ -19,6 +19,7 @@ commands). Stack file shape::
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -93,8 +94,21 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
     "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
     "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
+    "allow_long_max_model_len": ("boolean", "VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set"),
 }
 PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
+# Sanity bound on every parallel size: far beyond any single serving deployment (the largest
+# shipped model has 128 attention heads, so tp_size above that can never start); a larger value
+# is a typo and is refused before any arithmetic runs on it.
+MAX_PARALLEL_SIZE = 65_536
+# Smallest accepted value per setting (default 0 for numbers and integers): a 0 here is a typo.
+SETTING_MINIMUM: dict[str, float] = {
+    "max_model_len": 1, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1,
+    "num_speculative_tokens": 1, "draft_tp_size": 1, "cp_kv_cache_interleave_size": 1, "flash_attn_version": 1,
+    "max_num_partial_prefills": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 1,
+    "gpu_memory_utilization": 0.01,
+}
+SETTING_MAXIMUM: dict[str, float] = {"gpu_memory_utilization": 1}
 
 
 @dataclass
@@ -147,8 +161,8 @@ def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maxi
                 value = float(value)
             except ValueError:
                 raise bad("a number") from None
-        if not isinstance(value, (int, float)) or value != value:
-            raise bad("a number")
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise bad("a finite number")
     elif typ == "boolean" or typ == "flag":
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
             value = value.lower() in ("true", "1")
@@ -193,14 +207,18 @@ def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, A
         if k not in specs:
             known = ", ".join(sorted(specs)) or "none"
             raise OptkgError(f"{where}: technique '{tid}' has no parameter '{k}' (parameters: {known})")
-        s = specs[k]
-        checked[k] = _coerce(v, s["type"], f"{where}: {tid}.{k}", s.get("minimum"), s.get("maximum"), s.get("values"))
+        spec = specs[k]
+        hi = spec.get("maximum")
+        if k in PARALLEL_DEFAULTS:
+            hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
+        checked[k] = _coerce(v, spec["type"], f"{where}: {tid}.{k}", spec.get("minimum"), hi, spec.get("values"))
     stack.techniques[tid] = checked
 
 
 def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog | None = None) -> None:
+    """Set one checked setting (type, minimum, maximum; ``kv_cache_dtype`` against the engine's values)."""
     if key in PARALLEL_DEFAULTS:
-        stack.settings[key] = _coerce(value, "integer", f"{where}: {key}", 1)
+        stack.settings[key] = _coerce(value, "integer", f"{where}: {key}", 1, MAX_PARALLEL_SIZE)
         return
     if key not in BASE_SETTINGS:
         extra = []
@@ -213,7 +231,76 @@ def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
     typ = BASE_SETTINGS[key][0]
-    stack.settings[key] = _coerce(value, typ, f"{where}: {key}", 0 if typ in ("integer", "number") else None)
+    lo = SETTING_MINIMUM.get(key, 0) if typ in ("integer", "number") else None
+    stack.settings[key] = _coerce(value, typ, f"{where}: {key}", lo, SETTING_MAXIMUM.get(key))
+    if key == "kv_cache_dtype":
+        _check_file_kv_dtype(stack, stack.settings[key], where)
+
+
+def known_engines() -> dict[str, dict[str, Any]]:
+    """Engine tables by name (``catalog/engines/*.yaml``), aliases included."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, t in _engine_tables().items():
+        out[name] = t
+        for a in t.get("aliases") or []:
+            out[str(a).lower()] = t
+    return out
+
+
+def resolve_engine(name: str, where: str) -> str:
+    """The engine id for ``name`` (case-insensitive, aliases allowed); OptkgError listing the known engines."""
+    tables = known_engines()
+    key = str(name).strip().lower()
+    if key in tables:
+        return tables[key]["engine"]
+    ids = sorted({t["engine"] for t in tables.values()})
+    near = get_close_matches(key, list(tables), n=1)
+    hint = f"; did you mean '{tables[near[0]]['engine']}'?" if near else ""
+    raise OptkgError(f"{where}: unknown engine '{name}'{hint} (known: {', '.join(ids)}; "
+                     f"add catalog/engines/<engine>.yaml to teach optkg another one)")
+
+
+def check_engine_version(version: Any, where: str) -> str:
+    """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1), else OptkgError."""
+    from packaging.version import InvalidVersion, Version
+    text = str(version).strip()
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise OptkgError(f"{where}: expected an engine version number such as 0.11.0, found {version!r}") from None
+    return text
+
+
+def kv_cache_dtype_values(engine: str | None) -> list[str] | None:
+    """The ``kv_cache_dtype`` values ``engine`` accepts (its table's ``kv_cache_dtypes``); every
+    engine's values together when the engine is not known; None when no table lists any."""
+    tables = _engine_tables()
+    if engine and engine in tables:
+        vals = tables[engine].get("kv_cache_dtypes")
+        return [str(v) for v in vals] if vals else None
+    union = sorted({str(v) for t in tables.values() for v in t.get("kv_cache_dtypes") or []})
+    return union or None
+
+
+def _check_file_kv_dtype(stack: Stack, value: Any, where: str) -> None:
+    """Stack files: a value no engine knows is an error; one the stack's engine does not list is a note
+    (a file may describe a what-if, e.g. the same pair on another engine)."""
+    check_kv_cache_dtype(value, None, where)
+    vals = kv_cache_dtype_values(stack.engine) if stack.engine in _engine_tables() else None
+    if vals is not None and str(value).lower() not in vals:
+        stack.notes.append(f"{where}: '{value}' is not a {stack.engine} kv_cache_dtype "
+                           f"({stack.engine} accepts {', '.join(vals)}); the engine would refuse it")
+
+
+def check_kv_cache_dtype(value: Any, engine: str | None, where: str) -> None:
+    """OptkgError when ``value`` is not a kv_cache_dtype of ``engine`` (see ``kv_cache_dtype_values``)."""
+    vals = kv_cache_dtype_values(engine)
+    if vals is None or str(value).lower() in vals:
+        return
+    near = get_close_matches(str(value).lower(), vals, n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    who = f"{engine} " if engine in _engine_tables() else ""
+    raise OptkgError(f"{where}: '{value}' is not a {who}kv_cache_dtype{hint} (valid: {', '.join(vals)})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,6 +329,9 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
 
     if not isinstance(d, dict):
         raise OptkgError(f"{doc.path}:1: a stack file must be a mapping with model, techniques, ...")
+    for key_path, line, _col, first in doc.duplicate_keys or []:
+        raise OptkgError(f"{doc.path}:{line}: '{'.'.join(map(str, key_path))}' is given twice (first on line {first}); "
+                         "YAML would silently keep only the last one: remove one")
     for k in d:
         if k not in _TOP_KEYS:
             near = get_close_matches(str(k), sorted(_TOP_KEYS), n=1)
@@ -267,9 +357,12 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
             eng = {"name": eng}
         if not isinstance(eng, dict) or not isinstance(eng.get("name"), str):
             raise OptkgError(f"{at('engine')}: engine must be a name or {{name: vllm, version: '0.11.0'}}")
-        st.engine = eng["name"].lower()
+        extra = sorted(set(map(str, eng)) - {"name", "version"})
+        if extra:
+            raise OptkgError(f"{at('engine', extra[0])}: unknown engine field '{extra[0]}' (fields: name, version)")
+        st.engine = resolve_engine(eng["name"], f"{at('engine', 'name')}: engine")
         if eng.get("version") is not None:
-            st.engine_version = str(eng["version"])
+            st.engine_version = check_engine_version(eng["version"], f"{at('engine', 'version')}: engine version")
     hw = d.get("hardware")
     if hw is not None:
         if isinstance(hw, str):
@@ -287,34 +380,53 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
         techs = [{k: v} for k, v in techs.items()]
     if not isinstance(techs, list):
         raise OptkgError(f"{at('techniques')}: techniques must be a list of ids or {{id: {{param: value}}}}")
+    listed: dict[str, str] = {}
     for i, item in enumerate(techs):
         where = at("techniques", i)
         if isinstance(item, str):
-            add_technique(st, catalog, item, None, where)
+            name, params = item, None
         elif isinstance(item, dict) and len(item) == 1:
-            (tid, params), = item.items()
+            (name, params), = item.items()
+            name = str(name)
             if params is not None and not isinstance(params, dict):
-                raise OptkgError(f"{where}: parameters of '{tid}' must be a mapping, found {params!r}")
-            add_technique(st, catalog, str(tid), params, where)
+                raise OptkgError(f"{where}: parameters of '{name}' must be a mapping, found {params!r}")
         else:
             raise OptkgError(f"{where}: each technique is an id or a one-key mapping {{id: {{param: value}}}}")
+        tid = catalog.resolve(name)
+        if tid is not None and tid in listed:
+            raise OptkgError(f"{where}: technique '{tid}' is listed twice (first at {listed[tid]}); "
+                             "keep one entry with all its parameters")
+        add_technique(st, catalog, name, params, where)
+        listed[catalog.resolve(name) or name] = where
     settings = d.get("settings") or {}
     if not isinstance(settings, dict):
         raise OptkgError(f"{at('settings')}: settings must be a mapping")
     for k, v in settings.items():
         set_setting(st, str(k), v, at("settings", k), catalog)
+    for tid, params in st.techniques.items():
+        if params.get("kv_cache_dtype") is not None:
+            _check_file_kv_dtype(st, params["kv_cache_dtype"], f"{listed.get(tid, at('techniques'))}: {tid}.kv_cache_dtype")
     return st
 
 
 # ---------------------------------------------------------------------------------------------
 # engine commands
 
+_TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
+
+
 def _engine_tables() -> dict[str, dict[str, Any]]:
-    out = {}
-    for f in sorted((paths.catalog_dir() / "engines").glob("*.yaml")):
-        t = load_yaml(f).data
-        out[t["engine"]] = t
-    return out
+    """``catalog/engines/*.yaml`` by engine id (read once per set of file versions)."""
+    files = sorted((paths.catalog_dir() / "engines").glob("*.yaml"))
+    key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    if key not in _TABLES:
+        out = {}
+        for f in files:
+            t = load_yaml(f).data
+            out[t["engine"]] = t
+        _TABLES.clear()
+        _TABLES[key] = out
+    return _TABLES[key]
 
 
 def _tokens(command: str) -> list[str]:
@@ -325,42 +437,78 @@ def _tokens(command: str) -> list[str]:
         raise OptkgError(f"command: cannot split it into words ({e})") from None
 
 
+_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def _word(w: str) -> str:
+    """A program word as the tables spell it: basename, python3.11 -> python."""
+    b = os.path.basename(w)
+    return "python" if _PYTHON.fullmatch(b) else b
+
+
+def _split_launch(words: list[str], table: dict[str, Any]) -> tuple[list[str], list[str], list[str], bool]:
+    """(environment assignments, launcher words, the engine's arguments, program found).
+
+    The program (``vllm serve``, ``python -m sglang.launch_server``, ...) may follow ``VAR=value``
+    assignments, ``env [VAR=value ...]`` and launchers such as ``uv run`` or ``nohup`` (the table's
+    ``launchers``); without a program the words are a bare argument list.
+    """
+    progs = sorted((list(map(str, p)) for p in table["programs"]), key=len, reverse=True)
+    norm = [_word(w) for w in words]
+    for i in range(len(words)):
+        for prog in progs:
+            if norm[i:i + len(prog)] == [_word(x) for x in prog]:
+                prefix = words[:i]
+                env = [w for w in prefix if _ASSIGN.fullmatch(w)]
+                launch = [w for w in prefix if not _ASSIGN.fullmatch(w)]
+                return env, launch, words[i + len(prog):], True
+    env = []
+    rest = list(words)
+    while rest and (_ASSIGN.fullmatch(rest[0]) or rest[0] == "env"):
+        w = rest.pop(0)
+        if w != "env":
+            env.append(w)
+    return env, [], rest, False
+
+
 def parse_command(command: str, catalog: Catalog, engine: str, model_override: str | None = None,
                   flag_label: str | None = None) -> Stack:
     """Parse a ``vllm serve`` (engine='vllm') or SGLang launch command (engine='sglang') into a Stack.
 
-    Leading ``VAR=value`` environment assignments are read where the engine table knows them.
-    Raises OptkgError naming the flag and what was expected. Unknown flags go to ``Stack.ignored``.
+    ``VAR=value`` environment assignments (also after ``env``) are read where the engine table's
+    ``env`` models them (``CUDA_VISIBLE_DEVICES`` sets the GPU count) and listed as ignored
+    otherwise; launcher words before the program (``uv run``, ``nohup``, ...) are skipped, with a
+    note unless the table's ``launchers`` knows them. Flags the table does not model go to
+    ``Stack.ignored``; value-less ones (the table's ``boolean_flags``, any ``--no-*``) never take
+    the next word, so ``vllm serve --trust-remote-code <model>`` keeps its model. ``--flag=false``
+    turns a flag off (removing the technique it stands for). ``--kv-cache-dtype`` must be one of
+    the table's ``kv_cache_dtypes``. Raises OptkgError naming the flag and what was expected.
     """
     label = flag_label or f"--{engine}"
     tables = _engine_tables()
-    if engine not in tables:
+    if engine not in tables or not tables[engine].get("programs"):
         raise OptkgError(f"{label}: no flag table for engine '{engine}'")
     table = tables[engine]
     words = _tokens(command)
     if not words:
         raise OptkgError(f"{label}: empty command")
-    env: dict[str, str] = {}
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
-        k, v = words.pop(0).split("=", 1)
-        env[k] = v
-    if words and words[0] == "env":
-        words.pop(0)
-    for prog in sorted(table["programs"], key=len, reverse=True):
-        n = len(prog)
-        if [os.path.basename(w) for w in words[:n]] == prog:
-            words = words[n:]
-            break
-    else:
-        # allow a bare argument list (flags only, or model + flags)
-        if words and not words[0].startswith("-") and os.path.basename(words[0]) in ("vllm", "python", "python3", "sglang"):
-            raise OptkgError(f"{label}: does not look like a {engine} launch command "
-                             f"(expected it to start with {' '.join(table['programs'][0])})")
+    env_words, launch, words, found = _split_launch(words, table)
+    env: dict[str, str] = dict(w.split("=", 1) for w in env_words)
+    if not found and words and not words[0].startswith("-") and _word(words[0]) in ("vllm", "python", "sglang"):
+        raise OptkgError(f"{label}: does not look like a {engine} launch command "
+                         f"(expected it to start with {' '.join(table['programs'][0])})")
     by_name: dict[str, dict[str, Any]] = {}
     for spec in table["flags"]:
         for n in spec["names"]:
             by_name[n] = spec
+    valueless = {str(f) for f in table.get("boolean_flags") or []}
     st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
+    known_launch = [list(map(str, x)) for x in table.get("launchers") or []]
+    if launch:
+        words_l = [_word(w) for w in launch if w != "env"]
+        if words_l and not any(words_l[:len(k)] == k for k in known_launch):
+            st.notes.append(f"{label}: skipped the words before the {engine} program: {' '.join(launch)}")
     for tid in table.get("default_techniques") or []:
         if catalog.resolve(tid):
             add_technique(st, catalog, tid, None, label)
@@ -381,8 +529,9 @@ def parse_command(command: str, catalog: Catalog, engine: str, model_override: s
         name, eq, inline = w.partition("=")
         spec = by_name.get(name)
         if spec is None:
-            # unknown flag: keep it and its value (if the next word is not a flag)
-            if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            # unknown flag: keep it and its value (if it takes one and the next word is not a flag)
+            takes_value = name not in valueless and not name.startswith("--no-")
+            if takes_value and not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
                 st.ignored.append(f"{w} {words[i + 1]}")
                 i += 2
             else:
@@ -413,7 +562,12 @@ def parse_command(command: str, catalog: Catalog, engine: str, model_override: s
                 if not isinstance(value, dict):
                     raise OptkgError(f"{flag}: expected a JSON object, found {raw!r}")
             else:
-                value = _coerce(raw, typ, flag, spec.get("minimum"), spec.get("maximum"))
+                hi = spec.get("maximum")
+                if spec.get("set") in PARALLEL_DEFAULTS:
+                    hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
+                value = _coerce(raw, typ, flag, spec.get("minimum"), hi)
+        if spec.get("set") == "kv_cache_dtype":
+            check_kv_cache_dtype(value, engine, flag)
         if spec.get("set"):
             if spec["set"] == "model":
                 model_name = value
@@ -425,6 +579,11 @@ def parse_command(command: str, catalog: Catalog, engine: str, model_override: s
                     kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
                     st.settings[dst] = _coerce(value[src], kind, f"{flag}.{src}",
                                                1 if kind == "integer" else None)
+        if typ == "flag" and value is False:
+            # --enable-x=false: the flag's technique is off (even an engine default), and it removes nothing
+            if spec.get("technique"):
+                removed.add(spec["technique"])
+            continue
         tid = spec.get("technique")
         if spec.get("technique_by_value") and isinstance(value, str):
             tid = spec["technique_by_value"].get(value.lower())
@@ -438,7 +597,17 @@ def parse_command(command: str, catalog: Catalog, engine: str, model_override: s
             removed.add(spec["removes"])
     for k, v in env.items():
         spec = (table.get("env") or {}).get(k)
-        if spec:
+        if not spec:
+            st.ignored.append(f"{k}={v}")
+        elif spec.get("type") == "device_list":
+            devices = [x for x in v.split(",") if x.strip()]
+            if devices:
+                st.gpu_count = len(devices)
+            else:
+                st.notes.append(f"environment {k} is empty: the engine sees no GPU")
+        elif spec.get("type") == "boolean":
+            st.settings[spec["set"]] = v.strip().lower() in ("1", "true", "yes")
+        else:
             st.settings[spec["set"]] = _coerce(v, spec["type"], f"environment {k}")
     for tid in removed:
         st.techniques.pop(tid, None)

@@ -76,17 +76,29 @@ def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
 
 
 def _count_nodes(node: yaml.Node, limit: int) -> int:
-    """Count nodes as they would be after alias expansion; stop early past ``limit``."""
+    """Count nodes as they would be after alias expansion; stop early past ``limit``.
+
+    The error says "alias bomb" only when aliases did the expanding; a document that is simply
+    that large is called too large.
+    """
     import yaml
     total = 0
     memo: dict[int, int] = {}
+    aliased = False
+
+    def too_big() -> OptkgError:
+        if aliased:
+            return OptkgError(f"document expands to more than {limit} nodes through aliases (an alias bomb?)")
+        return OptkgError(f"document has more than {limit} nodes; optkg reads at most {limit} per file")
 
     def visit(n: yaml.Node, depth: int) -> int:
-        nonlocal total
+        nonlocal total, aliased
         if depth > 200:
             raise OptkgError("nesting deeper than 200 levels")
         key = id(n)
         if key in memo:  # an alias: counts again as a full copy
+            if memo[key] > 1:
+                aliased = True
             return memo[key]
         if isinstance(n, yaml.MappingNode):
             c = 1 + sum(visit(k, depth + 1) + visit(v, depth + 1) for k, v in n.value)
@@ -96,7 +108,7 @@ def _count_nodes(node: yaml.Node, limit: int) -> int:
             c = 1
         memo[key] = c
         if c > limit:
-            raise OptkgError(f"document expands to more than {limit} nodes (alias bomb?)")
+            raise too_big()
         return c
 
     total = visit(node, 0)
@@ -169,22 +181,79 @@ def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES) -> YamlDoc:
     return parse_yaml(read_text(path, max_bytes), str(path))
 
 
+_PROTECTED: set[str] = set()
+
+
+def protect_inputs(paths: list[Path | str]) -> None:
+    """Make ``atomic_write`` refuse to replace these files (a command's inputs), even with force.
+
+    Replaces the previous set; ``protect_inputs([])`` clears it. Paths are compared after
+    resolving symlinks and ``..``.
+    """
+    _PROTECTED.clear()
+    for p in paths:
+        try:
+            _PROTECTED.add(os.path.realpath(p))
+        except (OSError, ValueError):
+            continue
+
+
+def refuse_if_input(path: Path | str, inputs: list[Path | str] = ()) -> None:
+    """OptkgError when ``path`` is one of ``inputs`` or of the protected inputs (``protect_inputs``)."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return
+    extra = set()
+    for x in inputs:
+        try:
+            extra.add(os.path.realpath(x))
+        except (OSError, ValueError):
+            continue
+    if real in _PROTECTED or real in extra:
+        raise OptkgError(f"{path}: is an input of this command; refusing to overwrite it with the output "
+                         "(even with --force): write the output to another file")
+
+
 def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same folder + rename).
 
-    With ``force=False`` an existing file is never replaced (OptkgError). The temp file is removed
-    if anything fails, so an interrupted write leaves the old file intact.
+    With ``force=False`` an existing file is never replaced (OptkgError). Never replaces something
+    that is not a regular file (a device such as /dev/full, a FIFO, a socket: OptkgError, even with
+    force), nor an input of the running command (``protect_inputs``). A symlink to a regular file is
+    written through: the file it points to is replaced and the link stays. Any OSError (permission,
+    read-only or pseudo file system, full disk) becomes an OptkgError naming the path. The temp file
+    is removed if anything fails, so an interrupted write leaves the old file intact.
     """
+    import stat
     p = Path(path)
-    if p.exists() and not force:
-        raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)")
-    if p.is_dir():
-        raise OptkgError(f"{p}: is a directory")
+    refuse_if_input(p)
+    try:
+        if p.is_symlink():
+            p = Path(os.path.realpath(p))
+        st = p.stat() if p.exists() else None
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot write ({e.strerror or e})") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OptkgError(f"{path}: is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OptkgError(f"{path}: is not a regular file (a device, pipe or socket); refusing to replace it")
+    if st is not None and not force:
+        raise OptkgError(f"{path}: exists; refusing to overwrite (pass --force to replace it)")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise OptkgError(f"{p}: folder {parent} does not exist")
+        raise OptkgError(f"{path}: folder {parent} does not exist")
+    try:
+        _write_replace(p, data, force, str(path))
+        return Path(path)
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot write ({e.strerror or type(e).__name__})") from None
+
+
+def _write_replace(p: Path, data: str | bytes, force: bool, shown: str) -> Path:
     import tempfile  # here, not at module level: most commands never write a file
 
+    parent = p.parent if str(p.parent) else Path(".")
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
     try:
@@ -203,7 +272,7 @@ def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> 
             try:
                 os.link(tmp, p)
             except FileExistsError:
-                raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)") from None
+                raise OptkgError(f"{shown}: exists; refusing to overwrite (pass --force to replace it)") from None
             os.unlink(tmp)
         else:
             os.replace(tmp, p)

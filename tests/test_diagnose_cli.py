@@ -123,3 +123,44 @@ def test_whole_shared_directory_is_read_with_notes(cli):
     d = json.loads(out)
     assert len(d["inputs"]) == 18
     assert any("diagnose one machine at a time" in n for n in d["notes"])
+
+
+def test_disagreeing_inputs_text(cli):
+    code, out, err = cli("diagnose", str(VLLM), str(H100_LOAD), "--target-throughput", "2000")
+    assert code == 0 and err == ""
+    assert "VERDICT: METRICS DISAGREE: NOT FROM THE SAME RUN   severity: warning" in out
+    assert "COMPUTE SATURATION LIKELY" not in out.split("Walls")[0]
+    # quantiles: '=' one observation, '<=' bounded by the mean; the PromQL estimates are named in the note
+    assert "queue_time_seconds        6        1.226e-05  <=1.84e-05  <=7.358e-05  <=7.358e-05" in out
+    assert "prompt_length_tokens      1        5          =5          =5           =5" in out
+    assert "queue_time_seconds: PromQL interpolates p50 0.15, p90 0.27, p99 0.297" in out
+
+
+def test_invalid_readings_in_text_and_verbose(cli, tmp_path):
+    f = tmp_path / "vllm.prom"
+    f.write_text('vllm:kv_cache_usage_perc{model_name="m"} NaN\nvllm:num_requests_waiting{model_name="m"} -5\n'
+                 'vllm:num_requests_running{model_name="m"} 1\n')
+    code, out, _ = cli("diagnose", str(f))
+    assert code == 0
+    assert "nan %" not in out and "-5 requests" not in out
+    assert "WARNING [invalid-readings]: 2 reading(s) left out" in out
+    flat = " ".join(out.split())  # the report wraps at 110 columns
+    assert "invalid queue depth: read but invalid, so not used: vllm:num_requests_waiting for vllm reads -5 (negative)" in flat
+    code, out, _ = cli("diagnose", str(f), "--verbose")
+    flat = " ".join(out.split())
+    assert "Invalid readings (left out): 2" in out
+    assert "vllm:kv_cache_usage_perc for vllm (kv_cache_usage) = nan: not a number" in flat
+
+
+def test_same_file_before_and_after_is_an_input_error(cli):
+    f = str(FX / "vllm_kv_pressure.prom")
+    code, out, err = cli("diagnose", "--before", f, "--after", f)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "are the same file" in err
+
+
+def test_served_model_name_in_the_command_matches_the_metrics(cli):
+    base = ("diagnose", str(VLLM), "--format", "json", "--vllm")
+    d = json.loads(cli(*base, "vllm serve meta-llama/Meta-Llama-3.1-8B")[1])
+    assert [w["rule_id"] for w in d["input_warnings"]] == ["metrics-model-mismatch"]
+    d = json.loads(cli(*base, "vllm serve meta-llama/Meta-Llama-3.1-8B --served-model-name facebook/opt-125m")[1])
+    assert d["input_warnings"] == []

@@ -293,6 +293,8 @@ def test_out_of_range_utilisation_is_dropped_with_a_note(tmp_path):
     assert s.devices["0"].readings == {"dram_active": 0.5}
     assert any("DCGM_FI_PROF_SM_ACTIVE for GPU 0 reads 93 as a fraction, outside 0-1" in n for n in s.notes)
     assert any("DCGM_FI_DEV_GPU_UTIL for GPU 0 reads 4.29497e+07" in n for n in s.notes)
+    # ... and kept as invalid readings (4294967295 x 0.01 = 42949672.95; 93 as a ratio)
+    assert sorted((i.reading, i.value) for i in s.invalid) == [("gpu_util", 42949672.95), ("sm_active", 93.0)]
 
 
 def test_unknown_names_are_ignored_not_errors():
@@ -303,3 +305,114 @@ def test_unknown_names_are_ignored_not_errors():
     names = full.unknown_metrics[str(M / f"nvidia_smi_query-gpu_load__{H100}.csv")]
     assert "pcie.link.gen.current" in names and "utilization.gpu" not in names
     assert full.devices["0"].readings["gpu_util"] == 1.0
+
+
+# ---- quantiles consistent with the mean (Histogram.summary) -----------------------------------
+
+def test_summary_of_one_observation_is_exact():
+    h = snap("vllm_metrics_datadog_fixture_opt125m.prom").engines["vllm"].histograms["prompt_length_tokens"]
+    # vllm:request_prompt_tokens: le=2 -> 0, le=5 -> 1, count 1, sum 5.0. PromQL interpolates inside (2, 5]:
+    # p50 = 2 + 3 x 0.5 / 1 = 3.5, p99 = 2 + 3 x 0.99 = 4.97 -- below the mean 5 of a single observation.
+    assert h.quantile(0.5) == pytest.approx(3.5) and h.quantile(0.99) == pytest.approx(4.97)
+    s = h.summary()
+    # one observation: every quantile is that observation, the _sum
+    assert (s["count"], s["mean"], s["p50"], s["p90"], s["p99"], s["estimate"]) == (1.0, 5.0, 5.0, 5.0, 5.0, "exact")
+    assert s["promql"]["p50"] == pytest.approx(3.5)
+
+
+def test_summary_caps_quantiles_the_mean_contradicts():
+    h = snap("vllm_metrics_datadog_fixture_opt125m.prom").engines["vllm"].histograms["queue_time_seconds"]
+    # vllm:request_queue_time_seconds: le=0.3 -> 6, +Inf -> 6, count 6, sum 7.358146831393242e-05 (mean 1.23e-05 s).
+    # PromQL: every rank in the lowest bucket (0, 0.3]: p50 = 0.3 x 3/6 = 0.15, p90 = 0.3 x 5.4/6 = 0.27,
+    # p99 = 0.3 x 5.94/6 = 0.297.
+    assert h.quantile(0.5) == pytest.approx(0.15) and h.quantile(0.99) == pytest.approx(0.297)
+    s = h.summary()
+    total = 7.358146831393242e-05
+    # n = 6 non-negative observations. p50 = 3rd smallest (ceil(0.5 x 6) = 3); the 4 observations from it up
+    # are each >= it, so p50 <= sum / 4. p90 and p99 = the 6th (ceil(5.4) = ceil(5.94) = 6): p <= sum / 1.
+    assert s["estimate"] == "capped" and s["capped"] == ["p50", "p90", "p99"]
+    assert s["p50"] == pytest.approx(total / 4) and s["p90"] == pytest.approx(total) and s["p99"] == pytest.approx(total)
+    assert s["promql"] == {"p50": pytest.approx(0.15), "p90": pytest.approx(0.27), "p99": pytest.approx(0.297)}
+
+
+def test_summary_keeps_promql_when_the_mean_allows_it():
+    itl = snap("vllm_metrics_datadog_fixture_opt125m.prom").engines["vllm"].histograms["itl_seconds"]
+    # ITL: count 144, sum 0.6237 -> p50 bound = 0.6237 / (144 - 72 + 1) = 0.00854 >= 0.01 x 72/141 = 0.0051
+    s = itl.summary()
+    assert s["estimate"] == "promql" and s["p50"] == pytest.approx(0.01 * 72 / 141) and "promql" not in s
+    # a bucket filled evenly: 6 observations of 0.2 s in (0, 0.3] -> p50 0.15 <= 1.2 / 4 = 0.3: not capped
+    even = Histogram([(0.3, 6.0), (float("inf"), 6.0)], 1.2, 6.0).summary()
+    assert even["estimate"] == "promql" and even["p50"] == pytest.approx(0.15)
+
+
+# ---- invalid readings are reported, not dropped silently ------------------------------------------
+
+def test_invalid_readings_are_kept_with_the_reason(tmp_path):
+    (tmp_path / "dcgm.prom").write_text('DCGM_FI_PROF_SM_ACTIVE{gpu="0"} 1.5\nDCGM_FI_PROF_DRAM_ACTIVE{gpu="0"} 0.2\n')
+    (tmp_path / "vllm.prom").write_text('vllm:kv_cache_usage_perc{model_name="m"} NaN\n'
+                                        'vllm:num_requests_waiting{model_name="m"} -5\n'
+                                        'vllm:num_requests_running{model_name="m"} +Inf\n'
+                                        'vllm:prompt_tokens_total{model_name="m"} 10\n')
+    s = load_snapshot([tmp_path / "dcgm.prom", tmp_path / "vllm.prom"])
+    got = sorted((i.metric, i.entity, i.reading, i.why) for i in s.invalid)
+    assert got == [
+        ("DCGM_FI_PROF_SM_ACTIVE", "GPU 0", "sm_active", "outside the 0-1 range of a fraction"),
+        ("vllm:kv_cache_usage_perc", "vllm", "kv_cache_usage", "not a number"),
+        ("vllm:num_requests_running", "vllm", "requests_running", "infinite"),
+        ("vllm:num_requests_waiting", "vllm", "requests_waiting", "negative"),
+    ]
+    # the valid readings stay; the invalid ones are not readings
+    assert s.devices["0"].readings == {"dram_active": 0.2}
+    assert s.engines["vllm"].gauges == {} and s.engines["vllm"].counters == {"prompt_tokens_total": 10.0}
+
+
+def test_invalid_samples_in_csv_and_dmon_are_left_out_of_the_mean(tmp_path):
+    # two CSV rows for GPU 0: power 100 W and -5 W; the mean is taken over the valid sample only
+    (tmp_path / "smi.csv").write_text("index, name, power.draw [W], utilization.gpu [%]\n"
+                                      "0, NVIDIA L40S, 100 W, 150 %\n0, NVIDIA L40S, -5 W, 40 %\n")
+    s = load_snapshot([tmp_path / "smi.csv"])
+    assert s.devices["0"].readings == {"power_w": 100.0, "gpu_util": 0.4}
+    assert sorted((i.path.rsplit("/", 1)[-1], i.metric, i.value) for i in s.invalid) == [
+        ("smi.csv:2", "utilization.gpu", 1.5), ("smi.csv:3", "power.draw", -5.0)]
+    (tmp_path / "dmon.txt").write_text("# gpu pwr sm mem\n# Idx W % %\n 0 100 nan 10\n 0 110 50 12\n")
+    d = load_snapshot([tmp_path / "dmon.txt"])
+    # sm: nan dropped, 50 % kept; pwr (100 + 110) / 2 = 105 W
+    assert d.devices["0"].readings["gpu_util"] == 0.5 and d.devices["0"].readings["power_w"] == 105.0
+    assert [(i.metric, i.why) for i in d.invalid] == [("dmon sm", "not a number")]
+
+
+def test_invalid_histogram_is_left_out(tmp_path):
+    f = tmp_path / "h.prom"
+    f.write_text('# TYPE vllm:time_to_first_token_seconds histogram\n'
+                 'vllm:time_to_first_token_seconds_bucket{le="0.5",model_name="m"} NaN\n'
+                 'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 3\n'
+                 'vllm:time_to_first_token_seconds_count{model_name="m"} 3\n'
+                 'vllm:time_to_first_token_seconds_sum{model_name="m"} 1.0\n')
+    s = load_snapshot([f])
+    assert "ttft_seconds" not in s.engines["vllm"].histograms
+    assert [(i.reading, i.why) for i in s.invalid] == [("ttft_seconds", "a bucket, _sum or _count is NaN")]
+
+
+# ---- which machine, which model, which scrape --------------------------------------------------
+
+def test_gpu_models_hosts_and_served_model_names():
+    s = snap(f"nvidia_smi_query-gpu_load__{H100}.csv", f"nvidia_smi_query-gpu_load__{L40S}.csv",
+             "vllm_metrics_datadog_fixture_opt125m.prom")
+    # name column of each CSV; the vLLM file names no GPU
+    assert s.gpu_models() == {"NVIDIA H100 80GB HBM3": [str(M / f"nvidia_smi_query-gpu_load__{H100}.csv")],
+                              "NVIDIA L40S": [str(M / f"nvidia_smi_query-gpu_load__{L40S}.csv")]}
+    assert s.hosts() == {}
+    assert s.engines["vllm"].model_names == ["facebook/opt-125m"]  # model_name label of every vllm: series
+    # the T4 datadog sample labels GPU 0 both 'Tesla T4' and 'NVIDIA A10G': both models are named
+    assert sorted(snap("dcgm_exporter_datadog_fixture_t4.prom").gpu_models()) == ["NVIDIA A10G", "Tesla T4"]
+
+
+def test_before_and_after_the_same_file_is_an_error(tmp_path):
+    f = FX / "vllm_kv_pressure.prom"
+    with pytest.raises(OptkgError, match=r"vllm_kv_pressure.prom and the later scrape .* are the same file"):
+        load_snapshot([], before=[f], after=[f])
+    # a copy under another name: allowed, but the note says every increase is 0
+    (tmp_path / "copy.prom").write_text(f.read_text())
+    s = load_snapshot([], before=[tmp_path / "copy.prom"], after=[f], window_s=60)
+    assert any("have the same content" in n for n in s.notes)
+    assert s.deltas("vllm")["generation_tokens_total"] == 0

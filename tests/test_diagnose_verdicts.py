@@ -54,7 +54,11 @@ def test_vllm_sample_not_loaded_no_wall(rs):
     assert d["workload"] == "serving" and d["engine"] == "vllm"
     # cache_config_info: 7281 blocks x 16 tokens = 116,496 tokens of KV capacity
     assert d["serving"]["kv_capacity_tokens"] == 116496
-    assert d["serving"]["latency"]["ttft_seconds"]["p50"] == pytest.approx(0.375)
+    # TTFT holds one observation (count 1, sum 0.31326723098754883): every quantile is that observation;
+    # PromQL's interpolation inside (0.25, 0.5] (0.25 + 0.25 x 0.5 / 1 = 0.375) is kept as 'promql'
+    ttft = d["serving"]["latency"]["ttft_seconds"]
+    assert (ttft["p50"], ttft["p99"], ttft["estimate"]) == (0.31326723098754883, 0.31326723098754883, "exact")
+    assert ttft["promql"]["p50"] == pytest.approx(0.375)
 
 
 def test_h100_load_query_gpu(rs):
@@ -350,3 +354,68 @@ def test_memory_wall_under_tp8_on_4_kv_heads_removes_replication_first(rs, catal
         new = {f.fingerprint for f in check_stack(st2, catalog, check_rules).findings} - base
         assert {col["fingerprint"] for col in c["collides"]} == new, c["technique"]
     assert d["stack"]["techniques"]["tensor-parallelism"] == {"tp_size": 8}
+
+
+# ---------------------------------------------------------------- inputs that do not belong together
+
+def test_idle_engine_with_a_busy_gpu_is_metrics_disagree(rs):
+    # the tester's command: the opt-125m vLLM sample (0 running, 0 waiting) with the H100 gpu-burn CSV
+    d = run(rs, [M / "vllm_metrics_datadog_fixture_opt125m.prom", M / f"nvidia_smi_query-gpu_load__{H100}.csv"],
+            target_throughput=2000)
+    v = d["verdict"]
+    assert (v["kind"], v["state"], v["label"], v["severity"]) == (
+        "inconsistent", "metrics-disagree", "metrics disagree: not from the same run", "warning")
+    assert v["message"].startswith("engine idle, GPU busy: vllm reports 0 running requests and none waiting while "
+                                   "time-based utilisation (utilization.gpu) reads 100%.")
+    # the compute wall still fires on the GPU reading alone; the verdict says it is not one
+    assert v["walls_read_separately"] == ["compute"] and d["walls"]["compute"]["fired"]
+    assert [w["rule_id"] for w in d["input_warnings"]] == ["metrics-disagree"]
+
+
+def test_busy_engine_with_an_idle_gpu_is_metrics_disagree(rs):
+    d = run(rs, [FX / "vllm_light_load.prom", FX / "nvidia_smi_h100_idle.csv"])
+    f = fired(d)["metrics-disagree"]
+    # 4 running requests (vllm_light_load) while utilization.gpu reads 0 % (< idle_util 5 %)
+    assert f["numbers"] == {"requests_running": 4, "compute_util": 0, "direction": "engine busy, GPU idle"}
+    assert d["verdict"]["state"] == "metrics-disagree"
+
+
+def test_invalid_readings_are_reported_as_invalid_not_missing(rs, tmp_path):
+    (tmp_path / "dcgm.prom").write_text('DCGM_FI_PROF_SM_ACTIVE{gpu="0"} 1.5\nDCGM_FI_PROF_DRAM_ACTIVE{gpu="0"} 0.2\n')
+    (tmp_path / "vllm.prom").write_text('vllm:kv_cache_usage_perc{model_name="m"} NaN\n'
+                                        'vllm:num_requests_waiting{model_name="m"} -5\n'
+                                        'vllm:num_requests_running{model_name="m"} 2\n')
+    d = run(rs, [tmp_path / "dcgm.prom", tmp_path / "vllm.prom"])
+    items = {i["id"]: i for g in d["checklist"]["groups"] for i in g["items"]}
+    assert (items["compute"]["status"], items["memory"]["status"], items["queue_depth"]["status"]) == (
+        "invalid", "invalid", "invalid")
+    assert "DCGM_FI_PROF_SM_ACTIVE for GPU 0 reads 1.5 (outside the 0-1 range of a fraction)" in items["compute"]["hint"]
+    # the resource checklist does not call them missing: only bandwidth is present, nothing is missing
+    res = next(g for g in d["checklist"]["groups"] if g["id"] == "resources")
+    assert (res["present"], res["invalid"], [i["id"] for i in res["items"] if i["status"] == "missing"]) == (1, 3, [])
+    assert fired(d)["invalid-readings"]["numbers"] == {"invalid": 3}
+    assert d["verdict"]["message"] == (
+        "not enough readings: compute, memory read but invalid (DCGM_FI_PROF_SM_ACTIVE for GPU 0 reads 1.5 "
+        "(outside the 0-1 range of a fraction); vllm:kv_cache_usage_perc for vllm reads nan (not a number))")
+    assert d["walls"]["compute"]["status"].startswith("reading invalid: DCGM_FI_PROF_SM_ACTIVE")
+    assert "kv_cache_usage" not in d["readings"] and "requests_waiting" not in d["readings"]
+    assert len(d["invalid_readings"]) == 3
+
+
+def test_mixed_gpu_models_warn_and_name_the_files(rs):
+    d = run(rs, [FX / "nvidia_smi_h100_load.csv", FX / "nvidia_smi_l40s_load.csv"])
+    f = fired(d)["inputs-mixed-machines"]
+    assert f["numbers"] == {"gpu_models": 2, "hosts": 0}
+    assert (f"NVIDIA H100 80GB HBM3 ({FX / 'nvidia_smi_h100_load.csv'}); "
+            f"NVIDIA L40S ({FX / 'nvidia_smi_l40s_load.csv'})") in f["message"]
+
+
+def test_served_model_differs_from_the_stack(rs, catalog):
+    from kg.stack import stack_from_doc
+    from kg.yamlio import YamlDoc
+    stack = stack_from_doc(YamlDoc("s.yaml", {"model": "meta-llama/Meta-Llama-3.1-8B", "engine": "vllm"}, {}), catalog, REPO)
+    d = run(rs, [M / "vllm_metrics_datadog_fixture_opt125m.prom"], stack=stack)
+    assert fired(d)["metrics-model-mismatch"]["message"].startswith(
+        "the engine metrics label the served model facebook/opt-125m, but the stack (--stack/--vllm/--sglang) "
+        "runs meta-llama/Meta-Llama-3.1-8B")
+    assert "metrics-model-mismatch" not in fired(run(rs, [M / "vllm_metrics_datadog_fixture_opt125m.prom"]))

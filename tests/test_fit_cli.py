@@ -178,3 +178,19 @@ def test_model_given_as_a_config_path():
         outs.append(d["features"]["knee_batch_p50"])
     # p50 request 1,150 tokens x 524,288 B = 602,931,200 B -> floor(17,179,869,184 / 602,931,200) = 28
     assert outs == [28, 28]
+
+
+def test_scheduler_and_context_limits_in_the_text():
+    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+                             "--max-num-seqs", "8")
+    assert code == 0, err
+    # Llama-3.1-8B: 131,072 B/token -> 16 GiB holds 131,072 tokens, exactly max_position_embeddings 131,072
+    assert ("knee: one sequence up to 131,072 tokens (KV memory and the model's max_position_embeddings both end "
+            "there)") in out
+    assert "scheduler limit: 8 sequences (given with --max-num-seqs)" in out
+    flat = " ".join(out.split())
+    assert "throughput: at up to 8 concurrent requests (the scheduler limit; the KV knee is 113 median requests)" in flat
+    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+                             "--max-model-len", "8192")
+    assert "knee: one sequence up to 8,192 tokens (--max-model-len binds; KV memory alone would hold 131,072)" in out
+    assert run_cli("fit", SMALL, "--max-num-seqs", "0")[0] == 2

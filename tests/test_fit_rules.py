@@ -42,7 +42,7 @@ def test_every_fit_rule_has_fire_and_pass_fixtures(fit_rules):
     have = defaultdict(set)
     for c in CASES:
         have[c.rule].add(c.expect_fire)
-    assert len(fit_rules.rules) == 15
+    assert len(fit_rules.rules) == 16
     assert {r.id: have[r.id] for r in fit_rules.rules} == {r.id: {True, False} for r in fit_rules.rules}
 
 
@@ -55,7 +55,8 @@ def test_fit_fixture(case, catalog, fit_rules):
 
 def test_thresholds_are_data_with_provenance(fit_rules):
     assert set(fit_rules.thresholds) == {"prefix_reuse_min", "prefix_reuse_high", "host_tier_min_gain",
-                                         "long_session_turns", "memory_first_batch"}
+                                         "long_session_turns", "max_num_seqs_default", "max_num_seqs_large_gpu",
+                                         "large_gpu_min_gib", "host_dram_per_gpu_gib"}
     for name, t in fit_rules.thresholds.items():
         assert t["provenance"].strip() and t.get("unit") and "recalibrate" in t.get("note", ""), name
 
@@ -192,3 +193,62 @@ def test_bad_user_facts(catalog, fit_rules):
         evaluate_fit(f, None, None, catalog=catalog, ruleset=fit_rules, attention_locality="sideways")
     with pytest.raises(OptkgError, match="--session-length"):
         evaluate_fit(f, None, None, catalog=catalog, ruleset=fit_rules, session_length=0)
+
+
+# ---- the scheduler limit, the context limit and the host-memory sanity check --------------------
+
+def test_scheduler_limit_follows_vllm_defaults(catalog, fit_rules):
+    from kg.fit import _thresholds, scheduler_limit
+    th = _thresholds(fit_rules, None)
+    ctx = lambda gpu: {"gpu": gpu, **({"gpu_name": catalog.resolve_hardware(gpu)["name"],  # noqa: E731
+                                       "gpu_memory_gib": catalog.resolve_hardware(gpu)["memory_gib"]})}
+    # vLLM >= 0.9 get_batch_defaults: >= 70 GiB and no 'a100' in the name -> 1024, else 256
+    assert scheduler_limit(th, ctx("H100-SXM"))[0] == 1024
+    assert scheduler_limit(th, ctx("A100-80GB")) == (256, "vLLM >= 0.9 default max_num_seqs on A100-80GB: an A100")
+    assert scheduler_limit(th, ctx("L40S"))[0] == 256  # 48 GiB < 70 GiB
+    assert scheduler_limit(th, None)[0] == 256 and "pass --gpu or --max-num-seqs" in scheduler_limit(th, None)[1]
+    assert scheduler_limit(th, ctx("H100-SXM"), 64) == (64, "given with --max-num-seqs")
+    with pytest.raises(OptkgError, match="--max-num-seqs: expected a positive number"):
+        evaluate_fit({"trace_format": "azure", "requests": 1}, None, None, ruleset=fit_rules, max_num_seqs=0)
+
+
+def test_single_sequence_is_capped_by_the_context_limit():
+    from kg.fit import seq_limit_text
+    model = resolve_model("Qwen/Qwen3-235B-A22B")  # max_position_embeddings 40,960
+    lay = kv_layout(model, 8)
+    # memory knee at TP 8: 48,128 B/token/GPU into 16 GiB -> floor(17,179,869,184 / 48,128) = 356,962 tokens
+    cc = cost_curve(lay, 16 * GIB, {}, 40960, "max_position_embeddings")
+    assert (cc["knee_seq_len"], cc["seq_len_limit"], cc["seq_len_limit_by"]) == (356_962, 40_960, "max_position_embeddings")
+    assert seq_limit_text(cc) == "up to 40,960 tokens (max_position_embeddings binds; KV memory alone would hold 356,962)"
+    # an engine context above the knee: memory binds
+    cc = cost_curve(lay, 16 * GIB, {}, 500_000, "--max-model-len")
+    assert seq_limit_text(cc) == "up to 356,962 tokens (KV memory binds; the model's --max-model-len would allow 500,000)"
+    # model_context reads max_position_embeddings unless --max-model-len is given
+    assert model_context(model, tp=8)["context_limit"] == 40960
+    assert model_context(model, tp=8, max_model_len=32768)["context_limit_by"] == "--max-model-len"
+    with pytest.raises(OptkgError, match="--max-model-len: expected a positive number of tokens"):
+        model_context(model, tp=8, max_model_len=0)
+
+
+def test_mooncake_host_tier_larger_than_host_memory(catalog, fit_rules):
+    # The tester's case with a fixed budget (independent of the weight estimate): Qwen3-235B-A22B at TP 8,
+    # 16 GiB of KV per GPU, the Mooncake conversation trace (512-token blocks).
+    mooncake = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "mooncake_fast25_conversation_trace.jsonl"
+    m = measure_trace(mooncake)
+    ctx = model_context(resolve_model("Qwen/Qwen3-235B-A22B"), tp=8, kv_budget_gib=16)
+    rep, fs = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=fit_rules)
+    f = {x.rule.id: x for x in fs}["fit-host-tier-exceeds-host-memory"]
+    assert f.fired and f.severity == "warning"
+    # 90 % of the hits at 31,435 blocks x 512 tokens x 48,128 B = 774,606,684,160 B = 721.41 GiB per GPU,
+    # x 8 GPUs = 5,771.27 GiB, above 256 GiB of host DRAM per GPU
+    assert (f.numbers["host_gib_per_gpu_for_90"], f.numbers["host_gib_group_for_90"], f.numbers["host_dram_per_gpu_gib"]) == (
+        721.41, 5771.27, 256)
+    # GPU (16 GiB) + host DRAM (256 GiB) = floor(292,057,776,128 / 24,641,536) = 11,852 blocks, between the LRU
+    # curve's 8,192 (0.1851) and 16,384 (0.2708) block points of the tokens hit ratio
+    lru = {p["capacity_blocks"]: p["hit_ratio_tokens"] for p in m.summary["lru"]["points"]}
+    assert lru[8192] < f.numbers["hit_ratio_with_host_dram"] < lru[16384]
+    host = next(v for v in rep["checklist"][4]["validate"] if v["metric"] == "host memory")
+    assert "721.4 GiB per GPU, above a typical 256 GiB of host DRAM per GPU" in host["expect"]
+    # the longest request (126,527 tokens) is beyond Qwen3's 40,960-token context: said in the notes
+    assert any(n.startswith("the trace's longest request (126,527 tokens, p99 85,858) exceeds the model's context "
+                            "limit (40,960 tokens, max_position_embeddings)") for n in rep["notes"])

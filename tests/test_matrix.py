@@ -49,13 +49,15 @@ def test_shape_is_exactly_the_documented_one(matrix, catalog):
         assert c["sources"], c
 
 
-def test_speculative_decoding_x_lora_is_a_vllm_conflict(matrix):
+def test_speculative_decoding_x_lora_is_conditional_on_old_vllm(matrix):
+    # vLLM 0.11.1 added LoRA with speculative decoding (PR 21068): the rule applies to <0.11.1 only, so the
+    # pair is no longer a conflict but conditional on the release
     c = cell(matrix, "speculative-decoding", "multi-lora-serving")
-    assert c["mark"] == "conflict"
+    assert c["mark"] == "conditional"
     assert c["engines"] == ["vllm"]
     assert c["rule"] == "speculative-decoding-lora"
-    assert c["condition"] is None  # unconditional in vLLM's feature matrix
-    assert any("docs/features/README.md" in s["url"] for s in c["sources"])
+    assert c["condition"] == "[vllm <0.11.1]"
+    assert any(s["url"] == "https://github.com/vllm-project/vllm/pull/21068" for s in c["sources"])
 
 
 def test_prefix_caching_x_sliding_window_is_conditional(matrix):
@@ -64,11 +66,28 @@ def test_prefix_caching_x_sliding_window_is_conditional(matrix):
     assert "engine_uses_v0" in c["condition"] and "<0.11.0" in c["condition"]
 
 
-def test_fp8_kv_cache_x_attention_backend_without_fp8_kv_is_a_conflict(matrix):
+def test_fp8_kv_cache_x_flash_attention_is_conditional_on_the_backend(matrix):
+    # FA2 (and FLASH_ATTN_MLA) take no FP8 KV cache, FA3 takes e4m3: the clash is backend-specific
     c = cell(matrix, "kv-cache-quantization", "flash-attention")
-    assert c["mark"] == "conflict"
+    assert c["mark"] == "conditional"
     assert c["rule"] == "attention-backend-no-fp8-kv"
     assert "flash_attn_version_effective == 2" in c["condition"]
+
+
+def test_flash_attention_x_paged_attention_is_conditional_on_the_backend(matrix, catalog):
+    # the block-size clash holds for CUTLASS_MLA (128) and FLASHMLA (64) only, on vLLM and SGLang
+    # (catalog coupling paged-kv-cache -> flash-attention, and the warning rule attention-backend-block-size,
+    # whose condition is shown because rules carry the engine-specific detail)
+    c = cell(matrix, "flash-attention", "paged-kv-cache")
+    assert (c["mark"], c["engines"], c["rule"]) == ("conditional", ["sglang", "vllm"], "attention-backend-block-size")
+    assert "(attention_backend == 'CUTLASS_MLA' and block_size != 128)" in c["condition"]
+    assert "(attention_backend == 'flashmla' and block_size != 64)" in c["condition"]
+    # on its own, the coupling is conditional too: its condition names two backends
+    coupling_only = compatibility_matrix(catalog, [])
+    c = cell(coupling_only, "flash-attention", "paged-kv-cache")
+    assert (c["mark"], c["engines"], c["rule"]) == ("conditional", ["sglang", "vllm"], None)
+    assert c["condition"] == ("(attention_backend == 'CUTLASS_MLA' and block_size != 128) or "
+                              "(attention_backend == 'FLASHMLA' and block_size != 64)")
 
 
 def test_other_pairs_from_the_rules(matrix):
@@ -89,6 +108,35 @@ def test_engine_filter(catalog, rules):
     assert c and c["mark"] == "conflict" and c["engines"] == ["sglang"]
     assert cell(vllm, "dp-attention", "speculative-decoding") is None or \
         "sglang-spec-with-dp-attention" != cell(vllm, "dp-attention", "speculative-decoding")["rule"]
+
+
+def test_engine_filter_uses_only_evidence_for_that_engine(catalog, rules):
+    from kg.matrix import known_engines
+    assert known_engines(catalog, rules.rules) == ["sglang", "trtllm", "vllm"]
+    trt = compatibility_matrix(catalog, rules, engine="trtllm")
+    # every cell is either engine-independent or names trtllm; no vLLM/SGLang backend evidence remains
+    assert all(not c["engines"] or "trtllm" in c["engines"] for c in trt["cells"])
+    assert not any("CUTLASS_MLA" in (c["condition"] or "") or "FLASH_ATTN" in (c["condition"] or "") for c in trt["cells"])
+    assert cell(trt, "flash-attention", "paged-kv-cache") is None
+    assert cell(trt, "kv-cache-quantization", "prefix-caching")["rule"] == "int8-kv-cache-reuse"
+
+
+def test_unknown_engine_is_an_error(catalog, rules, cli):
+    from kg.errors import OptkgError
+    with pytest.raises(OptkgError, match=r"--engine: unknown engine 'foo' \(known: sglang, trtllm, vllm\)"):
+        compatibility_matrix(catalog, rules, engine="foo")
+    code, out, err = cli("matrix", "--engine", "vlm")
+    assert code == 2 and out == "" and err == ("optkg: error: --engine: unknown engine 'vlm'; did you mean 'vllm'? "
+                                               "(known: sglang, trtllm, vllm)\n")
+
+
+def test_backend_selectors_make_evidence_conditional():
+    from kg.matrix import selector_restricted
+    assert selector_restricted("attention_backend == 'TRITON_ATTN' and dcp_size > 1")
+    assert selector_restricted("moe_a2a_backend == 'deepep' and deepep_mode == 'normal'")
+    assert selector_restricted("kv_cache_is_fp8 and flash_attn_version_effective == 2")
+    assert not selector_restricted("kv_cache_dtype == 'int8'")
+    assert not selector_restricted(None)
 
 
 def test_classification(catalog):
@@ -135,8 +183,8 @@ def test_cli_text_and_json(cli):
     assert d["kind"] == "matrix"
     code, out, err = cli("matrix", "--technique", "speculative-decoding", "--engine", "vllm")
     assert code == 0, err
-    assert "❌" in out
-    assert "[rule speculative-decoding-lora]" in out
+    assert "❌ PP x Spec decode (sglang, vllm)  [rule speculative-decoding-pipeline-parallel]" in out
+    assert "⚠️ Multi-LoRA x Spec decode (vllm)  [rule speculative-decoding-lora]" in out
     assert "grid (X conflict, ~ conditional, . ok):" in out
     code, out, err = cli("matrix", "--technique", "no-such-technique")
     assert code == 2 and "unknown technique 'no-such-technique'" in err

@@ -271,3 +271,61 @@ def test_place_on_a_broken_entry_shows_the_problems_and_exits_2(home: Path) -> N
     assert "broken.yaml:" in r.stdout and "'L0' is not a valid layer" in r.stdout
     md = optkg(["place", str(draft), "--format", "markdown"], home)
     assert md.returncode == 2 and md.stdout.startswith("<!-- optkg:place -->\n### optkg place: `broken-entry`")
+
+
+def test_place_an_existing_entry_compares_it_with_the_rest(home: Path) -> None:
+    techdir = home / "catalog" / "techniques"
+    n_entries = len(list(techdir.glob("*.yaml")))
+    r = optkg(["place", str(techdir / "tensor-parallelism.yaml"), "--format", "json", "--no-stacks"], home)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["existing"] is True and d["technique"]["in_catalog"] is True
+    assert f"compared with the other {n_entries - 1} entries (not with itself)" in d["existing_text"]
+    ids = [c["id"] for c in d["candidates"]]
+    assert "tensor-parallelism" not in ids and all("tensor-parallelism" not in c["occupants"] for c in d["cells"])
+    # expert parallelism: cells {inf, trn} x L4 x compute on both -> 2/2 = 1; benefits {compute, storage} on both -> 1;
+    # costs {network, storage} vs {network, scheduling} -> 1/3. score = 0.5 + 0.25 + 0.25/3 = 0.8333; shared tag parallelism
+    ep = d["candidates"][0]
+    assert (ep["id"], ep["score"], ep["coordinate_overlap"], ep["benefit_overlap"], ep["cost_overlap"], ep["shared_tags"]) == (
+        "expert-parallelism", 0.8333, 1.0, 1.0, 0.3333, ["parallelism"])
+    # MoE sits in the same cells but is a model architecture (tags architecture, moe): a neighbour, not a candidate
+    moe = next(n for n in d["neighbours"] if n["id"] == "mixture-of-experts")
+    assert moe["why_not"] == "another kind of technique (tags architecture, moe vs parallelism)"
+    assert "mixture-of-experts" not in ids and "semi-structured-sparsity" not in ids
+    # 3D parallelism requires TP: a complement
+    assert next(n for n in d["neighbours"] if n["id"] == "3d-parallelism")["why_not"] == "complement: one requires the other"
+    # data parallelism and HBM capacity declare they replace TP, from other cells
+    assert [x["id"] for x in d["declared_elsewhere"]] == ["data-parallelism", "hbm-capacity-upgrade"]
+    t = optkg(["place", str(techdir / "tensor-parallelism.yaml"), "--no-stacks"], home).stdout
+    assert "did not resolve before" not in t
+    assert "rules that name it (each resolves to this entry; without it they would name nothing):" in t
+    assert "couplings it contributes to the graph:" in t
+    assert "neighbours in its cells, not alternatives: mixture-of-experts (another kind of technique" in t
+
+
+def test_place_candidates_need_a_shared_cell_and_kind(tmp_path: Path) -> None:
+    # N: inference x L5 x storage, tags [kv-cache]. A and B share its cell; A is tagged kv-cache, B scheduling;
+    # C requires N (a complement) in the same cell; D declares it replaces N from another cell.
+    req = {"kind": "requires", "target": "nnn-kv", "from_dimension": "storage", "to_dimension": "storage",
+           "mechanism": "Needs the new KV layer underneath it.", "sources": [{"title": "t", "url": "https://arxiv.org/abs/2407.00079"}]}
+    rpl = {**req, "kind": "replaces", "mechanism": "Does the same job one layer up."}
+    entries = [
+        technique("aaa-kv", ["inference"], ["L5"], "storage", ["storage"], ["network"], tags=["kv-cache", "serving"]),
+        technique("bbb-sched", ["inference"], ["L5"], "storage", ["storage"], ["network"], tags=["scheduling", "serving"]),
+        technique("ccc-needs", ["inference"], ["L5"], "storage", ["storage"], ["network"], tags=["kv-cache"], couplings=[req]),
+        technique("ddd-other", ["inference"], ["L6"], "scheduling", ["scheduling"], ["network"], tags=["kv-cache"], couplings=[rpl]),
+    ]
+    cat = minimal_catalog(tmp_path, entries)
+    draft = tmp_path / "nnn-kv.yaml"
+    dump(draft, technique("nnn-kv", ["inference"], ["L5"], "storage", ["storage"], ["network"], tags=["kv-cache", "serving"]))
+    from kg.place import place_technique
+    d = place_technique(draft, cat, stacks=[])
+    # A: same single cell (1), same benefit and cost dimensions (1, 1): 0.5 + 0.25 + 0.25 = 1.0; tag kv-cache
+    assert [(c["id"], c["score"], c["shared_tags"]) for c in d["candidates"]] == [("aaa-kv", 1.0, ["kv-cache"])]
+    # 'serving' is stage-like and does not make B the same kind
+    assert [(n["id"], n["why_not"]) for n in d["neighbours"]] == [
+        ("bbb-sched", "another kind of technique (tags scheduling vs kv-cache)"),
+        ("ccc-needs", "complement: one requires the other")]
+    assert [x["id"] for x in d["declared_elsewhere"]] == ["ddd-other"]
+    assert d["existing"] is False and d["existing_text"] is None
+    assert d["scoring"].startswith("a replacement candidate shares a cell (same stage, layer and primary dimension)")

@@ -34,12 +34,15 @@ def run(args: argparse.Namespace) -> int:
     from ..report import render_check_text, to_json
     from ..rules import load_ruleset
 
+    from ..filtering import check_terms
+    check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
     catalog = load_clean_catalog(args)
     rules = load_ruleset("check", args.rules)
     stack = stack_from_args(args, catalog)
     report = check_stack(stack, catalog, rules)
     d = report.to_dict(explain=args.explain)
-    d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline)
+    d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
+                                                   rules_dir=args.rules)
     if args.write_baseline:
         from ..filtering import write_baseline
         write_baseline(args.write_baseline, d["findings"], force=args.force)

@@ -21,9 +21,10 @@ def load_clean_catalog(args: argparse.Namespace):
     from ..catalog import load_catalog
     cat, problems = load_catalog(getattr(args, "catalog", None))
     if problems:
-        head = "\n".join(p.one_line() for p in problems[:10])
-        more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate`:\n{head}{more}")
+        lines = [p.one_line() for p in problems[:10]]
+        if len(problems) > 10:
+            lines.append(f"... and {len(problems) - 10} more")
+        raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate`:", lines)
     return cat
 
 
@@ -66,7 +67,8 @@ def stack_from_args(args: argparse.Namespace, catalog) -> Any:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")
         st.gpu_count = args.count
     if args.engine_version:
-        st.engine_version = args.engine_version
+        from ..stack import check_engine_version
+        st.engine_version = check_engine_version(args.engine_version, "--engine-version")
     if args.kv_budget_gib is not None:
         set_setting(st, "kv_budget_gib", args.kv_budget_gib, "--kv-budget-gib")
     if args.max_model_len is not None:
@@ -76,10 +78,37 @@ def stack_from_args(args: argparse.Namespace, catalog) -> Any:
     return st
 
 
-def write_output(text: str, out: Path | None, force: bool = False) -> None:
-    """Print ``text`` or write it atomically to ``out`` (never overwriting without --force)."""
+# argument destinations that name files a command writes; every other path argument is an input
+OUTPUT_DESTS = frozenset({"output", "output_dir", "write_baseline", "diagram", "plot"})
+
+
+def input_paths(args: argparse.Namespace) -> list[Path]:
+    """The paths a command reads: every Path-valued argument (or list of Paths) except ``OUTPUT_DESTS``."""
+    out: list[Path] = []
+    for dest, value in vars(args).items():
+        if dest in OUTPUT_DESTS or dest.startswith("_"):
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, Path):
+                out.append(v)
+    return out
+
+
+def register_inputs(args: argparse.Namespace) -> None:
+    """Protect the command's input files: ``atomic_write`` refuses to replace them, even with --force."""
+    from ..yamlio import protect_inputs
+    protect_inputs(input_paths(args))
+
+
+def write_output(text: str, out: Path | None, force: bool = False, inputs: list[Path] | None = None) -> None:
+    """Print ``text`` or write it atomically to ``out`` (never overwriting without --force).
+
+    Refuses (OptkgError, even with --force) when ``out`` is one of ``inputs`` or of the inputs the
+    CLI registered for this command (``register_inputs``): the report must not replace what it read.
+    """
     if out is None or str(out) == "-":
         sys.stdout.write(text)
         return
-    from ..yamlio import atomic_write
+    from ..yamlio import atomic_write, refuse_if_input
+    refuse_if_input(out, inputs or [])
     atomic_write(out, text, force=force)

@@ -26,6 +26,13 @@ def _step_text(g, s) -> str:
     return f"{_label(g, s.src)} --{d['kind']} ({cross}){cond}--> {_label(g, s.dst)}"
 
 
+def _hop_text(g, s) -> str:
+    """One hop of a chain: ``kind [when condition]: target`` (the condition keeps a conditional
+    coupling from reading as unconditional)."""
+    cond = s.data.get("condition")
+    return f"{s.data['kind']}{f' (when {cond})' if cond else ''}: {_label(g, s.dst)}"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..errors import OptkgError
     from ..graph import build_graph, chains_from, coupling_paths, mitigations_of, node_for
@@ -59,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         seen_mit = set()
         mits = []
         for c in chains:
-            lines.append("  " + " -> ".join([_label(g, c[0].src)] + [f"{s.data['kind']}: {_label(g, s.dst)}" for s in c]))
+            lines.append("  " + " -> ".join([_label(g, c[0].src)] + [_hop_text(g, s) for s in c]))
             for s in c:
                 for m in mitigations_of(g, s.dst):
                     if m.key not in seen_mit and m.src != a:

@@ -1,6 +1,6 @@
 """Context fit of techniques to a request trace: measurements, the checklist, the triangle and the patterns.
 
-``optkg fit TRACE [--model M | --config C] [--gpu G | --kv-budget-gib X] [--causal yes|no]
+``optkg fit TRACE [--model M | --config C] [--gpu G | --kv-budget-gib X] [--max-model-len N] [--max-num-seqs N] [--causal yes|no]
 [--session-length N] [--attention-locality local|global] [--format text|json|markdown]
 [--plot out.png [--force]] [--verbose]``. TRACE is a Mooncake JSONL trace (prefix-block hashes)
 or an Azure LLM inference CSV (token counts only). Exit codes: 0 done (or no finding at or above
@@ -42,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", help="GPU from the catalog (its memory sets the KV budget): H100-SXM, H200, B200, ...")
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB (instead of deriving it from --gpu)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of GPU memory the engine may use (default 0.9)")
+    p.add_argument("--max-model-len", type=int, metavar="TOKENS",
+                   help="the engine's context limit (default: the model's max_position_embeddings)")
+    p.add_argument("--max-num-seqs", type=int, metavar="N",
+                   help="the scheduler's batch limit (default: vLLM's default for --gpu, see rules/fit.yaml)")
     p.add_argument("--causal", type=_yes_no, metavar="yes|no",
                    help="strict causal dependency (default: from the model's architectures, else unknown)")
     p.add_argument("--session-length", type=float, metavar="TURNS", help="average turns per session (conversation)")
@@ -110,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
             args.trace, trace_format=args.trace_format, block_size=args.block_size, model=model, tp=args.tp, pp=args.pp,
             dcp=args.dcp, kv_cache_dtype=args.kv_cache_dtype, hardware=hardware, kv_budget_gib=args.kv_budget_gib,
             gpu_memory_utilization=args.gpu_memory_utilization, causal=args.causal, session_length=args.session_length,
-            attention_locality=args.attention_locality, catalog=catalog, ruleset=ruleset, thresholds=thresholds)
+            attention_locality=args.attention_locality, catalog=catalog, ruleset=ruleset, thresholds=thresholds,
+            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs)
     except PartialTraceError as e:
         if args.verbose and e.partial is not None:
             sys.stdout.write(render_partial_text(e.partial.summary))

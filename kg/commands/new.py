@@ -46,8 +46,9 @@ def schema_ref(out_dir: Path, catalog_root: Path) -> str:
     return SCHEMA_ID
 
 
-def blank_template(tid: str, axes, ref: str, shown_path: str) -> str:
-    """The commented template for ``tid`` (text)."""
+def blank_template(tid: str, axes, ref: str, shown_path: str, validate_args: str | None = None) -> str:
+    """The commented template for ``tid`` (text). ``validate_args``: what to pass to ``optkg validate``
+    (default ``shown_path``)."""
     from string import Template
     from ..schema import COUPLING_KINDS, PARAM_TYPES, REFERENCE_KINDS, SEVERITIES, STATUSES
 
@@ -55,7 +56,7 @@ def blank_template(tid: str, axes, ref: str, shown_path: str) -> str:
         return [(it["id"], f"{it['name']} ({it['name_zh']}): {it['description']}") for it in items]
 
     return Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
-        id=tid, schema_ref=ref, path=shown_path,
+        id=tid, schema_ref=ref, path=shown_path, validate_args=validate_args or shown_path,
         status_doc=_doc_lines(list(STATUSES.items()), "#   "),
         stages_doc=_doc_lines(axis(axes.stages), "  #   "),
         layers_doc=_doc_lines(axis(axes.layers), "  #   "),
@@ -72,14 +73,15 @@ def _dump(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
 
 
-def from_neighbour(tid: str, src_id: str, src: dict[str, Any], ref: str, shown_path: str) -> str:
+def from_neighbour(tid: str, src_id: str, src: dict[str, Any], ref: str, shown_path: str,
+                   validate_args: str | None = None) -> str:
     """A new entry that starts from ``src`` (a technique dict): everything about it that a neighbour
     plausibly shares is copied and marked for review; name and summary are placeholders."""
     head = [
         f"# yaml-language-server: $schema={ref}",
         f"# New optkg technique '{tid}', started from '{src_id}'. Everything below the summary was copied",
         f"# from '{src_id}': keep what holds for '{tid}', change or delete the rest. Then run",
-        f"#   optkg validate {shown_path}",
+        f"#   optkg validate {validate_args or shown_path}",
         f"#   optkg place {shown_path}",
         "# Walkthrough: CONTRIBUTING.md.",
         "",
@@ -131,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
         what = "the id of a technique" if owner == tid else f"an alias of '{owner}'"
         raise OptkgError(f"id '{tid}' is already {what} ({cat.files.get(owner, root)}); ids are never reused")
     shown = os.path.relpath(target, Path.cwd()) if not str(os.path.relpath(target, Path.cwd())).startswith("..") else str(target)
+    # outside <catalog>/techniques `optkg validate` reports only [outside-catalog]; `optkg place` checks
+    # the entry as if it were in the catalog, so it is the first step there, validate after the move
+    inside = out_dir.resolve() == (root / "techniques").resolve()
+    in_catalog = root / "techniques" / target.name
+    validate_args = shown if inside else f"{in_catalog} (after moving it there)"
     ref = schema_ref(out_dir, root)
     if args.from_id:
         src_id = cat.resolve(args.from_id)
@@ -138,10 +145,14 @@ def run(args: argparse.Namespace) -> int:
             from difflib import get_close_matches
             near = get_close_matches(args.from_id, list(cat.techniques), n=3)
             raise OptkgError(f"--from: unknown technique '{args.from_id}'" + (f"; did you mean {', '.join(near)}?" if near else ""))
-        text = from_neighbour(tid, src_id, cat.techniques[src_id], ref, shown)
+        text = from_neighbour(tid, src_id, cat.techniques[src_id], ref, shown, validate_args)
     else:
-        text = blank_template(tid, cat.axes, ref, shown)
+        text = blank_template(tid, cat.axes, ref, shown, validate_args)
     atomic_write(target, text, force=False)
     print(f"wrote {shown}")
-    print(f"next: replace the TODOs, then `optkg validate {shown}` and `optkg place {shown}`")
+    if inside:
+        print(f"next: replace the TODOs, then `optkg validate {shown}` and `optkg place {shown}`")
+    else:
+        print(f"next: replace the TODOs, then `optkg place {shown}` (checks the entry as if it were in the catalog "
+              f"and places it); then move it to {in_catalog} and run `optkg validate {in_catalog}`")
     return 0
