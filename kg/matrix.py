@@ -206,7 +206,10 @@ def _worst_severity(rule) -> str | None:
     return max(sevs, key=lambda s: order.get(s, 0)) if sevs else None
 
 
-def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str]) -> list[_Evidence]:
+def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str],
+                   version: str | None = None) -> list[_Evidence]:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
     out = []
     for r in rules:
         techs = []
@@ -218,7 +221,11 @@ def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str]) ->
         if len(techs) < 2 or sev in (None, "none", "info"):
             continue
         spec = (r.applies_to or {}).get("versions")
-        hard = sev in ("error", "severe", "critical") and not _has_upper_bound(spec) and \
+        if version and spec and Version(version) not in SpecifierSet(spec):
+            continue  # the rule does not hold on the release asked about
+        # an upper bound means "old releases only": a conflict for everyone only when the release is known
+        bounded = _has_upper_bound(spec) and not version
+        hard = sev in ("error", "severe", "critical") and not bounded and \
             variant_only(r.condition, context) and not selector_restricted(r.condition)
         text = r.condition
         if spec:
@@ -232,8 +239,12 @@ def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str]) ->
     return out
 
 
-def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None) -> dict[str, Any]:
+def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None,
+                         version: str | None = None) -> dict[str, Any]:
     """The technique x technique matrix (shape in the module doc), for one ``engine`` or all.
+
+    ``version`` (with ``engine``): the engine release, e.g. '0.10.2'; rules whose version range
+    excludes it are left out, and version-bounded rules that include it count as hard evidence.
 
     ``rules`` is the check RuleSet (or any iterable of kg.rules.Rule). With ``engine``, evidence that
     names other engines only is left out. Raises OptkgError for an engine nobody names
@@ -249,7 +260,15 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
             near = get_close_matches(engine, known, n=1)
             raise OptkgError(f"--engine: unknown engine '{engine}'" + (f"; did you mean '{near[0]}'?" if near else "")
                              + f" (known: {', '.join(known)})")
-    evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context)
+    if version:
+        from packaging.version import InvalidVersion, Version
+        if not engine:
+            raise OptkgError("--engine-version needs --engine")
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise OptkgError(f"--engine-version: '{version}' is not a version number (e.g. 0.10.2)") from None
+    evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context, version)
     if engine:
         evidence = [e for e in evidence if not e.engines or engine in e.engines]
     by_pair: dict[tuple[str, str], list[_Evidence]] = {}

@@ -188,3 +188,21 @@ def test_cli_text_and_json(cli):
     assert "grid (X conflict, ~ conditional, . ok):" in out
     code, out, err = cli("matrix", "--technique", "no-such-technique")
     assert code == 2 and "unknown technique 'no-such-technique'" in err
+
+
+def test_engine_version_makes_version_ranged_rules_exact(cli):
+    # speculative-decoding-lora applies to vllm <0.11.1 (error): unknown release -> conditional,
+    # 0.10.2 -> conflict, 0.11.1 -> the rule does not hold (the cell may remain only from catalog couplings).
+    import json
+    def cell(*extra):
+        code, out, err = cli("matrix", "--engine", "vllm", "--technique", "speculative-decoding", "--format", "json", *extra)
+        assert code == 0, err
+        cells = [c for c in json.loads(out)["cells"] if {c["a"], c["b"]} == {"multi-lora-serving", "speculative-decoding"}]
+        return cells[0] if cells else None
+    assert cell()["mark"] == "conditional"
+    old = cell("--engine-version", "0.10.2")
+    assert old["mark"] == "conflict" and old["rule"] == "speculative-decoding-lora"
+    new = cell("--engine-version", "0.11.1")
+    assert new is None or new["rule"] != "speculative-decoding-lora"
+    code, _, err = cli("matrix", "--engine", "vllm", "--engine-version", "banana")
+    assert code == 2 and "not a version number" in err

@@ -8,6 +8,7 @@ from .common import add_catalog_arg, load_clean_catalog, write_output
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", help="only evidence that holds on this engine (vllm, sglang, trtllm)")
+    p.add_argument("--engine-version", help="with --engine: the release (e.g. 0.10.2); version-ranged rules then apply exactly")
     p.add_argument("--technique", action="append", default=[], metavar="ID",
                    help="only pairs involving this technique (id or alias; repeatable)")
     p.add_argument("--mark", choices=("conflict", "conditional"), help="only cells with this mark")
@@ -26,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
 
     catalog = load_clean_catalog(args)
     rules = load_ruleset("check", args.rules)
-    m = compatibility_matrix(catalog, rules, engine=args.engine.lower() if args.engine else None)
+    m = compatibility_matrix(catalog, rules, engine=args.engine.lower() if args.engine else None,
+                             version=args.engine_version)
     if args.technique:
         keep = set()
         for name in args.technique:
