@@ -29,3 +29,21 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    """The shipped catalog, loaded once; the suite fails here if it does not validate."""
+    from kg.catalog import load_catalog
+    cat, problems = load_catalog()
+    assert not problems, [p.one_line() for p in problems[:5]]
+    return cat
+
+
+@pytest.fixture(scope="session")
+def check_rules():
+    """The shipped ``check`` ruleset (compiled once per session)."""
+    from kg.rules import load_rules
+    rs, problems = load_rules("check")
+    assert not problems, [p.one_line() for p in problems]
+    return rs

@@ -77,20 +77,6 @@ def signature(firings):
     return tuple((f.rule.id, f.fired, f.severity, repr(sorted(f.numbers.items())), f.message, f.reason) for f in firings)
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
-def check_rules():
-    rs, problems = load_rules("check")
-    assert not problems, [p.one_line() for p in problems]
-    return rs
-
-
 class Recorder:
     """Wraps the compiled engine and keeps its last answer, to compare it with the pure-Python matcher."""
 

@@ -26,13 +26,6 @@ BUDGET_S = 5.0
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
 def graph(catalog):
     return coupling_graph(catalog)
 

@@ -30,13 +30,6 @@ GIB = 1024**3
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
 def rules():
     return load_ruleset("check")
 

@@ -21,13 +21,6 @@ SMALL_CSV = REPO / "rules" / "fixtures" / "traces" / "small_azure.csv"
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
 def fit_rules():
     rs, problems = load_rules("fit")
     assert not problems, [p.one_line() for p in problems]

@@ -11,13 +11,6 @@ from kg.rules import load_ruleset
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
 def report(catalog):
     return find_gaps(catalog, load_ruleset("gaps"))
 

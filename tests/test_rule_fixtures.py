@@ -11,13 +11,6 @@ CASES = load_fixture_cases()
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    cat, problems = load_catalog()
-    assert not problems, [p.one_line() for p in problems[:5]]
-    return cat
-
-
-@pytest.fixture(scope="module")
 def rulesets():
     out = {}
     for kind in RULESET_KINDS:
