@@ -151,6 +151,12 @@ _CHECK_LIST = [
     Check("contradicting-couplings", "error", ("coupling", "cross-file"), "A coupling and its reverse agree",
           "A requires B while B conflicts_with A (or A mitigates B while B amplifies A, or A and B each replace the other, "
           "or A both requires and conflicts with B) is a contradiction unless a condition separates the cases."),
+    Check("coupling-condition", "error", ("coupling",), "Coupling conditions parse",
+          "A coupling's condition is an expression in the safe language of kg/expr.py (the one rules use); "
+          "a condition that does not parse would silently never hold."),
+    Check("coupling-unknown-fact", "warning", ("coupling",), "Coupling conditions read known facts",
+          "A name in a coupling condition that is not a technique parameter, property, stack setting, model fact or rule "
+          "fact, but is close to one, is probably a typo: the condition would never hold."),
     Check("removed-id", "error", ("ids", "lifecycle", "cross-file"), "Ids never die",
           "A technique file was deleted but its id no longer resolves: keep the entry with status: deprecated and "
           "replaced_by, or add the old id as an alias of the entry that took over."),
@@ -636,6 +642,7 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
         files[tid] = str(f)
 
     problems.extend(_cross_checks(techniques, docs, properties, hardware))
+    problems.extend(_condition_problems(techniques, docs, properties))
     aliases = {}
     ids_lower = {x.lower() for x in techniques}  # once, not per alias (quadratic at 10k entries)
     for tid, t in techniques.items():
@@ -877,4 +884,88 @@ def _cross_checks(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc
                                        f"'{a}' both requires and conflicts with '{b}' (couplings[{i}] and couplings[{j}])",
                                        "contradicting-couplings", found=k2,
                                        hint="add a condition that separates the two cases, or remove one"))
+    return out
+
+
+def _known_fact_names(techniques: dict[str, dict[str, Any]], properties: dict[str, Any]) -> set[str]:
+    """Names a coupling condition may read: technique parameter names, property ids, stack settings
+    (kg.stack.BASE_SETTINGS, PARALLEL_DEFAULTS), ModelFacts fields and properties and every name the rules read."""
+    import dataclasses
+    from .expr import ExprError, names_in
+    from .modelcfg import ModelFacts
+    from .stack import BASE_SETTINGS, PARALLEL_DEFAULTS  # lazy: kg.stack imports this module
+
+    known: set[str] = set(properties) | set(BASE_SETTINGS) | set(PARALLEL_DEFAULTS)
+    known |= {f.name for f in dataclasses.fields(ModelFacts)}
+    known |= {n for n, v in vars(ModelFacts).items() if isinstance(v, property)}  # is_moe, is_mla, ...
+    for t in techniques.values():
+        for prm in _list(t.get("parameters")):
+            if isinstance(prm, dict) and isinstance(prm.get("name"), str):
+                known.add(prm["name"])
+    for f in sorted(paths.rules_dir().glob("*.yaml")):
+        try:
+            data = load_yaml(f).data
+        except OptkgError:
+            continue
+        for r in _list(data.get("rules") if isinstance(data, dict) else None):
+            if not isinstance(r, dict):
+                continue
+            texts = [r.get("condition")] + list((r.get("numbers") or {}).values() if isinstance(r.get("numbers"), dict) else [])
+            texts += [b.get("when") for b in _list(r.get("severity_bands")) if isinstance(b, dict)]
+            if isinstance(r.get("numbers"), dict):
+                known |= {k for k in r["numbers"] if isinstance(k, str)}
+            for text in texts:
+                if isinstance(text, str) and text.strip():
+                    try:
+                        known |= names_in(text)
+                    except ExprError:
+                        pass
+    return known
+
+
+def _typo_distance(a: str, b: str) -> int:
+    """Characters inserted, deleted or replaced to turn ``a`` into ``b`` (difflib opcodes).
+
+    A typo is 1-2 characters ('tp_sizee' -> 'tp_size' is 1); a different fact usually differs
+    by a whole word ('max_power_limit_watts' vs 'power_limit_watts' is 4), so it is not flagged."""
+    from difflib import SequenceMatcher
+    return sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b).get_opcodes() if op != "equal")
+
+
+def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc],
+                        properties: dict[str, Any]) -> list[Problem]:
+    """Every coupling ``condition`` parses (error ``coupling-condition``); a name it reads that is
+    unknown but close to a known fact name is reported (warning ``coupling-unknown-fact``)."""
+    from difflib import get_close_matches
+    from .expr import ExprError, compile_expr, names_in
+
+    out: list[Problem] = []
+    known: set[str] | None = None
+    for tid, t in sorted(techniques.items()):
+        doc = docs[tid]
+        for i, c in enumerate(_list(t.get("couplings"))):
+            if not isinstance(c, dict) or c.get("condition") is None:
+                continue
+            text = c["condition"]
+            where = f"couplings[{i}].condition"
+            line, col = doc.where(("couplings", i, "condition"))
+            if not isinstance(text, str):
+                continue  # the schema reports the type
+            try:
+                compile_expr(text, ("has",))
+            except ExprError as e:
+                out.append(problem(doc.path, line, col, where, f"condition {text!r} does not parse: {e}",
+                                   "coupling-condition", found=text,
+                                   expected="an expression such as: tp_size > 1 and kv_cache_dtype == 'fp8'",
+                                   hint="conditions use the rule expression language (kg/expr.py): names, numbers, "
+                                        "and/or/not, comparisons, arithmetic"))
+                continue
+            if known is None:
+                known = _known_fact_names(techniques, properties)
+            for name in sorted(names_in(text) - known):
+                near = [k for k in get_close_matches(name, sorted(known), n=5, cutoff=0.6) if _typo_distance(name, k) <= 2]
+                if near:
+                    out.append(problem(doc.path, line, col, where, f"unknown fact '{name}' (did you mean '{near[0]}'?)",
+                                       "coupling-unknown-fact", found=name, expected=near[0],
+                                       hint=f"write {near[0]}"))
     return out

@@ -192,6 +192,10 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived["kv_budget_bytes_per_gpu"] = round(budget)
             derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
             derived["kv_tokens_total"] = cap.kv_tokens_total
+            if stack.engine == "sglang" and dp_attn > 1:
+                # SGLang --dp N runs N schedulers, each with its own KV pool (N attention groups of
+                # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
+                derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
             if cap.max_concurrency is not None:
                 derived["max_concurrency"] = cap.max_concurrency
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits

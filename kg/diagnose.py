@@ -48,6 +48,7 @@ served model in the engine metrics, label ``model_name``, is not the model of --
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -216,8 +217,6 @@ def snapshot_namespace(snap: Snapshot, stack=None, target_throughput: float | No
     wl = _infer_workload(snap, stack, workload)
     engines = sorted(snap.engines)
     eng_name = engines[0] if engines else None
-    if len(engines) > 1:
-        der.notes.append(f"metrics of several engines ({', '.join(engines)}); {eng_name} is diagnosed")
     eng = snap.engines.get(eng_name) if eng_name else None
     ns.update(workload=wl, serving=eng is not None, preallocated=wl == "serving", engine=eng_name or "none")
     facts: list[dict[str, Any]] = [{"kind": "snapshot", "workload": wl}]
@@ -361,11 +360,27 @@ def _stack_model_names(stack) -> list[str]:
     names = []
     if stack is not None and stack.model is not None and stack.model.name:
         names.append(stack.model.name)
+    if getattr(stack, "unresolved_model", None):  # a model diagnose could not resolve (not bundled): its name only
+        names.append(stack.unresolved_model)
     for w in (stack.ignored if stack is not None else []):
         head, _, rest = w.partition("=") if w.startswith("--served-model-name=") else w.partition(" ")
         if head == "--served-model-name" and rest.strip():
             names += rest.split()
     return names
+
+
+SPREAD_READINGS = ("sm_active", "gpu_util", "gr_engine_active", "tensor_active", "dram_active", "mem_copy_util")
+
+
+def gpu_matches(hw: dict[str, Any], metrics_name: str) -> bool:
+    """Whether a catalog hardware entry (``--gpu``) is the GPU model a metrics input names.
+
+    Compares the family token of the catalog id and aliases (``H100`` of ``H100-SXM``, ``L40S``) with
+    the words of the reported name (nvidia-smi ``name`` / DCGM ``modelName``, e.g. 'NVIDIA H100 80GB HBM3').
+    """
+    words = set(re.findall(r"[a-z0-9]+", metrics_name.lower()))
+    ids = [str(hw.get("id") or "")] + [str(a) for a in hw.get("aliases") or []]
+    return any(re.split(r"[-_ ]", i.lower())[0] in words for i in ids if i)
 
 
 def same_model(a: str, b: str) -> bool:
@@ -387,6 +402,23 @@ def _consistency(snap: Snapshot, stack, eng, ns: dict[str, Any], der: Derived) -
     def named(d: dict[str, list[str]]) -> str:
         return "; ".join(f"{k} ({', '.join(v)})" for k, v in d.items())
     ns["gpu_models_text"], ns["hosts_text"] = named(models), named(hosts)
+    ns["machines_text"] = "; ".join(x for x in ((f"GPU models: {named(models)}" if models else ""),
+                                                 (f"hosts: {named(hosts)}" if hosts else "")) if x)
+    # one GPU read differently by two inputs: the largest gap of a utilisation reading (fraction 0-1)
+    gaps = [(dg["values"][-1] - dg["values"][0], dg) for dg in snap.disagreements if dg["reading"] in SPREAD_READINGS]
+    ns["gpu_reading_spread"] = max((g for g, _ in gaps), default=0.0)
+    ns["gpu_readings_disagree_text"] = "; ".join(
+        f"GPU {dg['gpu']} {dg['reading']} {dg['values'][0]:.0%} ({dg['where'][0]}) vs {dg['values'][-1]:.0%} "
+        f"({dg['where'][-1]})" for _, dg in sorted(gaps, key=lambda x: (-x[0], x[1]["gpu"], x[1]["reading"]))[:4])
+    # several serving engines among the inputs: one is diagnosed, the other is named
+    engines = sorted(snap.engines)
+    ns["engine_count"] = len(engines)
+    ns["engines_text"] = ", ".join(f"{n} ({snap.engines[n].file})" for n in engines)
+    # the --gpu / stack hardware against the GPU model the metrics name
+    hw = getattr(stack, "hardware", None) if stack is not None else None
+    ns["stack_gpu_text"] = (f"{hw.get('id')} ({hw.get('name')})" if hw else "none")
+    ns["metrics_gpu_text"] = ", ".join(models) or "none"
+    ns["gpu_mismatch"] = bool(hw and models and not any(gpu_matches(hw, m) for m in models))
     metrics_models = list(eng.model_names) if eng is not None else []
     stack_models = _stack_model_names(stack)
     ns["metrics_model_text"] = ", ".join(metrics_models) or "none"
@@ -465,10 +497,15 @@ def _checklist(snap: Snapshot, eng, hists: dict[str, Histogram], ctx: dict[str, 
                 quality, hint = "coarse", "time-based or tensor-pipe only; " + it.hint
             if it.id == "bandwidth" and ok and bmetric != "dram_active":
                 quality = "coarse"
-            if it.id in ("compute", "bandwidth") and snap.collector_fields:
+            if it.id in ("compute", "bandwidth") and snap.collector_fields and (status != "present" or quality):
                 fld = "DCGM_FI_PROF_SM_ACTIVE" if it.id == "compute" else "DCGM_FI_PROF_DRAM_ACTIVE"
-                if not snap.collector_fields.get(fld, False):
-                    hint = f"the dcgm-exporter field list does not enable {fld}: uncomment it. " + hint
+                lists = ", ".join(x.path for x in snap.sources if x.format == "dcgm-fields") or "the field list"
+                if fld not in snap.collector_fields:
+                    pass
+                elif snap.collector_fields[fld]:
+                    hint = f"{fld} is enabled in {lists}; scrape the exporter (GET /metrics) and pass that file"
+                else:
+                    hint = f"{fld} is commented out in {lists}: uncomment it, restart the exporter and scrape it"
             if status == "present":
                 n_present += 1
             elif status == "missing":
@@ -552,6 +589,9 @@ def load_thresholds(path: Path | str, ruleset: RuleSet) -> tuple[dict[str, float
     from .yamlio import load_yaml
     doc = load_yaml(path)
     d = doc.data
+    if doc.duplicate_keys:
+        key, line, _, first = doc.duplicate_keys[0]
+        raise OptkgError(f"{path}:{line}: threshold '{key[-1]}' is given twice (first at line {first}); keep one")
     if not isinstance(d, dict):
         raise OptkgError(f"{path}:1: a thresholds file is a mapping {{threshold_name: value}}")
     base: tuple = ()
@@ -578,7 +618,20 @@ def load_thresholds(path: Path | str, ruleset: RuleSet) -> tuple[dict[str, float
         if known[name].get("unit") == "fraction" and not 0.0 <= float(v) <= 1.0:
             raise OptkgError(f"{path}:{line}: {name}: expected a fraction 0-1 (0.9 means 90 %), found {v}")
         out[str(name)], where[str(name)] = float(v), f"{path}:{line}"
+    # pairs the rules read as ordered (low < high); checked on the merged values (overrides over defaults)
+    merged = {k: float(t["value"]) for k, t in known.items()} | out
+    for low, high in THRESHOLD_ORDER:
+        if low in merged and high in merged and (low in out or high in out) and not merged[low] < merged[high]:
+            at = where.get(low) or where.get(high)
+            raise OptkgError(f"{at}: {low} ({merged[low]:g}) must be below {high} ({merged[high]:g})"
+                             f"{'' if low in out and high in out else ' (the other is the default)'}")
     return out, where
+
+
+# threshold pairs the rules need ordered (first < second): idle below low activity, a disguised-memory-wall
+# reading below the compute wall, idle below the engine-idle busy reading, the severe shortfall below the critical
+THRESHOLD_ORDER = (("idle_util", "neither_wall_util"), ("compute_disguise_util", "compute_wall_util"),
+                   ("idle_util", "engine_idle_gpu_busy_util"), ("shortfall_severe", "shortfall_critical"))
 
 
 def thresholds_used(ruleset: RuleSet, overrides: dict[str, float] | None, where: dict[str, str] | None) -> dict[str, Any]:
@@ -764,11 +817,12 @@ def _verdict(by_id: dict[str, Firing], ns: dict[str, Any], comparable: bool, con
     fired = lambda rid: rid in by_id and by_id[rid].fired  # noqa: E731
     walls = [(w, rid) for w, rid in WALL_RULES if fired(rid)]
     v: dict[str, Any]
-    if fired("metrics-disagree"):
-        f = by_id["metrics-disagree"]
+    disagree = next((r for r in ("metrics-disagree", "gpu-readings-disagree") if fired(r)), None)
+    if disagree:
+        f = by_id[disagree]
         v = {"kind": "inconsistent", "state": "metrics-disagree",
              "label": "metrics disagree: not from the same run", "severity": f.severity,
-             "confidence": None, "rule_id": "metrics-disagree", "message": " ".join(f.message.split()),
+             "confidence": None, "rule_id": disagree, "message": " ".join(f.message.split()),
              "also": [], "walls_read_separately": [w for w, _ in walls]}
     elif walls:
         order = {w: i for i, (w, _) in enumerate(WALL_RULES)}

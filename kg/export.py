@@ -84,6 +84,10 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     "requires": {"color": "#1f77b4", "style": "solid", "arrowhead": "dot", "mermaid": "--o", "stroke": "#1f77b4"},
     "replaces": {"color": "#7f7f7f", "style": "dotted", "arrowhead": "empty", "mermaid": "-.->", "stroke": "#7f7f7f"},
 }
+# a coupling with a `condition` holds only when it is true: drawn dashed, thin and half transparent
+# (#RRGGBBAA) in its kind's colour, so it does not read like an unconditional coupling
+CONDITIONAL_ALPHA = "80"
+CONDITIONAL_PENWIDTH = "0.8"
 # stack-diagram edge roles (not coupling kinds)
 FIRED_STYLE = {"color": "#d62728", "style": "bold", "arrowhead": "normal", "penwidth": "2.2"}
 FIX_STYLE = {"color": "#1b9e77", "style": "dashed", "arrowhead": "normal", "penwidth": "1.4"}
@@ -294,10 +298,16 @@ class Diagram:
 
 def format_for(path: Path | None, fmt: str | None) -> str:
     """The output format: ``fmt`` if given, else from the file suffix, else svg.
-    Raises OptkgError for an unknown format or suffix."""
+    Raises OptkgError for an unknown format or suffix, and when ``fmt`` disagrees with a known
+    suffix of ``path`` (``--format png -o x.svg`` would put PNG bytes in an .svg file)."""
     if fmt:
         if fmt not in FORMATS:
             raise OptkgError(f"--format: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+        if path is not None and str(path) != "-":
+            suf = Path(path).suffix.lower()
+            if suf in SUFFIXES and SUFFIXES[suf] != fmt:
+                raise OptkgError(f"--format {fmt} disagrees with the suffix of -o {path} ({SUFFIXES[suf]}); "
+                                 f"drop --format or name the file *{_suffix_of(fmt)}")
         return fmt
     if path is None or str(path) == "-":
         return "svg"
@@ -306,6 +316,11 @@ def format_for(path: Path | None, fmt: str | None) -> str:
         raise OptkgError(f"{path}: cannot tell the format from '{suf or 'no suffix'}' "
                          f"(use {', '.join(sorted(SUFFIXES))} or --format)")
     return SUFFIXES[suf]
+
+
+def _suffix_of(fmt: str) -> str:
+    """The first file suffix that means ``fmt`` ('.svg' for svg), or '' when none does."""
+    return next((suf for suf, f in sorted(SUFFIXES.items()) if f == fmt), "")
 
 
 def write_diagram(diagram: Diagram, path: Path, fmt: str | None = None, force: bool = False) -> Path:
@@ -435,6 +450,9 @@ def _legend_html(axes, extra: str = "") -> HtmlLabel:
         '<TABLE BORDER="0" CELLSPACING="4" CELLPADDING="3">'
         f'<TR><TD BORDER="0" ALIGN="RIGHT"><B>primary dimension</B></TD>{dims}</TR>'
         f'<TR><TD BORDER="0" ALIGN="RIGHT"><B>coupling kind</B></TD>{kinds}</TR>'
+        '<TR><TD BORDER="0" ALIGN="RIGHT"><B>conditional</B></TD>'
+        f'<TD BORDER="0" COLSPAN="{len(EDGE_STYLES)}" ALIGN="LEFT">thin, dashed, lighter: the coupling holds only '
+        'under its condition (tooltip); solid/bold: always</TD></TR>'
         + extra + "</TABLE>")
 
 
@@ -724,6 +742,11 @@ def _edge_attrs(d: dict[str, Any]) -> dict[str, Any]:
                          "tooltip": tip.strip()}
     if "penwidth" in st:
         a["penwidth"] = st["penwidth"]
+    if role == "coupling" and d.get("condition"):
+        # a coupling that holds only under its condition: dashed and in a lighter tint of its colour
+        a["style"] = "dashed"
+        a["color"] = st["color"] + CONDITIONAL_ALPHA
+        a["penwidth"] = CONDITIONAL_PENWIDTH
     if d.get("label"):
         a["label"] = HtmlLabel("<BR/>".join(html_text(x) for x in str(d["label"]).split("\n")))
         a["fontcolor"] = st["color"]
@@ -888,6 +911,8 @@ def to_mermaid(vg: nx.MultiDiGraph, title: str = "") -> str:
         role = d.get("role", "coupling")
         if role == "coupling":
             arrow, stroke = EDGE_STYLES[d["kind"]]["mermaid"], EDGE_STYLES[d["kind"]]["stroke"]
+            if d.get("condition"):  # holds only under its condition: dashed, lighter (see CONDITIONAL_ALPHA)
+                stroke += ",stroke-dasharray:4 3,stroke-opacity:0.5"
         elif role == "fired":
             arrow, stroke = "==>", FIRED_STYLE["color"]
         else:

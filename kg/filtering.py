@@ -83,16 +83,21 @@ def check_terms(select: list[str], ignore: list[str], known: set[str] | None = N
         if known is None:
             known = known_terms(rules_dir)
         for t in sorted(terms - known):
-            near = get_close_matches(t, sorted(known), n=3, cutoff=0.6)
+            # cutoff 0.75: 'nonsense' vs the band 'none' scores 0.67 and is no suggestion; a real slip
+            # such as 'kv-capcity' vs 'kv-capacity' scores 0.95
+            near = get_close_matches(t, sorted(known), n=3, cutoff=0.75)
             hint = f"; did you mean {', '.join(near)}?" if near else ""
             raise OptkgError(f"{flag}: '{t}' matches no rule id, tag, severity or check code{hint}")
 
 
 def apply_filters(findings: list[dict[str, Any]], select: list[str], ignore: list[str],
                   baseline: Path | None, known: set[str] | None = None,
-                  rules_dir: Path | None = None) -> tuple[list[dict[str, Any]], int]:
+                  rules_dir: Path | None = None,
+                  never_baselined: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
     """Return (kept findings, number suppressed). Raises OptkgError for a --select/--ignore term
-    that names nothing (``check_terms``)."""
+    that names nothing (``check_terms``). A finding whose severity is in ``never_baselined``
+    (``optkg validate`` passes ``("error",)``: an unusable catalog cannot be accepted) is kept
+    even when the baseline lists its fingerprint."""
     check_terms(select, ignore, known, rules_dir)
     sel, ign = _terms(select), _terms(ignore)
     base = read_baseline(baseline) if baseline else set()
@@ -102,7 +107,7 @@ def apply_filters(findings: list[dict[str, Any]], select: list[str], ignore: lis
             continue
         if ign and _hits(f, ign):
             continue
-        if f.get("fingerprint") in base:
+        if f.get("fingerprint") in base and f.get("severity") not in never_baselined:
             continue
         kept.append(f)
     return kept, len(findings) - len(kept)

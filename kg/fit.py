@@ -116,12 +116,13 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
     """KV layout of ``model`` under tp/pp/dcp and the GPU's KV budget (bytes) when a GPU or budget is given.
 
     Budget: ``kv_budget_gib`` when given; else ``memory_gib x gpu_memory_utilization - estimated
-    weights / (tp x pp)`` (kg.kv.kv_budget_bytes, estimate_weight_bytes). Context limit (tokens of
+    weights per GPU`` (kg.kv.kv_budget_bytes, weight_bytes_per_gpu: what kg.check uses). Context limit (tokens of
     one sequence): ``max_model_len`` when given, else the config's ``max_position_embeddings``
-    (``context_limit``, ``context_limit_by``). Raises OptkgError for a DCP size the model does not
-    allow, a GPU entry without ``memory_gib``, or a ``max_model_len`` that is not a positive integer.
+    (``context_limit``, ``context_limit_by``). Raises OptkgError for a tp/pp size the model does not
+    allow (kg.kv.check_parallel_sizes, as ``optkg kv``), a DCP size the model does not allow, a GPU entry without ``memory_gib``, or a ``max_model_len`` that is not a positive integer.
     """
-    from .kv import GIB, estimate_weight_bytes, kv_budget_bytes, kv_layout
+    from .kv import GIB, check_parallel_sizes, kv_budget_bytes, kv_layout, weight_bytes_per_gpu
+    check_parallel_sizes(model, tp, pp)  # same tp/pp checks as `optkg kv` (OptkgError naming the valid sizes)
     base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
     if dcp > 1 and dcp not in base.valid_dcp_sizes:
         raise OptkgError(f"--dcp: {dcp} is not valid for {model.name} at tp {tp} (valid: {base.valid_dcp_sizes})")
@@ -147,9 +148,11 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         mem = hardware.get("memory_gib")
         if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem <= 0:
             raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
-        weights = estimate_weight_bytes(model) / (tp * pp)
+        # the weight estimate kg.check uses (experts split tp ways, the rest tp x pp ways)
+        weights = weight_bytes_per_gpu(model, tp, pp)
         ctx["budget_bytes"] = kv_budget_bytes(mem * GIB, gpu_memory_utilization, weights)
         ctx["weight_bytes_per_gpu_estimate"] = weights
+        ctx["gpu_memory_usable_bytes"] = mem * GIB * gpu_memory_utilization
         ctx["budget_source"] = (f"{hardware.get('id')}: {mem:g} GiB x gpu_memory_utilization {gpu_memory_utilization:g} "
                                 f"- estimated weights {weights / GIB:.1f} GiB per GPU")
     return ctx
@@ -320,6 +323,72 @@ def scheduler_limit(th: Mapping[str, float], ctx: Mapping[str, Any] | None,
         f"{int(th['max_num_seqs_large_gpu'])} on larger GPUs): pass --gpu or --max-num-seqs")
 
 
+def _host_tier_size(ns: Mapping[str, Any], th: Mapping[str, float], group: int) -> dict[str, Any]:
+    """The host KV tier to recommend for the parallel group (GiB) and why that size.
+
+    90 % of the unbounded hits (``capacity_90_kv_bytes_group``) when it fits ``host_dram_per_gpu_gib``
+    per GPU; else the DRAM-sized tier (``host_dram_per_gpu_gib x group GPUs``) and the hit ratio it
+    reaches with the GPU cache (``lru_hit_ratio_with_host_dram``).
+    """
+    need = ns["capacity_90_kv_bytes_per_gpu"]
+    dram = th["host_dram_per_gpu_gib"] * 2**30
+    if need <= dram:
+        return {"host_tier_gib": round(ns["capacity_90_kv_bytes_group"] / 2**30, 2),
+                "host_tier_basis": "90 % of the unbounded hits"}
+    hr = ns.get("lru_hit_ratio_with_host_dram")
+    return {"host_tier_gib": round(dram * group / 2**30, 2),
+            "host_tier_basis": (f"sized to {th['host_dram_per_gpu_gib']:g} GiB of host DRAM per GPU x {group} GPU(s); "
+                                f"90 % of the unbounded hits would need {ns['capacity_90_kv_bytes_group'] / 2**30:.2f} GiB"
+                                + (f"; with the GPU cache it hits {hr:.4f} of prompt tokens" if hr is not None else ""))}
+
+
+KV_COMPACTION_FEATURES = ("GQA", "MQA", "MLA", "sliding window")
+
+
+def _compaction_status(model) -> dict[str, Any]:
+    """Which KV-compacting attention features ``model`` already has and which need retraining.
+
+    Features: GQA (1 < KV heads < query heads), MQA (1 KV head), MLA (a compressed latent),
+    sliding window (``sliding_window`` set). Returns ``kv_features_present`` / ``kv_features_missing``
+    (lists) and ``kv_compaction_status`` (one sentence).
+    """
+    att = model.attention  # 'mla', 'mqa', 'gqa' or 'mha' (kg.modelcfg)
+    have = {"GQA": att == "gqa", "MQA": att == "mqa", "MLA": att == "mla", "sliding window": bool(model.sliding_window)}
+    present = [k for k in KV_COMPACTION_FEATURES if have[k]]
+    missing = [k for k in KV_COMPACTION_FEATURES if not have[k]]
+    if att == "gqa":
+        detail = f"GQA ({model.num_key_value_heads} KV heads for {model.num_attention_heads} query heads)"
+    elif att == "mqa":
+        detail = f"MQA (1 KV head for {model.num_attention_heads} query heads)"
+    elif att == "mla":
+        detail = f"MLA (latent of kv_lora_rank {model.kv_lora_rank})"
+    else:
+        detail = None
+    parts = [detail] if detail else []
+    if model.sliding_window:
+        parts.append(f"a {model.sliding_window}-token sliding window on {model.num_sliding_layers} of "
+                     f"{model.num_hidden_layers} layers")
+    has = f"{model.name} already has {' and '.join(parts)}" if parts else \
+        f"{model.name} has none of them (full multi-head KV, global attention)"
+    status = (f"{has}; {', '.join(missing)} and cross-layer KV sharing need retraining or a different model"
+              if missing else f"{has}; cross-layer KV sharing needs retraining or a different model")
+    return {"kv_features_present": ", ".join(present) or "none", "kv_features_missing": ", ".join(missing) or "none",
+            "kv_compaction_status": status}
+
+
+TECHNIQUE_FEATURE = {"sliding-window-attention": "sliding window", "multi-query-attention": "MQA",
+                     "grouped-query-attention": "GQA", "multi-head-latent-attention": "MLA"}
+
+
+def _in_model(tid: str, ns: Mapping[str, Any]) -> dict[str, Any]:
+    """For a pattern-1 technique: ``in_model`` (the model already has it) and ``needs`` (what adopting it takes)."""
+    if "kv_features_present" not in ns:
+        return {}
+    feat = TECHNIQUE_FEATURE.get(tid)
+    have = feat is not None and feat in ns["kv_features_present"].split(", ")
+    return {"in_model": have, "needs": "already in the model" if have else "retraining or a different model"}
+
+
 def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = None,
                 measurement: TraceMeasurement | None = None, *, causal: bool | None = None,
                 session_length: float | None = None, attention_locality: str | None = None,
@@ -379,6 +448,16 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
             ns["context_limit"], ns["context_limit_by"] = ctx["context_limit"], ctx["context_limit_by"]
         if curve.get("seq_len_limit") is not None:
             ns["seq_len_limit"], ns["seq_len_limit_by"] = curve["seq_len_limit"], curve["seq_len_limit_by"]
+        weights = ctx.get("weight_bytes_per_gpu_estimate")
+        usable = ctx.get("gpu_memory_usable_bytes")
+        weights_fit = True
+        if weights is not None and usable is not None:
+            weights_fit = weights <= usable
+            ns["weight_bytes_per_gpu_estimate"], ns["gpu_memory_usable_bytes"] = weights, usable
+            ns["weight_bytes_total_estimate"] = weights * lay.tp_size * lay.pp_size
+            ns["weights_fit_gpu"] = weights_fit
+            facts.append({"kind": "weights", "fit": weights_fit})
+        ns.update(_compaction_status(model))
         if budget is not None:
             ns["gpu_kv_budget_bytes"] = budget
             if ctx.get("gpu"):
@@ -387,7 +466,8 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
                 ns["knee_seq_len"] = curve["knee_seq_len"]
             for q, v in curve.get("knee_batch", {}).items():
                 ns[f"knee_batch_{q}"] = v
-            facts.append({"kind": "kv_budget"})
+            if weights_fit:  # no KV advice (compression, host tier) when the weights alone do not load
+                facts.append({"kind": "kv_budget"})
         if features.get("prefix_measurable") and "block_size" in features:
             per_tok = lay.bytes_per_token_per_gpu_effective
             bs = features["block_size"]
@@ -405,6 +485,8 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
                     # GPU cache plus a host tier as large as a server's DRAM per GPU (rules/fit.yaml)
                     host_blocks = int((budget + th["host_dram_per_gpu_gib"] * 2**30) // (bs * per_tok))
                     ns["lru_hit_ratio_with_host_dram"] = measurement.hit_ratio_at(host_blocks)[1]
+                if "capacity_90_kv_bytes_per_gpu" in ns:
+                    ns.update(_host_tier_size(ns, th, group))
             if measurement is not None and measurement.prefix_measurable:
                 derived["capacities"] = capacity_bytes(measurement, lay, budget)
     tri = _triangle(ns, th, causal_source, model)
@@ -518,7 +600,10 @@ def _answers(ns: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[int, str
         s = "no model given"
     s += f"; task locality {ns['attention_locality']}" if "attention_locality" in ns else "; task locality not stated"
     a[3] = s
-    if "knee_batch_p50" in ns:
+    if ns.get("weights_fit_gpu") is False:
+        a[4] = (f"weights {ns['weight_bytes_per_gpu_estimate'] / 2**30:.2f} GiB per GPU exceed the "
+                f"{ns['gpu_memory_usable_bytes'] / 2**30:.2f} GiB the engine may use: no KV budget, fix the weights first")
+    elif "knee_batch_p50" in ns:
         a[4] = (f"{ns['kv_bytes_per_token_per_gpu']:,.0f} bytes/token per GPU; budget {ns['gpu_kv_budget_bytes'] / 2**30:.2f} GiB; "
                 f"knee at {ns['knee_batch_p50']} median requests ({ns.get('knee_batch_p99')} at p99) against a scheduler "
                 f"limit of {ns['scheduler_max_num_seqs']} ({ns['scheduler_max_num_seqs_source']}); "
@@ -579,7 +664,8 @@ def evaluate_fit(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = No
         patterns.append({"id": p["id"], "name": p["name"], "when": p["when"], "rule": p["rule"],
                          "recommended": bool(f and f.fired), "reason": f.reason if f else "rule not loaded",
                          "message": " ".join(f.message.split()) if f and f.fired else "",
-                         "techniques": [_technique(catalog, t) for t in p["techniques"]]})
+                         "techniques": [{**_technique(catalog, t), **(_in_model(t, ns) if p["id"] == "pattern-1" else {})}
+                                        for t in p["techniques"]]})
     model = ctx["model"] if ctx else None
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "kind": "fit",
@@ -603,7 +689,8 @@ def evaluate_fit(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = No
         "patterns": patterns,
         "rules": rules,
         "definitions": DEFINITIONS,
-        "notes": _notes(features, ctx, derived.get("cost_curve")),
+        "notes": (list((measurement.summary.get("notes") or [])) if measurement is not None else [])
+                 + _notes(features, ctx, derived.get("cost_curve")),
     }
     if measurement is not None:
         report["measurements"] = {k: v for k, v in measurement.summary.items() if k != "elapsed_s"}

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import OptkgError
-from .traces import MOONCAKE_BLOCK_SIZE, Request, detect_format, iter_trace
+from .traces import MOONCAKE_BLOCK_SIZE, Request, detect_format, iter_trace, truncation_note
 
 PERCENTILES = (50, 90, 99)
 
@@ -379,5 +379,8 @@ def measure_trace(path: Path | str, fmt: str = "auto", block_size: int = MOONCAK
             e.partial.summary["trace"] = str(p)
         raise
     m.summary["trace"] = str(p)
+    cut = truncation_note(p, fmt)
+    if cut:
+        m.summary["notes"] = [cut]
     m.summary["elapsed_s"] = time.perf_counter() - t0
     return m

@@ -199,7 +199,8 @@ def render_fit_text(rep: dict[str, Any], verbose: bool = False) -> str:
         if p["recommended"]:
             for t in p["techniques"]:
                 costs = "; ".join(f"{c['dimension']}: {c['what']}" for c in t["costs"]) or "no declared costs"
-                out.append(_wrap(f"{t['id']} ({t['name']}) costs: {costs}", "      "))
+                needs = f" [{t['needs']}]" if t.get("needs") else ""
+                out.append(_wrap(f"{t['id']} ({t['name']}){needs} costs: {costs}", "      "))
     nm = m.get("not_measurable") or []
     if nm:
         out += ["", "Not measurable from this trace"] + [textwrap.fill(" ".join(x.split()), width=100, initial_indent="  - ", subsequent_indent="    ") for x in nm]
@@ -281,6 +282,22 @@ def render_fit_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def seq_len_markers(cc: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """Vertical lines of the memory-vs-sequence-length panel: (tokens, legend label, matplotlib colour).
+
+    First the KV-memory knee (when a budget is known), then the context limit (``--max-model-len``
+    or ``max_position_embeddings``), labelled 'binds' when it is the smaller of the two.
+    """
+    out: list[tuple[int, str, str]] = []
+    if cc.get("budget_bytes_per_gpu") is not None and cc.get("knee_seq_len"):
+        out.append((cc["knee_seq_len"], f"knee {cc['knee_seq_len']:,} tokens", "tab:red"))
+    lim = cc.get("context_limit")
+    if lim:
+        binds = " (binds)" if cc.get("seq_len_limit_by") == cc.get("context_limit_by") and cc.get("seq_len_limit") == lim else ""
+        out.append((lim, f"context limit {lim:,} tokens ({cc.get('context_limit_by')}){binds}", "tab:purple"))
+    return out
+
+
 def plot_fit(rep: dict[str, Any], path: Path | str, force: bool = False) -> Path:
     """Draw the hit-ratio-vs-capacity curve and the memory cost curves to a PNG at ``path``.
 
@@ -328,8 +345,8 @@ def plot_fit(rep: dict[str, Any], path: Path | str, force: bool = False) -> Path
         ax.plot(xs, [p["kv_bytes_per_gpu"] / GIB for p in cc["by_seq_len"]], marker="o", ms=3, label="KV per sequence")
         if budget is not None:
             ax.axhline(budget / GIB, color="tab:red", lw=1, label="GPU KV budget")
-            if cc.get("knee_seq_len"):
-                ax.axvline(cc["knee_seq_len"], color="tab:red", ls=":", lw=1, label=f"knee {cc['knee_seq_len']:,} tokens")
+        for x, label, color in seq_len_markers(cc):
+            ax.axvline(x, color=color, ls=":" if color == "tab:red" else "--", lw=1, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length (tokens), batch 1")

@@ -298,6 +298,9 @@ class Snapshot:
     window_source: str | None = None
     invalid: list[InvalidReading] = field(default_factory=list)
     machines: list[dict[str, Any]] = field(default_factory=list)  # [{path, gpu_names, hosts}] per input with GPUs
+    # readings of one GPU that two inputs give differently (beyond 2 %): [{gpu, reading, values, where}],
+    # values and where sorted by value so the record does not depend on input order
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
 
     def gpu_models(self) -> dict[str, list[str]]:
         """GPU model name -> input files naming it (sorted), over every input of the snapshot."""
@@ -1104,6 +1107,9 @@ def _merge_device(into: Device, d: Device, snap: Snapshot) -> None:
             if not math.isclose(old, v, rel_tol=0.02, abs_tol=1e-9):
                 used, other = (d.where[r], into.where[r]) if keep_new else (into.where[r], d.where[r])
                 snap.notes.append(f"GPU {into.key} {r}: inputs disagree ({old:g} vs {v:g}); used {used}, not {other}")
+                pairs = sorted([(old, into.where[r]), (v, d.where[r])])
+                snap.disagreements.append({"gpu": into.key, "reading": r, "values": [x for x, _ in pairs],
+                                           "where": [w for _, w in pairs]})
             if not keep_new:
                 continue
         into.readings[r], into.where[r], into.rank[r] = v, d.where[r], d.rank.get(r, 9)
@@ -1222,6 +1228,13 @@ def load_snapshot(paths: Iterable[Path | str] = (), before: Iterable[Path | str]
                               "from the later scrape)")
         for name, e in p.engines.items():
             snap.before[name] = e
+    b_engines = sorted({n for p in before_parts for n in p.engines})
+    a_engines = sorted({n for p in after_parts for n in p.engines})
+    if b_engines and not set(b_engines) & set(a_engines):
+        bnames = ", ".join(p.source.path for p in before_parts)
+        raise OptkgError(f"--before {bnames} ({', '.join(b_engines)}) and the later scrape(s) "
+                         f"({', '.join(a_engines) or 'no engine metrics'}) share no engine: give two scrapes of the "
+                         "same endpoint")
     _merge_parts(after_parts, snap, snap.engines)
     for name in list(snap.before):
         if name not in snap.engines:

@@ -286,7 +286,8 @@ def stack_effects(stack_files: list[Path], tid: str, cat_with, cat_without, rule
     return out
 
 
-def _technique_file_info(path: Path) -> tuple[str, dict[str, Any]]:
+def _technique_file_info(path: Path) -> tuple[str, Any, dict[str, Any]]:
+    """(id, name as written or None, {field: (line, column)}) of a technique file."""
     from .yamlio import load_yaml
     doc = load_yaml(path)
     if not isinstance(doc.data, dict) or not isinstance(doc.data.get("id"), str):
@@ -296,7 +297,8 @@ def _technique_file_info(path: Path) -> tuple[str, dict[str, Any]]:
         lines[key] = doc.where((key,))
     for i, _ in enumerate(doc.data.get("couplings") or []):
         lines[f"couplings[{i}]"] = doc.where(("couplings", i))
-    return doc.data["id"], lines
+    name = doc.data.get("name")
+    return doc.data["id"], name.strip() if isinstance(name, str) and name.strip() else None, lines
 
 
 def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Path | None = None,
@@ -329,9 +331,9 @@ def place_technique(path: Path, catalog_root: Path | None = None, rules_dir: Pat
         rules_dir = rules_dir_for(root)
     inside = path.resolve().parent == (root / "techniques").resolve()
     cat_with, errors = load_catalog(root, only=[path], use_cache=False, extra=None if inside else [path])
-    tid, lines = _technique_file_info(path)
+    tid, name, lines = _technique_file_info(path)
     base: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": "place", "catalog": str(root),
-                            "technique": {"id": tid, "file": str(path)}}
+                            "technique": {"id": tid, "name": name, "file": str(path)}}
     if errors:
         from .commands.validate import problem_dict, _display
         import dataclasses
@@ -483,7 +485,7 @@ def _items(d: dict[str, Any], lines: dict[str, tuple[int, int]]) -> list[dict[st
 
 def render_text(d: dict[str, Any]) -> str:
     t = d["technique"]
-    out = [f"optkg place: {t['id']} ({t.get('name') or ''})".rstrip()]
+    out = [f"optkg place: {t['id']}" + (f" ({t['name']})" if t.get("name") else "")]
     if d.get("problems"):
         out.append("the entry has problems; fix them first (optkg validate):")
         from .commands.validate import render_text as vtext

@@ -26,7 +26,7 @@ import shlex
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from typing import Callable, Any
 
 from . import paths
 from .catalog import Catalog
@@ -309,10 +309,14 @@ def check_kv_cache_dtype(value: Any, engine: str | None, where: str) -> None:
 _TOP_KEYS = {"name", "model", "config", "engine", "hardware", "techniques", "settings", "description"}
 
 
-def load_stack_file(path: Path | str, catalog: Catalog) -> Stack:
-    """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line."""
+def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model) -> Stack:
+    """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line.
+
+    ``resolver`` turns the ``model:`` name into ModelFacts (default: bundled configs or a local
+    config.json); a caller that can work without the model's shape may pass a lenient one.
+    """
     doc = load_yaml(path)
-    return stack_from_doc(doc, catalog, base_dir=Path(path).parent)
+    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver)
 
 
 def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<stack>") -> Stack:
@@ -320,7 +324,8 @@ def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<sta
     return stack_from_doc(YamlDoc(name, data, {}), catalog, base_dir=Path("."))
 
 
-def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
+def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
+                   resolver: Callable[[str], Any] = resolve_model) -> Stack:
     d = doc.data
 
     def at(*p: Any) -> str:
@@ -349,7 +354,7 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path) -> Stack:
             raise OptkgError(f"{at('model')}: model must be a hub id or a path")
         m = d["model"]
         local = base_dir / m
-        model = resolve_model(str(local) if (local.is_dir() or local.suffix == ".json") and local.exists() else m)
+        model = resolver(str(local) if (local.is_dir() or local.suffix == ".json") and local.exists() else m)
     st = Stack(name=str(d.get("name") or Path(doc.path).stem), model=model, source=doc.path)
     eng = d.get("engine")
     if eng is not None:
@@ -473,7 +478,7 @@ def _split_launch(words: list[str], table: dict[str, Any]) -> tuple[list[str], l
 
 
 def parse_command(command: str, catalog: Catalog, engine: str, model_override: str | None = None,
-                  flag_label: str | None = None) -> Stack:
+                  flag_label: str | None = None, resolver: Callable[[str], Any] = resolve_model) -> Stack:
     """Parse a ``vllm serve`` (engine='vllm') or SGLang launch command (engine='sglang') into a Stack.
 
     ``VAR=value`` environment assignments (also after ``env``) are read where the engine table's
@@ -619,6 +624,6 @@ def parse_command(command: str, catalog: Catalog, engine: str, model_override: s
     target = model_override or model_name
     if target is None:
         raise OptkgError(f"{label}: no model in the command (give it as `vllm serve <model>` / --model-path, or pass --config)")
-    st.model = load_config_file(target) if model_override else resolve_model(target)
+    st.model = load_config_file(target) if model_override else resolver(target)
     st.name = f"{Path(target).name if model_override else target} ({engine})"
     return st

@@ -241,7 +241,9 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
         reasons = [f"rule {r}" for r in blocking] or fit_reasons
         kv = {k: d.get(k) for k in ("kv_bytes_per_token_per_gpu", "kv_replication", "kv_budget_bytes_per_gpu",
                                     "kv_tokens_per_gpu", "kv_tokens_total", "max_concurrency")}
-        kv["unique_kv_tokens_per_gpu"] = (int(d["kv_tokens_total"] // (tp * pp))
+        # SGLang --dp without DP attention: the dp replicas' pools (in kv_tokens_total) sit on tp x pp x dp GPUs
+        pool_gpus = tp * pp * (dp if st.engine == "sglang" and "dp-attention" not in st.techniques else 1)
+        kv["unique_kv_tokens_per_gpu"] = (int(d["kv_tokens_total"] // pool_gpus)
                                           if d.get("kv_tokens_total") is not None else None)
         combos.append(Combination(tp, pp, dcp, kvdt, gpus, not blocking, fits, reasons, findings, kv))
     order = {name: {v: i for i, v in enumerate(values)} for name, values in axes.items()}
@@ -314,7 +316,8 @@ def render_text(d: dict[str, Any]) -> str:
 
 
 def render_csv(d: dict[str, Any]) -> str:
-    """One row per combination, columns ``CSV_COLUMNS``; lists joined with ';'."""
+    """One row per combination, columns ``CSV_COLUMNS``; lists joined with ';'; whole-number byte/token
+    counts written as integers (max_concurrency, a ratio, keeps its decimals)."""
     import csv
     import io
     buf = io.StringIO()
@@ -332,6 +335,8 @@ def render_csv(d: dict[str, Any]) -> str:
                 v = "true" if v else "false"
             elif v is None:
                 v = ""
+            elif isinstance(v, float) and v.is_integer() and k != "max_concurrency":
+                v = int(v)  # byte and token counts are whole numbers: 24064, not 24064.0
             row.append(v)
         w.writerow(row)
     return buf.getvalue()

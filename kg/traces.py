@@ -244,3 +244,30 @@ def iter_trace(path: Path | str, fmt: str = "auto", block_size: int = MOONCAKE_B
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise OptkgError(f"--block-size: expected a positive integer, found {block_size!r}")
     return READERS[fmt](p, block_size)
+
+
+def truncation_note(path: Path | str, fmt: str) -> str | None:
+    """A warning note when an Azure CSV looks cut: its last row has no line ending while earlier rows have one.
+
+    A row cut inside its last field (GeneratedTokens) still parses, so the missing line ending is the
+    only sign left. The published AzureLLMInferenceTrace_code.csv also ends without one, so the note
+    says "may". None for Mooncake JSONL (a cut JSON line does not parse), a single-line file, or a
+    file that ends with a newline.
+    """
+    if fmt != "azure":
+        return None
+    p = Path(path)
+    newlines = 0
+    last = b""
+    with p.open("rb") as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            last = chunk
+    if not last or last.endswith(b"\n") or newlines == 0:
+        return None
+    return (f"warning: {p}:{newlines + 1}: the last row has no line ending while the earlier rows have one: "
+            "the file may be truncated (a row cut inside GeneratedTokens still parses); compare the row count "
+            "with the source (the published Azure code trace also ends without a line ending)")

@@ -220,17 +220,19 @@ def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> 
 
     With ``force=False`` an existing file is never replaced (OptkgError). Never replaces something
     that is not a regular file (a device such as /dev/full, a FIFO, a socket: OptkgError, even with
-    force), nor an input of the running command (``protect_inputs``). A symlink to a regular file is
-    written through: the file it points to is replaced and the link stays. Any OSError (permission,
+    force), nor an input of the running command (``protect_inputs``). A symbolic link (also a
+    dangling one) is refused, naming the path it resolves to: writing through it would replace (or
+    create) a file elsewhere than the path asked for. Any OSError (permission,
     read-only or pseudo file system, full disk) becomes an OptkgError naming the path. The temp file
     is removed if anything fails, so an interrupted write leaves the old file intact.
     """
     import stat
     p = Path(path)
     refuse_if_input(p)
+    if p.is_symlink():
+        raise OptkgError(f"{path}: is a symbolic link to {os.path.realpath(p)}; refusing to write through it "
+                         "(remove the link or write to the target path)")
     try:
-        if p.is_symlink():
-            p = Path(os.path.realpath(p))
         st = p.stat() if p.exists() else None
     except OSError as e:
         raise OptkgError(f"{path}: cannot write ({e.strerror or e})") from None

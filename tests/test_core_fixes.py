@@ -394,8 +394,9 @@ def test_atomic_write_edges(tmp_path):
     real.write_text("old")
     link = tmp_path / "link.txt"
     link.symlink_to(real)
-    assert atomic_write(link, "new", force=True) == link
-    assert link.is_symlink() and real.read_text() == "new"  # written through the link, the link stays
+    with pytest.raises(OptkgError, match="symbolic link"):  # never written through (second tester, item 22)
+        atomic_write(link, "new", force=True)
+    assert link.is_symlink() and real.read_text() == "old"
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
@@ -537,4 +538,4 @@ def test_check_labels_the_kv_budget():
 def test_explain_single_technique_shows_conditions():
     code, out, _ = run_cli("explain", "kv-cache-quantization")
     assert code == 0
-    assert "conflicts_with (when kv_cache_dtype in ('fp8', 'fp8_e4m3', 'fp8_e5m2')): Prefix caching" in out
+    assert "conflicts_with (when kv_cache_dtype in ('fp8', 'fp8_e4m3', 'fp8_e5m2'); engines: trtllm): Prefix caching" in out

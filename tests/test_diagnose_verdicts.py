@@ -139,7 +139,7 @@ def test_dcgm_field_list_alone_is_inconclusive_and_names_what_to_enable(rs):
     cf = d["checklist"]["collector_fields"]
     assert cf["DCGM_FI_PROF_SM_ACTIVE"] is False and cf["DCGM_FI_PROF_DRAM_ACTIVE"] is True
     compute = next(i for g in d["checklist"]["groups"] for i in g["items"] if i["id"] == "compute")
-    assert compute["status"] == "missing" and "does not enable DCGM_FI_PROF_SM_ACTIVE" in compute["hint"]
+    assert compute["status"] == "missing" and compute["hint"].startswith("DCGM_FI_PROF_SM_ACTIVE is commented out in ") and compute["hint"].count("uncomment") == 1
 
 
 # ---------------------------------------------------------------- derived fixtures: every outcome

@@ -35,7 +35,7 @@ def test_every_fit_rule_has_fire_and_pass_fixtures(fit_rules):
     have = defaultdict(set)
     for c in CASES:
         have[c.rule].add(c.expect_fire)
-    assert len(fit_rules.rules) == 16
+    assert len(fit_rules.rules) == 17
     assert {r.id: have[r.id] for r in fit_rules.rules} == {r.id: {True, False} for r in fit_rules.rules}
 
 

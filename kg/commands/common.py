@@ -41,19 +41,23 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--max-model-len", type=int, help="max_model_len in tokens")
 
 
-def stack_from_args(args: argparse.Namespace, catalog) -> Any:
-    """Build the Stack the user asked for. Exactly one of: stack file, --vllm, --sglang, --config."""
+def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
+    """Build the Stack the user asked for. Exactly one of: stack file, --vllm, --sglang, --config.
+
+    ``resolver``: how a model name becomes ModelFacts (default kg.modelcfg.resolve_model).
+    """
     from ..stack import Stack, load_stack_file, parse_command, set_setting
-    from ..modelcfg import load_config_file
+    from ..modelcfg import load_config_file, resolve_model
+    resolver = resolver or resolve_model
     sources = [x for x in (getattr(args, "stack", None), args.vllm, args.sglang) if x]
     if len(sources) > 1:
         raise OptkgError("give one of: a stack file, --vllm or --sglang")
     if args.vllm:
-        st = parse_command(args.vllm, catalog, "vllm", str(args.config) if args.config else None, "--vllm")
+        st = parse_command(args.vllm, catalog, "vllm", str(args.config) if args.config else None, "--vllm", resolver)
     elif args.sglang:
-        st = parse_command(args.sglang, catalog, "sglang", str(args.config) if args.config else None, "--sglang")
+        st = parse_command(args.sglang, catalog, "sglang", str(args.config) if args.config else None, "--sglang", resolver)
     elif getattr(args, "stack", None):
-        st = load_stack_file(args.stack, catalog)
+        st = load_stack_file(args.stack, catalog, resolver)
         if args.config:
             st.model = load_config_file(args.config)
     elif args.config:

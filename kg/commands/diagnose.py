@@ -87,11 +87,14 @@ def run(args: argparse.Namespace) -> int:
         return catalog.value
 
     stack = check_rules = None
+    unbundled: list[str] = []
     if any(getattr(args, k, None) for k in ("stack", "vllm", "sglang", "config")):
-        from .common import stack_from_args
-        stack = stack_from_args(args, catalog())
-        check_rules = load_ruleset("check", args.rules)
+        stack, unbundled = _stack(args, catalog())
+        check_rules = None if unbundled else load_ruleset("check", args.rules)
     d = diagnose(snap, ruleset, catalog, stack, args.target_throughput, args.workload, overrides, where, check_rules)
+    for name in unbundled:
+        d["notes"].append(f"model '{name}' is not bundled (pass --config path/to/config.json for it): the stack's "
+                          "TP size, max model length and KV dtype are used, but no `optkg check` links are made")
     if problems:
         d["notes"].append(f"the catalog has {len(problems)} problem(s) (run `optkg validate`); technique links use the "
                           "entries that loaded")
@@ -103,3 +106,33 @@ def run(args: argparse.Namespace) -> int:
         text = render_text(d, args.verbose)
     write_output(text, args.output, force=args.force)
     return fail_code(d, args.fail_on)
+
+
+class _UnbundledModel:
+    """Stands in for a model diagnose cannot resolve: only its name is known (diagnose reads the stack's
+    TP size, max model length and KV dtype, not the model's shape)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _stack(args: argparse.Namespace, catalog):
+    """The stack of --stack/--vllm/--sglang/--config; a model that is neither bundled nor a local config
+    does not stop diagnose. Returns (stack, names of unresolved models)."""
+    from ..errors import OptkgError
+    from ..modelcfg import resolve_model
+    from .common import stack_from_args
+    unbundled: list[str] = []
+
+    def lenient(name: str):
+        try:
+            return resolve_model(name)
+        except OptkgError as e:
+            if not str(e).startswith("unknown model"):
+                raise
+            unbundled.append(name)
+            return _UnbundledModel(name)
+    st = stack_from_args(args, catalog, resolver=lenient)
+    if isinstance(st.model, _UnbundledModel):
+        st.model, st.unresolved_model = None, st.model.name  # read by diagnose's served-model check
+    return st, unbundled

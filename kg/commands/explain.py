@@ -19,18 +19,49 @@ def _label(g, n: str) -> str:
     return d["name"] if d["type"] == "technique" else f"[{d['name']}]"
 
 
+def _qualifier(d: dict) -> str:
+    """`` when <condition>`` and `` (engines: trtllm)`` for a coupling that holds only there."""
+    cond = f" when {d['condition']}" if d.get("condition") else ""
+    eng = f" (engines: {', '.join(map(str, d['engines']))})" if d.get("engines") else ""
+    return cond + eng
+
+
 def _step_text(g, s) -> str:
     d = s.data
     cross = f"{d.get('from_dimension')} -> {d.get('to_dimension')}"
-    cond = f" when {d['condition']}" if d.get("condition") else ""
-    return f"{_label(g, s.src)} --{d['kind']} ({cross}){cond}--> {_label(g, s.dst)}"
+    return f"{_label(g, s.src)} --{d['kind']} ({cross}){_qualifier(d)}--> {_label(g, s.dst)}"
 
 
 def _hop_text(g, s) -> str:
-    """One hop of a chain: ``kind [when condition]: target`` (the condition keeps a conditional
-    coupling from reading as unconditional)."""
-    cond = s.data.get("condition")
-    return f"{s.data['kind']}{f' (when {cond})' if cond else ''}: {_label(g, s.dst)}"
+    """One hop of a chain: ``kind [when condition] [engines]: target`` (the qualifiers keep a
+    conditional or engine-specific coupling from reading as unconditional)."""
+    d = s.data
+    parts = ([f"when {d['condition']}"] if d.get("condition") else []) + \
+        ([f"engines: {', '.join(map(str, d['engines']))}"] if d.get("engines") else [])
+    return f"{d['kind']}{' (' + '; '.join(parts) + ')' if parts else ''}: {_label(g, s.dst)}"
+
+
+def _property_lines(g, p: str, out: dict) -> list[str]:
+    """The edges touching property node ``p``: what raises it (causes/amplifies/requires/... into it),
+    what mitigates it, and what it leads to (its own effects). Fills out['into'] / out['out_of']."""
+    from ..graph import Step
+    ins = [Step(u, p, k, d, True) for u, _, k, d in sorted(g.in_edges(p, keys=True, data=True), key=lambda e: (e[0], e[2]))]
+    outs = [Step(p, v, k, d, True) for _, v, k, d in sorted(g.out_edges(p, keys=True, data=True), key=lambda e: (e[1], e[2]))]
+    out["into"] = [s.to_dict() for s in ins]
+    out["out_of"] = [s.to_dict() for s in outs]
+    d = g.nodes[p]
+    lines = [f"{_label(g, p)}: {d.get('kind', 'derived')} property, dimension {d.get('dimension') or '-'}"
+             + (f" -- {d['description']}" if d.get("description") else "")]
+    groups = [("raised by (edges into it)", [s for s in ins if s.data["kind"] != "mitigates"], lambda s: s.src),
+              ("mitigated by", [s for s in ins if s.data["kind"] == "mitigates"], lambda s: s.src),
+              ("leads to (its effects)", outs, lambda s: s.dst)]
+    for title, steps, _ in groups:
+        if steps:
+            lines.append(f"{title}:")
+            lines.extend(f"  {_step_text(g, s)}" for s in steps)
+    if not ins and not outs:
+        lines.append("  no coupling in the catalog touches this property")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if args.b:
         b = node_for(g, cat, args.b)
+        if b == a:
+            raise OptkgError(f"explain: '{args.a}' and '{args.b}' are the same {g.nodes[a]['type']} ({a[2:]}); "
+                             "give two different ones, or one to see its effects")
         out["to"] = b
         paths = coupling_paths(g, a, b, max_len=args.depth)
         out["paths"] = [[s.to_dict() for s in p] for p in paths]
@@ -59,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
                     lines.append(f"      why: {s.data['mechanism']}")
         if not paths:
             lines.append("  no coupling path: the two do not interact through the catalog")
+    elif a.startswith("p:"):
+        lines.extend(_property_lines(g, a, out))
     else:
         chains = list(chains_from(g, a, args.depth))
         out["chains"] = [[s.to_dict() for s in c] for c in chains]

@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--no-combined", action="store_true", help="draw only the stage panels")
     gr = p.add_argument_group("graph")
     gr.add_argument("--focus", metavar="ID", help="draw the neighbourhood of this technique (or property)")
-    gr.add_argument("--depth", type=int, default=1, help="hops around --focus (default 1)")
+    gr.add_argument("--depth", type=int, default=None, help="hops around --focus (default 1; needs --focus)")
     gr.add_argument("--no-properties", action="store_true", help="leave out the property nodes")
     gr.add_argument("--engine", choices=("grid", "dot", "fdp", "sfdp", "neato"),
                     help="layout: grid (rows = layers, columns = dimensions; default for the whole graph), "
@@ -65,8 +65,8 @@ def _filters(args: argparse.Namespace):
 
 def _run_all(args: argparse.Namespace, catalog) -> int:
     from ..export import export_all
-    if args.format or args.focus or args.gaps or args.combined or args.no_combined:
-        raise OptkgError("--all writes a fixed set of diagrams; drop --format/--focus/--gaps/--combined")
+    if args.format or args.focus or args.depth is not None or args.gaps or args.combined or args.no_combined:
+        raise OptkgError("--all writes a fixed set of diagrams; drop --format/--focus/--depth/--gaps/--combined")
     if not _filters(args).is_empty():
         raise OptkgError("--all draws the whole catalog; drop the --stage/--layer/--dimension/--tag/--status filters")
     out = args.output or Path("exports")
@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError("say what to draw: optkg export map|graph|matrix|all (see --help)")
     catalog = load_clean_catalog(args)
     filters = _filters(args).validate(catalog)
+    if args.depth is not None and not args.focus:
+        raise OptkgError("--depth counts hops around --focus: add --focus ID, or drop --depth")
     if args.what != "graph" and (args.focus or args.no_properties or args.engine):
         raise OptkgError("--focus, --depth, --no-properties and --engine go with `optkg export graph`")
     if args.what != "map" and (args.gaps or args.combined or args.no_combined):
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         d = ex.coordinate_map(catalog, filters, combined=not args.no_combined, stage_panels=not args.combined,
                               gaps=gaps)
     elif args.what == "graph":
-        d = ex.coupling_graph(catalog, filters, focus=args.focus, depth=args.depth,
+        d = ex.coupling_graph(catalog, filters, focus=args.focus, depth=1 if args.depth is None else args.depth,
                               properties=not args.no_properties, engine=args.engine)
     else:
         matrix = ex._load_matrix(catalog, args.rules)

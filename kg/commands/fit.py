@@ -78,6 +78,28 @@ def _thresholds(items: list[str]) -> dict[str, float]:
     return out
 
 
+def check_outputs(output: Path | None, plot: Path | None, force: bool) -> None:
+    """Refuse bad output paths before anything is measured or written (OptkgError naming the flag).
+
+    For ``-o`` (unless '-', stdout) and ``--plot``: the folder must exist, the file must not exist
+    unless ``force``, and it must not be a folder; ``--plot`` must end in .png; ``-o`` and ``--plot``
+    must not name the same file (one would overwrite the other).
+    """
+    outs = [(flag, p) for flag, p in (("-o", output), ("--plot", plot)) if p is not None and str(p) != "-"]
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise OptkgError(f"--plot: expected a .png file name, found {plot}")
+    for flag, p in outs:
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise OptkgError(f"{p}: folder {parent} does not exist")
+        if p.is_dir():
+            raise OptkgError(f"{flag} {p}: is a folder, expected a file name")
+        if p.exists() and not force:
+            raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)")
+    if len(outs) == 2 and outs[0][1].resolve() == outs[1][1].resolve():
+        raise OptkgError(f"-o and --plot name the same file ({output}); give them different names")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..fit import analyse_trace
     from ..fitmeasure import PartialTraceError
@@ -93,11 +115,7 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError(f"--session-length: expected a number of turns >= 1, found {args.session_length:g}")
     if not 0 < args.gpu_memory_utilization <= 1:
         raise OptkgError(f"--gpu-memory-utilization: expected a value in (0, 1], found {args.gpu_memory_utilization:g}")
-    for out in (args.plot, args.output):
-        if out is not None and str(out) != "-" and out.exists() and not args.force:
-            raise OptkgError(f"{out}: exists; refusing to overwrite (pass --force to replace it)")
-    if args.plot is not None and args.plot.suffix.lower() != ".png":
-        raise OptkgError(f"--plot: expected a .png file name, found {args.plot}")
+    check_outputs(args.output, args.plot, args.force)
     thresholds = _thresholds(args.threshold)
     catalog = load_clean_catalog(args)
     ruleset = load_ruleset("fit", args.rules)

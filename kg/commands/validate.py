@@ -282,10 +282,16 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
     problems, n, root = collect(args)
     items = [problem_dict(p) for p in problems]
-    kept, suppressed = apply_filters(items, args.select, args.ignore, args.baseline)
+    # errors are never baselined: a baseline cannot make an unusable catalog pass
+    kept, suppressed = apply_filters(items, args.select, args.ignore, args.baseline, never_baselined=("error",))
     if args.write_baseline:
         sel, _ = apply_filters(items, args.select, args.ignore, None)
-        write_baseline(args.write_baseline, sel, force=args.force)
+        n_err = sum(1 for p in sel if p["severity"] == "error")
+        if n_err:
+            import sys
+            print(f"optkg: note: {n_err} error(s) left out of {args.write_baseline}: errors cannot be baselined, fix them",
+                  file=sys.stderr)
+        write_baseline(args.write_baseline, [p for p in sel if p["severity"] != "error"], force=args.force)
     errors = sum(1 for p in kept if p["severity"] == "error")
     d = {"schema_version": SCHEMA_VERSION, "kind": "validate", "catalog": _display(str(root)), "techniques": n,
          "problems": kept, "suppressed": suppressed,

@@ -1,0 +1,160 @@
+"""Second tester round, items 1, 7, 8, 21 (select suggestion, place header) and 22.
+
+Each test builds its own catalog copy under tmp_path (tests/catalog_copy.py) and runs the CLI on it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from catalog_copy import copy_catalog, optkg
+from kg.errors import OptkgError
+
+DCP = "catalog/techniques/decode-context-parallelism.yaml"
+# line 49 of the shipped file is "    condition: dcp_size > 1" (couplings[0]); the problem points at
+# the condition key, column 4 (indent) + 1 = 5
+COND_LINE, COND_COL = 49, 5
+
+
+def _break_condition(home: Path, new: str) -> Path:
+    f = home / DCP
+    lines = f.read_text(encoding="utf-8").split("\n")
+    assert lines[COND_LINE - 1] == "    condition: dcp_size > 1"
+    lines[COND_LINE - 1] = f"    condition: {new}"
+    f.write_text("\n".join(lines), encoding="utf-8")
+    return f
+
+
+@pytest.fixture
+def home(tmp_path):
+    return copy_catalog(tmp_path / "home", examples=False)
+
+
+def _validate_json(home: Path, *extra: str) -> tuple[int, dict]:
+    r = optkg(["validate", "--format", "json", *extra], home)
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_shipped_catalog_has_no_condition_warnings(catalog):
+    # the unknown-fact check must not flag real facts that merely look alike
+    # (max_power_limit_watts vs power_limit_watts, num_mamba_layers vs num_moe_layers, is_moe vs is_mla)
+    assert [w.one_line() for w in catalog.warnings] == []
+
+
+def test_condition_syntax_error_is_an_error_with_position(home):
+    _break_condition(home, '"attention == ((("')
+    code, d = _validate_json(home)
+    assert code == 2
+    [p] = [p for p in d["problems"] if p["code"] == "coupling-condition"]
+    assert (p["file"].endswith("decode-context-parallelism.yaml"), p["line"], p["column"]) == (True, COND_LINE, COND_COL)
+    assert p["severity"] == "error" and p["path"] == "couplings[0].condition"
+    # kg.expr passes on CPython's parse message; the last '(' of "attention == (((" is character 16
+    assert p["message"] == "condition 'attention == (((' does not parse: syntax error at column 16: '(' was never closed"
+
+
+def test_condition_operator_garbage_is_an_error(home):
+    _break_condition(home, '"ssd_cache_gb >> and ("')
+    code, d = _validate_json(home)
+    assert code == 2
+    assert [p["code"] for p in d["problems"]] == ["coupling-condition"]
+
+
+def test_condition_typo_warns_with_suggestion(home):
+    _break_condition(home, "dcp_size > 1 and tp_sizee > 1")
+    code, d = _validate_json(home)
+    assert code == 1  # warnings only: --fail-on warning (the default) -> 1
+    msgs = [(p["code"], p["severity"], p["message"], p["line"]) for p in d["problems"]]
+    assert msgs == [("coupling-unknown-fact", "warning", "unknown fact 'tp_sizee' (did you mean 'tp_size'?)", COND_LINE)]
+
+
+def test_condition_unknown_name_without_close_match_is_silent(home):
+    # 'flux_capacitor_level' is close to no known name: not flagged (only likely typos warn)
+    _break_condition(home, "dcp_size > 1 and flux_capacitor_level > 1")
+    code, d = _validate_json(home)
+    assert (code, d["problems"]) == (0, [])
+
+
+def test_baseline_never_hides_errors(home):
+    _break_condition(home, '"attention == ((("')
+    r = optkg(["validate", "--write-baseline", "bl.json"], home)
+    assert r.returncode == 2
+    assert "1 error(s) left out of bl.json" in r.stderr
+    assert json.loads((home / "bl.json").read_text())["fingerprints"] == []
+    code, d = _validate_json(home, "--baseline", "bl.json")
+    assert code == 2 and d["suppressed"] == 0 and [p["code"] for p in d["problems"]] == ["coupling-condition"]
+    # a baseline written by hand with the error's fingerprint still does not hide it
+    (home / "bl2.json").write_text(json.dumps({"schema_version": "1.0", "fingerprints": [d["problems"][0]["fingerprint"]]}))
+    code, d = _validate_json(home, "--baseline", "bl2.json")
+    assert code == 2 and d["suppressed"] == 0
+
+
+def test_baseline_still_hides_warnings(home):
+    _break_condition(home, "dcp_size > 1 and tp_sizee > 1")
+    assert optkg(["validate", "--write-baseline", "bl.json"], home).returncode == 1
+    code, d = _validate_json(home, "--baseline", "bl.json")
+    assert (code, d["problems"], d["suppressed"]) == (0, [], 1)
+
+
+def test_select_nonsense_suggests_nothing(home):
+    r = optkg(["validate", "--select", "nonsense"], home)
+    # difflib ratio('nonsense', 'none') = 2*4/12 = 0.67 < cutoff 0.75: no "did you mean none?"
+    assert r.returncode == 2
+    assert r.stderr.strip() == "optkg: error: --select: 'nonsense' matches no rule id, tag, severity or check code"
+    r = optkg(["validate", "--select", "coupling-conditon"], home)
+    assert r.stderr.strip().endswith("did you mean coupling-condition?")
+
+
+def test_place_header_names_entry_with_problems(home):
+    f = _break_condition(home, '"attention == ((("')
+    r = optkg(["place", str(f)], home)
+    assert r.stdout.splitlines()[0] == "optkg place: decode-context-parallelism (Decode context parallelism)"
+    assert "the entry has problems" in r.stdout
+
+
+def test_export_format_disagreeing_with_suffix(home):
+    r = optkg(["export", "map", "--format", "png", "-o", "x.svg"], home)
+    assert r.returncode == 2
+    assert r.stderr == ("optkg: error: --format png disagrees with the suffix of -o x.svg (svg); "
+                        "drop --format or name the file *.png\n")
+    assert not (home / "x.svg").exists()
+
+
+def test_export_format_agreeing_with_suffix_writes(home):
+    r = optkg(["export", "map", "--format", "dot", "-o", "x.gv"], home)
+    assert r.returncode == 0
+    assert (home / "x.gv").read_text().lstrip().startswith(("digraph", "strict digraph", "graph"))
+
+
+def test_atomic_write_refuses_symlink(tmp_path):
+    from kg.yamlio import atomic_write
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with pytest.raises(OptkgError) as e:
+        atomic_write(link, "new", force=True)
+    assert str(e.value).startswith(f"{link}: is a symbolic link to {os.path.realpath(real)}; ")
+    assert "\n" not in str(e.value)
+    assert real.read_text() == "old" and link.is_symlink()
+
+
+def test_atomic_write_refuses_dangling_symlink(tmp_path):
+    from kg.yamlio import atomic_write
+    target = tmp_path / "nowhere" / ".." / "created.txt"
+    link = tmp_path / "dangling.txt"
+    link.symlink_to(tmp_path / "created.txt")
+    with pytest.raises(OptkgError, match=f"symbolic link to {tmp_path / 'created.txt'}"):
+        atomic_write(link, "x", force=True)
+    assert not (tmp_path / "created.txt").exists() and link.is_symlink()
+    del target
+
+
+def test_cli_output_symlink_with_force_is_refused(home):
+    (home / "victim.txt").write_text("keep")
+    (home / "out.svg").symlink_to(home / "victim.txt")
+    r = optkg(["export", "map", "-o", "out.svg", "--force"], home)
+    assert r.returncode == 2 and "is a symbolic link to" in r.stderr and r.stderr.count("\n") == 1
+    assert (home / "victim.txt").read_text() == "keep"
