@@ -13,8 +13,8 @@ valid values (enum values with their descriptions) and a hint.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -549,6 +549,7 @@ def _load_properties(path: Path, problems: list[Problem]) -> dict[str, dict[str,
 def _file_digest(files: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(f"optkg-catalog-{CACHE_VERSION}".encode())
+    h.update(Path(__file__).read_bytes())  # a changed Catalog shape or check never meets an old pickle
     for f in files:
         h.update(str(f).encode())
         h.update(b"\0")
@@ -558,9 +559,8 @@ def _file_digest(files: list[Path]) -> str:
 
 
 def _cache_path(root: Path, digest: str) -> Path:
-    import os
-    base = Path(os.environ.get("OPTKG_CACHE_DIR") or (Path.home() / ".cache" / "optkg"))
-    return base / f"catalog-{digest[:32]}.pickle"
+    from . import cache
+    return cache.cache_file(f"catalog-{digest[:32]}.pickle")
 
 
 def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
@@ -586,15 +586,12 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     all_files = [f for f in other if f.is_file()] + tech_files
     digest = _file_digest(all_files)
     cache = _cache_path(root, digest)
-    if use_cache and only is None and not extra and cache.is_file():
-        try:
-            with cache.open("rb") as fh:
-                cat = pickle.load(fh)
-            if isinstance(cat, Catalog):
-                cat.root = root
-                return cat, []
-        except Exception:  # a corrupt cache is just a miss
-            pass
+    if use_cache and only is None and not extra:
+        from . import cache as _cache
+        cached = _cache.read(cache, Catalog)
+        if cached is not None:
+            cached.root = root
+            return cached, []
 
     axes = load_axes(root / "axes.yaml")
     problems: list[Problem] = []
@@ -657,15 +654,8 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     errors = [p for p in problems if p.severity == "error"]
     cat = Catalog(root, axes, techniques, properties, hardware, aliases, files, warnings)
     if not errors and only is None and not extra and use_cache:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            import os, tempfile
-            fd, tmp = tempfile.mkstemp(dir=cache.parent)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
+        from . import cache as _cache
+        _cache.write(cache, cat)  # an unwritable cache folder only costs speed
     return cat, errors
 
 
@@ -916,10 +906,8 @@ def _known_fact_names(techniques: dict[str, dict[str, Any]], properties: dict[st
                 known |= {k for k in r["numbers"] if isinstance(k, str)}
             for text in texts:
                 if isinstance(text, str) and text.strip():
-                    try:
+                    with contextlib.suppress(ExprError):  # a broken rule expression is reported by its own check
                         known |= names_in(text)
-                    except ExprError:
-                        pass
     return known
 
 

@@ -16,6 +16,7 @@ involved, their coordinates, the dimension the cost lands in, its numbers, fixes
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,11 +357,9 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     if (stack.engine == "vllm" and not v0 and ns.get("attention_backend") is None and stack.engine_version
             and m is not None and not m.is_mla):
         from packaging.version import InvalidVersion, Version
-        try:
+        with contextlib.suppress(InvalidVersion):  # an unparsable version was refused when the stack was read
             if Version(stack.engine_version) < Version("0.8.0"):
                 out["attention_backend"] = "FLASH_ATTN"
-        except InvalidVersion:
-            pass
     out["has_kv_connector"] = "kv-cache-connector" in techs
     # bytes per weight element as stored (FP8 1, 4-bit 0.5 incl. MXFP4, INT8 1, else the model dtype)
     if m is not None:

@@ -500,11 +500,10 @@ def _checklist(snap: Snapshot, eng, hists: dict[str, Histogram], ctx: dict[str, 
             if it.id in ("compute", "bandwidth") and snap.collector_fields and (status != "present" or quality):
                 fld = "DCGM_FI_PROF_SM_ACTIVE" if it.id == "compute" else "DCGM_FI_PROF_DRAM_ACTIVE"
                 lists = ", ".join(x.path for x in snap.sources if x.format == "dcgm-fields") or "the field list"
-                if fld not in snap.collector_fields:
-                    pass
-                elif snap.collector_fields[fld]:
+                enabled = snap.collector_fields.get(fld)  # None: the field list does not mention it
+                if enabled:
                     hint = f"{fld} is enabled in {lists}; scrape the exporter (GET /metrics) and pass that file"
-                else:
+                elif enabled is not None:
                     hint = f"{fld} is commented out in {lists}: uncomment it, restart the exporter and scrape it"
             if status == "present":
                 n_present += 1

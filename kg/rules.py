@@ -246,7 +246,6 @@ RULES_CACHE_VERSION = 1
 def _rules_cache_file(kind: str, files: list[Path]) -> Path | None:
     """Cache file for a clean ruleset, keyed on ``kind``, this module's source and every rules file's bytes."""
     import hashlib
-    import os
     try:
         h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-{kind}".encode())
         h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old pickle
@@ -254,8 +253,8 @@ def _rules_cache_file(kind: str, files: list[Path]) -> Path | None:
             h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
     except OSError:
         return None
-    base = Path(os.environ.get("OPTKG_CACHE_DIR") or (Path.home() / ".cache" / "optkg"))
-    return base / f"rules-{kind}-{h.hexdigest()[:32]}.pickle"
+    from . import cache
+    return cache.cache_file(f"rules-{kind}-{h.hexdigest()[:32]}.pickle")
 
 
 def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
@@ -264,32 +263,19 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
     A clean ruleset is cached like the catalog (``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``),
     keyed on the bytes of every rules file, so unchanged rules are not re-parsed and re-validated.
     """
-    import pickle
     folder = Path(folder) if folder else paths.rules_dir()
     files = sorted(folder.glob("*.yaml"))
     cache = _rules_cache_file(kind, files)
-    if cache is not None and cache.is_file():
-        try:
-            with cache.open("rb") as fh:
-                rs = pickle.load(fh)
-            if isinstance(rs, RuleSet) and rs.kind == kind:
-                return rs
-        except Exception:  # a corrupt or stale cache is just a miss
-            pass
+    from . import cache as _cache
+    if cache is not None:
+        rs = _cache.read(cache, RuleSet)
+        if rs is not None and rs.kind == kind:
+            return rs
     rs, problems = load_rules(kind, folder, files)
     if problems:
         raise OptkgError("invalid rules:", [p.one_line() for p in problems])
     if cache is not None:
-        import os
-        import tempfile
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache.parent)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(rs, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
-            pass
+        _cache.write(cache, rs)  # an unwritable cache folder only costs speed
     return rs
 
 

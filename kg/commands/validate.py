@@ -174,14 +174,14 @@ def rules_dir_for(catalog_root: Path) -> Path | None:
 def _display(path: str) -> str:
     """Path relative to the working directory when it lies inside it (CI annotations need repo-relative paths)."""
     import os
-    try:
-        p = Path(path)
-        if p.is_absolute():
+    p = Path(path)
+    if p.is_absolute():
+        try:
             rel = os.path.relpath(p, Path.cwd())
-            if not rel.startswith(".."):
-                return rel
-    except ValueError:
-        pass
+        except ValueError:  # another drive (Windows): keep the path as given
+            return path
+        if not rel.startswith(".."):
+            return rel
     return path
 
 
