@@ -950,8 +950,13 @@ def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, Y
                 continue
             if known is None:
                 known = _known_fact_names(techniques, properties)
+                known_sorted = sorted(known)
+                typo_of: dict[str, list[str]] = {}  # unknown name -> close known names (difflib is slow: once per name)
             for name in sorted(names_in(text) - known):
-                near = [k for k in get_close_matches(name, sorted(known), n=5, cutoff=0.6) if _typo_distance(name, k) <= 2]
+                if name not in typo_of:
+                    typo_of[name] = [k for k in get_close_matches(name, known_sorted, n=5, cutoff=0.6)
+                                     if _typo_distance(name, k) <= 2]
+                near = typo_of[name]
                 if near:
                     out.append(problem(doc.path, line, col, where, f"unknown fact '{name}' (did you mean '{near[0]}'?)",
                                        "coupling-unknown-fact", found=name, expected=near[0],

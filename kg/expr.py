@@ -107,11 +107,12 @@ def compile_expr(text: str, extra_functions: tuple[str, ...] = ()) -> ast.Expres
     return tree
 
 
-def names_in(text: str) -> set[str]:
+@lru_cache(maxsize=8192)
+def names_in(text: str) -> frozenset[str]:
     """Fact names an expression reads (function names excluded)."""
     tree = compile_expr(text, ("has",))
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+    return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls)
 
 
 def evaluate(text: str, facts: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] | None = None) -> Any:
