@@ -37,16 +37,7 @@ def test_shipped_entries_agree():
         assert FAST(d) is SMALL(d) is FULL.is_valid(d) is True
 
 
-def _slots(x, out):
-    if isinstance(x, dict):
-        for k in list(x):
-            out.append((x, k))
-            _slots(x[k], out)
-    elif isinstance(x, list):
-        for i in range(len(x)):
-            out.append((x, i))
-            _slots(x[i], out)
-    return out
+from test_fuzz import _slots  # noqa: E402 - one helper for both mutation tests
 
 
 @settings(max_examples=300, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
