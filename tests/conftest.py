@@ -34,7 +34,7 @@ def cli():
 @pytest.fixture(scope="session")
 def catalog():
     """The shipped catalog, loaded once; the suite fails here if it does not validate."""
-    from kg.catalog import load_catalog
+    from kg.knowledge.catalog import load_catalog
     cat, problems = load_catalog()
     assert not problems, [p.one_line() for p in problems[:5]]
     return cat
@@ -43,7 +43,7 @@ def catalog():
 @pytest.fixture(scope="session")
 def check_rules():
     """The shipped ``check`` ruleset (compiled once per session)."""
-    from kg.rules import load_rules
+    from kg.engine.rules import load_rules
     rs, problems = load_rules("check")
     assert not problems, [p.one_line() for p in problems]
     return rs

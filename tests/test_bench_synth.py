@@ -10,8 +10,8 @@ sys.path.insert(0, str(REPO / "tests" / "bench"))
 
 from synth import COUPLINGS, TECHNIQUES_PER_RULE, make_catalog, synthetic_ids  # noqa: E402
 
-from kg.catalog import load_catalog  # noqa: E402
-from kg.rules import load_rules  # noqa: E402
+from kg.knowledge.catalog import load_catalog  # noqa: E402
+from kg.engine.rules import load_rules  # noqa: E402
 
 
 def test_synthetic_catalog_is_valid_and_sized(tmp_path):

@@ -3,7 +3,7 @@ import shutil
 from collections import Counter
 
 from catalog_copy import REPO  # noqa: F401 - same repo root as conftest
-from kg.catalog import load_catalog
+from kg.knowledge.catalog import load_catalog
 
 
 def coverage(cat):

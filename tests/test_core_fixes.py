@@ -1,7 +1,7 @@
 """Fixes from the fresh-user tester report (P0-3, P1-4..P1-10, P2-11..P2-15, P3 KV/memory/explain items).
 
 Every number is worked by hand in the comment next to it, from the bundled config.json files
-(catalog/models/) and the formulas in kg/kv.py.
+(catalog/models/) and the formulas in kg/derive/kv.py.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from kg.errors import OptkgError
+from kg.core.errors import OptkgError
 
 EXAMPLE = str(REPO / "examples" / "qwen3-235b-tp8.yaml")
 GPTQ_CASE = str(REPO / "tests" / "fixtures" / "field_cases" / "vllm-17604-gptq-moe-tp8-runtime.yaml")
@@ -41,14 +41,14 @@ def fired(d: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def catalog():
-    from kg.catalog import load_catalog
+    from kg.knowledge.catalog import load_catalog
     cat, problems = load_catalog()
     assert not problems
     return cat
 
 
 def model(name: str):
-    from kg.modelcfg import resolve_model
+    from kg.inputs.modelcfg import resolve_model
     return resolve_model(name)
 
 
@@ -63,7 +63,7 @@ def test_huge_tp_in_a_command_is_refused_at_once():
 
 
 def test_valid_dcp_sizes_walk_only_divisors():
-    from kg.kv import divisors, valid_dcp_sizes
+    from kg.derive.kv import divisors, valid_dcp_sizes
     assert divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
     assert divisors(1) == [1] and divisors(0) == []
     # Qwen3-235B (64 query heads, 4 KV heads) at tp 65,536: dcp must divide 65,536, be <= 65,536 // 4 = 16,384
@@ -93,7 +93,7 @@ def test_kv_refuses_tp_that_kv_heads_cannot_follow():
 
 
 def test_parallel_sizes_in_stack_files_are_capped(catalog):
-    from kg.stack import stack_from_mapping
+    from kg.inputs.stack import stack_from_mapping
     with pytest.raises(OptkgError, match="expected a value <= 65536"):
         stack_from_mapping({"model": "Qwen/Qwen3-235B-A22B", "techniques": [{"tensor-parallelism": {"tp_size": 70000}}]}, catalog)
     with pytest.raises(OptkgError, match="expected a value <= 65536"):
@@ -103,7 +103,7 @@ def test_parallel_sizes_in_stack_files_are_capped(catalog):
 # P1-4 / P1-5: weight estimates -------------------------------------------------------------------
 
 def test_weights_of_moe_models_without_moe_intermediate_size():
-    from kg.kv import estimate_weight_bytes, weight_params
+    from kg.derive.kv import estimate_weight_bytes, weight_params
     # Mixtral-8x7B (h 4096, 32 layers, 32/8 heads of 128, 8 experts of intermediate_size 14,336, vocab 32,000):
     # attention 32 x (2 x 32x128x4096 + 2 x 8x128x4096) = 1,342,177,280; experts 32 x 8 x 3 x 4096 x 14,336 =
     # 45,097,156,608; router 32 x 4096 x 8 = 1,048,576; embeddings 2 x 4096 x 32,000 = 262,144,000
@@ -126,7 +126,7 @@ def test_weights_of_moe_models_without_moe_intermediate_size():
 
 
 def test_mxfp4_experts_and_bf16_rest_for_gpt_oss():
-    from kg.kv import estimate_weight_bytes, weight_bytes_per_param, weight_params
+    from kg.derive.kv import estimate_weight_bytes, weight_bytes_per_param, weight_params
     m = model("openai/gpt-oss-120b")
     assert weight_bytes_per_param(m) == {"linear": 2.0, "experts": 0.53125, "embedding": 2.0}  # 0.5 + 1/32
     # attention 36 x (64x64x2880 x 2 + 8x64x2880 x 2) = 955,514,880; experts 36 x 128 x 3 x 2880 x 2880 =
@@ -137,8 +137,8 @@ def test_mxfp4_experts_and_bf16_rest_for_gpt_oss():
 
 
 def test_gptq_checkpoint_is_estimated_at_4_bits_plus_group_scales():
-    from kg.kv import estimate_weight_bytes, weight_bytes_per_param
-    from kg.modelcfg import load_config_file
+    from kg.derive.kv import estimate_weight_bytes, weight_bytes_per_param
+    from kg.inputs.modelcfg import load_config_file
     m = load_config_file(REPO / "tests/fixtures/field_cases/configs/qwen3-235b-a22b-gptq-int4.json")
     # 4 bits + (fp16 scale 2 B + 4-bit zero 0.5 B) per 128-row group: 0.5 + 2.5 / 128
     assert weight_bytes_per_param(m)["linear"] == 0.51953125
@@ -161,8 +161,8 @@ def test_gptq_field_case_now_has_kv_memory(catalog):
 
 
 def test_mxfp4_engine_fact_is_half_a_byte(catalog):
-    from kg.check import stack_facts
-    from kg.stack import parse_command
+    from kg.analyses.check import stack_facts
+    from kg.inputs.stack import parse_command
     _, ns = stack_facts(parse_command("vllm serve openai/gpt-oss-120b", catalog, "vllm"))
     assert ns["weight_bytes_per_param"] == 0.5
 
@@ -218,7 +218,7 @@ def test_sglang_dp_attention_fits_the_tp_group():
 
 
 def test_derived_context_limits_follow_the_engines():
-    from kg.modelcfg import sglang_context_length, vllm_max_model_len
+    from kg.inputs.modelcfg import sglang_context_length, vllm_max_model_len
     assert model("deepseek-ai/DeepSeek-V3").derived_max_model_len == 163_840   # YaRN 4,096 x 40
     assert model("openai/gpt-oss-120b").derived_max_model_len == 131_072      # YaRN 4,096 x 32
     assert model("meta-llama/Llama-3.1-8B").derived_max_model_len == 131_072  # llama3 scaling: not multiplied
@@ -234,7 +234,7 @@ def test_derived_context_limits_follow_the_engines():
 
 
 def test_request_bytes_and_longest_sequence():
-    from kg.kv import kv_capacity, kv_layout, longest_sequence_that_fits, request_kv_bytes_per_gpu
+    from kg.derive.kv import kv_capacity, kv_layout, longest_sequence_that_fits, request_kv_bytes_per_gpu
     lay = kv_layout(model("meta-llama/Llama-3.1-8B"))  # 32 x 8 x 256 x 2 = 131,072 B/token
     assert request_kv_bytes_per_gpu(lay, 16384) == 2_147_483_648
     assert request_kv_bytes_per_gpu(lay, 1) == 16 * 131_072  # a whole block
@@ -265,7 +265,7 @@ def test_kv_head_replication_fix_follows_the_engine():
 
 
 def test_engine_specific_fix_is_data():
-    from kg.rules import load_ruleset
+    from kg.engine.rules import load_ruleset
     r = load_ruleset("check").by_id("kv-head-replication")
     assert set(r.fix_by_engine) == {"vllm", "sglang"} and "{max_useful_dcp_size}" in r.fix_by_engine["vllm"]
     assert isinstance(r.fix, str) and "SGLang --enable-dp-attention" in r.fix  # the default names both
@@ -274,7 +274,7 @@ def test_engine_specific_fix_is_data():
 # P1-10: command parsing ---------------------------------------------------------------------------
 
 def parse(catalog, cmd: str, engine: str = "vllm"):
-    from kg.stack import parse_command
+    from kg.inputs.stack import parse_command
     return parse_command(cmd, catalog, engine)
 
 
@@ -328,7 +328,7 @@ def test_unsized_but_valid_kv_dtype_is_a_note_not_bf16(catalog):
 
 
 def test_stack_file_kv_dtype(catalog):
-    from kg.stack import stack_from_mapping
+    from kg.inputs.stack import stack_from_mapping
     with pytest.raises(OptkgError, match="'banana' is not a kv_cache_dtype"):
         stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "settings": {"kv_cache_dtype": "banana"}}, catalog)
     st = stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "engine": "vllm",
@@ -350,7 +350,7 @@ def test_non_finite_numbers_are_usage_errors(argv):
 
 
 def test_non_finite_setting_in_a_stack_file(catalog):
-    from kg.stack import stack_from_mapping
+    from kg.inputs.stack import stack_from_mapping
     with pytest.raises(OptkgError, match="expected a finite number"):
         stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "settings": {"kv_budget_gib": float("inf")}}, catalog)
 
@@ -385,7 +385,7 @@ def test_force_never_replaces_a_device_or_an_input(tmp_path):
 
 
 def test_atomic_write_edges(tmp_path):
-    from kg.yamlio import atomic_write
+    from kg.core.yamlio import atomic_write
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     with pytest.raises(OptkgError, match="not a regular file"):
@@ -426,7 +426,7 @@ def test_usage_errors_are_one_line(argv, cmd):
 # P2-14: silently accepted input -------------------------------------------------------------------
 
 def test_unknown_engine_and_bad_versions(catalog, tmp_path):
-    from kg.stack import stack_from_mapping
+    from kg.inputs.stack import stack_from_mapping
     with pytest.raises(OptkgError, match=r"unknown engine 'tensorrt'; did you mean 'trtllm'\? \(known: sglang, trtllm, vllm"):
         stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "tensorrt"}}, catalog)
     assert stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "engine": "TensorRT-LLM"}, catalog).engine == "trtllm"
@@ -441,12 +441,12 @@ def test_select_that_matches_nothing_is_an_error():
     assert "--select: 'nonsense-rule' matches no rule id, tag, severity or check code" in one_line_error(code, err)
     code, _, err = run_cli("check", EXAMPLE, "--ignore", "kv-head-replicaton")
     assert "did you mean kv-head-replication" in one_line_error(code, err)
-    from kg.filtering import check_terms
+    from kg.output.filtering import check_terms
     check_terms(["kv-cache,error", "placement", "schema-enum", "place-new-direction"], ["warning"])  # all known
 
 
 def test_duplicates_and_zero_length_in_stack_files(catalog, tmp_path):
-    from kg.stack import load_stack_file, stack_from_mapping
+    from kg.inputs.stack import load_stack_file, stack_from_mapping
     with pytest.raises(OptkgError, match=r":5: technique 'tensor-parallelism' is listed twice \(first at .*:4\)"):
         f = tmp_path / "twice.yaml"
         f.write_text("model: Qwen/Qwen3-235B-A22B\nengine: vllm\ntechniques:\n  - tensor-parallelism: {tp_size: 8}\n"
@@ -461,7 +461,7 @@ def test_duplicates_and_zero_length_in_stack_files(catalog, tmp_path):
 
 
 def test_unknown_torch_dtype_is_refused():
-    from kg.modelcfg import parse_config
+    from kg.inputs.modelcfg import parse_config
     with pytest.raises(OptkgError, match=r"cfg.json: torch_dtype 'weird' is not a dtype optkg knows"):
         parse_config({"num_attention_heads": 8, "num_hidden_layers": 2, "hidden_size": 512, "torch_dtype": "weird"}, "cfg.json")
 
@@ -494,7 +494,7 @@ def test_place_on_a_folder():
 
 
 def test_big_but_honest_yaml_is_not_an_alias_bomb():
-    from kg.yamlio import MAX_NODES, parse_yaml
+    from kg.core.yamlio import MAX_NODES, parse_yaml
     with pytest.raises(OptkgError) as e:
         parse_yaml("- 1\n" * (MAX_NODES + 1), "big.yaml")
     assert "has more than 200000 nodes" in str(e.value) and "alias" not in str(e.value)
@@ -511,7 +511,7 @@ def test_kv_text_for_mla_shows_the_latent():
 
 
 def test_fp8_ds_mla_is_656_bytes_per_token_per_layer():
-    from kg.kv import kv_layout
+    from kg.derive.kv import kv_layout
     # 512 fp8 latent + 4 fp32 scales (16 B) + 64 bf16 RoPE values (128 B) = 656 B; 61 layers -> 40,016 B/token
     lay = kv_layout(model("deepseek-ai/DeepSeek-V3"), 8, 1, 1, "fp8_ds_mla")
     assert lay.bytes_per_token_layer_per_rank == 656 and lay.bytes_per_token_per_gpu == 40_016
@@ -520,7 +520,7 @@ def test_fp8_ds_mla_is_656_bytes_per_token_per_layer():
 
 
 def test_gpu_memory_uses_the_visible_capture(catalog):
-    from kg.kv import gpu_memory_bytes
+    from kg.derive.kv import gpu_memory_bytes
     assert gpu_memory_bytes(catalog.resolve_hardware("H100-SXM")) == 81_559 * 2**20  # 85,520,809,984
     assert gpu_memory_bytes(catalog.resolve_hardware("L40S")) == 46_068 * 2**20      # 48,305,405,952
     assert gpu_memory_bytes(catalog.resolve_hardware("H200")) == 141 * 2**30         # no capture: vendor figure

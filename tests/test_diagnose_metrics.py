@@ -1,4 +1,4 @@
-"""kg.metrics: every real sample in shared/data/metrics parses, with exact values; merging; scrape windows; errors.
+"""kg.inputs.metrics: every real sample in shared/data/metrics parses, with exact values; merging; scrape windows; errors.
 
 Expected values are read off the files by eye (quoted in the comments), not computed by the parser.
 """
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kg.errors import OptkgError
-from kg.metrics import Histogram, detect_format, load_snapshot
+from kg.core.errors import OptkgError
+from kg.inputs.metrics import Histogram, detect_format, load_snapshot
 
 from conftest import REPO, SHARED
 

@@ -1,4 +1,4 @@
-"""kg.diagnose: exact verdicts on the real samples and on fixtures derived from them (issue 6 acceptance).
+"""kg.analyses.diagnose: exact verdicts on the real samples and on fixtures derived from them (issue 6 acceptance).
 
 Working for every number is in the comments; the readings come from the files as printed.
 """
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, SHARED
 
-from kg.catalog import load_catalog
-from kg.diagnose import diagnose, fail_code, load_thresholds, wall_techniques
-from kg.errors import OptkgError
-from kg.metrics import load_snapshot
-from kg.rules import load_ruleset
-from kg.yamlio import load_yaml
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.diagnose import diagnose, fail_code, load_thresholds, wall_techniques
+from kg.core.errors import OptkgError
+from kg.inputs.metrics import load_snapshot
+from kg.engine.rules import load_ruleset
+from kg.core.yamlio import load_yaml
 
 M = SHARED / "data" / "metrics"
 FX = REPO / "tests" / "fixtures" / "metrics"
@@ -239,7 +239,7 @@ def test_checklist_of_the_vllm_sample(rs):
 
 
 def test_checklist_with_stack_context_is_comparable(rs, catalog):
-    from kg.stack import stack_from_mapping
+    from kg.inputs.stack import stack_from_mapping
     st = stack_from_mapping({"model": "Qwen/Qwen3-32B", "engine": "vllm",
                              "techniques": [{"tensor-parallelism": {"tp_size": 4}}],
                              "settings": {"max_model_len": 32768}}, catalog)
@@ -327,8 +327,8 @@ def test_wall_techniques_filters_by_stage(catalog):
 
 
 def test_memory_wall_under_tp8_on_4_kv_heads_removes_replication_first(rs, catalog):
-    from kg.check import check_stack
-    from kg.stack import parse_command
+    from kg.analyses.check import check_stack
+    from kg.inputs.stack import parse_command
     st = parse_command("vllm serve Qwen/Qwen3-235B-A22B -tp 8", catalog, "vllm")
     check_rules = load_ruleset("check")
     d = run(rs, [FX / "vllm_kv_pressure.prom"], catalog, stack=st, check_rules=check_rules)
@@ -341,7 +341,7 @@ def test_memory_wall_under_tp8_on_4_kv_heads_removes_replication_first(rs, catal
     # every reported collision is a check finding that appears only once the candidate is added (re-derived here)
     import copy
 
-    from kg.stack import add_technique
+    from kg.inputs.stack import add_technique
     base = {f.fingerprint for f in check_stack(st, catalog, check_rules).findings}
     for c in w["techniques"]:
         if c["in_stack"]:
@@ -411,8 +411,8 @@ def test_mixed_gpu_models_warn_and_name_the_files(rs):
 
 
 def test_served_model_differs_from_the_stack(rs, catalog):
-    from kg.stack import stack_from_doc
-    from kg.yamlio import YamlDoc
+    from kg.inputs.stack import stack_from_doc
+    from kg.core.yamlio import YamlDoc
     stack = stack_from_doc(YamlDoc("s.yaml", {"model": "meta-llama/Meta-Llama-3.1-8B", "engine": "vllm"}, {}), catalog, REPO)
     d = run(rs, [M / "vllm_metrics_datadog_fixture_opt125m.prom"], stack=stack)
     assert fired(d)["metrics-model-mismatch"]["message"].startswith(

@@ -1,7 +1,7 @@
 """The durable-rules wrapper: structural matching, isolation between calls, partitioning, type safety."""
 import resource
 
-from kg.engine import CompiledRules
+from kg.engine.durable import CompiledRules
 
 
 def test_match_and_isolation():

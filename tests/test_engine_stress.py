@@ -2,7 +2,7 @@
 generated stacks, then the ruleset partitioning at 10x the shipped rule count (synthetic rules).
 
 durable-rules keeps global state and crashes or drifts under some loads
-(shared/reference/durable_rules_notes.md); kg.engine isolates it. Here we assert, in one process:
+(shared/reference/durable_rules_notes.md); kg.engine.durable isolates it. Here we assert, in one process:
 - no crash and no exception on any input;
 - the findings of the long-lived engine equal those of an independent pure-Python matcher on every
   generated stack, and equal those of a brand-new ruleset evaluating the stack alone (a "single run")
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.check import _functions, stack_facts
-from kg.engine import CHUNK, CompiledRules
-from kg.fixtures import load_fixture_cases
-from kg.modelcfg import bundled_model_ids, resolve_model
-from kg.rules import RuleSet, evaluate_rules, load_rules
-from kg.stack import Stack, add_technique, set_setting, stack_from_doc
-from kg.yamlio import YamlDoc
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.check import _functions, stack_facts
+from kg.engine.durable import CHUNK, CompiledRules
+from kg.engine.fixtures import load_fixture_cases
+from kg.inputs.modelcfg import bundled_model_ids, resolve_model
+from kg.engine.rules import RuleSet, evaluate_rules, load_rules
+from kg.inputs.stack import Stack, add_technique, set_setting, stack_from_doc
+from kg.core.yamlio import YamlDoc
 
 N_STACKS = 3000
 SINGLE_RUN_SAMPLE = 40

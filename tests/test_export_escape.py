@@ -10,11 +10,11 @@ import networkx as nx
 import pytest
 
 from export_helpers import HOSTILE, dot_edges, dot_nodes, parse_mermaid, svg_all_text, svg_node_texts
-from kg.catalog import load_catalog
-from kg.export import (Filters, coordinate_map, coupling_graph, dot_string, html_text, mermaid_text,
+from kg.knowledge.catalog import load_catalog
+from kg.output.export import (Filters, coordinate_map, coupling_graph, dot_string, html_text, mermaid_text,
                        render_dot)
-from kg.gaps import find_gaps
-from kg.rules import load_ruleset
+from kg.analyses.gaps import find_gaps
+from kg.engine.rules import load_ruleset
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_png_and_pdf_render(hostile, tmp_path):
 
 
 def test_filters_reject_unknown_values(hostile):
-    from kg.errors import OptkgError
+    from kg.core.errors import OptkgError
     with pytest.raises(OptkgError, match="--stage: unknown value 'nope'"):
         Filters.from_lists(stages=["nope"]).validate(hostile)
     with pytest.raises(OptkgError, match="--tag: no technique has tag 'hostle' \\(did you mean hostile\\?\\)"):
@@ -106,6 +106,6 @@ def test_filters_reject_unknown_values(hostile):
 
 
 def test_render_rejects_broken_dot():
-    from kg.errors import OptkgError
+    from kg.core.errors import OptkgError
     with pytest.raises(OptkgError, match="Graphviz failed"):
         render_dot("digraph { a -> }", "svg")

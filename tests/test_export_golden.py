@@ -21,11 +21,11 @@ import networkx as nx
 import pytest
 
 from export_helpers import GOLDEN, TINY, dot_edges, dot_nodes, parse_mermaid
-from kg.catalog import load_catalog
-from kg.export import coordinate_map, coupling_graph, matrix_diagram
-from kg.gaps import find_gaps
-from kg.report import to_json
-from kg.rules import load_ruleset
+from kg.knowledge.catalog import load_catalog
+from kg.output.export import coordinate_map, coupling_graph, matrix_diagram
+from kg.analyses.gaps import find_gaps
+from kg.output.report import to_json
+from kg.engine.rules import load_ruleset
 
 HAND_MATRIX = {
     "schema_version": "1.0", "kind": "matrix",
@@ -146,7 +146,7 @@ def test_map_cells_by_hand(tiny):
 
 
 def test_map_filters(tiny):
-    from kg.export import Filters
+    from kg.output.export import Filters
     data = json.loads(coordinate_map(tiny, Filters.from_lists(stages=["serve"], tags=["caching,batching"])).text("json"))
     assert [p["stage"] for p in data["panels"]] == ["serve", "combined"]
     assert sorted(data["techniques"]) == ["beta-cache", "epsilon-queue"]
@@ -185,7 +185,7 @@ def test_byte_identical_across_runs_and_hash_seeds(what, fmt):
 
 
 def test_png_twice_is_identical(tiny, tmp_path):
-    from kg.export import write_diagram
+    from kg.output.export import write_diagram
     d = coordinate_map(tiny)
     a, b = write_diagram(d, tmp_path / "a.png"), write_diagram(d, tmp_path / "b.png")
     assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

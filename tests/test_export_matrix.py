@@ -1,5 +1,5 @@
 """The compatibility-matrix image and its text form, drawn from a hand-made matrix dict in the shape
-of kg.matrix.compatibility_matrix (non-ok pairs only)."""
+of kg.analyses.matrix.compatibility_matrix (non-ok pairs only)."""
 from __future__ import annotations
 
 import re
@@ -7,9 +7,9 @@ import re
 import pytest
 
 from export_helpers import TINY, svg_all_text
-from kg.catalog import load_catalog
-from kg.errors import OptkgError
-from kg.export import Filters, matrix_diagram, matrix_markdown
+from kg.knowledge.catalog import load_catalog
+from kg.core.errors import OptkgError
+from kg.output.export import Filters, matrix_diagram, matrix_markdown
 
 MATRIX = {
     "schema_version": "1.0", "kind": "matrix",
@@ -64,7 +64,7 @@ def test_text_form(tiny):
 
 
 @pytest.mark.parametrize("bad,msg", [
-    ({"kind": "check"}, "expected the dict of kg.matrix.compatibility_matrix"),
+    ({"kind": "check"}, "expected the dict of kg.analyses.matrix.compatibility_matrix"),
     ({**MATRIX, "cells": [{"a": "x"}]}, r"cells\[0\] needs a, b and mark"),
     ({**MATRIX, "cells": [{"a": "x", "b": "y", "mark": "maybe"}]}, "mark 'maybe' is not one of conflict"),
 ])

@@ -1,6 +1,6 @@
 """Every diagram of the shipped catalog: content checks, the 5-second budget, and fresh exports/.
 
-Counts are taken from the YAML files directly (not from kg.graph), so a diagram that drops or
+Counts are taken from the YAML files directly (not from kg.knowledge.graph), so a diagram that drops or
 duplicates a technique or a coupling fails here.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import networkx as nx
 import pytest
 
 from export_helpers import REPO, dot_edges, dot_nodes, parse_mermaid, svg_node_texts
-from kg.catalog import load_catalog
-from kg.export import EDGE_STYLES, GRID_WRAP, coordinate_map, coupling_graph
-from kg.schema import COUPLING_KINDS
+from kg.knowledge.catalog import load_catalog
+from kg.output.export import EDGE_STYLES, GRID_WRAP, coordinate_map, coupling_graph
+from kg.knowledge.schema import COUPLING_KINDS
 
 BUDGET_S = 5.0
 
@@ -100,7 +100,7 @@ EXPORTS = [
 @pytest.mark.parametrize("what,fmt,extra", EXPORTS, ids=lambda x: " ".join(x) if isinstance(x, list) else x)
 def test_each_full_catalog_export_finishes_in_budget(what, fmt, extra, tmp_path):
     if what == "matrix":
-        pytest.importorskip("kg.matrix")
+        pytest.importorskip("kg.analyses.matrix")
     out = tmp_path / f"out.{ {'mermaid': 'mmd'}.get(fmt, fmt) }"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

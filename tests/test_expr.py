@@ -1,7 +1,7 @@
 """The safe expression language of rule conditions."""
 import pytest
 
-from kg.expr import ExprError, ExprTypeError, MissingFact, evaluate, names_in
+from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate, names_in
 
 
 def test_arithmetic_and_logic():

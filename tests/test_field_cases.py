@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kg.catalog import load_catalog
-from kg.check import check_stack
-from kg.expr import names_in
-from kg.rules import load_ruleset
-from kg.stack import parse_command, stack_from_doc
-from kg.yamlio import YamlDoc
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.check import check_stack
+from kg.engine.expr import names_in
+from kg.engine.rules import load_ruleset
+from kg.inputs.stack import parse_command, stack_from_doc
+from kg.core.yamlio import YamlDoc
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

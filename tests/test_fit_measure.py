@@ -1,4 +1,4 @@
-"""Trace measurements (kg.fitmeasure): exact numbers on hand-made traces and on the real traces."""
+"""Trace measurements (kg.analyses.fitmeasure): exact numbers on hand-made traces and on the real traces."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kg.fitmeasure import TraceMeasurer, measure_requests, measure_trace
-from kg.traces import Request
+from kg.analyses.fitmeasure import TraceMeasurer, measure_requests, measure_trace
+from kg.inputs.traces import Request
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -23,7 +23,7 @@ AZURE_CONV = TRACES / "azure_llm_inference_2023_conv_first5000.csv"
 
 
 # ---------------------------------------------------------------------------------------------
-# A plain reference implementation, written independently of kg.fitmeasure: it simulates the
+# A plain reference implementation, written independently of kg.analyses.fitmeasure: it simulates the
 # caches directly instead of using stack distances.
 
 def brute_force(requests, capacities, block_size=512):

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.errors import OptkgError
-from kg.fit import PATTERNS, cost_curve, evaluate_fit, model_context, workload_features
-from kg.fitmeasure import measure_trace
-from kg.fixtures import load_fixture_cases, run_case
-from kg.kv import GIB, kv_layout
-from kg.modelcfg import load_config_file, resolve_model
-from kg.rules import load_rules
+from kg.knowledge.catalog import load_catalog
+from kg.core.errors import OptkgError
+from kg.analyses.fit import PATTERNS, cost_curve, evaluate_fit, model_context, workload_features
+from kg.analyses.fitmeasure import measure_trace
+from kg.engine.fixtures import load_fixture_cases, run_case
+from kg.derive.kv import GIB, kv_layout
+from kg.inputs.modelcfg import load_config_file, resolve_model
+from kg.engine.rules import load_rules
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl"
@@ -191,7 +191,7 @@ def test_bad_user_facts(catalog, fit_rules):
 # ---- the scheduler limit, the context limit and the host-memory sanity check --------------------
 
 def test_scheduler_limit_follows_vllm_defaults(catalog, fit_rules):
-    from kg.fit import _thresholds, scheduler_limit
+    from kg.analyses.fit import _thresholds, scheduler_limit
     th = _thresholds(fit_rules, None)
     ctx = lambda gpu: {"gpu": gpu, **({"gpu_name": catalog.resolve_hardware(gpu)["name"],  # noqa: E731
                                        "gpu_memory_gib": catalog.resolve_hardware(gpu)["memory_gib"]})}
@@ -206,7 +206,7 @@ def test_scheduler_limit_follows_vllm_defaults(catalog, fit_rules):
 
 
 def test_single_sequence_is_capped_by_the_context_limit():
-    from kg.fit import seq_limit_text
+    from kg.analyses.fit import seq_limit_text
     model = resolve_model("Qwen/Qwen3-235B-A22B")  # max_position_embeddings 40,960
     lay = kv_layout(model, 8)
     # memory knee at TP 8: 48,128 B/token/GPU into 16 GiB -> floor(17,179,869,184 / 48,128) = 356,962 tokens

@@ -53,7 +53,7 @@ def test_missing_plot_folder_refused(tmp_path):
 # ---- item 4: weights that do not fit are an error, and no KV compression is advised -----------
 
 def test_weights_do_not_fit_qwen3_235b_tp1_h100():
-    # weights 470,185,672,704 B = 437.89 GiB on one GPU (kg.kv.weight_bytes_per_gpu, as kg.check);
+    # weights 470,185,672,704 B = 437.89 GiB on one GPU (kg.derive.kv.weight_bytes_per_gpu, as kg.analyses.check);
     # H100-SXM 80 GiB x 0.9 = 72 GiB usable; ceil(470,185,672,704 / 77,309,411,328) = ceil(6.08) = 7 GPUs
     code, out, _ = run_cli("fit", str(SMALL_AZURE), "--model", "Qwen/Qwen3-235B-A22B", "--tp", "1", "--gpu", "H100-SXM",
                            "--format", "json", "--fail-on", "error")
@@ -71,7 +71,7 @@ def test_weights_do_not_fit_qwen3_235b_tp1_h100():
                                              "no KV budget, fix the weights first")
 
 
-# ---- item 5: --tp / --pp checked like `optkg kv` (kg.kv.check_parallel_sizes) ------------------
+# ---- item 5: --tp / --pp checked like `optkg kv` (kg.derive.kv.check_parallel_sizes) ------------------
 
 def test_tp_that_does_not_divide_the_heads_is_refused():
     code, _, err = run_cli("fit", str(SMALL_AZURE), "--model", "Qwen/Qwen3-235B-A22B", "--tp", "3")
@@ -119,15 +119,15 @@ def test_host_tier_fix_names_the_dram_sized_tier(qwen32b):
 
 def test_host_tier_fix_keeps_the_90_percent_size_when_it_fits_dram():
     # small_prefix: 90 % needs 5 blocks x 64 MiB = 0.3125 GiB per GPU (tp 1) < 256 GiB -> round(0.3125, 2) = 0.31
-    from kg.catalog import load_catalog
-    from kg.fit import run_fixture
-    from kg.rules import load_ruleset
+    from kg.knowledge.catalog import load_catalog
+    from kg.analyses.fit import run_fixture
+    from kg.engine.rules import load_ruleset
     cat, _ = load_catalog()
     firings = run_fixture({"trace": "traces/small_prefix.jsonl", "model": "meta-llama/Llama-3.1-8B", "kv_budget_gib": 0.125},
                           cat, load_ruleset("fit"), REPO / "rules" / "fixtures")
     f = next(f for f in firings if f.rule.id == "fit-host-kv-cache")
     assert f.fired
-    from kg.fit import _fmt
+    from kg.analyses.fit import _fmt
     assert _fmt(f.rule.fix, {"host_tier_gib": 0.31, "host_tier_basis": "90 % of the unbounded hits"}).startswith(
         "add a host-memory KV tier of about 0.31 GiB across the parallel group (90 % of the unbounded hits;")
 
@@ -150,8 +150,8 @@ def test_pattern_1_says_what_the_model_already_has(qwen32b):
 
 
 def test_compaction_status_for_sliding_and_mla_models():
-    from kg.fit import _compaction_status
-    from kg.modelcfg import resolve_model
+    from kg.analyses.fit import _compaction_status
+    from kg.inputs.modelcfg import resolve_model
     # gemma-2-9b: 16 query heads, 8 KV heads, a 4096-token window on every other layer (21 of 42)
     s = _compaction_status(resolve_model("google/gemma-2-9b-it"))
     assert s == {"kv_features_present": "GQA, sliding window", "kv_features_missing": "MQA, MLA",
@@ -183,7 +183,7 @@ def test_cut_azure_csv_gets_a_truncation_note(tmp_path):
 
 
 def test_truncation_note_only_for_azure(tmp_path):
-    from kg.traces import truncation_note
+    from kg.inputs.traces import truncation_note
     j = tmp_path / "t.jsonl"
     j.write_text('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n'
                  '{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1]}')
@@ -196,7 +196,7 @@ def test_truncation_note_only_for_azure(tmp_path):
 # ---- item 15: the plot's sequence-length panel shows the context limit -----------------------
 
 def test_plot_markers_include_the_context_limit():
-    from kg.fitreport import seq_len_markers
+    from kg.output.fitreport import seq_len_markers
     # Llama-3.1-8B: 131,072 B/token; a 64 GiB budget holds 524,288 tokens, above max_position_embeddings 131,072
     cc = {"budget_bytes_per_gpu": 64 * 2**30, "knee_seq_len": 524288, "context_limit": 131072,
           "context_limit_by": "max_position_embeddings", "seq_len_limit": 131072,

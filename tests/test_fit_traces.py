@@ -1,13 +1,13 @@
-"""Trace readers (kg.traces): Mooncake JSONL and Azure CSV, streaming, with line-numbered errors."""
+"""Trace readers (kg.inputs.traces): Mooncake JSONL and Azure CSV, streaming, with line-numbered errors."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from kg.errors import OptkgError
-from kg.fitmeasure import PartialTraceError, TraceMeasurer, measure_trace
-from kg.traces import detect_format, iter_trace, parse_timestamp_ms, read_azure, read_mooncake
+from kg.core.errors import OptkgError
+from kg.analyses.fitmeasure import PartialTraceError, TraceMeasurer, measure_trace
+from kg.inputs.traces import detect_format, iter_trace, parse_timestamp_ms, read_azure, read_mooncake
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

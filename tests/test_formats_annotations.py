@@ -1,4 +1,4 @@
-"""GitHub workflow-command annotations and markdown PR comments (kg.formats)."""
+"""GitHub workflow-command annotations and markdown PR comments (kg.output.formats)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from catalog_copy import copy_catalog, dump, optkg, technique
-from kg.errors import OptkgError
-from kg.formats import render
+from kg.core.errors import OptkgError
+from kg.output.formats import render
 
 PROBLEM = {
     "code": "schema-enum", "severity": "error", "file": "cat/a,b:c.yaml", "line": 3, "column": 5,

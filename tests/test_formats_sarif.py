@@ -60,7 +60,7 @@ def test_validate_sarif_points_at_the_problem_lines(home: Path) -> None:
     assert layer["partialFingerprints"]["optkgFingerprint/v1"]
     # rule metadata for every check, with descriptions
     ids = [d["id"] for d in run["tool"]["driver"]["rules"]]
-    from kg.catalog import CHECKS
+    from kg.knowledge.catalog import CHECKS
     assert ids[: len(CHECKS)] == list(CHECKS)
     assert all(d["shortDescription"]["text"] and d["fullDescription"]["text"] for d in run["tool"]["driver"]["rules"])
 
@@ -110,7 +110,7 @@ def test_place_sarif_is_valid(home: Path) -> None:
 
 
 def test_sarif_for_a_clean_catalog_has_no_results(home: Path) -> None:
-    from kg.formats import to_sarif
+    from kg.output.formats import to_sarif
     log = to_sarif("validate", {"schema_version": "1.0", "kind": "validate", "techniques": 3, "problems": []})
     _valid(log)
     assert log["runs"][0]["results"] == []

@@ -420,7 +420,7 @@ def test_fuzz_traces_full(data_dir):
 # inputs the full fuzz run found; each was an internal error (exit 3) before its fix
 
 def test_found_nvidia_smi_csv_with_bare_carriage_return(data_dir):
-    # csv.Error "new-line character seen in unquoted field" escaped kg.metrics as an internal error
+    # csv.Error "new-line character seen in unquoted field" escaped kg.inputs.metrics as an internal error
     f = data_dir / "cr.csv"
     f.write_bytes(b"index, memory.used [MiB]\n\r0\n0, 5 MiB\n")
     code, out, err = run("diagnose", str(f))
@@ -453,7 +453,7 @@ def test_found_newline_in_a_pasted_model_name():
 
 
 def test_error_messages_escape_line_breaks_but_keep_detail_lines():
-    from kg.errors import OptkgError
+    from kg.core.errors import OptkgError
     e = OptkgError("unknown field 'a\nb\r\x00'", ["first problem", "second\nproblem"])
     assert str(e) == "unknown field 'a\\nb\\r\\x00'\nfirst problem\nsecond\\nproblem"
     assert str(OptkgError("tab\tstays")) == "tab\tstays"

@@ -150,9 +150,9 @@ def test_annotation_on_an_occupied_cell_is_a_conflict(cli, tmp_path):
 def test_fixture_runner_with_a_fixture_catalog():
     # the rules/fixtures runner also takes a whole catalog folder (relative to the fixture file)
     from export_helpers import CATALOGS
-    from kg.catalog import load_catalog
-    from kg.gaps import run_fixture
-    from kg.rules import load_ruleset
+    from kg.knowledge.catalog import load_catalog
+    from kg.analyses.gaps import run_fixture
+    from kg.engine.rules import load_ruleset
     rs = load_ruleset("gaps")
     cat = load_catalog(TINY, use_cache=False)[0]
     firings = run_fixture({"cell": {"stage": "serve", "layer": "L2", "dimension": "network"}, "catalog": "tiny"},
@@ -160,7 +160,7 @@ def test_fixture_runner_with_a_fixture_catalog():
     fired = {f.rule.id: f for f in firings if f.fired}
     assert list(fired) == ["gap-other-stages"] and fired["gap-other-stages"].numbers == {"other_stage_count": 1}
     import pytest
-    from kg.errors import OptkgError
+    from kg.core.errors import OptkgError
     with pytest.raises(OptkgError, match="occupied by alpha-split"):
         run_fixture({"cell": {"stage": "serve", "layer": "L2", "dimension": "compute"}, "catalog": "tiny"},
                     cat, rs, CATALOGS)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.export import coordinate_map
-from kg.gaps import ANNOTATION_STATUSES, find_gaps, load_annotations
-from kg.rules import load_ruleset
+from kg.knowledge.catalog import load_catalog
+from kg.output.export import coordinate_map
+from kg.analyses.gaps import ANNOTATION_STATUSES, find_gaps, load_annotations
+from kg.engine.rules import load_ruleset
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import SHARED, run_cli
-from kg import yamlio
+from kg.core import yamlio
 
 MODEL = "Qwen/Qwen3-235B-A22B"
 VLLM = f"vllm serve {MODEL} -tp 8"

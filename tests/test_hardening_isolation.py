@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 from conftest import REPO
-from kg.catalog import load_catalog
-from kg.check import check_stack
-from kg.rules import load_ruleset
-from kg.stack import parse_command
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.check import check_stack
+from kg.engine.rules import load_ruleset
+from kg.inputs.stack import parse_command
 
 # four stacks with different findings (and one with none), alternated
 STACKS = [

@@ -1,6 +1,6 @@
 """YAML safety: unsafe tags refused, alias bombs refused before they expand, a size limit that names
 itself, non-UTF-8 bytes reported with the file name, runaway nesting refused -- through the library
-(kg.yamlio) and through the CLI (exit 2, one line, no traceback)."""
+(kg.core.yamlio) and through the CLI (exit 2, one line, no traceback)."""
 from __future__ import annotations
 
 import resource
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import run_cli
-from kg.errors import OptkgError
-from kg.yamlio import MAX_BYTES, MAX_NODES, load_yaml, parse_yaml, read_text
+from kg.core.errors import OptkgError
+from kg.core.yamlio import MAX_BYTES, MAX_NODES, load_yaml, parse_yaml, read_text
 
 
 def one_line_error(code: int, err: str) -> str:
@@ -24,7 +24,7 @@ def one_line_error(code: int, err: str) -> str:
     "!!python/object/new:os.system ['touch {marker}']",
     "!!python/name:os.system",
     "!!python/module:os",
-    "!!python/object:kg.stack.Stack {{name: x}}",
+    "!!python/object:kg.inputs.stack.Stack {{name: x}}",
 ])
 def test_unsafe_tags_are_refused_and_nothing_runs(tmp_path, tag):
     marker = tmp_path / "pwned"

@@ -1,9 +1,9 @@
 """KV-cache derivations: exact values worked out by hand from the real configs (shared/data/model_configs)."""
 import pytest
 
-from kg.errors import OptkgError
-from kg.kv import GIB, kv_capacity, kv_layout, replication_factor, sequence_bytes_per_gpu, valid_dcp_sizes
-from kg.modelcfg import resolve_model
+from kg.core.errors import OptkgError
+from kg.derive.kv import GIB, kv_capacity, kv_layout, replication_factor, sequence_bytes_per_gpu, valid_dcp_sizes
+from kg.inputs.modelcfg import resolve_model
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.matrix import compatibility_matrix, context_names, variant_only
-from kg.rules import Rule, load_ruleset
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.matrix import compatibility_matrix, context_names, variant_only
+from kg.engine.rules import Rule, load_ruleset
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_engine_filter(catalog, rules):
 
 
 def test_engine_filter_uses_only_evidence_for_that_engine(catalog, rules):
-    from kg.matrix import known_engines
+    from kg.analyses.matrix import known_engines
     assert known_engines(catalog, rules.rules) == ["sglang", "trtllm", "vllm"]
     trt = compatibility_matrix(catalog, rules, engine="trtllm")
     # every cell is either engine-independent or names trtllm; no vLLM/SGLang backend evidence remains
@@ -115,7 +115,7 @@ def test_engine_filter_uses_only_evidence_for_that_engine(catalog, rules):
 
 
 def test_unknown_engine_is_an_error(catalog, rules, cli):
-    from kg.errors import OptkgError
+    from kg.core.errors import OptkgError
     with pytest.raises(OptkgError, match=r"--engine: unknown engine 'foo' \(known: sglang, trtllm, vllm\)"):
         compatibility_matrix(catalog, rules, engine="foo")
     code, out, err = cli("matrix", "--engine", "vlm")
@@ -124,7 +124,7 @@ def test_unknown_engine_is_an_error(catalog, rules, cli):
 
 
 def test_backend_selectors_make_evidence_conditional():
-    from kg.matrix import selector_restricted
+    from kg.analyses.matrix import selector_restricted
     assert selector_restricted("attention_backend == 'TRITON_ATTN' and dcp_size > 1")
     assert selector_restricted("moe_a2a_backend == 'deepep' and deepep_mode == 'normal'")
     assert selector_restricted("kv_cache_is_fp8 and flash_attn_version_effective == 2")

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from kg.errors import OptkgError
-from kg.modelcfg import bundled_model_ids, load_config_file, parse_config, resolve_model
+from kg.core.errors import OptkgError
+from kg.inputs.modelcfg import bundled_model_ids, load_config_file, parse_config, resolve_model
 
 
 def test_every_bundled_config_parses():

@@ -163,7 +163,7 @@ def test_place_occupied_cells_ranks_replacement_candidates(tmp_path: Path) -> No
     n = technique("nnn-new-kv", ["inference"], ["L5"], "storage", ["storage"], ["network"])
     draft = tmp_path / "nnn-new-kv.yaml"
     dump(draft, n)
-    from kg.place import place_technique
+    from kg.analyses.place import place_technique
     d = place_technique(draft, cat, stacks=[])
     assert d["verdict"] == "replacement-candidates"
     assert d["cells"] == [{"stage": "inference", "layer": "L5", "dimension": "storage",
@@ -185,7 +185,7 @@ def test_place_empty_cell_is_a_new_direction(tmp_path: Path) -> None:
     # governance x L1 x energy: nobody is there
     n = technique("nnn-power-budget", ["governance"], ["L1"], "energy", ["energy"], ["compute"])
     dump(cat / "techniques" / "nnn-power-budget.yaml", n)
-    from kg.place import place_technique
+    from kg.analyses.place import place_technique
     d = place_technique(cat / "techniques" / "nnn-power-budget.yaml", stacks=[])
     assert d["verdict"] == "new-direction"
     assert d["empty_cells"] == [["governance", "L1", "energy"]]
@@ -218,7 +218,7 @@ def test_place_partly_new_and_couplings_it_adds(tmp_path: Path) -> None:
     draft = tmp_path / "draft" / "nnn-kv-tier.yaml"
     draft.parent.mkdir()
     dump(draft, n)
-    from kg.place import place_technique
+    from kg.analyses.place import place_technique
     d = place_technique(draft, cat, stacks=[])
     assert d["verdict"] == "partly-new-direction"
     assert d["empty_cells"] == [["inference", "L6", "storage"]]
@@ -318,7 +318,7 @@ def test_place_candidates_need_a_shared_cell_and_kind(tmp_path: Path) -> None:
     cat = minimal_catalog(tmp_path, entries)
     draft = tmp_path / "nnn-kv.yaml"
     dump(draft, technique("nnn-kv", ["inference"], ["L5"], "storage", ["storage"], ["network"], tags=["kv-cache", "serving"]))
-    from kg.place import place_technique
+    from kg.analyses.place import place_technique
     d = place_technique(draft, cat, stacks=[])
     # A: same single cell (1), same benefit and cost dimensions (1, 1): 0.5 + 0.25 + 0.25 = 1.0; tag kv-cache
     assert [(c["id"], c["score"], c["shared_tags"]) for c in d["candidates"]] == [("aaa-kv", 1.0, ["kv-cache"])]

@@ -22,8 +22,8 @@ def test_wheel_bundles_catalog_and_rules(tmp_path):
                    check=True, capture_output=True, timeout=300)
     env = {**os.environ, "PYTHONPATH": str(target), "OPTKG_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("OPTKG_HOME", None)
-    out = subprocess.run([sys.executable, "-c", "import kg.paths, sys; from kg.cli import main; "
-                          "print(kg.paths.data_root()); sys.exit(main(['check', '--vllm', "
+    out = subprocess.run([sys.executable, "-c", "import kg.core.paths, sys; from kg.cli import main; "
+                          "print(kg.core.paths.data_root()); sys.exit(main(['check', '--vllm', "
                           "'vllm serve Qwen/Qwen3-235B-A22B -tp 8', '--format', 'json']))"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

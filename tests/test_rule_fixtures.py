@@ -3,9 +3,9 @@ from collections import defaultdict
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.fixtures import load_fixture_cases, run_case
-from kg.rules import RULESET_KINDS, load_rules
+from kg.knowledge.catalog import load_catalog
+from kg.engine.fixtures import load_fixture_cases, run_case
+from kg.engine.rules import RULESET_KINDS, load_rules
 
 CASES = load_fixture_cases()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from catalog_copy import copy_catalog, optkg
-from kg.errors import OptkgError
+from kg.core.errors import OptkgError
 
 DCP = "catalog/techniques/decode-context-parallelism.yaml"
 # line 49 of the shipped file is "    condition: dcp_size > 1" (couplings[0]); the problem points at
@@ -51,7 +51,7 @@ def test_condition_syntax_error_is_an_error_with_position(home):
     [p] = [p for p in d["problems"] if p["code"] == "coupling-condition"]
     assert (p["file"].endswith("decode-context-parallelism.yaml"), p["line"], p["column"]) == (True, COND_LINE, COND_COL)
     assert p["severity"] == "error" and p["path"] == "couplings[0].condition"
-    # kg.expr passes on CPython's parse message; the last '(' of "attention == (((" is character 16
+    # kg.engine.expr passes on CPython's parse message; the last '(' of "attention == (((" is character 16
     assert p["message"] == "condition 'attention == (((' does not parse: syntax error at column 16: '(' was never closed"
 
 
@@ -129,7 +129,7 @@ def test_export_format_agreeing_with_suffix_writes(home):
 
 
 def test_atomic_write_refuses_symlink(tmp_path):
-    from kg.yamlio import atomic_write
+    from kg.core.yamlio import atomic_write
     real = tmp_path / "real.txt"
     real.write_text("old")
     link = tmp_path / "link.txt"
@@ -142,7 +142,7 @@ def test_atomic_write_refuses_symlink(tmp_path):
 
 
 def test_atomic_write_refuses_dangling_symlink(tmp_path):
-    from kg.yamlio import atomic_write
+    from kg.core.yamlio import atomic_write
     target = tmp_path / "nowhere" / ".." / "created.txt"
     link = tmp_path / "dangling.txt"
     link.symlink_to(tmp_path / "created.txt")

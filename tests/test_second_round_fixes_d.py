@@ -10,11 +10,11 @@ import csv
 import io
 import json
 
-from kg.catalog import load_catalog
+from kg.knowledge.catalog import load_catalog
 from kg.cli import main
-from kg.export import CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES, _edge_attrs, graph_view
-from kg.graph import build_graph
-from kg.rules import evaluate_rules, load_ruleset
+from kg.output.export import CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES, _edge_attrs, graph_view
+from kg.knowledge.graph import build_graph
+from kg.engine.rules import evaluate_rules, load_ruleset
 
 QWEN = "Qwen/Qwen3-235B-A22B"
 

@@ -13,12 +13,12 @@ import math
 
 import pytest
 
-from kg.catalog import load_catalog
-from kg.check import check_stack
+from kg.knowledge.catalog import load_catalog
+from kg.analyses.check import check_stack
 from kg.cli import main
-from kg.rules import load_ruleset
-from kg.stack import parse_command
-from kg.sweep import CSV_COLUMNS, parse_int_list, sweep
+from kg.engine.rules import load_ruleset
+from kg.inputs.stack import parse_command
+from kg.analyses.sweep import CSV_COLUMNS, parse_int_list, sweep
 
 MODEL = "Qwen/Qwen3-235B-A22B"
 TPS = [1, 2, 4, 8, 16]

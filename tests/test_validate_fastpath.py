@@ -1,4 +1,4 @@
-"""The compiled fast path of catalog validation (kg.catalog._fast_validator) gives the same yes/no
+"""The compiled fast path of catalog validation (kg.knowledge.catalog._fast_validator) gives the same yes/no
 verdict as the full jsonschema validation with the teaching schema, on every shipped entry and on
 mutated copies of them (hypothesis), so it can never hide a problem."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from kg.axes import load_axes
-from kg.catalog import FASTJSONSCHEMA_FROM, _fast_validator
-from kg.schema import technique_schema
+from kg.knowledge.axes import load_axes
+from kg.knowledge.catalog import FASTJSONSCHEMA_FROM, _fast_validator
+from kg.knowledge.schema import technique_schema
 
 CATALOG = REPO / "catalog"
 SCHEMA = technique_schema(load_axes(CATALOG / "axes.yaml"))

@@ -198,8 +198,8 @@ def test_ids_never_die_renamed_id_resolves_with_a_note(home: Path, tmp_path: Pat
     assert new in rep["stack"]["techniques"]
     assert any(old in n and new in n for n in rep["notes"]), rep["notes"]
     # the coupling graph keeps the edges that name the old id
-    from kg.catalog import load_catalog
-    from kg.graph import build_graph
+    from kg.knowledge.catalog import load_catalog
+    from kg.knowledge.graph import build_graph
     catalog, problems = load_catalog(cat, use_cache=False)
     assert problems == []
     g = build_graph(catalog)

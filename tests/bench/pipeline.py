@@ -16,11 +16,11 @@ from pathlib import Path
 
 def main(root: Path) -> dict:
     t0 = time.perf_counter()
-    from kg.catalog import load_catalog
-    from kg.check import check_stack
-    from kg.graph import build_graph
-    from kg.rules import load_rules
-    from kg.stack import stack_from_mapping
+    from kg.knowledge.catalog import load_catalog
+    from kg.analyses.check import check_stack
+    from kg.knowledge.graph import build_graph
+    from kg.engine.rules import load_rules
+    from kg.inputs.stack import stack_from_mapping
 
     t_import = time.perf_counter()
     cat, problems = load_catalog(root / "catalog", use_cache=False)

@@ -105,11 +105,11 @@ def pipeline(root: Path, runs: int, env: dict) -> dict:
 
 
 def sweep_rate(runs: int) -> dict:
-    """Stacks/s of ``kg.sweep.sweep`` in this process (shipped catalog and rules, compiled once)."""
-    from kg.catalog import load_catalog
-    from kg.rules import load_ruleset
-    from kg.stack import parse_command
-    from kg.sweep import sweep
+    """Stacks/s of ``kg.analyses.sweep.sweep`` in this process (shipped catalog and rules, compiled once)."""
+    from kg.knowledge.catalog import load_catalog
+    from kg.engine.rules import load_ruleset
+    from kg.inputs.stack import parse_command
+    from kg.analyses.sweep import sweep
     cat, problems = load_catalog()
     if problems:
         raise SystemExit(f"the shipped catalog has {len(problems)} problem(s); run `optkg validate`")
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no optkg script next to {PY}; run `make install` first")
     cjs = shutil.which("check-jsonschema", path=str(BIN)) or shutil.which("check-jsonschema")
     sizes = [int(s) for s in a.sizes.split(",")]
-    from kg import paths
+    from kg.core import paths
     src = paths.data_root()
     info = machine()
     work = Path(tempfile.mkdtemp(prefix="optkg-bench-"))
@@ -220,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         # 3. validate vs check-jsonschema on 1,000 files
         if cjs:
             root = work / "cat1000"
-            from kg.axes import load_axes
-            from kg.schema import technique_schema
+            from kg.knowledge.axes import load_axes
+            from kg.knowledge.schema import technique_schema
             schema = work / "technique.schema.json"
             schema.write_text(json.dumps(technique_schema(load_axes(root / "catalog" / "axes.yaml"))))
             files = sorted(str(p) for p in (root / "catalog" / "techniques").glob("*.yaml"))

@@ -1,0 +1,480 @@
+"""``optkg check``: a stack -> facts -> rule engine -> findings.
+
+``stack_facts`` turns a Stack into (engine facts, flat namespace). The namespace holds every
+model field, hardware fact, setting and technique parameter, plus the KV derivations of kg.derive.kv
+(``kv_replication``, ``kv_bytes_per_token_per_gpu``, ``valid_dcp_sizes``, capacity and
+concurrency when the hardware or a KV budget is known), the capacity facts the startup rules of
+rules/capacity.yaml read (``gpu_memory_bytes`` from the hardware's ``memory_visible_mib`` else
+``memory_gib``; ``weight_bytes_per_gpu_estimate`` / ``weights_exceed_gpu_memory``;
+``max_model_len_limit`` = the engine's context limit, ``max_model_len_effective`` = the given
+max_model_len else that limit; ``kv_request_bytes_at_max_model_len``, ``max_model_len_that_fits``;
+``gpus_required``), and the engine facts of ``engine_facts``
+(effective settings, weight quantisation and kernel, per-rank sharded sizes, draft TP, FlashAttention
+version, engine generation). ``check_stack`` runs the ``check``
+ruleset and returns a Report of Findings, each tracing back to its rule, the catalog entries
+involved, their coordinates, the dimension the cost lands in, its numbers, fixes and sources.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from kg.knowledge.catalog import Catalog
+from kg.engine.expr import names_in
+from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, estimate_weight_bytes, gpu_memory_bytes, kv_budget_bytes,
+                 kv_capacity, kv_layout, request_kv_bytes_per_gpu, weight_bytes_per_gpu)
+from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
+from kg.inputs.stack import Stack
+
+SCHEMA_VERSION = "1.0"
+
+
+@dataclass
+class Finding:
+    """One fired rule on one stack (see module doc). ``numbers`` values are ints/floats/lists."""
+
+    rule_id: str
+    title: str
+    severity: str
+    message: str
+    techniques: list[str]
+    facts: dict[str, Any]
+    numbers: dict[str, Any]
+    cost_dimension: str | None
+    from_dimension: str | None
+    coordinates: list[dict[str, Any]]
+    mechanism: str
+    fixes: list[dict[str, str]]
+    fix: str
+    sources: list[dict[str, Any]]
+    tags: list[str]
+    rule_file: str = ""
+    rule_line: int = 0
+    fingerprint: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class Report:
+    """The outcome of checking one stack."""
+
+    stack: dict[str, Any]
+    findings: list[Finding]
+    derived: dict[str, Any]
+    not_fired: list[dict[str, str]] = field(default_factory=list)
+    ignored_flags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def max_severity(self) -> int:
+        return max((SEVERITY_ORDER.get(f.severity, 0) for f in self.findings), default=0)
+
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        d = {"schema_version": SCHEMA_VERSION, "kind": "check", "stack": self.stack, "derived": self.derived,
+             "findings": [f.to_dict() for f in self.findings], "ignored_flags": self.ignored_flags,
+             "notes": self.notes}
+        if explain:
+            d["not_fired"] = self.not_fired
+        return d
+
+
+def _compute_capability(hw: dict[str, Any] | None) -> float | None:
+    cc = (hw or {}).get("compute_capability")
+    try:
+        return float(cc) if cc is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Engine facts (structural) and the flat namespace (numeric) for ``stack``."""
+    ns: dict[str, Any] = stack.values()
+    facts: list[dict[str, Any]] = [{"kind": "stack", "engine": stack.engine or "unknown"}]
+    for tid in sorted(stack.techniques):
+        facts.append({"kind": "technique", "technique": tid})
+    ns["techniques"] = sorted(stack.techniques)
+    ns["engine"] = stack.engine or "unknown"
+    ns["engine_version"] = stack.engine_version
+    m = stack.model
+    derived: dict[str, Any] = {}
+    if m is not None:
+        md = m.to_dict()
+        for k, v in md.items():
+            if k in ("warnings", "source", "name"):
+                continue
+            if k == "weight_block_size":
+                if isinstance(v, list) and len(v) == 2:
+                    ns["weight_block_n"], ns["weight_block_k"] = v
+                continue
+            ns.setdefault(k, v)
+        ns["model_name"] = m.name
+        ns["has_sliding_window"] = bool(m.sliding_window)
+        facts.append({"kind": "model", "attention": m.attention, "is_moe": m.is_moe,
+                      "has_sliding_window": bool(m.sliding_window), "quant_method": m.quant_method or "none"})
+        tp, pp, dcp = ns["tp_size"], ns["pp_size"], ns["dcp_size"]
+        # SGLang DP attention splits the TP group into dp_size attention replicas of tp / dp ranks,
+        # each caching its own requests: the KV layout follows the attention TP size
+        # (SGLang docs/advanced_features/dp_dpa_smg_guide.md; ServerArgs._handle_data_parallelism).
+        tp_kv = tp
+        dp_attn = int(ns.get("dp_size") or 1)
+        if "dp-attention" in stack.techniques and dp_attn > 1 and tp % dp_attn == 0:
+            tp_kv = tp // dp_attn
+            derived["attention_tp_size"] = tp_kv
+        kvdt = str(ns.get("kv_cache_dtype") or "auto")
+        sized = True
+        try:
+            lay = kv_layout(m, tp_kv, pp, 1, kvdt)
+            lay_dcp = kv_layout(m, tp_kv, pp, dcp, kvdt) if dcp > 1 else lay
+        except UnmodelledKVDtype:
+            # a value the engine accepts but optkg cannot size: keep head/replication facts, drop byte facts
+            sized = False
+            lay = kv_layout(m, tp_kv, pp, 1, "auto")
+            lay_dcp = kv_layout(m, tp_kv, pp, dcp, "auto") if dcp > 1 else lay
+            stack.notes.append(f"kv_cache_dtype '{kvdt}': optkg does not model its cache size; "
+                               "KV bytes, budget and capacity are not computed")
+        derived.update({
+            "kv_heads_per_rank": lay.kv_heads_per_rank,
+            "kv_replication_tp": lay.replication_factor,
+            "kv_replication": lay_dcp.replication_factor,
+            "valid_dcp_sizes": lay.valid_dcp_sizes,
+            "dcp_possible": lay.dcp_possible,
+            "max_useful_dcp_size": max(lay.valid_dcp_sizes),
+            "valid_tp_sizes": divisors(m.num_attention_heads),
+        })
+        if stack.engine == "sglang":  # SGLang has no decode context parallelism: only dcp_size 1 exists
+            derived.update({"valid_dcp_sizes": [1], "dcp_possible": False, "max_useful_dcp_size": 1})
+        if sized:
+            derived.update({
+                "kv_bytes_per_token_model": lay.bytes_per_token_model,
+                "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu,
+                "kv_bytes_per_token_per_gpu_unreplicated": lay.bytes_per_token_per_gpu_unreplicated,
+                "kv_bytes_per_token_per_gpu_effective": lay_dcp.bytes_per_token_per_gpu_effective,
+                "kv_element_bytes": lay.kv_element_bytes,
+            })
+        # the context limit the engine enforces, and the max_model_len it runs with when none is given
+        engine = stack.engine or ""
+        limit = {"vllm": m.derived_max_model_len, "sglang": m.sglang_context_length}.get(engine)
+        if limit is None:
+            limit = m.max_position_embeddings
+        if limit is not None:
+            derived["max_model_len_limit"] = int(limit)
+        mml = ns.get("max_model_len") or derived.get("max_model_len_limit")
+        if mml:
+            derived["max_model_len_effective"] = int(mml)
+        hw = stack.hardware
+        block = int(ns.get("block_size") or 16)
+        util = float(ns.get("gpu_memory_utilization") or 0.9)
+        mem = gpu_memory_bytes(hw) if hw else None
+        if mem is not None:
+            derived["gpu_memory_bytes"] = round(mem)
+            derived["gpu_memory_usable_bytes"] = round(mem * util)
+            expert_shards = tp
+            if "expert-parallelism" in stack.techniques:
+                ep = int(ns.get("ep_size") or 1)
+                expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
+            weights = weight_bytes_per_gpu(m, tp, pp, expert_shards)
+            derived["weight_bytes_per_gpu_estimate"] = round(weights)
+            derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m))
+            derived["weights_exceed_gpu_memory"] = weights > mem * util
+        budget = None
+        if ns.get("kv_budget_gib") is not None:
+            budget = float(ns["kv_budget_gib"]) * GIB
+            derived["kv_budget_source"] = "given (kv_budget_gib)"
+            derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
+        elif mem is not None:
+            budget = kv_budget_bytes(mem, util, derived["weight_bytes_per_gpu_estimate"])
+            derived["kv_budget_source"] = ("estimated: GPU memory x gpu_memory_utilization - estimated weights per GPU "
+                                           "(activations and CUDA graphs not subtracted: an upper bound)")
+        if budget is not None and sized:
+            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block)
+            derived["kv_block_size"] = block
+            derived["kv_budget_bytes_per_gpu"] = round(budget)
+            derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
+            derived["kv_tokens_total"] = cap.kv_tokens_total
+            if stack.engine == "sglang" and dp_attn > 1:
+                # SGLang --dp N runs N schedulers, each with its own KV pool (N attention groups of
+                # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
+                derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
+            if cap.max_concurrency is not None:
+                derived["max_concurrency"] = cap.max_concurrency
+            derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
+            if derived.get("max_model_len_effective"):
+                derived["kv_request_bytes_at_max_model_len"] = round(
+                    request_kv_bytes_per_gpu(lay_dcp, derived["max_model_len_effective"], block))
+            if lay_dcp.replication_factor > 1 and lay.bytes_per_token_per_gpu_unreplicated:
+                derived["kv_tokens_per_gpu_if_unreplicated"] = int(budget // lay.bytes_per_token_per_gpu_unreplicated)
+    if stack.hardware:
+        hw = stack.hardware
+        facts.append({"kind": "hardware", "gpu": hw["id"], "vendor": str(hw.get("vendor", "unknown"))})
+        ns["gpu"] = hw["id"]
+        ns["gpu_vendor"] = hw.get("vendor")
+        ns["gpu_memory_gib"] = hw.get("memory_gib")
+        ns["gpu_compute_capability"] = _compute_capability(hw)
+        ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
+    if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
+        ns["gpu_count"] = stack.gpu_count
+    ns.update(derived)
+    ns.update(engine_facts(stack, ns))
+    for f in facts:
+        if f["kind"] == "model":
+            f["has_sliding_window"] = ns["has_sliding_window"]
+    return facts, ns
+
+
+FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+FP8_WEIGHT_METHODS = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8")
+MARLIN_UPGRADES = {"gptq": "gptq_marlin", "awq": "awq_marlin"}
+
+
+def _exact_div(a: int, b: int) -> int | float:
+    """a / b as an int when it divides exactly, else the float quotient (e.g. 29568 / 2 = 14784, 1536 / 8 = 192)."""
+    q = a / b
+    return int(q) if q == int(q) else q
+
+
+def _parse_block(value: Any) -> list[int] | None:
+    """'[128, 128]', '128x128', [128, 128] or 128 -> [block_n, block_k]; None when unreadable."""
+    import re
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, int) for x in value):
+        return [int(value[0]), int(value[1])]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return [value, value]
+    if isinstance(value, str):
+        nums = [int(x) for x in re.findall(r"\d+", value)]
+        if len(nums) == 2:
+            return nums
+        if len(nums) == 1:
+            return [nums[0], nums[0]]
+    return None
+
+
+def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
+    """Derived facts the engine-constraint, quantisation and feature rules read (sizes in elements).
+
+    - Effective settings: ``kv_cache_dtype`` / ``speculative_method`` lower-cased; ``has_sliding_window``
+      false when the model has no effective window or ``disable_sliding_window`` is set;
+      ``dtype_effective`` (the ``dtype`` setting unless 'auto', else the model's torch_dtype).
+    - Weight quantisation: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's
+      ``quant_method``, else 'none'; ``weight_quant_kernel`` = what vLLM runs: a GPTQ/AWQ checkpoint
+      without ``--quantization`` is upgraded to its Marlin kernel on NVIDIA GPUs of compute capability
+      >= 8.0 (or when no GPU is named) (vLLM ``GPTQMarlinConfig.override_quantization_method``);
+      ``weight_is_fp8``; ``quant_family`` / ``checkpoint_quant_family`` (method without ``_marlin``);
+      ``weight_block_n`` / ``weight_block_k`` from the ``weight_block_size`` setting or the checkpoint.
+    - Sharded sizes per rank: ``intermediate_size_per_rank = intermediate_size / tp_size`` (dense MLP,
+      column-parallel gate/up, row-parallel down); ``moe_tp_size`` = tp_size without expert parallelism,
+      ``tp_size // ep_size`` with an explicit ep_size (SGLang), 1 with vLLM's --enable-expert-parallel
+      (experts are split whole over EP = TP x DP ranks); ``moe_intermediate_size_per_rank =
+      moe_intermediate_size / moe_tp_size``; ``shared_expert_intermediate_size_per_rank =
+      shared_expert_intermediate_size / tp_size``. Values are ints when they divide, else floats.
+      ``ep_size_effective``; ``has_dense_mlp`` (some layer has a dense MLP).
+    - ``draft_tp_size_effective``: draft_tp_size, else 1 for mlp_speculator, else tp_size (vLLM
+      ``SpeculativeConfig._verify_and_get_draft_tp``).
+    - ``flash_attn_version_effective``: flash_attn_version, else 3 on compute capability 9.x and 2 on
+      8.x (vLLM ``get_flash_attn_version``); absent otherwise.
+    - ``engine_uses_v0``: vLLM with VLLM_USE_V1=0, or a version below 0.8.0 (V1 became the default);
+      a V1 stack on vLLM < 0.8.0 without an attention backend gets ``attention_backend`` FLASH_ATTN (its
+      only non-MLA backend then, vLLM PR 14221).
+    Sources: shared/reference/serving_engine_facts.md §1-§4.
+    """
+    out: dict[str, Any] = {}
+    m = stack.model
+    techs = stack.techniques
+    tp, dp = int(ns["tp_size"]), int(ns["dp_size"])
+    kvdt = str(ns.get("kv_cache_dtype") or "auto").lower()
+    out["kv_cache_dtype"] = kvdt
+    out["kv_cache_is_fp8"] = kvdt in FP8_KV_DTYPES
+    if ns.get("speculative_method") is not None:
+        sm = str(ns["speculative_method"]).lower()
+        out["speculative_method"] = "mtp" if sm == "nextn" else sm
+    out["has_sliding_window"] = bool(m is not None and m.sliding_window) and not bool(ns.get("disable_sliding_window"))
+    dt = str(ns.get("dtype") or "auto").lower()
+    if dt == "auto" and m is not None:
+        dt = m.dtype.lower()
+    out["dtype_effective"] = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32"}.get(dt, dt)
+    if ns.get("attention_backend") is not None:
+        out["attention_backend"] = str(ns["attention_backend"])
+    # weight quantisation
+    explicit = str(ns.get("quantization") or "").lower() or None
+    ckpt = (m.quant_method or "").lower() if m is not None and m.quant_method else None
+    weight_quant = explicit or ckpt or "none"
+    kernel = weight_quant
+    cc = _compute_capability(stack.hardware)
+    vendor = str((stack.hardware or {}).get("vendor") or "nvidia").lower()
+    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= 8.0):
+        kernel = MARLIN_UPGRADES[ckpt]
+    out["weight_quant"] = weight_quant
+    out["weight_quant_kernel"] = kernel
+    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
+    out["quant_family"] = weight_quant.replace("_marlin", "")
+    if ckpt:
+        out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
+    block = _parse_block(ns.get("weight_block_size")) if ns.get("weight_block_size") is not None else None
+    if block:
+        out["weight_block_n"], out["weight_block_k"] = block
+    # expert parallelism and per-rank sizes
+    ep = int(ns.get("ep_size") or 1)
+    if "expert-parallelism" in techs:
+        out["ep_size_effective"] = ep if ep > 1 else tp * dp
+        moe_tp = max(1, tp // ep) if ep > 1 else 1
+    else:
+        out["ep_size_effective"] = 1
+        moe_tp = tp
+    out["moe_tp_size"] = moe_tp
+    if m is not None:
+        if m.intermediate_size:
+            out["intermediate_size_per_rank"] = _exact_div(m.intermediate_size, tp)
+        if m.moe_intermediate_size:
+            out["moe_intermediate_size_per_rank"] = _exact_div(m.moe_intermediate_size, moe_tp)
+        if m.shared_expert_intermediate_size:
+            out["shared_expert_intermediate_size_per_rank"] = _exact_div(m.shared_expert_intermediate_size, tp)
+        out["has_dense_mlp"] = not m.is_moe or m.num_moe_layers < m.num_hidden_layers
+        out["num_redundant_experts"] = int(ns.get("num_redundant_experts") or 0)
+    # speculative decoding
+    if "speculative-decoding" in techs or ns.get("speculative_method") or ns.get("speculative_model"):
+        if ns.get("draft_tp_size") is not None:
+            out["draft_tp_size_effective"] = int(ns["draft_tp_size"])
+        else:
+            out["draft_tp_size_effective"] = 1 if out.get("speculative_method") == "mlp_speculator" else tp
+    # FlashAttention version and engine generation
+    if ns.get("flash_attn_version") is not None:
+        out["flash_attn_version_effective"] = int(ns["flash_attn_version"])
+    elif cc is not None and vendor == "nvidia" and 8.0 <= cc < 10.0:
+        out["flash_attn_version_effective"] = 3 if cc >= 9.0 else 2
+    v0 = False
+    if (stack.engine or "") == "vllm":
+        if ns.get("vllm_use_v1") is not None:
+            v0 = int(ns["vllm_use_v1"]) == 0
+        elif stack.engine_version:
+            from packaging.version import InvalidVersion, Version
+            try:
+                v0 = Version(stack.engine_version) < Version("0.8.0")
+            except InvalidVersion:
+                v0 = False
+    out["engine_uses_v0"] = v0
+    # vLLM V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221)
+    if (stack.engine == "vllm" and not v0 and ns.get("attention_backend") is None and stack.engine_version
+            and m is not None and not m.is_mla):
+        from packaging.version import InvalidVersion, Version
+        with contextlib.suppress(InvalidVersion):  # an unparsable version was refused when the stack was read
+            if Version(stack.engine_version) < Version("0.8.0"):
+                out["attention_backend"] = "FLASH_ATTN"
+    out["has_kv_connector"] = "kv-cache-connector" in techs
+    # bytes per weight element as stored (FP8 1, 4-bit 0.5 incl. MXFP4, INT8 1, else the model dtype)
+    if m is not None:
+        bits = m.quant_bits if m.quant_bits else (
+            4 if kernel in ("awq", "awq_marlin", "gptq", "gptq_marlin", "mxfp4") else None)
+        out["weight_bytes_per_param"] = 1 if out["weight_is_fp8"] else (bits / 8 if bits else m.dtype_bytes)
+    # GPUs the launch needs: vLLM world size PP x TP x PCP per data-parallel rank, times DP
+    # (ParallelConfig, facts §2.1); SGLang TP x PP, times DP unless DP attention splits the TP group
+    # (ServerArgs._handle_data_parallelism: dp_size divides tp_size there)
+    pp, pcp = int(ns.get("pp_size") or 1), int(ns.get("pcp_size") or 1)
+    if stack.engine == "sglang" and "dp-attention" in techs:
+        out["gpus_required"] = tp * pp
+    else:
+        out["gpus_required"] = tp * pp * pcp * dp
+    if ns.get("allow_long_max_model_len") is None:
+        out["allow_long_max_model_len"] = False
+    # engine defaults for settings the rules compare (when the stack does not set them)
+    for key, default in (("enable_dbo", False), ("calculate_kv_scales", False), ("kv_sharing_fast_prefill", False),
+                         ("disable_sliding_window", False), ("enforce_eager", False),
+                         ("enable_return_routed_experts", False), ("async_scheduling", False)):
+        if ns.get(key) is None:
+            out[key] = default
+    if ns.get("all2all_backend") is None and stack.engine == "vllm":
+        out["all2all_backend"] = "allgather_reducescatter"  # vLLM default (EngineArgs.all2all_backend)
+    if ns.get("moe_a2a_backend") is None and stack.engine == "sglang":
+        out["moe_a2a_backend"] = "none"  # SGLang default (ServerArgs.moe_a2a_backend)
+    return out
+
+
+def _functions(stack: Stack):
+    present = set(stack.techniques)
+    return {"has": lambda tid: tid in present}
+
+
+def _coords(catalog: Catalog, tid: str) -> dict[str, Any]:
+    t = catalog.techniques.get(tid)
+    if not t:
+        return {"technique": tid}
+    c = t["coordinates"]
+    return {"technique": tid, "stages": c["stages"], "layers": c["layers"], "dimension": c["dimension"]}
+
+
+def _fingerprint(rule_id: str, techniques: list[str], numbers: dict[str, Any]) -> str:
+    import hashlib
+    import json
+    key = json.dumps([rule_id, sorted(techniques), numbers], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+_READS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _rule_reads(r) -> frozenset[str]:
+    """Fact names a rule's condition and numbers read (parsed once per distinct expression set)."""
+    key = (r.condition or "",) + tuple(r.numbers.values())
+    got = _READS.get(key)
+    if got is None:
+        read: set[str] = set()
+        for text in key:
+            if text:
+                read |= names_in(text)
+        got = _READS[key] = frozenset(read)
+    return got
+
+
+def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Finding:
+    r = f.rule
+    read = _rule_reads(r)
+    facts = {k: ns[k] for k in sorted(read) if k in ns and k not in f.numbers}
+    techs = [t for t in r.techniques]
+    fixes = [{"technique": x, "name": catalog.techniques[x]["name"] if x in catalog.techniques else x} for x in r.fixes]
+    fix = r.fix_by_engine.get(str(ns.get("engine") or ""), r.fix) if getattr(r, "fix_by_engine", None) else r.fix
+    return Finding(
+        rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message, techniques=techs,
+        facts=facts, numbers=f.numbers, cost_dimension=r.cost_dimension, from_dimension=r.from_dimension,
+        coordinates=[_coords(catalog, t) for t in techs], mechanism=r.mechanism, fixes=fixes,
+        fix=_fmt(fix, {**ns, **f.numbers}) if fix and "{" in fix else fix,
+        sources=r.sources, tags=r.tags, rule_file=r.file, rule_line=r.line,
+        fingerprint=_fingerprint(r.id, techs, f.numbers),
+    )
+
+
+def describe_stack(stack: Stack) -> dict[str, Any]:
+    return {
+        "name": stack.name, "source": stack.source,
+        "model": stack.model.name if stack.model else None,
+        "attention": stack.model.attention if stack.model else None,
+        "engine": stack.engine, "engine_version": stack.engine_version,
+        "hardware": stack.hardware["id"] if stack.hardware else None, "gpu_count": stack.gpu_count,
+        "techniques": {k: dict(sorted(v.items())) for k, v in sorted(stack.techniques.items())},
+        "settings": {k: v for k, v in sorted(stack.settings.items()) if not isinstance(v, dict)},
+    }
+
+
+def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
+    """Run the check rules over ``stack``. Findings are sorted by severity (worst first), then rule id."""
+    facts, ns = stack_facts(stack)
+    firings = evaluate_rules(rules, facts, ns, _functions(stack), stack.engine, stack.engine_version)
+    findings = [firing_to_finding(f, ns, catalog) for f in firings if f.fired]
+    findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
+    derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_"))
+               and not isinstance(ns[k], dict)}
+    if stack.engine == "sglang":  # SGLang has no decode context parallelism: DCP sizes would mislead
+        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):
+            derived.pop(k, None)
+    notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
+    return Report(describe_stack(stack), findings, derived,
+                  [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired],
+                  list(stack.ignored), notes)
+
+
+def run_fixture(data: dict[str, Any], catalog: Catalog, rules: RuleSet, base_dir) -> list[Firing]:
+    """Fixture runner for the ``check`` ruleset: ``data`` is a stack mapping (stack-file shape)."""
+    from kg.inputs.stack import stack_from_doc
+    from kg.core.yamlio import YamlDoc
+    stack = stack_from_doc(YamlDoc(str(base_dir), data, {}), catalog, base_dir)
+    facts, ns = stack_facts(stack)
+    return evaluate_rules(rules, facts, ns, _functions(stack), stack.engine, stack.engine_version)

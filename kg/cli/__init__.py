@@ -1,0 +1,124 @@
+"""Command-line entry point: ``optkg <command> ...``.
+
+A thin layer over the Python API. Each command lives in ``kg/commands/<name>.py`` with
+``add_parser(subparsers)`` and ``run(args) -> int``; modules are imported only when their command
+runs, so ``optkg kv`` does not pay for graphviz or durable-rules.
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 usage or input error.
+A user mistake prints one line ``optkg: error: ...`` and never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import importlib
+import os
+import sys
+
+# command name -> (module, one-line help). The module is imported lazily.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("kg.cli.check", "check a stack (file, --vllm or --sglang command) for coupling findings"),
+    "kv": ("kg.cli.kv", "KV-cache derivations for a model under TP/PP/DCP"),
+    "sweep": ("kg.cli.sweep", "evaluate many TP/DCP/KV-dtype combinations in one process"),
+    "validate": ("kg.cli.validate", "validate catalog files (all problems in one pass)"),
+    "new": ("kg.cli.new", "write a commented template for a new technique"),
+    "place": ("kg.cli.place", "placement verdict for a technique file: cells, neighbours, new direction"),
+    "explain": ("kg.cli.explain", "coupling paths from one technique to another (or its neighbourhood)"),
+    "matrix": ("kg.cli.matrix", "technique x technique compatibility matrix"),
+    "gaps": ("kg.cli.gaps", "empty stage x layer x dimension cells, ranked as new directions"),
+    "export": ("kg.cli.export", "diagrams: coordinate maps, coupling graph, matrix, stack"),
+    "diagnose": ("kg.cli.diagnose", "which wall: memory, compute, bandwidth or none, from metrics"),
+    "fit": ("kg.cli.fit", "context fit of techniques to a request trace"),
+    "docs": ("kg.cli.docs", "regenerate the technique and rule reference (docs/)"),
+    "schema": ("kg.cli.schema", "write catalog/schema/technique.schema.json from the axes"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``."""
+        text = " ".join(str(message).split())
+        sys.stderr.write(f"optkg: error: {text} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
+def _finite_float(text: str) -> float:
+    """argparse type for every float option: a finite number (nan, inf and 1e400 are refused)."""
+    import math
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, found {text!r}")
+    return v
+
+
+def _finite_floats(p: argparse.ArgumentParser) -> None:
+    for action in p._actions:  # argparse keeps no public list of a parser's actions
+        if action.type is float:
+            action.type = _finite_float
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    out = {}
+    for name, (mod, help_) in COMMANDS.items():
+        if importlib.util.find_spec(mod) is not None:
+            out[name] = (mod, help_)
+    return out
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog="optkg", description="Where a technique sits, what it costs, which techniques collide.")
+    p.add_argument("--version", action="version", version="optkg 0.1.0")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (mod, help_) in _available().items():
+        if only and name != only:
+            sub.add_parser(name, help=help_)
+            continue
+        module = importlib.import_module(mod)
+        sp = sub.add_parser(name, help=help_, description=(module.__doc__ or help_).strip().splitlines()[0])
+        module.add_arguments(sp)
+        _finite_floats(sp)
+        sp.set_defaults(_run=module.run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    import importlib.util  # noqa: F401 - used by _available
+
+    from kg.core.errors import OptkgError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in COMMANDS else None
+    try:
+        parser = build_parser(only)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
+        from kg.cli.common import register_inputs
+        register_inputs(args)  # the command's input files are never overwritten by its outputs
+        return int(args._run(args) or 0)
+    except OptkgError as e:
+        sys.stderr.write(f"optkg: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("optkg: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except SystemExit as e:
+        return int(e.code or 0) if isinstance(e.code, int) else 2
+    except Exception as e:  # a bug in optkg, not a user mistake
+        if os.environ.get("OPTKG_DEBUG"):
+            raise
+        sys.stderr.write(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)\n")
+        return 3
+    finally:
+        from kg.core.yamlio import protect_inputs
+        protect_inputs([])  # forget this command's inputs (main may run again in the same process)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

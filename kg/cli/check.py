@@ -1,0 +1,60 @@
+"""Check a stack for coupling findings: which techniques collide, why, what it costs, what fixes it."""
+from __future__ import annotations
+
+import argparse
+
+from kg.core.errors import OptkgError
+from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stack_from_args, write_output
+
+FORMATS = ("text", "json", "sarif", "markdown", "github")
+SEVERITIES = ("info", "warning", "error", "never")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_stack_args(p)
+    add_catalog_arg(p)
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--fail-on", choices=SEVERITIES, default="error",
+                   help="exit 1 when a finding is at or above this severity (default: error)")
+    p.add_argument("--select", action="append", default=[], metavar="RULE|TAG|SEVERITY",
+                   help="keep only findings whose rule id, tag or severity matches (repeatable, comma-separated)")
+    p.add_argument("--ignore", action="append", default=[], metavar="RULE|TAG|SEVERITY",
+                   help="drop findings whose rule id, tag or severity matches (repeatable, comma-separated)")
+    p.add_argument("--baseline", type=__import__("pathlib").Path, help="JSON file of accepted findings to hide")
+    p.add_argument("--write-baseline", type=__import__("pathlib").Path, help="write the current findings as a baseline")
+    p.add_argument("--explain", action="store_true", help="also list rules that did not fire, and why")
+    p.add_argument("--diagram", type=__import__("pathlib").Path, help="draw the stack diagram (svg/png/pdf/dot)")
+    p.add_argument("-o", "--output", type=__import__("pathlib").Path, help="write the report here instead of stdout")
+    p.add_argument("--force", action="store_true", help="allow overwriting existing output files")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kg.analyses.check import check_stack
+    from kg.output.filtering import apply_filters, fail_code
+    from kg.output.report import render_check_text, to_json
+    from kg.engine.rules import load_ruleset
+
+    from kg.output.filtering import check_terms
+    check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
+    catalog = load_clean_catalog(args)
+    rules = load_ruleset("check", args.rules)
+    stack = stack_from_args(args, catalog)
+    report = check_stack(stack, catalog, rules)
+    d = report.to_dict(explain=args.explain)
+    d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
+                                                   rules_dir=args.rules)
+    if args.write_baseline:
+        from kg.output.filtering import write_baseline
+        write_baseline(args.write_baseline, d["findings"], force=args.force)
+    if args.diagram:
+        from kg.output.export import stack_diagram
+        stack_diagram(d, catalog, args.diagram, force=args.force)
+    if args.format == "text":
+        text = render_check_text(d, explain=args.explain)
+    elif args.format == "json":
+        text = to_json(d)
+    else:
+        from kg.output.formats import render
+        text = render(args.format, "check", d)
+    write_output(text, args.output, force=args.force)
+    return fail_code(d["findings"], args.fail_on)

@@ -1,0 +1,118 @@
+"""Helpers shared by commands: catalog/rules loading, stack input options, output writing."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+
+FORMATS_BASIC = ("text", "json")
+
+
+def add_catalog_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--catalog", type=Path, default=None, help="catalog folder (default: the shipped catalog)")
+    p.add_argument("--rules", type=Path, default=None, help="rules folder (default: the shipped rules/)")
+
+
+def load_clean_catalog(args: argparse.Namespace):
+    """Load the catalog; refuse to run a command on an invalid one (exit 2 with the first problems)."""
+    from kg.knowledge.catalog import load_catalog
+    cat, problems = load_catalog(getattr(args, "catalog", None))
+    if problems:
+        lines = [p.one_line() for p in problems[:10]]
+        if len(problems) > 10:
+            lines.append(f"... and {len(problems) - 10} more")
+        raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate`:", lines)
+    return cat
+
+
+def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
+    if positional:
+        p.add_argument("stack", nargs="?", type=Path, help="stack YAML file")
+    p.add_argument("--vllm", metavar="CMD", help="a `vllm serve ...` command, quoted")
+    p.add_argument("--sglang", metavar="CMD", help="a `python -m sglang.launch_server ...` command, quoted")
+    p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the stack/command)")
+    p.add_argument("--gpu", help="GPU name (H100-SXM, H200, B200, A100-80GB, L40S, MI300X, ...)")
+    p.add_argument("--count", type=int, help="number of GPUs")
+    p.add_argument("--engine-version", help="engine version, e.g. 0.11.0 (rules with version ranges use it)")
+    p.add_argument("--kv-budget-gib", type=float, help="KV-cache memory per GPU in GiB (as the engine logs it)")
+    p.add_argument("--max-model-len", type=int, help="max_model_len in tokens")
+
+
+def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
+    """Build the Stack the user asked for. Exactly one of: stack file, --vllm, --sglang, --config.
+
+    ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
+    """
+    from kg.inputs.stack import Stack, load_stack_file, parse_command, set_setting
+    from kg.inputs.modelcfg import load_config_file, resolve_model
+    resolver = resolver or resolve_model
+    sources = [x for x in (getattr(args, "stack", None), args.vllm, args.sglang) if x]
+    if len(sources) > 1:
+        raise OptkgError("give one of: a stack file, --vllm or --sglang")
+    if args.vllm:
+        st = parse_command(args.vllm, catalog, "vllm", str(args.config) if args.config else None, "--vllm", resolver)
+    elif args.sglang:
+        st = parse_command(args.sglang, catalog, "sglang", str(args.config) if args.config else None, "--sglang", resolver)
+    elif getattr(args, "stack", None):
+        st = load_stack_file(args.stack, catalog, resolver)
+        if args.config:
+            st.model = load_config_file(args.config)
+    elif args.config:
+        st = Stack(name=args.config.name, model=load_config_file(args.config), source=str(args.config))
+    else:
+        raise OptkgError("nothing to check: give a stack file, --vllm \"vllm serve ...\", --sglang \"...\" or --config")
+    if args.gpu:
+        st.hardware = catalog.resolve_hardware(args.gpu)
+    if args.count is not None:
+        if args.count < 1:
+            raise OptkgError(f"--count: expected a positive integer, found {args.count}")
+        st.gpu_count = args.count
+    if args.engine_version:
+        from kg.inputs.stack import check_engine_version
+        st.engine_version = check_engine_version(args.engine_version, "--engine-version")
+    if args.kv_budget_gib is not None:
+        set_setting(st, "kv_budget_gib", args.kv_budget_gib, "--kv-budget-gib")
+    if args.max_model_len is not None:
+        set_setting(st, "max_model_len", args.max_model_len, "--max-model-len")
+    if st.model is None:
+        raise OptkgError(f"{st.source}: the stack names no model (add `model:` or pass --config)")
+    return st
+
+
+# argument destinations that name files a command writes; every other path argument is an input
+OUTPUT_DESTS = frozenset({"output", "output_dir", "write_baseline", "diagram", "plot"})
+
+
+def input_paths(args: argparse.Namespace) -> list[Path]:
+    """The paths a command reads: every Path-valued argument (or list of Paths) except ``OUTPUT_DESTS``."""
+    out: list[Path] = []
+    for dest, value in vars(args).items():
+        if dest in OUTPUT_DESTS or dest.startswith("_"):
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, Path):
+                out.append(v)
+    return out
+
+
+def register_inputs(args: argparse.Namespace) -> None:
+    """Protect the command's input files: ``atomic_write`` refuses to replace them, even with --force."""
+    from kg.core.yamlio import protect_inputs
+    protect_inputs(input_paths(args))
+
+
+def write_output(text: str, out: Path | None, force: bool = False, inputs: list[Path] | None = None) -> None:
+    """Print ``text`` or write it atomically to ``out`` (never overwriting without --force).
+
+    Refuses (OptkgError, even with --force) when ``out`` is one of ``inputs`` or of the inputs the
+    CLI registered for this command (``register_inputs``): the report must not replace what it read.
+    """
+    if out is None or str(out) == "-":
+        sys.stdout.write(text)
+        return
+    from kg.core.yamlio import atomic_write, refuse_if_input
+    refuse_if_input(out, inputs or [])
+    atomic_write(out, text, force=force)

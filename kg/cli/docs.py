@@ -1,0 +1,35 @@
+"""Regenerate the technique and rule reference (docs/techniques.md, docs/rules.md); --check exits 1 when stale."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--catalog", type=Path, default=None,
+                   help="catalog folder (default: $OPTKG_HOME/catalog, else ./catalog if present, else the shipped catalog)")
+    p.add_argument("--rules", type=Path, default=None, help="rules folder (default: the one beside the catalog)")
+    p.add_argument("-o", "--output-dir", type=Path, default=None, help="docs folder (default: docs/ beside the catalog)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file is stale")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kg.core import paths
+    from kg.output.docs import write_docs
+    from kg.cli.validate import _display, default_catalog_root, rules_dir_for
+
+    root = Path(args.catalog) if args.catalog else default_catalog_root()
+    rules = args.rules or rules_dir_for(root) or paths.rules_dir()
+    out_dir = args.output_dir or (root.resolve().parent / "docs")
+    results = write_docs(root, Path(rules), out_dir, check=args.check)
+    stale = False
+    for path, status in results:
+        shown = _display(str(path))
+        if status == "stale":
+            stale = True
+            print(f"{shown}: stale; run `optkg docs` and commit the result")
+        elif status == "written":
+            print(f"wrote {shown}")
+        else:
+            print(f"{shown}: fresh")
+    return 1 if stale else 0

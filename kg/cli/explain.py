@@ -1,0 +1,120 @@
+"""Explain couplings: the paths from technique A to B, or the chains of effects starting at A."""
+from __future__ import annotations
+
+import argparse
+
+from kg.cli.common import add_catalog_arg, load_clean_catalog
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="technique id/alias, or property id")
+    p.add_argument("b", nargs="?", help="second technique/property: show the paths between them")
+    p.add_argument("--depth", type=int, default=4, help="longest chain or path, in edges (default 4)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_catalog_arg(p)
+
+
+def _label(g, n: str) -> str:
+    d = g.nodes[n]
+    return d["name"] if d["type"] == "technique" else f"[{d['name']}]"
+
+
+def _qualifier(d: dict) -> str:
+    """`` when <condition>`` and `` (engines: trtllm)`` for a coupling that holds only there."""
+    cond = f" when {d['condition']}" if d.get("condition") else ""
+    eng = f" (engines: {', '.join(map(str, d['engines']))})" if d.get("engines") else ""
+    return cond + eng
+
+
+def _step_text(g, s) -> str:
+    d = s.data
+    cross = f"{d.get('from_dimension')} -> {d.get('to_dimension')}"
+    return f"{_label(g, s.src)} --{d['kind']} ({cross}){_qualifier(d)}--> {_label(g, s.dst)}"
+
+
+def _hop_text(g, s) -> str:
+    """One hop of a chain: ``kind [when condition] [engines]: target`` (the qualifiers keep a
+    conditional or engine-specific coupling from reading as unconditional)."""
+    d = s.data
+    parts = ([f"when {d['condition']}"] if d.get("condition") else []) + \
+        ([f"engines: {', '.join(map(str, d['engines']))}"] if d.get("engines") else [])
+    return f"{d['kind']}{' (' + '; '.join(parts) + ')' if parts else ''}: {_label(g, s.dst)}"
+
+
+def _property_lines(g, p: str, out: dict) -> list[str]:
+    """The edges touching property node ``p``: what raises it (causes/amplifies/requires/... into it),
+    what mitigates it, and what it leads to (its own effects). Fills out['into'] / out['out_of']."""
+    from kg.knowledge.graph import Step
+    ins = [Step(u, p, k, d, True) for u, _, k, d in sorted(g.in_edges(p, keys=True, data=True), key=lambda e: (e[0], e[2]))]
+    outs = [Step(p, v, k, d, True) for _, v, k, d in sorted(g.out_edges(p, keys=True, data=True), key=lambda e: (e[1], e[2]))]
+    out["into"] = [s.to_dict() for s in ins]
+    out["out_of"] = [s.to_dict() for s in outs]
+    d = g.nodes[p]
+    lines = [f"{_label(g, p)}: {d.get('kind', 'derived')} property, dimension {d.get('dimension') or '-'}"
+             + (f" -- {d['description']}" if d.get("description") else "")]
+    groups = [("raised by (edges into it)", [s for s in ins if s.data["kind"] != "mitigates"], lambda s: s.src),
+              ("mitigated by", [s for s in ins if s.data["kind"] == "mitigates"], lambda s: s.src),
+              ("leads to (its effects)", outs, lambda s: s.dst)]
+    for title, steps, _ in groups:
+        if steps:
+            lines.append(f"{title}:")
+            lines.extend(f"  {_step_text(g, s)}" for s in steps)
+    if not ins and not outs:
+        lines.append("  no coupling in the catalog touches this property")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from kg.core.errors import OptkgError
+    from kg.knowledge.graph import build_graph, chains_from, coupling_paths, mitigations_of, node_for
+    from kg.output.report import to_json
+
+    if args.depth < 1:
+        raise OptkgError(f"--depth: expected a positive integer, found {args.depth}")
+    cat = load_clean_catalog(args)
+    g = build_graph(cat)
+    a = node_for(g, cat, args.a)
+    out: dict = {"schema_version": "1.0", "kind": "explain", "from": a}
+    lines: list[str] = []
+    if args.b:
+        b = node_for(g, cat, args.b)
+        if b == a:
+            raise OptkgError(f"explain: '{args.a}' and '{args.b}' are the same {g.nodes[a]['type']} ({a[2:]}); "
+                             "give two different ones, or one to see its effects")
+        out["to"] = b
+        paths = coupling_paths(g, a, b, max_len=args.depth)
+        out["paths"] = [[s.to_dict() for s in p] for p in paths]
+        lines.append(f"{_label(g, a)} <-> {_label(g, b)}: {len(paths)} path(s) up to {args.depth} edges")
+        for i, p in enumerate(paths, 1):
+            lines.append(f"path {i}:")
+            for s in p:
+                lines.append(f"  {_step_text(g, s)}")
+                if s.data.get("mechanism"):
+                    lines.append(f"      why: {s.data['mechanism']}")
+        if not paths:
+            lines.append("  no coupling path: the two do not interact through the catalog")
+    elif a.startswith("p:"):
+        lines.extend(_property_lines(g, a, out))
+    else:
+        chains = list(chains_from(g, a, args.depth))
+        out["chains"] = [[s.to_dict() for s in c] for c in chains]
+        lines.append(f"effects of {_label(g, a)}:")
+        seen_mit = set()
+        mits = []
+        for c in chains:
+            lines.append("  " + " -> ".join([_label(g, c[0].src)] + [_hop_text(g, s) for s in c]))
+            for s in c:
+                for m in mitigations_of(g, s.dst):
+                    if m.key not in seen_mit and m.src != a:
+                        seen_mit.add(m.key)
+                        mits.append(m)
+        out["mitigations"] = [m.to_dict() for m in mits]
+        if mits:
+            lines.append("mitigated by:")
+            for m in mits:
+                lines.append(f"  {_step_text(g, m)}")
+    if args.format == "json":
+        print(to_json(out), end="")
+    else:
+        print("\n".join(lines))
+    return 0

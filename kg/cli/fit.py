@@ -1,0 +1,161 @@
+"""Context fit of techniques to a request trace: measurements, the checklist, the triangle and the patterns.
+
+``optkg fit TRACE [--model M | --config C] [--gpu G | --kv-budget-gib X] [--max-model-len N] [--max-num-seqs N] [--causal yes|no]
+[--session-length N] [--attention-locality local|global] [--format text|json|markdown]
+[--plot out.png [--force]] [--verbose]``. TRACE is a Mooncake JSONL trace (prefix-block hashes)
+or an Azure LLM inference CSV (token counts only). Exit codes: 0 done (or no finding at or above
+--fail-on), 1 a finding at or above --fail-on, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kg.core.errors import OptkgError
+from kg.cli.common import add_catalog_arg, load_clean_catalog, write_output
+
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+
+
+def _yes_no(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("yes", "true", "1", "y"):
+        return True
+    if s in ("no", "false", "0", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected yes or no, found {v!r}")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", type=Path, help="request trace: Mooncake JSONL (hash_ids) or Azure LLM inference CSV")
+    p.add_argument("--trace-format", choices=("auto", "mooncake", "azure"), default="auto",
+                   help="trace format (default: detect from the first line)")
+    p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in a Mooncake trace (default 512)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", help="model: a bundled hub id (e.g. meta-llama/Llama-3.1-8B) or a config.json path")
+    src.add_argument("--config", type=Path, help="a Hugging Face config.json (or a folder holding one)")
+    p.add_argument("--tp", type=int, default=1, help="tp_size (default 1)")
+    p.add_argument("--pp", type=int, default=1, help="pp_size (default 1)")
+    p.add_argument("--dcp", type=int, default=1, help="dcp_size (default 1)")
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto (model dtype), fp8, fp8_e4m3, fp8_e5m2, int8")
+    p.add_argument("--gpu", help="GPU from the catalog (its memory sets the KV budget): H100-SXM, H200, B200, ...")
+    p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB (instead of deriving it from --gpu)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of GPU memory the engine may use (default 0.9)")
+    p.add_argument("--max-model-len", type=int, metavar="TOKENS",
+                   help="the engine's context limit (default: the model's max_position_embeddings)")
+    p.add_argument("--max-num-seqs", type=int, metavar="N",
+                   help="the scheduler's batch limit (default: vLLM's default for --gpu, see rules/fit.yaml)")
+    p.add_argument("--causal", type=_yes_no, metavar="yes|no",
+                   help="strict causal dependency (default: from the model's architectures, else unknown)")
+    p.add_argument("--session-length", type=float, metavar="TURNS", help="average turns per session (conversation)")
+    p.add_argument("--attention-locality", choices=("local", "global"),
+                   help="whether the task tolerates local (sliding-window) attention")
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a fit threshold from rules/fit.yaml (repeatable)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("-o", "--output", type=Path, help="write the report to this file (atomic; see --force)")
+    p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw the hit-ratio and memory cost curves (matplotlib)")
+    p.add_argument("--force", action="store_true", help="overwrite --plot / --output files that exist")
+    p.add_argument("--fail-on", choices=("none", "info", "warning", "error"), default="none",
+                   help="exit 1 when a finding has at least this severity (default none)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print definitions, thresholds with provenance, rules that did not fire, timing; "
+                        "on a bad line, the measurements of the lines before it")
+    add_catalog_arg(p)
+
+
+def _thresholds(items: list[str]) -> dict[str, float]:
+    out = {}
+    for it in items:
+        name, sep, val = it.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = float(val)
+        except ValueError:
+            raise OptkgError(f"--threshold: expected NAME=NUMBER, found {it!r}") from None
+    return out
+
+
+def check_outputs(output: Path | None, plot: Path | None, force: bool) -> None:
+    """Refuse bad output paths before anything is measured or written (OptkgError naming the flag).
+
+    For ``-o`` (unless '-', stdout) and ``--plot``: the folder must exist, the file must not exist
+    unless ``force``, and it must not be a folder; ``--plot`` must end in .png; ``-o`` and ``--plot``
+    must not name the same file (one would overwrite the other).
+    """
+    outs = [(flag, p) for flag, p in (("-o", output), ("--plot", plot)) if p is not None and str(p) != "-"]
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise OptkgError(f"--plot: expected a .png file name, found {plot}")
+    for flag, p in outs:
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise OptkgError(f"{p}: folder {parent} does not exist")
+        if p.is_dir():
+            raise OptkgError(f"{flag} {p}: is a folder, expected a file name")
+        if p.exists() and not force:
+            raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)")
+    if len(outs) == 2 and outs[0][1].resolve() == outs[1][1].resolve():
+        raise OptkgError(f"-o and --plot name the same file ({output}); give them different names")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kg.analyses.fit import analyse_trace
+    from kg.analyses.fitmeasure import PartialTraceError
+    from kg.output.fitreport import plot_fit, render_fit_markdown, render_fit_text, render_partial_text
+    from kg.inputs.modelcfg import load_config_file, resolve_model
+    from kg.output.report import to_json
+    from kg.engine.rules import load_ruleset
+
+    for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size)):
+        if v < 1:
+            raise OptkgError(f"{flag}: expected a positive integer, found {v}")
+    if args.session_length is not None and args.session_length < 1:
+        raise OptkgError(f"--session-length: expected a number of turns >= 1, found {args.session_length:g}")
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise OptkgError(f"--gpu-memory-utilization: expected a value in (0, 1], found {args.gpu_memory_utilization:g}")
+    check_outputs(args.output, args.plot, args.force)
+    thresholds = _thresholds(args.threshold)
+    catalog = load_clean_catalog(args)
+    ruleset = load_ruleset("fit", args.rules)
+    model = None
+    if args.config is not None:
+        model = load_config_file(args.config)
+    elif args.model:
+        model = resolve_model(args.model)
+    hardware = catalog.resolve_hardware(args.gpu) if args.gpu else None
+    if (hardware is not None or args.kv_budget_gib is not None) and model is None:
+        raise OptkgError("--gpu/--kv-budget-gib need --model or --config (the KV budget and cost curve depend on the model)")
+    try:
+        report, firings, m = analyse_trace(
+            args.trace, trace_format=args.trace_format, block_size=args.block_size, model=model, tp=args.tp, pp=args.pp,
+            dcp=args.dcp, kv_cache_dtype=args.kv_cache_dtype, hardware=hardware, kv_budget_gib=args.kv_budget_gib,
+            gpu_memory_utilization=args.gpu_memory_utilization, causal=args.causal, session_length=args.session_length,
+            attention_locality=args.attention_locality, catalog=catalog, ruleset=ruleset, thresholds=thresholds,
+            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs)
+    except PartialTraceError as e:
+        if args.verbose and e.partial is not None:
+            sys.stdout.write(render_partial_text(e.partial.summary))
+            sys.stdout.flush()
+        raise
+    if args.format == "json":
+        text = to_json(report)
+    elif args.format == "markdown":
+        text = render_fit_markdown(report)
+    else:
+        if args.verbose:
+            report["measurements"]["elapsed_s"] = m.summary.get("elapsed_s")
+        text = render_fit_text(report, verbose=args.verbose)
+    if args.plot is not None:
+        plot_fit(report, args.plot, force=args.force)
+    write_output(text, args.output, force=args.force)
+    if args.verbose and args.format != "text":
+        sys.stderr.write(f"optkg fit: measured {m.summary['requests']:,} requests in {m.summary['elapsed_s']:.2f} s\n")
+    if args.plot is not None:
+        sys.stderr.write(f"optkg fit: wrote {args.plot}\n")
+    if args.fail_on != "none":
+        worst = max((SEVERITY_RANK.get(f.severity or "", 0) for f in firings if f.fired), default=0)
+        if worst >= SEVERITY_RANK[args.fail_on]:
+            return 1
+    return 0

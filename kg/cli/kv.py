@@ -1,0 +1,94 @@
+"""KV-cache derivations for a model under TP/PP/DCP: bytes per token, replication, valid DCP, capacity."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kg.core.errors import OptkgError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", type=Path, help="a Hugging Face config.json (or a folder holding one)")
+    src.add_argument("--model", help="a bundled hub id, e.g. Qwen/Qwen3-235B-A22B")
+    p.add_argument("--tp", type=int, default=1, help="tp_size (default 1)")
+    p.add_argument("--pp", type=int, default=1, help="pp_size (default 1)")
+    p.add_argument("--dcp", type=int, default=1, help="dcp_size (default 1)")
+    p.add_argument("--kv-cache-dtype", default="auto",
+                   help="auto (model dtype), bfloat16, fp8, fp8_e4m3, fp8_e5m2, int8, nvfp4, fp4_e2m1, fp8_ds_mla (MLA)")
+    p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB -> tokens and concurrency")
+    p.add_argument("--max-model-len", type=int, help="tokens per request for max concurrency")
+    p.add_argument("--block-size", type=int, default=16, help="KV block size in tokens (default 16)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    import math
+    import sys
+
+    from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+    from kg.inputs.modelcfg import load_config_file, resolve_model
+    from kg.output.report import to_json
+
+    for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size)):
+        if v < 1:
+            raise OptkgError(f"{flag}: expected a positive integer, found {v}")
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise OptkgError(f"--max-model-len: expected a positive integer, found {args.max_model_len}")
+    if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
+        raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
+    model = load_config_file(args.config) if args.config else resolve_model(args.model)
+    check_parallel_sizes(model, args.tp, args.pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
+    base = kv_layout(model, args.tp, args.pp, 1, args.kv_cache_dtype)
+    if args.dcp > 1 and args.dcp not in base.valid_dcp_sizes:
+        raise OptkgError(f"--dcp: {args.dcp} is not valid for this model at tp {args.tp} (valid: {base.valid_dcp_sizes})")
+    lay = kv_layout(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype)
+    out = {"schema_version": "1.0", "kind": "kv", "model": model.name, "attention": model.attention,
+           "num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
+           "head_dim": model.head_dim, "num_hidden_layers": model.num_hidden_layers, "layout": lay.to_dict()}
+    if model.is_mla:
+        out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
+    if model.warnings:
+        out["notes"] = list(model.warnings)
+    if args.kv_budget_gib is not None:
+        out["capacity"] = kv_capacity(lay, args.kv_budget_gib * GIB, args.max_model_len, args.block_size).to_dict()
+    for w in model.warnings:
+        sys.stderr.write(f"optkg: note: {w}\n")
+    if args.format == "json":
+        print(to_json(out), end="")
+        return 0
+    L = lay
+    if model.is_mla:
+        # MLA caches one latent per token per layer, shared by every query head: KV heads and
+        # head_dim are not the cache's shape (facts §1.5)
+        print(f"{model.name}: MLA, {model.num_attention_heads} query heads sharing one latent of "
+              f"kv_lora_rank {model.kv_lora_rank} + qk_rope_head_dim {model.qk_rope_head_dim} = "
+              f"{(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)} elements per token per layer, "
+              f"{model.num_hidden_layers} layers, {model.dtype}")
+    else:
+        print(f"{model.name}: {model.attention.upper()}, {model.num_attention_heads} query heads, "
+              f"{model.num_key_value_heads} KV heads, head_dim {model.head_dim}, {model.num_hidden_layers} layers, {model.dtype}")
+    per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
+        else f"{L.kv_element_bytes:g} bytes/element"
+    print(f"  tp_size {L.tp_size}  pp_size {L.pp_size}  dcp_size {L.dcp_size}  kv_cache_dtype {L.kv_cache_dtype}"
+          f" ({per_layer})")
+    print(f"  KV bytes/token, whole model          {L.bytes_per_token_model:,.0f}")
+    if model.is_mla:
+        print(f"  {'latent copies (one per TP rank)':<37}{L.tp_size}")
+    else:
+        print(f"  KV heads per rank                    {L.kv_heads_per_rank}")
+    print(f"  KV-head replication                  {L.replication_factor:g}x")
+    print(f"  KV bytes/token per GPU               {L.bytes_per_token_per_gpu:,.0f}"
+          f"  (without replication: {L.bytes_per_token_per_gpu_unreplicated:,.0f})")
+    if L.dcp_size > 1:
+        print(f"  KV bytes per context token per GPU   {L.bytes_per_token_per_gpu_effective:,.0f}  (DCP-sharded)")
+    print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
+    if "capacity" in out:
+        c = out["capacity"]
+        print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
+        print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
+        print(f"  KV tokens, scheduler-wide (x dcp)    {c['kv_tokens_total']:,}")
+        print(f"  {'longest request that fits':<37}{c['max_model_len_that_fits']:,} tokens")
+        if c["max_concurrency"] is not None:
+            print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
+    return 0

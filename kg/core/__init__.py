@@ -1,0 +1,1 @@
+"""Shared infrastructure at the bottom: errors, paths, the cache, safe YAML I/O."""

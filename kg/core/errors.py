@@ -1,0 +1,69 @@
+"""Errors a user can cause, and problems found in catalog files.
+
+``OptkgError`` is raised for bad input (a file, a flag, a value); the CLI prints its one-line
+message and exits 2. ``Problem`` is one issue found while validating a file; validation collects
+all problems in one pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+# line breaks and other control characters a user's value may carry (a YAML key "a\nb", a quoted
+# newline in a pasted command); escaped so that an error message stays on one line
+_ESCAPES = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 0x7F, 0x85]}
+_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+class OptkgError(Exception):
+    """Bad input from the user. ``str(e)`` is a one-line message naming the file/flag and what was expected.
+
+    Line breaks inside ``message`` (e.g. from a value the user typed) are escaped, so the message is
+    always one line. ``details``: optional further lines (e.g. a list of problems), printed after it.
+    """
+
+    def __init__(self, message: object = "", details: list[str] | tuple[str, ...] = ()):
+        super().__init__(str(message).translate(_ESCAPES))
+        self.details = [str(d).translate(_ESCAPES) for d in details]
+
+    def __str__(self) -> str:
+        return super().__str__() + "".join("\n" + d for d in self.details)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem.
+
+    file: path as given; line/column: 1-based (0 when unknown); path: field path such as
+    ``couplings[2].target``; found: what was there; expected: what would be valid;
+    hint: how to fix it; code: stable id of the check (e.g. ``schema-enum``, ``dangling-target``;
+    ``kg.knowledge.catalog.CHECKS`` describes each); severity: ``error`` (the catalog cannot be used) or
+    ``warning`` (usable, but should be fixed).
+    """
+
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+    code: str
+    found: Any = None
+    expected: str = ""
+    hint: str = ""
+    valid_values: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    severity: str = "error"  # error: the catalog cannot be used; warning: it can, but should be fixed
+
+    def location(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+    def one_line(self) -> str:
+        where = f" [{self.path}]" if self.path else ""
+        return f"{self.location()}:{where} {self.message} ({self.code})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "line": self.line, "column": self.column, "path": self.path,
+            "code": self.code, "message": self.message, "found": self.found, "expected": self.expected,
+            "hint": self.hint, "severity": self.severity, "valid_values": [{"value": v, "description": d} for v, d in self.valid_values],
+        }

@@ -1,0 +1,285 @@
+"""Safe YAML loading with line numbers, and atomic file writing.
+
+``load_yaml`` composes the document with PyYAML's C safe loader (pure-Python fallback), refuses
+unsafe tags (``!!python/object``), alias bombs (more than ``MAX_NODES`` nodes after expanding
+aliases, checked before anything is constructed), files larger than ``MAX_BYTES`` and non-UTF-8
+bytes, and returns the data plus a map from field path to (line, column), 1-based.
+Every failure is an ``OptkgError`` naming the file and line.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+
+
+def _loader_class() -> type:
+    """PyYAML's C safe loader (~10x faster), or the pure-Python one when libyaml is missing.
+
+    PyYAML is imported on first use, so commands that read no YAML (``optkg kv``) start faster.
+    """
+    import yaml
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
+MAX_NODES = 200_000  # nodes after alias expansion
+
+
+@dataclass
+class YamlDoc:
+    """Loaded YAML: ``data`` (plain Python objects) and ``lines`` (path tuple -> (line, column))."""
+
+    path: str
+    data: Any
+    lines: dict[tuple, tuple[int, int]] = field(default_factory=dict)
+    # keys repeated in one mapping (YAML keeps the last): (key path, line, column, line of the first), 1-based
+    duplicate_keys: list[tuple[tuple, int, int, int]] = field(default_factory=list)
+
+    def where(self, path: tuple) -> tuple[int, int]:
+        """Line and column of the deepest known prefix of ``path`` (1, 1 when unknown)."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return self.lines.get((), (1, 1))
+
+
+def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
+    """Read a UTF-8 text file. Raises OptkgError for missing files, size over ``max_bytes``, bad bytes."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise OptkgError(f"{path}: file not found") from None
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    if p.is_dir():
+        raise OptkgError(f"{path}: is a directory, expected a file")
+    if size > max_bytes:
+        raise OptkgError(f"{path}: file is {size} bytes, over the limit of {max_bytes} bytes")
+    try:  # read at most one byte past the limit: /dev/zero or a pipe reports size 0 but never ends
+        with p.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > max_bytes:
+        raise OptkgError(f"{path}: file is over the limit of {max_bytes} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise OptkgError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+
+
+def _count_nodes(node: yaml.Node, limit: int) -> int:
+    """Count nodes as they would be after alias expansion; stop early past ``limit``.
+
+    The error says "alias bomb" only when aliases did the expanding; a document that is simply
+    that large is called too large.
+    """
+    import yaml
+    total = 0
+    memo: dict[int, int] = {}
+    aliased = False
+
+    def too_big() -> OptkgError:
+        if aliased:
+            return OptkgError(f"document expands to more than {limit} nodes through aliases (an alias bomb?)")
+        return OptkgError(f"document has more than {limit} nodes; optkg reads at most {limit} per file")
+
+    def visit(n: yaml.Node, depth: int) -> int:
+        nonlocal total, aliased
+        if depth > 200:
+            raise OptkgError("nesting deeper than 200 levels")
+        key = id(n)
+        if key in memo:  # an alias: counts again as a full copy
+            if memo[key] > 1:
+                aliased = True
+            return memo[key]
+        if isinstance(n, yaml.MappingNode):
+            c = 1 + sum(visit(k, depth + 1) + visit(v, depth + 1) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            c = 1 + sum(visit(v, depth + 1) for v in n.value)
+        else:
+            c = 1
+        memo[key] = c
+        if c > limit:
+            raise too_big()
+        return c
+
+    total = visit(node, 0)
+    return total
+
+
+def _line_map(node: yaml.Node, duplicates: list | None = None) -> dict[tuple, tuple[int, int]]:
+    """Path -> (line, column); repeated mapping keys are appended to ``duplicates`` (same walk, no re-parse)."""
+    import yaml
+    out: dict[tuple, tuple[int, int]] = {}
+    seen: set[int] = set()
+
+    def walk(n: yaml.Node, path: tuple) -> None:
+        out.setdefault(path, (n.start_mark.line + 1, n.start_mark.column + 1))
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for k, v in n.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+                if key in first and duplicates is not None:
+                    duplicates.append((path + (key,), k.start_mark.line + 1, k.start_mark.column + 1, first[key]))
+                first.setdefault(key, k.start_mark.line + 1)
+                out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+                walk(v, path + (key,))
+                out[path + (key,)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                walk(v, path + (i,))
+
+    walk(node, ())
+    return out
+
+
+def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
+    """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``."""
+    import yaml
+
+    loader = _loader_class()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return YamlDoc(name, None, {})
+        try:
+            _count_nodes(node, MAX_NODES)
+        except OptkgError as e:
+            raise OptkgError(f"{name}:{node.start_mark.line + 1}: {e}") from None
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        what = (e.problem or e.context or "invalid YAML").strip()
+        if "could not determine a constructor" in str(e):
+            what = f"unsafe or unknown tag refused ({what})"
+        raise OptkgError(f"{where}: YAML error: {what}") from None
+    except yaml.YAMLError as e:
+        raise OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise OptkgError(f"{name}: YAML nesting too deep") from None
+    finally:
+        loader.dispose()
+    duplicates: list[tuple[tuple, int, int, int]] = []
+    lines = _line_map(node, duplicates)
+    return YamlDoc(name, data, lines, duplicates)
+
+
+def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES) -> YamlDoc:
+    """Read and parse a YAML file (see module doc). Raises OptkgError."""
+    return parse_yaml(read_text(path, max_bytes), str(path))
+
+
+_PROTECTED: set[str] = set()
+
+
+def protect_inputs(paths: list[Path | str]) -> None:
+    """Make ``atomic_write`` refuse to replace these files (a command's inputs), even with force.
+
+    Replaces the previous set; ``protect_inputs([])`` clears it. Paths are compared after
+    resolving symlinks and ``..``.
+    """
+    _PROTECTED.clear()
+    for p in paths:
+        try:
+            _PROTECTED.add(os.path.realpath(p))
+        except (OSError, ValueError):
+            continue
+
+
+def refuse_if_input(path: Path | str, inputs: list[Path | str] = ()) -> None:
+    """OptkgError when ``path`` is one of ``inputs`` or of the protected inputs (``protect_inputs``)."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return
+    extra = set()
+    for x in inputs:
+        try:
+            extra.add(os.path.realpath(x))
+        except (OSError, ValueError):
+            continue
+    if real in _PROTECTED or real in extra:
+        raise OptkgError(f"{path}: is an input of this command; refusing to overwrite it with the output "
+                         "(even with --force): write the output to another file")
+
+
+def atomic_write(path: Path | str, data: str | bytes, *, force: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + rename).
+
+    With ``force=False`` an existing file is never replaced (OptkgError). Never replaces something
+    that is not a regular file (a device such as /dev/full, a FIFO, a socket: OptkgError, even with
+    force), nor an input of the running command (``protect_inputs``). A symbolic link (also a
+    dangling one) is refused, naming the path it resolves to: writing through it would replace (or
+    create) a file elsewhere than the path asked for. Any OSError (permission,
+    read-only or pseudo file system, full disk) becomes an OptkgError naming the path. The temp file
+    is removed if anything fails, so an interrupted write leaves the old file intact.
+    """
+    import stat
+    p = Path(path)
+    refuse_if_input(p)
+    if p.is_symlink():
+        raise OptkgError(f"{path}: is a symbolic link to {os.path.realpath(p)}; refusing to write through it "
+                         "(remove the link or write to the target path)")
+    try:
+        st = p.stat() if p.exists() else None
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot write ({e.strerror or e})") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OptkgError(f"{path}: is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OptkgError(f"{path}: is not a regular file (a device, pipe or socket); refusing to replace it")
+    if st is not None and not force:
+        raise OptkgError(f"{path}: exists; refusing to overwrite (pass --force to replace it)")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OptkgError(f"{path}: folder {parent} does not exist")
+    try:
+        _write_replace(p, data, force, str(path))
+        return Path(path)
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot write ({e.strerror or type(e).__name__})") from None
+
+
+def _write_replace(p: Path, data: str | bytes, force: bool, shown: str) -> Path:
+    import tempfile  # here, not at module level: most commands never write a file
+
+    parent = p.parent if str(p.parent) else Path(".")
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    try:
+        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the replaced file's)
+        try:
+            mode = p.stat().st_mode & 0o777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        if not force:
+            # link() fails if the target appeared meanwhile: never clobber.
+            try:
+                os.link(tmp, p)
+            except FileExistsError:
+                raise OptkgError(f"{shown}: exists; refusing to overwrite (pass --force to replace it)") from None
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p

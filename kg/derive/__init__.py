@@ -1,0 +1,1 @@
+"""Derivations from model and hardware facts: KV-cache layout, weights and memory."""

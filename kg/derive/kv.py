@@ -1,0 +1,432 @@
+"""KV-cache derivations: bytes per token, KV-head replication under TP, valid DCP sizes, capacity.
+
+All sizes are in bytes, all lengths in tokens. Formulas follow vLLM and are collected with their
+sources in shared/reference/serving_engine_facts.md:
+
+- KV heads per rank (GQA/MHA/MQA): ``max(1, H_kv // tp_size)``; MLA: 1 whatever the TP
+  (vLLM ``ModelConfig.get_num_kv_heads``, vllm/config/model.py; facts §1.2).
+- Replication of each KV head across the TP group: ``tp_size / H_kv`` when ``tp_size >= H_kv``
+  else 1 (``QKVParallelLinear`` ``num_kv_head_replicas``, vllm/model_executor/layers/linear.py;
+  facts §1.3); MLA: ``tp_size`` (the latent is not sharded, deepseek_v2.py; facts §1.5).
+  DCP divides it: GQA ``max(1, tp/H_kv) / dcp``, MLA ``tp / dcp`` (facts §2.3, derived).
+- Bytes per token per layer per rank: GQA ``kv_heads_per_rank * (head_dim + v_head_dim) * B``
+  (``FullAttentionSpec.real_page_size_bytes`` / block_size, vllm/v1/kv_cache_interface.py);
+  MLA ``(kv_lora_rank + qk_rope_head_dim) * B`` (``MLAAttentionSpec``). B = bytes per KV element
+  (``kv_cache_dtype``: auto -> model dtype, fp8/int8 -> 1, nvfp4 / SGLang fp4_e2m1 -> 0.5625 = a
+  4-bit value plus one 1-byte scale per 16 elements). ``fp8_ds_mla`` is a packed MLA cell of a fixed
+  656 bytes per token per layer (512 fp8 latent + 4 fp32 scales + 64 bf16 RoPE values; vLLM
+  ``MLAAttention`` ``state_content_bytes``, facts §1.5), ``nvfp4_ds_mla`` 352.
+- Layers per rank: ``ceil(num_hidden_layers / pp_size)`` (the largest pipeline stage).
+- Valid DCP sizes: ``tp % dcp == 0`` (D1); non-MLA also ``tp > H_kv`` (D5), ``dcp <= tp // H_kv`` (D6),
+  ``(H_q // H_kv) % dcp == 0`` (D7); sliding-window layers need ``dcp == 1`` (D13)
+  (vllm/config/parallel.py, vllm/config/model.py; facts §2.2).
+- Capacity: tokens per GPU = ``floor(budget / bytes_per_token)`` rounded down to whole blocks; the
+  scheduler-wide capacity is multiplied by ``dcp`` (kv_cache_utils log "Multiplying the GPU KV cache
+  size by the dcp_world_size"); max concurrency = capacity / max_model_len, where each DCP rank
+  budgets ``ceil(max_model_len / dcp)`` tokens (``FullAttentionSpec.max_memory_usage_bytes``).
+- Sliding-window layers hold at most ``sliding_window`` tokens per request
+  (``SlidingWindowSpec``); their per-sequence bytes use ``min(window, seq_len)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.inputs.modelcfg import ModelFacts
+
+GIB = 1024**3
+
+KV_DTYPE_BYTES: dict[str, float] = {
+    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8": 1, "fp8_ds_mla": 1, "nvfp4_ds_mla": 0.5,
+    # 4-bit value + one 1-byte (fp8 / ue8m0) scale per 16 elements: vLLM NVFP4 KV packed last dim
+    # (kv_cache_interface.py); SGLang MHATokenToKVPoolFP4 (k // 2 bytes + n*k // 16 scale bytes)
+    "nvfp4": 0.5625, "nvfp4_4over6": 0.5625, "fp4_e2m1": 0.5625,
+}
+FP8_KV_DTYPES = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
+# packed MLA cells of a fixed size, bytes per token per layer (vLLM MLAAttention state_content_bytes)
+MLA_PACKED_BYTES: dict[str, int] = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+
+
+class UnmodelledKVDtype(OptkgError):
+    """A kv_cache_dtype the engine accepts but whose cache size optkg does not model."""
+
+
+def kv_element_bytes(kv_cache_dtype: str, model: ModelFacts) -> float:
+    """Bytes per cached K/V element for ``kv_cache_dtype`` ('auto' = model dtype). Raises OptkgError on unknown dtypes."""
+    d = (kv_cache_dtype or "auto").lower()
+    if d == "auto":
+        return float(model.dtype_bytes)
+    if d not in KV_DTYPE_BYTES:
+        raise UnmodelledKVDtype(f"--kv-cache-dtype: '{kv_cache_dtype}' is not a KV-cache dtype optkg can size "
+                                f"(known: auto, {', '.join(sorted(KV_DTYPE_BYTES))})")
+    return float(KV_DTYPE_BYTES[d])
+
+
+def kv_heads_per_rank(model: ModelFacts, tp_size: int) -> int:
+    """KV heads each TP rank caches: MLA 1; else max(1, H_kv // tp_size) (vLLM get_num_kv_heads)."""
+    if model.is_mla:
+        return 1
+    return max(1, model.num_key_value_heads // tp_size)
+
+
+def replication_factor(model: ModelFacts, tp_size: int, dcp_size: int = 1) -> float:
+    """How many ranks hold an identical copy of each cached KV element.
+
+    GQA/MHA/MQA: ``max(1, tp_size / H_kv) / dcp_size``; MLA: ``tp_size / dcp_size``; never below 1.
+    """
+    base = tp_size if model.is_mla else max(1.0, tp_size / model.num_key_value_heads)
+    return max(1.0, base / max(1, dcp_size))
+
+
+def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
+    """DCP sizes vLLM accepts for this model at ``tp_size`` (D1, D5-D7, D13). ``[1]`` means DCP is impossible.
+
+    Walks only the divisors of ``tp_size`` (O(sqrt(tp_size))), so a huge tp_size cannot stall.
+    """
+    if model.num_sliding_layers or tp_size < 2:
+        return [1]
+    if model.is_mla:
+        return divisors(tp_size)
+    h = model.num_key_value_heads
+    if not tp_size > h:
+        return [1]
+    group = model.num_attention_heads // h
+    return [d for d in divisors(tp_size) if d <= tp_size // h and group % d == 0]
+
+
+def divisors(n: int) -> list[int]:
+    """All positive divisors of n, ascending (O(sqrt(n)))."""
+    if n <= 0:
+        return []
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
+def check_parallel_sizes(model: ModelFacts, tp_size: int, pp_size: int = 1) -> None:
+    """Refuse a tp_size / pp_size no engine could start with (OptkgError naming the valid values).
+
+    tp_size must divide num_attention_heads (vLLM ``ModelConfig.verify_with_parallel_config``) and,
+    for GQA/MHA, divide or be a multiple of num_key_value_heads (``QKVParallelLinear``; facts §1.3);
+    pp_size must not exceed num_hidden_layers (each stage needs a layer).
+    """
+    h = model.num_attention_heads
+    if tp_size > h or h % tp_size:
+        valid = divisors(h)
+        if not model.is_mla:
+            kv = model.num_key_value_heads
+            valid = [d for d in valid if (d % kv == 0 if d > kv else kv % d == 0)]
+        raise OptkgError(f"--tp: {tp_size} does not divide num_attention_heads {h} of {model.name}; "
+                         f"valid tp sizes: {', '.join(map(str, valid))}")
+    if not model.is_mla:
+        kv = model.num_key_value_heads
+        if (tp_size > kv and tp_size % kv) or (tp_size < kv and kv % tp_size):
+            raise OptkgError(f"--tp: {tp_size} and num_key_value_heads {kv} of {model.name} do not divide each other "
+                             f"(QKVParallelLinear needs one to divide the other)")
+    if pp_size > model.num_hidden_layers:
+        raise OptkgError(f"--pp: {pp_size} pipeline stages for {model.num_hidden_layers} layers of {model.name}; "
+                         f"pp_size must be at most {model.num_hidden_layers}")
+
+
+@dataclass
+class KVLayout:
+    """Per-token and per-sequence KV sizes of one model under one parallel configuration (bytes, tokens)."""
+
+    model: str
+    attention: str
+    tp_size: int
+    pp_size: int
+    dcp_size: int
+    kv_cache_dtype: str
+    kv_element_bytes: float
+    kv_heads_per_rank: int
+    replication_factor: float
+    layers_per_rank: int
+    full_layers_per_rank: int
+    sliding_layers_per_rank: int
+    sliding_window: int | None
+    bytes_per_token_layer_per_rank: float
+    bytes_per_token_model: float          # whole model, no parallelism (every layer, every KV head)
+    bytes_per_token_per_gpu: float        # one TP/PP rank, every cached layer, before DCP sharding
+    bytes_per_token_per_gpu_unreplicated: float  # what it would be if KV were split exactly tp ways
+    bytes_per_token_per_gpu_effective: float     # per context token after DCP sharding (per_gpu / dcp)
+    valid_dcp_sizes: list[int] = field(default_factory=list)
+    dcp_possible: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_positive(name: str, v: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise OptkgError(f"{name} must be a positive integer, found {v!r}")
+
+
+def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: int = 1,
+              kv_cache_dtype: str = "auto") -> KVLayout:
+    """Derive the KV layout (see module doc for formulas and sources). Raises OptkgError on non-positive sizes."""
+    for n, v in (("tp_size", tp_size), ("pp_size", pp_size), ("dcp_size", dcp_size)):
+        _check_positive(n, v)
+    b = kv_element_bytes(kv_cache_dtype, model)
+    heads = kv_heads_per_rank(model, tp_size)
+    packed = MLA_PACKED_BYTES.get((kv_cache_dtype or "").lower())
+    if packed is not None and not model.is_mla:
+        raise OptkgError(f"--kv-cache-dtype: '{kv_cache_dtype}' is a packed MLA cache layout; "
+                         f"{model.name} uses {model.attention.upper()} attention")
+    if model.is_mla:
+        per_layer_rank = (model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)
+        per_layer_rank_b = float(packed) if packed is not None else per_layer_rank * b
+        per_layer_model_b = per_layer_rank_b
+        unrep_layer_b = per_layer_rank_b / tp_size
+    else:
+        per_layer_rank_b = heads * (model.head_dim + model.v_head_dim) * b
+        per_layer_model_b = model.num_key_value_heads * (model.head_dim + model.v_head_dim) * b
+        unrep_layer_b = per_layer_model_b / tp_size
+    layers_rank = math.ceil(model.num_hidden_layers / pp_size)
+    sliding_rank = math.ceil(model.num_sliding_layers / pp_size) if model.num_sliding_layers else 0
+    full_rank = layers_rank - sliding_rank
+    per_gpu = per_layer_rank_b * layers_rank
+    dcps = valid_dcp_sizes(model, tp_size)
+    return KVLayout(
+        model=model.name, attention=model.attention, tp_size=tp_size, pp_size=pp_size, dcp_size=dcp_size,
+        kv_cache_dtype=kv_cache_dtype, kv_element_bytes=b, kv_heads_per_rank=heads,
+        replication_factor=replication_factor(model, tp_size, dcp_size), layers_per_rank=layers_rank,
+        full_layers_per_rank=full_rank, sliding_layers_per_rank=sliding_rank, sliding_window=model.sliding_window,
+        bytes_per_token_layer_per_rank=per_layer_rank_b,
+        bytes_per_token_model=per_layer_model_b * model.num_hidden_layers,
+        bytes_per_token_per_gpu=per_gpu,
+        bytes_per_token_per_gpu_unreplicated=unrep_layer_b * layers_rank,
+        bytes_per_token_per_gpu_effective=per_gpu / dcp_size,
+        valid_dcp_sizes=dcps, dcp_possible=len(dcps) > 1,
+    )
+
+
+def sequence_bytes_per_gpu(layout: KVLayout, seq_len: int) -> float:
+    """KV bytes one sequence of ``seq_len`` tokens occupies on one GPU (sliding layers capped at the window; DCP-sharded)."""
+    if seq_len < 0:
+        raise OptkgError(f"sequence length must be >= 0, found {seq_len}")
+    tokens_rank = math.ceil(seq_len / layout.dcp_size)
+    full = layout.full_layers_per_rank * layout.bytes_per_token_layer_per_rank * tokens_rank
+    sw = 0.0
+    if layout.sliding_layers_per_rank and layout.sliding_window:
+        sw = layout.sliding_layers_per_rank * layout.bytes_per_token_layer_per_rank * min(layout.sliding_window, seq_len)
+    return full + sw
+
+
+@dataclass
+class KVCapacity:
+    """KV capacity for a per-GPU budget (bytes) and a max_model_len (tokens)."""
+
+    kv_budget_bytes_per_gpu: float
+    block_size: int
+    kv_tokens_per_gpu: int          # tokens of KV one GPU's budget holds (whole blocks)
+    kv_tokens_total: int            # scheduler-wide: per GPU x dcp_size (distinct tokens across the DCP group)
+    max_model_len: int | None
+    max_concurrency: float | None   # requests at max_model_len that fit at once
+    max_model_len_that_fits: int    # longest single request the cache can hold (whole blocks, DCP-sharded)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kv_capacity(layout: KVLayout, kv_budget_bytes_per_gpu: float, max_model_len: int | None = None,
+                block_size: int = 16) -> KVCapacity:
+    """Tokens that fit in ``kv_budget_bytes_per_gpu`` and max concurrency at ``max_model_len`` (see module doc)."""
+    if kv_budget_bytes_per_gpu < 0:
+        raise OptkgError(f"KV budget must be >= 0 bytes, found {kv_budget_bytes_per_gpu}")
+    _check_positive("block_size", block_size)
+    per_token = layout.bytes_per_token_per_gpu
+    blocks = int(kv_budget_bytes_per_gpu // (per_token * block_size)) if per_token else 0
+    tokens = blocks * block_size
+    total = tokens * layout.dcp_size
+    conc = None
+    if max_model_len:
+        _check_positive("max_model_len", max_model_len)
+        per_req = sequence_bytes_per_gpu(layout, max_model_len)
+        conc = round(kv_budget_bytes_per_gpu / per_req, 2) if per_req else None
+    fits = longest_sequence_that_fits(layout, kv_budget_bytes_per_gpu, block_size)
+    return KVCapacity(kv_budget_bytes_per_gpu, block_size, tokens, total, max_model_len, conc, fits)
+
+
+def request_kv_bytes_per_gpu(layout: KVLayout, seq_len: int, block_size: int = 16) -> float:
+    """KV bytes vLLM reserves on one GPU for one request of ``seq_len`` tokens (whole blocks).
+
+    vLLM ``FullAttentionSpec.max_memory_usage_bytes``: ``cdiv(ceil(seq_len / dcp), block_size)``
+    pages per full-attention layer; sliding-window layers hold ``min(window, seq_len)`` tokens
+    (``SlidingWindowSpec``), also in whole blocks. ``check_enough_kv_cache_memory``
+    (vllm/v1/core/kv_cache_utils.py) refuses to start when this exceeds the KV memory.
+    """
+    if seq_len < 0:
+        raise OptkgError(f"sequence length must be >= 0, found {seq_len}")
+    per_layer = layout.bytes_per_token_layer_per_rank
+    full_tokens = math.ceil(math.ceil(seq_len / layout.dcp_size) / block_size) * block_size
+    full = layout.full_layers_per_rank * per_layer * full_tokens
+    sw = 0.0
+    if layout.sliding_layers_per_rank and layout.sliding_window:
+        sw_tokens = math.ceil(min(layout.sliding_window, seq_len) / block_size) * block_size
+        sw = layout.sliding_layers_per_rank * per_layer * sw_tokens
+    return full + sw
+
+
+def longest_sequence_that_fits(layout: KVLayout, kv_budget_bytes_per_gpu: float, block_size: int = 16,
+                               limit: int = 1 << 40) -> int:
+    """Longest single request (tokens) whose KV fits in the per-GPU budget (vLLM ``estimate_max_model_len``:
+    a binary search over ``request_kv_bytes_per_gpu``); 0 when not even one token fits."""
+    if request_kv_bytes_per_gpu(layout, 1, block_size) > kv_budget_bytes_per_gpu:
+        return 0
+    lo, hi = 1, limit
+    if request_kv_bytes_per_gpu(layout, hi, block_size) <= kv_budget_bytes_per_gpu:
+        return hi
+    while lo < hi:  # invariant: lo fits, hi does not
+        mid = (lo + hi + 1) // 2
+        if mid == hi:
+            break
+        if request_kv_bytes_per_gpu(layout, mid, block_size) <= kv_budget_bytes_per_gpu:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+GPTQ_LIKE = ("gptq", "awq", "gptq_marlin", "awq_marlin", "marlin", "moe_wna16", "auto-round")
+FP8_LIKE = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8")
+
+
+def weight_bytes_per_param(model: ModelFacts) -> dict[str, float]:
+    """Stored bytes per parameter of the checkpoint: ``linear`` (attention and dense MLP),
+    ``experts`` (routed and shared experts) and ``embedding`` (embeddings and lm_head).
+
+    - GPTQ / AWQ (and their Marlin forms), ``bits`` b and ``group_size`` g: ``b/8`` plus, per group
+      of g input rows, one fp16 scale and one packed b-bit zero point per output column:
+      ``b/8 + (2 + b/8) / g`` (4-bit, g 128: 0.5 + 2.5/128 = 0.51953125).
+    - FP8 (block or per-tensor): 1 byte plus one fp32 scale per ``weight_block_size`` block
+      (128x128: 1 + 4/16384).
+    - MXFP4 (gpt-oss): experts only, a 4-bit value plus one e8m0 scale byte per 32 elements,
+      ``0.5 + 1/32 = 0.53125``; attention, router and embeddings stay in the model dtype
+      (``modules_to_not_convert``; vLLM/SGLang quantise only the MoE layers for mxfp4).
+    - bitsandbytes and other methods with ``bits``: ``bits/8``; anything else: the model dtype.
+    Embeddings and lm_head always keep the model dtype (GPTQ/AWQ/FP8 checkpoints do not quantise them).
+    """
+    dt = float(model.dtype_bytes)
+    qm = (model.quant_method or "").lower()
+    lin = exp = dt
+    if qm in GPTQ_LIKE:
+        b = model.quant_bits or 4
+        g = model.quant_group_size
+        lin = exp = b / 8 + ((2 + b / 8) / g if g and g > 0 else 0.0)
+    elif qm in FP8_LIKE or qm.startswith("fp8"):
+        blk = model.weight_block_size
+        lin = exp = 1.0 + (4.0 / (blk[0] * blk[1]) if blk and len(blk) == 2 and blk[0] and blk[1] else 0.0)
+    elif qm == "mxfp4":
+        exp = 0.5 + 1 / 32
+    elif model.quant_bits:
+        lin = exp = model.quant_bits / 8
+    return {"linear": lin, "experts": exp, "embedding": dt}
+
+
+def weight_params(model: ModelFacts) -> dict[str, int]:
+    """Parameter counts by part (see ``estimate_weight_bytes``)."""
+    h = model.hidden_size
+    d, vd = model.head_dim, model.v_head_dim
+    H, L = model.num_attention_heads, model.num_hidden_layers
+    if model.is_mla and model.kv_lora_rank and model.qk_rope_head_dim and model.qk_nope_head_dim:
+        rope, nope = model.qk_rope_head_dim, model.qk_nope_head_dim
+        qk = nope + rope
+        q = (h * model.q_lora_rank + model.q_lora_rank * H * qk) if model.q_lora_rank else h * H * qk
+        kv = h * (model.kv_lora_rank + rope) + model.kv_lora_rank * H * (nope + vd)
+        attn = q + kv + H * vd * h
+    else:
+        kvh = model.num_key_value_heads if not model.is_mla else max(1, H // 4)
+        attn = H * d * h + kvh * d * h + kvh * vd * h + H * vd * h
+    n_moe = model.num_moe_layers if model.is_moe else 0
+    dense_inter = model.dense_intermediate_size or model.intermediate_size or 4 * h
+    experts = shared = router = 0
+    if n_moe:
+        e_inter = model.expert_intermediate_size or model.intermediate_size or 4 * h
+        experts = n_moe * 3 * h * e_inter * (model.num_experts or 1)
+        if model.shared_expert_intermediate_size:
+            shared = n_moe * 3 * h * model.shared_expert_intermediate_size
+        router = n_moe * h * (model.num_experts or 1)
+    return {
+        "attention": attn * L,
+        "dense_mlp": 3 * h * dense_inter * (L - n_moe),
+        "experts": experts,
+        "shared_experts": shared,
+        "router": router,
+        "embedding": h * (model.vocab_size or 0) * (1 if model.tie_word_embeddings else 2),
+    }
+
+
+def estimate_weight_bytes(model: ModelFacts, weight_bytes_per_param: float | None = None,
+                          parts: bool = False) -> float | dict[str, float]:
+    """Weight size of the checkpoint in bytes (within ~5 % of the published sizes).
+
+    Parameters per part (``weight_params``):
+    - attention per layer: GQA/MHA ``H_q*d*h + H_kv*d*h + H_kv*d_v*h + H_q*d_v*h``; MLA (DeepSeek
+      ``DeepseekV2MLAAttention``) ``h*q_lora + q_lora*H*(nope+rope)`` (or ``h*H*(nope+rope)``
+      without q_lora) ``+ h*(kv_lora+rope) + kv_lora*H*(nope+d_v) + H*d_v*h``;
+    - dense MLP ``3*h*dense_inter`` on each layer that is not MoE;
+    - MoE layers: ``num_experts * 3*h*expert_inter`` routed experts (``expert_inter`` =
+      moe_intermediate_size, else intermediate_size: Mixtral, PhiMoE, gpt-oss, Llama-4), a shared
+      expert ``3*h*shared_inter`` where the model has one, and the router ``h*num_experts``;
+    - embeddings ``h*vocab`` (x2 with an untied lm_head).
+    Bytes per parameter from ``weight_bytes_per_param(model)`` (quantised checkpoints), or the
+    given ``weight_bytes_per_param`` for every part. Examples: Mixtral-8x7B 46.7 B params -> 93.4 GB;
+    gpt-oss-120b 116.8 B params -> 65.1 GB (MXFP4 experts). With ``parts=True`` returns bytes by
+    part (``experts`` = routed + shared experts) and ``total``.
+    """
+    n = weight_params(model)
+    if weight_bytes_per_param:
+        bpp = {"linear": weight_bytes_per_param, "experts": weight_bytes_per_param, "embedding": weight_bytes_per_param}
+    else:
+        bpp = globals()["weight_bytes_per_param"](model)
+    out = {
+        "attention": n["attention"] * bpp["linear"],
+        "dense_mlp": n["dense_mlp"] * bpp["linear"],
+        "experts": (n["experts"] + n["shared_experts"]) * bpp["experts"],
+        "router": n["router"] * float(model.dtype_bytes),
+        "embedding": n["embedding"] * bpp["embedding"],
+    }
+    out["total"] = sum(out.values())
+    return out if parts else out["total"]
+
+
+def weight_bytes_per_gpu(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, expert_shards: int | None = None) -> float:
+    """Estimated weight bytes on one GPU: everything but the experts split ``tp_size x pp_size`` ways,
+    the experts ``expert_shards x pp_size`` ways (default tp_size; with expert parallelism the EP size,
+    tp_size x dp_size in vLLM). Replicated pieces (norms, MLA latent projections) are ignored."""
+    p = estimate_weight_bytes(model, parts=True)
+    shards = max(1, expert_shards or tp_size)
+    return (p["total"] - p["experts"]) / (tp_size * pp_size) + p["experts"] / (shards * pp_size)
+
+
+def gpu_memory_bytes(hw: dict[str, Any]) -> float | None:
+    """Memory of one GPU the engine can see, in bytes: ``memory_visible_mib`` (what nvidia-smi /
+    torch report on a real card, e.g. H100 SXM 81,559 MiB) when the hardware file has it, else the
+    vendor figure ``memory_gib`` read as GiB. None when neither is known."""
+    if hw.get("memory_visible_mib"):
+        return float(hw["memory_visible_mib"]) * 1024**2
+    if hw.get("memory_gib"):
+        return float(hw["memory_gib"]) * GIB
+    return None
+
+
+def kv_budget_bytes(gpu_memory_bytes: float, gpu_memory_utilization: float, weight_bytes_per_gpu: float,
+                    activation_reserve_bytes: float = 0.0) -> float:
+    """vLLM-style KV budget per GPU: ``memory * utilization - weights - reserve`` (never negative).
+
+    Source: vLLM ``gpu_memory_utilization`` semantics (vllm/config/cache.py) and the worker's
+    ``determine_available_memory`` (requested memory minus weights and peak activations).
+    """
+    if not 0 < gpu_memory_utilization <= 1:
+        raise OptkgError(f"gpu_memory_utilization must be in (0, 1], found {gpu_memory_utilization}")
+    return max(0.0, gpu_memory_bytes * gpu_memory_utilization - weight_bytes_per_gpu - activation_reserve_bytes)

@@ -1,0 +1,198 @@
+"""The only module that imports durable-rules. It does structural matching; nothing numeric.
+
+A rule is given to the engine as ``(rule_id, patterns)``, where each pattern is a mapping of
+fact properties to required values (equality only). The engine reports, for each set of facts,
+which rules have every pattern matched by some fact, and with which facts. Numeric conditions are
+evaluated afterwards in Python (kg.engine.expr), because durable-rules 2.0.28 segfaults on numeric
+cross-fact joins (shared/reference/durable_rules_notes.md, pitfall 1).
+
+How the engine's limits are kept (same notes):
+- Rules are compiled once per process into rulesets of at most ``CHUNK`` rules (hard limits: 64
+  rules per shared condition at assert, 257 at registration, 512 conditions per node).
+- Each ruleset gets a unique name (a reused name drops rulesets silently, pitfall 5).
+- We use our own ``durable.engine.Host`` without its timer threads, so actions run only on the
+  calling thread, synchronously inside ``assert_facts`` (pitfall 4); no ``delete_state``
+  (pitfall 3): facts are retracted after each match.
+- Every fact gets an explicit unique ``id`` (pitfall 6); facts that no pattern of a ruleset can
+  match are not sent to it (``MessageNotHandledException``).
+- Values are encoded as type-tagged strings (``i:8``, ``s:gqa``, ``b:true``) so that ``"8"`` and
+  ``8`` never compare equal and no type confusion reaches the C code (pitfall 7).
+- Actions take one parameter (two would make them asynchronous, pitfall 8) and only record the
+  match; an exception inside an action is collected and re-raised on the calling thread.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import threading
+from typing import Any, Iterable, Mapping, Sequence
+
+from durable import engine as _durable
+
+CHUNK = 40
+MAX_PROPS = 250
+
+
+class EngineError(RuntimeError):
+    """An internal failure of the rule engine (not a user error)."""
+
+
+def _tag(v: Any) -> str:
+    if isinstance(v, bool):
+        return "b:true" if v else "b:false"
+    if isinstance(v, int):
+        return f"i:{v}"
+    if isinstance(v, float):
+        return f"f:{v!r}"
+    if isinstance(v, str):
+        return f"s:{v}"
+    raise TypeError(f"fact values must be str, int, float or bool, found {type(v).__name__}")
+
+
+class _QuietHost(_durable.Host):
+    """A durable Host that starts no timer threads: actions run only inside our assert calls."""
+
+    def _run(self) -> None:  # noqa: D401 - overrides the timer loop
+        return None
+
+
+_host: _QuietHost | None = None
+_host_lock = threading.RLock()
+_counter = itertools.count(1)
+
+
+def _get_host() -> _QuietHost:
+    global _host
+    if _host is None:
+        _host = _QuietHost()
+    return _host
+
+
+Pattern = Mapping[str, Any]
+
+
+class CompiledRules:
+    """A set of rules compiled into durable-rules rulesets (partitioned, uniquely named).
+
+    ``rules``: sequence of (rule_id, patterns); patterns is a non-empty list of property->value maps.
+    Use ``match(facts)`` to get ``[(rule_id, [fact, ...])]`` in rule order, one entry per distinct
+    combination of matching facts.
+    """
+
+    def __init__(self, rules: Sequence[tuple[str, Sequence[Pattern]]], label: str = "rules", chunk: int = CHUNK):
+        if chunk < 1 or chunk > 50:
+            raise ValueError("chunk must be 1..50 rules per ruleset")
+        self._rules = [(rid, [dict(p) for p in pats]) for rid, pats in rules]
+        for rid, pats in self._rules:
+            if not pats:
+                raise ValueError(f"rule {rid}: at least one pattern is needed")
+        self._order = {rid: i for i, (rid, _) in enumerate(self._rules)}
+        self._chunks: list[tuple[str, list[tuple[str, list[dict[str, Any]]]]]] = []
+        self._tagged: list[dict[tuple[str, ...], set[tuple[str, ...]]]] = []  # per chunk: see _signatures
+        self._results: list[tuple[str, dict[str, Any]]] = []
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        digest = hashlib.sha1(json.dumps(self._rules, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        with _host_lock:
+            host = _get_host()
+            # chunks hold rules with equal pattern lists together (one durable rule each, see _definition),
+            # so a chunk whose patterns no fact can match is skipped whole; results keep rule order
+            grouped = sorted(self._rules, key=lambda r: json.dumps(r[1], sort_keys=True, default=str))
+            for n in range(0, len(grouped), chunk):
+                part = grouped[n : n + chunk]
+                name = f"optkg_{label}_{digest}_{os.getpid()}_{next(_counter)}"
+                host.register_rulesets({name: self._definition(part)})
+                self._chunks.append((name, part))
+                self._tagged.append(self._signatures(part))
+
+    # -- compilation ---------------------------------------------------------------------
+    def _definition(self, part: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+        """Durable definition of one chunk. Rules with identical pattern lists (e.g. the many rules
+        that only need the model fact) share one durable rule whose action records all their ids, so
+        the engine runs one action per distinct pattern list, not per rule."""
+        groups: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
+        for rid, pats in part:
+            key = json.dumps([sorted((k, _tag(v)) for k, v in p.items()) for p in pats])
+            groups.setdefault(key, ([], pats))[0].append(rid)
+        definition: dict[str, Any] = {}
+        for j, (rids, pats) in enumerate(groups.values()):
+            alls = []
+            for i, pat in enumerate(pats):
+                terms = [{k: _tag(v)} for k, v in sorted(pat.items())]
+                cond = terms[0] if len(terms) == 1 else {"$and": terms}
+                alls.append({f"p{i}": cond})
+            definition[f"g{j}"] = {"all": alls, "run": self._make_action(tuple(rids), len(pats))}
+        return definition
+
+    def _make_action(self, rids: tuple[str, ...], n: int):
+        def action(c):  # exactly one parameter: synchronous (durable pitfall 8)
+            try:
+                matched = c._m
+                m = {f"p{i}": dict(matched[f"p{i}"]) for i in range(n)}
+                self._results.extend((rid, m) for rid in rids)
+            except BaseException as e:  # surfaced after the assert returns
+                self._errors.append(e)
+        return action
+
+    @staticmethod
+    def _signatures(part: list[tuple[str, list[dict[str, Any]]]]) -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+        """The chunk's patterns as {sorted property names: {encoded value tuples}}, for ``_can_match``."""
+        sig: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+        for _, pats in part:
+            for p in pats:
+                keys = tuple(sorted(p))
+                sig.setdefault(keys, set()).add(tuple(_tag(p[k]) for k in keys))
+        return sig
+
+    # -- matching ------------------------------------------------------------------------
+    @staticmethod
+    def _encode(facts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for i, f in enumerate(facts):
+            if len(f) > MAX_PROPS:
+                raise EngineError(f"fact {i} has {len(f)} properties (limit {MAX_PROPS})")
+            enc = {k: _tag(v) for k, v in f.items() if v is not None and k not in ("id", "sid")}
+            enc["id"] = f"f{i}"
+            enc["sid"] = "0"
+            out.append(enc)
+        return out
+
+    @staticmethod
+    def _can_match(fact: Mapping[str, str], signatures: Mapping[tuple[str, ...], set[tuple[str, ...]]]) -> bool:
+        """True when some pattern of the chunk (see ``_signatures``) is matched by the encoded fact."""
+        for keys, values in signatures.items():
+            if tuple(fact.get(k) for k in keys) in values:
+                return True
+        return False
+
+    def match(self, facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Return [(rule_id, matched facts in pattern order)] for ``facts`` (plain dicts of scalars).
+
+        Deterministic: ordered by rule order, then by the indices of the matched facts.
+        Raises EngineError if an action failed; TypeError for non-scalar fact values.
+        """
+        encoded = self._encode(facts)
+        index = {e["id"]: i for i, e in enumerate(encoded)}
+        host = _get_host()
+        found: list[tuple[str, list[int]]] = []
+        with self._lock, _host_lock:
+            for (name, part), tagged in zip(self._chunks, self._tagged):
+                mine = [e for e in encoded if self._can_match(e, tagged)]
+                if not mine:
+                    continue
+                self._results, self._errors = [], []
+                try:
+                    with contextlib.suppress(_durable.MessageNotHandledException):
+                        host.assert_facts(name, mine)
+                finally:
+                    with contextlib.suppress(_durable.MessageNotHandledException):
+                        host.retract_facts(name, mine)
+                if self._errors:
+                    raise EngineError(f"rule action failed: {self._errors[0]!r}")
+                for rid, m in self._results:
+                    found.append((rid, [index[m[f"p{i}"]["id"]] for i in range(len(m))]))
+        found = sorted(set((rid, tuple(ix)) for rid, ix in found), key=lambda x: (self._order[x[0]], x[1]))
+        return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]

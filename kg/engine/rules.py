@@ -1,0 +1,400 @@
+"""Declarative rules from ``rules/*.yaml``: loading, validation, and evaluation over facts.
+
+A rules file names its ``ruleset`` (what facts it reads: ``check`` stacks, ``diagnose``
+snapshots, ``fit`` workloads, ``gaps`` cells) and lists rules. A rule has:
+
+- ``match``: patterns (property -> value, equality only) that facts must satisfy; the engine
+  (kg.engine.durable, durable-rules) finds the combinations. ``technique: <id>`` is short for a pattern
+  ``{kind: technique, technique: <id>}``.
+- ``condition``: an expression (kg.engine.expr) over the flat fact namespace, evaluated in Python.
+- ``numbers``: name -> expression, computed when the rule fires and reported with the finding.
+- ``applies_to``: engines and a version range (PEP 440 specifier, e.g. ``<0.8``); outside it the
+  rule does not fire and ``--explain`` says why.
+- ``severity`` (or ``severity_bands``: the first band whose condition holds), ``message``
+  (a ``str.format`` template over facts and numbers), ``mechanism``, ``cost_dimension``,
+  ``from_dimension``, ``fixes`` (catalog ids), ``sources``, ``tags``, ``parent`` (fires only when
+  the parent rule fired in the same evaluation).
+Thresholds used by a ruleset are data too: ``thresholds:`` (name -> value, provenance, note),
+overridable by the user; they appear in the fact namespace under their names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from kg.core import paths
+from kg.engine.durable import CompiledRules
+from kg.core.errors import OptkgError, Problem
+from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
+from kg.core.yamlio import load_yaml
+
+RULESET_KINDS = ("check", "diagnose", "fit", "gaps")
+SEVERITY_ORDER = {"none": 0, "info": 1, "low": 2, "warning": 3, "moderate": 3, "error": 4, "severe": 4, "critical": 5}
+
+_SOURCE = {"type": "object", "required": ["title", "url"], "additionalProperties": False,
+           "properties": {"title": {"type": "string"}, "url": {"type": "string", "pattern": "^https?://"},
+                          "kind": {"type": "string"}, "note": {"type": "string"}}}
+RULE_FILE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ruleset", "rules"],
+    "properties": {
+        "ruleset": {"enum": list(RULESET_KINDS)},
+        "description": {"type": "string"},
+        "thresholds": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object", "required": ["value", "provenance"], "additionalProperties": False,
+                "properties": {"value": {"type": "number"}, "unit": {"type": "string"},
+                               "provenance": {"type": "string"}, "note": {"type": "string"}},
+            },
+        },
+        "rules": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "title", "match", "message", "sources"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
+                    "title": {"type": "string"},
+                    "aliases": {"type": "array", "items": {"type": "string"}},
+                    "severity": {"enum": ["info", "warning", "error", "none", "low", "moderate", "severe", "critical"]},
+                    "severity_bands": {"type": "array", "items": {
+                        "type": "object", "required": ["severity", "when"], "additionalProperties": False,
+                        "properties": {"severity": {"type": "string"}, "when": {"type": "string"}}}},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "match": {"type": "array", "minItems": 1, "items": {
+                        "type": "object", "minProperties": 1,
+                        "additionalProperties": {"type": ["string", "integer", "number", "boolean"]}}},
+                    "condition": {"type": "string"},
+                    "numbers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "applies_to": {"type": "object", "additionalProperties": False, "properties": {
+                        "engines": {"type": "array", "items": {"type": "string"}},
+                        "versions": {"type": "string"}}},
+                    "parent": {"type": "string"},
+                    "message": {"type": "string"},
+                    "mechanism": {"type": "string"},
+                    "cost_dimension": {"type": "string"},
+                    "from_dimension": {"type": "string"},
+                    "fixes": {"type": "array", "items": {"type": "string"}},
+                    # one text, or per engine: {default: ..., sglang: ..., vllm: ...} (kg.analyses.check renders the stack's engine)
+                    "fix": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["default"],
+                                                           "additionalProperties": {"type": "string"}}]},
+                    "involves": {"type": "array", "items": {"type": "string"}},
+                    "sources": {"type": "array", "minItems": 1, "items": _SOURCE},
+                },
+                "if": {"not": {"required": ["severity_bands"]}},
+                "then": {"required": ["severity"]},
+            },
+        },
+    },
+}
+
+
+@dataclass
+class Rule:
+    """One loaded rule (see module doc for field meanings)."""
+
+    id: str
+    ruleset: str
+    title: str
+    match: list[dict[str, Any]]
+    message: str
+    sources: list[dict[str, Any]]
+    severity: str | None = None
+    severity_bands: list[dict[str, str]] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    condition: str | None = None
+    numbers: dict[str, str] = field(default_factory=dict)
+    applies_to: dict[str, Any] = field(default_factory=dict)
+    parent: str | None = None
+    mechanism: str = ""
+    cost_dimension: str | None = None
+    from_dimension: str | None = None
+    fixes: list[str] = field(default_factory=list)
+    fix: str = ""
+    fix_by_engine: dict[str, str] = field(default_factory=dict)  # engine -> fix text (``fix`` is the default)
+    involves: list[str] = field(default_factory=list)
+    file: str = ""
+    line: int = 0
+
+    @cached_property
+    def pattern_text(self) -> str:
+        """The match patterns as text (``kind=model; kind=technique, technique=x``), for "did not fire" reasons."""
+        return "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in self.match)
+
+    @property
+    def techniques(self) -> list[str]:
+        out = [p["technique"] for p in self.match if p.get("kind") == "technique" and "technique" in p]
+        return out + [t for t in self.involves if t not in out]
+
+
+@dataclass
+class RuleSet:
+    """All rules of one kind plus their default thresholds."""
+
+    kind: str
+    rules: list[Rule]
+    thresholds: dict[str, dict[str, Any]]
+    _compiled: CompiledRules | None = None
+
+    def by_id(self, rid: str) -> Rule:
+        for r in self.rules:
+            if r.id == rid or rid in r.aliases:
+                return r
+        raise OptkgError(f"unknown rule '{rid}'")
+
+    @property
+    def compiled(self) -> CompiledRules:
+        if self._compiled is None:
+            self._compiled = CompiledRules([(r.id, r.match) for r in self.rules], label=self.kind)
+        return self._compiled
+
+
+def _normalise_match(match: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in match:
+        p = dict(p)
+        if "technique" in p and "kind" not in p:
+            p["kind"] = "technique"
+        out.append(p)
+    return out
+
+
+def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None = None) -> tuple[RuleSet, list[Problem]]:
+    """Load every rules file of ``kind`` from ``folder`` (default: the shipped rules/).
+
+    Returns (ruleset, problems). Problems name file, line and field: schema errors, duplicate
+    ids, expressions outside the language, bad version specifiers, unknown parents.
+    """
+    folder = Path(folder) if folder else paths.rules_dir()
+    files = files if files is not None else sorted(folder.glob("*.yaml"))
+    import jsonschema  # here: a cached ruleset needs no validator (see load_ruleset)
+
+    validator = jsonschema.Draft202012Validator(RULE_FILE_SCHEMA)
+    rules: list[Rule] = []
+    thresholds: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    for f in files:
+        try:
+            doc = load_yaml(f)
+        except OptkgError as e:
+            problems.append(Problem(str(f), 1, 1, "", str(e), "yaml"))
+            continue
+        if not isinstance(doc.data, dict) or doc.data.get("ruleset") != kind:
+            continue
+        errs = list(validator.iter_errors(doc.data))
+        for e in errs:
+            line, col = doc.where(tuple(e.absolute_path))
+            problems.append(Problem(str(f), line, col, "/".join(map(str, e.absolute_path)), e.message[:200], "rule-schema"))
+        if errs:
+            continue
+        for name, t in (doc.data.get("thresholds") or {}).items():
+            thresholds[name] = dict(t)
+        for i, rd in enumerate(doc.data["rules"]):
+            line, col = doc.where(("rules", i))
+            r = Rule(ruleset=kind, file=str(f), line=line, **{k: v for k, v in rd.items()})
+            if isinstance(r.fix, dict):  # per-engine fix texts: ``default`` plus one per engine
+                r.fix_by_engine = {k: v for k, v in r.fix.items() if k != "default"}
+                r.fix = r.fix["default"]
+            r.match = _normalise_match(r.match)
+            if r.id in seen:
+                problems.append(Problem(str(f), line, col, f"rules[{i}].id", f"duplicate rule id '{r.id}' (also in {seen[r.id]})",
+                                        "duplicate-rule-id"))
+                continue
+            seen[r.id] = str(f)
+            exprs = [("condition", r.condition)] + [(f"numbers.{k}", v) for k, v in r.numbers.items()] + \
+                    [(f"severity_bands[{j}].when", b["when"]) for j, b in enumerate(r.severity_bands)]
+            bad = False
+            for fld, text in exprs:
+                if text is None:
+                    continue
+                try:
+                    compile_expr(text, ("has",))
+                except ExprError as e:
+                    problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {e}", "rule-expression"))
+                    bad = True
+            spec = r.applies_to.get("versions")
+            if spec:
+                try:
+                    SpecifierSet(spec)
+                except InvalidSpecifier:
+                    problems.append(Problem(str(f), line, col, f"rules[{i}].applies_to.versions",
+                                            f"rule '{r.id}': '{spec}' is not a version range (e.g. '>=0.6,<0.8')", "rule-version"))
+                    bad = True
+            if not bad:
+                rules.append(r)
+    ids = {r.id for r in rules}
+    for r in rules:
+        if r.parent and r.parent not in ids:
+            problems.append(Problem(r.file, r.line, 1, "parent", f"rule '{r.id}': parent '{r.parent}' does not exist", "rule-parent"))
+    return RuleSet(kind, rules, thresholds), problems
+
+
+RULES_CACHE_VERSION = 1
+
+
+def _rules_cache_file(kind: str, files: list[Path]) -> Path | None:
+    """Cache file for a clean ruleset, keyed on ``kind``, this module's source and every rules file's bytes."""
+    import hashlib
+    try:
+        h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-{kind}".encode())
+        h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old pickle
+        for f in files:
+            h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    except OSError:
+        return None
+    from kg.core import cache
+    return cache.cache_file(f"rules-{kind}-{h.hexdigest()[:32]}.pickle")
+
+
+def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
+    """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid.
+
+    A clean ruleset is cached like the catalog (``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``),
+    keyed on the bytes of every rules file, so unchanged rules are not re-parsed and re-validated.
+    """
+    folder = Path(folder) if folder else paths.rules_dir()
+    files = sorted(folder.glob("*.yaml"))
+    cache = _rules_cache_file(kind, files)
+    from kg.core import cache as _cache
+    if cache is not None:
+        rs = _cache.read(cache, RuleSet)
+        if rs is not None and rs.kind == kind:
+            return rs
+    rs, problems = load_rules(kind, folder, files)
+    if problems:
+        raise OptkgError("invalid rules:", [p.one_line() for p in problems])
+    if cache is not None:
+        _cache.write(cache, rs)  # an unwritable cache folder only costs speed
+    return rs
+
+
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Firing:
+    """The outcome of one rule over one set of facts: fired, or why not."""
+
+    rule: Rule
+    fired: bool
+    reason: str
+    severity: str | None = None
+    numbers: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    facts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@lru_cache(maxsize=1024)
+def _specifiers(spec: str) -> SpecifierSet:
+    """Parsed version range, once per distinct text (every check of every stack asks again)."""
+    return SpecifierSet(spec)
+
+
+def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
+    at = rule.applies_to
+    if not at:
+        return True, ""
+    engines = at.get("engines")
+    if engines and engine not in engines:
+        return False, f"applies to {', '.join(engines)}; the stack's engine is {engine or 'not given'}"
+    spec = at.get("versions")
+    if spec:
+        if not version:
+            # With no version given we assume a current release: ranges with an upper bound
+            # (old behaviour) do not apply; open-ended ranges do.
+            if any(s.operator in ("<", "<=", "==", "~=") for s in _specifiers(spec)):
+                return False, f"applies to {engine or 'engine'} {spec}; no engine version given (assumed current)"
+            return True, ""
+        try:
+            if Version(version) not in _specifiers(spec):
+                return False, f"applies to {engine} {spec}; the stack runs {version}"
+        except InvalidVersion:
+            return False, f"engine version '{version}' is not a version number"
+    return True, ""
+
+
+class _SafeDict(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _fmt(template: str, values: Mapping[str, Any]) -> str:
+    try:
+        return template.format_map(_SafeDict(values))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return template
+
+
+def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[str, Any],
+                   functions: Mapping[str, Callable[..., Any]] | None = None,
+                   engine: str | None = None, version: str | None = None,
+                   thresholds: Mapping[str, float] | None = None) -> list[Firing]:
+    """Run ``rs`` over ``facts`` (engine match) then conditions/numbers over ``namespace`` (Python).
+
+    Returns one Firing per rule, in rule order: fired ones with severity, numbers and message,
+    and non-fired ones with the reason (no structural match, outside its version range, missing
+    fact, condition false, parent did not fire). Deterministic for equal inputs.
+    """
+    ns = dict(namespace)
+    for name, t in rs.thresholds.items():
+        ns[name] = t["value"]
+    if thresholds:
+        ns.update(thresholds)
+    if not functions or "has" not in functions:
+        # rules may always ask has('<technique id>'); default to the namespace's technique list
+        present = set(ns.get("techniques") or [])
+        functions = {**(functions or {}), "has": present.__contains__}
+    matched: dict[str, list[list[dict[str, Any]]]] = {}
+    for rid, fs in rs.compiled.match(facts):
+        matched.setdefault(rid, []).append(fs)
+    out: list[Firing] = []
+    fired_ids: set[str] = set()
+    for r in rs.rules:
+        ok, why = _version_ok(r, engine, version)
+        if not ok:
+            out.append(Firing(r, False, why))
+            continue
+        if r.id not in matched:
+            out.append(Firing(r, False, f"no facts match its pattern ({r.pattern_text})"))
+            continue
+        if r.parent and r.parent not in fired_ids:
+            out.append(Firing(r, False, f"its parent rule '{r.parent}' did not fire"))
+            continue
+        local = dict(ns)
+        for fs in matched[r.id][:1]:
+            for fact in fs:
+                for k, v in fact.items():
+                    local.setdefault(k, v)
+        try:
+            if r.condition and not evaluate(r.condition, local, functions):
+                out.append(Firing(r, False, f"condition is false: {r.condition}"))
+                continue
+            nums = {k: evaluate(v, local, functions) for k, v in r.numbers.items()}
+            sev = r.severity
+            for band in r.severity_bands:
+                if evaluate(band["when"], {**local, **nums}, functions):
+                    sev = band["severity"]
+                    break
+        except MissingFact as e:
+            out.append(Firing(r, False, f"needs fact '{e.name}', which this input does not provide"))
+            continue
+        except (ExprTypeError, ZeroDivisionError, ValueError, TypeError) as e:
+            out.append(Firing(r, False, f"could not evaluate: {e}"))
+            continue
+        if sev is None or sev == "none":
+            out.append(Firing(r, False, "no severity band applies"))
+            continue
+        fired_ids.add(r.id)
+        nums = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in nums.items()}
+        out.append(Firing(r, True, "fired", sev, nums, _fmt(r.message, {**local, **nums}), matched[r.id][0]))
+    return out

@@ -1,0 +1,365 @@
+"""Model facts from a Hugging Face ``config.json``.
+
+Reads the fields the couplings need (attention heads, KV heads, head size, layers, MLA ranks,
+sliding window and per-layer types, dtype, MoE sizes, checkpoint quantisation), resolving
+nested ``text_config`` (multimodal wrappers) and the engines' fallbacks:
+
+- KV heads: first of ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
+  ``multi_query_group_num``; ``multi_query: true`` -> 1; else ``num_attention_heads`` (MHA).
+  Source: vLLM ``ModelConfig.get_total_num_kv_heads`` (vllm/config/model.py), summarised in
+  shared/reference/serving_engine_facts.md §1.1.
+- head_dim: ``head_dim`` if set, else ``hidden_size // num_attention_heads``.
+- MLA: ``kv_lora_rank`` not null and model_type in vLLM's ``is_deepseek_mla`` list (deepseek_v2/v3,
+  kimi_k2, ...); cached elements per token per layer = ``kv_lora_rank + qk_rope_head_dim``
+  (``ModelConfig.get_head_size``; facts §1.5).
+- Sliding window is *effective* only when ``use_sliding_window`` is not false; per-layer kinds come
+  from ``layer_types`` when present, else from the model family's convention (gemma2: even layers
+  slide, per transformers ``modeling_gemma2.py``), else every layer slides.
+- MoE sizes: ``expert_intermediate_size`` is ``moe_intermediate_size`` when the config has it
+  (DeepSeek, Qwen-MoE), else ``intermediate_size`` (Mixtral, PhiMoE, gpt-oss and Llama-4 size each
+  expert with ``intermediate_size``: transformers ``MixtralBlockSparseTop2MLP``, ``GptOssExperts``,
+  ``Llama4TextExperts``). Llama-4 MoE layers also hold one shared expert of ``intermediate_size``
+  (``Llama4TextMoe.shared_expert = Llama4TextMLP(config)``) and its dense layers use
+  ``intermediate_size_mlp`` (``dense_intermediate_size``); MoE layers follow
+  ``interleave_moe_layer_step`` / ``moe_layers`` (transformers ``Llama4TextConfig``).
+- Context limits: ``derived_max_model_len`` follows vLLM ``_get_and_verify_max_len`` (smallest of the
+  length keys; RoPE scaling other than su/longrope/llama3 multiplies it by ``factor``, YaRN from
+  ``original_max_position_embeddings``); ``sglang_context_length`` follows SGLang
+  ``get_context_length`` (first length key, times ``factor`` only when the RoPE scaling has no
+  ``original_max_position_embeddings`` and is not llama3).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kg.core import paths
+from kg.core.errors import OptkgError
+from kg.core.yamlio import read_text
+
+# vLLM ModelConfig.is_deepseek_mla (vllm/config/model.py @0052a5b8)
+MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear",
+                   "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp"}
+DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+               "float8_e4m3fn": 1, "fp8": 1, "int8": 1}
+# vLLM _get_and_verify_max_len possible_keys (vllm/config/model.py); SGLang CONTEXT_LENGTH_KEYS (in order)
+VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                    "max_sequence_length", "max_seq_length", "seq_len")
+SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+
+
+@dataclass
+class ModelFacts:
+    """Facts of one model. Sizes are element counts; ``dtype_bytes`` is bytes per weight/KV element."""
+
+    name: str
+    model_type: str
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    v_head_dim: int
+    hidden_size: int
+    num_hidden_layers: int
+    dtype: str
+    dtype_bytes: int
+    is_mla: bool = False
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sliding_window: int | None = None
+    num_sliding_layers: int = 0
+    num_full_layers: int = 0
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    num_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    quant_method: str | None = None
+    weight_block_size: list[int] | None = None
+    quant_group_size: int | None = None
+    quant_bits: int | None = None          # weight bits of the checkpoint (quantization_config.bits / load_in_8bit)
+    checkpoint_kv_scales: bool = False     # the checkpoint ships KV-cache scales (kv_cache_scheme / kv_cache_quant_algo)
+    num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
+    max_position_embeddings: int | None = None
+    vocab_size: int | None = None
+    expert_intermediate_size: int | None = None   # FFN size of one routed expert (see module doc)
+    dense_intermediate_size: int | None = None    # FFN size of the dense (non-MoE) layers
+    tie_word_embeddings: bool = False             # lm_head shares the embedding matrix (only when the config says true)
+    q_lora_rank: int | None = None                # MLA query low-rank size (None: full q projection)
+    qk_nope_head_dim: int | None = None           # MLA per-head non-RoPE query/key size
+    quant_modules_not_converted: list[str] = field(default_factory=list)  # quantization_config.modules_to_not_convert
+    derived_max_model_len: int | None = None      # longest max_model_len vLLM accepts (tokens)
+    sglang_context_length: int | None = None      # longest --context-length SGLang accepts (tokens)
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def attention(self) -> str:
+        """'mla', 'mqa' (1 KV head), 'mha' (KV heads = query heads) or 'gqa'."""
+        if self.is_mla:
+            return "mla"
+        if self.num_key_value_heads == 1:
+            return "mqa"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "mha"
+        return "gqa"
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts and self.num_experts > 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["attention"] = self.attention
+        d["is_moe"] = self.is_moe
+        return d
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, required: bool = False) -> int | None:
+    v = cfg.get(key)
+    if v is None:
+        if required:
+            raise OptkgError(f"{where}: config has no '{key}' (needed for KV-cache derivations)")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise OptkgError(f"{where}: '{key}' must be a non-negative integer, found {v!r}")
+    return v
+
+
+def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
+    """Turn a parsed ``config.json`` dict into ``ModelFacts``. Raises OptkgError naming missing/invalid fields."""
+    if not isinstance(cfg, dict):
+        raise OptkgError(f"{name}: config.json must be a JSON object")
+    top = cfg
+    text = cfg.get("text_config")
+    c = dict(text) if isinstance(text, dict) else dict(cfg)
+    if isinstance(text, dict):
+        for k in ("torch_dtype", "quantization_config", "model_type"):
+            if k not in c and k in top:
+                c[k] = top[k]
+    heads = _int(c, "num_attention_heads", name, required=True) or _int(c, "n_head", name)
+    if not heads:
+        raise OptkgError(f"{name}: 'num_attention_heads' must be at least 1")
+    layers = _int(c, "num_hidden_layers", name, required=True)
+    hidden = _int(c, "hidden_size", name) or 0
+    kv = None
+    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):
+        if c.get(key) is not None:
+            kv = _int(c, key, name)
+            break
+    if c.get("multi_query") is True:
+        kv = 1
+    if kv is None:
+        kv = heads
+    if kv == 0:
+        raise OptkgError(f"{name}: num_key_value_heads is 0")
+    head_dim = _int(c, "head_dim", name)
+    if not head_dim:
+        if not hidden:
+            raise OptkgError(f"{name}: config has neither 'head_dim' nor 'hidden_size'")
+        head_dim = hidden // heads
+    v_head_dim = _int(c, "v_head_dim", name) or head_dim
+    model_type = str(c.get("model_type") or top.get("model_type") or "unknown")
+    kv_lora = _int(c, "kv_lora_rank", name)
+    rope = _int(c, "qk_rope_head_dim", name)
+    is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
+    dtype = str(c.get("torch_dtype") or c.get("dtype") or top.get("torch_dtype") or "bfloat16")
+    warnings = []
+    if dtype.lower() not in DTYPE_BYTES:
+        raise OptkgError(f"{name}: torch_dtype {dtype!r} is not a dtype optkg knows "
+                         f"(expected one of {', '.join(sorted(DTYPE_BYTES))})")
+    dtype = dtype.lower()
+    dtype_bytes = DTYPE_BYTES[dtype]
+    if not c.get("torch_dtype") and not c.get("dtype"):
+        warnings.append("config has no torch_dtype; assuming bfloat16 (2 bytes)")
+
+    # sliding window: effective value only
+    sw = _int(c, "sliding_window", name) if not isinstance(c.get("sliding_window"), list) else None
+    if c.get("use_sliding_window") is False:
+        sw = None
+    layer_types = c.get("layer_types")
+    n_sliding = 0
+    if sw:
+        if isinstance(layer_types, list) and layer_types:
+            n_sliding = sum(1 for t in layer_types if isinstance(t, str) and "sliding" in t)
+        elif model_type == "gemma2":
+            n_sliding = (layers + 1) // 2  # even layer indices slide (transformers modeling_gemma2.py)
+        elif c.get("max_window_layers") is not None and c.get("use_sliding_window"):
+            n_sliding = max(0, layers - int(c["max_window_layers"]))
+        else:
+            n_sliding = layers
+        if n_sliding == 0:
+            sw = None
+    n_experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
+    qc = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else {}
+    bits = qc.get("bits") if isinstance(qc.get("bits"), int) else None
+    if bits is None and qc.get("load_in_8bit") is True:
+        bits = 8
+    if bits is None and qc.get("load_in_4bit") is True:
+        bits = 4
+    kv_scales = bool(qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo"))
+    # MoE layers: DeepSeek-style first_k_dense_replace, Qwen-style mlp_only_layers/decoder_sparse_step
+    n_moe = 0
+    if isinstance(n_experts, int) and n_experts > 1:
+        first_dense = c.get("first_k_dense_replace")
+        step = c.get("decoder_sparse_step")
+        dense_only = c.get("mlp_only_layers")
+        if isinstance(first_dense, int):
+            n_moe = max(0, layers - first_dense)
+        elif isinstance(step, int) and step > 0 or isinstance(dense_only, list):
+            step = step if isinstance(step, int) and step > 0 else 1
+            skip = set(dense_only) if isinstance(dense_only, list) else set()
+            n_moe = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
+        elif isinstance(c.get("moe_layers"), list):
+            n_moe = sum(1 for i in c["moe_layers"] if isinstance(i, int) and 0 <= i < layers)
+        elif isinstance(c.get("interleave_moe_layer_step"), int) and c["interleave_moe_layer_step"] > 0:
+            step = c["interleave_moe_layer_step"]  # Llama-4: layers step-1, 2*step-1, ... are MoE
+            n_moe = len(range(step - 1, layers, step))
+        else:
+            n_moe = layers
+    shared_inter = c.get("shared_expert_intermediate_size")
+    if shared_inter is None and c.get("n_shared_experts") and c.get("moe_intermediate_size"):
+        shared_inter = c["n_shared_experts"] * c["moe_intermediate_size"]
+    inter = _int(c, "intermediate_size", name)
+    moe_inter = _int(c, "moe_intermediate_size", name)
+    is_llama4 = model_type.startswith("llama4")
+    if shared_inter is None and is_llama4 and isinstance(n_experts, int) and n_experts > 1 and inter:
+        shared_inter = inter  # Llama4TextMoe.shared_expert = Llama4TextMLP(config): intermediate_size
+    expert_inter = None
+    if isinstance(n_experts, int) and n_experts > 1:
+        expert_inter = moe_inter or inter
+    dense_inter = _int(c, "intermediate_size_mlp", name) if is_llama4 else None
+    dense_inter = dense_inter or inter
+    return ModelFacts(
+        name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
+        head_dim=head_dim, v_head_dim=v_head_dim, hidden_size=hidden, num_hidden_layers=layers,
+        dtype=dtype, dtype_bytes=dtype_bytes, is_mla=is_mla, kv_lora_rank=kv_lora if is_mla else None,
+        qk_rope_head_dim=rope if is_mla else None, sliding_window=sw, num_sliding_layers=n_sliding,
+        num_full_layers=layers - n_sliding, intermediate_size=inter,
+        moe_intermediate_size=moe_inter,
+        shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
+        num_experts=n_experts if isinstance(n_experts, int) else None,
+        num_experts_per_tok=c.get("num_experts_per_tok") if isinstance(c.get("num_experts_per_tok"), int) else None,
+        quant_method=qc.get("quant_method"),
+        weight_block_size=qc.get("weight_block_size") if isinstance(qc.get("weight_block_size"), list) else None,
+        quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
+        quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
+        max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
+        vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
+        expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,
+        tie_word_embeddings=c.get("tie_word_embeddings", top.get("tie_word_embeddings")) is True,
+        q_lora_rank=_int(c, "q_lora_rank", name) if is_mla else None,
+        qk_nope_head_dim=_int(c, "qk_nope_head_dim", name) if is_mla else None,
+        quant_modules_not_converted=[str(x) for x in qc.get("modules_to_not_convert") or []
+                                     if isinstance(x, str)] if isinstance(qc.get("modules_to_not_convert"), list) else [],
+        derived_max_model_len=vllm_max_model_len(c), sglang_context_length=sglang_context_length(c),
+        source=name, warnings=warnings,
+    )
+
+
+def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
+    rs = c.get("rope_scaling")
+    if not isinstance(rs, dict):
+        rs = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else None
+    return rs
+
+
+def vllm_max_model_len(c: dict[str, Any]) -> int | None:
+    """The longest ``max_model_len`` vLLM accepts for config ``c`` (tokens), or None without a length key.
+
+    vLLM ``_get_and_verify_max_len`` (vllm/config/model.py): the smallest of ``VLLM_LENGTH_KEYS``; a
+    RoPE scaling whose type is not su/longrope/llama3 multiplies it by ``factor`` (default 1), YaRN
+    starting from ``original_max_position_embeddings``; gemma3 configs are already scaled. A longer
+    ``--max-model-len`` is a startup ValueError unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
+    E.g. DeepSeek-V3 (YaRN, factor 40, original 4,096) -> 163,840; Qwen3-235B (no scaling) -> 40,960.
+    """
+    lens = [c[k] for k in VLLM_LENGTH_KEYS if isinstance(c.get(k), (int, float)) and not isinstance(c.get(k), bool)]
+    if not lens:
+        return None
+    derived = float(min(lens))
+    rs = _rope_scaling(c)
+    if rs and "gemma3" not in str(c.get("model_type") or ""):
+        rtype = str(rs.get("rope_type") or rs.get("type") or "default")
+        if rtype not in ("su", "longrope", "llama3"):
+            factor = rs.get("factor", 1.0)
+            factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
+            if rtype == "yarn" and isinstance(rs.get("original_max_position_embeddings"), (int, float)):
+                derived = float(rs["original_max_position_embeddings"])
+            derived *= factor
+    return int(derived)
+
+
+def sglang_context_length(c: dict[str, Any]) -> int | None:
+    """The longest ``--context-length`` SGLang accepts for config ``c`` (tokens), or None without a length key.
+
+    SGLang ``get_context_length`` (python/sglang/srt/utils/hf_transformers_utils.py): the first of
+    ``SGLANG_LENGTH_KEYS`` times the RoPE ``factor``, where the factor is 1 when the scaling names
+    ``original_max_position_embeddings`` or is llama3. A longer value is refused at startup
+    (``ModelConfig._derive_context_length``) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
+    """
+    rs = _rope_scaling(c)
+    factor = 1.0
+    if rs:
+        f = rs.get("factor", 1)
+        factor = float(f) if isinstance(f, (int, float)) and not isinstance(f, bool) else 1.0
+        if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+            factor = 1.0
+    for k in SGLANG_LENGTH_KEYS:
+        v = c.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return int(factor * v)
+    return None
+
+
+def load_config_file(path: Path | str) -> ModelFacts:
+    """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    text = read_text(p, max_bytes=8 * 1024 * 1024)
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OptkgError(f"{p}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+    return parse_config(cfg, str(p))
+
+
+def bundled_models_dir() -> Path:
+    return paths.catalog_dir() / "models"
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower())
+
+
+def bundled_model_ids() -> list[str]:
+    """Hub ids of the bundled configs (file ``org__name.json`` -> ``org/name``)."""
+    return sorted(f.stem.replace("__", "/", 1) for f in bundled_models_dir().glob("*.json"))
+
+
+def resolve_model(name: str) -> ModelFacts:
+    """Resolve a model argument as ``vllm serve`` would: a local folder/file with config.json, or a bundled hub id.
+
+    Hub ids match case-insensitively and ignore the ``Meta-`` prefix rename of Llama 3.1
+    (``meta-llama/Llama-3.1-70B`` finds ``meta-llama__Meta-Llama-3.1-70B.json``).
+    Raises OptkgError listing the bundled ids and how to pass a local config.json.
+    """
+    p = Path(name).expanduser()
+    if p.is_dir() or (p.is_file() and p.suffix == ".json"):
+        facts = load_config_file(p)
+        facts.name = name
+        return facts
+    want = _norm(name)
+    want_alt = _norm(name.replace("/Llama-", "/Meta-Llama-"))
+    for f in sorted(bundled_models_dir().glob("*.json")):
+        hub = f.stem.replace("__", "/", 1)
+        if _norm(hub) in (want, want_alt):
+            facts = load_config_file(f)
+            facts.name = hub
+            return facts
+    raise OptkgError(
+        f"unknown model '{name}': not a folder with config.json and not a bundled config "
+        f"(bundled: {', '.join(bundled_model_ids())}); pass --config path/to/config.json"
+    )

@@ -1,0 +1,629 @@
+"""A user's stack: model, engine, hardware, techniques with parameters, and settings.
+
+Built from a stack YAML file (``load_stack_file``) or from a pasted ``vllm serve`` / SGLang
+launch command (``parse_command``), using the flag tables in ``catalog/engines/*.yaml``. Every
+value optkg models is type-checked; a bad value is an OptkgError naming the flag or file:line
+and what was expected. Flags optkg does not model are kept in ``ignored`` (users paste whole
+commands). Stack file shape::
+
+    name: Qwen3-235B on 8xH200        # optional
+    model: Qwen/Qwen3-235B-A22B         # bundled hub id, or a folder/file with config.json
+    config: path/to/config.json         # optional; overrides model
+    engine: {name: vllm, version: "0.11.0"}
+    hardware: {gpu: H200, count: 8}
+    techniques:
+      - tensor-parallelism: {tp_size: 8}
+      - prefix-caching
+    settings: {max_model_len: 32768, kv_cache_dtype: auto}
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Callable, Any
+
+from kg.core import paths
+from kg.knowledge.catalog import Catalog
+from kg.core.errors import OptkgError
+from kg.engine.expr import evaluate
+from kg.inputs.modelcfg import ModelFacts, load_config_file, resolve_model
+from kg.core.yamlio import YamlDoc, load_yaml, parse_yaml
+
+# Settings that are not technique parameters: name -> (type, description). Units in names.
+BASE_SETTINGS: dict[str, tuple[str, str]] = {
+    "max_model_len": ("integer", "longest request context, tokens"),
+    "gpu_memory_utilization": ("number", "fraction of GPU memory the engine may use (vLLM; SGLang mem_fraction_static)"),
+    "block_size": ("integer", "KV-cache block/page size, tokens"),
+    "kv_cache_dtype": ("string", "KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, int8"),
+    "attention_backend": ("string", "attention kernel backend name"),
+    "quantization": ("string", "weight quantization method"),
+    "max_num_batched_tokens": ("integer", "tokens per scheduler step"),
+    "max_num_seqs": ("integer", "max concurrent sequences"),
+    "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
+    "enforce_eager": ("boolean", "disable CUDA graphs"),
+    "dtype": ("string", "model dtype override"),
+    "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
+    "kv_role": ("string", "KV connector role"),
+    "speculative_method": ("string", "speculative decoding method (eagle, eagle3, mtp, ngram, draft_model, ...)"),
+    "speculative_model": ("string", "draft model"),
+    "num_speculative_tokens": ("integer", "draft tokens per step"),
+    "draft_tp_size": ("integer", "tensor-parallel size of the draft model"),
+    "cp_kv_cache_interleave_size": ("integer", "DCP interleave, tokens"),
+    "enable_prefix_caching": ("boolean", "prefix caching on"),
+    "enable_chunked_prefill": ("boolean", "chunked prefill on"),
+    "enable_lora": ("boolean", "LoRA adapters on"),
+    "enable_expert_parallel": ("boolean", "expert parallelism on"),
+    "enable_eplb": ("boolean", "expert load balancer on"),
+    "enable_dp_attention": ("boolean", "SGLang DP attention on"),
+    "enable_hierarchical_cache": ("boolean", "SGLang host KV cache tier on"),
+    "disable_sliding_window": ("boolean", "treat sliding-window layers as full attention"),
+    "flash_attn_version": ("integer", "FlashAttention major version (2, 3, 4)"),
+    "vllm_use_v1": ("integer", "VLLM_USE_V1"),
+    "swap_space_gib": ("number", "CPU swap space per GPU, GiB"),
+    "kv_offloading_size": ("number", "host KV offload size, GiB"),
+    "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
+    "speculative_eagle_topk": ("integer", "EAGLE top-k"),
+    "lora_paths": ("string", "LoRA adapter paths"),
+    "disaggregation_mode": ("string", "prefill/decode disaggregation role"),
+    "speculative_config": ("object", "vLLM --speculative-config JSON"),
+    "kv_transfer_config": ("object", "vLLM --kv-transfer-config JSON"),
+    "pcp_size": ("integer", "prefill context parallel size"),
+    "kv_cache_reuse": ("boolean", "TensorRT-LLM KV block reuse (prefix caching)"),
+    "model": ("string", "model id"),
+    # engine settings read by rules/engine_constraints.yaml, quantization.yaml, features.yaml
+    "dcp_comm_backend": ("string", "vLLM DCP communication backend: ag_rs or a2a"),
+    "host_memory_gib": ("number", "CPU RAM of the host, GiB (vLLM checks swap_space x tp_size against it)"),
+    "enable_dbo": ("boolean", "vLLM dual-batch overlap (micro-batching) on"),
+    "all2all_backend": ("string", "MoE all-to-all backend (vLLM --all2all-backend)"),
+    "num_redundant_experts": ("integer", "redundant experts kept by the expert load balancer"),
+    "kv_sharing_fast_prefill": ("boolean", "vLLM KV-sharing fast prefill on"),
+    "calculate_kv_scales": ("boolean", "estimate FP8 KV scales at run time"),
+    "pytorch_cuda_alloc_conf": ("string", "PYTORCH_CUDA_ALLOC_CONF environment value"),
+    "moe_a2a_backend": ("string", "SGLang MoE all-to-all backend (none, deepep, mooncake, ...)"),
+    "deepep_mode": ("string", "SGLang DeepEP mode: auto, normal, low_latency"),
+    "moe_runner_backend": ("string", "SGLang MoE kernel backend (auto, triton, flashinfer_cutlass, cutlass, ...)"),
+    "enable_sequence_parallelism": ("boolean", "vLLM sequence-parallelism compile pass on"),
+    "eplb_config": ("object", "vLLM --eplb-config JSON"),
+    "speculative_num_draft_tokens": ("integer", "SGLang draft tokens verified per step"),
+    "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
+    "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
+    "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
+    "allow_long_max_model_len": ("boolean", "VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set"),
+}
+PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
+# Sanity bound on every parallel size: far beyond any single serving deployment (the largest
+# shipped model has 128 attention heads, so tp_size above that can never start); a larger value
+# is a typo and is refused before any arithmetic runs on it.
+MAX_PARALLEL_SIZE = 65_536
+# Smallest accepted value per setting (default 0 for numbers and integers): a 0 here is a typo.
+SETTING_MINIMUM: dict[str, float] = {
+    "max_model_len": 1, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1,
+    "num_speculative_tokens": 1, "draft_tp_size": 1, "cp_kv_cache_interleave_size": 1, "flash_attn_version": 1,
+    "max_num_partial_prefills": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 1,
+    "gpu_memory_utilization": 0.01,
+}
+SETTING_MAXIMUM: dict[str, float] = {"gpu_memory_utilization": 1}
+
+
+@dataclass
+class Stack:
+    """A resolved stack. ``techniques`` maps technique id -> parameters; ``settings`` holds the rest."""
+
+    name: str
+    model: ModelFacts | None
+    engine: str | None = None
+    engine_version: str | None = None
+    hardware: dict[str, Any] | None = None
+    gpu_count: int | None = None
+    techniques: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def values(self) -> dict[str, Any]:
+        """Flat namespace of every setting and parameter (parallel sizes default to 1)."""
+        out: dict[str, Any] = dict(PARALLEL_DEFAULTS)
+        out.update(self.settings)
+        for params in self.techniques.values():
+            out.update(params)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# value checking
+
+def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maximum: float | None = None,
+            values: list[Any] | None = None) -> Any:
+    """Check/convert ``value`` to ``typ``; raise OptkgError '<where>: expected ..., found ...'."""
+    def bad(expect: str) -> OptkgError:
+        return OptkgError(f"{where}: expected {expect}, found {value!r}")
+    if typ == "integer":
+        if isinstance(value, bool):
+            raise bad("an integer")
+        if isinstance(value, str):
+            if not re.fullmatch(r"[+-]?\d+", value.strip()):
+                raise bad("an integer")
+            value = int(value)
+        if not isinstance(value, int):
+            raise bad("an integer")
+    elif typ == "number":
+        if isinstance(value, bool):
+            raise bad("a number")
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad("a number") from None
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise bad("a finite number")
+    elif typ == "boolean" or typ == "flag":
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            value = value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif typ in ("string", "enum"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str) or not value:
+            raise bad("a non-empty string")
+        if values is not None and value not in [str(v) for v in values]:
+            raise bad("one of " + ", ".join(map(str, values)))
+    elif typ == "object":
+        if not isinstance(value, dict):
+            raise bad("a mapping")
+    if minimum is not None and isinstance(value, (int, float)) and value < minimum:
+        raise bad(f"a value >= {minimum:g}")
+    if maximum is not None and isinstance(value, (int, float)) and value > maximum:
+        raise bad(f"a value <= {maximum:g}")
+    return value
+
+
+def _param_specs(catalog: Catalog, tid: str) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in catalog.techniques[tid].get("parameters") or []}
+
+
+def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, Any] | None, where: str) -> None:
+    """Add a technique (id or alias) with checked parameters. Raises OptkgError for unknown ids/params."""
+    tid = catalog.resolve(name)
+    if tid is None:
+        near = get_close_matches(name, list(catalog.techniques) + list(catalog.aliases), n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise OptkgError(f"{where}: unknown technique '{name}'{hint}")
+    t = catalog.techniques[tid]
+    if name != tid:  # ids never die: an old id or alias resolves, with a note naming the current id
+        stack.notes.append(f"{where}: {catalog.resolve_note(name)}")
+    if t.get("status") == "deprecated" and t.get("replaced_by"):
+        stack.notes.append(f"technique '{tid}' is deprecated; use '{t['replaced_by']}'")
+    specs = _param_specs(catalog, tid)
+    checked: dict[str, Any] = dict(stack.techniques.get(tid, {}))
+    for k, v in (params or {}).items():
+        if k not in specs:
+            known = ", ".join(sorted(specs)) or "none"
+            raise OptkgError(f"{where}: technique '{tid}' has no parameter '{k}' (parameters: {known})")
+        spec = specs[k]
+        hi = spec.get("maximum")
+        if k in PARALLEL_DEFAULTS:
+            hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
+        checked[k] = _coerce(v, spec["type"], f"{where}: {tid}.{k}", spec.get("minimum"), hi, spec.get("values"))
+    stack.techniques[tid] = checked
+
+
+def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog | None = None) -> None:
+    """Set one checked setting (type, minimum, maximum; ``kv_cache_dtype`` against the engine's values)."""
+    if key in PARALLEL_DEFAULTS:
+        stack.settings[key] = _coerce(value, "integer", f"{where}: {key}", 1, MAX_PARALLEL_SIZE)
+        return
+    if key not in BASE_SETTINGS:
+        extra = []
+        if catalog:
+            extra = [p["name"] for t in catalog.techniques.values() for p in t.get("parameters") or []]
+        if key in extra:
+            stack.settings[key] = value
+            return
+        near = get_close_matches(key, list(BASE_SETTINGS) + list(PARALLEL_DEFAULTS) + extra, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
+    typ = BASE_SETTINGS[key][0]
+    lo = SETTING_MINIMUM.get(key, 0) if typ in ("integer", "number") else None
+    stack.settings[key] = _coerce(value, typ, f"{where}: {key}", lo, SETTING_MAXIMUM.get(key))
+    if key == "kv_cache_dtype":
+        _check_file_kv_dtype(stack, stack.settings[key], where)
+
+
+def known_engines() -> dict[str, dict[str, Any]]:
+    """Engine tables by name (``catalog/engines/*.yaml``), aliases included."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, t in _engine_tables().items():
+        out[name] = t
+        for a in t.get("aliases") or []:
+            out[str(a).lower()] = t
+    return out
+
+
+def resolve_engine(name: str, where: str) -> str:
+    """The engine id for ``name`` (case-insensitive, aliases allowed); OptkgError listing the known engines."""
+    tables = known_engines()
+    key = str(name).strip().lower()
+    if key in tables:
+        return tables[key]["engine"]
+    ids = sorted({t["engine"] for t in tables.values()})
+    near = get_close_matches(key, list(tables), n=1)
+    hint = f"; did you mean '{tables[near[0]]['engine']}'?" if near else ""
+    raise OptkgError(f"{where}: unknown engine '{name}'{hint} (known: {', '.join(ids)}; "
+                     f"add catalog/engines/<engine>.yaml to teach optkg another one)")
+
+
+def check_engine_version(version: Any, where: str) -> str:
+    """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1), else OptkgError."""
+    from packaging.version import InvalidVersion, Version
+    text = str(version).strip()
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise OptkgError(f"{where}: expected an engine version number such as 0.11.0, found {version!r}") from None
+    return text
+
+
+def kv_cache_dtype_values(engine: str | None) -> list[str] | None:
+    """The ``kv_cache_dtype`` values ``engine`` accepts (its table's ``kv_cache_dtypes``); every
+    engine's values together when the engine is not known; None when no table lists any."""
+    tables = _engine_tables()
+    if engine and engine in tables:
+        vals = tables[engine].get("kv_cache_dtypes")
+        return [str(v) for v in vals] if vals else None
+    union = sorted({str(v) for t in tables.values() for v in t.get("kv_cache_dtypes") or []})
+    return union or None
+
+
+def _check_file_kv_dtype(stack: Stack, value: Any, where: str) -> None:
+    """Stack files: a value no engine knows is an error; one the stack's engine does not list is a note
+    (a file may describe a what-if, e.g. the same pair on another engine)."""
+    check_kv_cache_dtype(value, None, where)
+    vals = kv_cache_dtype_values(stack.engine) if stack.engine in _engine_tables() else None
+    if vals is not None and str(value).lower() not in vals:
+        stack.notes.append(f"{where}: '{value}' is not a {stack.engine} kv_cache_dtype "
+                           f"({stack.engine} accepts {', '.join(vals)}); the engine would refuse it")
+
+
+def check_kv_cache_dtype(value: Any, engine: str | None, where: str) -> None:
+    """OptkgError when ``value`` is not a kv_cache_dtype of ``engine`` (see ``kv_cache_dtype_values``)."""
+    vals = kv_cache_dtype_values(engine)
+    if vals is None or str(value).lower() in vals:
+        return
+    near = get_close_matches(str(value).lower(), vals, n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    who = f"{engine} " if engine in _engine_tables() else ""
+    raise OptkgError(f"{where}: '{value}' is not a {who}kv_cache_dtype{hint} (valid: {', '.join(vals)})")
+
+
+# ---------------------------------------------------------------------------------------------
+# stack files
+
+_TOP_KEYS = {"name", "model", "config", "engine", "hardware", "techniques", "settings", "description"}
+
+
+def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model) -> Stack:
+    """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line.
+
+    ``resolver`` turns the ``model:`` name into ModelFacts (default: bundled configs or a local
+    config.json); a caller that can work without the model's shape may pass a lenient one.
+    """
+    doc = load_yaml(path)
+    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver)
+
+
+def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<stack>") -> Stack:
+    """Build a stack from an in-memory mapping (same shape as a stack file)."""
+    return stack_from_doc(YamlDoc(name, data, {}), catalog, base_dir=Path("."))
+
+
+def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
+                   resolver: Callable[[str], Any] = resolve_model) -> Stack:
+    d = doc.data
+
+    def at(*p: Any) -> str:
+        line, _ = doc.where(p)
+        return f"{doc.path}:{line}"
+
+    if not isinstance(d, dict):
+        raise OptkgError(f"{doc.path}:1: a stack file must be a mapping with model, techniques, ...")
+    for key_path, line, _col, first in doc.duplicate_keys or []:
+        raise OptkgError(f"{doc.path}:{line}: '{'.'.join(map(str, key_path))}' is given twice (first on line {first}); "
+                         "YAML would silently keep only the last one: remove one")
+    for k in d:
+        if k not in _TOP_KEYS:
+            near = get_close_matches(str(k), sorted(_TOP_KEYS), n=1)
+            raise OptkgError(f"{at(k)}: unknown field '{k}'" + (f"; did you mean '{near[0]}'?" if near else "") +
+                             f" (fields: {', '.join(sorted(_TOP_KEYS))})")
+    model = None
+    if d.get("config") is not None:
+        cfg = d["config"]
+        if not isinstance(cfg, str):
+            raise OptkgError(f"{at('config')}: config must be a path to config.json")
+        p = Path(cfg) if Path(cfg).is_absolute() else base_dir / cfg
+        model = load_config_file(p)
+    elif d.get("model") is not None:
+        if not isinstance(d["model"], str):
+            raise OptkgError(f"{at('model')}: model must be a hub id or a path")
+        m = d["model"]
+        local = base_dir / m
+        model = resolver(str(local) if (local.is_dir() or local.suffix == ".json") and local.exists() else m)
+    st = Stack(name=str(d.get("name") or Path(doc.path).stem), model=model, source=doc.path)
+    eng = d.get("engine")
+    if eng is not None:
+        if isinstance(eng, str):
+            eng = {"name": eng}
+        if not isinstance(eng, dict) or not isinstance(eng.get("name"), str):
+            raise OptkgError(f"{at('engine')}: engine must be a name or {{name: vllm, version: '0.11.0'}}")
+        extra = sorted(set(map(str, eng)) - {"name", "version"})
+        if extra:
+            raise OptkgError(f"{at('engine', extra[0])}: unknown engine field '{extra[0]}' (fields: name, version)")
+        st.engine = resolve_engine(eng["name"], f"{at('engine', 'name')}: engine")
+        if eng.get("version") is not None:
+            st.engine_version = check_engine_version(eng["version"], f"{at('engine', 'version')}: engine version")
+    hw = d.get("hardware")
+    if hw is not None:
+        if isinstance(hw, str):
+            hw = {"gpu": hw}
+        if not isinstance(hw, dict) or not isinstance(hw.get("gpu"), str):
+            raise OptkgError(f"{at('hardware')}: hardware must be {{gpu: H100-SXM, count: 8}}")
+        try:
+            st.hardware = catalog.resolve_hardware(hw["gpu"])
+        except OptkgError as e:
+            raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
+        if hw.get("count") is not None:
+            st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1)
+    techs = d.get("techniques") or []
+    if isinstance(techs, dict):
+        techs = [{k: v} for k, v in techs.items()]
+    if not isinstance(techs, list):
+        raise OptkgError(f"{at('techniques')}: techniques must be a list of ids or {{id: {{param: value}}}}")
+    listed: dict[str, str] = {}
+    for i, item in enumerate(techs):
+        where = at("techniques", i)
+        if isinstance(item, str):
+            name, params = item, None
+        elif isinstance(item, dict) and len(item) == 1:
+            (name, params), = item.items()
+            name = str(name)
+            if params is not None and not isinstance(params, dict):
+                raise OptkgError(f"{where}: parameters of '{name}' must be a mapping, found {params!r}")
+        else:
+            raise OptkgError(f"{where}: each technique is an id or a one-key mapping {{id: {{param: value}}}}")
+        tid = catalog.resolve(name)
+        if tid is not None and tid in listed:
+            raise OptkgError(f"{where}: technique '{tid}' is listed twice (first at {listed[tid]}); "
+                             "keep one entry with all its parameters")
+        add_technique(st, catalog, name, params, where)
+        listed[catalog.resolve(name) or name] = where
+    settings = d.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise OptkgError(f"{at('settings')}: settings must be a mapping")
+    for k, v in settings.items():
+        set_setting(st, str(k), v, at("settings", k), catalog)
+    for tid, params in st.techniques.items():
+        if params.get("kv_cache_dtype") is not None:
+            _check_file_kv_dtype(st, params["kv_cache_dtype"], f"{listed.get(tid, at('techniques'))}: {tid}.kv_cache_dtype")
+    return st
+
+
+# ---------------------------------------------------------------------------------------------
+# engine commands
+
+_TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
+
+
+def _engine_tables() -> dict[str, dict[str, Any]]:
+    """``catalog/engines/*.yaml`` by engine id (read once per set of file versions)."""
+    files = sorted((paths.catalog_dir() / "engines").glob("*.yaml"))
+    key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    if key not in _TABLES:
+        out = {}
+        for f in files:
+            t = load_yaml(f).data
+            out[t["engine"]] = t
+        _TABLES.clear()
+        _TABLES[key] = out
+    return _TABLES[key]
+
+
+def _tokens(command: str) -> list[str]:
+    text = command.replace("\\\r\n", " ").replace("\\\n", " ")
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise OptkgError(f"command: cannot split it into words ({e})") from None
+
+
+_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def _word(w: str) -> str:
+    """A program word as the tables spell it: basename, python3.11 -> python."""
+    b = os.path.basename(w)
+    return "python" if _PYTHON.fullmatch(b) else b
+
+
+def _split_launch(words: list[str], table: dict[str, Any]) -> tuple[list[str], list[str], list[str], bool]:
+    """(environment assignments, launcher words, the engine's arguments, program found).
+
+    The program (``vllm serve``, ``python -m sglang.launch_server``, ...) may follow ``VAR=value``
+    assignments, ``env [VAR=value ...]`` and launchers such as ``uv run`` or ``nohup`` (the table's
+    ``launchers``); without a program the words are a bare argument list.
+    """
+    progs = sorted((list(map(str, p)) for p in table["programs"]), key=len, reverse=True)
+    norm = [_word(w) for w in words]
+    for i in range(len(words)):
+        for prog in progs:
+            if norm[i:i + len(prog)] == [_word(x) for x in prog]:
+                prefix = words[:i]
+                env = [w for w in prefix if _ASSIGN.fullmatch(w)]
+                launch = [w for w in prefix if not _ASSIGN.fullmatch(w)]
+                return env, launch, words[i + len(prog):], True
+    env = []
+    rest = list(words)
+    while rest and (_ASSIGN.fullmatch(rest[0]) or rest[0] == "env"):
+        w = rest.pop(0)
+        if w != "env":
+            env.append(w)
+    return env, [], rest, False
+
+
+def parse_command(command: str, catalog: Catalog, engine: str, model_override: str | None = None,
+                  flag_label: str | None = None, resolver: Callable[[str], Any] = resolve_model) -> Stack:
+    """Parse a ``vllm serve`` (engine='vllm') or SGLang launch command (engine='sglang') into a Stack.
+
+    ``VAR=value`` environment assignments (also after ``env``) are read where the engine table's
+    ``env`` models them (``CUDA_VISIBLE_DEVICES`` sets the GPU count) and listed as ignored
+    otherwise; launcher words before the program (``uv run``, ``nohup``, ...) are skipped, with a
+    note unless the table's ``launchers`` knows them. Flags the table does not model go to
+    ``Stack.ignored``; value-less ones (the table's ``boolean_flags``, any ``--no-*``) never take
+    the next word, so ``vllm serve --trust-remote-code <model>`` keeps its model. ``--flag=false``
+    turns a flag off (removing the technique it stands for). ``--kv-cache-dtype`` must be one of
+    the table's ``kv_cache_dtypes``. Raises OptkgError naming the flag and what was expected.
+    """
+    label = flag_label or f"--{engine}"
+    tables = _engine_tables()
+    if engine not in tables or not tables[engine].get("programs"):
+        raise OptkgError(f"{label}: no flag table for engine '{engine}'")
+    table = tables[engine]
+    words = _tokens(command)
+    if not words:
+        raise OptkgError(f"{label}: empty command")
+    env_words, launch, words, found = _split_launch(words, table)
+    env: dict[str, str] = dict(w.split("=", 1) for w in env_words)
+    if not found and words and not words[0].startswith("-") and _word(words[0]) in ("vllm", "python", "sglang"):
+        raise OptkgError(f"{label}: does not look like a {engine} launch command "
+                         f"(expected it to start with {' '.join(table['programs'][0])})")
+    by_name: dict[str, dict[str, Any]] = {}
+    for spec in table["flags"]:
+        for n in spec["names"]:
+            by_name[n] = spec
+    valueless = {str(f) for f in table.get("boolean_flags") or []}
+    st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
+    known_launch = [list(map(str, x)) for x in table.get("launchers") or []]
+    if launch:
+        words_l = [_word(w) for w in launch if w != "env"]
+        if words_l and not any(words_l[:len(k)] == k for k in known_launch):
+            st.notes.append(f"{label}: skipped the words before the {engine} program: {' '.join(launch)}")
+    for tid in table.get("default_techniques") or []:
+        if catalog.resolve(tid):
+            add_technique(st, catalog, tid, None, label)
+    for k, v in (table.get("defaults") or {}).items():
+        st.settings[k] = v
+    removed: set[str] = set()
+    model_name = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-"):
+            if table.get("positional_model") and model_name is None:
+                model_name = w
+            else:
+                st.ignored.append(w)
+            i += 1
+            continue
+        name, eq, inline = w.partition("=")
+        spec = by_name.get(name)
+        if spec is None:
+            # unknown flag: keep it and its value (if it takes one and the next word is not a flag)
+            takes_value = name not in valueless and not name.startswith("--no-")
+            if takes_value and not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+                st.ignored.append(f"{w} {words[i + 1]}")
+                i += 2
+            else:
+                st.ignored.append(w)
+                i += 1
+            continue
+        typ = spec["type"]
+        flag = f"{label} {name}"
+        if typ == "flag":
+            value: Any = True
+            if eq:
+                value = _coerce(inline, "boolean", flag)
+            i += 1
+        else:
+            if eq:
+                raw = inline
+                i += 1
+            else:
+                if i + 1 >= len(words):
+                    raise OptkgError(f"{flag}: expects a value")
+                raw = words[i + 1]
+                i += 2
+            if typ == "json":
+                try:
+                    value = json.loads(raw)
+                except json.JSONDecodeError as e:
+                    raise OptkgError(f"{flag}: invalid JSON ({e.msg} at column {e.colno})") from None
+                if not isinstance(value, dict):
+                    raise OptkgError(f"{flag}: expected a JSON object, found {raw!r}")
+            else:
+                hi = spec.get("maximum")
+                if spec.get("set") in PARALLEL_DEFAULTS:
+                    hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
+                value = _coerce(raw, typ, flag, spec.get("minimum"), hi)
+        if spec.get("set") == "kv_cache_dtype":
+            check_kv_cache_dtype(value, engine, flag)
+        if spec.get("set"):
+            if spec["set"] == "model":
+                model_name = value
+            else:
+                st.settings[spec["set"]] = value
+        if typ == "json":
+            for src, dst in (spec.get("fields") or {}).items():
+                if src in value:
+                    kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
+                    st.settings[dst] = _coerce(value[src], kind, f"{flag}.{src}",
+                                               1 if kind == "integer" else None)
+        if typ == "flag" and value is False:
+            # --enable-x=false: the flag's technique is off (even an engine default), and it removes nothing
+            if spec.get("technique"):
+                removed.add(spec["technique"])
+            continue
+        tid = spec.get("technique")
+        if spec.get("technique_by_value") and isinstance(value, str):
+            tid = spec["technique_by_value"].get(value.lower())
+        if tid and (not spec.get("when") or evaluate(spec["when"], {"value": value})):
+            removed.discard(tid)
+            if catalog.resolve(tid):
+                add_technique(st, catalog, tid, None, flag)
+        if spec.get("removes_when") and evaluate(spec["removes_when"], {"value": value}) and spec.get("technique"):
+            removed.add(spec["technique"])
+        if spec.get("removes"):
+            removed.add(spec["removes"])
+    for k, v in env.items():
+        spec = (table.get("env") or {}).get(k)
+        if not spec:
+            st.ignored.append(f"{k}={v}")
+        elif spec.get("type") == "device_list":
+            devices = [x for x in v.split(",") if x.strip()]
+            if devices:
+                st.gpu_count = len(devices)
+            else:
+                st.notes.append(f"environment {k} is empty: the engine sees no GPU")
+        elif spec.get("type") == "boolean":
+            st.settings[spec["set"]] = v.strip().lower() in ("1", "true", "yes")
+        else:
+            st.settings[spec["set"]] = _coerce(v, spec["type"], f"environment {k}")
+    for tid in removed:
+        st.techniques.pop(tid, None)
+    # technique parameters mirror the settings they came from (tp_size lives on tensor-parallelism)
+    for tid in list(st.techniques):
+        for pname in _param_specs(catalog, tid):
+            if pname in st.settings:
+                st.techniques[tid][pname] = st.settings[pname]
+    target = model_override or model_name
+    if target is None:
+        raise OptkgError(f"{label}: no model in the command (give it as `vllm serve <model>` / --model-path, or pass --config)")
+    st.model = load_config_file(target) if model_override else resolver(target)
+    st.name = f"{Path(target).name if model_override else target} ({engine})"
+    return st

@@ -1,0 +1,1 @@
+"""The knowledge model: axes, JSON Schema, catalog loading and validation, the coupling graph."""

@@ -1,0 +1,1 @@
+"""Renderers: text and JSON reports, CI formats, filters, generated docs, diagrams."""

@@ -1,0 +1,116 @@
+"""Renderers for ``optkg check`` reports: text (people) and JSON (machines).
+
+Input is the dict of ``Report.to_dict()``; nothing here reaches back into the catalog or the
+engine. Other formats (SARIF, GitHub annotations, markdown) live in kg.output.formats.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v.is_integer():
+            return f"{int(v):,}"
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    if isinstance(v, list):
+        return "{" + ", ".join(_num(x) for x in v) + "}"
+    return str(v)
+
+
+def _wrap(text: str, indent: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=100, initial_indent=indent, subsequent_indent=indent)
+
+
+def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
+    """A readable report: stack summary, KV derivations, then each finding with numbers, costs, fixes, sources."""
+    s = d["stack"]
+    out = [f"optkg check: {s['name']}"]
+    out.append(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
+               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}   hardware: {s['hardware'] or '-'}"
+               f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
+    techs = ", ".join(f"{k}({', '.join(f'{a}={b}' for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
+    out.append(_wrap(f"techniques: {techs or '-'}", "  "))
+    dv = d.get("derived") or {}
+    if dv:
+        out.append("")
+        out.append("KV cache")
+        rows = [("bytes/token, whole model", "kv_bytes_per_token_model"),
+                ("bytes/token per GPU", "kv_bytes_per_token_per_gpu"),
+                ("bytes/token per GPU without replication", "kv_bytes_per_token_per_gpu_unreplicated"),
+                ("KV-head replication (after DCP)", "kv_replication"),
+                ("KV budget per GPU (bytes)", "kv_budget_bytes_per_gpu"),
+                ("KV tokens per GPU", "kv_tokens_per_gpu"),
+                ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
+                ("max concurrency at max_model_len", "max_concurrency")]
+        for label, key in rows:
+            if key == "kv_budget_bytes_per_gpu" and key in dv:
+                # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
+                gib = dv[key] / 2**30
+                if str(dv.get("kv_budget_source", "")).startswith("estimated"):
+                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB (upper bound: activations "
+                               "and CUDA graphs not subtracted)")
+                else:
+                    out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
+            elif key in dv:
+                out.append(f"  {label:<42} {_num(dv[key])}")
+        if "valid_dcp_sizes" in dv:
+            if dv.get("dcp_possible"):
+                out.append(f"  {'valid DCP sizes':<42} {_num(dv['valid_dcp_sizes'])}")
+            else:
+                out.append(f"  {'DCP':<42} impossible here (needs tp_size > num_key_value_heads for GQA/MHA;"
+                           " no sliding-window layers)")
+    out.append("")
+    fs = d["findings"]
+    if not fs:
+        out.append("No findings.")
+    for f in fs:
+        out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {f['title']}")
+        out.append(_wrap(f["message"], "      "))
+        if f.get("numbers"):
+            out.append("      numbers: " + "; ".join(f"{k} = {_num(v)}" for k, v in f["numbers"].items()))
+        if f.get("cost_dimension"):
+            cross = f"{f['from_dimension']} -> {f['cost_dimension']}" if f.get("from_dimension") else f["cost_dimension"]
+            out.append(f"      cost lands in: {cross}")
+        if f.get("techniques"):
+            cells = "; ".join(
+                f"{c['technique']} [{'/'.join(c.get('stages', []))} x {'-'.join(c.get('layers', []))} x {c.get('dimension', '?')}]"
+                for c in f.get("coordinates", []))
+            out.append(_wrap(f"techniques: {cells}", "      "))
+        if f.get("mechanism"):
+            out.append(_wrap(f"why: {f['mechanism']}", "      "))
+        if f.get("fix") or f.get("fixes"):
+            fx = f.get("fix") or ", ".join(x["technique"] for x in f["fixes"])
+            ids = ", ".join(x["technique"] for x in f.get("fixes", []))
+            out.append(_wrap(f"fix: {fx}" + (f" (catalog: {ids})" if ids and f.get('fix') else ""), "      "))
+        for src in f.get("sources", [])[:3]:
+            out.append(f"      source: {src['title']} <{src['url']}>")
+        out.append(f"      rule: {f['rule_file']}:{f['rule_line']}")
+        out.append("")
+    if d.get("ignored_flags"):
+        out.append(_wrap("ignored (not modelled): " + " ".join(d["ignored_flags"]), ""))
+    for n in d.get("notes") or []:
+        out.append(f"note: {n}")
+    if explain:
+        out.append("")
+        out.append("Rules that did not fire:")
+        for nf in d.get("not_fired", []):
+            out.append(_wrap(f"{nf['rule']}: {nf['reason']}", "  "))
+    counts = {}
+    for f in fs:
+        counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+    out.append(f"{len(fs)} finding(s)" + (": " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) if counts else ""))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def to_json(d: Any) -> str:
+    """Deterministic JSON (sorted keys, 2-space indent, UTF-8 kept)."""
+    return json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
