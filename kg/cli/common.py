@@ -46,7 +46,8 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
 
     ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
     """
-    from kg.inputs.stack import Stack, load_stack_file, parse_command, set_setting
+    from kg.inputs.launch import parse_command
+    from kg.inputs.stack import Stack, load_stack_file, set_setting
     from kg.inputs.modelcfg import load_config_file, resolve_model
     resolver = resolver or resolve_model
     sources = [x for x in (getattr(args, "stack", None), args.vllm, args.sglang) if x]
