@@ -11,7 +11,7 @@ TINY = CATALOGS / "tiny"
 HOSTILE = CATALOGS / "hostile"
 GOLDEN = REPO / "tests" / "golden"
 
-# A Mermaid node statement as kg.output.export writes it: id, then ["label"], (["label"]) or >"label"]
+# A Mermaid node statement as kg.output.diagrams writes it: id, then ["label"], (["label"]) or >"label"]
 MERMAID_NODE = re.compile(r'^\s+([A-Za-z0-9_]+)(\["([^"]*)"\]|\(\["([^"]*)"\]\)|>"([^"]*)"\])$')
 # An edge statement: id, arrow, optional |"label"|, id
 MERMAID_EDGE = re.compile(r'^\s+([A-Za-z0-9_]+) (-->|==>|-\.->|--x|--o)(\|"([^"]*)"\|)? ([A-Za-z0-9_]+)$')
@@ -19,7 +19,7 @@ ENTITY = re.compile(r"#(\d+);")
 
 
 def mermaid_decode(text: str) -> str:
-    """Undo kg.output.export.mermaid_text: ``#<code>;`` entities back to characters."""
+    """Undo kg.output.diagrams.escape.mermaid_text: ``#<code>;`` entities back to characters."""
     return ENTITY.sub(lambda m: chr(int(m.group(1))), text)
 
 
@@ -55,7 +55,7 @@ DOT_EDGE = re.compile(r'^\s+"([^"]+)" -> "([^"]+)" \[', re.M)
 
 
 def dot_nodes(dot: str) -> list[str]:
-    """Technique and property node ids declared in a DOT file written by kg.output.export."""
+    """Technique and property node ids declared in a DOT file written by kg.output.diagrams."""
     return DOT_NODE.findall(dot)
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from kg.core.errors import OptkgError
-from kg.inputs.metrics import Histogram, detect_format, load_snapshot
+from kg.inputs.metrics.detect import detect_format
+from kg.inputs.metrics.load import load_snapshot
+from kg.inputs.metrics.snapshot import Histogram
 
 from conftest import REPO, SHARED
 

@@ -8,9 +8,10 @@ import pytest
 from conftest import REPO, SHARED
 
 from kg.knowledge.catalog import load_catalog
-from kg.analyses.diagnose import diagnose, fail_code, load_thresholds, wall_techniques
+from kg.analyses.diagnose import diagnose, fail_code, load_thresholds
+from kg.analyses.diagnose_links import wall_techniques
 from kg.core.errors import OptkgError
-from kg.inputs.metrics import load_snapshot
+from kg.inputs.metrics.load import load_snapshot
 from kg.engine.rules import load_ruleset
 from kg.core.yamlio import load_yaml
 

@@ -49,7 +49,7 @@ def test_docs_cover_every_technique_and_rule(home: Path) -> None:
                 assert f"{len(d.get('fire') or [])} must fire, {len(d.get('pass') or [])} must not" in part
             else:
                 assert "- **Fixtures**: none" in part
-    from kg.knowledge.catalog import CHECKS
+    from kg.knowledge.checks import CHECKS
     assert all(f"| `{code}` |" in rules for code in CHECKS)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from export_helpers import REPO, TINY, dot_edges, dot_nodes
 from kg.knowledge.catalog import load_catalog
-from kg.output.export import stack_diagram, stack_diagram_build
+from kg.output.diagrams.stack import stack_diagram, stack_diagram_build
 
 
 def test_writes_exactly_the_path_asked_for(cli, tmp_path):

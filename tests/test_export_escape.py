@@ -11,8 +11,11 @@ import pytest
 
 from export_helpers import HOSTILE, dot_edges, dot_nodes, parse_mermaid, svg_all_text, svg_node_texts
 from kg.knowledge.catalog import load_catalog
-from kg.output.export import (Filters, coordinate_map, coupling_graph, dot_string, html_text, mermaid_text,
-                       render_dot)
+from kg.output.diagrams.escape import dot_string, html_text, mermaid_text
+from kg.output.diagrams.filters import Filters
+from kg.output.diagrams.graphview import coupling_graph
+from kg.output.diagrams.map import coordinate_map
+from kg.output.diagrams.render import render_dot
 from kg.analyses.gaps import find_gaps
 from kg.engine.rules import load_ruleset
 

@@ -22,7 +22,9 @@ import pytest
 
 from export_helpers import GOLDEN, TINY, dot_edges, dot_nodes, parse_mermaid
 from kg.knowledge.catalog import load_catalog
-from kg.output.export import coordinate_map, coupling_graph, matrix_diagram
+from kg.output.diagrams.graphview import coupling_graph
+from kg.output.diagrams.map import coordinate_map
+from kg.output.diagrams.matrix import matrix_diagram
 from kg.analyses.gaps import find_gaps
 from kg.output.report import to_json
 from kg.engine.rules import load_ruleset
@@ -146,7 +148,7 @@ def test_map_cells_by_hand(tiny):
 
 
 def test_map_filters(tiny):
-    from kg.output.export import Filters
+    from kg.output.diagrams.filters import Filters
     data = json.loads(coordinate_map(tiny, Filters.from_lists(stages=["serve"], tags=["caching,batching"])).text("json"))
     assert [p["stage"] for p in data["panels"]] == ["serve", "combined"]
     assert sorted(data["techniques"]) == ["beta-cache", "epsilon-queue"]
@@ -185,7 +187,7 @@ def test_byte_identical_across_runs_and_hash_seeds(what, fmt):
 
 
 def test_png_twice_is_identical(tiny, tmp_path):
-    from kg.output.export import write_diagram
+    from kg.output.diagrams.render import write_diagram
     d = coordinate_map(tiny)
     a, b = write_diagram(d, tmp_path / "a.png"), write_diagram(d, tmp_path / "b.png")
     assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

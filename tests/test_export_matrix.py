@@ -9,7 +9,8 @@ import pytest
 from export_helpers import TINY, svg_all_text
 from kg.knowledge.catalog import load_catalog
 from kg.core.errors import OptkgError
-from kg.output.export import Filters, matrix_diagram, matrix_markdown
+from kg.output.diagrams.filters import Filters
+from kg.output.diagrams.matrix import matrix_diagram, matrix_markdown
 
 MATRIX = {
     "schema_version": "1.0", "kind": "matrix",

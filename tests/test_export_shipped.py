@@ -19,7 +19,9 @@ import pytest
 
 from export_helpers import REPO, dot_edges, dot_nodes, parse_mermaid, svg_node_texts
 from kg.knowledge.catalog import load_catalog
-from kg.output.export import EDGE_STYLES, GRID_WRAP, coordinate_map, coupling_graph
+from kg.output.diagrams.graphview import GRID_WRAP, coupling_graph
+from kg.output.diagrams.map import coordinate_map
+from kg.output.diagrams.style import EDGE_STYLES
 from kg.knowledge.schema import COUPLING_KINDS
 
 BUDGET_S = 5.0

@@ -60,7 +60,7 @@ def test_validate_sarif_points_at_the_problem_lines(home: Path) -> None:
     assert layer["partialFingerprints"]["optkgFingerprint/v1"]
     # rule metadata for every check, with descriptions
     ids = [d["id"] for d in run["tool"]["driver"]["rules"]]
-    from kg.knowledge.catalog import CHECKS
+    from kg.knowledge.checks import CHECKS
     assert ids[: len(CHECKS)] == list(CHECKS)
     assert all(d["shortDescription"]["text"] and d["fullDescription"]["text"] for d in run["tool"]["driver"]["rules"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kg.knowledge.catalog import load_catalog
-from kg.output.export import coordinate_map
+from kg.output.diagrams.map import coordinate_map
 from kg.analyses.gaps import ANNOTATION_STATUSES, find_gaps, load_annotations
 from kg.engine.rules import load_ruleset
 

@@ -12,7 +12,8 @@ import json
 
 from kg.knowledge.catalog import load_catalog
 from kg.cli import main
-from kg.output.export import CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES, _edge_attrs, graph_view
+from kg.output.diagrams.graphview import _edge_attrs, graph_view
+from kg.output.diagrams.style import CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES
 from kg.knowledge.graph import build_graph
 from kg.engine.rules import evaluate_rules, load_ruleset
 

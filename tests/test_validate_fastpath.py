@@ -1,4 +1,4 @@
-"""The compiled fast path of catalog validation (kg.knowledge.catalog._fast_validator) gives the same yes/no
+"""The compiled fast path of catalog validation (kg.knowledge.filechecks._fast_validator) gives the same yes/no
 verdict as the full jsonschema validation with the teaching schema, on every shipped entry and on
 mutated copies of them (hypothesis), so it can never hide a problem."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO
 from kg.knowledge.axes import load_axes
-from kg.knowledge.catalog import FASTJSONSCHEMA_FROM, _fast_validator
+from kg.knowledge.filechecks import FASTJSONSCHEMA_FROM, _fast_validator
 from kg.knowledge.schema import technique_schema
 
 CATALOG = REPO / "catalog"

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         from kg.output.filtering import write_baseline
         write_baseline(args.write_baseline, d["findings"], force=args.force)
     if args.diagram:
-        from kg.output.export import stack_diagram
+        from kg.output.diagrams.stack import stack_diagram
         stack_diagram(d, catalog, args.diagram, force=args.force)
     if args.format == "text":
         text = render_check_text(d, explain=args.explain)

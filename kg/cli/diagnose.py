@@ -65,9 +65,10 @@ def _allow_intermixed(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kg.analyses.diagnose import diagnose, fail_code, load_thresholds, render_markdown, render_text
+    from kg.analyses.diagnose import diagnose, fail_code, load_thresholds
+    from kg.output.diagnose_report import render_markdown, render_text
     from kg.core.errors import OptkgError
-    from kg.inputs.metrics import load_snapshot
+    from kg.inputs.metrics.load import load_snapshot
     from kg.output.report import to_json
     from kg.engine.rules import load_ruleset
 

@@ -59,12 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _filters(args: argparse.Namespace):
-    from kg.output.export import Filters
+    from kg.output.diagrams.filters import Filters
     return Filters.from_lists(args.stage, args.layer, args.dimension, args.tag, args.status)
 
 
 def _run_all(args: argparse.Namespace, catalog) -> int:
-    from kg.output.export import export_all
+    from kg.output.diagrams.exportall import export_all
     if args.format or args.focus or args.depth is not None or args.gaps or args.combined or args.no_combined:
         raise OptkgError("--all writes a fixed set of diagrams; drop --format/--focus/--depth/--gaps/--combined")
     if not _filters(args).is_empty():
@@ -85,7 +85,11 @@ def _run_all(args: argparse.Namespace, catalog) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kg.output import export as ex
+    from kg.output.diagrams.exportall import _load_matrix
+    from kg.output.diagrams.graphview import coupling_graph
+    from kg.output.diagrams.map import coordinate_map
+    from kg.output.diagrams.matrix import matrix_diagram
+    from kg.output.diagrams.render import BINARY, format_for, write_diagram
 
     if args.all_ or args.what == "all":
         catalog = load_clean_catalog(args)
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError("--focus, --depth, --no-properties and --engine go with `optkg export graph`")
     if args.what != "map" and (args.gaps or args.combined or args.no_combined):
         raise OptkgError("--gaps, --combined and --no-combined go with `optkg export map`")
-    fmt = ex.format_for(args.output, args.format)
+    fmt = format_for(args.output, args.format)
     if args.what == "map":
         if args.combined and args.no_combined:
             raise OptkgError("--combined and --no-combined exclude each other")
@@ -115,20 +119,20 @@ def run(args: argparse.Namespace) -> int:
             gaps = find_gaps(catalog, load_ruleset("gaps", args.rules),
                              stages=list(filters.stages) or None, layers=list(filters.layers) or None,
                              dimensions=list(filters.dimensions) or None)
-        d = ex.coordinate_map(catalog, filters, combined=not args.no_combined, stage_panels=not args.combined,
-                              gaps=gaps)
+        d = coordinate_map(catalog, filters, combined=not args.no_combined, stage_panels=not args.combined,
+                           gaps=gaps)
     elif args.what == "graph":
-        d = ex.coupling_graph(catalog, filters, focus=args.focus, depth=1 if args.depth is None else args.depth,
-                              properties=not args.no_properties, engine=args.engine)
+        d = coupling_graph(catalog, filters, focus=args.focus, depth=1 if args.depth is None else args.depth,
+                           properties=not args.no_properties, engine=args.engine)
     else:
-        matrix = ex._load_matrix(catalog, args.rules)
+        matrix = _load_matrix(catalog, args.rules)
         if matrix is None:
             raise OptkgError("the compatibility matrix (kg.analyses.matrix) is not available in this installation")
-        d = ex.matrix_diagram(matrix, catalog, filters)
+        d = matrix_diagram(matrix, catalog, filters)
     if args.output is None or str(args.output) == "-":
-        if fmt in ex.BINARY:
+        if fmt in BINARY:
             raise OptkgError(f"--format {fmt} is binary: give a file with -o")
         sys.stdout.write(d.render(fmt).decode("utf-8"))
         return 0
-    ex.write_diagram(d, args.output, fmt, force=args.force)
+    write_diagram(d, args.output, fmt, force=args.force)
     return 0

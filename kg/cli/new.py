@@ -105,7 +105,8 @@ def from_neighbour(tid: str, src_id: str, src: dict[str, Any], ref: str, shown_p
 
 
 def run(args: argparse.Namespace) -> int:
-    from kg.knowledge.catalog import _slug, load_catalog
+    from kg.knowledge.catalog import load_catalog
+    from kg.knowledge.filechecks import _slug
     from kg.core.errors import OptkgError
     from kg.core.yamlio import atomic_write
 

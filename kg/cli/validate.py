@@ -6,7 +6,7 @@ b.yaml`` (or ``--changed-since origin/main``) reports only on those technique fi
 cross-file checks (ids, aliases, names, coupling targets, contradictions) still see the whole
 catalog the files belong to. Exit codes: 2 when an error-severity problem remains (the catalog
 cannot be used), 1 when only problems at or above ``--fail-on`` remain (default: warning), else 0.
-The checks and their codes are listed in ``kg.knowledge.catalog.CHECKS`` and in docs/rules.md.
+The checks and their codes are listed in ``kg.knowledge.checks.CHECKS`` and in docs/rules.md.
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def changed_technique_files(ref: str, root: Path) -> tuple[list[Path], list[Path
 
 def _rules_problems(cat, rules_dir: Path | None) -> list:
     """Rule files: schema and expressions (kg.engine.rules), technique ids they name, and their fixtures."""
-    from kg.knowledge.catalog import problem
+    from kg.knowledge.checks import problem
     from kg.engine.rules import RULESET_KINDS, load_rules
 
     out = []
@@ -109,7 +109,7 @@ def _rules_problems(cat, rules_dir: Path | None) -> list:
 
 
 def _engine_problems(cat, root: Path) -> list:
-    from kg.knowledge.catalog import problem
+    from kg.knowledge.checks import problem
     from kg.core.errors import OptkgError
     from kg.core.yamlio import load_yaml
 
@@ -138,7 +138,7 @@ def _engine_problems(cat, root: Path) -> list:
 
 
 def _removed_id_problems(cat, deleted: list[Path]) -> list:
-    from kg.knowledge.catalog import problem
+    from kg.knowledge.checks import problem
     out = []
     for p in deleted:
         tid = p.stem
@@ -189,7 +189,8 @@ def collect(args: argparse.Namespace) -> tuple[list, int, Path]:
     """Return (problems, number of techniques loaded, catalog root). Problems are errors and warnings, sorted."""
     import dataclasses
     from kg.core import paths
-    from kg.knowledge.catalog import load_catalog, problem
+    from kg.knowledge.catalog import load_catalog
+    from kg.knowledge.checks import problem
     from kg.core.errors import OptkgError
 
     root = args.catalog
@@ -242,7 +243,7 @@ def fingerprint(p) -> str:
 
 
 def problem_dict(p) -> dict[str, Any]:
-    from kg.knowledge.catalog import CHECKS
+    from kg.knowledge.checks import CHECKS
     d = p.to_dict()
     d["tags"] = list(CHECKS[p.code].tags) if p.code in CHECKS else []
     d["fingerprint"] = fingerprint(p)

@@ -38,7 +38,7 @@ class Problem:
     file: path as given; line/column: 1-based (0 when unknown); path: field path such as
     ``couplings[2].target``; found: what was there; expected: what would be valid;
     hint: how to fix it; code: stable id of the check (e.g. ``schema-enum``, ``dangling-target``;
-    ``kg.knowledge.catalog.CHECKS`` describes each); severity: ``error`` (the catalog cannot be used) or
+    ``kg.knowledge.checks.CHECKS`` describes each); severity: ``error`` (the catalog cannot be used) or
     ``warning`` (usable, but should be fixed).
     """
 

@@ -49,7 +49,7 @@ def known_terms(rules_dir: Path | None = None) -> set[str]:
     and the ``optkg place`` result ids."""
     from kg.engine.rules import RULESET_KINDS, load_ruleset
     terms = set(SEVERITY_ORDER) | {"placement"}
-    from kg.knowledge.catalog import CHECKS
+    from kg.knowledge.checks import CHECKS
     for c in CHECKS.values():
         terms.add(c.code)
         terms.update(c.tags)

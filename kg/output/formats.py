@@ -79,7 +79,7 @@ class Result:
 # report dict -> results
 
 def _validate_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str]:
-    from kg.knowledge.catalog import CHECKS
+    from kg.knowledge.checks import CHECKS
     rules = [RuleMeta(c.code, c.title, c.description, c.description, None, list(c.tags), c.severity)
              for c in CHECKS.values()]
     known = {c.code for c in CHECKS.values()}
