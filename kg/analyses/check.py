@@ -91,12 +91,19 @@ def _compute_capability(hw: dict[str, Any] | None) -> float | None:
 def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Engine facts (structural) and the flat namespace (numeric) for ``stack``."""
     ns: dict[str, Any] = stack.values()
-    facts: list[dict[str, Any]] = [{"kind": "stack", "engine": stack.engine or "unknown"}]
+    facts: list[dict[str, Any]] = [{"kind": "stack", "engine": stack.engine or "unknown",
+                                    "framework": stack.framework or "unknown"}]
     for tid in sorted(stack.techniques):
         facts.append({"kind": "technique", "technique": tid})
     ns["techniques"] = sorted(stack.techniques)
     ns["engine"] = stack.engine or "unknown"
     ns["engine_version"] = stack.engine_version
+    # the training runtime: absent (not 'unknown') when the stack names none, so a condition on it
+    # cannot be decided rather than silently false
+    if stack.framework:
+        ns["framework"] = stack.framework
+        if stack.framework_version:
+            ns["framework_version"] = stack.framework_version
     m = stack.model
     derived: dict[str, Any] = {}
     if m is not None:
@@ -448,6 +455,7 @@ def describe_stack(stack: Stack) -> dict[str, Any]:
         "model": stack.model.name if stack.model else None,
         "attention": stack.model.attention if stack.model else None,
         "engine": stack.engine, "engine_version": stack.engine_version,
+        "framework": stack.framework, "framework_version": stack.framework_version,
         "hardware": stack.hardware["id"] if stack.hardware else None, "gpu_count": stack.gpu_count,
         "techniques": {k: dict(sorted(v.items())) for k, v in sorted(stack.techniques.items())},
         "settings": {k: v for k, v in sorted(stack.settings.items()) if not isinstance(v, dict)},

@@ -9,7 +9,9 @@ commands). Stack file shape::
     name: Qwen3-235B on 8xH200        # optional
     model: Qwen/Qwen3-235B-A22B         # bundled hub id, or a folder/file with config.json
     config: path/to/config.json         # optional; overrides model
-    engine: {name: vllm, version: "0.11.0"}
+    engine: {name: vllm, version: "0.11.0"}   # or engine: vllm + engine_version: "0.11.0"
+    framework: deepspeed                # training runtime (catalog/frameworks/*.yaml); or {name:, version:}
+    framework_version: "0.14.4"         # optional
     hardware: {gpu: H200, count: 8}
     techniques:
       - tensor-parallelism: {tp_size: 8}
@@ -115,6 +117,8 @@ class Stack:
     model: ModelFacts | None
     engine: str | None = None
     engine_version: str | None = None
+    framework: str | None = None  # training framework id (catalog/frameworks/*.yaml)
+    framework_version: str | None = None
     hardware: dict[str, Any] | None = None
     gpu_count: int | None = None
     techniques: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -217,6 +221,13 @@ def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog
         stack.settings[key] = _coerce(value, "integer", f"{where}: {key}", 1, MAX_PARALLEL_SIZE)
         return
     if key not in BASE_SETTINGS:
+        from kg.inputs.runtimes import extra_settings
+        data = extra_settings().get(key)
+        if data is not None:  # catalog/settings/*.yaml (training settings, ...)
+            typ = data["type"]
+            lo = data.get("minimum", 0) if typ in ("integer", "number") else None
+            stack.settings[key] = _coerce(value, typ, f"{where}: {key}", lo, data.get("maximum"))
+            return
         extra = []
         if catalog:
             extra = [p["name"] for t in catalog.techniques.values() for p in t.get("parameters") or []]
@@ -256,14 +267,14 @@ def resolve_engine(name: str, where: str) -> str:
                      f"add catalog/engines/<engine>.yaml to teach optkg another one)")
 
 
-def check_engine_version(version: Any, where: str) -> str:
+def check_engine_version(version: Any, where: str, what: str = "an engine version number") -> str:
     """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1), else OptkgError."""
     from packaging.version import InvalidVersion, Version
     text = str(version).strip()
     try:
         Version(text)
     except InvalidVersion:
-        raise OptkgError(f"{where}: expected an engine version number such as 0.11.0, found {version!r}") from None
+        raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {version!r}") from None
     return text
 
 
@@ -302,7 +313,8 @@ def check_kv_cache_dtype(value: Any, engine: str | None, where: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # stack files
 
-_TOP_KEYS = {"name", "model", "config", "engine", "hardware", "techniques", "settings", "description"}
+_TOP_KEYS = {"name", "model", "config", "engine", "engine_version", "framework", "framework_version", "hardware",
+             "techniques", "settings", "description"}
 
 
 def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model) -> Stack:
@@ -364,6 +376,33 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         st.engine = resolve_engine(eng["name"], f"{at('engine', 'name')}: engine")
         if eng.get("version") is not None:
             st.engine_version = check_engine_version(eng["version"], f"{at('engine', 'version')}: engine version")
+    if d.get("engine_version") is not None:
+        if st.engine is None:
+            raise OptkgError(f"{at('engine_version')}: engine_version needs engine: (e.g. engine: vllm)")
+        if st.engine_version is not None:
+            raise OptkgError(f"{at('engine_version')}: the engine version is given twice (engine.version and engine_version)")
+        st.engine_version = check_engine_version(d["engine_version"], f"{at('engine_version')}: engine_version")
+    fw = d.get("framework")
+    if fw is not None:
+        from kg.inputs.runtimes import resolve_framework
+        if isinstance(fw, str):
+            fw = {"name": fw}
+        if not isinstance(fw, dict) or not isinstance(fw.get("name"), str):
+            raise OptkgError(f"{at('framework')}: framework must be a name or {{name: deepspeed, version: '0.14.4'}}")
+        extra = sorted(set(map(str, fw)) - {"name", "version"})
+        if extra:
+            raise OptkgError(f"{at('framework', extra[0])}: unknown framework field '{extra[0]}' (fields: name, version)")
+        st.framework = resolve_framework(fw["name"], f"{at('framework', 'name')}: framework")
+        if fw.get("version") is not None:
+            st.framework_version = check_engine_version(fw["version"], f"{at('framework', 'version')}: framework version",
+                                                       "a version number")
+    if d.get("framework_version") is not None:
+        if st.framework is None:
+            raise OptkgError(f"{at('framework_version')}: framework_version needs framework: (e.g. framework: deepspeed)")
+        if st.framework_version is not None:
+            raise OptkgError(f"{at('framework_version')}: the framework version is given twice")
+        st.framework_version = check_engine_version(d["framework_version"], f"{at('framework_version')}: framework_version",
+                                                   "a version number")
     hw = d.get("hardware")
     if hw is not None:
         if isinstance(hw, str):
