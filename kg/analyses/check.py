@@ -22,8 +22,9 @@ from typing import Any
 
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
-from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, estimate_weight_bytes, gpu_memory_bytes, kv_budget_bytes,
-                 kv_capacity, kv_layout, request_kv_bytes_per_gpu, weight_bytes_per_gpu)
+from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes, kv_budget_bytes,
+                 kv_capacity, kv_layout, request_kv_bytes_per_gpu)
+from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.stack import Stack
 
@@ -109,7 +110,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if m is not None:
         md = m.to_dict()
         for k, v in md.items():
-            if k in ("warnings", "source", "name"):
+            if k in ("warnings", "source", "name", "quantization_config", "quantization_config_source"):
                 continue
             if k == "weight_block_size":
                 if isinstance(v, list) and len(v) == 2:
@@ -170,6 +171,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         mml = ns.get("max_model_len") or derived.get("max_model_len_limit")
         if mml:
             derived["max_model_len_effective"] = int(mml)
+        # one weight-quantisation fact per report: the scheme kg.derive.weights reads from the flags and files
+        scheme = weight_scheme(m, ns.get("quantization"), ns.get("dtype"), ns.get("expert_dtype"))
+        derived["weight_quant_source"] = scheme.source
+        derived["weight_bytes_per_param"] = scheme.dominant
+        stack.notes.extend(n for n in scheme.notes if n not in stack.notes)
         hw = stack.hardware
         block = int(ns.get("block_size") or 16)
         util = float(ns.get("gpu_memory_utilization") or 0.9)
@@ -181,9 +187,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             if "expert-parallelism" in stack.techniques:
                 ep = int(ns.get("ep_size") or 1)
                 expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
-            weights = weight_bytes_per_gpu(m, tp, pp, expert_shards)
+            weights = weight_bytes_per_gpu(m, tp, pp, expert_shards, scheme)
             derived["weight_bytes_per_gpu_estimate"] = round(weights)
-            derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m))
+            derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m, scheme=scheme))
             derived["weights_exceed_gpu_memory"] = weights > mem * util
         budget = None
         if ns.get("kv_budget_gib") is not None:
@@ -368,11 +374,7 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
             if Version(stack.engine_version) < Version("0.8.0"):
                 out["attention_backend"] = "FLASH_ATTN"
     out["has_kv_connector"] = "kv-cache-connector" in techs
-    # bytes per weight element as stored (FP8 1, 4-bit 0.5 incl. MXFP4, INT8 1, else the model dtype)
-    if m is not None:
-        bits = m.quant_bits if m.quant_bits else (
-            4 if kernel in ("awq", "awq_marlin", "gptq", "gptq_marlin", "mxfp4") else None)
-        out["weight_bytes_per_param"] = 1 if out["weight_is_fp8"] else (bits / 8 if bits else m.dtype_bytes)
+    # bytes per weight element as stored: kg.derive.weights (stack_facts puts it in ns); scales included
     # GPUs the launch needs: vLLM world size PP x TP x PCP per data-parallel rank, times DP
     # (ParallelConfig, facts §2.1); SGLang TP x PP, times DP unless DP attention splits the TP group
     # (ServerArgs._handle_data_parallelism: dp_size divides tp_size there)

@@ -90,6 +90,8 @@ class ModelFacts:
     q_lora_rank: int | None = None                # MLA query low-rank size (None: full q projection)
     qk_nope_head_dim: int | None = None           # MLA per-head non-RoPE query/key size
     quant_modules_not_converted: list[str] = field(default_factory=list)  # quantization_config.modules_to_not_convert
+    quantization_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's quantization_config, as read
+    quantization_config_source: str = ""          # where it came from (config.json or hf_quant_config.json)
     derived_max_model_len: int | None = None      # longest max_model_len vLLM accepts (tokens)
     sglang_context_length: int | None = None      # longest --context-length SGLang accepts (tokens)
     source: str = ""
@@ -199,7 +201,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         bits = 8
     if bits is None and qc.get("load_in_4bit") is True:
         bits = 4
-    kv_scales = bool(qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo"))
+    kv_scales = bool(qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo")
+                     or (isinstance(qc.get("quantization"), dict) and qc["quantization"].get("kv_cache_quant_algo")))
     # MoE layers: DeepSeek-style first_k_dense_replace, Qwen-style mlp_only_layers/decoder_sparse_step
     n_moe = 0
     if isinstance(n_experts, int) and n_experts > 1:
@@ -242,7 +245,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
         num_experts=n_experts if isinstance(n_experts, int) else None,
         num_experts_per_tok=c.get("num_experts_per_tok") if isinstance(c.get("num_experts_per_tok"), int) else None,
-        quant_method=qc.get("quant_method"),
+        quant_method=qc.get("quant_method") or ("modelopt" if isinstance(qc.get("quantization"), dict) else None),
+        quantization_config=dict(qc),
+        quantization_config_source="config.json quantization_config" if qc else "",
         weight_block_size=qc.get("weight_block_size") if isinstance(qc.get("weight_block_size"), list) else None,
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
@@ -323,7 +328,22 @@ def load_config_file(path: Path | str) -> ModelFacts:
         cfg = json.loads(text)
     except json.JSONDecodeError as e:
         raise OptkgError(f"{p}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
-    return parse_config(cfg, str(p))
+    hq = p.parent / "hf_quant_config.json"
+    hq_cfg = None
+    if isinstance(cfg, dict) and not isinstance(cfg.get("quantization_config"), dict) and hq.is_file():
+        # ModelOpt <= 0.29 writes its quantisation beside config.json; vLLM reads it when config.json
+        # has no quantization_config (vllm 0.33.0 transformers_utils/config.py:951-962)
+        try:
+            hq_cfg = json.loads(read_text(hq, max_bytes=1024 * 1024))
+        except json.JSONDecodeError as e:
+            raise OptkgError(f"{hq}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+        if not isinstance(hq_cfg, dict):
+            raise OptkgError(f"{hq}: expected a JSON object")
+        cfg = dict(cfg, quantization_config=hq_cfg)
+    facts = parse_config(cfg, str(p))
+    if hq_cfg is not None:
+        facts.quantization_config_source = "hf_quant_config.json (ModelOpt)"
+    return facts
 
 
 def bundled_models_dir() -> Path:

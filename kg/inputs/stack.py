@@ -46,6 +46,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
     "enforce_eager": ("boolean", "disable CUDA graphs"),
     "dtype": ("string", "model dtype override"),
+    "expert_dtype": ("string", "stored dtype of the MoE expert weights when it differs from the rest (fp4, mxfp4, fp8, int4)"),
     "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
     "kv_role": ("string", "KV connector role"),
     "speculative_method": ("string", "speculative decoding method (eagle, eagle3, mtp, ngram, draft_model, ...)"),
