@@ -220,17 +220,18 @@ def test_sglang_dp_attention_fits_the_tp_group():
 
 def test_derived_context_limits_follow_the_engines():
     from kg.inputs.modelcfg import sglang_context_length, vllm_max_model_len
-    assert model("deepseek-ai/DeepSeek-V3").derived_max_model_len == 163_840   # YaRN 4,096 x 40
-    assert model("openai/gpt-oss-120b").derived_max_model_len == 131_072      # YaRN 4,096 x 32
+    assert model("deepseek-ai/DeepSeek-V3").derived_max_model_len == 163_840   # YaRN: max_position_embeddings as is
+    assert model("openai/gpt-oss-120b").derived_max_model_len == 131_072      # YaRN: max_position_embeddings as is
     assert model("meta-llama/Llama-3.1-8B").derived_max_model_len == 131_072  # llama3 scaling: not multiplied
     assert model("Qwen/Qwen3-235B-A22B").derived_max_model_len == 40_960
     # linear scaling multiplies max_position_embeddings in both engines: 32,768 x 4
     lin = {"max_position_embeddings": 32768, "rope_scaling": {"type": "linear", "factor": 4}}
     assert vllm_max_model_len(lin) == 131_072 and sglang_context_length(lin) == 131_072
-    # YaRN: vLLM uses original_max_position_embeddings x factor (4,096 x 4); SGLang keeps max_position_embeddings
+    # YaRN: vLLM 0.33.0 leaves max_position_embeddings as it is ("YaRN variants leave max_position_embeddings
+    # already scaled", config/model.py:2610-2621; issue 13 moved optkg to that release); SGLang keeps it too
     yarn = {"max_position_embeddings": 2048, "rope_scaling": {"rope_type": "yarn", "factor": 4,
                                                               "original_max_position_embeddings": 4096}}
-    assert vllm_max_model_len(yarn) == 16_384 and sglang_context_length(yarn) == 2048
+    assert vllm_max_model_len(yarn) == 2048 and sglang_context_length(yarn) == 2048
     assert vllm_max_model_len({}) is None
 
 

@@ -200,20 +200,40 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             budget = kv_budget_bytes(mem, util, derived["weight_bytes_per_gpu_estimate"])
             derived["kv_budget_source"] = ("estimated: GPU memory x gpu_memory_utilization - estimated weights per GPU "
                                            "(activations and CUDA graphs not subtracted: an upper bound)")
+        plan = None
+        if sized and engine != "sglang" and derived.get("max_model_len_effective"):
+            plan = vllm_plan(stack, ns, m, tp_kv, pp, dcp, kvdt, derived["max_model_len_effective"])
+            if plan is not None:
+                block = plan.block_size
+                derived["kv_blocks_per_request"] = plan.blocks_per_request
+                derived["kv_bytes_per_block"] = plan.bytes_per_block
+                derived["kv_groups"] = "; ".join(f"{s.kind} x{s.layers} ({s.groups} group(s), {s.blocks_per_request} "
+                                                 f"blocks/request)" for s in plan.specs)
+                derived["kv_max_in_flight_tokens"] = plan.max_in_flight_tokens
+                stack.notes.extend(n for n in plan.notes if n not in stack.notes)
         if budget is not None and sized:
             cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block)
             derived["kv_block_size"] = block
             derived["kv_budget_bytes_per_gpu"] = round(budget)
             derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
             derived["kv_tokens_total"] = cap.kv_tokens_total
+            if plan is not None:
+                # vLLM V1's own numbers: "GPU KV cache size" = int(max_concurrency x max_model_len) (kg.derive.kv_specs)
+                pc = plan.capacity(budget)
+                derived["kv_num_blocks"] = pc["num_blocks"]
+                derived["kv_tokens_total"] = pc["kv_cache_size_tokens"]
+                derived["kv_tokens_per_gpu"] = pc["kv_cache_size_tokens"] if dcp == 1 else pc["num_blocks"] * plan.block_size
+                derived["max_concurrency_at_max_model_len_effective"] = pc["max_concurrency"]
             if stack.engine == "sglang" and dp_attn > 1:
                 # SGLang --dp N runs N schedulers, each with its own KV pool (N attention groups of
                 # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
                 derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
             if cap.max_concurrency is not None:
-                derived["max_concurrency"] = cap.max_concurrency
+                derived["max_concurrency"] = cap.max_concurrency if plan is None else pc["max_concurrency"]
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
-            if derived.get("max_model_len_effective"):
+            if plan is not None:
+                derived["kv_request_bytes_at_max_model_len"] = plan.blocks_per_request * plan.bytes_per_block
+            elif derived.get("max_model_len_effective"):
                 derived["kv_request_bytes_at_max_model_len"] = round(
                     request_kv_bytes_per_gpu(lay_dcp, derived["max_model_len_effective"], block))
             if lay_dcp.replication_factor > 1 and lay.bytes_per_token_per_gpu_unreplicated:
@@ -234,6 +254,28 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
     return facts, ns
+
+
+def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int):
+    """vLLM V1's KV plan for the stack (kg.derive.kv_specs), with ``vllm serve``'s defaults for the GPU;
+    None when the plan cannot be made (e.g. a DCP size the sliding-window layers refuse)."""
+    from kg.core.errors import OptkgError
+    from kg.derive.kv_specs import default_max_num_batched_tokens, plan_kv_cache
+    hw = stack.hardware or {}
+    mnbt = ns.get("max_num_batched_tokens") or default_max_num_batched_tokens(
+        float(hw["memory_gib"]) if hw.get("memory_gib") else None, str(hw.get("id") or ""))
+    spec_tokens = int(ns.get("num_speculative_tokens") or 0)
+    try:
+        return plan_kv_cache(
+            m, tp, pp, dcp, kvdt, mml, int(ns["block_size"]) if ns.get("block_size") else None, int(mnbt),
+            async_scheduling=ns.get("async_scheduling") is not False,
+            hybrid_allocator=False if ns.get("disable_hybrid_kv_cache_manager") else None,
+            disable_sliding_window=bool(ns.get("disable_sliding_window")),
+            enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
+            else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
+            gpu_compute_capability=_compute_capability(hw) if hw else None)
+    except OptkgError:
+        return None
 
 
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")

@@ -18,7 +18,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto (model dtype), bfloat16, fp8, fp8_e4m3, fp8_e5m2, int8, nvfp4, fp4_e2m1, fp8_ds_mla (MLA)")
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB -> tokens and concurrency")
     p.add_argument("--max-model-len", type=int, help="tokens per request for max concurrency")
-    p.add_argument("--block-size", type=int, default=16, help="KV block size in tokens (default 16)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="KV block size in tokens (default 16; vLLM uses 64 for sparse MLA and raises it for Mamba hybrids)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="tokens per scheduler step (default 8192, vllm serve on H100/H200); sliding-window layers "
+                        "reserve two steps of it per request")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -27,11 +31,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+    from kg.derive.kv_specs import plan_kv_cache
     from kg.inputs.modelcfg import load_config_file, resolve_model
     from kg.output.report import to_json
 
-    for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size)):
-        if v < 1:
+    for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size),
+                    ("--max-num-batched-tokens", args.max_num_batched_tokens)):
+        if v is not None and v < 1:
             raise OptkgError(f"{flag}: expected a positive integer, found {v}")
     if args.max_model_len is not None and args.max_model_len < 1:
         raise OptkgError(f"--max-model-len: expected a positive integer, found {args.max_model_len}")
@@ -50,8 +56,28 @@ def run(args: argparse.Namespace) -> int:
         out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
     if model.warnings:
         out["notes"] = list(model.warnings)
+    plan = None
+    try:
+        plan = plan_kv_cache(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.max_model_len,
+                             args.block_size, args.max_num_batched_tokens)
+    except OptkgError as e:
+        out.setdefault("notes", []).append(f"no vLLM KV plan: {e}")
+    if plan is not None:
+        out["vllm_plan"] = plan.to_dict()
+        out.setdefault("notes", []).extend(plan.notes)
     if args.kv_budget_gib is not None:
-        out["capacity"] = kv_capacity(lay, args.kv_budget_gib * GIB, args.max_model_len, args.block_size).to_dict()
+        block = plan.block_size if plan is not None else (args.block_size or 16)
+        cap = kv_capacity(lay, args.kv_budget_gib * GIB, args.max_model_len, block).to_dict()
+        if plan is not None:
+            # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
+            pc = plan.capacity(args.kv_budget_gib * GIB)
+            cap.update({"num_blocks": pc["num_blocks"], "blocks_per_request": plan.blocks_per_request,
+                        "gpu_kv_cache_size_tokens": pc["kv_cache_size_tokens"]})
+            if args.max_model_len:
+                cap["max_concurrency"] = pc["max_concurrency"]
+            if args.dcp == 1:
+                cap["kv_tokens_per_gpu"] = cap["kv_tokens_total"] = pc["kv_cache_size_tokens"]
+        out["capacity"] = cap
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
     if args.format == "json":
@@ -86,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
     if "capacity" in out:
         c = out["capacity"]
         print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
+        if "num_blocks" in c:
+            print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
+            print(f"  {f'blocks per request at {plan.max_model_len:,}':<37}{c['blocks_per_request']:,}"
+                  f"  ({'; '.join(f'{g.kind} x{g.layers}' for g in plan.specs)}; "
+                  f"{plan.max_in_flight_tokens:,} tokens in flight)")
+            print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
         print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
         print(f"  KV tokens, scheduler-wide (x dcp)    {c['kv_tokens_total']:,}")
         print(f"  {'longest request that fits':<37}{c['max_model_len_that_fits']:,} tokens")

@@ -48,6 +48,7 @@ KV_DTYPE_BYTES: dict[str, float] = {
 FP8_KV_DTYPES = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
 # packed MLA cells of a fixed size, bytes per token per layer (vLLM MLAAttention state_content_bytes)
 MLA_PACKED_BYTES: dict[str, int] = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+SPARSE_MLA_AS_DS_MLA = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "int8")
 
 
 class UnmodelledKVDtype(OptkgError):
@@ -184,14 +185,20 @@ def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: i
                          f"{model.name} uses {model.attention.upper()} attention")
     if model.is_mla:
         per_layer_rank = (model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)
+        if model.index_head_dim and packed is None and (kv_cache_dtype or "").lower() in SPARSE_MLA_AS_DS_MLA:
+            packed = MLA_PACKED_BYTES["fp8_ds_mla"]  # sparse MLA stores quantised KV as fp8_ds_mla (mla_attention.py:358-375)
         per_layer_rank_b = float(packed) if packed is not None else per_layer_rank * b
+        if model.index_head_dim:  # DeepSeek-V3.2 indexer cache: uint8 keys + an fp32 scale per 128 (deepseek_v2.py:729-735)
+            per_layer_rank_b += model.index_head_dim + model.index_head_dim // 128 * 4
         per_layer_model_b = per_layer_rank_b
         unrep_layer_b = per_layer_rank_b / tp_size
     else:
         per_layer_rank_b = heads * (model.head_dim + model.v_head_dim) * b
         per_layer_model_b = model.num_key_value_heads * (model.head_dim + model.v_head_dim) * b
         unrep_layer_b = per_layer_model_b / tp_size
-    layers_rank = math.ceil(model.num_hidden_layers / pp_size)
+    # layers that hold no KV (Gated DeltaNet / Mamba state, MLP-only) do not count (kg.derive.kv_specs sizes their state)
+    no_kv = sum(1 for k in model.layer_kinds if k not in ("full", "sliding", "chunked"))
+    layers_rank = math.ceil((model.num_hidden_layers - no_kv) / pp_size)
     sliding_rank = math.ceil(model.num_sliding_layers / pp_size) if model.num_sliding_layers else 0
     full_rank = layers_rank - sliding_rank
     per_gpu = per_layer_rank_b * layers_rank
@@ -202,7 +209,7 @@ def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: i
         replication_factor=replication_factor(model, tp_size, dcp_size), layers_per_rank=layers_rank,
         full_layers_per_rank=full_rank, sliding_layers_per_rank=sliding_rank, sliding_window=model.sliding_window,
         bytes_per_token_layer_per_rank=per_layer_rank_b,
-        bytes_per_token_model=per_layer_model_b * model.num_hidden_layers,
+        bytes_per_token_model=per_layer_model_b * (model.num_hidden_layers - no_kv),
         bytes_per_token_per_gpu=per_gpu,
         bytes_per_token_per_gpu_unreplicated=unrep_layer_b * layers_rank,
         bytes_per_token_per_gpu_effective=per_gpu / dcp_size,

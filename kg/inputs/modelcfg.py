@@ -90,9 +90,14 @@ class ModelFacts:
     q_lora_rank: int | None = None                # MLA query low-rank size (None: full q projection)
     qk_nope_head_dim: int | None = None           # MLA per-head non-RoPE query/key size
     quant_modules_not_converted: list[str] = field(default_factory=list)  # quantization_config.modules_to_not_convert
+    layer_kinds: list[str] = field(default_factory=list)  # per decoder layer: full, sliding, chunked, linear, mamba, none
+    attention_chunk_size: int | None = None       # chunked local attention (Llama-4), tokens
+    index_head_dim: int | None = None             # DeepSeek-V3.2 sparse-attention indexer key size
+    linear_attention: dict[str, Any] = field(default_factory=dict)  # GDN / Mamba2 state sizes (see _linear_attention)
     quantization_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's quantization_config, as read
     quantization_config_source: str = ""          # where it came from (config.json or hf_quant_config.json)
     derived_max_model_len: int | None = None      # longest max_model_len vLLM accepts (tokens)
+    vllm_default_max_model_len: int | None = None  # max_model_len vLLM runs with when none is given (tokens)
     sglang_context_length: int | None = None      # longest --context-length SGLang accepts (tokens)
     source: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -181,19 +186,10 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     sw = _int(c, "sliding_window", name) if not isinstance(c.get("sliding_window"), list) else None
     if c.get("use_sliding_window") is False:
         sw = None
-    layer_types = c.get("layer_types")
-    n_sliding = 0
-    if sw:
-        if isinstance(layer_types, list) and layer_types:
-            n_sliding = sum(1 for t in layer_types if isinstance(t, str) and "sliding" in t)
-        elif model_type == "gemma2":
-            n_sliding = (layers + 1) // 2  # even layer indices slide (transformers modeling_gemma2.py)
-        elif c.get("max_window_layers") is not None and c.get("use_sliding_window"):
-            n_sliding = max(0, layers - int(c["max_window_layers"]))
-        else:
-            n_sliding = layers
-        if n_sliding == 0:
-            sw = None
+    kinds = layer_kinds(c, model_type, layers, bool(sw))
+    n_sliding = kinds.count("sliding")
+    if n_sliding == 0:
+        sw = None
     n_experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
     qc = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else {}
     bits = qc.get("bits") if isinstance(qc.get("bits"), int) else None
@@ -240,7 +236,10 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         head_dim=head_dim, v_head_dim=v_head_dim, hidden_size=hidden, num_hidden_layers=layers,
         dtype=dtype, dtype_bytes=dtype_bytes, is_mla=is_mla, kv_lora_rank=kv_lora if is_mla else None,
         qk_rope_head_dim=rope if is_mla else None, sliding_window=sw, num_sliding_layers=n_sliding,
-        num_full_layers=layers - n_sliding, intermediate_size=inter,
+        num_full_layers=layers - n_sliding, intermediate_size=inter, layer_kinds=kinds,
+        attention_chunk_size=_int(c, "attention_chunk_size", name),
+        index_head_dim=_int(c, "index_head_dim", name) if is_mla else None,
+        linear_attention=_linear_attention(c, model_type),
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
         num_experts=n_experts if isinstance(n_experts, int) else None,
@@ -259,9 +258,82 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         qk_nope_head_dim=_int(c, "qk_nope_head_dim", name) if is_mla else None,
         quant_modules_not_converted=[str(x) for x in qc.get("modules_to_not_convert") or []
                                      if isinstance(x, str)] if isinstance(qc.get("modules_to_not_convert"), list) else [],
-        derived_max_model_len=vllm_max_model_len(c), sglang_context_length=sglang_context_length(c),
+        derived_max_model_len=vllm_max_model_len(c), vllm_default_max_model_len=vllm_default_max_model_len(c),
+        sglang_context_length=sglang_context_length(c),
         source=name, warnings=warnings,
     )
+
+
+LAYER_TYPE_KINDS = {"full_attention": "full", "attention": "full", "global": "full", "sliding_attention": "sliding",
+                    "sliding_window": "sliding", "local": "sliding", "chunked_attention": "chunked",
+                    "linear_attention": "linear", "mamba": "mamba", "mamba2": "mamba"}
+
+
+def layer_kinds(c: dict[str, Any], model_type: str, layers: int, has_window: bool) -> list[str]:
+    """The cache kind of each decoder layer: ``full``, ``sliding``, ``chunked`` (local chunks),
+    ``linear`` (Gated DeltaNet / KDA state), ``mamba`` (Mamba2 state) or ``none`` (no cache).
+
+    Order: ``layer_types`` (transformers >= 4.53 writes it; vLLM reads it per layer, vllm 0.33.0
+    ``engine/arg_utils.py:2288-2294``); Qwen3-Next ``full_attention_interval`` (layer i is full when
+    ``(i+1) % interval == 0``, transformers ``Qwen3NextConfig``); NemotronH ``hybrid_override_pattern``
+    (``M`` Mamba, ``*`` attention, ``-``/``E`` no cache); Jamba ``attn_layer_period``/``offset``; the
+    architecture defaults transformers fills in when ``layer_types`` is absent: Gemma-3 slides unless
+    ``(i+1) % sliding_window_pattern == 0`` (default 6, ``Gemma3TextConfig``), Gemma-2 slides on even
+    layers (``Gemma2Config``); Llama-4 ``attention_chunk_size`` on RoPE layers, ``no_rope_layers[i] != 0``
+    (default every 4th layer is NoPE, ``Llama4TextConfig``; vLLM ``models/llama4.py:251-264``); Qwen2
+    ``max_window_layers``; else every layer slides when a window is set, else every layer is full.
+    """
+    lt = c.get("layer_types")
+    if isinstance(lt, list) and len(lt) == layers and all(isinstance(t, str) for t in lt):
+        out = [LAYER_TYPE_KINDS.get(t.lower(), "full") for t in lt]
+        if not has_window:
+            out = ["full" if k == "sliding" else k for k in out]
+        return out
+    if model_type == "qwen3_next" and isinstance(c.get("full_attention_interval"), int) and c["full_attention_interval"] > 0:
+        k = c["full_attention_interval"]
+        return ["full" if (i + 1) % k == 0 else "linear" for i in range(layers)]
+    pat = c.get("hybrid_override_pattern")
+    if isinstance(pat, str) and len(pat) == layers:
+        return [{"M": "mamba", "*": "full"}.get(ch, "none") for ch in pat]
+    if isinstance(c.get("attn_layer_period"), int) and c["attn_layer_period"] > 0 and "mamba_d_state" in c:
+        per, off = c["attn_layer_period"], int(c.get("attn_layer_offset") or 0)
+        return ["full" if i % per == off else "mamba1" for i in range(layers)]
+    if model_type.startswith("gemma3") and has_window:
+        pattern = c.get("sliding_window_pattern") if isinstance(c.get("sliding_window_pattern"), int) else 6
+        return ["sliding" if (i + 1) % pattern else "full" for i in range(layers)]
+    if model_type == "gemma2" and has_window:
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(layers)]
+    if isinstance(c.get("attention_chunk_size"), int) and c["attention_chunk_size"] > 0:
+        nrl = c.get("no_rope_layers")
+        if not (isinstance(nrl, list) and len(nrl) == layers):
+            interval = c.get("no_rope_layer_interval") if isinstance(c.get("no_rope_layer_interval"), int) else 4
+            nrl = [int((i + 1) % interval != 0) for i in range(layers)]
+        return ["chunked" if x else "full" for x in nrl]
+    if has_window:
+        if c.get("max_window_layers") is not None and c.get("use_sliding_window"):
+            mwl = int(c["max_window_layers"])
+            return ["full" if i < mwl else "sliding" for i in range(layers)]
+        return ["sliding"] * layers
+    return ["full"] * layers
+
+
+def _linear_attention(c: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """State sizes of the linear-attention / SSM layers (element counts), or {} for none.
+
+    GDN (Qwen3-Next, Qwen3.5): ``linear_num_key_heads``, ``linear_num_value_heads``,
+    ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim`` (vLLM
+    ``models/qwen3_next.py:892-912``). Mamba2 (NemotronH): ``mamba_num_heads``, ``mamba_head_dim``,
+    ``ssm_state_size``, ``n_groups``, ``conv_kernel``, ``mamba_ssm_cache_dtype``.
+    """
+    keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+    if all(isinstance(c.get(k), int) for k in keys):
+        return {"kind": "gdn", **{k: c[k] for k in keys}, "conv_kernel": int(c.get("linear_conv_kernel_dim") or 4)}
+    m2 = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size")
+    if all(isinstance(c.get(k), int) for k in m2):
+        return {"kind": "mamba2", **{k: c[k] for k in m2}, "n_groups": int(c.get("n_groups") or 1),
+                "conv_kernel": int(c.get("conv_kernel") or 4),
+                "ssm_cache_dtype": str(c.get("mamba_ssm_cache_dtype") or "float32")}
+    return {}
 
 
 def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
@@ -274,11 +346,12 @@ def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
 def vllm_max_model_len(c: dict[str, Any]) -> int | None:
     """The longest ``max_model_len`` vLLM accepts for config ``c`` (tokens), or None without a length key.
 
-    vLLM ``_get_and_verify_max_len`` (vllm/config/model.py): the smallest of ``VLLM_LENGTH_KEYS``; a
-    RoPE scaling whose type is not su/longrope/llama3 multiplies it by ``factor`` (default 1), YaRN
-    starting from ``original_max_position_embeddings``; gemma3 configs are already scaled. A longer
-    ``--max-model-len`` is a startup ValueError unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
-    E.g. DeepSeek-V3 (YaRN, factor 40, original 4,096) -> 163,840; Qwen3-235B (no scaling) -> 40,960.
+    vLLM 0.33.0 ``_get_and_verify_max_len`` (``config/model.py:2545-2684``): the smallest of
+    ``VLLM_LENGTH_KEYS``; a RoPE scaling whose type is not su / longrope / llama3 / yarn /
+    deepseek_yarn / deepseek_llama_scaling multiplies it by ``factor`` ("YaRN variants leave
+    max_position_embeddings already scaled", ``:2610-2621``); gemma3 configs are already scaled.
+    A longer ``--max-model-len`` is a startup ValueError unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
+    E.g. DeepSeek-V3 (YaRN, max_position_embeddings 163,840) -> 163,840; Qwen3-235B (no scaling) -> 40,960.
     """
     lens = [c[k] for k in VLLM_LENGTH_KEYS if isinstance(c.get(k), (int, float)) and not isinstance(c.get(k), bool)]
     if not lens:
@@ -287,13 +360,23 @@ def vllm_max_model_len(c: dict[str, Any]) -> int | None:
     rs = _rope_scaling(c)
     if rs and "gemma3" not in str(c.get("model_type") or ""):
         rtype = str(rs.get("rope_type") or rs.get("type") or "default")
-        if rtype not in ("su", "longrope", "llama3"):
+        if rtype not in ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"):
             factor = rs.get("factor", 1.0)
             factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
-            if rtype == "yarn" and isinstance(rs.get("original_max_position_embeddings"), (int, float)):
-                derived = float(rs["original_max_position_embeddings"])
             derived *= factor
     return int(derived)
+
+
+def vllm_default_max_model_len(c: dict[str, Any]) -> int | None:
+    """The ``max_model_len`` vLLM runs with when none is given: the derived limit, except LongRoPE
+    models, which default to ``original_max_position_embeddings`` (vLLM 0.33.0 ``config/model.py:2641-2652``)."""
+    limit = vllm_max_model_len(c)
+    rs = _rope_scaling(c)
+    if rs and str(rs.get("rope_type") or rs.get("type") or "") == "longrope":
+        orig = c.get("original_max_position_embeddings")
+        if isinstance(orig, int) and not isinstance(orig, bool):
+            return orig
+    return limit
 
 
 def sglang_context_length(c: dict[str, Any]) -> int | None:

@@ -1,0 +1,287 @@
+"""The KV cache as vLLM V1 plans it: per-layer specs, the hybrid allocator's groups, blocks per
+request, max concurrency and the logged "GPU KV cache size".
+
+Read from the released vLLM 0.33.0 wheel (``pip download vllm==0.33.0 --no-deps``); every
+``path:line`` below is inside its ``vllm/`` package.
+
+Per-layer specs (one TP rank, the largest pipeline stage):
+- full / sliding window / chunked local attention: page per token per layer
+  ``kv_heads_per_rank * (head_size + head_size_v) * B`` (``v1/kv_cache_interface.py:586-601``);
+  ``SlidingWindowSpec`` when the layer has a window, ``ChunkedLocalAttentionSpec`` on Llama-4's
+  RoPE layers (``model_executor/layers/attention/attention.py:611-682``, ``models/llama4.py:251-264``).
+- MLA: ``(kv_lora_rank + qk_rope_head_dim) * B`` with one head and no V (``mla_attention.py:1371-1398``);
+  ``fp8_ds_mla`` / ``nvfp4_ds_mla`` store a fixed 656 / 352 B per token (``mla_attention.py:1386-1388``).
+- Sparse MLA (DeepSeek-V3.2, ``index_head_dim``): every layer adds an indexer cache of
+  ``index_head_dim + index_head_dim / 128 * 4`` uint8 bytes per token (128 -> 132;
+  ``models/deepseek_v2.py:638-667, 729-735``); on the sparse backends every quantised KV dtype is
+  stored as ``fp8_ds_mla`` (``mla_attention.py:358-375``) and the block is 64 tokens
+  (``v1/attention/backends/mla/flashattn_mla_sparse.py:50-51``).
+- Gated DeltaNet (Qwen3-Next): per request ``conv (2*nk*dk + nv*dv)/tp x (kernel-1)`` plus
+  ``temporal (nv/tp) x dv x dk`` elements in the model dtype (``layers/mamba/mamba_utils.py:272-293``,
+  ``models/qwen3_next.py:882-912``); Mamba2 (NemotronH) ``conv (heads*head_dim + 2*groups*state)/tp x
+  (kernel-1)`` plus ``temporal heads/tp x head_dim x state`` with the SSM state in
+  ``mamba_ssm_cache_dtype`` (``mamba_utils.py``, ``models/config.py:817-832``).
+
+Blocks one request of ``max_model_len`` reserves (``max_memory_usage_bytes``):
+- full / MLA: ``cdiv(cdiv(max_model_len, dcp), block)`` (``kv_cache_interface.py:643-648``);
+- sliding window: ``cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block) + 1``
+  (``kv_cache_interface.py:918-955``);
+- chunked local: ``cdiv(min(chunk + max_in_flight_tokens, max_model_len), block)`` (``:864-888``);
+- Mamba / GDN: 2 pages with prefix caching (``mamba_cache_mode == "align"``, on by default for
+  hybrids) else 1, plus one per speculative token (``:1135-1141``).
+``max_in_flight_tokens = batches_in_flight x max_num_batched_tokens``; async scheduling (default on)
+keeps 2 batches in flight at PP 1, PP batches otherwise (``config/vllm.py:588-609``).
+
+Grouping (``v1/core/kv_cache_planning.py:1113-1200``, ``:416-556``): identical specs form one group
+of all layers; MLA plus indexer form one group whose page is the sum of both pages; otherwise the
+group size is the smallest layer count per spec (the largest when max < 1.5 x min) and each spec
+type gets ``cdiv(layers, group_size)`` groups. Hybrid Mamba models raise the attention block until
+``block x attention page per token >= Mamba page`` (in multiples of the kernel alignment, 16 for
+FlashAttention) and pad the Mamba page to it (``platforms/interface.py:1085-1131``). With the hybrid
+allocator off (``--disable-hybrid-kv-cache-manager``, or by default for models with
+``attention_chunk_size``, ``config/vllm.py:2235-2256``) sliding and chunked layers are sized as full.
+
+Capacity: ``bytes_per_block = group_size x page`` (``kv_cache_planning.py:574-605``);
+``num_blocks = available // bytes_per_block``; max concurrency ``num_blocks / sum(blocks per request
+over groups)`` (``v1/core/kv_cache_utils.py:1061-1093``); "GPU KV cache size: N tokens" is
+``int(max_concurrency x max_model_len)`` (``kv_cache_utils.py:1120-1128``), not blocks x block size.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.derive.kv import MLA_PACKED_BYTES, kv_element_bytes, kv_heads_per_rank
+from kg.inputs.modelcfg import DTYPE_BYTES, ModelFacts
+
+# vLLM 0.33.0 engine/arg_utils.py:2970-3006: `vllm serve` (OPENAI_API_SERVER) max_num_batched_tokens
+# by GPU memory: >= 160 GiB -> 16,384; >= 70 GiB and not A100 -> 8,192; else 2,048
+MNBT_LARGE, MNBT_H100, MNBT_SMALL = 16384, 8192, 2048
+QUANTISED_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "int8")
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str = "") -> int:
+    """``vllm serve``'s default ``max_num_batched_tokens`` for a GPU (vLLM 0.33.0
+    ``engine/arg_utils.py:2970-3006``); H100/H200 (the default when no GPU is named) -> 8,192."""
+    if gpu_memory_gib is None:
+        return MNBT_H100
+    if gpu_memory_gib >= 160:
+        return MNBT_LARGE
+    if gpu_memory_gib >= 70 and "a100" not in gpu_name.lower():
+        return MNBT_H100
+    return MNBT_SMALL
+
+
+def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True) -> int:
+    """``VllmConfig.max_concurrent_batches`` (vLLM 0.33.0 ``config/vllm.py:588-599``, V1 model runner)."""
+    if async_scheduling and pp_size <= 1:
+        return 2
+    return pp_size
+
+
+@dataclass
+class SpecGroup:
+    """Layers of one KV-cache spec on one rank. ``page_bytes`` is one block of one layer (bytes)."""
+
+    kind: str                 # full | sliding | chunked | mla | mla+indexer | gdn | mamba2
+    layers: int
+    page_bytes: int
+    blocks_per_request: int
+    groups: int = 1           # allocator groups this spec occupies
+    window: int | None = None
+    detail: str = ""
+
+
+@dataclass
+class KVPlan:
+    """vLLM V1's KV-cache plan for one rank (see module doc); sizes in bytes, lengths in tokens."""
+
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    batches_in_flight: int
+    max_in_flight_tokens: int
+    hybrid_allocator: bool
+    kv_cache_dtype_effective: str
+    specs: list[SpecGroup]
+    group_size: int
+    bytes_per_block: int
+    blocks_per_request: int
+    notes: list[str] = field(default_factory=list)
+
+    def capacity(self, available_bytes: float) -> dict[str, Any]:
+        """``num_blocks``, ``max_concurrency`` (2 decimals, as logged) and ``kv_cache_size_tokens``."""
+        if available_bytes < 0:
+            raise OptkgError(f"KV budget must be >= 0 bytes, found {available_bytes}")
+        num_blocks = int(available_bytes // self.bytes_per_block) if self.bytes_per_block else 0
+        conc = num_blocks / self.blocks_per_request if self.blocks_per_request else 0.0
+        return {"num_blocks": num_blocks, "max_concurrency": round(conc, 2),
+                "max_concurrency_exact": conc, "kv_cache_size_tokens": int(conc * self.max_model_len),
+                "fits_one_request": available_bytes - self.bytes_per_block >= self.bytes_per_block * self.blocks_per_request}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gdn_state_bytes(la: dict[str, Any], tp: int, dtype_b: float) -> int:
+    nk, nv = la["linear_num_key_heads"], la["linear_num_value_heads"]
+    dk, dv = la["linear_key_head_dim"], la["linear_value_head_dim"]
+    conv_dim = dk * nk * 2 + dv * nv
+    if conv_dim % tp or nv % tp:
+        raise OptkgError(f"--tp: {tp} does not divide the Gated DeltaNet heads ({nk} key, {nv} value)")
+    conv = conv_dim // tp * (la["conv_kernel"] - 1)
+    temporal = nv // tp * dv * dk
+    return int((conv + temporal) * dtype_b)
+
+
+def _mamba2_state_bytes(la: dict[str, Any], tp: int, dtype_b: float) -> int:
+    h, hd, st, g = la["mamba_num_heads"], la["mamba_head_dim"], la["ssm_state_size"], la["n_groups"]
+    # groups are replicated up to tp when n_groups < tp (mamba_utils extra_groups_for_head_shards)
+    g_eff = g if g % tp == 0 else g + (tp - g)
+    conv = (h * hd + 2 * g_eff * st) // tp * (la["conv_kernel"] - 1)
+    ssm_b = DTYPE_BYTES.get(la.get("ssm_cache_dtype", "float32").lower(), 4)
+    return int(conv * dtype_b + h // tp * hd * st * ssm_b)
+
+
+def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: int = 1,
+                  kv_cache_dtype: str = "auto", max_model_len: int | None = None, block_size: int | None = None,
+                  max_num_batched_tokens: int | None = None, async_scheduling: bool = True,
+                  hybrid_allocator: bool | None = None, disable_sliding_window: bool = False,
+                  enable_prefix_caching: bool | None = None, num_speculative_tokens: int = 0,
+                  gpu_compute_capability: float | None = None) -> KVPlan:
+    """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
+
+    ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
+    SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
+    the block to 64 tokens and adds one checkpoint page per request (``qwen_gdn_linear_attn.py:148-200,
+    686-760``, ``v1/attention/backends/gdn_attn.py:34``); elsewhere the Triton kernel does not.
+    ``max_model_len`` defaults to the engine's (``ModelFacts.vllm_default_max_model_len``);
+    ``max_num_batched_tokens`` to 8,192 (``vllm serve`` on H100/H200); ``block_size`` to 16 (64 for
+    sparse MLA; raised for Mamba hybrids). Raises OptkgError for non-positive sizes, DCP with
+    sliding-window layers, or a model without a length key and no ``max_model_len``.
+    """
+    for n, v in (("tp_size", tp_size), ("pp_size", pp_size), ("dcp_size", dcp_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise OptkgError(f"{n} must be a positive integer, found {v!r}")
+    mml = max_model_len or model.vllm_default_max_model_len or model.derived_max_model_len
+    if not mml:
+        raise OptkgError(f"{model.name}: no max_model_len given and the config has no length key")
+    mnbt = max_num_batched_tokens or MNBT_H100
+    nb = batches_in_flight(pp_size, async_scheduling)
+    in_flight = nb * mnbt
+    notes: list[str] = []
+    kvdt = (kv_cache_dtype or "auto").lower()
+    sparse = bool(model.is_mla and model.index_head_dim)
+    if sparse and kvdt in QUANTISED_KV:
+        notes.append(f"kv_cache_dtype {kvdt} on sparse MLA is stored as fp8_ds_mla (656 B/token/layer)")
+        kvdt = "fp8_ds_mla"
+    b = kv_element_bytes(kvdt, model)
+    kinds = list(model.layer_kinds or ["full"] * model.num_hidden_layers)
+    per_stage = math.ceil(len(kinds) / pp_size)
+    kinds = kinds[:per_stage]
+    if hybrid_allocator is None:
+        hybrid_allocator = not bool(model.attention_chunk_size)
+        if model.attention_chunk_size:
+            notes.append("the hybrid KV-cache manager is off by default for chunked local attention "
+                         "(vLLM config/vllm.py:2235-2256): chunked layers are sized as full attention")
+    if disable_sliding_window:
+        kinds = ["full" if k == "sliding" else k for k in kinds]
+    if not hybrid_allocator:
+        kinds = ["full" if k in ("sliding", "chunked") else k for k in kinds]
+    counts: dict[str, int] = {}
+    for k in kinds:
+        if k in ("none",):
+            continue
+        if k == "mamba1":
+            notes.append("Mamba-1 layers are not modelled; their state is not counted")
+            continue
+        counts[k] = counts.get(k, 0) + 1
+    # page per token per attention layer
+    if model.is_mla:
+        packed = MLA_PACKED_BYTES.get(kvdt)
+        per_tok = float(packed) if packed is not None else ((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)) * b
+        if sparse:
+            idx = model.index_head_dim + model.index_head_dim // 128 * 4
+            per_tok += idx
+    else:
+        per_tok = kv_heads_per_rank(model, tp_size) * (model.head_dim + model.v_head_dim) * b
+    if (counts.get("sliding") or counts.get("chunked")) and dcp_size > 1:
+        raise OptkgError("--dcp: sliding-window and chunked layers need dcp_size 1 (vLLM kv_cache_interface.py:946-949)")
+    block = block_size or 16
+    if sparse:
+        block = max(block, 64)  # the sparse MLA backends take multiples of 64 (flashattn_mla_sparse.py:50-51)
+    # Mamba / GDN state and the block-size coupling
+    state = 0
+    lin_kind = None
+    checkpoint_pages = 0
+    if counts.get("linear") or counts.get("mamba"):
+        la = model.linear_attention or {}
+        dtype_b = float(model.dtype_bytes)
+        if la.get("kind") == "gdn":
+            state, lin_kind = _gdn_state_bytes(la, tp_size, dtype_b), "gdn"
+        elif la.get("kind") == "mamba2":
+            state, lin_kind = _mamba2_state_bytes(la, tp_size, dtype_b), "mamba2"
+        else:
+            notes.append("linear-attention layers without known state sizes: not counted")
+        prefix_on = True if enable_prefix_caching is None else bool(enable_prefix_caching)
+        cc = 9.0 if gpu_compute_capability is None else float(gpu_compute_capability)
+        flashinfer_gdn = lin_kind == "gdn" and prefix_on and (
+            9.0 <= cc < 10.0 or (cc >= 10.0 and la.get("linear_key_head_dim") == 128))
+        if flashinfer_gdn:
+            checkpoint_pages = 1
+            notes.append("Gated DeltaNet prefill on FlashInfer with prefix caching: blocks aligned to 64 tokens, "
+                         "one prefill-checkpoint page per request")
+        if state and per_tok:
+            align = max(16, block)
+            if flashinfer_gdn:
+                align = math.lcm(align, 64)
+            need = align * cdiv(state, align * int(per_tok))
+            if need > block:
+                notes.append(f"attention block raised to {need} tokens so its page ({need} x {int(per_tok):,} B) "
+                             f"holds one {lin_kind.upper()} state of {state:,} B (vLLM platforms/interface.py:1085-1104)")
+                block = need
+    page = int(per_tok * block)
+    prefix = True if enable_prefix_caching is None else bool(enable_prefix_caching)
+    specs: list[SpecGroup] = []
+
+    def bpr(kind: str) -> int:
+        if kind == "sliding":
+            return cdiv(min((model.sliding_window or 0) - 1 + in_flight, mml), block) + 1
+        if kind == "chunked":
+            return cdiv(min((model.attention_chunk_size or 0) + in_flight, mml), block)
+        if kind in ("linear", "mamba"):
+            return (2 + checkpoint_pages if prefix else 1) + num_speculative_tokens
+        return cdiv(cdiv(mml, dcp_size), block)
+
+    for kind, n in counts.items():
+        name = kind
+        if kind == "full" and model.is_mla:
+            name = "mla+indexer" if sparse else "mla"
+        if kind in ("linear", "mamba"):
+            if not state:
+                continue
+            name = lin_kind or kind
+        specs.append(SpecGroup(name, n, page, bpr(kind), window=model.sliding_window if kind == "sliding" else
+                               (model.attention_chunk_size if kind == "chunked" else None)))
+    if not specs:
+        raise OptkgError(f"{model.name}: no layer holds a KV cache")
+    if len(specs) == 1:
+        s = specs[0]
+        group_size = s.layers
+        bytes_per_block = s.layers * page
+        total_bpr = s.blocks_per_request
+    else:
+        lo, hi = min(s.layers for s in specs), max(s.layers for s in specs)
+        group_size = hi if hi < lo * 1.5 else lo
+        for s in specs:
+            s.groups = cdiv(s.layers, group_size)
+        bytes_per_block = group_size * page
+        total_bpr = sum(s.groups * s.blocks_per_request for s in specs)
+    return KVPlan(block, int(mml), mnbt, nb, in_flight, bool(hybrid_allocator), kvdt, specs, group_size,
+                  bytes_per_block, total_bpr, notes)
