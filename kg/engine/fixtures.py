@@ -33,6 +33,7 @@ RUNNERS: dict[str, str] = {
     "diagnose": "kg.analyses.diagnose:run_fixture",
     "fit": "kg.analyses.fit:run_fixture",
     "gaps": "kg.analyses.gaps:run_fixture",
+    "training": "kg.analyses.training:run_fixture",
 }
 
 

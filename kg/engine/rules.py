@@ -33,7 +33,7 @@ from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
 from kg.core.yamlio import load_yaml
 
-RULESET_KINDS = ("check", "diagnose", "fit", "gaps")
+RULESET_KINDS = ("check", "diagnose", "fit", "gaps", "training")
 SEVERITY_ORDER = {"none": 0, "info": 1, "low": 2, "warning": 3, "moderate": 3, "error": 4, "severe": 4, "critical": 5}
 
 _SOURCE = {"type": "object", "required": ["title", "url"], "additionalProperties": False,

@@ -1,0 +1,228 @@
+"""``optkg check`` for a training job: TrainingJob -> facts -> the ``training`` ruleset -> a training report.
+
+``training_facts`` builds the rule namespace: every setting of the job (canonical names of
+kg.inputs.training.job.SETTINGS, defaults filled: sizes 1, switches false, strings ''), the parallel
+layout (``tp_size`` … ``world_size``), the model shape under Megatron names (``num_layers``,
+``num_attention_heads``, ``num_query_groups`` …), the hardware (``compute_capability``,
+``gpu_memory_bytes``), and the derivations of kg.derive.training_memory: the memory breakdown
+(``weights_bytes`` … ``total_bytes``), the batch arithmetic (``expected_global_batch_size``,
+``tokens_per_step``), the pipeline layout (``layers_per_stage``, ``layers_built`` for Megatron's
+virtual stages) and the KV-head split (``kv_heads_per_tp_rank``). Rules of rules/training*.yaml
+(``ruleset: training``) match a ``{kind: training, framework: …}`` fact and scope releases with
+``applies_to`` (the job's framework and framework_version). The report's ``kind`` is
+``training``: it carries a memory breakdown, never a KV-cache table.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from kg.analyses.check import Finding
+from kg.core.errors import OptkgError
+from kg.derive.training_memory import GB, batch_arithmetic, training_memory
+from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
+from kg.inputs.training.job import SETTINGS, TrainingJob
+
+SCHEMA_VERSION = "1.0"
+_DEFAULTS = {"integer": 0, "number": 0, "boolean": False, "string": ""}
+
+
+def _gpu_memory_bytes(hw: Mapping[str, Any] | None) -> int | None:
+    if not hw:
+        return None
+    if hw.get("memory_visible_mib"):
+        return int(hw["memory_visible_mib"]) * 2**20
+    if hw.get("memory_gib"):
+        return int(float(hw["memory_gib"]) * 2**30)
+    return None
+
+
+def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """(engine facts, flat namespace, derived values for the report) for ``job`` (see module doc)."""
+    ns: dict[str, Any] = {}
+    for name, (typ, _) in SETTINGS.items():
+        ns[name] = _DEFAULTS.get(typ, "") if not isinstance(typ, tuple) else ""
+    ns.update({"recompute_granularity": "none", "offload_optimizer": "none", "offload_param": "none",
+               "params_dtype": "bf16", "optimizer": "adam", "optimizer_source": "", "use_reentrant": True})
+    ns.update(job.settings)
+    par = job.parallel()
+    ns.update(par)
+    shape = job.shape()
+    ns.update({k: v for k, v in shape.items() if v is not None})
+    ns.setdefault("num_moe_layers", 0)
+    ns["framework"] = job.framework
+    ns["framework_version"] = job.framework_version or ""
+    ns["has_model_shape"] = bool(shape.get("num_layers") and shape.get("hidden_size"))
+    derived: dict[str, Any] = {"parallel": par}
+    hw = job.hardware or {}
+    if hw:
+        ns["gpu"] = hw.get("id", "")
+        try:
+            ns["compute_capability"] = float(hw.get("compute_capability"))
+        except (TypeError, ValueError):
+            pass
+        mem = _gpu_memory_bytes(hw)
+        if mem:
+            ns["gpu_memory_bytes"] = mem
+    # pipeline layout
+    L, pp = shape.get("num_layers"), par["pp_size"]
+    if L:
+        ns["layers_per_stage"] = L // pp
+        ns["layers_remainder"] = L % pp
+        lvs = job.get("layers_per_virtual_stage") or 0
+        vpp = job.get("vpp_size") or 0
+        if lvs:
+            vpp_legacy = (L // pp) // lvs
+            ns["vpp_from_layers"] = vpp_legacy
+            ns["layers_built"] = lvs * max(vpp_legacy, 1) * pp
+            ns["layers_dropped"] = L - ns["layers_built"]
+        elif vpp:
+            ns["layers_built"] = (L // pp // vpp) * vpp * pp
+            ns["layers_dropped"] = L - ns["layers_built"]
+        first = job.get("num_layers_in_first_pipeline_stage") or 0
+        last = job.get("num_layers_in_last_pipeline_stage") or 0
+        if first or last:
+            stages = pp - (1 if first else 0) - (1 if last else 0)
+            middle = L - first - last
+            ns["pp_middle_stages"], ns["pp_middle_layers"] = stages, middle
+            if pp == 1:
+                ns["layers_built"] = last or first
+            else:
+                ns["layers_built"] = first + last + (middle // stages * stages if stages > 0 else 0)
+            ns["layers_dropped"] = L - ns["layers_built"]
+        elif not lvs and not vpp and pp > 1:
+            ns["layers_built"] = L // pp * pp
+            ns["layers_dropped"] = L - ns["layers_built"]
+    g, tp = shape.get("num_query_groups"), par["tp_size"]
+    if g:
+        ns["kv_heads_per_tp_rank"] = g / tp
+        ns["kv_head_replication"] = tp // g if tp > g and tp % g == 0 else 1
+        if shape.get("kv_channels"):
+            ns["kv_projection_outputs_per_rank"] = g * shape["kv_channels"] / tp
+    # batch arithmetic
+    ba = batch_arithmetic(job)
+    derived["batch"] = ba
+    for k in ("expected_global_batch_size", "batch_consistent", "tokens_per_step", "gbs_divisible"):
+        if k in ba:
+            ns[k] = ba[k]
+    if job.get("global_batch_size") and job.get("micro_batch_size"):
+        ns["micro_times_dp"] = job.get("micro_batch_size") * par["dp_size"]
+        ns["global_batch_remainder"] = job.get("global_batch_size") % ns["micro_times_dp"]
+    if job.get("seq_length") and par["cp_size"] > 1:
+        # Megatron splits the sequence into 2*CP chunks (load balancing), then SP splits each CP
+        # rank's S/CP tokens over TP: S % lcm(2*CP, CP*TP) == 0, i.e. CP * lcm(2, TP)
+        cp = par["cp_size"]
+        mult = cp * (2 * tp // math.gcd(2, tp)) if job.get("sequence_parallel") and tp > 1 else 2 * cp
+        ns["cp_seq_multiple"] = mult
+        ns["seq_length_remainder"] = job.get("seq_length") % mult
+    if job.get("global_batch_size") and job.get("micro_batch_size") and not job.get("gradient_accumulation_steps"):
+        # DeepSpeed _set_batch_related_parameters: grad_acc = train_batch // micro // world
+        ns["derived_gradient_accumulation_steps"] = job.get("global_batch_size") // job.get("micro_batch_size") // par["dp_size"]
+        ns["derived_global_batch_size"] = job.get("micro_batch_size") * ns["derived_gradient_accumulation_steps"] * par["dp_size"]
+    if shape.get("num_experts"):
+        ns["experts_per_ep_rank"] = shape["num_experts"] / par["ep_size"]
+    etp = job.get("etp_size") or tp
+    ns["expert_model_size"] = etp * par["ep_size"] * pp
+    ns["world_remainder_expert"] = par["world_size"] % ns["expert_model_size"]
+    ns["model_parallel_size"] = tp * pp * par["cp_size"]
+    ns["world_remainder"] = par["world_size"] % ns["model_parallel_size"]
+    # memory
+    if ns["has_model_shape"] and job.get("seq_length"):
+        try:
+            mem = training_memory(job)
+        except OptkgError as e:
+            job.notes.append(f"memory not computed: {e}")
+        else:
+            md = mem.to_dict()
+            derived["memory"] = md
+            for k, v in md.items():
+                if k != "accounting":
+                    ns[k] = v
+            for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
+                      "optimizer_bytes"):
+                ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
+            if ns.get("gpu_memory_bytes"):
+                ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
+                ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
+    else:
+        missing = [k for k, ok in (("model shape (a HF config or --num-layers/--hidden-size)", ns["has_model_shape"]),
+                                   ("seq_length", bool(job.get("seq_length")))) if not ok]
+        job.notes.append("memory per GPU not computed: " + ", ".join(missing) + " not given")
+    facts = [{"kind": "training", "framework": job.framework},
+             {"kind": "model", "is_moe": bool((shape.get("num_experts") or 0) > 1)}]
+    return facts, ns, derived
+
+
+def evaluate_training(job: TrainingJob, rules: RuleSet) -> tuple[list[Firing], dict[str, Any], dict[str, Any]]:
+    facts, ns, derived = training_facts(job)
+    firings = evaluate_rules(rules, facts, ns, engine=job.framework, version=job.framework_version)
+    return firings, ns, derived
+
+
+def _finding(f: Firing, ns: Mapping[str, Any], framework: str) -> Finding:
+    r = f.rule
+    fix = (r.fix_by_engine or {}).get(framework, r.fix) if r.fix else ""
+    from kg.engine.rules import _fmt
+    return Finding(rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message,
+                   techniques=list(r.techniques), facts={}, numbers=dict(f.numbers),
+                   cost_dimension=r.cost_dimension, from_dimension=r.from_dimension, coordinates=[],
+                   mechanism=r.mechanism or "", fixes=[{"id": x} for x in (r.fixes or [])],
+                   fix=_fmt(fix, {**ns, **f.numbers}) if fix else "", sources=list(r.sources or []),
+                   tags=list(r.tags or []), rule_file=r.file, rule_line=r.line)
+
+
+def check_training(job: TrainingJob, rules: RuleSet) -> dict[str, Any]:
+    """Run the training ruleset over ``job``; returns the report mapping (kind ``training``)."""
+    firings, ns, derived = evaluate_training(job, rules)
+    findings = [_finding(f, ns, job.framework) for f in firings if f.fired]
+    findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
+    stack = {"name": job.name, "framework": job.framework, "framework_version": job.framework_version,
+             "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
+             "source": job.source, "settings": dict(sorted(job.settings.items()))}
+    return {"schema_version": SCHEMA_VERSION, "kind": "training", "stack": stack, "derived": derived,
+            "findings": [f.to_dict() for f in findings], "ignored_flags": list(job.ignored),
+            "notes": list(job.notes), "rules_evaluated": len(firings),
+            "not_fired": [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired]}
+
+
+def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
+    """Fixture runner for the ``training`` ruleset.
+
+    ``data``: one of ``command`` (a pasted training command), ``file`` (a DeepSpeed JSON /
+    accelerate YAML / torchtitan TOML / stack YAML relative to the fixture folder) or ``stack``
+    (an inline stack mapping with ``framework:``); optional ``model`` (hub id), ``gpu``,
+    ``framework``, ``framework_version``, ``settings`` (canonical names, applied last).
+    """
+    from kg.core.yamlio import YamlDoc
+    from kg.inputs.modelcfg import resolve_model
+    from kg.inputs.training import load_training_file, parse_training_command
+    from kg.inputs.training.stackfile import job_from_stack_doc
+    if not isinstance(data, Mapping):
+        raise OptkgError("training fixture input must be a mapping")
+    known = {"command", "file", "stack", "model", "gpu", "framework", "framework_version", "settings", "source"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise OptkgError(f"training fixture: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    base = Path(base_dir)
+    model = resolve_model(str(data["model"])) if data.get("model") else None
+    if data.get("command"):
+        job = parse_training_command(str(data["command"]), model=model, where="fixture command", base_dir=base,
+                                     resolver=resolve_model, framework=data.get("framework"))
+    elif data.get("file"):
+        job = load_training_file(base / str(data["file"]), catalog, resolve_model)
+        job.model = model or job.model
+    elif data.get("stack"):
+        job = job_from_stack_doc(YamlDoc("fixture stack", dict(data["stack"])), "fixture stack", catalog, resolve_model)
+    else:
+        raise OptkgError("training fixture: give `command`, `file` or `stack`")
+    if data.get("framework"):
+        from kg.inputs.training.job import resolve_framework
+        job.framework = resolve_framework(str(data["framework"])) or job.framework
+    if data.get("framework_version"):
+        job.framework_version = str(data["framework_version"])
+    if data.get("gpu"):
+        job.hardware = catalog.resolve_hardware(str(data["gpu"]))
+    for k, v in (data.get("settings") or {}).items():
+        job.set(k, v, f"fixture settings.{k}")
+    return evaluate_training(job, rules)[0]

@@ -1,0 +1,501 @@
+"""Training memory per GPU: model states, activations, pipeline in-flight micro-batches, batch sizes.
+
+Units: bytes (ints, rounded down only at the end), GB = 1e9 bytes, MiB = 2**20 bytes. Each function
+names the accounting it follows, because published estimators count differently:
+
+- **ZeRO paper** (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+  Parameter Models", §5 and Figure 1): mixed-precision Adam keeps 2Ψ fp16 weights, 2Ψ fp16
+  gradients and KΨ optimizer states (K = 12: fp32 master weights, momentum, variance).
+  Per GPU: baseline (2 + 2 + K)Ψ; P_os 2Ψ + 2Ψ + KΨ/N_d; P_os+g 2Ψ + (2 + K)Ψ/N_d;
+  P_os+g+p (2 + 2 + K)Ψ/N_d.
+- **DeepSpeed's own estimators** (deepspeed 0.19.8 ``deepspeed/runtime/zero/stage_1_and_2.py:4017``
+  ``estimate_zero2_model_states_mem_needs`` and ``stage3.py:4016``
+  ``estimate_zero3_model_states_mem_needs``): ZeRO-2 GPU = 2Ψ + int(18Ψ/N) (18 = 2 fp16 grads +
+  4 fp32 grads + 4 fp32 params + 8 Adam states); ZeRO-3 GPU = 4 × largest layer + int(18Ψ/N);
+  with CPU offload ZeRO-2 keeps 2Ψ, ZeRO-3 4 × largest layer (+ 2Ψ/N without param offload).
+  They differ from the paper by counting an fp32 gradient copy (4 bytes) in the partitioned part,
+  and ZeRO-3 by a gathered-layer working buffer instead of the paper's nothing.
+- **Megatron-LM** ``megatron/training/theoretical_memory_usage.py`` (NVIDIA/Megatron-LM @00caa53a):
+  18 bytes/parameter (2 bf16 weights + 4 fp32 main grads + 12 Adam) or 6 + 12/DP with
+  ``--use-distributed-optimizer``, on the most loaded shard ((layers/PP + embedding)/TP);
+  activations from Korthikanti Table 2 with the MLP generalised (18 + 4·ffn/h) under SP + selective
+  recompute, else ``s·b·h·(10 + 24/t)`` × 1.05. ``megatron_theoretical_memory`` reproduces it.
+- **Korthikanti et al. 2022** ("Reducing Activation Recomputation in Large Transformer Models",
+  Table 2 and §4): activation bytes per layer ``s·b·h·(34 + 5·a·s/h)`` without parallelism;
+  ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` with TP; ``s·b·h/t·(34 + 5·a·s/h)`` with TP + SP;
+  ``s·b·h·(10 + 24/t)`` TP + selective; ``34·s·b·h/t`` TP + SP + selective; ``2·s·b·h`` (``/t`` with
+  SP) with full recompute. The 1F1B schedule keeps PP micro-batches in flight on the first stage,
+  so it holds L/PP × PP = L layers' activations (§4.2.3); the interleaved schedule multiplies this
+  by 1 + (PP − 1)/(PP·VPP) (Narayanan et al. 2021 §2.2, as Megatron-LM computes it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kg.core.errors import OptkgError
+
+GB = 10**9
+MIB = 2**20
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# optimizer state bytes per parameter *excluding* the fp32 master copy (mixed precision keeps one
+# more fp32 copy: 4 bytes). Adam/AdamW: momentum + variance (ZeRO paper §3.1: K = 4 + 4 + 4 = 12);
+# SGD with momentum and Lion: one fp32 state; Adafactor: factored second moment (~0 per parameter).
+OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "cpuadam": 8, "deepspeedcpuadam": 8, "onebitadam": 8,
+                         "zerooneadam": 8, "lamb": 8, "onebitlamb": 8, "adagrad": 4, "sgd": 4, "lion": 4, "muon": 4,
+                         "adafactor": 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# model states: the published formulas, exactly
+
+def zero_paper_model_states(psi: int, n_d: int, stage: int, k: int = 12) -> Fraction:
+    """Bytes per GPU of weights + gradients + optimizer states, ZeRO paper Figure 1.
+
+    ``psi`` parameters, ``n_d`` data-parallel degree, ``stage`` 0 (baseline), 1 (P_os), 2 (P_os+g),
+    3 (P_os+g+p), ``k`` optimizer bytes per parameter (12 for mixed-precision Adam).
+    Raises OptkgError for a stage outside 0-3 or a non-positive ``n_d``.
+    """
+    if stage not in (0, 1, 2, 3) or n_d < 1:
+        raise OptkgError(f"ZeRO stage must be 0-3 and N_d >= 1, found stage {stage}, N_d {n_d}")
+    p, n = Fraction(psi), Fraction(n_d)
+    return {0: (4 + k) * p, 1: 4 * p + k * p / n, 2: 2 * p + (2 + k) * p / n, 3: (4 + k) * p / n}[stage]
+
+
+def deepspeed_zero2_estimate(total_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1,
+                             cpu_offload: bool = False) -> int:
+    """GPU bytes by DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (0.19.8, stage_1_and_2.py:4017).
+
+    No offload: ``2Ψ + int(18Ψ / N)``; CPU offload: ``2Ψ``.
+    """
+    n = num_nodes * num_gpus_per_node
+    return int(2 * total_params) if cpu_offload else int(2 * total_params + int(18 * total_params / n))
+
+
+def deepspeed_zero3_estimate(total_params: int, largest_layer_params: int, num_gpus_per_node: int = 1,
+                             num_nodes: int = 1, cpu_offload: bool = False, cpu_offload_params: bool = False) -> int:
+    """GPU bytes by DeepSpeed's ``estimate_zero3_model_states_mem_needs`` (0.19.8, stage3.py:4016).
+
+    ``4 × largest_layer_params`` always (the gathered fp32-sized working buffer), plus
+    ``int(18Ψ/N)`` without offload, ``int(2Ψ/N)`` with optimizer offload only, nothing more with
+    parameter offload too.
+    """
+    n = num_nodes * num_gpus_per_node
+    largest = 4 * largest_layer_params
+    if cpu_offload:
+        return int(largest if cpu_offload_params else largest + int(2 * total_params / n))
+    return int(largest + int(18 * total_params / n))
+
+
+# ---------------------------------------------------------------------------------------------
+# activations: Korthikanti et al. 2022
+
+def korthikanti_activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
+                                           recompute: str = "none") -> Fraction:
+    """Activation bytes one transformer layer stores for the backward pass (Table 2 and §4).
+
+    ``s`` sequence length (tokens), ``b`` micro-batch size, ``h`` hidden size, ``a`` attention
+    heads, ``t`` tensor-parallel size, ``sp`` sequence parallelism, ``recompute`` none, selective
+    (attention core recomputed: the 5·a·s/h term goes) or full (only the layer input is kept).
+    16-bit activations, 1-byte dropout masks, MLP of 4h, as in the paper.
+    """
+    if recompute not in ("none", "selective", "full"):
+        raise OptkgError(f"recompute must be none, selective or full, found {recompute!r}")
+    sbh = Fraction(s * b * h)
+    score = Fraction(5 * a * s, h) if recompute == "none" else Fraction(0)
+    if recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    if sp:
+        return sbh / t * (34 + score)
+    if t == 1:
+        return sbh * (34 + score)
+    return sbh * (10 + Fraction(24, t) + score / t)
+
+
+def in_flight_microbatches(pp: int, vpp: int | None = None, num_microbatches: int | None = None) -> Fraction:
+    """Micro-batches' worth of first-stage activations held at the peak of the pipeline schedule.
+
+    1F1B (PipeDream-flush): ``min(pp, m)`` (Korthikanti §4.2.3; Megatron discounts by
+    min(1, m/pp)). Interleaved with ``vpp`` chunks per rank: ``pp × (1 + (pp − 1)/(pp × vpp))``
+    (Megatron-LM ``theoretical_memory_usage.py``, "interleaved schedule memory penalty").
+    """
+    if pp <= 1:
+        return Fraction(1)
+    if vpp and vpp > 1:
+        return pp * (1 + Fraction(pp - 1, pp * vpp))
+    return Fraction(min(pp, num_microbatches)) if num_microbatches else Fraction(pp)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters (Megatron's counting: no biases, no router, GQA projections)
+
+def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = 128) -> int:
+    """Megatron pads the vocabulary to a multiple of ``make_vocab_size_divisible_by × tp``
+    (megatron/training/tokenizer/tokenizer.py ``_vocab_size_with_padding``)."""
+    multiple = divisible_by * tp
+    return int(math.ceil(vocab_size / multiple) * multiple)
+
+
+@dataclass
+class ParamCounts:
+    """Parameter counts (elements) of a decoder-only transformer, Megatron's accounting."""
+
+    dense_layer: int
+    moe_layer: int
+    moe_layer_experts: int      # routed-expert share of one MoE layer
+    num_dense_layers: int
+    num_moe_layers: int
+    embedding: int              # one h x V matrix (padded V)
+    final_norm: int
+    untied: bool
+
+    @property
+    def block(self) -> int:
+        return self.dense_layer * self.num_dense_layers + self.moe_layer * self.num_moe_layers + self.final_norm
+
+    @property
+    def total(self) -> int:
+        return self.block + (2 if self.untied else 1) * self.embedding
+
+    @property
+    def largest_layer(self) -> int:
+        return max(self.dense_layer if self.num_dense_layers else 0, self.moe_layer if self.num_moe_layers else 0,
+                   self.embedding)
+
+
+def param_counts(shape: dict[str, Any], padded_vocab: int) -> ParamCounts:
+    """Count parameters from a Megatron-named ``shape`` (see kg.inputs.training.job.TrainingJob.shape).
+
+    Attention ``2·h·d·(a + g)`` (Q and output of a·d, K and V of g·d), MLP ``2·h·f`` or ``3·h·f``
+    with SwiGLU, two norms of ``h`` (RMSNorm) or ``2h`` (LayerNorm); the same formula as
+    Megatron-LM ``compute_weight_and_optimizer_memory``. Raises OptkgError naming a missing field.
+    """
+    for k in ("num_layers", "hidden_size", "num_attention_heads"):
+        if not shape.get(k):
+            raise OptkgError(f"model shape: '{k}' is not known (give a model config or --{k.replace('_', '-')})")
+    h, L, a = shape["hidden_size"], shape["num_layers"], shape["num_attention_heads"]
+    g = shape.get("num_query_groups") or a
+    d = shape.get("kv_channels") or h // a
+    f = shape.get("ffn_hidden_size") or 4 * h
+    norm = 1 if shape.get("normalization", "RMSNorm") == "RMSNorm" else 2
+    gl = Fraction(3, 2) if shape.get("swiglu") else Fraction(1)
+    attn = 2 * h * d * (a + g)
+    dense = int(2 * h * (f * gl + norm)) + attn
+    n_moe = 0
+    moe = experts = 0
+    if shape.get("num_experts") and shape["num_experts"] > 1:
+        n_moe = shape.get("num_moe_layers", L)
+        fe = shape.get("moe_ffn_hidden_size") or f
+        shared = shape.get("moe_shared_expert_intermediate_size") or 0
+        experts = int(2 * h * fe * shape["num_experts"] * gl)
+        moe = experts + int(2 * h * (shared * gl + norm)) + attn
+    return ParamCounts(dense, moe, experts, L - n_moe, n_moe, h * padded_vocab, norm * h,
+                       bool(shape.get("untie_embeddings_and_output_weights", True)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Megatron-LM theoretical memory, reproduced
+
+@dataclass
+class MegatronTheoretical:
+    """Megatron-LM ``report_theoretical_memory`` values (bytes; ``*_mib`` as it prints them)."""
+
+    weight_and_optimizer_bytes: Fraction
+    activation_bytes: Fraction
+    formula: str
+
+    @property
+    def total_bytes(self) -> Fraction:
+        return self.weight_and_optimizer_bytes + self.activation_bytes
+
+    def mib(self) -> dict[str, float]:
+        return {"weight_and_optimizer": float(self.weight_and_optimizer_bytes / MIB),
+                "activation": float(self.activation_bytes / MIB), "total": float(self.total_bytes / MIB)}
+
+
+def megatron_theoretical_memory(shape: dict[str, Any], *, tp: int, pp: int, dp: int, seq_length: int,
+                                micro_batch_size: int, padded_vocab: int, vpp: int | None = None,
+                                num_microbatches: int | None = None, sequence_parallel: bool = False,
+                                recompute_granularity: str = "none", distributed_optimizer: bool = False,
+                                ep: int = 1, etp: int | None = None, world_size: int | None = None) -> MegatronTheoretical:
+    """Megatron-LM's theoretical memory footprint (NVIDIA/Megatron-LM @d98e8a64, 2026-08-22,
+    ``megatron/training/theoretical_memory_usage.py``), recomputed in exact fractions.
+
+    Weight + optimizer on the most loaded shard: TP-sharded parameters (attention, dense MLP,
+    shared experts) (block/PP + embedding)/TP (+ embedding/TP again when untied and PP = 1),
+    replicated ones (norms, routers, final norm) /PP, routed experts /PP/(ETP·EP); × 18 bytes, or
+    6 + 12/DP with the distributed optimizer (experts: 12/expert-DP, expert-DP = world/(ETP·EP·PP)).
+    Activations (first pipeline stage): with SP and selective recompute ``s·b·h·(18 + 4·ffn/h)·L``,
+    else ``s·b·h·(10 + 24/t)·L``; plus ``8·s·b·PP`` (embedding input) and ``s·b·h·PP`` (embedding
+    dropout); × the interleaving penalty or min(1, m/PP); plus the output layer when PP = 1; then
+    ``/t`` (SP branch) or ``× 1.05``. MLA, MTP and hybrid models are not modelled here.
+    """
+    h, L, a = shape["hidden_size"], shape["num_layers"], shape["num_attention_heads"]
+    g = shape.get("num_query_groups") or a
+    d = shape.get("kv_channels") or h // a
+    f = shape.get("ffn_hidden_size") or 4 * h
+    norm = 1 if shape.get("normalization", "RMSNorm") == "RMSNorm" else 2
+    gl = Fraction(3, 2) if shape.get("swiglu") else Fraction(1)
+    E = shape.get("num_experts") if (shape.get("num_experts") or 0) > 1 else None
+    n_moe = shape.get("num_moe_layers", L) if E else 0
+    n_dense = L - n_moe
+    attn = Fraction(2 * h * h) * (1 + Fraction(g, a)) * Fraction(d * a, h)
+    dense_mlp = 2 * h * f * gl
+    shared = 2 * h * (shape.get("moe_shared_expert_intermediate_size") or 0) * gl
+    routed = 2 * h * (shape.get("moe_ffn_hidden_size") or 0) * (E or 0) * gl
+    ln = 2 * h * norm
+    router = h * E if E else 0
+    emb = h * padded_vocab
+    tp_block = (attn + dense_mlp) * n_dense + (attn + shared) * n_moe
+    rep_block = ln * n_dense + (ln + router) * n_moe + norm * h
+    exp_block = routed * n_moe
+    etp = etp or tp
+    tp_shard = (tp_block / pp + emb) / tp
+    if shape.get("untie_embeddings_and_output_weights", True) and pp == 1:
+        tp_shard += Fraction(emb, tp)
+    rep_shard = rep_block / pp
+    exp_shard = exp_block / pp / (etp * ep)
+    world = world_size or tp * pp * dp
+
+    def per_param(n: int) -> Fraction:
+        return Fraction(18) if not distributed_optimizer else 6 + Fraction(12, n)
+    w_o = (tp_shard + rep_shard) * per_param(dp) + exp_shard * per_param(max(1, world // (etp * ep * pp)))
+    s, b = seq_length, micro_batch_size
+    sbh = s * b * h
+    with_sp = sequence_parallel and recompute_granularity == "selective"
+    if with_sp:
+        act = Fraction(sbh) * (18 + 4 * Fraction(f, h)) * L
+        formula = "s*b*h*(18 + 4*ffn/h) per layer (Korthikanti Table 2, SP + selective), /TP"
+    else:
+        act = Fraction(sbh) * (10 + Fraction(24, tp)) * L
+        formula = "s*b*h*(10 + 24/t) per layer (Korthikanti Table 2, TP without SP), x1.05"
+    act += 8 * s * b * pp + sbh * pp
+    if vpp is not None:
+        act *= 1 + Fraction(pp - 1, pp * vpp)
+    elif pp > 1 and num_microbatches is not None:
+        act *= min(Fraction(1), Fraction(num_microbatches, pp))
+    if pp == 1:
+        if with_sp:
+            act += Fraction(sbh) * 4 * (1 + Fraction(padded_vocab, h))
+        else:
+            act += (Fraction(s * b * padded_vocab, tp) + sbh) * 2
+    act = act / tp if with_sp else act * Fraction(105, 100)
+    return MegatronTheoretical(w_o, act, formula)
+
+
+# ---------------------------------------------------------------------------------------------
+# optkg's breakdown for a training job
+
+@dataclass
+class TrainingMemory:
+    """Per-GPU memory of the most loaded rank (first pipeline stage), bytes, with its accounting."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    activation_per_layer: int
+    layers_on_stage: int
+    in_flight_microbatches: float
+    params_per_gpu: int
+    total_params: int
+    accounting: list[str] = field(default_factory=list)
+    cpu_bytes: int = 0
+    working_buffer: int = 0
+
+    @property
+    def model_states(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.working_buffer
+
+    @property
+    def total(self) -> int:
+        return self.model_states + self.activations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights_bytes": self.weights, "gradients_bytes": self.gradients, "optimizer_bytes": self.optimizer,
+                "working_buffer_bytes": self.working_buffer, "model_states_bytes": self.model_states,
+                "activations_bytes": self.activations, "activation_bytes_per_layer": self.activation_per_layer,
+                "layers_on_first_stage": self.layers_on_stage,
+                "in_flight_microbatches": self.in_flight_microbatches, "params_per_gpu": self.params_per_gpu,
+                "total_params": self.total_params, "cpu_offload_bytes": self.cpu_bytes,
+                "total_bytes": self.total, "accounting": list(self.accounting)}
+
+
+def activation_bytes_per_layer(shape: dict[str, Any], s: int, b: int, t: int, sp: bool, recompute: str,
+                               flash: bool) -> Fraction:
+    """Korthikanti Table 2 per layer, with the MLP generalised to ``ffn`` (and SwiGLU's two FFN-wide
+    inputs) and ``s`` the tokens on this rank (sequence / CP).
+
+    Attention ``11·s·b·h`` (+ ``5·a·s²·b`` scores unless flash/fused attention or selective
+    recompute), MLP ``s·b·h·(3 + 4·f/h)`` (GeLU: input, activation input, fc2 input, dropout mask)
+    or ``s·b·h·(3 + 6·f/h)`` (SwiGLU saves gate and up), two norms ``4·s·b·h``; the TP-sharded
+    parts ``/t``; with SP all of it ``/t``; full recompute keeps ``2·s·b·h`` (``/t`` with SP).
+    """
+    h, a = shape["hidden_size"], shape["num_attention_heads"]
+    f = shape.get("ffn_hidden_size") or 4 * h
+    sbh = Fraction(s * b * h)
+    if recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    mlp_inner = (6 if shape.get("swiglu") else 4) * Fraction(f, h)
+    # sharded by TP: Q,K (4), V (2), attention output (2) of attention; fc1 output/activation of MLP
+    sharded = 8 + mlp_inner
+    replicated = 2 + 1 + 2 + 1 + 4   # QKV input, attn dropout mask, MLP input, MLP dropout mask, norms
+    score = Fraction(5 * a * s, h) if (recompute == "none" and not flash) else Fraction(0)
+    if sp:
+        return sbh / t * (replicated + sharded + score)
+    return sbh * (replicated + (sharded + score) / t)
+
+
+def training_memory(job: Any) -> TrainingMemory:
+    """Per-GPU memory of ``job`` (a kg.inputs.training.job.TrainingJob) on its most loaded rank.
+
+    Model states: weights (params_dtype bytes), gradients (Megatron fp32 main grads: 4 bytes;
+    others the params dtype), fp32 master + optimizer states (``OPTIMIZER_STATE_BYTES``), sharded
+    by ZeRO stage / distributed optimizer / FSDP strategy over the sharding group, moved to CPU by
+    offload (as DeepSpeed's estimators do). Parameters on the first stage: (block/PP + embedding)
+    /TP with routed experts also /EP (Megatron's most-loaded shard). Activations:
+    ``activation_bytes_per_layer`` × layers on the first stage × in-flight micro-batches
+    (``in_flight_microbatches``). Raises OptkgError when the model shape or seq_length is unknown.
+    """
+    g = job.get
+    shape = job.shape()
+    par = job.parallel()
+    tp, pp, cp, ep, dp = par["tp_size"], par["pp_size"], par["cp_size"], par["ep_size"], par["dp_size"]
+    if not g("seq_length"):
+        raise OptkgError("training memory: seq_length is not known (give --seq-length / seq_len)")
+    framework = job.framework
+    vocab = shape.get("vocab_size") or 0
+    padded = padded_vocab_size(vocab, tp, g("make_vocab_size_divisible_by", 128)) if framework in ("megatron", "nemo") \
+        else vocab
+    pc = param_counts(shape, padded)
+    acc: list[str] = []
+    # parameters on the most loaded rank
+    L = shape["num_layers"]
+    first = g("num_layers_in_first_pipeline_stage")
+    layers_first = first if first else math.ceil(L / pp)
+    n_moe_first = round(pc.num_moe_layers * layers_first / L) if L else 0
+    n_dense_first = layers_first - n_moe_first
+    expert_share = pc.moe_layer_experts * n_moe_first
+    other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
+    emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1)
+    params = int((Fraction(other + emb_first) + Fraction(expert_share, ep)) / tp)
+    acc.append("parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, routed experts /EP")
+    wbytes = DTYPE_BYTES[g("params_dtype", "bf16")]
+    mixed = wbytes < 4
+    gdefault = "fp32" if framework in ("megatron", "nemo") else g("params_dtype", "bf16")
+    gbytes = DTYPE_BYTES[g("grad_dtype", gdefault)]
+    opt = str(g("optimizer", "adam")).lower()
+    obytes = OPTIMIZER_STATE_BYTES.get(opt, 8) + (4 if mixed else 0)
+    peft = g("peft")
+    trainable = params
+    if peft:
+        # LoRA trains r x (in + out) per adapted matrix; optimizer/gradients of the base model vanish.
+        r = g("lora_rank", 8)
+        h = shape["hidden_size"]
+        trainable = int(r * 2 * h * 4 * layers_first / tp)  # q,k,v,o adapters (PEFT default targets)
+        acc.append(f"PEFT {peft}: gradients and optimizer states only for ~{trainable:,} adapter parameters "
+                   "(rank r, q/k/v/o, 2·h·r each)")
+    weights = params * wbytes
+    grads = trainable * gbytes
+    optim = trainable * obytes
+    acc.append(f"model states: {wbytes} B weights + {gbytes} B gradients + {obytes} B optimizer ({opt}"
+               f"{', incl. 4 B fp32 master' if mixed else ''}) per parameter")
+    # sharding
+    zero = g("zero_stage", 0) or 0
+    fsdp = g("fsdp_sharding")
+    group = dp
+    if fsdp in ("hybrid_shard", "hybrid_shard_zero2"):
+        group = g("dp_shard_size") or g("gpus_per_node") or min(dp, 8)
+        acc.append(f"FSDP {fsdp}: sharded within groups of {group} GPUs, replicated across groups")
+    elif g("dp_shard_size"):
+        group = g("dp_shard_size")
+    level = 0
+    if g("distributed_optimizer"):
+        level = 1
+        acc.append(f"Megatron distributed optimizer: optimizer states /DP {dp}")
+    if zero:
+        level = max(level, zero)
+        acc.append(f"ZeRO-{zero}: partitioned over DP {group}")
+    if fsdp:
+        level = max(level, {"full_shard": 3, "hybrid_shard": 3, "shard_grad_op": 2, "hybrid_shard_zero2": 2,
+                            "no_shard": 0}[fsdp])
+        if fsdp in ("full_shard", "shard_grad_op"):
+            acc.append(f"FSDP {fsdp}: sharded over DP {group}")
+    buffer = 0
+    if level >= 1:
+        optim = optim // group
+    if level >= 2:
+        grads = grads // group
+    if level >= 3:
+        weights = weights // group
+        buffer = pc.largest_layer * wbytes // tp
+        acc.append("ZeRO-3/FSDP: + one gathered unit (largest layer) in the params dtype")
+    cpu = 0
+    if g("offload_optimizer", "none") != "none":
+        cpu += optim + grads * 2  # fp32 gradient copy lives with the optimizer on the host
+        optim = 0
+        acc.append(f"optimizer offload ({g('offload_optimizer')}): optimizer states and fp32 grads on the host "
+                   "(DeepSpeed estimators: GPU keeps 2Ψ)")
+        grads = 0 if zero else grads
+    if g("offload_param", "none") != "none":
+        cpu += weights
+        weights = 0
+        acc.append(f"parameter offload ({g('offload_param')}): weights on the host, GPU keeps the gathered unit")
+    # activations
+    s = g("seq_length") // cp
+    b = g("micro_batch_size", 1) or 1
+    sp = bool(g("sequence_parallel")) or (framework in ("torchtitan",) and tp > 1)
+    recompute = g("recompute_granularity", "none")
+    flash = g("use_flash_attn", True)
+    per_layer = activation_bytes_per_layer(shape, s, b, tp, sp, recompute, flash)
+    vpp = g("vpp_size")
+    m = None
+    if g("global_batch_size") and b:
+        m = g("global_batch_size") // (b * dp) or None
+    elif g("gradient_accumulation_steps"):
+        m = g("gradient_accumulation_steps")
+    inflight = in_flight_microbatches(pp, vpp, m)
+    acts = per_layer * layers_first * inflight
+    if recompute == "full":
+        # the layer being recomputed holds its full activations once
+        acts += activation_bytes_per_layer(shape, s, b, tp, sp, "selective", flash)
+    # embedding output (dropout mask + output) on the first stage; logits on the last when PP = 1
+    acts += Fraction(s * b * shape["hidden_size"] * 3 * (inflight if pp > 1 else 1), tp if sp else 1)
+    if pp == 1 and padded:
+        acts += Fraction(4 * s * b * padded, tp)  # fp32 logits for the loss (Megatron: 4·s·b·V/t)
+    acc.append(f"activations: Korthikanti et al. 2022 Table 2 per layer ({'SP' if sp else 'no SP'}, "
+               f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}), "
+               f"s = {g('seq_length')}/{cp} CP, x {layers_first} layers x {float(inflight):g} micro-batches in flight"
+               f" ({'interleaved' if vpp and vpp > 1 else '1F1B'})")
+    return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,
+                          float(inflight), params, pc.total, acc, int(cpu), int(buffer))
+
+
+# ---------------------------------------------------------------------------------------------
+# batch arithmetic
+
+def batch_arithmetic(job: Any) -> dict[str, Any]:
+    """global = micro × grad-accum × DP (DeepSpeed ``_batch_assertion``; Megatron
+    ``num_microbatches = global / (micro × DP)``); tokens per step = global × seq_length.
+
+    Returns the given and derived values; ``batch_consistent`` is False when all three are given
+    and do not multiply out (DeepSpeed asserts; Megatron asserts divisibility).
+    """
+    g = job.get
+    dp = job.parallel()["dp_size"]
+    mbs, gas, gbs = g("micro_batch_size"), g("gradient_accumulation_steps"), g("global_batch_size")
+    out: dict[str, Any] = {"dp_size": dp}
+    if mbs and gas and not gbs:
+        gbs = mbs * gas * dp
+    if mbs and gbs and not gas:
+        gas = gbs // (mbs * dp) if gbs % (mbs * dp) == 0 else None
+        out["gbs_divisible"] = gbs % (mbs * dp) == 0
+    if mbs and gbs and gas:
+        out["expected_global_batch_size"] = mbs * gas * dp
+        out["batch_consistent"] = mbs * gas * dp == gbs
+    out.update({"micro_batch_size": mbs, "gradient_accumulation_steps": gas, "global_batch_size": gbs})
+    if gbs and g("seq_length"):
+        out["tokens_per_step"] = gbs * g("seq_length")
+    return out

@@ -1,0 +1,154 @@
+"""Shared pieces of the training command readers: splitting a pasted shell command into the
+launcher part (torchrun / deepspeed / accelerate launch / python -m torch.distributed.run), the
+script and the script's own arguments, and a flag-table walker.
+
+A pasted command may carry ``\\``-continued lines, ``KEY=value`` environment prefixes, comments
+and several commands joined by ``&&``; only the one that runs a training script is read.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kg.core.errors import OptkgError
+
+MAX_COMMAND_CHARS = 200_000
+LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "python", "python3", "srun", "mpirun", "tune")
+# launcher flags that size the job: name -> canonical setting (torchrun, deepspeed, accelerate launch)
+LAUNCHER_FLAGS = {
+    "--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
+    "--num_gpus": "gpus_per_node", "--num-gpus": "gpus_per_node",
+    "--nnodes": "num_nodes", "--num_nodes": "num_nodes", "--num-nodes": "num_nodes",
+    "--num_processes": "world_size", "--num-processes": "world_size",
+    "--num_machines": "num_nodes", "--num-machines": "num_nodes",
+    "--config_file": "config_file", "--config-file": "config_file",
+}
+
+
+@dataclass
+class Command:
+    """A split training command. ``launcher`` values are raw strings keyed by canonical name."""
+
+    launcher: str | None
+    launcher_args: dict[str, str] = field(default_factory=dict)
+    script: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+
+def split_command(text: str, where: str) -> Command:
+    """Split ``text`` into launcher, script and script arguments. OptkgError on unbalanced quotes."""
+    if len(text) > MAX_COMMAND_CHARS:
+        raise OptkgError(f"{where}: command is longer than {MAX_COMMAND_CHARS:,} characters")
+    text = re.sub(r"\\\r?\n", " ", text)
+    text = "\n".join(line.split(" #")[0] if not line.lstrip().startswith("#") else "" for line in text.splitlines())
+    try:
+        toks = shlex.split(text, comments=False)
+    except ValueError as e:
+        raise OptkgError(f"{where}: cannot split the command ({e})") from None
+    # several commands: keep the segment holding a .py script or a known launcher
+    segs: list[list[str]] = [[]]
+    for t in toks:
+        if t in ("&&", ";", "||", "|"):
+            segs.append([])
+        else:
+            segs[-1].append(t)
+    seg = next((s for s in segs if any(x.endswith(".py") for x in s)), None) or max(segs, key=len)
+    cmd = Command(None)
+    i = 0
+    while i < len(seg) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", seg[i]):
+        k, v = seg[i].split("=", 1)
+        cmd.env[k] = v
+        i += 1
+    if i < len(seg) and seg[i] in ("env",):
+        i += 1
+    if i < len(seg):
+        head = seg[i].rsplit("/", 1)[-1]
+        if head in LAUNCHERS or head.startswith("python"):
+            cmd.launcher = head
+            i += 1
+            if head == "accelerate" and i < len(seg) and seg[i] == "launch":
+                i += 1
+            if head.startswith("python") and i + 1 < len(seg) and seg[i] == "-m":
+                mod = seg[i + 1]
+                i += 2
+                if mod in ("torch.distributed.run", "torch.distributed.launch"):
+                    cmd.launcher = "torchrun"
+                elif mod in ("accelerate.commands.launch",):
+                    cmd.launcher = "accelerate"
+                else:
+                    cmd.script = mod
+    while i < len(seg) and cmd.script is None:
+        t = seg[i]
+        if t.endswith(".py") or (not t.startswith("-") and cmd.launcher in (None,)):
+            cmd.script = t
+            i += 1
+            break
+        if t.startswith("-"):
+            name, eq, val = t.partition("=")
+            takes = not eq and i + 1 < len(seg) and not seg[i + 1].startswith("-") and not seg[i + 1].endswith(".py")
+            if takes:
+                val = seg[i + 1]
+            if name in LAUNCHER_FLAGS:
+                cmd.launcher_args[LAUNCHER_FLAGS[name]] = val
+            else:
+                cmd.ignored.append(name)
+            i += 2 if takes else 1
+            continue
+        cmd.script = t
+        i += 1
+        break
+    cmd.args = seg[i:]
+    return cmd
+
+
+FlagHandler = Callable[[Any, str | None, str], None]
+
+
+def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callable[[str, Any, str], None],
+               ignored: list[str], where: str, prefix: str = "--") -> None:
+    """Walk ``args`` against ``table`` (flag -> (kind, target)); kinds:
+
+    - ``value``: takes the next token (or ``=value``) and calls ``apply(target, value, flag)``;
+    - ``true`` / ``false``: a switch setting ``target`` to True / False;
+    - ``const:<v>``: a switch setting ``target`` to ``<v>``.
+
+    Unknown flags go to ``ignored`` (users paste whole commands). A value flag at the end of the
+    command is an OptkgError naming the flag.
+    """
+    i = 0
+    while i < len(args):
+        t = args[i]
+        if not t.startswith("-"):
+            i += 1
+            continue
+        name, eq, val = t.partition("=")
+        spec = table.get(name) or table.get(name.replace("_", "-")) or table.get(name.replace("-", "_"))
+        if spec is None:
+            ignored.append(name)
+            i += 1
+            continue
+        kind, target = spec
+        if kind == "value":
+            if not eq:
+                if i + 1 >= len(args):
+                    raise OptkgError(f"{where}: {name} needs a value")
+                val = args[i + 1]
+                i += 1
+            apply(target, val, name)
+        elif kind == "true" or kind.startswith("const:"):
+            # HF-style switches may carry an explicit value: `--bf16 True`, `--gradient_checkpointing false`
+            if not eq and i + 1 < len(args) and args[i + 1].lower() in ("true", "false", "1", "0"):
+                val, eq = args[i + 1], "="
+                i += 1
+            off = bool(eq) and val.lower() in ("false", "0")
+            if kind == "true":
+                apply(target, not off, name)
+            elif not off:
+                apply(target, kind.split(":", 1)[1], name)
+        elif kind == "false":
+            apply(target, False, name)
+        i += 1

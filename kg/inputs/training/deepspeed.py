@@ -1,0 +1,137 @@
+"""DeepSpeed configs (the ``ds_config.json`` passed with ``--deepspeed``/``--deepspeed_config``) and the
+``deepspeed`` launcher command.
+
+Keys read (DeepSpeed 0.19.8 ``deepspeed/runtime/config.py`` / ``zero/config.py`` /
+``zero/offload_config.py``): ``train_batch_size``, ``train_micro_batch_size_per_gpu``,
+``gradient_accumulation_steps``, ``zero_optimization.stage``,
+``zero_optimization.offload_optimizer.device`` / ``offload_param.device`` (``cpu``, ``nvme``,
+``none``; the legacy ``cpu_offload: true`` means optimizer offload to cpu), ``bf16.enabled``,
+``fp16.enabled``, ``optimizer.type``, ``pipeline`` (PipelineEngine settings). The HF integration's
+``"auto"`` values are left unset (the Trainer fills them from its own flags). The launcher's
+``--num_gpus`` × ``--num_nodes`` gives the world size; Megatron-DeepSpeed scripts
+(``pretrain_gpt.py --deepspeed``) add the Megatron flags and run DeepSpeed's pipeline engine
+when ``--pipeline-model-parallel-size`` > 1 (unless ``--no-pipeline-parallel``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.core.yamlio import load_yaml, parse_yaml
+from kg.inputs.modelcfg import ModelFacts
+from kg.inputs.training.argv import split_command
+from kg.inputs.training.job import TrainingJob
+
+CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--deepspeed")
+OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "fusedadam": "adam", "onebitadam": "adam", "zerooneadam": "adam",
+              "onebitlamb": "adam", "lamb": "adam", "sgd": "sgd", "lion": "lion", "adagrad": "adam", "muon": "muon",
+              "cpuadam": "adam", "deepspeedcpuadam": "adam"}
+
+
+def looks_like_deepspeed_config(data: Any) -> bool:
+    return isinstance(data, dict) and any(k in data for k in ("zero_optimization", "train_batch_size",
+                                                               "train_micro_batch_size_per_gpu"))
+
+
+def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -> None:
+    """Set ``job``'s settings from a parsed DeepSpeed config mapping. ``where(path) -> (line, col)``."""
+    if not isinstance(data, dict):
+        raise OptkgError(f"{name}: a DeepSpeed config must be a JSON object")
+
+    def at(*path: str) -> str:
+        if where is None:
+            return f"{name}: {'.'.join(path)}"
+        line, _ = where(tuple(path))
+        return f"{name}:{line}: {'.'.join(path)}"
+
+    def put(setting: str, value: Any, *path: str) -> None:
+        if value is None or value == "auto":
+            return
+        job.set(setting, value, at(*path))
+
+    put("global_batch_size", data.get("train_batch_size"), "train_batch_size")
+    put("micro_batch_size", data.get("train_micro_batch_size_per_gpu"), "train_micro_batch_size_per_gpu")
+    put("gradient_accumulation_steps", data.get("gradient_accumulation_steps"), "gradient_accumulation_steps")
+    z = data.get("zero_optimization")
+    if z is not None:
+        if not isinstance(z, dict):
+            raise OptkgError(f"{at('zero_optimization')} must be an object")
+        st = z.get("stage", 0)
+        if st != "auto":
+            if isinstance(st, bool) or not isinstance(st, int) or st not in (0, 1, 2, 3):
+                raise OptkgError(f"{at('zero_optimization', 'stage')} must be 0, 1, 2 or 3, found {st!r}")
+            job.set("zero_stage", st, at("zero_optimization", "stage"))
+        for key, setting in (("offload_optimizer", "offload_optimizer"), ("offload_param", "offload_param")):
+            o = z.get(key)
+            if isinstance(o, dict) and o.get("device") not in (None, "auto"):
+                put(setting, str(o["device"]).lower(), "zero_optimization", key, "device")
+        if z.get("cpu_offload") is True:
+            job.set("offload_optimizer", "cpu", at("zero_optimization", "cpu_offload"))
+    for key, dt in (("bf16", "bf16"), ("fp16", "fp16")):
+        sec = data.get(key)
+        if isinstance(sec, dict) and sec.get("enabled") is True:
+            job.set("params_dtype", dt, at(key, "enabled"))
+    opt = data.get("optimizer")
+    if isinstance(opt, dict) and isinstance(opt.get("type"), str):
+        t = opt["type"].lower().replace("_", "")
+        job.set("optimizer", t, at("optimizer", "type"))
+        job.set("optimizer_source", "config", at("optimizer", "type"))
+    if not isinstance(opt, dict) and "optimizer_source" not in job.settings:
+        # no `optimizer` section: the script hands DeepSpeed its own optimizer (HF Trainer, Megatron-DeepSpeed)
+        job.set("optimizer_source", "client", at("optimizer"))
+    if "pipeline" in data:
+        job.set("pipeline_engine", True, at("pipeline"))
+
+
+def load_deepspeed_config(path: Path | str, job: TrainingJob | None = None, model: ModelFacts | None = None) -> TrainingJob:
+    """A TrainingJob from a DeepSpeed JSON file (errors name file:line and the key)."""
+    doc = load_yaml(path)  # JSON is YAML; loaded safely, with line numbers
+    job = job or TrainingJob(framework="deepspeed", model=model, source=str(path), name=Path(path).name)
+    apply_deepspeed_config(job, doc.data, str(path), doc.where)
+    return job
+
+
+def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: str = "--cmd",
+                            base_dir: Path | None = None) -> TrainingJob:
+    """A TrainingJob from ``deepspeed --num_gpus N [--num_nodes M] script.py ... --deepspeed_config ds.json``.
+
+    The config file is read relative to ``base_dir`` (default: the current folder); a Megatron-DeepSpeed
+    script's Megatron flags are read too. Raises OptkgError when the named config does not exist.
+    """
+    from kg.inputs.training.megatron import parse_megatron_command
+    cmd = split_command(text, where)
+    job = parse_megatron_command(text, model, where, framework="deepspeed") if cmd.script else \
+        TrainingJob(framework="deepspeed", model=model, source=where)
+    # Megatron-DeepSpeed builds GPTModelPipe (a PipelineModule, so DeepSpeed's PipelineEngine) unless
+    # --no-pipeline-parallel, even at PP 1 (deepspeedai/Megatron-DeepSpeed pretrain_gpt.py model_provider;
+    # Megatron-DeepSpeed#474 hit the ZeRO-3 assert with --pipeline-model-parallel-size 1)
+    script = (cmd.script or "").rsplit("/", 1)[-1]
+    if script.startswith("pretrain_") and "--no-pipeline-parallel" not in cmd.args:
+        job.set("pipeline_engine", True, f"{where}: {script} without --no-pipeline-parallel")
+    args = cmd.args
+    cfg = None
+    for i, t in enumerate(args):
+        name, eq, val = t.partition("=")
+        if name in CONFIG_FLAGS:
+            if eq:
+                cfg = val
+            elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+                cfg = args[i + 1]
+    if cfg:
+        p = Path(cfg)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        if not p.exists():
+            raise OptkgError(f"{where}: DeepSpeed config '{cfg}' not found")
+        apply_deepspeed_config(job, load_yaml(p).data, str(p), load_yaml(p).where)
+    job.ignored = [x for x in job.ignored if x not in CONFIG_FLAGS + ("--no-pipeline-parallel",)]
+    return job
+
+
+def parse_deepspeed_text(text: str, name: str = "<ds_config>") -> TrainingJob:
+    """A TrainingJob from DeepSpeed JSON text (tests and pasted configs)."""
+    doc = parse_yaml(text, name)
+    job = TrainingJob(framework="deepspeed", source=name, name=name)
+    apply_deepspeed_config(job, doc.data, name, doc.where)
+    return job

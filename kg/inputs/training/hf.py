@@ -1,0 +1,204 @@
+"""Hugging Face training jobs: ``accelerate launch --config_file cfg.yaml train.py ...`` and the
+``TrainingArguments`` / TRL flags of the script (``--fsdp``, ``--fsdp_config``, ``--deepspeed``,
+``--gradient_checkpointing``, ``--per_device_train_batch_size``, ``--use_peft --lora_r``).
+
+Accelerate config keys (accelerate 1.15.0 ``commands/config/config_args.py``, ``utils/dataclasses.py``
+``FullyShardedDataParallelPlugin``): ``distributed_type`` (FSDP, DEEPSPEED, MULTI_GPU),
+``num_processes``, ``num_machines``, ``mixed_precision``, ``fsdp_config.fsdp_sharding_strategy``
+(FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD / HYBRID_SHARD_ZERO2 / NO_SHARD, or the 1-5 codes),
+``fsdp_use_orig_params``, ``fsdp_offload_params``, ``fsdp_version``, ``fsdp_activation_checkpointing``,
+``deepspeed_config.zero_stage`` / ``offload_optimizer_device`` / ``offload_param_device`` /
+``deepspeed_config_file``. TrainingArguments (transformers ``training_args.py``): ``--fsdp`` takes
+space-separated options (``full_shard``, ``shard_grad_op``, ``hybrid_shard``, ``offload``,
+``auto_wrap``); ``--gradient_checkpointing_kwargs '{"use_reentrant": false}'``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.core.yamlio import load_yaml
+from kg.inputs.modelcfg import ModelFacts
+from kg.inputs.training.argv import split_command, walk_flags
+from kg.inputs.training.job import TrainingJob
+
+SHARDING = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "HYBRID_SHARD": "hybrid_shard",
+            "HYBRID_SHARD_ZERO2": "hybrid_shard_zero2", "NO_SHARD": "no_shard",
+            "1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
+PRECISION = {"bf16": "bf16", "fp16": "fp16", "no": "fp32", "fp8": "bf16"}
+
+V, T = "value", "true"
+FLAGS: dict[str, tuple[str, Any]] = {
+    "--fsdp": (V, "_fsdp"),
+    "--fsdp_config": (V, "_fsdp_config"),
+    "--deepspeed": (V, "_deepspeed"),
+    "--gradient_checkpointing": (T, "_gc"),
+    "--gradient_checkpointing_kwargs": (V, "_gc_kwargs"),
+    "--per_device_train_batch_size": (V, "micro_batch_size"),
+    "--gradient_accumulation_steps": (V, "gradient_accumulation_steps"),
+    "--bf16": (T, "_bf16"),
+    "--fp16": (T, "_fp16"),
+    "--max_seq_length": (V, "seq_length"),
+    "--max_length": (V, "seq_length"),
+    "--block_size": (V, "seq_length"),
+    "--model_max_length": (V, "seq_length"),
+    "--use_peft": ("const:lora", "peft"),
+    "--use_peft_lora": ("const:lora", "peft"),
+    "--tp_size": (V, "tp_size"),
+    "--lora_r": (V, "lora_rank"),
+    "--optim": (V, "_optim"),
+    "--model_name_or_path": (V, "_model"),
+}
+
+
+def _fsdp_options(job: TrainingJob, value: str, where: str) -> None:
+    opts = str(value).replace(",", " ").split()
+    for o in opts:
+        if o in ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard"):
+            job.set("fsdp_sharding", o, where)
+        elif o == "offload":
+            job.set("offload_param", "cpu", where)
+            job.set("offload_optimizer", "cpu", where)
+    if opts and "fsdp_sharding" not in job.settings and any(o == "auto_wrap" for o in opts):
+        job.set("fsdp_sharding", "full_shard", where)
+
+
+def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, base_dir: Path | None = None) -> None:
+    """Set ``job``'s settings from a parsed accelerate config mapping."""
+    if not isinstance(data, dict):
+        raise OptkgError(f"{name}: an accelerate config must be a mapping")
+
+    def at(*path: str) -> str:
+        return f"{name}:{where(tuple(path))[0]}: {'.'.join(path)}" if where else f"{name}: {'.'.join(path)}"
+    dist = str(data.get("distributed_type", "")).upper()
+    if data.get("num_processes") is not None:
+        job.set("world_size", data["num_processes"], at("num_processes"))
+    if data.get("num_machines") is not None:
+        job.set("num_nodes", data["num_machines"], at("num_machines"))
+    mp = data.get("mixed_precision")
+    if mp is not None:
+        if str(mp) not in PRECISION:
+            raise OptkgError(f"{at('mixed_precision')} must be one of no, fp16, bf16, fp8, found {mp!r}")
+        job.set("params_dtype", PRECISION[str(mp)], at("mixed_precision"))
+        if mp == "fp8":
+            job.set("fp8", True, at("mixed_precision"))
+    if dist == "FSDP":
+        job.framework = "fsdp"
+        fc = data.get("fsdp_config") or {}
+        if not isinstance(fc, dict):
+            raise OptkgError(f"{at('fsdp_config')} must be a mapping")
+        strat = fc.get("fsdp_sharding_strategy", fc.get("fsdp_reshard_after_forward"))
+        if strat is not None and str(strat).upper() in SHARDING:
+            job.set("fsdp_sharding", SHARDING[str(strat).upper()], at("fsdp_config", "fsdp_sharding_strategy"))
+        elif strat in (True, "true"):
+            job.set("fsdp_sharding", "full_shard", at("fsdp_config", "fsdp_reshard_after_forward"))
+        elif strat in (False, "false"):
+            job.set("fsdp_sharding", "shard_grad_op", at("fsdp_config", "fsdp_reshard_after_forward"))
+        else:
+            job.set("fsdp_sharding", "full_shard", at("fsdp_config"))  # FSDP plugin default: FULL_SHARD
+        if "fsdp_use_orig_params" in fc:
+            job.set("use_orig_params", fc["fsdp_use_orig_params"], at("fsdp_config", "fsdp_use_orig_params"))
+        if fc.get("fsdp_offload_params") in (True, "true"):
+            job.set("offload_param", "cpu", at("fsdp_config", "fsdp_offload_params"))
+            job.set("offload_optimizer", "cpu", at("fsdp_config", "fsdp_offload_params"))
+        if fc.get("fsdp_version") is not None:
+            job.set("fsdp_version", fc["fsdp_version"], at("fsdp_config", "fsdp_version"))
+        if fc.get("fsdp_activation_checkpointing") in (True, "true"):
+            job.set("recompute_granularity", "full", at("fsdp_config", "fsdp_activation_checkpointing"))
+    elif dist == "DEEPSPEED":
+        job.framework = "deepspeed"
+        dc = data.get("deepspeed_config") or {}
+        if not isinstance(dc, dict):
+            raise OptkgError(f"{at('deepspeed_config')} must be a mapping")
+        if dc.get("deepspeed_config_file"):
+            from kg.inputs.training.deepspeed import load_deepspeed_config
+            p = Path(dc["deepspeed_config_file"])
+            if not p.is_absolute() and base_dir is not None:
+                p = base_dir / p
+            if not p.exists():
+                raise OptkgError(f"{at('deepspeed_config', 'deepspeed_config_file')}: '{p}' not found")
+            load_deepspeed_config(p, job)
+        if dc.get("zero_stage") is not None:
+            job.set("zero_stage", dc["zero_stage"], at("deepspeed_config", "zero_stage"))
+        for key, setting in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
+            if dc.get(key) is not None:
+                job.set(setting, str(dc[key]).lower(), at("deepspeed_config", key))
+
+
+def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "--cmd", base_dir: Path | None = None,
+                     resolver=None) -> TrainingJob:
+    """A TrainingJob from ``accelerate launch [--config_file cfg.yaml] train.py --flags`` or a
+    ``torchrun``/``python`` command running a Trainer script. Files are read relative to ``base_dir``."""
+    cmd = split_command(text, where)
+    job = TrainingJob(framework="hf-trainer", model=model, source=where,
+                      name=(cmd.script or "train").rsplit("/", 1)[-1])
+    base = base_dir or Path(".")
+    for key in ("gpus_per_node", "num_nodes", "world_size"):
+        if key in cmd.launcher_args:
+            job.set(key, cmd.launcher_args[key], f"{where}: launcher {key}")
+    if "config_file" in cmd.launcher_args:
+        p = Path(cmd.launcher_args["config_file"])
+        p = p if p.is_absolute() else base / p
+        if not p.exists():
+            raise OptkgError(f"{where}: accelerate config '{cmd.launcher_args['config_file']}' not found")
+        doc = load_yaml(p)
+        apply_accelerate_config(job, doc.data, str(p), doc.where, p.parent)
+    state: dict[str, Any] = {}
+
+    def apply(target: str, val: Any, flag: str) -> None:
+        w = f"{where}: {flag}"
+        if target == "_fsdp":
+            job.framework = "fsdp"
+            _fsdp_options(job, val, w)
+        elif target == "_fsdp_config":
+            state["fsdp_config"] = val
+        elif target == "_deepspeed":
+            job.framework = "deepspeed"
+            from kg.inputs.training.deepspeed import load_deepspeed_config
+            p = Path(str(val))
+            p = p if p.is_absolute() else base / p
+            if not p.exists():
+                raise OptkgError(f"{w}: DeepSpeed config '{val}' not found")
+            load_deepspeed_config(p, job)
+        elif target == "_gc":
+            if val:
+                job.set("recompute_granularity", "full", w)
+                job.settings.setdefault("use_reentrant", True)  # transformers default until use_reentrant is passed
+        elif target == "_gc_kwargs":
+            try:
+                kw = json.loads(str(val))
+            except ValueError:
+                raise OptkgError(f"{w} must be a JSON object, found {val!r}") from None
+            if isinstance(kw, dict) and "use_reentrant" in kw:
+                job.set("use_reentrant", kw["use_reentrant"], w)
+        elif target in ("_bf16", "_fp16"):
+            if val:
+                job.set("params_dtype", target[1:], w)
+        elif target == "_optim":
+            o = str(val).lower()
+            job.set("optimizer", "adamw" if "adam" in o else o, w)
+        elif target == "_model":
+            state["model"] = str(val)
+        else:
+            job.set(target, val, w)
+
+    walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
+    if state.get("fsdp_config"):
+        p = Path(state["fsdp_config"])
+        p = p if p.is_absolute() else base / p
+        if p.exists():
+            doc = load_yaml(p)
+            fc = doc.data if isinstance(doc.data, dict) else {}
+            fc = {k if k.startswith("fsdp_") else f"fsdp_{k}": v for k, v in fc.items()}
+            apply_accelerate_config(job, {"distributed_type": "FSDP", "fsdp_config": {**fc, **(
+                {"fsdp_sharding_strategy": job.get("fsdp_sharding").upper()} if job.get("fsdp_sharding") else {})}},
+                str(p), None)
+    if job.model is None and state.get("model") and resolver is not None:
+        try:
+            job.model = resolver(state["model"])
+        except OptkgError as e:
+            job.notes.append(f"--model_name_or_path {state['model']}: {e}")
+    job.ignored.extend(cmd.ignored)
+    return job

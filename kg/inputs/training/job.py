@@ -1,0 +1,223 @@
+"""A training job: framework, model shape, parallel layout, precision, memory savers, batch sizes.
+
+Every framework reader (``megatron``, ``deepspeed``, ``hf``, ``torchtitan``, ``stackfile``) turns
+its own input into one ``TrainingJob`` with settings under the canonical names of ``SETTINGS``
+(name -> (type, description, unit)). Canonical names follow Megatron-core's
+``ModelParallelConfig``/``TransformerConfig`` where the field has one (``tp_size`` =
+``tensor_model_parallel_size`` ...). Values are checked here once: a bad one is an OptkgError
+naming where it came from (``file:line``, ``--flag``) and what was expected.
+
+Model shape (``shape()``): the Megatron names (``num_layers``, ``hidden_size``,
+``ffn_hidden_size``, ``num_attention_heads``, ``num_query_groups``, ``kv_channels``,
+``vocab_size``) come from the framework's own arguments when given, else from the HF config
+(``num_hidden_layers``, ``intermediate_size``, ``num_key_value_heads``, ``head_dim``), as
+Megatron's ``--num-layers/--hidden-size/...`` win over a checkpoint's config.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.inputs.modelcfg import ModelFacts
+
+# framework ids as catalog/frameworks/ names them (graph lane), plus the RL/fine-tuning drivers
+FRAMEWORKS = ("megatron", "deepspeed", "fsdp", "hf-trainer", "torchtitan", "nemo", "transformer-engine", "verl",
+              "openrlhf", "trl")
+FRAMEWORK_ALIASES = {"megatron-lm": "megatron", "megatron-core": "megatron", "mcore": "megatron",
+                     "transformers": "hf-trainer", "accelerate": "hf-trainer", "hf": "hf-trainer",
+                     "trainer": "hf-trainer", "fsdp2": "fsdp", "pytorch-fsdp": "fsdp", "te": "transformer-engine",
+                     "transformerengine": "transformer-engine"}
+
+
+def resolve_framework(name: str) -> str | None:
+    """Canonical framework id for ``name`` (case-insensitive, aliases), or None."""
+    n = str(name).strip().lower()
+    n = FRAMEWORK_ALIASES.get(n, n)
+    return n if n in FRAMEWORKS else None
+
+# name -> (type, description). Types: integer, number, boolean, string, or a tuple of allowed strings.
+SETTINGS: dict[str, tuple[Any, str]] = {
+    # parallel layout
+    "tp_size": ("integer", "tensor-parallel size (Megatron tensor_model_parallel_size)"),
+    "pp_size": ("integer", "pipeline-parallel size (stages)"),
+    "vpp_size": ("integer", "virtual pipeline stages (model chunks) per pipeline rank; interleaved 1F1B when > 1"),
+    "layers_per_virtual_stage": ("integer", "Megatron --num-layers-per-virtual-pipeline-stage"),
+    "num_layers_in_first_pipeline_stage": ("integer", "uneven pipeline: layers on the first stage"),
+    "num_layers_in_last_pipeline_stage": ("integer", "uneven pipeline: layers on the last stage"),
+    "dp_size": ("integer", "data-parallel size (replicas); derived from world_size when not given"),
+    "cp_size": ("integer", "context-parallel size (sequence split across ranks)"),
+    "ep_size": ("integer", "expert-parallel size"),
+    "etp_size": ("integer", "expert tensor-parallel size (Megatron default: tp_size)"),
+    "sequence_parallel": ("boolean", "Megatron sequence parallelism (shards LayerNorm/dropout activations over TP)"),
+    "world_size": ("integer", "GPUs in the job"),
+    "gpus_per_node": ("integer", "GPUs per node"),
+    "num_nodes": ("integer", "nodes"),
+    "pipeline_engine": ("boolean", "DeepSpeed PipelineModule / PipelineEngine in use"),
+    # sharding and offload
+    "zero_stage": ("integer", "DeepSpeed ZeRO stage 0-3"),
+    "distributed_optimizer": ("boolean", "Megatron --use-distributed-optimizer (optimizer states sharded over DP)"),
+    "fsdp_sharding": (("full_shard", "hybrid_shard", "shard_grad_op", "hybrid_shard_zero2", "no_shard"),
+                      "FSDP sharding strategy"),
+    "fsdp_version": ("integer", "FSDP 1 or 2 (fully_shard)"),
+    "dp_shard_size": ("integer", "FSDP2/torchtitan data_parallel_shard_degree (sharding group size)"),
+    "dp_replicate_size": ("integer", "FSDP2/torchtitan data_parallel_replicate_degree"),
+    "use_orig_params": ("boolean", "FSDP1 use_orig_params"),
+    "offload_optimizer": (("none", "cpu", "nvme"), "optimizer states (and fp32 master weights) offloaded"),
+    "offload_param": (("none", "cpu", "nvme"), "parameters offloaded (ZeRO-3 / FSDP cpu_offload)"),
+    "optimizer": ("string", "optimizer name (adam, adamw, sgd, adafactor, lion, muon, ...)"),
+    "optimizer_source": (("config", "client"), "DeepSpeed: optimizer built from the ds_config `optimizer` section, or passed in by the script (client)"),
+    # precision
+    "params_dtype": (("bf16", "fp16", "fp32"), "training precision of weights and activations"),
+    "fp8": ("boolean", "FP8 training (Transformer Engine / torchao float8)"),
+    "fp8_format": ("string", "FP8 recipe format (e4m3, hybrid, ...)"),
+    "grad_dtype": (("bf16", "fp16", "fp32"), "gradient buffer precision (Megatron main_grad: fp32)"),
+    # memory savers
+    "recompute_granularity": (("none", "selective", "full"), "activation recomputation (Korthikanti et al. 2022)"),
+    "recompute_num_layers": ("integer", "Megatron --recompute-num-layers"),
+    "use_reentrant": ("boolean", "torch.utils.checkpoint use_reentrant"),
+    "use_flash_attn": ("boolean", "fused/flash attention (no s x s score activations stored)"),
+    "peft": ("string", "parameter-efficient fine-tuning method (lora, qlora, ...)"),
+    "lora_rank": ("integer", "LoRA rank r"),
+    # batch
+    "micro_batch_size": ("integer", "sequences per GPU per forward pass"),
+    "global_batch_size": ("integer", "sequences per optimizer step across the job"),
+    "gradient_accumulation_steps": ("integer", "micro-batches accumulated per optimizer step per DP rank"),
+    "seq_length": ("integer", "tokens per sequence"),
+    # model shape (Megatron names; override the HF config)
+    "num_layers": ("integer", "transformer layers"),
+    "hidden_size": ("integer", "hidden size h"),
+    "ffn_hidden_size": ("integer", "MLP hidden size"),
+    "num_attention_heads": ("integer", "attention heads a"),
+    "num_query_groups": ("integer", "KV heads / query groups (GQA)"),
+    "kv_channels": ("integer", "head dim"),
+    "vocab_size": ("integer", "vocabulary size (before padding)"),
+    "make_vocab_size_divisible_by": ("integer", "Megatron vocab padding multiple (default 128, times tp_size)"),
+    "swiglu": ("boolean", "gated MLP (3 matrices)"),
+    "untie_embeddings_and_output_weights": ("boolean", "separate output layer"),
+    "normalization": (("RMSNorm", "LayerNorm"), "norm type"),
+    "num_experts": ("integer", "routed experts per MoE layer"),
+    "moe_ffn_hidden_size": ("integer", "FFN size of one expert"),
+    "moe_shared_expert_intermediate_size": ("integer", "shared-expert FFN size"),
+    "moe_router_topk": ("integer", "experts per token"),
+    "moe_layer_freq": ("integer", "every n-th layer is MoE"),
+}
+MAX_SIZE = 1 << 20  # any parallel size or layer count beyond this is a typo
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    typ, _ = SETTINGS[name]
+    if isinstance(typ, tuple):
+        v = str(value)
+        if v not in typ:
+            raise OptkgError(f"{where}: {name} must be one of {', '.join(typ)}, found {value!r}")
+        return v
+    if typ == "integer":
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise OptkgError(f"{where}: {name} must be an integer, found {value!r}")
+        try:
+            v = int(value)
+        except ValueError:
+            raise OptkgError(f"{where}: {name} must be an integer, found {value!r}") from None
+        if v < 0 or v > MAX_SIZE * 1024:
+            raise OptkgError(f"{where}: {name} must be between 0 and {MAX_SIZE * 1024}, found {v}")
+        return v
+    if typ == "boolean":
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise OptkgError(f"{where}: {name} must be true or false, found {value!r}")
+        return value
+    if typ == "number":
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise OptkgError(f"{where}: {name} must be a number, found {value!r}") from None
+        if not math.isfinite(v):
+            raise OptkgError(f"{where}: {name} must be finite, found {value!r}")
+        return v
+    if value is None or str(value) == "":
+        raise OptkgError(f"{where}: {name} must be a non-empty string")
+    return str(value)
+
+
+@dataclass
+class TrainingJob:
+    """One training job as optkg models it (see module doc). ``hardware`` is a catalog GPU entry."""
+
+    framework: str
+    framework_version: str | None = None
+    model: ModelFacts | None = None
+    hardware: dict[str, Any] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    name: str = ""
+
+    def set(self, name: str, value: Any, where: str) -> None:
+        """Set a canonical setting after checking its type; unknown names are a bug of the reader."""
+        if name not in SETTINGS:
+            raise KeyError(name)
+        self.settings[name] = _coerce(name, value, where)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.settings.get(name, default)
+
+    # -- layout ------------------------------------------------------------------------------
+    def parallel(self) -> dict[str, int]:
+        """tp/pp/cp/ep/dp/world sizes with defaults; dp = world / (tp * pp * cp) when not given."""
+        tp = self.get("tp_size", 1) or 1
+        pp = self.get("pp_size", 1) or 1
+        cp = self.get("cp_size", 1) or 1
+        ep = self.get("ep_size", 1) or 1
+        world = self.get("world_size")
+        if world is None and self.get("num_nodes") and self.get("gpus_per_node"):
+            world = self.get("num_nodes") * self.get("gpus_per_node")
+        dp = self.get("dp_size")
+        if dp is None and world:
+            dp = world // (tp * pp * cp) if world % (tp * pp * cp) == 0 else None
+        if dp is None:
+            dp = 1
+        if world is None:
+            world = tp * pp * cp * dp
+        return {"tp_size": tp, "pp_size": pp, "cp_size": cp, "ep_size": ep, "dp_size": dp, "world_size": world}
+
+    def shape(self) -> dict[str, Any]:
+        """Model shape under Megatron names: the job's own arguments win over the HF config."""
+        m = self.model
+        out: dict[str, Any] = {}
+        if m is not None:
+            dense_ffn = m.dense_intermediate_size or m.intermediate_size
+            out.update({
+                "num_layers": m.num_hidden_layers, "hidden_size": m.hidden_size,
+                "num_attention_heads": m.num_attention_heads, "num_query_groups": m.num_key_value_heads,
+                "kv_channels": m.head_dim, "vocab_size": m.vocab_size, "swiglu": True,
+                "untie_embeddings_and_output_weights": not m.tie_word_embeddings,
+                "normalization": "RMSNorm",
+            })
+            if dense_ffn:
+                out["ffn_hidden_size"] = dense_ffn
+            if m.is_moe:
+                out["num_experts"] = m.num_experts
+                out["moe_ffn_hidden_size"] = m.expert_intermediate_size or m.moe_intermediate_size
+                out["moe_router_topk"] = m.num_experts_per_tok
+                if m.shared_expert_intermediate_size:
+                    out["moe_shared_expert_intermediate_size"] = m.shared_expert_intermediate_size
+                if m.num_moe_layers and m.num_moe_layers != m.num_hidden_layers:
+                    out["num_moe_layers"] = m.num_moe_layers
+        for k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+                  "kv_channels", "vocab_size", "swiglu", "untie_embeddings_and_output_weights", "normalization",
+                  "num_experts", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_router_topk",
+                  "moe_layer_freq"):
+            if k in self.settings:
+                out[k] = self.settings[k]
+        if out.get("hidden_size") and out.get("num_attention_heads"):
+            out.setdefault("kv_channels", out["hidden_size"] // out["num_attention_heads"])
+            out.setdefault("num_query_groups", out["num_attention_heads"])
+            out.setdefault("ffn_hidden_size", 4 * out["hidden_size"])
+        if "moe_layer_freq" in out and out.get("num_layers") and "num_moe_layers" not in out:
+            f = out["moe_layer_freq"] or 1
+            out["num_moe_layers"] = sum(1 for i in range(out["num_layers"]) if i % f == 0)
+        return out

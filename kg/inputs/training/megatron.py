@@ -1,0 +1,126 @@
+"""Megatron-LM / Megatron-core training commands: ``torchrun ... pretrain_gpt.py --tensor-model-parallel-size ...``.
+
+Flag names and meanings are Megatron-LM's ``megatron/training/arguments.py`` (NVIDIA/Megatron-LM
+@d98e8a64); the launcher's ``--nproc_per_node`` × ``--nnodes`` gives the world size, and
+``data_parallel_size = world / (TP × PP × CP)`` as Megatron's ``initialize_model_parallel``
+computes it. ``--num-layers-per-virtual-pipeline-stage N`` gives ``vpp_size = (layers / PP) // N``
+(arguments.py: ``virtual_pipeline_model_parallel_size = num_layers_per_pipeline_stage //
+num_layers_per_virtual_pipeline_stage``; releases before the divisibility assert floored silently,
+NVIDIA/Megatron-LM#468). Megatron's own model flags (``--num-layers``, ``--hidden-size``, ...)
+win over the HF config given with the model. Flags optkg does not model are kept in ``ignored``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.inputs.modelcfg import ModelFacts
+from kg.inputs.training.argv import split_command, walk_flags
+from kg.inputs.training.job import TrainingJob
+
+V, T, F = "value", "true", "false"
+FLAGS: dict[str, tuple[str, Any]] = {
+    "--tensor-model-parallel-size": (V, "tp_size"),
+    "--pipeline-model-parallel-size": (V, "pp_size"),
+    "--num-layers-per-virtual-pipeline-stage": (V, "layers_per_virtual_stage"),
+    "--num-virtual-stages-per-pipeline-rank": (V, "vpp_size"),
+    "--virtual-pipeline-model-parallel-size": (V, "vpp_size"),
+    "--decoder-first-pipeline-num-layers": (V, "num_layers_in_first_pipeline_stage"),
+    "--decoder-last-pipeline-num-layers": (V, "num_layers_in_last_pipeline_stage"),
+    "--context-parallel-size": (V, "cp_size"),
+    "--expert-model-parallel-size": (V, "ep_size"),
+    "--expert-tensor-parallel-size": (V, "etp_size"),
+    "--sequence-parallel": (T, "sequence_parallel"),
+    "--use-distributed-optimizer": (T, "distributed_optimizer"),
+    "--optimizer-cpu-offload": ("const:cpu", "offload_optimizer"),
+    "--optimizer": (V, "optimizer"),
+    "--recompute-granularity": (V, "recompute_granularity"),
+    "--recompute-activations": ("const:selective", "recompute_granularity"),
+    "--recompute-num-layers": (V, "recompute_num_layers"),
+    "--fp8-format": (V, "fp8_format"),
+    "--bf16": ("const:bf16", "params_dtype"),
+    "--fp16": ("const:fp16", "params_dtype"),
+    "--use-flash-attn": (T, "use_flash_attn"),
+    "--micro-batch-size": (V, "micro_batch_size"),
+    "--global-batch-size": (V, "global_batch_size"),
+    "--seq-length": (V, "seq_length"),
+    "--num-layers": (V, "num_layers"),
+    "--hidden-size": (V, "hidden_size"),
+    "--ffn-hidden-size": (V, "ffn_hidden_size"),
+    "--num-attention-heads": (V, "num_attention_heads"),
+    "--num-query-groups": (V, "num_query_groups"),
+    "--kv-channels": (V, "kv_channels"),
+    "--vocab-size": (V, "vocab_size"),
+    "--make-vocab-size-divisible-by": (V, "make_vocab_size_divisible_by"),
+    "--swiglu": (T, "swiglu"),
+    "--untie-embeddings-and-output-weights": (T, "untie_embeddings_and_output_weights"),
+    "--normalization": (V, "normalization"),
+    "--num-experts": (V, "num_experts"),
+    "--moe-ffn-hidden-size": (V, "moe_ffn_hidden_size"),
+    "--moe-shared-expert-intermediate-size": (V, "moe_shared_expert_intermediate_size"),
+    "--moe-router-topk": (V, "moe_router_topk"),
+    "--moe-layer-freq": (V, "moe_layer_freq"),
+    "--group-query-attention": (T, "_gqa"),
+    "--world-size": (V, "world_size"),
+    # Megatron-DeepSpeed (deepspeedai/Megatron-DeepSpeed megatron/arguments.py)
+    "--zero-stage": (V, "zero_stage"),
+}
+RECOMPUTE = {"selective": "selective", "full": "full", "none": "none"}
+
+
+def parse_megatron_command(text: str, model: ModelFacts | None = None, where: str = "--cmd",
+                           framework: str = "megatron") -> TrainingJob:
+    """A TrainingJob from a pasted Megatron-LM command (see module doc).
+
+    ``model``: the HF config's facts (optional; Megatron's flags override its fields). Raises
+    OptkgError naming the flag for a bad value, and when the command runs no training script.
+    """
+    cmd = split_command(text, where)
+    job = TrainingJob(framework=framework, model=model, source=where, name=(cmd.script or "megatron").rsplit("/", 1)[-1])
+    if cmd.script is None:
+        raise OptkgError(f"{where}: no training script found (expected e.g. `torchrun ... pretrain_gpt.py --tensor-model-parallel-size 8 ...`)")
+    for key, val in cmd.launcher_args.items():
+        if key in ("gpus_per_node", "num_nodes", "world_size"):
+            job.set(key, val, f"{where}: launcher {key}")
+    gqa = {"on": False}
+
+    def apply(target: str, val: Any, flag: str) -> None:
+        w = f"{where}: {flag}"
+        if target == "_gqa":
+            gqa["on"] = True
+            return
+        if target == "recompute_granularity":
+            if str(val) not in RECOMPUTE:
+                raise OptkgError(f"{w} must be one of full, selective, found {val!r}")
+        if target == "fp8_format":
+            job.set("fp8", True, w)
+        if target == "normalization" and str(val) not in ("RMSNorm", "LayerNorm"):
+            job.notes.append(f"{flag} {val}: counted as LayerNorm")
+            val = "LayerNorm"
+        job.set(target, val, w)
+
+    walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
+    if "num_query_groups" in job.settings and not gqa["on"]:
+        # Megatron ignores --num-query-groups without --group-query-attention (arguments.py)
+        job.notes.append("--num-query-groups without --group-query-attention: Megatron uses num_query_groups = num_attention_heads")
+        job.settings.pop("num_query_groups")
+    if any(k in job.settings for k in ("num_layers", "hidden_size")) and model is None:
+        job.settings.setdefault("untie_embeddings_and_output_weights", False)
+        job.settings.setdefault("normalization", "LayerNorm")
+        job.settings.setdefault("swiglu", False)
+    derive_virtual_pipeline(job)
+    job.ignored.extend(cmd.ignored)
+    return job
+
+
+def derive_virtual_pipeline(job: TrainingJob) -> None:
+    """vpp_size from --num-layers-per-virtual-pipeline-stage: (layers // PP) // N, as Megatron computes it."""
+    n = job.get("layers_per_virtual_stage")
+    if not n or job.get("vpp_size"):
+        return
+    layers = job.shape().get("num_layers")
+    pp = job.get("pp_size", 1) or 1
+    if layers:
+        vpp = (layers // pp) // n
+        if vpp > 1:
+            job.settings["vpp_size"] = vpp

@@ -1,0 +1,109 @@
+"""The stack YAML for a training job: ``framework:`` (+ ``framework_version:``) and ``training:`` settings.
+
+Shape::
+
+    name: Llama-3.1-70B pretraining           # optional
+    framework: megatron                       # one of kg.inputs.training.job.FRAMEWORKS
+    framework_version: "0.16.1"               # optional; rules with release ranges use it
+    model: meta-llama/Llama-3.1-70B           # bundled hub id, or a folder/file with config.json
+    hardware: {gpu: H100, count: 512, gpus_per_node: 8}
+    training:                                 # canonical names of kg.inputs.training.job.SETTINGS
+      tp_size: 8
+      pp_size: 4
+      sequence_parallel: true
+      distributed_optimizer: true
+      micro_batch_size: 1
+      global_batch_size: 1024
+      seq_length: 4096
+    command: "torchrun ... pretrain_gpt.py ..."   # optional, read by the framework's command reader
+    config_file: ds_config.json               # optional DeepSpeed JSON / accelerate YAML / torchtitan TOML
+
+Errors name ``file:line`` and the field; unknown fields are errors with the nearest known name.
+"""
+from __future__ import annotations
+
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.core.yamlio import YamlDoc, load_yaml
+from kg.inputs.training.job import FRAMEWORKS, SETTINGS, TrainingJob, resolve_framework
+
+TOP_KEYS = ("name", "framework", "framework_version", "model", "config", "hardware", "training", "command",
+            "config_file", "engine", "techniques", "settings")
+
+
+def is_training_stack(data: Any) -> bool:
+    return isinstance(data, dict) and ("framework" in data or "training" in data)
+
+
+def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJob:
+    """A TrainingJob from a parsed stack YAML (see module doc)."""
+    d = doc.data
+
+    def at(*keys: Any) -> str:
+        return f"{path}:{doc.where(tuple(keys))[0]}"
+    for k in d:
+        if k not in TOP_KEYS:
+            near = get_close_matches(str(k), TOP_KEYS, n=1)
+            raise OptkgError(f"{at(k)}: unknown field '{k}'" + (f"; did you mean '{near[0]}'?" if near else ""))
+    fw = d.get("framework")
+    if fw is None:
+        raise OptkgError(f"{path}: a training stack needs `framework:` (one of {', '.join(FRAMEWORKS)})")
+    fw = resolve_framework(fw)
+    if fw is None:
+        raise OptkgError(f"{at('framework')}: framework must be one of {', '.join(FRAMEWORKS)}, found {d['framework']!r}")
+    base = Path(path).parent
+    model = None
+    if d.get("config"):
+        from kg.inputs.modelcfg import load_config_file
+        model = load_config_file(base / str(d["config"]))
+    elif d.get("model"):
+        model = resolver(str(d["model"]))
+    job: TrainingJob
+    if d.get("command"):
+        from kg.inputs.training import parse_training_command
+        job = parse_training_command(str(d["command"]), model=model, where=at("command"), base_dir=base,
+                                     resolver=resolver, framework=fw)
+    else:
+        job = TrainingJob(framework=fw, model=model)
+    if d.get("config_file"):
+        from kg.inputs.training import load_training_file
+        load_training_file(base / str(d["config_file"]), catalog, resolver, job=job)
+    job.framework = fw
+    job.source = path
+    job.name = str(d.get("name") or Path(path).stem)
+    if d.get("framework_version") is not None:
+        job.framework_version = str(d["framework_version"])
+    tr = {**(d.get("settings") or {}), **(d.get("training") or {})} if isinstance(d.get("training") or {}, dict) \
+        and isinstance(d.get("settings") or {}, dict) else d.get("training")
+    if not isinstance(tr, dict):
+        raise OptkgError(f"{at('training')}: `training:` must be a mapping of settings")
+    for k, v in tr.items():
+        if k not in SETTINGS:
+            near = get_close_matches(str(k), list(SETTINGS), n=1)
+            sec = "training" if k in (d.get("training") or {}) else "settings"
+            raise OptkgError(f"{at(sec, k)}: unknown training setting '{k}'" +
+                             (f"; did you mean '{near[0]}'?" if near else ""))
+        sec = "training" if k in (d.get("training") or {}) else "settings"
+        job.set(k, v, f"{at(sec, k)}: {sec}.{k}")
+    hw = d.get("hardware") or {}
+    if not isinstance(hw, dict):
+        raise OptkgError(f"{at('hardware')}: `hardware:` must be a mapping")
+    if hw.get("gpu"):
+        job.hardware = catalog.resolve_hardware(str(hw["gpu"]))
+    if hw.get("count") is not None:
+        job.set("world_size", hw["count"], f"{at('hardware', 'count')}: hardware.count")
+    if hw.get("gpus_per_node") is not None:
+        job.set("gpus_per_node", hw["gpus_per_node"], f"{at('hardware', 'gpus_per_node')}: hardware.gpus_per_node")
+    from kg.inputs.training.megatron import derive_virtual_pipeline
+    derive_virtual_pipeline(job)
+    return job
+
+
+def load_training_stack(path: Path | str, catalog, resolver) -> TrainingJob:
+    doc = load_yaml(path)
+    if not is_training_stack(doc.data):
+        raise OptkgError(f"{path}: not a training stack (no `framework:`)")
+    return job_from_stack_doc(doc, str(path), catalog, resolver)

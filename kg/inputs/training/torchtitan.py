@@ -1,0 +1,86 @@
+"""torchtitan job TOML (``--job.config_file llama3_70b.toml``), read with ``tomllib``.
+
+Sections and keys (torchtitan 0.3.0 ``torchtitan/config/job_config.py``): ``[model] name, flavor,
+converters`` (``"float8"`` turns on Float8 training), ``[parallelism] data_parallel_shard_degree``
+(-1: the rest of the world), ``data_parallel_replicate_degree``, ``tensor_parallel_degree``,
+``pipeline_parallel_degree``, ``context_parallel_degree``, ``expert_parallel_degree``,
+``[training] local_batch_size`` (older: ``batch_size``), ``global_batch_size``, ``seq_len``,
+``[activation_checkpoint] mode`` (none, selective, full), ``[float8]``, ``[optimizer] name``.
+torchtitan shards parameters with FSDP2 (``fully_shard``) over the data-parallel shard group.
+The model comes from the flavor: llama3 8B / 70B / 405B map onto the bundled Llama 3.1 configs.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.core.yamlio import read_text
+from kg.inputs.training.job import TrainingJob
+
+FLAVORS = {("llama3", "8B"): "meta-llama/Llama-3.1-8B", ("llama3", "70B"): "meta-llama/Llama-3.1-70B",
+           ("llama3", "405B"): "meta-llama/Llama-3.1-405B"}
+
+
+def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_size: int | None = None) -> TrainingJob:
+    """A TrainingJob from torchtitan TOML text. Raises OptkgError naming the file and key."""
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise OptkgError(f"{name}: not valid TOML ({e})") from None
+    job = TrainingJob(framework="torchtitan", source=name, name=Path(name).name)
+    model = d.get("model") or {}
+    par = d.get("parallelism") or {}
+    tr = d.get("training") or {}
+    ac = d.get("activation_checkpoint") or {}
+    for sec, val in (("model", model), ("parallelism", par), ("training", tr), ("activation_checkpoint", ac)):
+        if not isinstance(val, dict):
+            raise OptkgError(f"{name}: [{sec}] must be a table")
+
+    def put(setting: str, value: Any, key: str) -> None:
+        if value is not None:
+            job.set(setting, value, f"{name}: {key}")
+    put("tp_size", par.get("tensor_parallel_degree"), "parallelism.tensor_parallel_degree")
+    put("pp_size", par.get("pipeline_parallel_degree"), "parallelism.pipeline_parallel_degree")
+    put("cp_size", par.get("context_parallel_degree"), "parallelism.context_parallel_degree")
+    put("ep_size", par.get("expert_parallel_degree"), "parallelism.expert_parallel_degree")
+    put("dp_replicate_size", par.get("data_parallel_replicate_degree"), "parallelism.data_parallel_replicate_degree")
+    shard = par.get("data_parallel_shard_degree")
+    if shard is not None and shard != -1:
+        put("dp_shard_size", shard, "parallelism.data_parallel_shard_degree")
+    put("micro_batch_size", tr.get("local_batch_size", tr.get("batch_size")), "training.local_batch_size")
+    put("global_batch_size", tr.get("global_batch_size") if tr.get("global_batch_size", -1) != -1 else None,
+        "training.global_batch_size")
+    put("seq_length", tr.get("seq_len"), "training.seq_len")
+    mode = ac.get("mode")
+    if mode is not None:
+        if mode not in ("none", "selective", "full"):
+            raise OptkgError(f"{name}: activation_checkpoint.mode must be none, selective or full, found {mode!r}")
+        job.set("recompute_granularity", mode, f"{name}: activation_checkpoint.mode")
+    conv = model.get("converters") or []
+    if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
+        job.set("fp8", True, f"{name}: model.converters")
+    mp = tr.get("mixed_precision_param")
+    job.set("params_dtype", {"float32": "fp32", "float16": "fp16"}.get(mp, "bf16"), f"{name}: training.mixed_precision_param")
+    job.set("fsdp_sharding", "full_shard" if (job.get("dp_shard_size") or shard == -1 or shard is None) else "no_shard",
+            f"{name}: parallelism.data_parallel_shard_degree")
+    if world_size:
+        job.set("world_size", world_size, f"{name}: world size")
+    key = (model.get("name"), str(model.get("flavor")))
+    if key in FLAVORS and resolver is not None:
+        job.model = resolver(FLAVORS[key])
+        job.notes.append(f"model {key[0]} {key[1]}: shape from {FLAVORS[key]} (bundled config)")
+    elif model.get("name"):
+        job.notes.append(f"model {model.get('name')} {model.get('flavor')}: no bundled config; give --config")
+    if job.get("dp_shard_size"):
+        job.settings["dp_size"] = job.get("dp_shard_size") * (job.get("dp_replicate_size") or 1)
+    # world = dp_replicate x dp_shard x cp x tp x pp when every degree is given
+    if world_size is None and job.get("dp_shard_size"):
+        job.settings["world_size"] = (job.get("dp_shard_size") * (job.get("dp_replicate_size") or 1) *
+                                      (job.get("tp_size") or 1) * (job.get("pp_size") or 1) * (job.get("cp_size") or 1))
+    return job
+
+
+def load_torchtitan_toml(path: Path | str, resolver=None, world_size: int | None = None) -> TrainingJob:
+    return parse_torchtitan_toml(read_text(path), str(path), resolver, world_size)
