@@ -28,6 +28,7 @@ test: install
 
 bench: install
 	$(BIN)/python tests/bench/run_bench.py
+	$(BIN)/python tests/bench/training_anchors.py
 
 # property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
 fuzz: install

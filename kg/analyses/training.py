@@ -26,6 +26,9 @@ from kg.inputs.training.job import SETTINGS, TrainingJob
 
 SCHEMA_VERSION = "1.0"
 _DEFAULTS = {"integer": 0, "number": 0, "boolean": False, "string": ""}
+SHAPE_SETTINGS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+                  "vocab_size", "swiglu", "untie_embeddings_and_output_weights", "normalization", "num_experts",
+                  "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_router_topk", "moe_layer_freq")
 
 
 def _gpu_memory_bytes(hw: Mapping[str, Any] | None) -> int | None:
@@ -42,6 +45,8 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     """(engine facts, flat namespace, derived values for the report) for ``job`` (see module doc)."""
     ns: dict[str, Any] = {}
     for name, (typ, _) in SETTINGS.items():
+        if name in SHAPE_SETTINGS:
+            continue  # model facts stay missing until a config or shape flags give them
         ns[name] = _DEFAULTS.get(typ, "") if not isinstance(typ, tuple) else ""
     ns.update({"recompute_granularity": "none", "offload_optimizer": "none", "offload_param": "none",
                "params_dtype": "bf16", "optimizer": "adam", "optimizer_source": "", "use_reentrant": True})
@@ -50,7 +55,9 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     ns.update(par)
     shape = job.shape()
     ns.update({k: v for k, v in shape.items() if v is not None})
-    ns.setdefault("num_moe_layers", 0)
+    if ns.get("num_layers") and ns.get("hidden_size"):
+        ns.setdefault("num_experts", 0)
+        ns.setdefault("num_moe_layers", 0)
     ns["framework"] = job.framework
     ns["framework_version"] = job.framework_version or ""
     ns["has_model_shape"] = bool(shape.get("num_layers") and shape.get("hidden_size"))
@@ -167,7 +174,7 @@ def _finding(f: Firing, ns: Mapping[str, Any], framework: str) -> Finding:
     return Finding(rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message,
                    techniques=list(r.techniques), facts={}, numbers=dict(f.numbers),
                    cost_dimension=r.cost_dimension, from_dimension=r.from_dimension, coordinates=[],
-                   mechanism=r.mechanism or "", fixes=[{"id": x} for x in (r.fixes or [])],
+                   mechanism=r.mechanism or "", fixes=[{"technique": x} for x in (r.fixes or [])],
                    fix=_fmt(fix, {**ns, **f.numbers}) if fix else "", sources=list(r.sources or []),
                    tags=list(r.tags or []), rule_file=r.file, rule_line=r.line)
 
@@ -182,7 +189,11 @@ def check_training(job: TrainingJob, rules: RuleSet) -> dict[str, Any]:
              "source": job.source, "settings": dict(sorted(job.settings.items()))}
     return {"schema_version": SCHEMA_VERSION, "kind": "training", "stack": stack, "derived": derived,
             "findings": [f.to_dict() for f in findings], "ignored_flags": list(job.ignored),
-            "notes": list(job.notes), "rules_evaluated": len(firings),
+            "notes": list(job.notes),
+            # rules whose condition could be evaluated on this job (not out of scope, no missing fact)
+            "rules_evaluated": sum(1 for f in firings if f.fired or f.reason.startswith("condition is false")),
+            "rules_total": len(firings),
+            "gpu_memory_bytes": ns.get("gpu_memory_bytes"),
             "not_fired": [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired]}
 
 

@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--diagram", type=__import__("pathlib").Path, help="draw the stack diagram (svg/png/pdf/dot)")
     p.add_argument("-o", "--output", type=__import__("pathlib").Path, help="write the report here instead of stdout")
     p.add_argument("--force", action="store_true", help="allow overwriting existing output files")
+    from kg.cli.check_training import add_arguments as add_training_arguments
+    add_training_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.output.filtering import check_terms
     check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
     catalog = load_clean_catalog(args)
+    from kg.cli.check_training import run_training, wants_training
+    if wants_training(args):
+        return run_training(args, catalog)
     rules = load_ruleset("check", args.rules)
     stack = stack_from_args(args, catalog)
     report = check_stack(stack, catalog, rules)

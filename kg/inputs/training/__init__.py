@@ -15,8 +15,8 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.inputs.training.job import FRAMEWORKS, SETTINGS, TrainingJob
 
-MEGATRON_SCRIPTS = re.compile(r"(pretrain_[a-z0-9_]+\.py|megatron|train_gpt|finetune\.py)")
-TRAINING_HINTS = re.compile(r"(pretrain_[a-z0-9_]+\.py|--tensor-model-parallel-size|--deepspeed|^\s*deepspeed\s|"
+MEGATRON_SCRIPTS = re.compile(r"^(pretrain_[a-z0-9_]+\.py|megatron)$")
+TRAINING_HINTS = re.compile(r"(verl\.trainer|openrlhf|pretrain_[a-z0-9_]+\.py|--tensor-model-parallel-size|--deepspeed|^\s*deepspeed\s|"
                             r"accelerate\s+launch|torchtitan|--job\.config[_-]file|--fsdp|--per_device_train_batch_size|"
                             r"--micro-batch-size)", re.M)
 
@@ -27,17 +27,27 @@ def is_training_command(text: str) -> bool:
 
 
 def detect_command(text: str) -> str:
-    """The framework whose reader understands ``text``: megatron, deepspeed, transformers or torchtitan."""
+    """The reader for ``text``: verl, torchtitan, megatron, deepspeed (Megatron-DeepSpeed) or hf-trainer.
+
+    A Megatron script (``pretrain_*.py``, swift's ``megatron``) or Megatron flags go to the Megatron
+    reader, or the DeepSpeed one when ``--deepspeed`` is among them; anything else (HF Trainer, TRL,
+    OpenRLHF, accelerate scripts, also under the ``deepspeed`` launcher) to the HF reader, which reads
+    ``--deepspeed ds.json`` / ``--fsdp`` itself.
+    """
     from kg.inputs.training.argv import split_command
     cmd = split_command(text, "--cmd")
     args = " ".join(cmd.args)
-    if "--job.config_file" in args or "--job.config-file" in args or "torchtitan" in (cmd.script or ""):
+    script = (cmd.script or "").rsplit("/", 1)[-1]
+    if "verl.trainer" in script:
+        return "verl"
+    if "--job.config_file" in args or "--job.config-file" in args or "torchtitan" in script:
         return "torchtitan"
-    if cmd.launcher == "deepspeed" or re.search(r"--deepspeed(_config)?\b", args) and "--tensor-model-parallel-size" in args:
-        return "deepspeed"
-    if "--tensor-model-parallel-size" in args or "--micro-batch-size" in args or \
-            MEGATRON_SCRIPTS.search((cmd.script or "").rsplit("/", 1)[-1]):
-        return "megatron"
+    if "openrlhf" in script:
+        return "hf-trainer"
+    megatron = bool(MEGATRON_SCRIPTS.search(script)) or "--tensor-model-parallel-size" in args or \
+        "--tensor_model_parallel_size" in args or "--micro-batch-size" in args
+    if megatron:
+        return "deepspeed" if re.search(r"--deepspeed(_config)?\b", args) else "megatron"
     return "hf-trainer"
 
 
@@ -45,6 +55,9 @@ def parse_training_command(text: str, model=None, where: str = "--cmd", base_dir
                            resolver=None, framework: str | None = None) -> TrainingJob:
     """Read a pasted training command with the reader ``detect_command`` picks (or ``framework``'s)."""
     fw = detect_command(text)
+    if fw == "verl":
+        from kg.inputs.training.verl import parse_verl_command
+        return parse_verl_command(text, model, where, resolver)
     if fw == "megatron" or (framework in ("megatron", "nemo", "verl") and fw != "deepspeed"):
         from kg.inputs.training.megatron import parse_megatron_command
         job = parse_megatron_command(text, model, where)

@@ -72,6 +72,8 @@ def split_command(text: str, where: str) -> Command:
             i += 1
             if head == "accelerate" and i < len(seg) and seg[i] == "launch":
                 i += 1
+            while head.startswith("python") and i < len(seg) and seg[i] in ("-u", "-O", "-OO", "-B", "-E", "-s", "-I"):
+                i += 1  # interpreter switches before -m
             if head.startswith("python") and i + 1 < len(seg) and seg[i] == "-m":
                 mod = seg[i + 1]
                 i += 2
@@ -86,6 +88,10 @@ def split_command(text: str, where: str) -> Command:
         if t.endswith(".py") or (not t.startswith("-") and cmd.launcher in (None,)):
             cmd.script = t
             i += 1
+            break
+        if t in ("-m", "--module") and i + 1 < len(seg):
+            cmd.script = seg[i + 1]  # torchrun -m torchtitan.train / deepspeed --module pkg.mod
+            i += 2
             break
         if t.startswith("-"):
             name, eq, val = t.partition("=")

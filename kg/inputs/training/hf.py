@@ -50,6 +50,14 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--lora_r": (V, "lora_rank"),
     "--optim": (V, "_optim"),
     "--model_name_or_path": (V, "_model"),
+    # OpenRLHF CLI (openrlhf/cli/train_*.py)
+    "--train_batch_size": (V, "global_batch_size"),
+    "--micro_train_batch_size": (V, "micro_batch_size"),
+    "--zero_stage": (V, "zero_stage"),
+    "--adam_offload": ("const:cpu", "offload_optimizer"),
+    "--lora_rank": (V, "_lora_rank"),
+    "--pretrain": (V, "_model"),
+    "--max_len": (V, "seq_length"),
 }
 
 
@@ -122,6 +130,9 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
             load_deepspeed_config(p, job)
         if dc.get("zero_stage") is not None:
             job.set("zero_stage", dc["zero_stage"], at("deepspeed_config", "zero_stage"))
+        if "optimizer_source" not in job.settings:
+            # no ds_config file with an `optimizer` section: the training script builds the optimizer
+            job.set("optimizer_source", "client", at("deepspeed_config"))
         for key, setting in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
             if dc.get(key) is not None:
                 job.set(setting, str(dc[key]).lower(), at("deepspeed_config", key))
@@ -165,7 +176,11 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
         elif target == "_gc":
             if val:
                 job.set("recompute_granularity", "full", w)
-                job.settings.setdefault("use_reentrant", True)  # transformers default until use_reentrant is passed
+                state["gc"] = True
+        elif target == "_lora_rank":
+            job.set("lora_rank", val, w)
+            if int(val) > 0:
+                job.set("peft", "lora", w)
         elif target == "_gc_kwargs":
             try:
                 kw = json.loads(str(val))
@@ -185,6 +200,13 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             job.set(target, val, w)
 
     walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
+    if "openrlhf" in (cmd.script or ""):
+        job.framework = "openrlhf"
+        if "zero_stage" in job.settings and job.framework == "openrlhf":
+            job.set("optimizer_source", "config", f"{where}: OpenRLHF builds the DeepSpeed optimizer in its ds_config")
+    if state.get("gc") and "use_reentrant" not in job.settings:
+        # transformers 5 checkpoints non-reentrantly unless told otherwise (modeling_utils.py:3157-3158 at 5.24.0)
+        job.settings["use_reentrant"] = False
     if state.get("fsdp_config"):
         p = Path(state["fsdp_config"])
         p = p if p.is_absolute() else base / p

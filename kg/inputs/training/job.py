@@ -173,8 +173,8 @@ class TrainingJob:
         cp = self.get("cp_size", 1) or 1
         ep = self.get("ep_size", 1) or 1
         world = self.get("world_size")
-        if world is None and self.get("num_nodes") and self.get("gpus_per_node"):
-            world = self.get("num_nodes") * self.get("gpus_per_node")
+        if world is None and self.get("gpus_per_node"):
+            world = (self.get("num_nodes") or 1) * self.get("gpus_per_node")
         dp = self.get("dp_size")
         if dp is None and world:
             dp = world // (tp * pp * cp) if world % (tp * pp * cp) == 0 else None

@@ -22,6 +22,9 @@ V, T, F = "value", "true", "false"
 FLAGS: dict[str, tuple[str, Any]] = {
     "--tensor-model-parallel-size": (V, "tp_size"),
     "--pipeline-model-parallel-size": (V, "pp_size"),
+    "--pipe-parallel-size": (V, "pp_size"),          # Megatron-LM v1.1.5-3D / DeepSpeedExamples, GPT-NeoX
+    "--model-parallel-size": (V, "tp_size"),         # Megatron-LM v1 name of the tensor-parallel size
+    "--checkpoint-activations": ("const:full", "recompute_granularity"),  # Megatron-LM v1 / Megatron-DeepSpeed
     "--num-layers-per-virtual-pipeline-stage": (V, "layers_per_virtual_stage"),
     "--num-virtual-stages-per-pipeline-rank": (V, "vpp_size"),
     "--virtual-pipeline-model-parallel-size": (V, "vpp_size"),

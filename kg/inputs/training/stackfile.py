@@ -30,8 +30,20 @@ from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc, load_yaml
 from kg.inputs.training.job import FRAMEWORKS, SETTINGS, TrainingJob, resolve_framework
 
-TOP_KEYS = ("name", "framework", "framework_version", "model", "config", "hardware", "training", "command",
-            "config_file", "engine", "techniques", "settings")
+TOP_KEYS = ("name", "description", "framework", "framework_version", "model", "config", "hardware", "training",
+            "command", "config_file", "techniques", "settings")
+# catalog techniques a stack lists -> training settings (their parameters with canonical names are read too)
+TECHNIQUE_SETTINGS: dict[str, dict[str, Any]] = {
+    "sequence-parallelism": {"sequence_parallel": True},
+    "zero-1": {"zero_stage": 1}, "zero-2": {"zero_stage": 2}, "zero-3-fsdp": {"zero_stage": 3},
+    "activation-checkpointing": {"recompute_granularity": "full"},
+    "lora-finetuning": {"peft": "lora"},
+    "fp8-training": {"fp8": True},
+    "optimizer-offload": {"offload_optimizer": "cpu"},
+    "mixed-precision-bf16": {"params_dtype": "bf16"},
+}
+# stack `settings:` names of catalog/settings/training.yaml that differ from ours
+SETTING_ALIASES = {"precision": "params_dtype"}
 
 
 def is_training_stack(data: Any) -> bool:
@@ -49,11 +61,14 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
             near = get_close_matches(str(k), TOP_KEYS, n=1)
             raise OptkgError(f"{at(k)}: unknown field '{k}'" + (f"; did you mean '{near[0]}'?" if near else ""))
     fw = d.get("framework")
+    version = d.get("framework_version")
+    if isinstance(fw, dict):  # framework: {name:, version:} (kg.inputs.stack's shape)
+        version = fw.get("version", version)
+        fw = fw.get("name")
     if fw is None:
         raise OptkgError(f"{path}: a training stack needs `framework:` (one of {', '.join(FRAMEWORKS)})")
-    fw = resolve_framework(fw)
-    if fw is None:
-        raise OptkgError(f"{at('framework')}: framework must be one of {', '.join(FRAMEWORKS)}, found {d['framework']!r}")
+    from kg.inputs.runtimes import resolve_framework as catalog_framework
+    fw = resolve_framework(catalog_framework(fw, f"{at('framework')}: framework")) or str(fw)
     base = Path(path).parent
     model = None
     if d.get("config"):
@@ -74,13 +89,28 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
     job.framework = fw
     job.source = path
     job.name = str(d.get("name") or Path(path).stem)
-    if d.get("framework_version") is not None:
-        job.framework_version = str(d["framework_version"])
+    if version is not None:
+        from kg.inputs.stack import check_engine_version
+        job.framework_version = check_engine_version(version, f"{at('framework_version')}: framework_version",
+                                                     "a framework version number")
+    for i, t in enumerate(d.get("techniques") or []):
+        tid, params = (next(iter(t.items())) if isinstance(t, dict) and len(t) == 1 else (t, {}))
+        if not isinstance(tid, str) or not isinstance(params or {}, dict):
+            raise OptkgError(f"{at('techniques', i)}: a technique is an id or {{id: {{parameter: value}}}}")
+        for k, v in TECHNIQUE_SETTINGS.get(tid, {}).items():
+            job.set(k, v, f"{at('techniques', i)}: technique {tid}")
+        for k, v in (params or {}).items():
+            if k in SETTINGS:
+                job.set(k, v, f"{at('techniques', i)}: {tid}.{k}")
     tr = {**(d.get("settings") or {}), **(d.get("training") or {})} if isinstance(d.get("training") or {}, dict) \
         and isinstance(d.get("settings") or {}, dict) else d.get("training")
     if not isinstance(tr, dict):
         raise OptkgError(f"{at('training')}: `training:` must be a mapping of settings")
     for k, v in tr.items():
+        if k == "precision" and str(v) == "fp8":
+            job.set("fp8", True, f"{at('settings', k)}: settings.precision")
+            continue
+        k = SETTING_ALIASES.get(k, k)
         if k not in SETTINGS:
             near = get_close_matches(str(k), list(SETTINGS), n=1)
             sec = "training" if k in (d.get("training") or {}) else "settings"

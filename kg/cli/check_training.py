@@ -1,0 +1,91 @@
+"""``optkg check`` for training jobs: a pasted training command (``--train``), or a training file
+(DeepSpeed JSON, accelerate YAML, torchtitan TOML, stack YAML with ``framework:``) given as the
+stack argument. Prints the training report (kg.output.training_report): layout, batch, memory per
+GPU with its breakdown, findings of the ``training`` ruleset."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kg.core.errors import OptkgError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", metavar="CMD",
+                   help="a training launch command, quoted (torchrun ... pretrain_gpt.py ..., deepspeed ..., "
+                        "accelerate launch ..., torchtitan --job.config_file ...)")
+    p.add_argument("--model", help="model of the training job: bundled hub id or a folder/file with config.json "
+                                   "(Megatron's --num-layers/--hidden-size/... override its fields)")
+    p.add_argument("--framework-version", help="release of the training framework (Megatron: megatron-core)")
+
+
+def wants_training(args: argparse.Namespace) -> bool:
+    if getattr(args, "train", None):
+        return True
+    st = getattr(args, "stack", None)
+    if st is not None and Path(st).exists():
+        from kg.inputs.training import is_training_file
+        return is_training_file(st)
+    return False
+
+
+def build_job(args: argparse.Namespace, catalog):
+    from kg.inputs.modelcfg import load_config_file, resolve_model
+    from kg.inputs.training import load_training_file, parse_training_command
+    model = None
+    if args.config:
+        model = load_config_file(args.config)
+    elif getattr(args, "model", None):
+        model = resolve_model(args.model)
+    if args.train:
+        if getattr(args, "stack", None):
+            raise OptkgError("give one of: a training file or --train")
+        job = parse_training_command(args.train, model=model, where="--train", base_dir=Path("."),
+                                     resolver=resolve_model)
+    else:
+        job = load_training_file(args.stack, catalog, resolve_model)
+        if model is not None:
+            job.model = model
+    if args.gpu:
+        job.hardware = catalog.resolve_hardware(args.gpu)
+    if args.count is not None:
+        if args.count < 1:
+            raise OptkgError(f"--count: expected a positive integer, found {args.count}")
+        job.set("world_size", args.count, "--count")
+    if getattr(args, "framework_version", None):
+        from kg.inputs.stack import check_engine_version
+        job.framework_version = check_engine_version(args.framework_version, "--framework-version",
+                                                     "a framework version number")
+    if job.model is None and not job.shape().get("num_layers"):
+        job.notes.append("no model: give --model/--config or the framework's own shape flags to size memory")
+    return job
+
+
+def run_training(args: argparse.Namespace, catalog) -> int:
+    from kg.analyses.training import check_training
+    from kg.engine.rules import load_ruleset
+    from kg.output.filtering import apply_filters, fail_code
+    from kg.output.report import to_json
+    from kg.output.training_report import render_training_text
+    from kg.cli.common import write_output
+    job = build_job(args, catalog)
+    rules = load_ruleset("training", args.rules)
+    d = check_training(job, rules)
+    d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
+                                                   rules_dir=args.rules)
+    if args.write_baseline:
+        from kg.output.filtering import write_baseline
+        write_baseline(args.write_baseline, d["findings"], force=args.force)
+    if args.diagram:
+        raise OptkgError("--diagram draws serving stacks; it is not available for training jobs yet")
+    if args.format == "text":
+        text = render_training_text(d, explain=args.explain)
+    elif args.format == "json":
+        if not args.explain:
+            d.pop("not_fired", None)
+        text = to_json(d)
+    else:
+        from kg.output.formats import render
+        text = render(args.format, "check", d)
+    write_output(text, args.output, force=args.force)
+    return fail_code(d["findings"], args.fail_on)

@@ -1,0 +1,106 @@
+"""Text rendering of a training report (``kind: training`` from kg.analyses.training.check_training).
+
+Sections: the job (framework, model, GPUs), the parallel layout, batch arithmetic, memory per GPU
+with its breakdown and accounting, then findings. A training report never prints serving terms
+(KV cache, concurrency, max_model_len). "No findings" is printed only when rules were evaluated;
+when the memory could not be computed the report says which input is missing.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+GB = 10**9
+
+
+def _gb(n: int | float | None) -> str:
+    return "-" if n is None else f"{n / GB:,.2f} GB"
+
+
+def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
+    st = d.get("stack") or {}
+    der = d.get("derived") or {}
+    par = der.get("parallel") or {}
+    out: list[str] = []
+    fw = st.get("framework") or "?"
+    if st.get("framework_version"):
+        fw += f" {st['framework_version']}"
+    out.append(f"optkg check (training): {st.get('name') or st.get('source') or 'job'}")
+    out.append(f"  framework: {fw}   model: {st.get('model') or '(shape from arguments)'}   "
+               f"GPUs: {st.get('gpu') or 'GPU not given'} x{par.get('world_size', '?')}")
+    if par:
+        s = st.get("settings") or {}
+        line = (f"  TP {par['tp_size']} x PP {par['pp_size']} x CP {par['cp_size']} x DP {par['dp_size']} "
+                f"= {par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']} GPUs")
+        if par.get("ep_size", 1) > 1:
+            line += f", EP {par['ep_size']}"
+        extras = []
+        if s.get("vpp_size"):
+            extras.append(f"virtual stages {s['vpp_size']}")
+        if s.get("sequence_parallel"):
+            extras.append("sequence parallel")
+        if s.get("zero_stage"):
+            extras.append(f"ZeRO-{s['zero_stage']}")
+        if s.get("distributed_optimizer"):
+            extras.append("distributed optimizer")
+        if s.get("fsdp_sharding"):
+            extras.append(f"FSDP {s['fsdp_sharding']}")
+        if s.get("recompute_granularity"):
+            extras.append(f"recompute {s['recompute_granularity']}")
+        out.append("Parallel layout")
+        out.append(line + (f"   ({', '.join(extras)})" if extras else ""))
+    ba = der.get("batch") or {}
+    if ba.get("global_batch_size") or ba.get("micro_batch_size"):
+        out.append("Batch")
+        txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
+               f" x DP {ba.get('dp_size')} = global {ba.get('global_batch_size') or '?'} sequences")
+        if ba.get("tokens_per_step"):
+            txt += f"; {ba['tokens_per_step']:,} tokens per step"
+        out.append(txt)
+    mem = der.get("memory")
+    if mem:
+        out.append("Memory per GPU (most loaded rank: first pipeline stage; estimate)")
+        rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
+                ("optimizer states", mem["optimizer_bytes"])]
+        if mem.get("working_buffer_bytes"):
+            rows.append(("gathered unit (ZeRO-3/FSDP)", mem["working_buffer_bytes"]))
+        rows.append(("model states", mem["model_states_bytes"]))
+        for name, v in rows:
+            out.append(f"  {name:<30} {_gb(v):>12}")
+        out.append(f"  {'activations':<30} {_gb(mem['activations_bytes']):>12}   ({mem['layers_on_first_stage']} layers x "
+                   f"{mem['in_flight_microbatches']:g} micro-batches in flight, {mem['activation_bytes_per_layer'] / 2**20:,.1f} MiB per layer)")
+        gpu = d.get("gpu_memory_bytes")
+        total = f"  {'total':<30} {_gb(mem['total_bytes']):>12}"
+        if gpu:
+            total += f"   of {_gb(gpu)} ({mem['total_bytes'] / gpu:.0%})"
+        out.append(total)
+        if mem.get("cpu_offload_bytes"):
+            out.append(f"  {'on the host (offload)':<30} {_gb(mem['cpu_offload_bytes']):>12}")
+        out.append(f"  parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}")
+        for a in mem.get("accounting") or []:
+            out.append(f"  - {a}")
+    for n in d.get("notes") or []:
+        out.append(f"note: {n}")
+    if d.get("ignored_flags"):
+        out.append(f"not modelled (ignored): {', '.join(sorted(set(d['ignored_flags'])))}")
+    out.append("")
+    findings = d.get("findings") or []
+    if findings:
+        for f in findings:
+            out.append(f"{f['severity'].upper():<6}{f['rule_id']}: {f['title']}")
+            out.append(f"      {f['message']}")
+            if f.get("fix"):
+                out.append(f"      fix: {f['fix']}")
+            for s in (f.get("sources") or [])[:2]:
+                out.append(f"      source: {s.get('title')} <{s.get('url')}>")
+            out.append(f"      rule: {f.get('rule_file', '').rsplit('/rules/', 1)[-1] and 'rules/' + f.get('rule_file', '').rsplit('/rules/', 1)[-1]}:{f.get('rule_line')}")
+    elif d.get("rules_evaluated"):
+        out.append(f"No findings ({d['rules_evaluated']} of {d.get('rules_total', '?')} training rules apply to this "
+                   "job and were checked; --explain lists the others).")
+    else:
+        out.append("Nothing could be checked: no training rule applies to what this input gives (--explain says why).")
+    if explain:
+        out.append("")
+        out.append("Rules that did not fire:")
+        for nf in d.get("not_fired") or []:
+            out.append(f"  {nf['rule']}: {nf['reason']}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,47 @@
+"""optkg's training memory against llm-analysis and the issue's 70B job (tests/bench/training_anchors.py)."""
+import importlib.util
+from fractions import Fraction
+from pathlib import Path
+
+from kg.derive.training_memory import activation_bytes_per_layer, training_memory
+from kg.inputs.modelcfg import resolve_model
+from kg.inputs.training import parse_training_command
+
+_spec = importlib.util.spec_from_file_location("training_anchors", Path(__file__).parent / "bench" / "training_anchors.py")
+anchors = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(anchors)
+
+
+def test_70b_job_within_5_percent_of_the_issue_llm_analysis_figure():
+    job = parse_training_command(anchors.JOB_70B + " --seq-length 8192", model=resolve_model("meta-llama/Llama-3.1-70B"))
+    m = training_memory(job)
+    assert (m.model_states, m.activations) == (15_330_981_888, 26_273_120_256)
+    assert abs(m.total / 1e9 / anchors.ISSUE_70B_GB - 1) < 0.05          # 41.60 GB vs 39.9 GB: +4.3 %
+    assert abs(m.activations / 1e9 / 26.2 - 1) < 0.01                    # 26.27 GB vs 26.2 GB
+
+
+def test_model_states_agree_with_llm_analysis_on_its_70b_shape():
+    spec = anchors.LLM_ANALYSIS["llama2-70b TP8 PP4 DP16 ZeRO-1 SP, s 4096, mbs 1 (H100)"]
+    ms, act = anchors.optkg_llm_analysis_row(spec)
+    assert ms == 11_829_196_800 and abs(ms / spec["model_states"] - 1) < 1e-5
+    assert act == 11_458_838_528
+
+
+def test_activation_gap_to_llm_analysis_is_its_conventions_exactly():
+    # llm-analysis 0.2.2 per layer, flash attention, SP 8 (s 4096, b 1, h 8192, a 64, ffn 4h): 164.25 MiB
+    s, b, h, a, t = 4096, 1, 8192, 64, 8
+    theirs = Fraction(16425, 100) * 2**20
+    shape = dict(hidden_size=h, num_attention_heads=a, ffn_hidden_size=4 * h)
+    mine = activation_bytes_per_layer(shape, s, b, t, True, "none", True)
+    assert mine == 34 * s * b * h // t == 142_606_336
+    sbh_t = Fraction(s * b * h, t)
+    fp32_layernorm = 4 * sbh_t            # two LayerNorm inputs at 4 B instead of 2 B
+    flash_recount = 4 * sbh_t + Fraction(8 * a * s * b, t)   # output 2sbh and softmax stats 4asb, 2 B each, /t
+    no_mlp_dropout_mask = -sbh_t
+    assert mine + fp32_layernorm + flash_recount + no_mlp_dropout_mask == theirs
+
+
+def test_bench_table_renders():
+    rows = anchors.rows()
+    assert len(rows) == 12
+    assert rows[5][1].replace(" B", "") == "15,332,931,072 + 10,754,211,840"

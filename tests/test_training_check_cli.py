@@ -1,0 +1,60 @@
+"""optkg check on training jobs end to end: the 70B job's breakdown, no inference wording, exit codes, routing."""
+import json
+import re
+
+from conftest import REPO
+
+JOB_70B = ("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py --tensor-model-parallel-size 8 "
+           "--pipeline-model-parallel-size 4 --sequence-parallel --use-distributed-optimizer --bf16 "
+           "--micro-batch-size 1 --global-batch-size 1024 --seq-length 8192 --recompute-granularity selective")
+SERVING_WORDS = re.compile(r"KV|kv-cache|kv_cache|concurrency|max_model_len|inference|serving|tokens per GPU", re.I)
+
+
+def test_70b_job_text_report(cli):
+    code, out, err = cli("check", "--train", JOB_70B, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100")
+    assert code == 0, err
+    assert "TP 8 x PP 4 x CP 1 x DP 16 = 512 GPUs" in out
+    assert "micro 1 x grad-accum 64 x DP 16 = global 1024 sequences; 8,388,608 tokens per step" in out
+    assert "model states                       15.33 GB" in out
+    assert "activations                        26.27 GB" in out
+    assert "total                              41.60 GB   of 85.52 GB (49%)" in out
+    assert re.search(r"No findings \(\d+ of 26 training rules apply to this job and were checked", out)
+    assert not SERVING_WORDS.search(out), SERVING_WORDS.search(out)
+
+
+def test_70b_job_json(cli):
+    code, out, _ = cli("check", "--train", JOB_70B, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100",
+                       "--format", "json")
+    d = json.loads(out)
+    assert d["kind"] == "training" and code == 0
+    m = d["derived"]["memory"]
+    assert (m["weights_bytes"], m["gradients_bytes"], m["optimizer_bytes"]) == (4_542_513_152, 9_085_026_304, 1_703_442_432)
+    assert m["activations_bytes"] == 26_273_120_256 and m["in_flight_microbatches"] == 4
+    assert "kv" not in json.dumps(d["derived"]).lower()
+
+
+def test_vpp_case_exit_code_and_one_line_error(cli):
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --pipeline-model-parallel-size 16 "
+                       "--num-layers-per-virtual-pipeline-stage 2", "--model", "meta-llama/Llama-3.1-70B")
+    assert code == 1
+    assert "64 of 80 layers are built (16 silently dropped" in out
+    code, out, err = cli("check", "--train", "torchrun pretrain_gpt.py --pipeline-model-parallel-size two")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pp_size must be an integer, found 'two'" in err
+
+
+def test_training_files_route_to_the_training_report(cli, tmp_path):
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1}')
+    code, out, _ = cli("check", str(ds), "--model", "meta-llama/Llama-3.1-8B", "--count", "1")
+    assert code == 1 and "deepspeed-batch-size-mismatch" in out and "8 != 2 x 1 x 1 = 2" in out
+    case = REPO / "tests/fixtures/training_cases/te_1159.yaml"
+    code, out, _ = cli("check", str(case))
+    assert code == 1 and "training-fp8-needs-sm89" in out and "RTX-3090 is 8.6" in out
+
+
+def test_no_model_says_what_could_not_be_computed(cli):
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 2 pretrain_gpt.py --tensor-model-parallel-size 2")
+    assert code == 0
+    assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size), seq_length not given" in out
+    n = int(re.search(r"No findings \((\d+) of 26", out).group(1))
+    assert 0 < n < 26
