@@ -98,3 +98,69 @@ def test_megatron_theoretical_memory_pp1_logits():
                                     recompute_granularity="selective", distributed_optimizer=True, world_size=8)
     assert round(r.weight_and_optimizer_bytes) == 36_137_373_696
     assert round(r.activation_bytes) == 19_365_134_336
+
+
+# ---- training_memory on whole jobs: sharding, offload, FSDP groups, MoE (hand-checked) ----------
+from kg.derive.training_memory import batch_arithmetic, training_memory  # noqa: E402
+from kg.inputs.modelcfg import resolve_model  # noqa: E402
+from kg.inputs.training.job import TrainingJob  # noqa: E402
+
+LLAMA8_PARAMS = 8_030_261_248  # 32 x 218,112,000 + 4,096 + 2 x 128,256 x 4,096
+
+
+def _job(fw, model="meta-llama/Llama-3.1-8B", **settings):
+    j = TrainingJob(framework=fw, model=resolve_model(model))
+    for k, v in {"seq_length": 4096, "micro_batch_size": 1, **settings}.items():
+        j.set(k, v, "test")
+    return j
+
+
+def test_zero_stages_and_offload_on_llama_8b():
+    p = LLAMA8_PARAMS
+    z2 = training_memory(_job("deepspeed", world_size=8, zero_stage=2))
+    assert z2.params_per_gpu == p
+    assert (z2.weights, z2.gradients, z2.optimizer) == (2 * p, 2 * p // 8, 12 * p // 8)
+    z3 = training_memory(_job("deepspeed", world_size=8, zero_stage=3))
+    assert (z3.weights, z3.gradients, z3.optimizer) == (2 * p // 8, 2 * p // 8, 12 * p // 8)
+    assert z3.working_buffer == 2 * 128_256 * 4_096  # the largest unit (embedding) gathered in bf16
+    off = training_memory(_job("deepspeed", world_size=8, zero_stage=3, offload_optimizer="cpu", offload_param="cpu"))
+    assert (off.weights, off.gradients, off.optimizer) == (0, 0, 0)
+    assert off.cpu_bytes == 12 * p // 8 + 2 * (2 * p // 8) + 2 * p // 8
+
+
+def test_fsdp_hybrid_shards_within_the_node():
+    full = training_memory(_job("fsdp", world_size=32, fsdp_sharding="full_shard"))
+    hybrid = training_memory(_job("fsdp", world_size=32, gpus_per_node=8, fsdp_sharding="hybrid_shard"))
+    assert full.optimizer == 12 * LLAMA8_PARAMS // 32
+    assert hybrid.optimizer == 12 * LLAMA8_PARAMS // 8 and hybrid.weights == 2 * LLAMA8_PARAMS // 8
+
+
+def test_moe_experts_sharded_by_ep():
+    j = _job("megatron", model="Qwen/Qwen3-30B-A3B", world_size=32, tp_size=4, ep_size=8, sequence_parallel=True,
+             distributed_optimizer=True)
+    m = training_memory(j)
+    assert m.total_params == 30_520_051_712
+    # per layer: attention 2*2048*128*(32+4) = 18,874,368, norms 4,096, routed experts 128 x 3 x 2048 x 768
+    # = 603,979,776 (/EP 8); embedding with Megatron's padded vocab (151,936 -> multiple of 128 x TP 4 = 152,064)
+    # x 2048, twice (PP 1), + final norm 2,048; all /TP 4
+    layer_other, experts = 18_874_368 + 4_096, 603_979_776
+    emb = 2 * 152_064 * 2048 + 2048
+    assert m.params_per_gpu == (48 * layer_other + emb + 48 * experts // 8) // 4 == 1_288_225_280
+
+
+def test_batch_arithmetic():
+    j = _job("megatron", world_size=64, tp_size=8, global_batch_size=1024, micro_batch_size=2)
+    assert batch_arithmetic(j) == {"dp_size": 8, "gbs_divisible": True, "micro_batch_size": 2,
+                                   "gradient_accumulation_steps": 64, "global_batch_size": 1024,
+                                   "expected_global_batch_size": 1024, "batch_consistent": True,
+                                   "tokens_per_step": 4_194_304}
+
+
+def test_deepspeed_estimator_reported_beside_the_breakdown():
+    from kg.analyses.training import training_facts
+    _, _, derived = training_facts(_job("deepspeed", world_size=8, zero_stage=2))
+    ds = derived["deepspeed_estimator"]
+    assert ds["bytes"] == 2 * LLAMA8_PARAMS + int(18 * LLAMA8_PARAMS / 8) == 34_128_610_304
+    assert ds["formula"] == "2Ψ + 18Ψ/N" and "4 fp32 grads" in ds["why"]
+    # the breakdown: 2Ψ weights + (2 + 12)Ψ/N (ZeRO paper P_os+g)
+    assert derived["memory"]["model_states_bytes"] == 2 * LLAMA8_PARAMS + 2 * LLAMA8_PARAMS // 8 + 12 * LLAMA8_PARAMS // 8

@@ -379,7 +379,7 @@ def training_memory(job: Any) -> TrainingMemory:
     n_dense_first = layers_first - n_moe_first
     expert_share = pc.moe_layer_experts * n_moe_first
     other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
-    emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1)
+    emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1) + (pc.final_norm if pp == 1 else 0)
     params = int((Fraction(other + emb_first) + Fraction(expert_share, ep)) / tp)
     acc.append("parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, routed experts /EP")
     wbytes = DTYPE_BYTES[g("params_dtype", "bf16")]

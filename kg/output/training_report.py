@@ -78,6 +78,10 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         out.append(f"  parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}")
         for a in mem.get("accounting") or []:
             out.append(f"  - {a}")
+        ds = der.get("deepspeed_estimator")
+        if ds:
+            out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
+            out.append(f"    it differs because {ds['why']}.")
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
     if d.get("ignored_flags"):
