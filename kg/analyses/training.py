@@ -58,6 +58,8 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     if ns.get("num_layers") and ns.get("hidden_size"):
         ns.setdefault("num_experts", 0)
         ns.setdefault("num_moe_layers", 0)
+    if job.framework == "deepspeed" and par["pp_size"] > 1:
+        ns["pipeline_engine"] = True  # DeepSpeed's pipeline parallelism is its PipelineEngine (runtime/pipe/engine.py)
     ns["framework"] = job.framework
     ns["framework_version"] = job.framework_version or ""
     ns["has_model_shape"] = bool(shape.get("num_layers") and shape.get("hidden_size"))
