@@ -164,3 +164,12 @@ def test_deepspeed_estimator_reported_beside_the_breakdown():
     assert ds["formula"] == "2Ψ + 18Ψ/N" and "4 fp32 grads" in ds["why"]
     # the breakdown: 2Ψ weights + (2 + 12)Ψ/N (ZeRO paper P_os+g)
     assert derived["memory"]["model_states_bytes"] == 2 * LLAMA8_PARAMS + 2 * LLAMA8_PARAMS // 8 + 12 * LLAMA8_PARAMS // 8
+
+
+def test_moe_activations_use_topk_experts():
+    j = _job("megatron", model="Qwen/Qwen3-30B-A3B", world_size=32, tp_size=4, ep_size=8, sequence_parallel=True,
+             distributed_optimizer=True, recompute_granularity="selective")
+    m = training_memory(j)
+    # s b h / t x (10 + 8 + 6 x (top-8 x 768) / 2048) = 4096 x 2048 / 4 x 36
+    assert m.activation_per_layer == 4096 * 2048 // 4 * 36 == 75_497_472
+    assert m.layers_on_stage == 48 and m.in_flight_microbatches == 1

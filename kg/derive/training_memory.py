@@ -449,7 +449,18 @@ def training_memory(job: Any) -> TrainingMemory:
     sp = bool(g("sequence_parallel")) or (framework in ("torchtitan",) and tp > 1)
     recompute = g("recompute_granularity", "none")
     flash = g("use_flash_attn", True)
-    per_layer = activation_bytes_per_layer(shape, s, b, tp, sp, recompute, flash)
+    act_shape = dict(shape)
+    if pc.num_moe_layers and shape.get("moe_router_topk"):
+        # a MoE layer's MLP activations: each token passes top-k experts (+ the shared expert), so the
+        # FFN width that stores activations is topk x moe_ffn (+ shared); EP moves tokens, not their count
+        moe_ffn = shape["moe_router_topk"] * (shape.get("moe_ffn_hidden_size") or 0) + \
+            (shape.get("moe_shared_expert_intermediate_size") or 0)
+        dense_ffn = shape.get("ffn_hidden_size") or 4 * shape["hidden_size"]
+        act_shape["ffn_hidden_size"] = Fraction(moe_ffn * pc.num_moe_layers + dense_ffn * pc.num_dense_layers,
+                                                pc.num_moe_layers + pc.num_dense_layers)
+        acc.append(f"MoE: {pc.num_moe_layers} layers store activations for top-{shape['moe_router_topk']} experts "
+                   f"x {shape.get('moe_ffn_hidden_size')} per token")
+    per_layer = activation_bytes_per_layer(act_shape, s, b, tp, sp, recompute, flash)
     vpp = g("vpp_size")
     m = None
     if g("global_batch_size") and b:
@@ -460,7 +471,7 @@ def training_memory(job: Any) -> TrainingMemory:
     acts = per_layer * layers_first * inflight
     if recompute == "full":
         # the layer being recomputed holds its full activations once
-        acts += activation_bytes_per_layer(shape, s, b, tp, sp, "selective", flash)
+        acts += activation_bytes_per_layer(act_shape, s, b, tp, sp, "selective", flash)
     # embedding output (dropout mask + output) on the first stage; logits on the last when PP = 1
     acts += Fraction(s * b * shape["hidden_size"] * 3 * (inflight if pp > 1 else 1), tp if sp else 1)
     if pp == 1 and padded:
