@@ -58,3 +58,12 @@ def test_no_model_says_what_could_not_be_computed(cli):
     assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size), seq_length not given" in out
     n = int(re.search(r"No findings \((\d+) of 26", out).group(1))
     assert 0 < n < 26
+
+
+def test_megatron_job_shows_megatron_theoretical_memory_to_the_byte(cli):
+    code, out, _ = cli("check", "--train", JOB_70B.replace("8192", "4096"), "--model", "meta-llama/Llama-3.1-70B",
+                       "--format", "json")
+    mt = json.loads(out)["derived"]["megatron_theoretical"]
+    # Megatron-LM theoretical_memory_usage.py @d98e8a64 on the same arguments (tests/test_training_memory.py)
+    assert (mt["weight_and_optimizer_bytes"], mt["activation_bytes"]) == (15_332_931_072, 10_754_211_840)
+    assert (mt["weight_and_optimizer_mib"], mt["activation_mib"]) == (14622.62, 10256.02)

@@ -151,6 +151,8 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
             for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
                       "optimizer_bytes"):
                 ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
+            if job.framework in ("megatron", "nemo", "verl"):
+                derived["megatron_theoretical"] = _megatron_theoretical(job, shape, par)
             zs = job.get("zero_stage") or 0
             if job.framework == "deepspeed" and zs in (2, 3) and par["tp_size"] == 1 and par["pp_size"] == 1:
                 derived["deepspeed_estimator"] = _deepspeed_estimate(job, mem, zs, par)
@@ -164,6 +166,26 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     facts = [{"kind": "training", "framework": job.framework},
              {"kind": "model", "is_moe": bool((shape.get("num_experts") or 0) > 1)}]
     return facts, ns, derived
+
+
+def _megatron_theoretical(job: TrainingJob, shape: Mapping[str, Any], par: Mapping[str, int]) -> dict[str, Any]:
+    """What Megatron-LM's report_theoretical_memory prints for these arguments (MiB), and its formula."""
+    from kg.derive.training_memory import MIB, megatron_theoretical_memory, padded_vocab_size
+    mbs = job.get("micro_batch_size") or 1
+    nmb = job.get("global_batch_size") // (mbs * par["dp_size"]) if job.get("global_batch_size") else None
+    r = megatron_theoretical_memory(
+        shape, tp=par["tp_size"], pp=par["pp_size"], dp=par["dp_size"], seq_length=job.get("seq_length"),
+        micro_batch_size=mbs, padded_vocab=padded_vocab_size(shape.get("vocab_size") or 0, par["tp_size"],
+                                                             job.get("make_vocab_size_divisible_by", 128)),
+        vpp=job.get("vpp_size") or None, num_microbatches=nmb, sequence_parallel=bool(job.get("sequence_parallel")),
+        recompute_granularity=job.get("recompute_granularity", "none"),
+        distributed_optimizer=bool(job.get("distributed_optimizer")), ep=par["ep_size"], etp=job.get("etp_size") or None,
+        world_size=par["world_size"])
+    return {"weight_and_optimizer_bytes": round(r.weight_and_optimizer_bytes), "activation_bytes": round(r.activation_bytes),
+            "weight_and_optimizer_mib": round(float(r.weight_and_optimizer_bytes / MIB), 2),
+            "activation_mib": round(float(r.activation_bytes / MIB), 2), "total_mib": round(float(r.total_bytes / MIB), 2),
+            "formula": r.formula,
+            "source": "NVIDIA/Megatron-LM@d98e8a64 megatron/training/theoretical_memory_usage.py (recomputed)"}
 
 
 def _deepspeed_estimate(job: TrainingJob, mem, stage: int, par: Mapping[str, int]) -> dict[str, Any]:

@@ -78,6 +78,12 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         out.append(f"  parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}")
         for a in mem.get("accounting") or []:
             out.append(f"  - {a}")
+        mt = der.get("megatron_theoretical")
+        if mt:
+            out.append(f"  Megatron-LM's theoretical memory for these arguments: weight and optimizer="
+                       f"{mt['weight_and_optimizer_mib']:,.2f} MB, activation={mt['activation_mib']:,.2f} MB, "
+                       f"total={mt['total_mib']:,.2f} MB (MiB; {mt['formula']}; it counts 18 or 6 + 12/DP bytes per "
+                       "parameter and the SwiGLU MLP as 4·ffn/h)")
         ds = der.get("deepspeed_estimator")
         if ds:
             out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
