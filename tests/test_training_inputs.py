@@ -126,3 +126,15 @@ def test_stack_yaml_with_framework_and_graph_style_techniques(tmp_path, catalog)
 ])
 def test_detect_command(cmd, fw):
     assert detect_command(cmd) == fw
+
+
+@pytest.mark.parametrize("cmd, needle", [
+    ("torchrun", "--train: no training script or module in the command"),
+    ("torchrun 'unbalanced", "--train: cannot split the command (No closing quotation)"),
+    ("python -m verl.trainer.main_ppo data.max_prompt_length=abc", "data.max_prompt_length / data.max_response_length must be integers"),
+    ("torchrun pretrain_gpt.py --tensor-model-parallel-size 99999999999999", "tp_size must be between 0 and"),
+])
+def test_bad_commands_are_one_line_errors(cmd, needle):
+    with pytest.raises(OptkgError) as e:
+        parse_training_command(cmd, where="--train")
+    assert needle in str(e.value) and "\n" not in str(e.value)

@@ -26,7 +26,7 @@ def is_training_command(text: str) -> bool:
     return bool(TRAINING_HINTS.search(text or ""))
 
 
-def detect_command(text: str) -> str:
+def detect_command(text: str, where: str = "--cmd") -> str:
     """The reader for ``text``: verl, torchtitan, megatron, deepspeed (Megatron-DeepSpeed) or hf-trainer.
 
     A Megatron script (``pretrain_*.py``, swift's ``megatron``) or Megatron flags go to the Megatron
@@ -35,7 +35,10 @@ def detect_command(text: str) -> str:
     ``--deepspeed ds.json`` / ``--fsdp`` itself.
     """
     from kg.inputs.training.argv import split_command
-    cmd = split_command(text, "--cmd")
+    cmd = split_command(text, where)
+    if cmd.script is None:
+        raise OptkgError(f"{where}: no training script or module in the command (expected e.g. `torchrun ... "
+                         "pretrain_gpt.py ...`, `deepspeed train.py --deepspeed ds.json`, `accelerate launch train.py`)")
     args = " ".join(cmd.args)
     script = (cmd.script or "").rsplit("/", 1)[-1]
     if "verl.trainer" in script:
@@ -54,7 +57,7 @@ def detect_command(text: str) -> str:
 def parse_training_command(text: str, model=None, where: str = "--cmd", base_dir: Path | None = None,
                            resolver=None, framework: str | None = None) -> TrainingJob:
     """Read a pasted training command with the reader ``detect_command`` picks (or ``framework``'s)."""
-    fw = detect_command(text)
+    fw = detect_command(text, where)
     if fw == "verl":
         from kg.inputs.training.verl import parse_verl_command
         return parse_verl_command(text, model, where, resolver)
