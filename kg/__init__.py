@@ -3,4 +3,4 @@
 Data flows one way: catalog files -> validated model (kg.knowledge.catalog) -> graph (kg.knowledge.graph)
 -> rule engine (kg.engine.durable, kg.engine.rules) -> findings (kg.analyses.check) -> renderers (kg.output.report, kg.output.diagrams).
 """
-__version__ = "0.1.0"
+from kg.core.version import __version__  # noqa: F401

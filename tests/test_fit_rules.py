@@ -10,7 +10,8 @@ from kg.knowledge.catalog import load_catalog
 from kg.core.errors import OptkgError
 from kg.analyses.fit import PATTERNS, cost_curve, evaluate_fit, model_context, workload_features
 from kg.analyses.fitmeasure import measure_trace
-from kg.engine.fixtures import load_fixture_cases, run_case
+from kg.analyses.fixtures import run_case
+from kg.engine.fixtures import load_fixture_cases
 from kg.derive.kv import GIB, kv_layout
 from kg.inputs.modelcfg import load_config_file, resolve_model
 from kg.engine.rules import load_rules

@@ -349,7 +349,7 @@ def fail_code(d: dict[str, Any], fail_on: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# fixture runner (kg/engine/fixtures.py RUNNERS['diagnose'])
+# fixture runner (kg/analyses/fixtures.py RUNNERS['diagnose'])
 
 FIXTURE_KEYS = {"files", "before", "text", "window_s", "phase", "target_throughput", "workload", "thresholds", "stack"}
 

@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kg.core import paths
     from kg.output.docs import write_docs
-    from kg.cli.validate import _display, default_catalog_root, rules_dir_for
+    from kg.core.paths import default_catalog_root, display_path, rules_dir_for
 
     root = Path(args.catalog) if args.catalog else default_catalog_root()
     rules = args.rules or rules_dir_for(root) or paths.rules_dir()
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     results = write_docs(root, Path(rules), out_dir, check=args.check)
     stale = False
     for path, status in results:
-        shown = _display(str(path))
+        shown = display_path(str(path))
         if status == "stale":
             stale = True
             print(f"{shown}: stale; run `optkg docs` and commit the result")

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     tid = args.id
     if not ID_RE.match(tid):
         raise OptkgError(f"id '{tid}': use lower-case letters, digits and dashes (e.g. {_slug(tid)})")
-    from kg.cli.validate import default_catalog_root
+    from kg.core.paths import default_catalog_root
     root = Path(args.catalog) if args.catalog else default_catalog_root()
     if not (root / "axes.yaml").is_file():
         raise OptkgError(f"{root}: not a catalog folder (no axes.yaml); pass --catalog")

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kg.output.filtering import apply_filters, fail_code
-    from kg.analyses.place import place_technique, render_text
+    from kg.analyses.place import place_technique
+    from kg.output.place_report import render_text
     from kg.output.report import to_json
     from kg.cli.common import write_output
 

@@ -14,6 +14,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from kg.core.paths import default_catalog_root, display_path, rules_dir_for
+from kg.knowledge.checks import problem_dict
+from kg.output.validate_report import render_text
+
 FORMATS = ("text", "json", "sarif", "markdown", "github")
 SCHEMA_VERSION = "1.0"
 
@@ -103,7 +107,7 @@ def _rules_problems(cat, rules_dir: Path | None) -> list:
                                        hint="use a technique id from catalog/techniques/ (or add the technique)"))
             if not (fixtures / f"{r.id}.yaml").is_file():
                 out.append(problem(r.file, r.line, 1, r.id, f"rule '{r.id}' has no fixture file", "rule-no-fixture",
-                                   expected=_display(str(fixtures / f"{r.id}.yaml")),
+                                   expected=display_path(str(fixtures / f"{r.id}.yaml")),
                                    hint="add fire: and pass: cases (see kg/engine/fixtures.py)"))
     return out
 
@@ -154,37 +158,6 @@ def _removed_id_problems(cat, deleted: list[Path]) -> list:
     return out
 
 
-def default_catalog_root() -> Path:
-    """The catalog a command works on when none is named: ``$OPTKG_HOME/catalog`` if set, else
-    ``./catalog`` when the working directory holds one (a repository keeping its own catalog),
-    else the shipped catalog."""
-    import os
-    from kg.core import paths
-    if not os.environ.get("OPTKG_HOME") and (Path("catalog") / "axes.yaml").is_file():
-        return Path("catalog")
-    return paths.catalog_dir()
-
-
-def rules_dir_for(catalog_root: Path) -> Path | None:
-    """The rules folder beside a catalog folder (``<catalog>/../rules``), or None (then: the shipped rules)."""
-    d = Path(catalog_root).resolve().parent / "rules"
-    return d if d.is_dir() else None
-
-
-def _display(path: str) -> str:
-    """Path relative to the working directory when it lies inside it (CI annotations need repo-relative paths)."""
-    import os
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            rel = os.path.relpath(p, Path.cwd())
-        except ValueError:  # another drive (Windows): keep the path as given
-            return path
-        if not rel.startswith(".."):
-            return rel
-    return path
-
-
 def collect(args: argparse.Namespace) -> tuple[list, int, Path]:
     """Return (problems, number of techniques loaded, catalog root). Problems are errors and warnings, sorted."""
     import dataclasses
@@ -230,51 +203,9 @@ def collect(args: argparse.Namespace) -> tuple[list, int, Path]:
         if rules is not None:  # a catalog kept elsewhere without rules/ beside it is checked on its own
             problems.extend(_rules_problems(cat, rules))
         problems.extend(_engine_problems(cat, root))
-    problems = [dataclasses.replace(p, file=_display(p.file)) for p in problems]
+    problems = [dataclasses.replace(p, file=display_path(p.file)) for p in problems]
     problems.sort(key=lambda p: (p.file, p.line, p.column, p.code))
     return problems, len(cat.techniques), root
-
-
-def fingerprint(p) -> str:
-    """Stable id of a problem for baselines: check code, file name, field path and found value (not the line)."""
-    import hashlib
-    key = "\0".join([p.code, Path(p.file).name, p.path, repr(p.found)])
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def problem_dict(p) -> dict[str, Any]:
-    from kg.knowledge.checks import CHECKS
-    d = p.to_dict()
-    d["tags"] = list(CHECKS[p.code].tags) if p.code in CHECKS else []
-    d["fingerprint"] = fingerprint(p)
-    return d
-
-
-def render_text(problems, n_files: int, suppressed: int = 0) -> str:
-    out = []
-    for p in problems:
-        sev = p["severity"] if isinstance(p, dict) else p.severity
-        d = p if isinstance(p, dict) else p.to_dict()
-        loc = f"{d['file']}:{d['line']}:{d['column']}"
-        out.append(f"{loc}: {sev}: {d['path'] + ': ' if d['path'] else ''}{d['message']} [{d['code']}]")
-        if d["found"] is not None and d["code"] not in ("yaml",):
-            out.append(f"    found: {d['found']!r}")
-        if d["expected"]:
-            out.append(f"    expected: {d['expected']}")
-        if d["valid_values"]:
-            out.append("    valid values:")
-            for vv in d["valid_values"]:
-                out.append(f"      - {vv['value']}: {vv['description']}" if vv["description"] else f"      - {vv['value']}")
-        if d["hint"]:
-            out.append(f"    hint: {d['hint']}")
-    files = len({(p["file"] if isinstance(p, dict) else p.file) for p in problems})
-    tail = f" ({suppressed} suppressed by --ignore/--select/--baseline)" if suppressed else ""
-    if problems:
-        errors = sum(1 for p in problems if (p["severity"] if isinstance(p, dict) else p.severity) == "error")
-        out.append(f"{len(problems)} problem(s) in {files} file(s): {errors} error(s), {len(problems) - errors} warning(s){tail}")
-    else:
-        out.append(f"catalog OK: {n_files} techniques, no problems{tail}")
-    return "\n".join(out) + "\n"
 
 
 def report(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
@@ -294,7 +225,7 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
                   file=sys.stderr)
         write_baseline(args.write_baseline, [p for p in sel if p["severity"] != "error"], force=args.force)
     errors = sum(1 for p in kept if p["severity"] == "error")
-    d = {"schema_version": SCHEMA_VERSION, "kind": "validate", "catalog": _display(str(root)), "techniques": n,
+    d = {"schema_version": SCHEMA_VERSION, "kind": "validate", "catalog": display_path(str(root)), "techniques": n,
          "problems": kept, "suppressed": suppressed,
          "summary": {"errors": errors, "warnings": len(kept) - errors, "files": len({p["file"] for p in kept})}}
     code = 2 if errors else fail_code(kept, args.fail_on)

@@ -1,5 +1,8 @@
 """Where the catalog and rules live: a checkout, or the copy bundled into the wheel.
 
+Also: the catalog a command works on by default (``default_catalog_root``), the rules beside a
+catalog (``rules_dir_for``) and paths as reports show them (``display_path``).
+
 Order: ``$OPTKG_HOME`` (a folder holding catalog/ and rules/), then the checkout the package sits
 in, then ``kg/_data`` (the wheel build copies catalog/ and rules/ there).
 """
@@ -27,3 +30,31 @@ def catalog_dir() -> Path:
 
 def rules_dir() -> Path:
     return data_root() / "rules"
+
+
+def default_catalog_root() -> Path:
+    """The catalog a command works on when none is named: ``$OPTKG_HOME/catalog`` if set, else
+    ``./catalog`` when the working directory holds one (a repository keeping its own catalog),
+    else the shipped catalog."""
+    if not os.environ.get("OPTKG_HOME") and (Path("catalog") / "axes.yaml").is_file():
+        return Path("catalog")
+    return catalog_dir()
+
+
+def rules_dir_for(catalog_root: Path) -> Path | None:
+    """The rules folder beside a catalog folder (``<catalog>/../rules``), or None (then: the shipped rules)."""
+    d = Path(catalog_root).resolve().parent / "rules"
+    return d if d.is_dir() else None
+
+
+def display_path(path: str) -> str:
+    """Path relative to the working directory when it lies inside it (CI annotations need repo-relative paths)."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            rel = os.path.relpath(p, Path.cwd())
+        except ValueError:  # another drive (Windows): keep the path as given
+            return path
+        if not rel.startswith(".."):
+            return rel
+    return path

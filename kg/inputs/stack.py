@@ -29,73 +29,11 @@ from typing import Callable, Any
 
 from kg.core import paths
 from kg.knowledge.catalog import Catalog
+from kg.knowledge.vocabulary import BASE_SETTINGS, PARALLEL_DEFAULTS
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import ModelFacts, load_config_file, resolve_model
 from kg.core.yamlio import YamlDoc, load_yaml, parse_yaml
 
-# Settings that are not technique parameters: name -> (type, description). Units in names.
-BASE_SETTINGS: dict[str, tuple[str, str]] = {
-    "max_model_len": ("integer", "longest request context, tokens"),
-    "gpu_memory_utilization": ("number", "fraction of GPU memory the engine may use (vLLM; SGLang mem_fraction_static)"),
-    "block_size": ("integer", "KV-cache block/page size, tokens"),
-    "kv_cache_dtype": ("string", "KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, int8"),
-    "attention_backend": ("string", "attention kernel backend name"),
-    "quantization": ("string", "weight quantization method"),
-    "max_num_batched_tokens": ("integer", "tokens per scheduler step"),
-    "max_num_seqs": ("integer", "max concurrent sequences"),
-    "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
-    "enforce_eager": ("boolean", "disable CUDA graphs"),
-    "dtype": ("string", "model dtype override"),
-    "expert_dtype": ("string", "stored dtype of the MoE expert weights when it differs from the rest (fp4, mxfp4, fp8, int4)"),
-    "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
-    "kv_role": ("string", "KV connector role"),
-    "speculative_method": ("string", "speculative decoding method (eagle, eagle3, mtp, ngram, draft_model, ...)"),
-    "speculative_model": ("string", "draft model"),
-    "num_speculative_tokens": ("integer", "draft tokens per step"),
-    "draft_tp_size": ("integer", "tensor-parallel size of the draft model"),
-    "cp_kv_cache_interleave_size": ("integer", "DCP interleave, tokens"),
-    "enable_prefix_caching": ("boolean", "prefix caching on"),
-    "enable_chunked_prefill": ("boolean", "chunked prefill on"),
-    "enable_lora": ("boolean", "LoRA adapters on"),
-    "enable_expert_parallel": ("boolean", "expert parallelism on"),
-    "enable_eplb": ("boolean", "expert load balancer on"),
-    "enable_dp_attention": ("boolean", "SGLang DP attention on"),
-    "enable_hierarchical_cache": ("boolean", "SGLang host KV cache tier on"),
-    "disable_sliding_window": ("boolean", "treat sliding-window layers as full attention"),
-    "flash_attn_version": ("integer", "FlashAttention major version (2, 3, 4)"),
-    "vllm_use_v1": ("integer", "VLLM_USE_V1"),
-    "swap_space_gib": ("number", "CPU swap space per GPU, GiB"),
-    "kv_offloading_size": ("number", "host KV offload size, GiB"),
-    "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
-    "speculative_eagle_topk": ("integer", "EAGLE top-k"),
-    "lora_paths": ("string", "LoRA adapter paths"),
-    "disaggregation_mode": ("string", "prefill/decode disaggregation role"),
-    "speculative_config": ("object", "vLLM --speculative-config JSON"),
-    "kv_transfer_config": ("object", "vLLM --kv-transfer-config JSON"),
-    "pcp_size": ("integer", "prefill context parallel size"),
-    "kv_cache_reuse": ("boolean", "TensorRT-LLM KV block reuse (prefix caching)"),
-    "model": ("string", "model id"),
-    # engine settings read by rules/engine_constraints.yaml, quantization.yaml, features.yaml
-    "dcp_comm_backend": ("string", "vLLM DCP communication backend: ag_rs or a2a"),
-    "host_memory_gib": ("number", "CPU RAM of the host, GiB (vLLM checks swap_space x tp_size against it)"),
-    "enable_dbo": ("boolean", "vLLM dual-batch overlap (micro-batching) on"),
-    "all2all_backend": ("string", "MoE all-to-all backend (vLLM --all2all-backend)"),
-    "num_redundant_experts": ("integer", "redundant experts kept by the expert load balancer"),
-    "kv_sharing_fast_prefill": ("boolean", "vLLM KV-sharing fast prefill on"),
-    "calculate_kv_scales": ("boolean", "estimate FP8 KV scales at run time"),
-    "pytorch_cuda_alloc_conf": ("string", "PYTORCH_CUDA_ALLOC_CONF environment value"),
-    "moe_a2a_backend": ("string", "SGLang MoE all-to-all backend (none, deepep, mooncake, ...)"),
-    "deepep_mode": ("string", "SGLang DeepEP mode: auto, normal, low_latency"),
-    "moe_runner_backend": ("string", "SGLang MoE kernel backend (auto, triton, flashinfer_cutlass, cutlass, ...)"),
-    "enable_sequence_parallelism": ("boolean", "vLLM sequence-parallelism compile pass on"),
-    "eplb_config": ("object", "vLLM --eplb-config JSON"),
-    "speculative_num_draft_tokens": ("integer", "SGLang draft tokens verified per step"),
-    "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
-    "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
-    "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
-    "allow_long_max_model_len": ("boolean", "VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set"),
-}
-PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
 # Sanity bound on every parallel size: far beyond any single serving deployment (the largest
 # shipped model has 128 attention heads, so tp_size above that can never start); a larger value
 # is a typo and is refused before any arithmetic runs on it.
@@ -468,11 +406,3 @@ def _engine_tables() -> dict[str, dict[str, Any]]:
         _TABLES.clear()
         _TABLES[key] = out
     return _TABLES[key]
-
-
-def parse_command(command: str, catalog: Catalog, engine: str, model_override: str | None = None,
-                  flag_label: str | None = None, resolver: Callable[[str], Any] = resolve_model) -> Stack:
-    """Moved to :func:`kg.inputs.launch.parse_command` (one module per launch format); kept here
-    so existing callers keep working."""
-    from kg.inputs.launch import parse_command as _parse
-    return _parse(command, catalog, engine, model_override, flag_label, resolver)

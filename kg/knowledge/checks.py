@@ -5,6 +5,7 @@ description), read by docs, SARIF rule metadata and ``--select``/``--ignore``; `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kg.core.errors import Problem
@@ -106,3 +107,19 @@ def problem(file: str, line: int, column: int, path: str, message: str, code: st
     """A Problem whose severity comes from ``CHECKS[code]`` (error for unknown codes)."""
     sev = CHECKS[code].severity if code in CHECKS else "error"
     return Problem(file, line, column, path, message, code, severity=kw.pop("severity", sev), **kw)
+
+
+def fingerprint(p) -> str:
+    """Stable id of a problem for baselines: check code, file name, field path and found value (not the line)."""
+    import hashlib
+    key = "\0".join([p.code, Path(p.file).name, p.path, repr(p.found)])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def problem_dict(p) -> dict[str, Any]:
+    """``p.to_dict()`` with the check's ``tags`` and the baseline ``fingerprint`` (the problem shape of
+    ``optkg validate --format json``)."""
+    d = p.to_dict()
+    d["tags"] = list(CHECKS[p.code].tags) if p.code in CHECKS else []
+    d["fingerprint"] = fingerprint(p)
+    return d

@@ -160,15 +160,13 @@ def _cross_checks(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc
 
 def _known_fact_names(techniques: dict[str, dict[str, Any]], properties: dict[str, Any]) -> set[str]:
     """Names a coupling condition may read: technique parameter names, property ids, stack settings
-    (kg.inputs.stack.BASE_SETTINGS, PARALLEL_DEFAULTS), ModelFacts fields and properties and every name the rules read."""
-    import dataclasses
+    (kg.knowledge.vocabulary: BASE_SETTINGS, PARALLEL_DEFAULTS), model facts (MODEL_FACT_NAMES: the
+    fields and properties of kg.inputs.modelcfg.ModelFacts) and every name the rules read."""
     from kg.engine.expr import ExprError, names_in
-    from kg.inputs.modelcfg import ModelFacts
-    from kg.inputs.stack import BASE_SETTINGS, PARALLEL_DEFAULTS  # lazy: kg.inputs.stack imports this module
+    from kg.knowledge.vocabulary import BASE_SETTINGS, MODEL_FACT_NAMES, PARALLEL_DEFAULTS
 
     known: set[str] = set(properties) | set(BASE_SETTINGS) | set(PARALLEL_DEFAULTS)
-    known |= {f.name for f in dataclasses.fields(ModelFacts)}
-    known |= {n for n, v in vars(ModelFacts).items() if isinstance(v, property)}  # is_moe, is_mla, ...
+    known |= set(MODEL_FACT_NAMES)
     for t in techniques.values():
         for prm in _list(t.get("parameters")):
             if isinstance(prm, dict) and isinstance(prm.get("name"), str):

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from kg.core.errors import OptkgError
+from kg.output.mdtext import md_cell as _md
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -240,7 +241,7 @@ def _location(file: str | None, line: int, column: int) -> dict[str, Any] | None
 
 def to_sarif(kind: str, d: dict[str, Any]) -> dict[str, Any]:
     """The SARIF 2.1.0 log (a dict) for a report dict of ``kind``."""
-    from kg import __version__
+    from kg.core.version import __version__
     results, rules, summary = _ADAPTERS[kind](d)
     index = {r.id: i for i, r in enumerate(rules)}
     descriptors = []
@@ -324,11 +325,6 @@ def to_github(kind: str, d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(s: Any) -> str:
-    """Escape text for a markdown table cell."""
-    return str(s).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
-
-
 def _md_loc(r: Result) -> str:
     if not r.file:
         return ""
@@ -343,7 +339,7 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
     results, _, summary = _ADAPTERS[kind](d)
     out = [f"<!-- optkg:{kind} -->"]
     if kind == "place":
-        from kg.analyses.place import render_markdown
+        from kg.output.place_report import render_markdown
         out.append(render_markdown(d))
         return "\n".join(out).rstrip() + "\n"
     head = {"validate": "optkg validate", "check": "optkg check"}[kind]
