@@ -38,6 +38,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.analyses.check import check_stack, describe_stack
 from kg.core.errors import OptkgError
+from kg.core.numfmt import SWEEP, fmt_num
 from kg.engine.rules import SEVERITY_ORDER, RuleSet
 from kg.inputs.stack import Stack, add_technique
 
@@ -272,16 +273,6 @@ CSV_COLUMNS = ("rank", "tp_size", "pp_size", "dcp_size", "kv_cache_dtype", "gpus
                "kv_tokens_total", "unique_kv_tokens_per_gpu", "max_concurrency", "findings", "reasons")
 
 
-def _n(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.2f}".rstrip("0").rstrip(".") if not v.is_integer() else f"{int(v):,}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
-
-
 def render_text(d: dict[str, Any]) -> str:
     """A table (tabulate), best first, with a header naming the base stack and a summary line."""
     from tabulate import tabulate
@@ -295,8 +286,8 @@ def render_text(d: dict[str, Any]) -> str:
         verdict = "ok" if c["valid"] and c["fits"] else ("invalid" if not c["valid"] else "does not fit")
         others = [f["rule_id"] for f in c["findings"]]
         rows.append([c["rank"], c["tp_size"], c["pp_size"], c["dcp_size"], c["kv_cache_dtype"], c["gpus_needed"],
-                     _n(c["kv_bytes_per_token_per_gpu"]), _n(c["kv_tokens_per_gpu"]), _n(c["unique_kv_tokens_per_gpu"]),
-                     _n(c["max_concurrency"]), verdict, ", ".join(others) or "-"])
+                     fmt_num(c["kv_bytes_per_token_per_gpu"], SWEEP), fmt_num(c["kv_tokens_per_gpu"], SWEEP), fmt_num(c["unique_kv_tokens_per_gpu"], SWEEP),
+                     fmt_num(c["max_concurrency"], SWEEP), verdict, ", ".join(others) or "-"])
     out.append(tabulate(rows, headers=["#", "tp", "pp", "dcp", "kv dtype", "GPUs", "KV B/token/GPU", "KV tokens/GPU",
                                        "unique tokens/GPU", "max conc.", "verdict", "findings"],
                         tablefmt="simple", disable_numparse=True, colalign=("right",) * 4 + ("left",) + ("right",) * 5

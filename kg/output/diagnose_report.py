@@ -7,24 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from kg.analyses.diagnose_namespace import _pct
+from kg.core.numfmt import DIAGNOSE, fmt_num
 
 
 # ---------------------------------------------------------------------------------------------
 # rendering
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) >= 1:
-            return f"{v:,.0f}"
-        return f"{v:,.4g}"
-    return str(v)
-
 
 READING_ROWS = (
     ("kv_cache_usage", "KV-cache usage", "pct"), ("requests_running", "requests running", "num"),
@@ -41,7 +28,7 @@ READING_ROWS = (
 
 def _q(s: dict[str, Any], key: str) -> str:
     """A quantile cell: '=' exact (one observation), '<=' an upper bound from _sum/_count (see Histogram.summary)."""
-    v = _fmt(s.get(key))
+    v = fmt_num(s.get(key), DIAGNOSE)
     if s.get(key) is None:
         return v
     if s.get("estimate") == "exact":
@@ -65,12 +52,12 @@ def _quantile_notes(latency: dict[str, Any]) -> list[str]:
     for k, sm in latency.items():
         prom = sm.get("promql") or {}
         if sm.get("estimate") == "exact":
-            out.append(f"{k}: one observation of {_fmt(sm['mean'])}; PromQL would interpolate p50 "
-                       f"{_fmt(prom.get('p50'))}, p99 {_fmt(prom.get('p99'))} inside its bucket")
+            out.append(f"{k}: one observation of {fmt_num(sm['mean'], DIAGNOSE)}; PromQL would interpolate p50 "
+                       f"{fmt_num(prom.get('p50'), DIAGNOSE)}, p99 {fmt_num(prom.get('p99'), DIAGNOSE)} inside its bucket")
         elif sm.get("estimate") == "capped":
-            got = ", ".join(f"{q} {_fmt(prom.get(q))}" for q in sm["capped"])
-            out.append(f"{k}: PromQL interpolates {got}, but {_fmt(sm['count'])} observations with mean "
-                       f"{_fmt(sm['mean'])} cannot have quantiles that high: shown as upper bounds")
+            got = ", ".join(f"{q} {fmt_num(prom.get(q), DIAGNOSE)}" for q in sm["capped"])
+            out.append(f"{k}: PromQL interpolates {got}, but {fmt_num(sm['count'], DIAGNOSE)} observations with mean "
+                       f"{fmt_num(sm['mean'], DIAGNOSE)} cannot have quantiles that high: shown as upper bounds")
     return out
 
 
@@ -80,7 +67,7 @@ def _reading_rows(d: dict[str, Any], short=lambda t: t) -> list[list[str]]:
     for key, label, kind in READING_ROWS:
         if key not in r:
             continue
-        val = _pct(r[key], 1) if kind == "pct" else _fmt(r[key])
+        val = _pct(r[key], 1) if kind == "pct" else fmt_num(r[key], DIAGNOSE)
         rows.append([label, val, src.get(key, "")])
     return rows
 
@@ -155,7 +142,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
         span = f"over the {sv['window_s']:g} s window" if sv.get("window_s") else (
             "over the window" if sv.get("window_deltas") else "since the server started")
         out.append(f"Serving distributions ({sv['engine']}, {span})")
-        lrows = [[k, _fmt(s["count"]), _fmt(s["mean"]), _q(s, "p50"), _q(s, "p90"), _q(s, "p99")]
+        lrows = [[k, fmt_num(s["count"], DIAGNOSE), fmt_num(s["mean"], DIAGNOSE), _q(s, "p50"), _q(s, "p90"), _q(s, "p99")]
                  for k, s in sv["latency"].items()]
         out.append(textwrap.indent(tabulate(lrows, headers=["histogram", "count", "mean", "p50", "p90", "p99"],
                                             tablefmt="simple", disable_numparse=True), "  "))
@@ -165,7 +152,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
             for line in qn:
                 out.append(wrap(line, "    "))
         if sv.get("kv_capacity_tokens"):
-            out.append(f"  KV capacity: {_fmt(sv['kv_capacity_tokens'])} tokens")
+            out.append(f"  KV capacity: {fmt_num(sv['kv_capacity_tokens'], DIAGNOSE)} tokens")
     out.append("")
     g = d["operator_gate"]
     out.append(wrap(f"Operator-layer gate: {g['state']} -- {g['message']}", ""))
@@ -219,7 +206,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
         out.append("  none")
     out.append("")
     out.append("Thresholds used (defaults from rules/walls.yaml are running experience: recalibrate per machine)")
-    trows = [[k, _fmt(t["value"]), t["unit"] or "", t["source"] if t["source"] != "default" else "default"]
+    trows = [[k, fmt_num(t["value"], DIAGNOSE), t["unit"] or "", t["source"] if t["source"] != "default" else "default"]
              for k, t in d["thresholds"].items()]
     out.append(textwrap.indent(tabulate(trows, headers=["threshold", "value", "unit", "source"], tablefmt="simple"), "  "))
     if verbose:
@@ -304,7 +291,7 @@ def render_markdown(d: dict[str, Any], verbose: bool = False) -> str:
     for f in d["findings"]:
         out.append(f"- `{f['severity']}` **{f['rule_id']}**: {cell(f['message'])}")
     out += ["", "### Thresholds used", "",
-            tabulate([[k, _fmt(t["value"]), t["unit"] or "", cell(t["source"]), cell(t["provenance"])]
+            tabulate([[k, fmt_num(t["value"], DIAGNOSE), t["unit"] or "", cell(t["source"]), cell(t["provenance"])]
                       for k, t in d["thresholds"].items()], headers=["threshold", "value", "unit", "source", "provenance"],
                      tablefmt="github"),
             "", "_Thresholds are running experience, not physical limits: recalibrate per machine._"]

@@ -11,24 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from kg.core.numfmt import FIT, fmt_num
+
 GIB = 1024**3
 SEV = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
-
-
-def _n(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}"
-        if abs(v) >= 100:
-            return f"{v:,.1f}"
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _gib(b: float | None) -> str:
@@ -52,32 +38,32 @@ def measurement_sections(m: dict[str, Any], fmt: str = "simple") -> list[tuple[s
     """(title, lines) sections for the trace measurements, shared by the text and markdown renderers."""
     out: list[tuple[str, list[str]]] = []
     t = m["time"]
-    lines = [f"requests: {_n(m['requests'])} (lines read: {_n(m['last_line'])})",
-             f"duration: {_n(t['duration_s'])} s (last minus first arrival)",
-             f"arrival rate: {_n(t['arrival_rate_rps'])} req/s (requests / duration)"]
+    lines = [f"requests: {fmt_num(m['requests'], FIT)} (lines read: {fmt_num(m['last_line'], FIT)})",
+             f"duration: {fmt_num(t['duration_s'], FIT)} s (last minus first arrival)",
+             f"arrival rate: {fmt_num(t['arrival_rate_rps'], FIT)} req/s (requests / duration)"]
     if t.get("out_of_order_requests"):
-        lines.append(f"requests arriving earlier than the line before: {_n(t['out_of_order_requests'])} (processed in file order)")
+        lines.append(f"requests arriving earlier than the line before: {fmt_num(t['out_of_order_requests'], FIT)} (processed in file order)")
     out.append(("Requests", lines))
     rows = []
     for key, label in (("input", "input (prompt)"), ("output", "output (generated)"), ("request", "request (input + output)")):
         d = m["lengths"][key]
-        rows.append([label] + [_n(d.get(q)) for q in ("mean", "p50", "p90", "p99", "max")])
+        rows.append([label] + [fmt_num(d.get(q), FIT) for q in ("mean", "p50", "p90", "p99", "max")])
     out.append(("Lengths (tokens; pN = nearest rank)", _table(rows, ["", "mean", "p50", "p90", "p99", "max"], fmt).splitlines()))
     pr = m["prefix_reuse"]
     if not pr["measurable"]:
         out.append(("Prefix reuse", [f"not measurable: {pr['reason']}"]))
         return out
     out.append((f"Prefix reuse (unbounded prefix cache, longest-prefix match, {m['block_size']}-token blocks)", [
-        f"blocks: {_n(pr['blocks_hit'])} of {_n(pr['blocks_total'])} hit = {_pct(pr['ratio_blocks'])}",
-        f"tokens: {_n(pr['tokens_hit'])} of {_n(pr['tokens_total'])} hit = {_pct(pr['ratio_tokens'])}"]))
+        f"blocks: {fmt_num(pr['blocks_hit'], FIT)} of {fmt_num(pr['blocks_total'], FIT)} hit = {_pct(pr['ratio_blocks'])}",
+        f"tokens: {fmt_num(pr['tokens_hit'], FIT)} of {fmt_num(pr['tokens_total'], FIT)} hit = {_pct(pr['ratio_tokens'])}"]))
     ru = m["reuse"]
     rf, sd, iv = ru["references_per_reused_block"], ru["stack_distance_blocks"], ru["reuse_interval_s"]
-    rows = [["references per reused block"] + [_n(rf.get(q)) for q in ("mean", "p50", "p90", "p99", "max")],
-            ["stack distance of a reuse (blocks)"] + [_n(sd.get(q)) for q in ("mean", "p50", "p90", "p99", "max")],
-            ["time between reuses (s)"] + [_n(iv.get(q)) for q in ("mean", "p50", "p90", "p99", "max")]]
+    rows = [["references per reused block"] + [fmt_num(rf.get(q), FIT) for q in ("mean", "p50", "p90", "p99", "max")],
+            ["stack distance of a reuse (blocks)"] + [fmt_num(sd.get(q), FIT) for q in ("mean", "p50", "p90", "p99", "max")],
+            ["time between reuses (s)"] + [fmt_num(iv.get(q), FIT) for q in ("mean", "p50", "p90", "p99", "max")]]
     out.append(("Reuse frequency and distance", [
-        f"distinct blocks: {_n(ru['distinct_blocks'])}; referenced once: {_n(ru['blocks_referenced_once'])}; "
-        f"reused: {_n(ru['reused_blocks'])}; reuse references: {_n(ru['reuse_references'])} "
+        f"distinct blocks: {fmt_num(ru['distinct_blocks'], FIT)}; referenced once: {fmt_num(ru['blocks_referenced_once'], FIT)}; "
+        f"reused: {fmt_num(ru['reused_blocks'], FIT)}; reuse references: {fmt_num(ru['reuse_references'], FIT)} "
         f"({_pct(ru['reuse_reference_share'])} of block references)"]
         + _table(rows, ["", "mean", "p50", "p90", "p99", "max"], fmt).splitlines()))
     return out
@@ -92,7 +78,7 @@ def _lru_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None:
     pts = caps["points"] if caps else m["lru"]["points"]
     rows = []
     for p in pts:
-        row = [_n(p["capacity_blocks"]), _n(p["capacity_tokens"]), _pct(p["hit_ratio_blocks"]), _pct(p["hit_ratio_tokens"])]
+        row = [fmt_num(p["capacity_blocks"], FIT), fmt_num(p["capacity_tokens"], FIT), _pct(p["hit_ratio_blocks"]), _pct(p["hit_ratio_tokens"])]
         if caps:
             row += [_gib(p["kv_bytes_per_gpu"]), _gib(p["kv_bytes_group"]), p["tier"] or "-"]
         rows.append(row)
@@ -107,11 +93,11 @@ def _lru_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None:
         if caps and caps.get(f"capacity_{share}"):
             cc = caps[f"capacity_{share}"]
             extra = f" = {_gib(cc['kv_bytes_per_gpu'])} GiB per GPU, {_gib(cc['kv_bytes_group'])} GiB for the group ({cc['tier'] or '-'})"
-        lines.append(f"{share} % of the unbounded hits at {_n(c.get('blocks'))} blocks "
-                     f"({_n(c.get('tokens_based_blocks'))} counting tokens){extra}")
+        lines.append(f"{share} % of the unbounded hits at {fmt_num(c.get('blocks'), FIT)} blocks "
+                     f"({fmt_num(c.get('tokens_based_blocks'), FIT)} counting tokens){extra}")
     if gpu_blocks is not None:
         g = caps["gpu_capacity"]
-        lines.append(f"GPU KV budget holds {_n(gpu_blocks)} blocks: LRU hit ratio {_pct(g['hit_ratio_blocks'])} of blocks, "
+        lines.append(f"GPU KV budget holds {fmt_num(gpu_blocks, FIT)} blocks: LRU hit ratio {_pct(g['hit_ratio_blocks'])} of blocks, "
                      f"{_pct(g['hit_ratio_tokens'])} of tokens")
     return ("LRU prefix cache: hit ratio vs capacity", lines)
 
@@ -122,7 +108,7 @@ def _cost_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None
         return None
     lines = [f"model: {md['name']} ({md['attention'].upper()}, {md['num_key_value_heads']} KV heads, {md['num_hidden_layers']} layers)"
              f", tp {md['tp_size']} pp {md['pp_size']} dcp {md['dcp_size']}, kv_cache_dtype {md['kv_cache_dtype']}",
-             f"KV bytes per token per GPU: {_n(cc['kv_bytes_per_token_per_gpu'])}"]
+             f"KV bytes per token per GPU: {fmt_num(cc['kv_bytes_per_token_per_gpu'], FIT)}"]
     budget = cc.get("budget_bytes_per_gpu")
     if rep.get("gpu"):
         lines.append(f"GPU KV budget (free memory for KV): {_gib(budget)} GiB per GPU ({rep['gpu']['budget_source']})")
@@ -130,25 +116,25 @@ def _cost_section(rep: dict[str, Any], fmt: str) -> tuple[str, list[str]] | None
 
     def fits(p: dict[str, Any]) -> str:
         mem = "-" if budget is None else ("yes" if p["kv_bytes_per_gpu"] <= budget else "no")
-        return f"{mem}, over the {_n(ctx_lim)}-token context limit" if ctx_lim and p["seq_len"] > ctx_lim else mem
-    rows = [[_n(p["seq_len"]), _gib(p["kv_bytes_per_gpu"]), fits(p)] for p in cc["by_seq_len"]]
+        return f"{mem}, over the {fmt_num(ctx_lim, FIT)}-token context limit" if ctx_lim and p["seq_len"] > ctx_lim else mem
+    rows = [[fmt_num(p["seq_len"], FIT), _gib(p["kv_bytes_per_gpu"]), fits(p)] for p in cc["by_seq_len"]]
     lines += ["KV per GPU vs sequence length (batch 1):"] + _table(rows, ["seq len", "KV GiB/GPU", "fits"], fmt).splitlines()
     if cc.get("by_batch"):
         bb = cc["by_batch"]
-        rows = [[_n(p["batch"]), _gib(p["kv_bytes_per_gpu"]),
+        rows = [[fmt_num(p["batch"], FIT), _gib(p["kv_bytes_per_gpu"]),
                  "-" if budget is None else ("yes" if p["kv_bytes_per_gpu"] <= budget else "no")] for p in bb["points"]]
-        lines += [f"KV per GPU vs batch size (requests of the p50 length, {_n(bb['seq_len'])} tokens):"] + \
+        lines += [f"KV per GPU vs batch size (requests of the p50 length, {fmt_num(bb['seq_len'], FIT)} tokens):"] + \
             _table(rows, ["batch", "KV GiB/GPU", "fits"], fmt).splitlines()
     from kg.analyses.fit import seq_limit_text
     if budget is not None:
         kb = cc.get("knee_batch", {})
         lines.append(f"knee: one sequence {seq_limit_text(cc)}; "
-                     f"{_n(kb.get('p50'))} concurrent p50 requests, {_n(kb.get('p99'))} p99 requests")
+                     f"{fmt_num(kb.get('p50'), FIT)} concurrent p50 requests, {fmt_num(kb.get('p99'), FIT)} p99 requests")
     elif cc.get("context_limit"):
         lines.append(f"one sequence: {seq_limit_text(cc)}")
     sch = rep.get("scheduler")
     if sch:
-        lines.append(f"scheduler limit: {_n(sch['max_num_seqs'])} sequences ({sch['source']})")
+        lines.append(f"scheduler limit: {fmt_num(sch['max_num_seqs'], FIT)} sequences ({sch['source']})")
     return ("Cost curve (KV memory per GPU)", lines)
 
 
@@ -158,7 +144,7 @@ def _finding_lines(r: dict[str, Any], indent: str, md: bool) -> list[str]:
     sub = indent + ("  " if md else "      ")
     lines.append(_wrap(r["message"], sub) if not md else sub + r["message"])
     if r.get("numbers"):
-        nums = "; ".join(f"{k} = {_n(v)}" for k, v in r["numbers"].items())
+        nums = "; ".join(f"{k} = {fmt_num(v, FIT)}" for k, v in r["numbers"].items())
         lines.append(_wrap(f"numbers: {nums}", sub) if not md else f"{sub}numbers: {nums}")
     if r.get("fixes"):
         fx = ", ".join(f"{t['id']}" for t in r["fixes"])
@@ -210,7 +196,7 @@ def render_fit_text(rep: dict[str, Any], verbose: bool = False) -> str:
         out += ["", "Definitions"] + [_wrap(f"{k}: {v}", "  ") for k, v in rep["definitions"].items()]
         out += ["", "Thresholds (data in rules/fit.yaml; recalibrate per machine)"]
         for k, t in rep["thresholds"].items():
-            out.append(_wrap(f"{k} = {_n(t['value'])} {t.get('unit', '')}: {t.get('provenance', '')}", "  "))
+            out.append(_wrap(f"{k} = {fmt_num(t['value'], FIT)} {t.get('unit', '')}: {t.get('provenance', '')}", "  "))
         out += ["", "Rules that did not fire"]
         for r in rep["rules"]:
             if not r["fired"]:
@@ -227,8 +213,8 @@ def render_fit_text(rep: dict[str, Any], verbose: bool = False) -> str:
 
 def render_partial_text(m: dict[str, Any]) -> str:
     """The measurements of the lines read before a bad line (``--verbose`` on error)."""
-    out = [f"optkg fit: partial measurements of {m.get('trace', '-')}: the {_n(m['requests'])} request(s) before "
-           f"the bad line (last good line {_n(m['last_line'])})"]
+    out = [f"optkg fit: partial measurements of {m.get('trace', '-')}: the {fmt_num(m['requests'], FIT)} request(s) before "
+           f"the bad line (last good line {fmt_num(m['last_line'], FIT)})"]
     for title, lines in measurement_sections(m):
         out += ["", title] + ["  " + x for x in lines]
     return "\n".join(out).rstrip() + "\n"
@@ -238,7 +224,7 @@ def render_fit_markdown(rep: dict[str, Any]) -> str:
     """The same report as GitHub-flavoured markdown (tables as pipe tables)."""
     m = rep.get("measurements") or {}
     out = [f"# optkg fit: `{Path(str(m.get('trace', '-'))).name}`", "",
-           f"{m.get('format', '?')} trace, {_n(m.get('requests'))} requests"
+           f"{m.get('format', '?')} trace, {fmt_num(m.get('requests'), FIT)} requests"
            + (f", {m['block_size']}-token prefix blocks" if m.get("block_size") else ""), ""]
     sections = measurement_sections(m, "github") if m else []
     for extra in (_lru_section(rep, "github"), _cost_section(rep, "github")):

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from kg.core.errors import OptkgError
+from kg.core.numfmt import REPORT, fmt_num
 from kg.output.mdtext import md_cell as _md
 
 SARIF_VERSION = "2.1.0"
@@ -138,11 +139,6 @@ def _stack_lines(source: str | None) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _num(v: Any) -> str:
-    from kg.output.report import _num as num
-    return num(v)
-
-
 def _check_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str]:
     stack = d.get("stack") or {}
     source = stack.get("source")
@@ -167,7 +163,7 @@ def _check_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str
             where = lines.get("@model") or lines.get("@config") or lines.get("@techniques") or (1, 1)
         details = []
         if f.get("numbers"):
-            details.append("numbers: " + "; ".join(f"{k} = {_num(v)}" for k, v in f["numbers"].items()))
+            details.append("numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
         if f.get("cost_dimension"):
             details.append(f"cost lands in: {f.get('from_dimension') + ' -> ' if f.get('from_dimension') else ''}{f['cost_dimension']}")
         if f.get("fix"):
@@ -383,7 +379,7 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
         for f in d.get("findings", []):
             out.append(f"**{f['rule_id']}**: {_md(f.get('title', ''))}")
             if f.get("numbers"):
-                out.append("- numbers: " + "; ".join(f"{k} = {_num(v)}" for k, v in f["numbers"].items()))
+                out.append("- numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
             if f.get("mechanism"):
                 out.append(f"- why: {f['mechanism']}")
             for s in f.get("sources") or []:

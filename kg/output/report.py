@@ -9,21 +9,9 @@ import json
 import textwrap
 from typing import Any
 
+from kg.core.numfmt import REPORT, fmt_num
+
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
-
-
-def _num(v: Any) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if v.is_integer():
-            return f"{int(v):,}"
-        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
-    if isinstance(v, list):
-        return "{" + ", ".join(_num(x) for x in v) + "}"
-    return str(v)
 
 
 def _wrap(text: str, indent: str) -> str:
@@ -61,10 +49,10 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 else:
                     out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
             elif key in dv:
-                out.append(f"  {label:<42} {_num(dv[key])}")
+                out.append(f"  {label:<42} {fmt_num(dv[key], REPORT)}")
         if "valid_dcp_sizes" in dv:
             if dv.get("dcp_possible"):
-                out.append(f"  {'valid DCP sizes':<42} {_num(dv['valid_dcp_sizes'])}")
+                out.append(f"  {'valid DCP sizes':<42} {fmt_num(dv['valid_dcp_sizes'], REPORT)}")
             else:
                 out.append(f"  {'DCP':<42} impossible here (needs tp_size > num_key_value_heads for GQA/MHA;"
                            " no sliding-window layers)")
@@ -76,7 +64,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
         out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {f['title']}")
         out.append(_wrap(f["message"], "      "))
         if f.get("numbers"):
-            out.append("      numbers: " + "; ".join(f"{k} = {_num(v)}" for k, v in f["numbers"].items()))
+            out.append("      numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
         if f.get("cost_dimension"):
             cross = f"{f['from_dimension']} -> {f['cost_dimension']}" if f.get("from_dimension") else f["cost_dimension"]
             out.append(f"      cost lands in: {cross}")

@@ -9,6 +9,7 @@ from typing import Any
 import networkx as nx
 
 from kg.core.errors import OptkgError
+from kg.core.numfmt import DIAGRAM, fmt_num
 from kg.output.diagrams.dot import HtmlLabel
 from kg.output.diagrams.escape import html_text
 from kg.output.diagrams.graphview import _crossing, graph_dot, node_link
@@ -19,26 +20,14 @@ from kg.output.diagrams.style import dimension_colours, short_name
 # ---------------------------------------------------------------------------------------------
 # stack diagram (optkg check --diagram)
 
-def _fmt_num(v: Any) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{int(v):,}" if v.is_integer() else f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return "{" + ", ".join(_fmt_num(x) for x in v) + "}"
-    return str(v)
-
-
 def numbers_text(numbers: dict[str, Any], limit: int = 2) -> str:
     """A short label for a finding's numbers: ``*_factor`` as ``name ×N``, others ``name N``."""
     parts = []
     for k, v in list(numbers.items())[:limit]:
         if k.endswith("_factor"):
-            parts.append(f"{k[:-7].replace('_', ' ')} ×{_fmt_num(v)}")
+            parts.append(f"{k[:-7].replace('_', ' ')} ×{fmt_num(v, DIAGRAM)}")
         else:
-            parts.append(f"{k.replace('_', ' ')} {_fmt_num(v)}")
+            parts.append(f"{k.replace('_', ' ')} {fmt_num(v, DIAGRAM)}")
     return "; ".join(parts)
 
 
