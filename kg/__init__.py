@@ -1,6 +1,230 @@
-"""optkg: a knowledge graph and rule engine for ML-systems optimisation.
+"""optkg: a knowledge graph and rule engine for ML-systems optimisation — the public Python API.
 
-Data flows one way: catalog files -> validated model (kg.knowledge.catalog) -> graph (kg.knowledge.graph)
--> rule engine (kg.engine.durable, kg.engine.rules) -> findings (kg.analyses.check) -> renderers (kg.output.report, kg.output.diagrams).
+    import kg
+    catalog = kg.load_catalog()
+    stack = kg.stack_from_command("vllm serve Qwen/Qwen3-235B-A22B -tp 8", catalog)
+    report = kg.check(stack, catalog)
+    for f in report.findings:
+        print(f.rule_id, f.severity, f.numbers)
+
+Data flows one way (docs/architecture.md): catalog files -> validated catalog (kg.knowledge) ->
+stack, metrics, traces (kg.inputs) -> derived quantities (kg.derive) -> rule engine (kg.engine) ->
+findings and verdicts (kg.analyses) -> renderers (kg.output); the CLI (kg.cli) is a thin layer over
+these functions. ``import kg`` stays cheap: every function imports what it needs when called.
+
+Errors: bad input raises ``kg.OptkgError`` (a one-line message naming the file, flag or field).
 """
-from kg.core.version import __version__  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from kg.core.errors import OptkgError
+from kg.core.version import __version__
+
+if TYPE_CHECKING:  # names for the annotations only; nothing heavy is imported at `import kg`
+    from kg.analyses.check import Report
+    from kg.engine.rules import RuleSet
+    from kg.inputs.modelcfg import ModelFacts
+    from kg.inputs.stack import Stack
+    from kg.knowledge.catalog import Catalog
+
+__all__ = ["OptkgError", "__version__", "load_catalog", "load_rules", "stack_from_command", "stack_from_file",
+           "check", "kv", "diagnose", "fit"]
+
+
+def load_catalog(root: Path | str | None = None) -> "Catalog":
+    """The validated technique catalog: ``root`` (a folder with axes.yaml, techniques/, ...) or,
+    when None, the shipped one (``$OPTKG_HOME/catalog`` if set).
+
+    Returns a ``kg.knowledge.catalog.Catalog`` (``.techniques``: id -> entry dict as in the YAML,
+    ``.properties``, ``.hardware``, ``.axes``). Raises OptkgError listing the first problems when the
+    catalog is invalid (``optkg validate`` reports them all). Served from the on-disk cache when the
+    files are unchanged.
+    """
+    from kg.knowledge.catalog import load_catalog as _load
+    cat, problems = _load(Path(root) if root is not None else None)
+    if problems:
+        lines = [p.one_line() for p in problems[:10]]
+        if len(problems) > 10:
+            lines.append(f"... and {len(problems) - 10} more")
+        raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate`:", lines)
+    return cat
+
+
+def load_rules(kind: str = "check", rules_dir: Path | str | None = None) -> "RuleSet":
+    """The ruleset of ``kind`` (check, diagnose, fit, gaps) from ``rules_dir`` (default: the shipped
+    rules/). Raises OptkgError (one line per problem) when a rule file is invalid."""
+    from kg.engine.rules import load_ruleset
+    return load_ruleset(kind, Path(rules_dir) if rules_dir is not None else None)
+
+
+def _catalog(catalog: "Catalog | None") -> "Catalog":
+    return catalog if catalog is not None else load_catalog()
+
+
+def _rules(kind: str, rules: "RuleSet | Path | str | None") -> "RuleSet":
+    if rules is None or isinstance(rules, (str, Path)):
+        return load_rules(kind, rules)
+    if getattr(rules, "kind", kind) != kind:
+        raise OptkgError(f"rules: expected a '{kind}' ruleset, got '{rules.kind}'")
+    return rules
+
+
+def _engine_of(command: str) -> str:
+    """'vllm' for ``vllm serve ...`` (also ``python -m vllm.entrypoints.openai.api_server``), 'sglang'
+    for ``python -m sglang.launch_server ...`` / ``sglang serve``; OptkgError otherwise."""
+    import shlex
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise OptkgError(f"command: cannot split it into words ({e})") from None
+    for w in words[:4]:
+        base = w.rsplit("/", 1)[-1]
+        if base == "vllm" or base.startswith("vllm."):
+            return "vllm"
+        if base == "sglang" or base.startswith("sglang."):
+            return "sglang"
+    raise OptkgError("command: not a vLLM or SGLang launch command (expected `vllm serve ...` or "
+                     "`python -m sglang.launch_server ...`); pass engine='vllm' or engine='sglang'")
+
+
+def stack_from_command(command: str, catalog: "Catalog | None" = None, *, engine: str | None = None,
+                       config: Path | str | None = None) -> "Stack":
+    """A ``kg.inputs.stack.Stack`` from a pasted launch command, as ``optkg check --vllm/--sglang``
+    reads it.
+
+    ``engine``: 'vllm' or 'sglang' (default: told from the command's program). ``config``: a Hugging
+    Face config.json that replaces the command's model. The model must be a bundled hub id or a local
+    config. ``stack.values()`` is the flat namespace rules read: parallel sizes (``tp_size`` ...),
+    technique parameters and engine settings with their units in the names (``max_model_len`` tokens,
+    ``kv_budget_gib`` GiB); flags optkg does not model are kept in ``stack.ignored``. Raises
+    OptkgError naming the flag for a bad value.
+    """
+    from kg.inputs.launch import parse_command
+    return parse_command(command, _catalog(catalog), engine or _engine_of(command),
+                         str(config) if config is not None else None, f"--{engine}" if engine else None)
+
+
+def stack_from_file(path: Path | str, catalog: "Catalog | None" = None) -> "Stack":
+    """A ``Stack`` from a stack YAML file (model, engine, hardware, techniques, settings; see
+    kg.inputs.stack). Raises OptkgError naming file:line and field for bad input."""
+    from kg.inputs.stack import load_stack_file
+    return load_stack_file(Path(path), _catalog(catalog))
+
+
+def check(stack: "Stack", catalog: "Catalog | None" = None, rules: "RuleSet | Path | str | None" = None) -> "Report":
+    """Check ``stack`` against the catalog's couplings and the check rules (what ``optkg check`` does).
+
+    Returns a ``kg.analyses.check.Report``: ``.findings`` is a list of ``Finding`` (``rule_id``,
+    ``severity`` info|warning|error, ``message``, ``techniques``, ``numbers`` — the rule's numbers with
+    units in their names, ``fix``, ``sources``), most severe first; ``.derived`` the derived
+    quantities (e.g. KV bytes per token); ``.to_dict()`` the JSON shape of ``optkg check --format json``.
+    ``rules``: a RuleSet, a rules folder, or None for the shipped rules.
+    """
+    from kg.analyses.check import check_stack
+    return check_stack(stack, _catalog(catalog), _rules("check", rules))
+
+
+def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_size: int | None = None,
+       dcp_size: int | None = None, kv_cache_dtype: str | None = None, *, kv_budget_gib: float | None = None,
+       max_model_len: int | None = None, block_size: int = 16) -> dict[str, Any]:
+    """The KV-cache layout of a model at a parallel layout (what ``optkg kv --format json`` prints).
+
+    ``model``: a bundled hub id, a config.json (or a folder holding one), a ``ModelFacts`` or a ``Stack`` (then its model,
+    ``tp_size``/``pp_size``/``dcp_size``/``kv_cache_dtype``/``kv_budget_gib``/``max_model_len`` settings
+    are the defaults). Sizes default to 1 and the dtype to 'auto' (the model's dtype).
+    Returns a dict: ``model``, ``attention`` (mha|gqa|mqa|mla), head counts, ``layout`` (bytes per token
+    for the whole model and per GPU, ``kv_heads_per_rank``, ``replication_factor``, ``valid_dcp_sizes``
+    ...) and, with ``kv_budget_gib`` (GiB of KV memory per GPU), ``capacity`` (KV tokens per GPU and in
+    total, the longest request that fits, max concurrency at ``max_model_len`` tokens; ``block_size``
+    tokens per KV block). Raises OptkgError for sizes the model cannot take (tp_size must divide the
+    attention heads ...). Formulas and sources: kg.derive.kv.
+    """
+    from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+    from kg.inputs.modelcfg import ModelFacts, resolve_model
+    settings: dict[str, Any] = {}
+    if hasattr(model, "values") and hasattr(model, "model"):  # a Stack: settings and technique parameters
+        settings = model.values()
+        model = model.model
+        if model is None:
+            raise OptkgError("kv: the stack names no model")
+    if not isinstance(model, ModelFacts):
+        model = resolve_model(str(model))
+    tp = tp_size if tp_size is not None else settings.get("tp_size", 1)
+    pp = pp_size if pp_size is not None else settings.get("pp_size", 1)
+    dcp = dcp_size if dcp_size is not None else settings.get("dcp_size", 1)
+    dtype = kv_cache_dtype or settings.get("kv_cache_dtype") or "auto"
+    budget = kv_budget_gib if kv_budget_gib is not None else settings.get("kv_budget_gib")
+    max_len = max_model_len if max_model_len is not None else settings.get("max_model_len")
+    for name, v in (("tp_size", tp), ("pp_size", pp), ("dcp_size", dcp), ("block_size", block_size)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise OptkgError(f"kv: {name} must be a positive integer, found {v!r}")
+    check_parallel_sizes(model, tp, pp)
+    base = kv_layout(model, tp, pp, 1, dtype)
+    if dcp > 1 and dcp not in base.valid_dcp_sizes:
+        raise OptkgError(f"kv: dcp_size {dcp} is not valid for this model at tp_size {tp} (valid: {base.valid_dcp_sizes})")
+    lay = kv_layout(model, tp, pp, dcp, dtype)
+    out: dict[str, Any] = {"schema_version": "1.0", "kind": "kv", "model": model.name, "attention": model.attention,
+                           "num_attention_heads": model.num_attention_heads,
+                           "num_key_value_heads": model.num_key_value_heads, "head_dim": model.head_dim,
+                           "num_hidden_layers": model.num_hidden_layers, "layout": lay.to_dict()}
+    if model.is_mla:
+        out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
+    if model.warnings:
+        out["notes"] = list(model.warnings)
+    if budget is not None:
+        out["capacity"] = kv_capacity(lay, budget * GIB, max_len, block_size).to_dict()
+    return out
+
+
+def diagnose(paths: Iterable[Path | str] = (), *, before: Iterable[Path | str] = (), after: Iterable[Path | str] = (),
+             window_s: float | None = None, phase: str = "load", stack: "Stack | None" = None,
+             catalog: "Catalog | None" = None, rules: "RuleSet | Path | str | None" = None,
+             target_throughput: float | None = None, workload: str | None = None) -> dict[str, Any]:
+    """Which wall a deployment is on (memory, compute, bandwidth or neither), from metrics files
+    (what ``optkg diagnose --format json`` prints).
+
+    ``paths``: Prometheus scrapes of vLLM/SGLang/dcgm-exporter, nvidia-smi CSV or dmon output, or
+    folders of them (format told from the content); ``before``/``after``: two scrapes of the same
+    endpoint, with ``window_s`` seconds between them (else from sample timestamps), for window rates.
+    ``stack``: the deployment, to link the techniques for each wall to its own (``check`` collisions).
+    ``target_throughput``: output tokens/s expected. ``workload``: serving|training|generate.
+    Returns the report dict (``verdict``, ``walls``, readings, ``checklist``, ``findings``,
+    ``thresholds``, ``notes``). The catalog is loaded only when a wall fires or a stack is given.
+    """
+    from kg.analyses.diagnose import diagnose as _diagnose
+    from kg.inputs.metrics.load import load_snapshot
+    paths, before, after = list(paths), list(before), list(after)
+    if not paths and not after:
+        raise OptkgError("diagnose: no metrics given (pass paths, or before= and after=)")
+    rules_dir = rules if isinstance(rules, (str, Path)) else None
+    ruleset = _rules("diagnose", rules)
+    snap = load_snapshot(paths, before=before, after=after, window_s=window_s, phase=phase)
+    cat = catalog if catalog is not None else load_catalog
+    check_rules = load_rules("check", rules_dir) if stack is not None else None
+    return _diagnose(snap, ruleset, cat, stack, target_throughput, workload, {}, {}, check_rules)
+
+
+def fit(trace: Path | str, model: "ModelFacts | str | Path | None" = None, *, catalog: "Catalog | None" = None,
+        rules: "RuleSet | Path | str | None" = None, gpu: str | None = None, **options: Any) -> dict[str, Any]:
+    """How well a request trace fits the techniques that reuse KV cache (what ``optkg fit --format json`` prints).
+
+    ``trace``: a Mooncake JSONL trace (``hash_ids`` of ``block_size``-token blocks) or an Azure LLM
+    inference CSV. ``model`` (hub id, config.json or ModelFacts) and ``gpu`` (a catalog GPU name) add
+    the KV budget and the memory cost curve. ``options`` are those of
+    ``kg.analyses.fit.analyse_trace``: ``trace_format``, ``block_size`` (tokens, default 512), ``tp``,
+    ``pp``, ``dcp``, ``kv_cache_dtype``, ``kv_budget_gib`` (GiB per GPU), ``gpu_memory_utilization``
+    (fraction, default 0.9), ``causal``, ``session_length`` (turns), ``attention_locality``,
+    ``thresholds``, ``max_model_len`` (tokens), ``max_num_seqs``.
+    Returns the report dict (measurements, features, verdicts per technique, findings).
+    """
+    from kg.analyses.fit import analyse_trace
+    from kg.inputs.modelcfg import ModelFacts, resolve_model
+    cat = _catalog(catalog)
+    if model is not None and not isinstance(model, ModelFacts):
+        model = resolve_model(str(model))
+    hardware = cat.resolve_hardware(gpu) if gpu else None
+    report, _, _ = analyse_trace(trace, model=model, hardware=hardware, catalog=cat, ruleset=_rules("fit", rules),
+                                 **options)
+    return report

@@ -31,10 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kg.analyses.check import check_stack
+    import kg
     from kg.output.filtering import apply_filters, fail_code
     from kg.output.report import render_check_text, to_json
-    from kg.engine.rules import load_ruleset
 
     from kg.output.filtering import check_terms
     check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
@@ -42,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.cli.check_training import run_training, wants_training
     if wants_training(args):
         return run_training(args, catalog)
-    rules = load_ruleset("check", args.rules)
+    rules = kg.load_rules("check", args.rules)
     stack = stack_from_args(args, catalog)
-    report = check_stack(stack, catalog, rules)
+    report = kg.check(stack, catalog, rules)
     d = report.to_dict(explain=args.explain)
     d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
                                                    rules_dir=args.rules)
