@@ -1,7 +1,7 @@
 """Command-line entry point: ``optkg <command> ...``.
 
-A thin layer over the Python API. Each command lives in ``kg/commands/<name>.py`` with
-``add_parser(subparsers)`` and ``run(args) -> int``; modules are imported only when their command
+A thin layer over the Python API (kg/__init__.py). Each command lives in ``kg/cli/<name>.py`` with
+``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their command
 runs, so ``optkg kv`` does not pay for graphviz or durable-rules.
 Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 usage or input error.
 A user mistake prints one line ``optkg: error: ...`` and never a traceback.

@@ -133,11 +133,11 @@ def sweep_rate(runs: int) -> dict:
 # Why a target can be missed (measured while writing this benchmark; printed for each row marked "no").
 WHY = {
     "optkg check": "the command imports what it uses and reads the catalog and rules from the content-keyed cache, "
-                   "so what remains is Python start-up, argparse building every sub-command parser in kg/cli.py, PyYAML "
+                   "so what remains is Python start-up, argparse building every sub-command parser in kg/cli/__init__.py, PyYAML "
                    "(its resolver compiles ~20 regular expressions at import) and durable-rules' import of logging; the "
                    "ratio sits at 0.55-0.62x, so machine noise decides the verdict",
     "optkg kv": "nothing heavy is imported any more (no PyYAML, no jsonschema, no durable-rules); the rest is argparse "
-                "building 14 sub-command parsers in kg/cli.py (~10-15 ms) and dataclasses/inspect (~8 ms), against a "
+                "building 14 sub-command parsers in kg/cli/__init__.py (~10-15 ms) and dataclasses/inspect (~8 ms), against a "
                 "12 ms bare interpreter",
     "optkg validate": "per file: PyYAML's Python constructor and our line map (~1 ms), the compiled schema check (~0.2 ms)",
     "10,000 techniques": "load + validate is linear (~1.8 ms per technique file: PyYAML's C parser but Python "
