@@ -84,6 +84,8 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",
+    "attention_chunk_size", "index_head_dim", "layer_kinds", "linear_attention", "quantization_config",
+    "quantization_config_source", "vllm_default_max_model_len",
     # properties
     "attention", "is_moe",
 )
