@@ -128,53 +128,44 @@ def check(stack: "Stack", catalog: "Catalog | None" = None, rules: "RuleSet | Pa
 
 def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_size: int | None = None,
        dcp_size: int | None = None, kv_cache_dtype: str | None = None, *, kv_budget_gib: float | None = None,
-       max_model_len: int | None = None, block_size: int = 16) -> dict[str, Any]:
+       max_model_len: int | None = None, block_size: int | None = None,
+       max_num_batched_tokens: int | None = None) -> dict[str, Any]:
     """The KV-cache layout of a model at a parallel layout (what ``optkg kv --format json`` prints).
 
-    ``model``: a bundled hub id, a config.json (or a folder holding one), a ``ModelFacts`` or a ``Stack`` (then its model,
-    ``tp_size``/``pp_size``/``dcp_size``/``kv_cache_dtype``/``kv_budget_gib``/``max_model_len`` settings
-    are the defaults). Sizes default to 1 and the dtype to 'auto' (the model's dtype).
+    ``model``: a bundled hub id, a config.json (or a folder holding one), a ``ModelFacts`` or a ``Stack``
+    (then its model, and its ``tp_size``/``pp_size``/``dcp_size``/``kv_cache_dtype``/``kv_budget_gib``/
+    ``max_model_len``/``block_size``/``max_num_batched_tokens`` values are the defaults). Sizes default
+    to 1 and the dtype to 'auto' (the model's dtype).
     Returns a dict: ``model``, ``attention`` (mha|gqa|mqa|mla), head counts, ``layout`` (bytes per token
     for the whole model and per GPU, ``kv_heads_per_rank``, ``replication_factor``, ``valid_dcp_sizes``
-    ...) and, with ``kv_budget_gib`` (GiB of KV memory per GPU), ``capacity`` (KV tokens per GPU and in
-    total, the longest request that fits, max concurrency at ``max_model_len`` tokens; ``block_size``
-    tokens per KV block). Raises OptkgError for sizes the model cannot take (tp_size must divide the
-    attention heads ...). Formulas and sources: kg.derive.kv.
+    ...), ``vllm_plan`` (vLLM V1's per-layer plan: block size in tokens, blocks per request) and, with
+    ``kv_budget_gib`` (GiB of KV memory per GPU), ``capacity`` (KV tokens per GPU and in total, GPU
+    blocks, the longest request that fits, max concurrency at ``max_model_len`` tokens). Raises
+    OptkgError for sizes the model cannot take (tp_size must divide the attention heads ...).
+    Formulas and sources: kg.derive.kv, kg.derive.kv_specs.
     """
-    from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+    from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import ModelFacts, resolve_model
-    settings: dict[str, Any] = {}
+    ns: dict[str, Any] = {}
     if hasattr(model, "values") and hasattr(model, "model"):  # a Stack: settings and technique parameters
-        settings = model.values()
+        ns = model.values()
         model = model.model
         if model is None:
             raise OptkgError("kv: the stack names no model")
     if not isinstance(model, ModelFacts):
         model = resolve_model(str(model))
-    tp = tp_size if tp_size is not None else settings.get("tp_size", 1)
-    pp = pp_size if pp_size is not None else settings.get("pp_size", 1)
-    dcp = dcp_size if dcp_size is not None else settings.get("dcp_size", 1)
-    dtype = kv_cache_dtype or settings.get("kv_cache_dtype") or "auto"
-    budget = kv_budget_gib if kv_budget_gib is not None else settings.get("kv_budget_gib")
-    max_len = max_model_len if max_model_len is not None else settings.get("max_model_len")
-    for name, v in (("tp_size", tp), ("pp_size", pp), ("dcp_size", dcp), ("block_size", block_size)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+
+    def pick(given: Any, name: str, default: Any) -> Any:
+        return given if given is not None else ns.get(name, default)
+    tp, pp, dcp = pick(tp_size, "tp_size", 1), pick(pp_size, "pp_size", 1), pick(dcp_size, "dcp_size", 1)
+    block, batched = pick(block_size, "block_size", None), pick(max_num_batched_tokens, "max_num_batched_tokens", None)
+    for name, v in (("tp_size", tp), ("pp_size", pp), ("dcp_size", dcp), ("block_size", block),
+                    ("max_num_batched_tokens", batched)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise OptkgError(f"kv: {name} must be a positive integer, found {v!r}")
-    check_parallel_sizes(model, tp, pp)
-    base = kv_layout(model, tp, pp, 1, dtype)
-    if dcp > 1 and dcp not in base.valid_dcp_sizes:
-        raise OptkgError(f"kv: dcp_size {dcp} is not valid for this model at tp_size {tp} (valid: {base.valid_dcp_sizes})")
-    lay = kv_layout(model, tp, pp, dcp, dtype)
-    out: dict[str, Any] = {"schema_version": "1.0", "kind": "kv", "model": model.name, "attention": model.attention,
-                           "num_attention_heads": model.num_attention_heads,
-                           "num_key_value_heads": model.num_key_value_heads, "head_dim": model.head_dim,
-                           "num_hidden_layers": model.num_hidden_layers, "layout": lay.to_dict()}
-    if model.is_mla:
-        out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
-    if model.warnings:
-        out["notes"] = list(model.warnings)
-    if budget is not None:
-        out["capacity"] = kv_capacity(lay, budget * GIB, max_len, block_size).to_dict()
+    out, _, _ = kv_report(model, tp, pp, dcp, pick(kv_cache_dtype, "kv_cache_dtype", None) or "auto",
+                          pick(kv_budget_gib, "kv_budget_gib", None), pick(max_model_len, "max_model_len", None),
+                          block, batched)
     return out
 
 

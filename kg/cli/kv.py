@@ -30,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
     import math
     import sys
 
-    from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
-    from kg.derive.kv_specs import plan_kv_cache
+    from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import load_config_file, resolve_model
     from kg.output.report import to_json
 
@@ -44,40 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
         raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
-    check_parallel_sizes(model, args.tp, args.pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
-    base = kv_layout(model, args.tp, args.pp, 1, args.kv_cache_dtype)
-    if args.dcp > 1 and args.dcp not in base.valid_dcp_sizes:
-        raise OptkgError(f"--dcp: {args.dcp} is not valid for this model at tp {args.tp} (valid: {base.valid_dcp_sizes})")
-    lay = kv_layout(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype)
-    out = {"schema_version": "1.0", "kind": "kv", "model": model.name, "attention": model.attention,
-           "num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
-           "head_dim": model.head_dim, "num_hidden_layers": model.num_hidden_layers, "layout": lay.to_dict()}
-    if model.is_mla:
-        out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
-    if model.warnings:
-        out["notes"] = list(model.warnings)
-    plan = None
-    try:
-        plan = plan_kv_cache(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.max_model_len,
-                             args.block_size, args.max_num_batched_tokens)
-    except OptkgError as e:
-        out.setdefault("notes", []).append(f"no vLLM KV plan: {e}")
-    if plan is not None:
-        out["vllm_plan"] = plan.to_dict()
-        out.setdefault("notes", []).extend(plan.notes)
-    if args.kv_budget_gib is not None:
-        block = plan.block_size if plan is not None else (args.block_size or 16)
-        cap = kv_capacity(lay, args.kv_budget_gib * GIB, args.max_model_len, block).to_dict()
-        if plan is not None:
-            # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
-            pc = plan.capacity(args.kv_budget_gib * GIB)
-            cap.update({"num_blocks": pc["num_blocks"], "blocks_per_request": plan.blocks_per_request,
-                        "gpu_kv_cache_size_tokens": pc["kv_cache_size_tokens"]})
-            if args.max_model_len:
-                cap["max_concurrency"] = pc["max_concurrency"]
-            if args.dcp == 1:
-                cap["kv_tokens_per_gpu"] = cap["kv_tokens_total"] = pc["kv_cache_size_tokens"]
-        out["capacity"] = cap
+    out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
+                               args.max_model_len, args.block_size, args.max_num_batched_tokens)
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
     if args.format == "json":

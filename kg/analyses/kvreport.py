@@ -1,0 +1,59 @@
+"""The KV-cache report of a model at a parallel layout: what ``optkg kv --format json`` prints and
+``kg.kv`` returns (the command prints its text form from the same numbers).
+
+Formulas and sources: kg.derive.kv (layout, capacity) and kg.derive.kv_specs (vLLM V1's per-layer plan).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.core.errors import OptkgError
+from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+from kg.derive.kv_specs import plan_kv_cache
+
+
+def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
+              kv_budget_gib: float | None = None, max_model_len: int | None = None, block_size: int | None = None,
+              max_num_batched_tokens: int | None = None) -> tuple[dict[str, Any], Any, Any]:
+    """(report dict, ``KVLayout``, vLLM plan or None) for ``model`` (ModelFacts) at ``tp``/``pp``/``dcp``.
+
+    ``kv_budget_gib``: KV memory per GPU in GiB (adds ``capacity``); ``max_model_len`` tokens per
+    request; ``block_size`` tokens per KV block (None: vLLM's choice for the model); ``max_num_batched_tokens``
+    tokens per scheduler step. Raises OptkgError when tp does not divide the heads, pp exceeds the
+    layers or dcp is not valid at this tp.
+    """
+    check_parallel_sizes(model, tp, pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
+    base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
+    if dcp > 1 and dcp not in base.valid_dcp_sizes:
+        raise OptkgError(f"--dcp: {dcp} is not valid for this model at tp {tp} (valid: {base.valid_dcp_sizes})")
+    lay = kv_layout(model, tp, pp, dcp, kv_cache_dtype)
+    out = {"schema_version": "1.0", "kind": "kv", "model": model.name, "attention": model.attention,
+           "num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
+           "head_dim": model.head_dim, "num_hidden_layers": model.num_hidden_layers, "layout": lay.to_dict()}
+    if model.is_mla:
+        out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
+    if model.warnings:
+        out["notes"] = list(model.warnings)
+    plan = None
+    try:
+        plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, max_model_len,
+                             block_size, max_num_batched_tokens)
+    except OptkgError as e:
+        out.setdefault("notes", []).append(f"no vLLM KV plan: {e}")
+    if plan is not None:
+        out["vllm_plan"] = plan.to_dict()
+        out.setdefault("notes", []).extend(plan.notes)
+    if kv_budget_gib is not None:
+        block = plan.block_size if plan is not None else (block_size or 16)
+        cap = kv_capacity(lay, kv_budget_gib * GIB, max_model_len, block).to_dict()
+        if plan is not None:
+            # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
+            pc = plan.capacity(kv_budget_gib * GIB)
+            cap.update({"num_blocks": pc["num_blocks"], "blocks_per_request": plan.blocks_per_request,
+                        "gpu_kv_cache_size_tokens": pc["kv_cache_size_tokens"]})
+            if max_model_len:
+                cap["max_concurrency"] = pc["max_concurrency"]
+            if dcp == 1:
+                cap["kv_tokens_per_gpu"] = cap["kv_tokens_total"] = pc["kv_cache_size_tokens"]
+        out["capacity"] = cap
+    return out, lay, plan
