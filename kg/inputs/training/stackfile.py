@@ -19,6 +19,9 @@ Shape::
     config_file: ds_config.json               # optional DeepSpeed JSON / accelerate YAML / torchtitan TOML
 
 Errors name ``file:line`` and the field; unknown fields are errors with the nearest known name.
+
+Also ``load_training_file`` (any training file, by content; a stack file may name a ``config_file``, so
+the two read each other and live in one module) and ``is_training_file``.
 """
 from __future__ import annotations
 
@@ -78,13 +81,12 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
         model = resolver(str(d["model"]))
     job: TrainingJob
     if d.get("command"):
-        from kg.inputs.training import parse_training_command
+        from kg.inputs.training.command import parse_training_command
         job = parse_training_command(str(d["command"]), model=model, where=at("command"), base_dir=base,
                                      resolver=resolver, framework=fw)
     else:
         job = TrainingJob(framework=fw, model=model)
     if d.get("config_file"):
-        from kg.inputs.training import load_training_file
         load_training_file(base / str(d["config_file"]), catalog, resolver, job=job)
     job.framework = fw
     job.source = path
@@ -137,3 +139,50 @@ def load_training_stack(path: Path | str, catalog, resolver) -> TrainingJob:
     if not is_training_stack(doc.data):
         raise OptkgError(f"{path}: not a training stack (no `framework:`)")
     return job_from_stack_doc(doc, str(path), catalog, resolver)
+
+
+def load_training_file(path: Path | str, catalog, resolver, job: TrainingJob | None = None) -> TrainingJob:
+    """Read a training file by its content: DeepSpeed JSON, accelerate YAML, torchtitan TOML or a stack YAML."""
+    p = Path(path)
+    if not p.exists():
+        raise OptkgError(f"{p}: no such file")
+    if p.suffix == ".toml":
+        from kg.inputs.training.torchtitan import load_torchtitan_toml
+        t = load_torchtitan_toml(p, resolver)
+        if job is None:
+            return t
+        job.settings.update(t.settings)
+        job.model = job.model or t.model
+        return job
+    from kg.core.yamlio import load_yaml
+    doc = load_yaml(p)
+    data = doc.data
+    from kg.inputs.training.deepspeed import apply_deepspeed_config, looks_like_deepspeed_config
+    if looks_like_deepspeed_config(data):
+        job = job or TrainingJob(framework="deepspeed", source=str(p), name=p.name)
+        apply_deepspeed_config(job, data, str(p), doc.where)
+        return job
+    if isinstance(data, dict) and "distributed_type" in data:
+        from kg.inputs.training.hf import apply_accelerate_config
+        job = job or TrainingJob(framework="hf-trainer", source=str(p), name=p.name)
+        apply_accelerate_config(job, data, str(p), doc.where, p.parent)
+        return job
+    if is_training_stack(data) and job is None:
+        return job_from_stack_doc(doc, str(p), catalog, resolver)
+    raise OptkgError(f"{p}: not a training config (expected a DeepSpeed JSON, an accelerate config, a torchtitan "
+                     "TOML or a stack YAML with `framework:`)")
+
+
+def is_training_file(path: Path | str) -> bool:
+    """True when ``path`` holds a training config (by suffix and content), without raising."""
+    p = Path(path)
+    try:
+        if p.suffix == ".toml":
+            return True
+        from kg.core.yamlio import load_yaml
+        data = load_yaml(p).data
+    except (OptkgError, OSError):
+        return False
+    from kg.inputs.training.deepspeed import looks_like_deepspeed_config
+    return looks_like_deepspeed_config(data) or is_training_stack(data) or \
+        (isinstance(data, dict) and "distributed_type" in data)
