@@ -67,3 +67,10 @@ def test_megatron_job_shows_megatron_theoretical_memory_to_the_byte(cli):
     # Megatron-LM theoretical_memory_usage.py @d98e8a64 on the same arguments (tests/test_training_memory.py)
     assert (mt["weight_and_optimizer_bytes"], mt["activation_bytes"]) == (15_332_931_072, 10_754_211_840)
     assert (mt["weight_and_optimizer_mib"], mt["activation_mib"]) == (14622.62, 10256.02)
+
+
+def test_shipped_training_example(cli):
+    code, out, err = cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"))
+    assert code == 0, err
+    assert "total                              41.60 GB   of 85.52 GB (49%)" in out
+    assert not SERVING_WORDS.search(out)
