@@ -138,3 +138,17 @@ def test_bad_commands_are_one_line_errors(cmd, needle):
     with pytest.raises(OptkgError) as e:
         parse_training_command(cmd, where="--train")
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("cmd, training", [
+    ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 8", False),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 8", False),
+    ("trtllm-serve Qwen/Qwen3-32B --tp_size 8", False),
+    ("torchrun --nproc_per_node 8 train.py", True),
+    ("python -m torch.distributed.run --nproc_per_node 4 pretrain_gpt.py", True),
+    ("megatron sft --load ZhipuAI/GLM-4.5-Air-Base-mcore", True),
+    ("accelerate launch --config_file fsdp.yaml train.py", True),
+])
+def test_training_commands_are_told_from_serving_ones(cmd, training):
+    from kg.inputs.training import is_training_command
+    assert is_training_command(cmd) is training

@@ -19,8 +19,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--framework-version", help="release of the training framework (Megatron: megatron-core)")
 
 
-def wants_training(args: argparse.Namespace) -> bool:
+def _command(args: argparse.Namespace) -> str | None:
+    """The training command: --train, or a --cmd that launches training (torchrun, deepspeed, accelerate, ...)."""
     if getattr(args, "train", None):
+        return args.train
+    cmd = getattr(args, "cmd", None)  # the launch registry's --cmd (serving commands stay with it)
+    if cmd:
+        from kg.inputs.training import is_training_command
+        if is_training_command(cmd):
+            return cmd
+    return None
+
+
+def wants_training(args: argparse.Namespace) -> bool:
+    if _command(args):
         return True
     st = getattr(args, "stack", None)
     if st is not None and Path(st).exists():
@@ -37,11 +49,12 @@ def build_job(args: argparse.Namespace, catalog):
         model = load_config_file(args.config)
     elif getattr(args, "model", None):
         model = resolve_model(args.model)
-    if args.train:
+    text = _command(args)
+    if text:
+        label = "--train" if getattr(args, "train", None) else "--cmd"
         if getattr(args, "stack", None):
-            raise OptkgError("give one of: a training file or --train")
-        job = parse_training_command(args.train, model=model, where="--train", base_dir=Path("."),
-                                     resolver=resolve_model)
+            raise OptkgError(f"give one of: a training file or {label}")
+        job = parse_training_command(text, model=model, where=label, base_dir=Path("."), resolver=resolve_model)
     else:
         job = load_training_file(args.stack, catalog, resolve_model)
         if model is not None:

@@ -11,7 +11,8 @@ from kg.inputs.training.job import FRAMEWORKS, TrainingJob
 MEGATRON_SCRIPTS = re.compile(r"^(pretrain_[a-z0-9_]+\.py|megatron)$")
 TRAINING_HINTS = re.compile(r"(verl\.trainer|openrlhf|pretrain_[a-z0-9_]+\.py|--tensor-model-parallel-size|--deepspeed|^\s*deepspeed\s|"
                             r"accelerate\s+launch|torchtitan|--job\.config[_-]file|--fsdp|--per_device_train_batch_size|"
-                            r"--micro-batch-size)", re.M)
+                            r"--micro-batch-size|(^|\s)(\S*/)?torchrun\s|torch\.distributed\.(run|launch)|"
+                            r"(^|\s)megatron\s+(sft|pt|rlhf)\b)", re.M)
 
 
 def is_training_command(text: str) -> bool:
