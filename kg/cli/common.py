@@ -25,8 +25,11 @@ def load_clean_catalog(args: argparse.Namespace):
 def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     if positional:
         p.add_argument("stack", nargs="?", type=Path, help="stack YAML file")
-    p.add_argument("--vllm", metavar="CMD", help="a `vllm serve ...` command, quoted")
-    p.add_argument("--sglang", metavar="CMD", help="a `python -m sglang.launch_server ...` command, quoted")
+    p.add_argument("--cmd", metavar="CMD", help="a launch command, quoted: vllm serve, python -m sglang.launch_server, "
+                   "trtllm-serve, lmdeploy serve api_server, or docker run IMAGE ... of one of them "
+                   "(files it names are read relative to the working directory)")
+    p.add_argument("--vllm", metavar="CMD", help="a `vllm serve ...` command (or bare vLLM flags), quoted")
+    p.add_argument("--sglang", metavar="CMD", help="a `python -m sglang.launch_server ...` command (or bare flags), quoted")
     p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the stack/command)")
     p.add_argument("--gpu", help="GPU name (H100-SXM, H200, B200, A100-80GB, L40S, MI300X, ...)")
     p.add_argument("--count", type=int, help="number of GPUs")
@@ -36,7 +39,7 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
 
 
 def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
-    """Build the Stack the user asked for. Exactly one of: stack file, --vllm, --sglang, --config.
+    """Build the Stack the user asked for. Exactly one of: stack file, --cmd, --vllm, --sglang, --config.
 
     ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
     """
@@ -44,13 +47,28 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     from kg.inputs.stack import Stack, load_stack_file, set_setting
     from kg.inputs.modelcfg import load_config_file, resolve_model
     resolver = resolver or resolve_model
-    sources = [x for x in (getattr(args, "stack", None), args.vllm, args.sglang) if x]
+    cmd = getattr(args, "cmd", None)
+    sources = [x for x in (getattr(args, "stack", None), cmd, args.vllm, args.sglang) if x]
     if len(sources) > 1:
-        raise OptkgError("give one of: a stack file, --vllm or --sglang")
-    if args.vllm:
-        st = parse_command(args.vllm, catalog, "vllm", str(args.config) if args.config else None, "--vllm", resolver)
-    elif args.sglang:
-        st = parse_command(args.sglang, catalog, "sglang", str(args.config) if args.config else None, "--sglang", resolver)
+        raise OptkgError("give one of: a stack file, --cmd, --vllm or --sglang")
+    override = str(args.config) if args.config else None
+    if cmd:
+        from kg.inputs.launch import parse_launch
+        st = parse_launch(cmd, catalog, label="--cmd", model_override=override, resolver=resolver)
+    elif args.vllm or args.sglang:
+        from kg.inputs.launch.registry import detect
+        engine, text = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
+        label = f"--{engine}"
+        try:
+            lz, launch = detect(text, catalog, label=label, model_override=override, resolver=resolver)
+        except OptkgError:
+            lz = None  # a bare list of flags (or not a command at all): the engine's own parser decides
+        if lz is not None and (lz.name == engine or lz.kind == "container"):
+            st = lz.parse(launch)
+            if st.engine != engine:
+                raise OptkgError(f"{label}: the command runs {st.engine}, not {engine}; use --cmd")
+        else:
+            st = parse_command(text, catalog, engine, override, label, resolver)
     elif getattr(args, "stack", None):
         st = load_stack_file(args.stack, catalog, resolver)
         if args.config:
@@ -58,7 +76,7 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     elif args.config:
         st = Stack(name=args.config.name, model=load_config_file(args.config), source=str(args.config))
     else:
-        raise OptkgError("nothing to check: give a stack file, --vllm \"vllm serve ...\", --sglang \"...\" or --config")
+        raise OptkgError("nothing to check: give a stack file, --cmd \"vllm serve ...\", --vllm, --sglang or --config")
     if args.gpu:
         st.hardware = catalog.resolve_hardware(args.gpu)
     if args.count is not None:

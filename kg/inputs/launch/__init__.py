@@ -1,19 +1,25 @@
-"""Launch inputs: one module per launch format (``vllm``, ``sglang``), a shared argv helper (``argv``).
+"""Launch inputs: one module per launch format, found through one registry.
 
-``parse_command(command, catalog, engine, ...)`` parses a pasted launch command of a named engine
-into a :class:`kg.inputs.stack.Stack`.
+``vllm``, ``sglang``, ``trtllm``, ``lmdeploy`` (engine commands), ``docker`` (``docker run IMAGE
+ARGS``), a shared argv helper (``argv``) and the program registry (``registry``).
+``parse_launch(command, catalog, base_dir=...)`` detects the format of any pasted command;
+``parse_command(command, catalog, engine, ...)`` parses a command of a named engine (``--vllm`` /
+``--sglang``, which also take a bare list of flags).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from kg.core.errors import OptkgError
-from kg.inputs.launch import sglang, vllm
+from kg.inputs.launch import docker, lmdeploy, sglang, trtllm, vllm  # noqa: F401  (each registers itself)
+from kg.inputs.launch.registry import Launch, Launcher, detect, launchers, parse_launch, register
 from kg.inputs.modelcfg import resolve_model
 from kg.inputs.stack import Stack
 from kg.knowledge.catalog import Catalog
 
-# engine id -> parser module (each has ``parse(command, catalog, model_override, flag_label, resolver)``)
+__all__ = ["Launch", "Launcher", "detect", "launchers", "parse_command", "parse_launch", "register"]
+
+# engine id -> parser module with ``parse(command, catalog, model_override, flag_label, resolver)``
 ENGINE_PARSERS = {vllm.ENGINE: vllm, sglang.ENGINE: sglang}
 
 
