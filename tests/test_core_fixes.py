@@ -429,7 +429,7 @@ def test_usage_errors_are_one_line(argv, cmd):
 
 def test_unknown_engine_and_bad_versions(catalog, tmp_path):
     from kg.inputs.stack import stack_from_mapping
-    with pytest.raises(OptkgError, match=r"unknown engine 'tensorrt'; did you mean 'trtllm'\? \(known: sglang, trtllm, vllm"):
+    with pytest.raises(OptkgError, match=r"unknown engine 'tensorrt'; did you mean 'trtllm'\? \(known: lmdeploy, sglang, trtllm, vllm"):
         stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "tensorrt"}}, catalog)
     assert stack_from_mapping({"model": "meta-llama/Llama-3.1-8B", "engine": "TensorRT-LLM"}, catalog).engine == "trtllm"
     with pytest.raises(OptkgError, match="expected an engine version number such as 0.11.0, found 'abc'"):
