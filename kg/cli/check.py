@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from kg.core.errors import OptkgError
-from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stack_from_args, write_output
+from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stacks_from_args, write_output
 
 FORMATS = ("text", "json", "sarif", "markdown", "github")
 SEVERITIES = ("info", "warning", "error", "never")
@@ -42,23 +42,53 @@ def run(args: argparse.Namespace) -> int:
     if wants_training(args):
         return run_training(args, catalog)
     rules = kg.load_rules("check", args.rules)
-    stack = stack_from_args(args, catalog)
-    report = kg.check(stack, catalog, rules)
-    d = report.to_dict(explain=args.explain)
-    d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
-                                                   rules_dir=args.rules)
+    stacks = stacks_from_args(args, catalog)
+    if len(stacks) > 1 and (args.write_baseline or args.diagram):
+        raise OptkgError(f"{args.stack}: --write-baseline/--diagram take one stack; the file describes {len(stacks)}")
+    from kg.inputs.launch.registry import finding_location
+    texts, dicts = [], []
+    for stack in stacks:
+        report = kg.check(stack, catalog, rules)
+        d = report.to_dict(explain=args.explain)
+        d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
+                                                       rules_dir=args.rules)
+        for f in d["findings"]:
+            loc = finding_location(f, stack.origins)
+            if loc:
+                f["location"] = loc
+        dicts.append(d)
+    d = dicts[0]
     if args.write_baseline:
         from kg.output.filtering import write_baseline
         write_baseline(args.write_baseline, d["findings"], force=args.force)
     if args.diagram:
-        from kg.output.diagrams.stack import stack_diagram
+        from kg.output.export import stack_diagram
         stack_diagram(d, catalog, args.diagram, force=args.force)
-    if args.format == "text":
-        text = render_check_text(d, explain=args.explain)
+    for d in dicts:
+        if args.format == "text":
+            texts.append(render_check_text(d, explain=args.explain))
+        elif args.format == "json":
+            texts.append(to_json(d))
+        else:
+            from kg.output.formats import render
+            texts.append(render(args.format, "check", d))
+    if len(dicts) == 1:
+        text = texts[0]
     elif args.format == "json":
-        text = to_json(d)
+        import json
+        text = to_json({"schema_version": dicts[0]["schema_version"], "kind": "check-set", "source": str(args.stack),
+                        "reports": [json.loads(t) for t in texts]})
+    elif args.format == "sarif":
+        import json
+        docs = [json.loads(t) for t in texts]
+        for extra in docs[1:]:
+            docs[0]["runs"][0]["results"] += extra["runs"][0]["results"]
+            seen = {r["id"] for r in docs[0]["runs"][0]["tool"]["driver"].get("rules", [])}
+            docs[0]["runs"][0]["tool"]["driver"].setdefault("rules", []).extend(
+                r for r in extra["runs"][0]["tool"]["driver"].get("rules", []) if r["id"] not in seen)
+        text = json.dumps(docs[0], indent=2) + "\n"
     else:
-        from kg.output.formats import render
-        text = render(args.format, "check", d)
+        text = "".join(texts) if args.format == "github" else "\n".join(texts)
     write_output(text, args.output, force=args.force)
-    return fail_code(d["findings"], args.fail_on)
+    findings = [f for d in dicts for f in d["findings"]]
+    return fail_code(findings, args.fail_on)

@@ -42,9 +42,20 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     """Build the Stack the user asked for. Exactly one of: stack file, --cmd, --vllm, --sglang, --config.
 
     ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
+    A file that describes several serving containers is refused here (``check`` reads them all).
     """
+    stacks = stacks_from_args(args, catalog, resolver)
+    if len(stacks) > 1:
+        names = ", ".join(s.name for s in stacks)
+        raise OptkgError(f"{args.stack}: the file describes {len(stacks)} serving containers ({names}); "
+                         "`optkg check` reports each, this command needs one")
+    return stacks[0]
+
+
+def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[Any]:
+    """The Stacks the user asked for: one, or one per serving container of a manifest / compose file."""
     from kg.inputs.launch import parse_command
-    from kg.inputs.stack import Stack, load_stack_file, set_setting
+    from kg.inputs.stack import Stack
     from kg.inputs.modelcfg import load_config_file, resolve_model
     resolver = resolver or resolve_model
     cmd = getattr(args, "cmd", None)
@@ -52,9 +63,11 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     if len(sources) > 1:
         raise OptkgError("give one of: a stack file, --cmd, --vllm or --sglang")
     override = str(args.config) if args.config else None
+    stacks = None
     if cmd:
         from kg.inputs.launch import parse_launch
-        st = parse_launch(cmd, catalog, label="--cmd", model_override=override, resolver=resolver)
+        st = parse_launch(cmd, catalog, label="--cmd", model_override=override, resolver=resolver,
+                          engine_version=args.engine_version)
     elif args.vllm or args.sglang:
         from kg.inputs.launch.registry import detect
         engine, text = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
@@ -70,13 +83,22 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
         else:
             st = parse_command(text, catalog, engine, override, label, resolver)
     elif getattr(args, "stack", None):
-        st = load_stack_file(args.stack, catalog, resolver)
-        if args.config:
-            st.model = load_config_file(args.config)
+        from kg.inputs.launch.files import stacks_from_file
+        stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver)
+        for s in stacks:
+            s.notes.extend(skipped)
     elif args.config:
         st = Stack(name=args.config.name, model=load_config_file(args.config), source=str(args.config))
     else:
         raise OptkgError("nothing to check: give a stack file, --cmd \"vllm serve ...\", --vllm, --sglang or --config")
+    if stacks is None:
+        stacks = [st]
+    return [_apply_stack_options(s, args, catalog) for s in stacks]
+
+
+def _apply_stack_options(st: Any, args: argparse.Namespace, catalog) -> Any:
+    """--gpu, --count, --engine-version, --kv-budget-gib, --max-model-len over a parsed stack."""
+    from kg.inputs.stack import set_setting
     if args.gpu:
         st.hardware = catalog.resolve_hardware(args.gpu)
     if args.count is not None:

@@ -283,3 +283,48 @@ def _write_replace(p: Path, data: str | bytes, force: bool, shown: str) -> Path:
             os.unlink(tmp)
         raise
     return p
+
+
+def parse_yaml_all(text: str, name: str = "<string>") -> list[YamlDoc]:
+    """Parse every document of a multi-document YAML stream (``---`` separated) safely.
+
+    Same refusals as ``parse_yaml`` (unsafe tags, more than ``MAX_NODES`` nodes over all documents
+    after alias expansion); line numbers are of the whole file. Empty documents are skipped.
+    Raises OptkgError with ``name:line:col``.
+    """
+    import yaml
+
+    loader = _loader_class()(text)
+    docs: list[YamlDoc] = []
+    budget = MAX_NODES
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            try:
+                budget -= _count_nodes(node, budget)
+            except OptkgError as e:
+                raise OptkgError(f"{name}:{node.start_mark.line + 1}: {e}") from None
+            data = loader.construct_document(node)
+            duplicates: list[tuple[tuple, int, int, int]] = []
+            docs.append(YamlDoc(name, data, _line_map(node, duplicates), duplicates))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        what = (e.problem or e.context or "invalid YAML").strip()
+        if "could not determine a constructor" in str(e):
+            what = f"unsafe or unknown tag refused ({what})"
+        raise OptkgError(f"{where}: YAML error: {what}") from None
+    except yaml.YAMLError as e:
+        raise OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise OptkgError(f"{name}: YAML nesting too deep") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def load_yaml_all(path: Path | str, max_bytes: int = MAX_BYTES) -> list[YamlDoc]:
+    """Read and parse every document of a YAML file (see ``parse_yaml_all``). Raises OptkgError."""
+    return parse_yaml_all(read_text(path, max_bytes), str(path))

@@ -65,6 +65,8 @@ class Stack:
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    # where each setting / technique came from: the flag as typed, or file:line (launch inputs)
+    origins: dict[str, str] = field(default_factory=dict)
 
     def values(self) -> dict[str, Any]:
         """Flat namespace of every setting and parameter (parallel sizes default to 1)."""

@@ -155,7 +155,10 @@ def _check_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str
                                                 "\n".join(x for x in help_lines if x),
                                                 srcs[0]["url"] if srcs else None, list(f.get("tags") or []), f["severity"]))
         where = None
-        for t in f.get("techniques") or []:
+        loc = f.get("location")  # file:line of the flag or key behind it (manifests, compose, LLM-API YAML)
+        if isinstance(loc, str) and ":" in loc and loc.rsplit(":", 1)[1].isdigit():
+            where = (int(loc.rsplit(":", 1)[1]), 1)
+        for t in [] if where else f.get("techniques") or []:
             if t in lines:
                 where = lines[t]
                 break

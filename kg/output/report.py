@@ -63,6 +63,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     for f in fs:
         out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {f['title']}")
         out.append(_wrap(f["message"], "      "))
+        if f.get("location"):
+            out.append(f"      at: {f['location']}")
         if f.get("numbers"):
             out.append("      numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
         if f.get("cost_dimension"):

@@ -155,6 +155,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         if not w.startswith("-") or w == "-":
             if table.get("positional_model") and model_name is None:
                 model_name = w
+                st.origins["model"] = w
             else:
                 st.ignored.append(w)
             i += 1
@@ -220,9 +221,10 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 if str(value).lower() not in vm:
                     raise OptkgError(f"{flag}: expected one of {', '.join(map(str, spec['value_map']))}, found {raw!r}")
                 value = vm[str(value).lower()]
-        apply_flag(st, catalog, engine, spec, value, flag, removed, by_value_tids)
+        apply_flag(st, catalog, engine, spec, value, flag, removed, by_value_tids, origin=typed)
         if spec.get("set") == "model":
             model_name = value
+            st.origins["model"] = typed
     apply_env(st, table, env)
     finish(st, catalog, removed)
     target = model_override or model_name or model_from
@@ -234,9 +236,16 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
 
 
 def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], value: Any, flag: str,
-               removed: set[str], by_value_tids: set[str] = frozenset()) -> None:
-    """Apply one flag entry's effect (setting, technique, removals); later calls win over earlier ones."""
+               removed: set[str], by_value_tids: set[str] = frozenset(), origin: str | None = None) -> None:
+    """Apply one flag entry's effect (setting, technique, removals); later calls win over earlier ones.
+
+    ``origin`` (the flag as typed, or file:line) is recorded in ``st.origins`` for what it sets."""
     typ = spec["type"]
+    if origin:
+        for key in (spec.get("set"), spec.get("technique"), spec.get("removes"),
+                    *((spec.get("technique_by_value") or {}).values()), *((spec.get("fields") or {}).values())):
+            if key and key != "model":
+                st.origins[key] = origin
     if spec.get("set") == "kv_cache_dtype":
         check_kv_cache_dtype(value, engine, flag)
     if spec.get("set") and spec["set"] != "model":

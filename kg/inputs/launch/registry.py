@@ -137,3 +137,14 @@ def resolve_file(name: str, launch: Launch) -> Path:
     """A file named by the command, relative to the launch's working directory unless absolute."""
     p = Path(name).expanduser()
     return p if p.is_absolute() or launch.base_dir is None else launch.base_dir / p
+
+
+def finding_location(finding: dict[str, Any], origins: dict[str, str]) -> str | None:
+    """The file:line of the flag or key behind a finding: its techniques first, then the settings it
+    names in ``facts``/``numbers``, then where the stack's container sits; None for pasted commands."""
+    keys = list(finding.get("techniques") or []) + list(finding.get("facts") or {}) + list(finding.get("numbers") or {})
+    for k in [*keys, "@stack"]:
+        v = origins.get(k)
+        if v and ":" in v and v.rsplit(":", 1)[1].isdigit():
+            return v
+    return None

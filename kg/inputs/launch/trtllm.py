@@ -62,7 +62,7 @@ def apply_llm_api(st: Stack, doc: YamlDoc, catalog: Catalog, removed: set[str]) 
         v = _coerce(value, "boolean" if typ == "flag" else typ, where, spec.get("minimum"), hi)
         if spec.get("set") == "kv_cache_dtype" and isinstance(v, str):
             v = v.lower()
-        apply_flag(st, catalog, ENGINE, spec, v, where, removed)
+        apply_flag(st, catalog, ENGINE, spec, v, where, removed, origin=f"{doc.path}:{doc.where(path)[0]}")
         if typ == "flag" and v is False and spec.get("set"):
             st.settings[spec["set"]] = False
     return model
