@@ -18,7 +18,7 @@ def parse_launch(launch: Launch) -> Stack:
     """A Stack from a detected ``lmdeploy serve api_server`` launch."""
     st = parse_words(list(launch.args), launch.catalog, ENGINE, label=launch.label, env=launch.env,
                      launch=launch.prefix, model_override=launch.model_override,
-                     resolver=launch.resolver or resolve_model)
+                     resolver=launch.resolver or resolve_model, engine_version=launch.engine_version)
     return apply_context(st, launch)
 
 

@@ -70,7 +70,8 @@ def parse_launch(launch: Launch) -> Stack:
     """A Stack from a detected vLLM launch (``--cmd``, a container's arguments, a manifest's command)."""
     args = expand_config(list(launch.args), launch)
     st = parse_words(args, launch.catalog, ENGINE, label=launch.label, env=launch.env, launch=launch.prefix,
-                     model_override=launch.model_override, resolver=launch.resolver or resolve_model)
+                     model_override=launch.model_override, resolver=launch.resolver or resolve_model,
+                     engine_version=launch.engine_version)
     return apply_context(st, launch)
 
 
