@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         from kg.output.filtering import write_baseline
         write_baseline(args.write_baseline, d["findings"], force=args.force)
     if args.diagram:
-        from kg.output.export import stack_diagram
+        from kg.output.diagrams.stack import stack_diagram
         stack_diagram(d, catalog, args.diagram, force=args.force)
     for d in dicts:
         if args.format == "text":
