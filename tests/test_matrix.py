@@ -105,7 +105,7 @@ def test_engine_filter(catalog, rules):
 
 def test_engine_filter_uses_only_evidence_for_that_engine(catalog, rules):
     from kg.analyses.matrix import known_engines
-    assert known_engines(catalog, rules.rules) == ["sglang", "trtllm", "vllm"]
+    assert known_engines(catalog, rules.rules) == ["lmdeploy", "sglang", "trtllm", "vllm"]
     trt = compatibility_matrix(catalog, rules, engine="trtllm")
     # every cell is either engine-independent or names trtllm; no vLLM/SGLang backend evidence remains
     assert all(not c["engines"] or "trtllm" in c["engines"] for c in trt["cells"])
@@ -116,11 +116,11 @@ def test_engine_filter_uses_only_evidence_for_that_engine(catalog, rules):
 
 def test_unknown_engine_is_an_error(catalog, rules, cli):
     from kg.core.errors import OptkgError
-    with pytest.raises(OptkgError, match=r"--engine: unknown engine 'foo' \(known: sglang, trtllm, vllm\)"):
+    with pytest.raises(OptkgError, match=r"--engine: unknown engine 'foo' \(known: lmdeploy, sglang, trtllm, vllm\)"):
         compatibility_matrix(catalog, rules, engine="foo")
     code, out, err = cli("matrix", "--engine", "vlm")
     assert code == 2 and out == "" and err == ("optkg: error: --engine: unknown engine 'vlm'; did you mean 'vllm'? "
-                                               "(known: sglang, trtllm, vllm)\n")
+                                               "(known: lmdeploy, sglang, trtllm, vllm)\n")
 
 
 def test_backend_selectors_make_evidence_conditional():

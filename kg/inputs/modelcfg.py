@@ -99,6 +99,12 @@ class ModelFacts:
     derived_max_model_len: int | None = None      # longest max_model_len vLLM accepts (tokens)
     vllm_default_max_model_len: int | None = None  # max_model_len vLLM runs with when none is given (tokens)
     sglang_context_length: int | None = None      # longest --context-length SGLang accepts (tokens)
+    # vision encoder of a multimodal config (kg.inputs.vision); None / False for text-only models
+    vision_model_type: str | None = None
+    vision_num_attention_heads: int | None = None
+    vision_hidden_size: int | None = None
+    vision_num_hidden_layers: int | None = None
+    vision_tp_split: bool = False
     source: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -140,7 +146,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     if not isinstance(cfg, dict):
         raise OptkgError(f"{name}: config.json must be a JSON object")
     top = cfg
-    text = cfg.get("text_config")
+    from kg.inputs.vision import language_config, vision_facts
+    text = language_config(cfg)  # text_config / llm_config of a multimodal wrapper (kg.inputs.vision)
     c = dict(text) if isinstance(text, dict) else dict(cfg)
     if isinstance(text, dict):
         for k in ("torch_dtype", "quantization_config", "model_type"):
@@ -232,6 +239,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     dense_inter = _int(c, "intermediate_size_mlp", name) if is_llama4 else None
     dense_inter = dense_inter or inter
     return ModelFacts(
+        **vision_facts(top),
         name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
         head_dim=head_dim, v_head_dim=v_head_dim, hidden_size=hidden, num_hidden_layers=layers,
         dtype=dtype, dtype_bytes=dtype_bytes, is_mla=is_mla, kv_lora_rank=kv_lora if is_mla else None,

@@ -1,0 +1,58 @@
+"""The vision encoder of a multimodal model config (``vision_config``), as the engines read it.
+
+Multimodal wrappers keep the language model under ``text_config`` (LLaVA, Llama-4, Gemma-3,
+Qwen2.5-VL in newer transformers) or ``llm_config`` (InternVL), and the vision tower under
+``vision_config``. Field names differ per tower: CLIP / SigLIP / InternViT / Llama-4 use
+``num_attention_heads``, ``hidden_size``, ``num_hidden_layers``; Qwen2-VL / Qwen2.5-VL use
+``num_heads``, ``embed_dim`` or ``hidden_size``, ``depth``. The tower type is
+``vision_config.model_type`` (falling back to the wrapper's ``model_type`` for Qwen-VL, whose
+vision_config may omit it).
+
+``VLLM_SPLITS_HEADS``: tower types whose attention vLLM shards over the tensor-parallel group with
+``divide(num_heads, tp_size)`` — an assertion, so heads % tp_size != 0 fails at startup unless
+``--mm-encoder-tp-mode data`` runs the tower data-parallel (vllm 0.33.0
+``model_executor/models/siglip.py:377``, ``clip.py:402``, ``qwen2_vl.py:299``, ``qwen2_5_vl.py:374``;
+the mode: ``model_executor/models/vision.py:141-156``). InternViT is not listed: it falls back to
+data parallel itself when heads (+ dummy heads) % tp_size != 0 (``intern_vit.py:146``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+VLLM_SPLITS_HEADS = {
+    "siglip_vision_model": "vllm 0.33.0 vllm/model_executor/models/siglip.py:377",
+    "clip_vision_model": "vllm 0.33.0 vllm/model_executor/models/clip.py:402",
+    "qwen2_vl": "vllm 0.33.0 vllm/model_executor/models/qwen2_vl.py:299",
+    "qwen2_5_vl": "vllm 0.33.0 vllm/model_executor/models/qwen2_5_vl.py:374",
+}
+
+
+def language_config(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The language model's section of a multimodal config (``text_config`` or ``llm_config``), or None."""
+    for key in ("text_config", "llm_config"):
+        sec = cfg.get(key)
+        if isinstance(sec, dict):
+            return sec
+    return None
+
+
+def _pos_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def vision_facts(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``vision_model_type``, ``vision_num_attention_heads``, ``vision_hidden_size``, ``vision_num_hidden_layers``
+    and ``vision_tp_split`` (True when vLLM shards the tower's heads over TP; see the module doc) of a
+    config; an empty dict when it has no ``vision_config``."""
+    vc = cfg.get("vision_config")
+    if not isinstance(vc, dict):
+        return {}
+    mtype = vc.get("model_type") or cfg.get("model_type")
+    heads = _pos_int(vc.get("num_attention_heads")) or _pos_int(vc.get("num_heads"))
+    return {
+        "vision_model_type": str(mtype) if mtype else None,
+        "vision_num_attention_heads": heads,
+        "vision_hidden_size": _pos_int(vc.get("hidden_size")) or _pos_int(vc.get("embed_dim")),
+        "vision_num_hidden_layers": _pos_int(vc.get("num_hidden_layers")) or _pos_int(vc.get("depth")),
+        "vision_tp_split": str(mtype) in VLLM_SPLITS_HEADS if mtype else False,
+    }
