@@ -162,3 +162,10 @@ def test_hostile_manifests(cli, tmp_path, text, where, what):
     assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1 and f"{f}{where}" in err and what in err, err
     assert "Traceback" not in err
+
+
+def test_secret_env_values_are_not_printed(cli):
+    # the LWS example in vLLM's docs sets HUGGING_FACE_HUB_TOKEN inline: the report must not repeat the value
+    code, out, _ = cli("check", str(FIX / "vllm-docs-lws.yaml"), "--config", str(LLAMA405), "--format", "json")
+    d = json.loads(out)
+    assert "HUGGING_FACE_HUB_TOKEN=<redacted>" in d["ignored_flags"] and "<your-hf-token>" not in out

@@ -291,7 +291,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             st.notes.append(f"{label}: {k} is not read by {which}: it has no effect there "
                             f"(read in {engine} {_span(e)})")
             if not assumed:
-                st.ignored.append(f"{k}={env.pop(k)}")
+                st.ignored.append(shown_env(k, env.pop(k)))
     apply_env(st, table, env)
     finish(st, catalog, removed)
     target = model_override or model_name or model_from
@@ -349,12 +349,21 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
         removed.add(spec["removes"])
 
 
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def shown_env(name: str, value: str) -> str:
+    """``NAME=value`` for reports, with the value of a secret-looking variable (HF_TOKEN, ...) redacted."""
+    return f"{name}=<redacted>" if SECRET_NAME.search(name) else f"{name}={value}"
+
+
 def apply_env(st: Stack, table: dict[str, Any], env: dict[str, str]) -> None:
-    """Read the environment assignments the table's ``env`` models; list the others as ignored."""
+    """Read the environment assignments the table's ``env`` models; list the others as ignored
+    (secret-looking values redacted)."""
     for k, v in env.items():
         spec = (table.get("env") or {}).get(k)
         if not spec:
-            st.ignored.append(f"{k}={v}")
+            st.ignored.append(shown_env(k, v))
         elif spec.get("type") == "device_list":
             devices = [x for x in v.split(",") if x.strip()]
             if devices:
