@@ -72,3 +72,15 @@ def test_modelled_flags_exist_in_some_release(engine):
             if n.startswith("--no-"):  # BooleanOptionalAction inverses are not in the scan (header says so)
                 n = "--" + n[5:]
             assert n in opts or any(o.startswith(n) for o in opts), (engine, n)
+
+
+def test_env_typo_and_json_dots(catalog):
+    st = parse_launch("VLLM_ATTENTON_BACKEND=FLASHINFER vllm serve Qwen/Qwen3-32B "
+                      "--speculative-config.method ngram --speculative-config.num_speculative_tokens 4", catalog)
+    assert any("VLLM_ATTENTON_BACKEND is not an environment variable of any vllm release" in n for n in st.notes)
+    assert "VLLM_ATTENTON_BACKEND=FLASHINFER" in st.ignored
+    # vLLM's --json-arg.key value form (argparse_utils.py FlexibleArgumentParser) sets one field of the JSON argument
+    assert st.settings["speculative_method"] == "ngram" and st.settings["num_speculative_tokens"] == 4
+    assert "speculative-decoding" in st.techniques
+    st = parse_launch("SGLANG_ENABLE_TORCH_COMPILE=1 python -m sglang.launch_server --model-path Qwen/Qwen3-32B", catalog)
+    assert not any("SGLANG_ENABLE_TORCH_COMPILE" in n for n in st.notes)  # read by sglang (environ.py Envs)

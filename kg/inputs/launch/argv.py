@@ -285,8 +285,12 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             model_name = value
             st.origins["model"] = typed
     env_data = data.get("env") or {} if data else {}
+    prefixes = tuple(str(p) for p in table.get("env_prefixes") or ())
     for k in list(env):
         e = env_data.get(k)
+        if release and e is None and prefixes and k.startswith(prefixes) and k not in (table.get("env") or {}):
+            st.notes.append(f"{label}: {k} is not an environment variable of any {engine} release optkg has scanned "
+                            f"({data['scanned'][0]}–{data['scanned'][-1]}): a typo? the engine ignores it")
         if release and e is not None and not present_at(e, release):
             st.notes.append(f"{label}: {k} is not read by {which}: it has no effect there "
                             f"(read in {engine} {_span(e)})")
