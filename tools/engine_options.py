@@ -1,6 +1,6 @@
 """Generate catalog/engines/options/<engine>.yaml: every option string each released engine's CLI parser accepts.
 
-Usage: python tools/engine_options.py vllm|sglang [DL_DIR]   (DL_DIR default /work/dl, holding unzipped wheels
+Usage: python tools/engine_options.py vllm|sglang|lmdeploy [DL_DIR]   (DL_DIR default /work/dl, holding unzipped wheels
 as <engine>-<release>/<package>/...). Reads the released source with ``ast`` (nothing is imported or run):
 
 - every string literal starting with ``-`` passed positionally to an ``add_argument(...)`` call;
@@ -26,6 +26,8 @@ ENGINES = {
                                           "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py",
                                           "vllm/entrypoints/openai/api_server.py"],
              "dataclass_classes": ("FrontendArgs",)},
+    "lmdeploy": {"package": "lmdeploy", "globs": ["lmdeploy/cli/serve.py", "lmdeploy/cli/utils.py"],
+                 "dataclass_classes": ("NoDataclassCLI",)},
     "sglang": {"env_files": ["sglang/srt/environ.py"], "package": "sglang", "globs": ["sglang/srt/server_args.py", "sglang/srt/arg_groups/*.py",
                                               "sglang/srt/arg_groups/fields/*.py"],
                "dataclass_classes": ("",)},
