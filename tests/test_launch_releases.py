@@ -84,3 +84,11 @@ def test_env_typo_and_json_dots(catalog):
     assert "speculative-decoding" in st.techniques
     st = parse_launch("SGLANG_ENABLE_TORCH_COMPILE=1 python -m sglang.launch_server --model-path Qwen/Qwen3-32B", catalog)
     assert not any("SGLANG_ENABLE_TORCH_COMPILE" in n for n in st.notes)  # read by sglang (environ.py Envs)
+
+
+def test_sglang_config_file(catalog, tmp_path):
+    (tmp_path / "sgl.yaml").write_text("model-path: Qwen/Qwen3-32B\ntp-size: 4\ncontext-length: 8192\n"
+                                       "enable-dp-attention: true\ndisable-radix-cache: false\n")
+    st = parse_launch("python -m sglang.launch_server --config sgl.yaml --context-length 4096", catalog, base_dir=tmp_path)
+    assert st.settings["tp_size"] == 4 and st.settings["max_model_len"] == 4096  # the command line wins
+    assert "dp-attention" in st.techniques and "prefix-caching" in st.techniques  # false store_true: nothing added
