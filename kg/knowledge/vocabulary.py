@@ -86,6 +86,9 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "source", "warnings",
     "attention_chunk_size", "index_head_dim", "layer_kinds", "linear_attention", "quantization_config",
     "quantization_config_source", "vllm_default_max_model_len",
+    # vision tower of a multimodal config (kg.inputs.vision)
+    "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",
+    "vision_tp_split",
     # properties
     "attention", "is_moe",
 )
