@@ -74,3 +74,9 @@ def test_shipped_training_example(cli):
     assert code == 0, err
     assert "total                              41.60 GB   of 85.52 GB (49%)" in out
     assert not SERVING_WORDS.search(out)
+
+
+def test_explain_speaks_of_frameworks(cli):
+    code, out, _ = cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"), "--explain")
+    assert "torchtitan-kv-heads-not-divisible-by-tp: applies to torchtitan; the job's framework is megatron" in out
+    assert "stack's engine" not in out

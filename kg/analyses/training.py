@@ -244,7 +244,9 @@ def check_training(job: TrainingJob, rules: RuleSet) -> dict[str, Any]:
             "rules_evaluated": sum(1 for f in firings if f.fired or f.reason.startswith("condition is false")),
             "rules_total": len(firings),
             "gpu_memory_bytes": ns.get("gpu_memory_bytes"),
-            "not_fired": [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired]}
+            "not_fired": [{"rule": f.rule.id, "reason": f.reason.replace("the stack's engine is", "the job's framework is")
+                                                              .replace("no engine version given", "no framework version given")}
+                          for f in firings if not f.fired]}
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
