@@ -189,16 +189,18 @@ def test_unknown_program_is_one_line_error(cli):
 
 
 def test_registry_plug_in(catalog):
-    # the training helper's plug-in point: a launcher registered for a program is found by detect
-    assert {"docker", "lmdeploy", "sglang", "trtllm", "vllm"} <= {lz.name for lz in launchers()}
+    # the plug-in point: a launcher registered for a program is found by detect (the training helper's
+    # real one, kg/inputs/launch/training.py, owns torchrun; this example uses a program of its own)
+    assert {"docker", "lmdeploy", "sglang", "trtllm", "vllm", "training"} <= {lz.name for lz in launchers()}
     seen = []
-    register(Launcher(name="example-torchrun", kind="training", programs=(("torchrun",),),
+    register(Launcher(name="example-torchrun", kind="training", programs=(("exampletrainrun",),),
                       parse=lambda launch: seen.append((launch.program, launch.args, launch.env)) or "parsed"))
     try:
-        lz, launch = detect("NCCL_DEBUG=INFO torchrun --nproc_per_node 8 pretrain_gpt.py --tp 2", catalog)
+        lz, launch = detect("NCCL_DEBUG=INFO exampletrainrun --nproc_per_node 8 pretrain_gpt.py --tp 2", catalog)
         assert lz.name == "example-torchrun" and launch.args[:2] == ["--nproc_per_node", "8"]
-        assert parse_launch("torchrun --nproc_per_node 8 pretrain_gpt.py", catalog) == "parsed"
-        assert seen[-1][0] == ["torchrun"]
+        assert parse_launch("exampletrainrun --nproc_per_node 8 pretrain_gpt.py", catalog) == "parsed"
+        assert seen[-1][0] == ["exampletrainrun"]
+        assert detect("torchrun --nproc_per_node 8 pretrain_gpt.py", catalog)[0].name == "training"
         # the earliest program wins: a vllm command that mentions torchrun later is still vllm
         assert detect("vllm serve Qwen/Qwen3-32B --served-model-name torchrun", catalog)[0].name == "vllm"
     finally:

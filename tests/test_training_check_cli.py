@@ -80,3 +80,17 @@ def test_explain_speaks_of_frameworks(cli):
     code, out, _ = cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"), "--explain")
     assert "torchtitan-kv-heads-not-divisible-by-tp: applies to torchtitan; the job's framework is megatron" in out
     assert "stack's engine" not in out
+
+
+def test_cmd_detects_training_launchers(cli, catalog):
+    from kg.inputs.launch import parse_launch
+    from kg.inputs.training.job import TrainingJob
+    for cmd, fw in [("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8", "megatron"),
+                    ("accelerate launch --num_processes 8 train.py --use_peft", "hf-trainer"),
+                    ("python pretrain_gpt.py --pipeline-model-parallel-size 2", "megatron"),
+                    ("python -m verl.trainer.main_ppo actor_rollout_ref.actor.strategy=megatron", "verl")]:
+        job = parse_launch(cmd, catalog)
+        assert isinstance(job, TrainingJob) and job.framework == fw, cmd
+    code, out, _ = cli("check", "--cmd", "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --pipeline-model-parallel-size 16 "
+                       "--num-layers-per-virtual-pipeline-stage 2", "--model", "meta-llama/Llama-3.1-70B")
+    assert code == 1 and "2 x 2 x 16 = 64 of 80 layers are built" in out

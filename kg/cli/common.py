@@ -68,6 +68,9 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[A
         from kg.inputs.launch import parse_launch
         st = parse_launch(cmd, catalog, label="--cmd", model_override=override, resolver=resolver,
                           engine_version=args.engine_version)
+        from kg.inputs.stack import Stack as _Stack
+        if not isinstance(st, _Stack):  # a training launch (kg/inputs/launch/training.py): only `optkg check` reads it
+            raise OptkgError("--cmd: this is a training launch; `optkg check --cmd ...` prints its training report")
     elif args.vllm or args.sglang:
         from kg.inputs.launch.registry import detect
         engine, text = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)

@@ -1,6 +1,7 @@
 """Launch inputs: one module per launch format, found through one registry.
 
-``vllm``, ``sglang``, ``trtllm``, ``lmdeploy`` (engine commands), ``docker`` (``docker run IMAGE
+``vllm``, ``sglang``, ``trtllm``, ``lmdeploy`` (engine commands), ``training`` (torchrun, deepspeed,
+accelerate launch, ... -> a TrainingJob), ``docker`` (``docker run IMAGE
 ARGS``), a shared argv helper (``argv``) and the program registry (``registry``).
 ``parse_launch(command, catalog, base_dir=...)`` detects the format of any pasted command;
 ``parse_command(command, catalog, engine, ...)`` parses a command of a named engine (``--vllm`` /
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kg.core.errors import OptkgError
-from kg.inputs.launch import docker, lmdeploy, sglang, trtllm, vllm  # noqa: F401  (each registers itself)
+from kg.inputs.launch import docker, lmdeploy, sglang, training, trtllm, vllm  # noqa: F401  (each registers itself)
 from kg.inputs.launch.registry import Launch, Launcher, detect, launchers, parse_launch, register
 from kg.inputs.modelcfg import resolve_model
 from kg.inputs.stack import Stack
