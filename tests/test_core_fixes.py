@@ -152,11 +152,14 @@ def test_gptq_checkpoint_is_estimated_at_4_bits_plus_group_scales():
 
 def test_gptq_field_case_now_has_kv_memory(catalog):
     # A800-40GB (no capture: vendor 40 GiB) x 0.85 = 36,507,222,016 B; weights 124,053,716,992 / 8 =
-    # 15,506,714,624 B -> 21,000,507,392 B of KV; 48,128 B/token x 16 -> 27,271 blocks = 436,336 tokens
+    # 15,506,714,624 B; issue 13 subtracts the rest of the breakdown (kg.derive.budget): activation
+    # 2,048 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 318,767,104 B (< 40 GiB GPU: 2,048 batched tokens),
+    # no CUDA graphs (enforce_eager), non-torch 0.6 GiB = 644,245,094.4 B -> 20,037,495,193 B of KV;
+    # 48,128 B/token x 16 -> 26,021 blocks = 416,336 tokens
     _, d = check_json(GPTQ_CASE)
     assert d["derived"]["weight_bytes_per_gpu_estimate"] == 15_506_714_624
-    assert d["derived"]["kv_budget_bytes_per_gpu"] == 21_000_507_392
-    assert d["derived"]["kv_tokens_per_gpu"] == 436_336
+    assert d["derived"]["kv_budget_bytes_per_gpu"] == 20_037_495_193
+    assert d["derived"]["kv_tokens_per_gpu"] == 416_336
     assert "kv-budget-exhausted" not in fired(d) and "weights-do-not-fit" not in fired(d)
 
 
@@ -174,9 +177,10 @@ def test_mixtral_on_one_h100_does_not_fit():
     code, d = check_json("--vllm", "vllm serve mistralai/Mixtral-8x7B-v0.1 --max-model-len 32768", "--gpu", "H100-SXM", "--count", "1")
     assert code == 1
     f = fired(d)["weights-do-not-fit"]
-    # 93,405,052,928 B = 86.99 GiB > 81,559 MiB x 0.9 = 71.68 GiB; ceil(93,405,052,928 / 76,968,728,985.6) = 2
+    # 93,405,052,928 B = 86.99 GiB > 81,559 MiB x 0.92 (vLLM 0.33.0's default, issue 13) = 73.28 GiB;
+    # ceil(93,405,052,928 / 78,679,145,185.28) = ceil(1.19) = 2
     assert f["severity"] == "error"
-    assert f["numbers"] == {"weight_gib_per_gpu": 86.99, "usable_gib_per_gpu": 71.68, "weight_gib_total": 86.99,
+    assert f["numbers"] == {"weight_gib_per_gpu": 86.99, "usable_gib_per_gpu": 73.28, "weight_gib_total": 86.99,
                             "min_gpus_for_weights": 2}
 
 
@@ -529,10 +533,12 @@ def test_gpu_memory_uses_the_visible_capture(catalog):
 
 
 def test_check_labels_the_kv_budget():
-    # H200 (no capture) 141 GiB x 0.9 = 136,257,837,465.6 B - 470,185,672,704 / 8 = 58,773,209,088 B of
-    # weights = 77,484,628,377.6 B = 72.16 GiB
+    # issue 13: the breakdown of kg.derive.budget. H200 (no capture) ceil(141 GiB x 0.9) = 136,257,837,466 B
+    # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2
+    # = 1,275,068,416 B - CUDA graphs 0.25 GiB - non-torch 0.6 GiB = 75,296,783,882 B = 70.13 GiB
     code, out, _ = run_cli("check", EXAMPLE)
-    assert "KV budget per GPU (estimate)               ~72.2 GiB (upper bound" in out
+    assert "KV budget per GPU (estimate)               ~70.1 GiB (+-1.0 GiB)" in out
+    assert "- activation peak                        1.19 GiB" in out
     code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40")
     assert "KV budget per GPU (given)                  40.00 GiB" in out
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
-from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes, kv_budget_bytes,
+from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
@@ -176,9 +176,20 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         derived["weight_quant_source"] = scheme.source
         derived["weight_bytes_per_param"] = scheme.dominant
         stack.notes.extend(n for n in scheme.notes if n not in stack.notes)
+        draft = stack_draft(stack, ns, m, tp_kv, kvdt)
+        if draft is not None:
+            derived["draft_kind"] = draft.kind
+            derived["draft_layers"] = draft.layers
+            derived["draft_weight_bytes_per_gpu_estimate"] = round(draft.weight_bytes_per_gpu)
+            derived["draft_kv_bytes_per_token_per_gpu"] = draft.kv_bytes_per_token_per_gpu
+            if draft.max_position_embeddings:
+                derived["draft_max_position_embeddings"] = draft.max_position_embeddings
+            stack.notes.extend(n for n in draft.notes if n not in stack.notes)
         hw = stack.hardware
         block = int(ns.get("block_size") or 16)
-        util = float(ns.get("gpu_memory_utilization") or 0.9)
+        util, util_source = engine_utilization(stack, ns)
+        derived["kv_budget_gpu_memory_utilization"] = util
+        derived["kv_budget_utilization_source"] = util_source
         mem = gpu_memory_bytes(hw) if hw else None
         if mem is not None:
             derived["gpu_memory_bytes"] = round(mem)
@@ -197,12 +208,18 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived["kv_budget_source"] = "given (kv_budget_gib)"
             derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
         elif mem is not None:
-            budget = kv_budget_bytes(mem, util, derived["weight_bytes_per_gpu_estimate"])
-            derived["kv_budget_source"] = ("estimated: GPU memory x gpu_memory_utilization - estimated weights per GPU "
-                                           "(activations and CUDA graphs not subtracted: an upper bound)")
+            sb = stack_budget(stack, ns, m, mem, util, util_source, derived["weight_bytes_per_gpu_estimate"], tp,
+                              derived.get("draft_weight_bytes_per_gpu_estimate", 0))
+            budget = sb.kv_bytes
+            derived["kv_budget_breakdown"] = [dict(x.__dict__) for x in sb.lines]
+            derived["kv_budget_error_bytes"] = round(sb.error_bytes)
+            derived["kv_budget_source"] = ("estimated: " + " - ".join(x.name for x in sb.lines)
+                                           + f" (kg.derive.budget; +-{sb.error_bytes / GIB:.2f} GiB)")
         plan = None
         if sized and engine != "sglang" and derived.get("max_model_len_effective"):
-            plan = vllm_plan(stack, ns, m, tp_kv, pp, dcp, kvdt, derived["max_model_len_effective"])
+            plan = vllm_plan(stack, ns, m, tp_kv, pp, dcp, kvdt, derived["max_model_len_effective"],
+                             draft.layers if draft is not None and draft.kind != "mtp" else
+                             (draft.layers if draft is not None else 0))
             if plan is not None:
                 block = plan.block_size
                 derived["kv_blocks_per_request"] = plan.blocks_per_request
@@ -256,14 +273,78 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return facts, ns
 
 
-def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int):
+def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:
+    """gpu_memory_utilization and its source (kg.derive.budget.resolve_utilization, release defaults as data)."""
+    from kg.core import paths
+    from kg.core.yamlio import load_yaml
+    from kg.derive.budget import resolve_utilization
+    table_default = None
+    f = paths.catalog_dir() / "engines" / f"{stack.engine}.yaml"
+    if stack.engine and f.is_file():
+        table_default = ((load_yaml(f).data or {}).get("defaults") or {}).get("gpu_memory_utilization")
+    return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"), table_default)
+
+
+def serving_defaults(stack: Stack, ns: dict[str, Any]) -> tuple[int, int]:
+    """max_num_batched_tokens and max_num_seqs the engine runs with (given, else vllm serve's GPU defaults:
+    vLLM 0.33.0 engine/arg_utils.py:2970-3006)."""
+    from kg.derive.kv_specs import default_max_num_batched_tokens
+    hw = stack.hardware or {}
+    gib = float(hw["memory_gib"]) if hw.get("memory_gib") else None
+    mnbt = ns.get("max_num_batched_tokens") or default_max_num_batched_tokens(gib, str(hw.get("id") or ""))
+    seqs = ns.get("max_num_seqs") or (256 if mnbt == 2048 else 1024)
+    return int(mnbt), int(seqs)
+
+
+def stack_draft(stack: Stack, ns: dict[str, Any], m, tp: int, kvdt: str):
+    """The speculative-decoding draft of the stack (kg.derive.drafts), or None; an unresolvable draft is a note."""
+    from kg.core.errors import OptkgError
+    from kg.derive.drafts import draft_facts
+    from kg.inputs.modelcfg import config_dict, resolve_model
+    method, name = ns.get("speculative_method"), ns.get("speculative_model")
+    if not method and not name:
+        return None
+    base = None
+    if stack.source:
+        from pathlib import Path
+        src = Path(stack.source)
+        base = src if src.is_dir() else src.parent
+
+    def resolver(x: str):
+        from pathlib import Path
+        if base is not None and not Path(x).expanduser().exists() and (base / x).exists():
+            return resolve_model(str(base / x))
+        return resolve_model(x)
+    try:
+        return draft_facts(str(method or ""), str(name) if name else None, m, tp,
+                           int(ns["draft_tp_size"]) if ns.get("draft_tp_size") else None, resolver, kvdt,
+                           lambda x: config_dict(x, base))
+    except OptkgError as e:
+        stack.notes.append(f"draft not sized: {e}")
+        return None
+
+
+def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, util_source: str, weights: float,
+                 tp: int, draft_weights: float = 0.0):
+    """The KV budget breakdown of kg.derive.budget for this stack."""
+    from kg.derive.budget import serving_budget
+    mnbt, seqs = serving_defaults(stack, ns)
+    moe_tp = tp
+    if "expert-parallelism" in stack.techniques:
+        ep = int(ns.get("ep_size") or 1)
+        moe_tp = max(1, tp // ep) if ep > 1 else 1
+    return serving_budget(stack.engine or "vllm", mem, util, util_source, weights, m, tp, mnbt, seqs,
+                          bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights)
+
+
+def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int,
+              draft_layers: int = 0):
     """vLLM V1's KV plan for the stack (kg.derive.kv_specs), with ``vllm serve``'s defaults for the GPU;
     None when the plan cannot be made (e.g. a DCP size the sliding-window layers refuse)."""
     from kg.core.errors import OptkgError
-    from kg.derive.kv_specs import default_max_num_batched_tokens, plan_kv_cache
+    from kg.derive.kv_specs import plan_kv_cache
     hw = stack.hardware or {}
-    mnbt = ns.get("max_num_batched_tokens") or default_max_num_batched_tokens(
-        float(hw["memory_gib"]) if hw.get("memory_gib") else None, str(hw.get("id") or ""))
+    mnbt, _ = serving_defaults(stack, ns)
     spec_tokens = int(ns.get("num_speculative_tokens") or 0)
     try:
         return plan_kv_cache(
@@ -273,7 +354,7 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
             disable_sliding_window=bool(ns.get("disable_sliding_window")),
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
-            gpu_compute_capability=_compute_capability(hw) if hw else None)
+            gpu_compute_capability=_compute_capability(hw) if hw else None, extra_full_layers=draft_layers)
     except OptkgError:
         return None
 
@@ -512,7 +593,7 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     firings = evaluate_rules(rules, facts, ns, _functions(stack), stack.engine, stack.engine_version)
     findings = [firing_to_finding(f, ns, catalog) for f in firings if f.fired]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
-    derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_"))
+    derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_"))
                and not isinstance(ns[k], dict)}
     if stack.engine == "sglang":  # SGLang has no decode context parallelism: DCP sizes would mislead
         for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):

@@ -112,7 +112,7 @@ def model_is_causal(model) -> tuple[bool | None, str]:
 
 def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
                   hardware: Mapping[str, Any] | None = None, kv_budget_gib: float | None = None,
-                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None) -> dict[str, Any]:
+                  gpu_memory_utilization: float | None = None, max_model_len: int | None = None) -> dict[str, Any]:
     """KV layout of ``model`` under tp/pp/dcp and the GPU's KV budget (bytes) when a GPU or budget is given.
 
     Budget: ``kv_budget_gib`` when given; else ``memory_gib x gpu_memory_utilization - estimated
@@ -121,7 +121,7 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
     (``context_limit``, ``context_limit_by``). Raises OptkgError for a tp/pp size the model does not
     allow (kg.derive.kv.check_parallel_sizes, as ``optkg kv``), a DCP size the model does not allow, a GPU entry without ``memory_gib``, or a ``max_model_len`` that is not a positive integer.
     """
-    from kg.derive.kv import GIB, check_parallel_sizes, kv_budget_bytes, kv_layout, weight_bytes_per_gpu
+    from kg.derive.kv import GIB, check_parallel_sizes, kv_layout, weight_bytes_per_gpu
     check_parallel_sizes(model, tp, pp)  # same tp/pp checks as `optkg kv` (OptkgError naming the valid sizes)
     base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
     if dcp > 1 and dcp not in base.valid_dcp_sizes:
@@ -148,13 +148,23 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         mem = hardware.get("memory_gib")
         if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem <= 0:
             raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
-        # the weight estimate kg.analyses.check uses (experts split tp ways, the rest tp x pp ways)
+        # the budget kg.analyses.check prints for the same stack (kg.derive.budget): visible memory x the
+        # engine's gpu_memory_utilization - weights - activation peak - CUDA graphs - non-torch
+        from kg.derive.budget import resolve_utilization, serving_budget
+        from kg.derive.kv import gpu_memory_bytes
+        from kg.derive.kv_specs import default_max_num_batched_tokens
+        util, util_source = resolve_utilization("vllm", None, gpu_memory_utilization)
+        total = gpu_memory_bytes(hardware)
         weights = weight_bytes_per_gpu(model, tp, pp)
-        ctx["budget_bytes"] = kv_budget_bytes(mem * GIB, gpu_memory_utilization, weights)
+        mnbt = default_max_num_batched_tokens(float(mem), str(hardware.get("id") or ""))
+        sb = serving_budget("vllm", total, util, util_source, weights, model, tp, mnbt, 256 if mnbt == 2048 else 1024)
+        ctx["budget_bytes"] = sb.kv_bytes
+        ctx["budget_breakdown"] = sb.to_dict()
         ctx["weight_bytes_per_gpu_estimate"] = weights
-        ctx["gpu_memory_usable_bytes"] = mem * GIB * gpu_memory_utilization
-        ctx["budget_source"] = (f"{hardware.get('id')}: {mem:g} GiB x gpu_memory_utilization {gpu_memory_utilization:g} "
-                                f"- estimated weights {weights / GIB:.1f} GiB per GPU")
+        ctx["gpu_memory_usable_bytes"] = total * util
+        ctx["budget_source"] = (f"{hardware.get('id')}: {total / GIB:.2f} GiB x gpu_memory_utilization {util:g} - "
+                                + " - ".join(f"{x.name} {x.bytes / GIB:.2f} GiB" for x in sb.lines[1:])
+                                + f" (kg.derive.budget, +-{sb.error_bytes / GIB:.2f} GiB)")
     return ctx
 
 
@@ -721,7 +731,7 @@ def _notes(features: Mapping[str, Any], ctx: Mapping[str, Any] | None,
 
 def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: int = 512, model=None,
                   tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto", hardware=None,
-                  kv_budget_gib: float | None = None, gpu_memory_utilization: float = 0.9,
+                  kv_budget_gib: float | None = None, gpu_memory_utilization: float | None = None,
                   causal: bool | None = None, session_length: float | None = None,
                   attention_locality: str | None = None, catalog=None, ruleset: RuleSet | None = None,
                   thresholds: Mapping[str, float] | None = None, max_model_len: int | None = None,
@@ -776,7 +786,7 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     hw = catalog.resolve_hardware(data["gpu"]) if data.get("gpu") else None
     ctx = model_context(model, int(data.get("tp", 1)), int(data.get("pp", 1)), int(data.get("dcp", 1)),
                         str(data.get("kv_cache_dtype", "auto")), hw, data.get("kv_budget_gib"),
-                        float(data.get("gpu_memory_utilization", 0.9)), data.get("max_model_len")) \
+                        data.get("gpu_memory_utilization"), data.get("max_model_len")) \
         if model is not None else None
     _, firings = evaluate_fit(features, ctx, m, catalog=catalog, ruleset=rules, causal=data.get("causal"),
                               session_length=data.get("session_length"),

@@ -18,6 +18,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("kg.cli.check", "check a stack (file, --vllm or --sglang command) for coupling findings"),
     "kv": ("kg.cli.kv", "KV-cache derivations for a model under TP/PP/DCP"),
+    "reconcile": ("kg.cli.reconcile", "optkg's memory estimate beside each number of a vLLM/SGLang startup log"),
     "sweep": ("kg.cli.sweep", "evaluate many TP/DCP/KV-dtype combinations in one process"),
     "validate": ("kg.cli.validate", "validate catalog files (all problems in one pass)"),
     "new": ("kg.cli.new", "write a commented template for a new technique"),

@@ -13,6 +13,8 @@ SEVERITIES = ("info", "warning", "error", "never")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_stack_args(p)
     add_catalog_arg(p)
+    p.add_argument("--kv-budget-from", type=__import__("pathlib").Path, metavar="LOG",
+                   help="use the KV-cache memory a vLLM/SGLang startup log reports as the KV budget per GPU")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--fail-on", choices=SEVERITIES, default="error",
                    help="exit 1 when a finding is at or above this severity (default: error)")
@@ -45,6 +47,16 @@ def run(args: argparse.Namespace) -> int:
     stacks = stacks_from_args(args, catalog)
     if len(stacks) > 1 and (args.write_baseline or args.diagram):
         raise OptkgError(f"{args.stack}: --write-baseline/--diagram take one stack; the file describes {len(stacks)}")
+    if args.kv_budget_from is not None:
+        if args.kv_budget_gib is not None:
+            raise OptkgError("give one of --kv-budget-gib and --kv-budget-from")
+        from kg.analyses.reconcile import logged_kv_budget
+        from kg.inputs.logs import read_startup_log
+        from kg.inputs.stack import set_setting
+        budget, where = logged_kv_budget(read_startup_log(args.kv_budget_from))
+        for stack in stacks:
+            set_setting(stack, "kv_budget_gib", budget / 2**30, "--kv-budget-from")
+            stack.notes.append(f"KV budget per GPU from {where}")
     from kg.inputs.launch.registry import finding_location
     texts, dicts = [], []
     for stack in stacks:

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-cache-dtype", default="auto", help="auto (model dtype), fp8, fp8_e4m3, fp8_e5m2, int8")
     p.add_argument("--gpu", help="GPU from the catalog (its memory sets the KV budget): H100-SXM, H200, B200, ...")
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB (instead of deriving it from --gpu)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of GPU memory the engine may use (default 0.9)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="share of GPU memory the engine may use (default: vLLM's, 0.92 in 0.33.0)")
     p.add_argument("--max-model-len", type=int, metavar="TOKENS",
                    help="the engine's context limit (default: the model's max_position_embeddings)")
     p.add_argument("--max-num-seqs", type=int, metavar="N",
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             raise OptkgError(f"{flag}: expected a positive integer, found {v}")
     if args.session_length is not None and args.session_length < 1:
         raise OptkgError(f"--session-length: expected a number of turns >= 1, found {args.session_length:g}")
-    if not 0 < args.gpu_memory_utilization <= 1:
+    if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise OptkgError(f"--gpu-memory-utilization: expected a value in (0, 1], found {args.gpu_memory_utilization:g}")
     check_outputs(args.output, args.plot, args.force)
     thresholds = _thresholds(args.threshold)

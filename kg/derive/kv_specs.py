@@ -154,13 +154,15 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   max_num_batched_tokens: int | None = None, async_scheduling: bool = True,
                   hybrid_allocator: bool | None = None, disable_sliding_window: bool = False,
                   enable_prefix_caching: bool | None = None, num_speculative_tokens: int = 0,
-                  gpu_compute_capability: float | None = None) -> KVPlan:
+                  gpu_compute_capability: float | None = None, extra_full_layers: int = 0) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
     SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
     the block to 64 tokens and adds one checkpoint page per request (``qwen_gdn_linear_attn.py:148-200,
     686-760``, ``v1/attention/backends/gdn_attn.py:34``); elsewhere the Triton kernel does not.
+    ``extra_full_layers``: a draft's attention layers (EAGLE heads, MTP layers), which join the
+    full-attention group with the target's page size (kg.derive.drafts).
     ``max_model_len`` defaults to the engine's (``ModelFacts.vllm_default_max_model_len``);
     ``max_num_batched_tokens`` to 8,192 (``vllm serve`` on H100/H200); ``block_size`` to 16 (64 for
     sparse MLA; raised for Mamba hybrids). Raises OptkgError for non-positive sizes, DCP with
@@ -202,6 +204,9 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
             notes.append("Mamba-1 layers are not modelled; their state is not counted")
             continue
         counts[k] = counts.get(k, 0) + 1
+    if extra_full_layers:
+        counts["full"] = counts.get("full", 0) + int(extra_full_layers)
+        notes.append(f"{extra_full_layers} draft layer(s) cached beside the target's (speculative decoding)")
     # page per token per attention layer
     if model.is_mla:
         packed = MLA_PACKED_BYTES.get(kvdt)

@@ -93,6 +93,7 @@ class ModelFacts:
     layer_kinds: list[str] = field(default_factory=list)  # per decoder layer: full, sliding, chunked, linear, mamba, none
     attention_chunk_size: int | None = None       # chunked local attention (Llama-4), tokens
     index_head_dim: int | None = None             # DeepSeek-V3.2 sparse-attention indexer key size
+    num_nextn_predict_layers: int = 0             # MTP layers shipped with the checkpoint (DeepSeek-V3: 1)
     linear_attention: dict[str, Any] = field(default_factory=dict)  # GDN / Mamba2 state sizes (see _linear_attention)
     quantization_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's quantization_config, as read
     quantization_config_source: str = ""          # where it came from (config.json or hf_quant_config.json)
@@ -247,6 +248,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         num_full_layers=layers - n_sliding, intermediate_size=inter, layer_kinds=kinds,
         attention_chunk_size=_int(c, "attention_chunk_size", name),
         index_head_dim=_int(c, "index_head_dim", name) if is_mla else None,
+        num_nextn_predict_layers=_int(c, "num_nextn_predict_layers", name) or _int(c, "mtp_num_hidden_layers", name) or 0,
         linear_attention=_linear_attention(c, model_type),
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
@@ -474,3 +476,21 @@ def resolve_model(name: str) -> ModelFacts:
         f"unknown model '{name}': not a folder with config.json and not a bundled config "
         f"(bundled: {', '.join(bundled_model_ids())}); pass --config path/to/config.json"
     )
+
+
+def config_dict(name: str, base_dir: Path | str | None = None) -> dict[str, Any]:
+    """The raw ``config.json`` dict behind ``resolve_model(name)`` (a folder, a .json file or a bundled
+    id; a relative path is tried against ``base_dir`` too). {} when it cannot be read."""
+    for cand in ([Path(name).expanduser()] + ([Path(base_dir) / name] if base_dir else [])):
+        p = cand / "config.json" if cand.is_dir() else cand
+        if p.is_file() and p.suffix == ".json":
+            try:
+                d = json.loads(read_text(p, max_bytes=8 * 1024 * 1024))
+            except (OptkgError, json.JSONDecodeError):
+                return {}
+            return d if isinstance(d, dict) else {}
+    want = _norm(name)
+    for f in sorted(bundled_models_dir().glob("*.json")):
+        if _norm(f.stem.replace("__", "/", 1)) == want:
+            return json.loads(read_text(f, max_bytes=8 * 1024 * 1024))
+    return {}

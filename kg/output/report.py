@@ -44,8 +44,12 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
                 gib = dv[key] / 2**30
                 if str(dv.get("kv_budget_source", "")).startswith("estimated"):
-                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB (upper bound: activations "
-                               "and CUDA graphs not subtracted)")
+                    err = (dv.get("kv_budget_error_bytes") or 0) / 2**30
+                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB (+-{err:.1f} GiB)")
+                    for i, line in enumerate(dv.get("kv_budget_breakdown") or []):
+                        sign = "" if i == 0 else "- "
+                        out.append(f"    {sign + line['name']:<40} {line['bytes'] / 2**30:,.2f} GiB  {line['basis']}"
+                                   f" [{line['source']}]")
                 else:
                     out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
             elif key in dv:

@@ -1,0 +1,56 @@
+"""``optkg reconcile LOG [LOG ...] [--vllm CMD] [--sglang CMD]``: optkg's memory estimate beside each
+number of an engine's startup log (kg.analyses.reconcile)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kg.core.errors import OptkgError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from kg.cli.common import add_catalog_arg
+    p.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="vLLM (V0 or V1) or SGLang startup log")
+    p.add_argument("--vllm", metavar="CMD", help="the `vllm serve ...` command the vLLM log came from")
+    p.add_argument("--sglang", metavar="CMD", help="the SGLang launch command the SGLang log came from")
+    p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the commands)")
+    p.add_argument("--gpu", help="GPU name, for optkg's own budget estimate (H100-SXM, H200, ...)")
+    p.add_argument("--engine-version", help="engine release the logs came from (engine defaults per release)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_catalog_arg(p)
+
+
+def _stack(cmd: str | None, engine: str, args, catalog):
+    if not cmd:
+        return None
+    from kg.inputs.launch import parse_command
+    from kg.inputs.stack import check_engine_version
+    st = parse_command(cmd, catalog, engine, str(args.config) if args.config else None, f"--{engine}")
+    if args.gpu:
+        st.hardware = catalog.resolve_hardware(args.gpu)
+    if args.engine_version:
+        st.engine_version = check_engine_version(args.engine_version, "--engine-version")
+    return st
+
+
+def run(args: argparse.Namespace) -> int:
+    from kg.analyses.reconcile import SCHEMA_VERSION, compare, reconcile
+    from kg.cli.common import load_clean_catalog
+    from kg.inputs.logs import read_startup_log
+    from kg.output.report import to_json
+    from kg.output.reconcile_report import render_text
+    catalog = load_clean_catalog(args)
+    stacks = {"vllm": _stack(args.vllm, "vllm", args, catalog), "sglang": _stack(args.sglang, "sglang", args, catalog)}
+    recs = []
+    for path in args.logs:
+        log = read_startup_log(path)
+        recs.append(reconcile(log, stacks.get(log.engine)))
+    if not recs:
+        raise OptkgError("no log given")
+    comparison = []
+    if len(recs) == 2:
+        comparison = compare(recs[0], recs[1])
+    d = {"schema_version": SCHEMA_VERSION, "kind": "reconcile", "logs": [r.to_dict() for r in recs],
+         "comparison": comparison}
+    print(to_json(d) if args.format == "json" else render_text(d), end="")
+    return 0

@@ -1,0 +1,108 @@
+"""Speculative-decoding drafts: the draft's own weights, KV cache and context limit on each GPU.
+
+Sources of the draft (vLLM ``--speculative-config``, SGLang ``--speculative-draft-model-path``):
+- EAGLE3 heads (``architectures`` ``*Eagle3*``): one or more decoder layers whose attention reads the
+  concatenation of the token embedding and the fused hidden state (q/k/v take ``2 x hidden`` inputs),
+  an ``fc`` that fuses three target layers (``3 x hidden -> hidden``) and an lm_head over
+  ``draft_vocab_size``; the embedding is the target's (vLLM ``model_executor/models/llama_eagle3.py``
+  shares ``embed_tokens`` when the checkpoint has none). Llama-3.1-8B's head: 424,673,280 params.
+- EAGLE (v1/v2) heads: decoder layers plus ``fc`` ``2 x hidden -> hidden``; draft models: the whole
+  model (kg.derive.weights).
+- MTP (``method: mtp`` / ``deepseek_mtp``): the target's own ``num_nextn_predict_layers`` extra layers
+  (DeepSeek-V3: one MoE decoder layer) - their weights come with the checkpoint, their KV adds one
+  layer per MTP layer.
+The draft runs at the target's TP unless ``draft_tensor_parallel_size`` says otherwise (vLLM
+``SpeculativeConfig._verify_and_get_draft_tp``); its KV layers join the target's KV-cache groups
+(one more full-attention layer per draft layer), and its context limit is its own
+``max_position_embeddings``: a longer ``max_model_len`` runs the draft past the positions it was
+trained on (public reports: device-side asserts and acceptance collapse past 2k tokens).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from kg.core.errors import OptkgError
+from kg.inputs.modelcfg import ModelFacts
+
+
+@dataclass
+class DraftFacts:
+    """A draft on one GPU: ``weight_bytes_per_gpu``, ``kv_bytes_per_token_per_gpu`` (bytes), ``layers``."""
+
+    method: str
+    source: str
+    kind: str                    # eagle3 | eagle | draft_model | mtp
+    layers: int
+    params: int
+    weight_bytes_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+    max_position_embeddings: int | None
+    tp_size: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def eagle3_params(d: ModelFacts, draft_vocab: int | None) -> int:
+    """EAGLE3 head parameters: fc 3h x h; per layer q/k/v over 2h inputs, o, gate/up/down; lm_head draft_vocab x h."""
+    h = d.hidden_size
+    H, kv, hd = d.num_attention_heads, d.num_key_value_heads, d.head_dim
+    attn = 2 * h * (H * hd + 2 * kv * hd) + H * hd * h
+    mlp = 3 * h * (d.intermediate_size or 4 * h)
+    return 3 * h * h + d.num_hidden_layers * (attn + mlp) + (draft_vocab or d.vocab_size or 0) * h
+
+
+def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_size: int, draft_tp: int | None,
+                resolver: Callable[[str], ModelFacts], kv_cache_dtype: str = "auto",
+                raw_config: Callable[[str], dict[str, Any]] | None = None) -> DraftFacts | None:
+    """The draft's facts, or None when the method has no draft model (ngram, suffix) or nothing names one.
+
+    Raises OptkgError when a named draft cannot be resolved (not a folder with config.json, not a
+    bundled or cached hub id).
+    """
+    from kg.derive.kv import kv_element_bytes, kv_heads_per_rank
+    from kg.derive.weights import estimate_weight_bytes
+    m = (method or "").lower()
+    tp = int(draft_tp or tp_size)
+    if m in ("ngram", "suffix", "ngram_gpu", "") and not draft:
+        return None
+    if m in ("mtp", "deepseek_mtp", "nextn", "qwen3_next_mtp") or (not draft and m.endswith("mtp")):
+        n = int(getattr(target, "num_nextn_predict_layers", 0) or 0)
+        if n <= 0:
+            return DraftFacts(m, "target config", "mtp", 0, 0, 0.0, 0.0, target.max_position_embeddings, tp_size,
+                              ["the target config names no num_nextn_predict_layers: MTP layers not counted"])
+        per_layer_kv = _kv_per_layer(target, tp_size, kv_cache_dtype)
+        return DraftFacts(m, "target config (num_nextn_predict_layers)", "mtp", n, 0, 0.0, n * per_layer_kv,
+                          target.max_position_embeddings, tp_size,
+                          ["MTP weights ship in the target checkpoint and are in its estimate"])
+    if not draft:
+        return None
+    d = resolver(draft)
+    raw = raw_config(draft) if raw_config else {}
+    archs = [str(a) for a in (raw.get("architectures") or [])]
+    kind = "eagle3" if any("eagle3" in a.lower() for a in archs) or m == "eagle3" else (
+        "eagle" if any("eagle" in a.lower() for a in archs) or m == "eagle" else "draft_model")
+    if kind == "eagle3":
+        params = eagle3_params(d, raw.get("draft_vocab_size") if isinstance(raw.get("draft_vocab_size"), int) else None)
+        total = params * d.dtype_bytes
+    elif kind == "eagle":
+        h = d.hidden_size
+        params = int(estimate_weight_bytes(d, 1.0)) - h * (d.vocab_size or 0) * (1 if d.tie_word_embeddings else 2) + 2 * h * h
+        total = params * d.dtype_bytes
+    else:
+        total = float(estimate_weight_bytes(d))
+        params = int(estimate_weight_bytes(d, 1.0))
+    b = kv_element_bytes(kv_cache_dtype, d)
+    per_layer = kv_heads_per_rank(d, tp) * (d.head_dim + d.v_head_dim) * b if not d.is_mla else \
+        ((d.kv_lora_rank or 0) + (d.qk_rope_head_dim or 0)) * b
+    if tp > d.num_attention_heads or d.num_attention_heads % tp:
+        raise OptkgError(f"draft {draft}: tp {tp} does not divide its {d.num_attention_heads} attention heads")
+    return DraftFacts(m or kind, draft, kind, d.num_hidden_layers, params, total / tp,
+                      d.num_hidden_layers * per_layer, d.max_position_embeddings, tp)
+
+
+def _kv_per_layer(model: ModelFacts, tp: int, kv_cache_dtype: str) -> float:
+    from kg.derive.kv import kv_layout
+    return kv_layout(model, tp, 1, 1, kv_cache_dtype).bytes_per_token_layer_per_rank

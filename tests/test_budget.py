@@ -1,0 +1,70 @@
+"""The KV budget breakdown (kg.derive.budget; issue 13 priority 3)."""
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+from kg.derive.budget import (activation_peak_bytes, release_default, resolve_utilization, serving_budget)
+from kg.inputs.modelcfg import resolve_model
+
+GIB = 2**30
+H100 = 81559 * 2**20  # memory_visible_mib of catalog/hardware/H100-SXM.yaml = 79.65 GiB
+
+
+def test_activation_calibration_points_vllm_10517():
+    m = resolve_model("meta-llama/Meta-Llama-3.1-8B")
+    # per token (3 x 14,336 + 3 x 4,096) x 2 B = 110,592 B; logged peak_torch - weights 2.99 / 2.07 GiB
+    assert activation_peak_bytes(m, 1, 29000, 256) == 29000 * 110_592
+    assert activation_peak_bytes(m, 1, 20000, 256) == 20000 * 110_592
+    assert abs(29000 * 110_592 / GIB / 2.99 - 1) < 0.015 and abs(20000 * 110_592 / GIB / 2.07 - 1) < 0.01
+    # a tiny profile run is bounded by the sampler: 1,024 sequences x 128,256 x 8 B of fp32 logits + probabilities
+    assert activation_peak_bytes(m, 1, 16, 1024) == 1024 * 128_256 * 8
+
+
+def test_moe_activation_uses_the_fused_moe_workspaces():
+    m = resolve_model("Qwen/Qwen3-235B-A22B")
+    # TP 4: expert ffn 1,536 / 4 = 384; 8 x (max(384, 4096) + max(768, 4096)) + 3 x 4096 = 77,824 x 2 B per token
+    assert activation_peak_bytes(m, 4, 8192, 1024) == 8192 * 77_824 * 2
+
+
+def test_release_defaults_of_gpu_memory_utilization():
+    assert release_default("vllm", "gpu_memory_utilization", "0.12.0")[0] == 0.9
+    assert release_default("vllm", "gpu_memory_utilization", "0.33.0")[0] == 0.92
+    v, src = release_default("vllm", "gpu_memory_utilization", None)
+    assert v == 0.92 and "latest known release assumed" in src and "cache.py:215" in src
+    # the parser's table default is replaced by the release's; any other value was given on purpose
+    assert resolve_utilization("vllm", "0.10.0", 0.92, 0.92)[0] == 0.9
+    assert resolve_utilization("vllm", "0.10.0", 0.85, 0.92) == (0.85, resolve_utilization("vllm", None, 0.85, 0.92)[1])
+
+
+def test_budget_lines_and_error_bar():
+    m = resolve_model("meta-llama/Meta-Llama-3.1-8B")
+    sb = serving_budget("vllm", H100, 0.92, "test", 16_059_990_016, m, 1, 8192, 1024)
+    names = [x.name for x in sb.lines]
+    assert names == ["requested", "weights", "activation peak", "CUDA graphs", "non-torch"]
+    act = 8192 * 110_592  # 905,969,664 B, below the sampler's 1,024 x 128,256 x 8 = 1,050,673,152 B
+    assert sb.line("activation peak").bytes == max(act, 1024 * 128_256 * 8)
+    requested = -(-H100 * 0.92 // 1)
+    assert sb.line("requested").bytes == requested
+    assert sb.kv_bytes == requested - 16_059_990_016 - 1024 * 128_256 * 8 - 0.25 * GIB - 0.35 * GIB
+    assert sb.error_bytes == 0.15 * 1024 * 128_256 * 8 + 0.25 * GIB + 0.25 * GIB + 0.3 * GIB
+    s2 = serving_budget("sglang", H100, 0.88, "test", 16_059_990_016, m, 1)
+    assert [x.name for x in s2.lines] == ["static pool", "weights", "non-torch"]
+
+
+def test_check_fit_and_sweep_print_the_same_budget(tmp_path):
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM",
+                             "--format", "json")
+    assert code in (0, 1), err
+    check_budget = json.loads(out)["derived"]["kv_budget_bytes_per_gpu"]
+    code, out, err = run_cli("sweep", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--tp", "1", "--gpu", "H100-SXM",
+                             "--format", "json")
+    assert code in (0, 1), err
+    sweep_budget = json.loads(out)["combinations"][0]["kv_budget_bytes_per_gpu"]
+    from kg.analyses.fit import model_context
+    from kg.knowledge.catalog import load_catalog
+    cat, _ = load_catalog()
+    ctx = model_context(resolve_model("meta-llama/Meta-Llama-3.1-8B"), hardware=cat.resolve_hardware("H100-SXM"))
+    assert check_budget == sweep_budget == round(ctx["budget_bytes"])
+    # 79.65 GiB (memory_visible_mib) everywhere, not 80
+    assert "79.65 GiB" in ctx["budget_source"]

@@ -1,0 +1,51 @@
+"""Speculative-decoding drafts (kg.derive.drafts; issue 13 priority 5)."""
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, run_cli
+from kg.derive.drafts import draft_facts, eagle3_params
+from kg.inputs.modelcfg import config_dict, load_config_file, resolve_model
+
+EAGLE3 = str(REPO / "tests/fixtures/model_configs/eagle3-llama3.1-8b")
+CMD = ("vllm serve meta-llama/Llama-3.1-8B --max-model-len 131072 --speculative-config "
+       "'{\"method\":\"eagle3\",\"model\":\"" + EAGLE3 + "\",\"num_speculative_tokens\":3}'")
+
+
+def test_eagle3_head_size():
+    d = load_config_file(EAGLE3)
+    # fc 3 x 4096 x 4096 = 50,331,648; q/k/v over 2 x 4096 inputs 8,192 x (4,096 + 2 x 1,024) = 50,331,648 and
+    # o 16,777,216; MLP 3 x 4096 x 14,336 = 176,160,768; lm_head 32,000 x 4,096 = 131,072,000
+    assert eagle3_params(d, 32000) == 424_673_280
+    f = draft_facts("eagle3", EAGLE3, resolve_model("meta-llama/Meta-Llama-3.1-8B"), 1, None, resolve_model,
+                    raw_config=config_dict)
+    assert (f.kind, f.layers, f.max_position_embeddings) == ("eagle3", 1, 2048)
+    assert f.weight_bytes_per_gpu == 424_673_280 * 2      # float16: 849,346,560 B (~810 MiB)
+    assert f.kv_bytes_per_token_per_gpu == 8 * 256 * 2    # one layer, 8 KV heads x (128 + 128) x 2 B
+
+
+def test_check_subtracts_the_draft_and_flags_its_context():
+    code, out, err = run_cli("check", "--vllm", CMD, "--gpu", "H100-SXM", "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    lines = {x["name"]: x["bytes"] for x in d["derived"]["kv_budget_breakdown"]}
+    assert lines["draft weights"] == 849_346_560
+    assert d["derived"]["kv_groups"].startswith("full x33 ")   # 32 target layers + the draft's
+    f = {x["rule_id"]: x for x in d["findings"]}["draft-context-shorter-than-max-model-len"]
+    assert f["numbers"]["draft_max_position_embeddings"] == 2048 and f["numbers"]["max_model_len"] == 131072
+
+
+def test_mtp_layers_of_the_target():
+    m = resolve_model("deepseek-ai/DeepSeek-V3")
+    assert m.num_nextn_predict_layers == 1
+    f = draft_facts("mtp", None, m, 8, None, resolve_model)
+    # one MTP layer of MLA latent: 576 x 2 B per token; its weights ship in the checkpoint
+    assert (f.kind, f.layers, f.kv_bytes_per_token_per_gpu, f.weight_bytes_per_gpu) == ("mtp", 1, 1152, 0.0)
+    assert draft_facts("ngram", None, m, 8, None, resolve_model) is None
+
+
+def test_unresolvable_draft_is_a_note():
+    cmd = CMD.replace(EAGLE3, "nobody/no-such-draft")
+    code, out, err = run_cli("check", "--vllm", cmd, "--format", "json")
+    assert code in (0, 1), err
+    assert any(n.startswith("draft not sized: unknown model 'nobody/no-such-draft'") for n in json.loads(out)["notes"])
