@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from conftest import run_cli
 from kg.derive.budget import (activation_peak_bytes, release_default, resolve_utilization, serving_budget)
@@ -46,7 +47,9 @@ def test_budget_lines_and_error_bar():
     assert sb.line("activation peak").bytes == max(act, 1024 * 128_256 * 8)
     requested = -(-H100 * 0.92 // 1)
     assert sb.line("requested").bytes == requested
-    assert sb.kv_bytes == requested - 16_059_990_016 - 1024 * 128_256 * 8 - 0.25 * GIB - 0.35 * GIB
+    # floored to whole bytes: 60,924,236,923
+    assert sb.kv_bytes == math.floor(requested - 16_059_990_016 - 1024 * 128_256 * 8 - 0.25 * GIB - 0.35 * GIB)
+    assert sb.kv_bytes == 60_924_236_923
     assert sb.error_bytes == 0.15 * 1024 * 128_256 * 8 + 0.25 * GIB + 0.25 * GIB + 0.3 * GIB
     s2 = serving_budget("sglang", H100, 0.88, "test", 16_059_990_016, m, 1)
     assert [x.name for x in s2.lines] == ["static pool", "weights", "non-torch"]

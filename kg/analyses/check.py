@@ -199,6 +199,13 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 ep = int(ns.get("ep_size") or 1)
                 expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
             weights = weight_bytes_per_gpu(m, tp, pp, expert_shards, scheme)
+            if tp_kv != tp:
+                # DP attention: every rank holds the attention weights of its tp / dp attention group, not 1/tp
+                # of them (SGLang dp_attention: attention TP size = tp_size / dp_size)
+                attn = estimate_weight_bytes(m, parts=True, scheme=scheme)["attention"]
+                extra = attn / (tp_kv * pp) - attn / (tp * pp)
+                weights += extra
+                derived["weight_bytes_attention_replicated_per_gpu"] = round(extra)
             derived["weight_bytes_per_gpu_estimate"] = round(weights)
             derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m, scheme=scheme))
             derived["weights_exceed_gpu_memory"] = weights > mem * util
@@ -247,6 +254,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
             if cap.max_concurrency is not None:
                 derived["max_concurrency"] = cap.max_concurrency if plan is None else pc["max_concurrency"]
+                if stack.engine == "sglang" and dp_attn > 1:
+                    # each of the dp_size schedulers admits its own requests into its own pool: the
+                    # deployment serves dp_size times one pool's concurrency
+                    derived["max_concurrency_per_attention_group"] = cap.max_concurrency
+                    derived["max_concurrency"] = round(cap.max_concurrency * dp_attn, 2)
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
             if plan is not None:
                 derived["kv_request_bytes_at_max_model_len"] = plan.blocks_per_request * plan.bytes_per_block
@@ -265,12 +277,38 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
     if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
         ns["gpu_count"] = stack.gpu_count
+    ns.update(node_facts(stack, ns))
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
     for f in facts:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
     return facts, ns
+
+
+def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
+    """Nodes: ``gpus_per_node`` (given; else the GPUs one node runs: tp x pp x dp GPUs / nnodes with
+    --nnodes > 1), ``tp_spans_nodes`` / ``ep_spans_nodes`` when a TP or EP group is larger than a node,
+    ``intranode_bandwidth_gbps`` (the GPU's NVLink/xGMI figure, GB/s)."""
+    out: dict[str, Any] = {}
+    nnodes = int(ns.get("nnodes") or 1)
+    per_node = ns.get("gpus_per_node")
+    if per_node is None and nnodes > 1:
+        tp, pp, dp = int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1), int(ns.get("dp_size") or 1)
+        world = tp * pp * (1 if (stack.engine == "sglang" and "dp-attention" in stack.techniques) else dp)
+        per_node = max(1, (stack.gpu_count or world) // nnodes)
+    if per_node is None:
+        return out
+    out["nnodes"] = nnodes
+    out["gpus_per_node"] = int(per_node)
+    out["tp_spans_nodes"] = int(ns.get("tp_size") or 1) > int(per_node)
+    ep = int(ns.get("ep_size") or 1)
+    if "expert-parallelism" in stack.techniques and ep <= 1:
+        ep = int(ns.get("tp_size") or 1) * int(ns.get("dp_size") or 1)
+    out["ep_spans_nodes"] = ep > int(per_node)
+    if stack.hardware and stack.hardware.get("interconnect_bandwidth_gbps"):
+        out["intranode_bandwidth_gbps"] = stack.hardware["interconnect_bandwidth_gbps"]
+    return out
 
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:

@@ -452,8 +452,62 @@ def bundled_model_ids() -> list[str]:
     return sorted(f.stem.replace("__", "/", 1) for f in bundled_models_dir().glob("*.json"))
 
 
-def resolve_model(name: str) -> ModelFacts:
-    """Resolve a model argument as ``vllm serve`` would: a local folder/file with config.json, or a bundled hub id.
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache folder, read from the environment at call time: ``HF_HUB_CACHE``, else
+    ``HF_HOME``/hub, else ``XDG_CACHE_HOME``/huggingface/hub, else ~/.cache/huggingface/hub
+    (huggingface_hub ``constants``)."""
+    import os
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def hf_cache_config(name: str, revision: str | None = None) -> Path | None:
+    """``config.json`` of hub id ``name`` at ``revision`` (default main) in the local Hugging Face cache, or None.
+
+    Uses ``huggingface_hub.try_to_load_from_cache`` (no network). When it is not cached and downloads are
+    allowed (``OPTKG_HF_DOWNLOAD=1`` and not ``HF_HUB_OFFLINE``), fetches config.json (and
+    hf_quant_config.json when the repo has one) with ``hf_hub_download``. None when huggingface_hub is
+    not installed.
+    """
+    import os
+    if not HUB_ID.match(name):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    cache = hf_cache_dir()
+    try:
+        got = try_to_load_from_cache(name, "config.json", cache_dir=str(cache), revision=revision)
+    except (ValueError, OSError):
+        got = None
+    if isinstance(got, str):
+        return Path(got)
+    offline = str(os.environ.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    if os.environ.get("OPTKG_HF_DOWNLOAD") == "1" and not offline:
+        from huggingface_hub import hf_hub_download
+        try:
+            path = Path(hf_hub_download(name, "config.json", revision=revision, cache_dir=str(cache)))
+        except Exception as e:  # noqa: BLE001 - any hub/network failure means "not found here"
+            raise OptkgError(f"model '{name}': download of config.json failed ({type(e).__name__})") from None
+        try:
+            hf_hub_download(name, "hf_quant_config.json", revision=revision, cache_dir=str(cache))
+        except Exception:  # noqa: BLE001, S110 - most repos have no hf_quant_config.json
+            pass
+        return path
+    return None
+
+
+def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
+    """Resolve a model argument as ``vllm serve`` would: a local folder/file with config.json, a hub id in
+    the Hugging Face cache (``hf_cache_config``: HF_HOME / HF_HUB_CACHE, ``revision``), or a bundled hub id.
 
     Hub ids match case-insensitively and ignore the ``Meta-`` prefix rename of Llama 3.1
     (``meta-llama/Llama-3.1-70B`` finds ``meta-llama__Meta-Llama-3.1-70B.json``).
@@ -464,6 +518,12 @@ def resolve_model(name: str) -> ModelFacts:
         facts = load_config_file(p)
         facts.name = name
         return facts
+    cached = hf_cache_config(name, revision)
+    if cached is not None:
+        facts = load_config_file(cached)
+        facts.name = name
+        facts.source = f"{name} (Hugging Face cache: {cached})"
+        return facts
     want = _norm(name)
     want_alt = _norm(name.replace("/Llama-", "/Meta-Llama-"))
     for f in sorted(bundled_models_dir().glob("*.json")):
@@ -473,7 +533,8 @@ def resolve_model(name: str) -> ModelFacts:
             facts.name = hub
             return facts
     raise OptkgError(
-        f"unknown model '{name}': not a folder with config.json and not a bundled config "
+        f"unknown model '{name}': not a folder with config.json, not in the Hugging Face cache ({hf_cache_dir()}) "
+        f"and not a bundled config "
         f"(bundled: {', '.join(bundled_model_ids())}); pass --config path/to/config.json"
     )
 

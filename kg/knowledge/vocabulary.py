@@ -24,6 +24,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
     "enforce_eager": ("boolean", "disable CUDA graphs"),
     "dtype": ("string", "model dtype override"),
+    "nnodes": ("integer", "nodes the engine spans (vLLM/SGLang --nnodes)"),
+    "gpus_per_node": ("integer", "GPUs in one node (one NVLink domain), when the node count does not say"),
     "expert_dtype": ("string", "stored dtype of the MoE expert weights when it differs from the rest (fp4, mxfp4, fp8, int4)"),
     "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
     "kv_role": ("string", "KV connector role"),
