@@ -313,13 +313,8 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:
     """gpu_memory_utilization and its source (kg.derive.budget.resolve_utilization, release defaults as data)."""
-    from kg.core import paths
-    from kg.core.yamlio import load_yaml
-    from kg.derive.budget import resolve_utilization
-    table_default = None
-    f = paths.catalog_dir() / "engines" / f"{stack.engine}.yaml"
-    if stack.engine and f.is_file():
-        table_default = ((load_yaml(f).data or {}).get("defaults") or {}).get("gpu_memory_utilization")
+    from kg.derive.budget import engine_table, resolve_utilization
+    table_default = ((engine_table(stack.engine or "") or {}).get("defaults") or {}).get("gpu_memory_utilization")
     return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"), table_default)
 
 

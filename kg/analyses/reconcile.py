@@ -197,8 +197,8 @@ def _reconcile_vllm_v1(log: StartupLog, parts: dict[str, Any] | None, stack, rec
         rec.rows.append(Row("GPU KV cache size", "tokens", g("kv_cache_tokens"), rep["kv_cache_size_tokens"] if rep else None,
                             est["kv_cache_size_tokens"] if est else None,
                             f"int(max concurrency x max_model_len {plan.max_model_len:,}); {plan.bytes_per_block:,} B per "
-                            f"{plan.block_size}-token block; the log's memory line is rank 0's and rounded to 0.01 GiB, "
-                            "the cache is sized by the smallest rank"))
+                            f"{plan.block_size}-token block; the log's memory line is one rank's, rounded to 0.01 GiB, while "
+                            "every rank gets the smallest rank's block count (vllm 0.33.0 v1/core/kv_cache_planning.py:1580)"))
         rec.rows.append(Row(f"max concurrency at {plan.max_model_len:,} tokens", "x", g("max_concurrency"),
                             rep["max_concurrency"] if rep else None, est["max_concurrency"] if est else None,
                             f"num_blocks / {plan.blocks_per_request:,} blocks per request"))

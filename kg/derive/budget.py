@@ -38,6 +38,7 @@ other architectures get the wider share.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -154,6 +155,23 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
     return ServingBudget(engine or "vllm", gpu_memory_utilization, utilization_source, lines, kv, err, notes)
 
 
+def engine_table(engine: str) -> dict[str, Any] | None:
+    """catalog/engines/<engine>.yaml as data (parsed once per file version), or None when there is none."""
+    from kg.core import paths
+    f = paths.catalog_dir() / "engines" / f"{engine}.yaml"
+    if not engine or not f.is_file():
+        return None
+    st = f.stat()
+    return _load_table(str(f), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_table(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    from kg.core.yamlio import load_yaml
+    data = load_yaml(path).data
+    return data if isinstance(data, dict) else {}
+
+
 def release_default(engine: str, key: str, version: str | None) -> tuple[Any, str] | None:
     """``(value, source)`` of an engine default that changed between releases
     (catalog/engines/<engine>.yaml ``release_defaults``), or None when the table has none.
@@ -164,12 +182,7 @@ def release_default(engine: str, key: str, version: str | None) -> tuple[Any, st
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from kg.core import paths
-    from kg.core.yamlio import load_yaml
-    f = paths.catalog_dir() / "engines" / f"{engine}.yaml"
-    if not engine or not f.is_file():
-        return None
-    table = (load_yaml(f).data or {}).get("release_defaults") or {}
+    table = (engine_table(engine) or {}).get("release_defaults") or {}
     entries = table.get(key) if isinstance(table, dict) else None
     if not isinstance(entries, list) or not entries:
         return None

@@ -26,6 +26,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "dtype": ("string", "model dtype override"),
     "nnodes": ("integer", "nodes the engine spans (vLLM/SGLang --nnodes)"),
     "gpus_per_node": ("integer", "GPUs in one node (one NVLink domain), when the node count does not say"),
+    # named by catalog/techniques/gang-scheduling.yaml; known here so gpus_per_node is not offered as its typo fix
+    "gpus_per_pod": ("integer", "GPUs one pod of a gang-scheduled job requests"),
     "expert_dtype": ("string", "stored dtype of the MoE expert weights when it differs from the rest (fp4, mxfp4, fp8, int4)"),
     "kv_connector": ("string", "KV connector name (LMCache, NixlConnector, ...)"),
     "kv_role": ("string", "KV connector role"),
