@@ -7,41 +7,14 @@ formats), ``sglang``.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.core.yamlio import read_text
+from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
 
-GIB = 1024**3
+__all__ = ["GIB", "LoggedValue", "StartupLog", "read_startup_log"]
 MAX_LOG_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class LoggedValue:
-    """One number read from the log: ``value`` (bytes, tokens or a ratio), the line it came from."""
-
-    value: float
-    line: int
-    text: str
-
-
-@dataclass
-class StartupLog:
-    """What a startup log says about memory (keys: see ``vllm.KEYS`` / ``sglang.KEYS``)."""
-
-    path: str
-    engine: str                    # vllm | sglang
-    generation: str                # vllm: "v0" or "v1"; sglang: "sglang"
-    values: dict[str, LoggedValue] = field(default_factory=dict)
-
-    def get(self, key: str) -> float | None:
-        v = self.values.get(key)
-        return None if v is None else v.value
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def read_startup_log(path: Path | str) -> StartupLog:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs import GIB, LoggedValue, StartupLog
+from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
 from kg.inputs.logs.vllm import NUM, _f
 
 PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [

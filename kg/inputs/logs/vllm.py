@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs import GIB, LoggedValue, StartupLog
+from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
 
 NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 
