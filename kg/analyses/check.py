@@ -27,6 +27,7 @@ from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes,
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.stack import Stack
+from kg.inputs.support_ns import support_namespace
 
 SCHEMA_VERSION = "1.0"
 
@@ -53,6 +54,8 @@ class Finding:
     rule_file: str = ""
     rule_line: int = 0
     fingerprint: str = ""
+    kind: str = "startup"  # or "runtime-failure": the engine starts, then crashes, hangs or degrades
+    failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure: outcome, affected, fixed_in, issue
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -280,6 +283,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     ns.update(node_facts(stack, ns))
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
+    ns.update(support_namespace(stack, ns))  # per-release support data (catalog/support/)
     for f in facts:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
@@ -604,6 +608,7 @@ def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Findin
         fix=_fmt(fix, {**ns, **f.numbers}) if fix and "{" in fix else fix,
         sources=r.sources, tags=r.tags, rule_file=r.file, rule_line=r.line,
         fingerprint=_fingerprint(r.id, techs, f.numbers),
+        kind=getattr(r, "kind", "startup"), failure=dict(getattr(r, "failure", {}) or {}),
     )
 
 

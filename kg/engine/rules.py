@@ -39,6 +39,37 @@ SEVERITY_ORDER = {"none": 0, "info": 1, "low": 2, "warning": 3, "moderate": 3, "
 _SOURCE = {"type": "object", "required": ["title", "url"], "additionalProperties": False,
            "properties": {"title": {"type": "string"}, "url": {"type": "string", "pattern": "^https?://"},
                           "kind": {"type": "string"}, "note": {"type": "string"}}}
+# A rule's kind: ``startup`` (the engine refuses the configuration) is the default; ``runtime-failure`` rules
+# describe combinations the engine accepts that then crash, hang or silently degrade (see RUNTIME_OUTCOMES).
+RULE_KINDS = ("startup", "runtime-failure")
+RUNTIME_OUTCOMES = ("crash", "hang", "wrong-output", "degraded", "request-error")
+_FAILURE = {
+    "type": "object", "additionalProperties": False,
+    "required": ["engine", "outcome", "affected", "fixed_in", "issue", "observed"],
+    "properties": {
+        "engine": {"type": "string"},
+        "outcome": {"enum": list(RUNTIME_OUTCOMES)},
+        # the releases that show the failure: a PEP 440 range with a lower bound, and an upper bound
+        # ``<fixed_in`` when a fix was released
+        "affected": {"type": "string"},
+        # the first release without the failure (str), or null when no release fixes it; then ``fixed_in_note``
+        # says why (still open, by design, fixed only on a branch ...)
+        "fixed_in": {"type": ["string", "null"]},
+        "fixed_in_note": {"type": "string"},
+        # where the fix (or the unchanged behaviour) lives in the released source: path:line at a release
+        "evidence": {"type": "array", "items": {
+            "type": "object", "required": ["release", "path"], "additionalProperties": False,
+            "properties": {"release": {"type": "string"}, "path": {"type": "string"}, "snippet": {"type": "string"},
+                           "note": {"type": "string"}}}},
+        "issue": {"type": "object", "required": ["url", "number"], "additionalProperties": False,
+                  "properties": {"url": {"type": "string", "pattern": "^https://github\\.com/[^/]+/[^/]+/(issues|pull)/[0-9]+$"},
+                                 "number": {"type": "integer", "minimum": 1},
+                                 "reported_on": {"type": "string"}}},
+        # what the reporter saw, in our words, with the exact numbers of the report
+        "observed": {"type": "string"},
+        "reported_numbers": {"type": "object", "additionalProperties": {"type": ["string", "integer", "number", "boolean"]}},
+    },
+}
 RULE_FILE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -89,9 +120,15 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
                                                            "additionalProperties": {"type": "string"}}]},
                     "involves": {"type": "array", "items": {"type": "string"}},
                     "sources": {"type": "array", "minItems": 1, "items": _SOURCE},
+                    "kind": {"enum": list(RULE_KINDS)},
+                    "failure": _FAILURE,
                 },
-                "if": {"not": {"required": ["severity_bands"]}},
-                "then": {"required": ["severity"]},
+                "allOf": [
+                    {"if": {"not": {"required": ["severity_bands"]}}, "then": {"required": ["severity"]}},
+                    {"if": {"required": ["kind"], "properties": {"kind": {"const": "runtime-failure"}}},
+                     "then": {"required": ["failure", "mechanism", "cost_dimension", "fix"]},
+                     "else": {"not": {"required": ["failure"]}}},
+                ],
             },
         },
     },
@@ -123,6 +160,8 @@ class Rule:
     fix: str = ""
     fix_by_engine: dict[str, str] = field(default_factory=dict)  # engine -> fix text (``fix`` is the default)
     involves: list[str] = field(default_factory=list)
+    kind: str = "startup"
+    failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure rules only (see _FAILURE)
     file: str = ""
     line: int = 0
 
@@ -166,6 +205,48 @@ def _normalise_match(match: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if "technique" in p and "kind" not in p:
             p["kind"] = "technique"
         out.append(p)
+    return out
+
+
+def failure_problems(r: Rule) -> list[tuple[str, str]]:
+    """Consistency of a runtime-failure rule's ``failure`` block; returns (field, message) pairs.
+
+    The affected range needs a lower bound; a released fix ``fixed_in`` must be outside the range and
+    be its upper bound (``<fixed_in``); no fix needs ``fixed_in_note``; the issue number must be the
+    one in its URL. ``applies_to`` is derived from the block (engine, affected range) when absent and
+    must agree with it when given.
+    """
+    fb = r.failure
+    out: list[tuple[str, str]] = []
+    try:
+        spec = SpecifierSet(fb["affected"])
+    except InvalidSpecifier:
+        return [("failure.affected", f"'{fb['affected']}' is not a version range (e.g. '>=0.6.0,<0.6.4')")]
+    ops = {s.operator for s in spec}
+    if not ops & {">=", ">", "==", "~="}:
+        out.append(("failure.affected", f"'{fb['affected']}' has no lower bound (the first affected release)"))
+    fixed = fb.get("fixed_in")
+    if fixed is None:
+        if not fb.get("fixed_in_note"):
+            out.append(("failure.fixed_in_note", "fixed_in is null: say why no release is named (fixed_in_note)"))
+    else:
+        try:
+            fv = Version(fixed)
+        except InvalidVersion:
+            out.append(("failure.fixed_in", f"'{fixed}' is not a release number"))
+        else:
+            if fv in spec:
+                out.append(("failure.fixed_in", f"fixed_in {fixed} lies inside the affected range {fb['affected']}"))
+            if not any(s.operator == "<" and Version(s.version) == fv for s in spec):
+                out.append(("failure.affected", f"the affected range must end at the fix: add '<{fixed}'"))
+    url, num = fb["issue"]["url"], fb["issue"]["number"]
+    if not url.endswith(f"/{num}"):
+        out.append(("failure.issue.number", f"issue number {num} is not the one in {url}"))
+    derived = {"engines": [fb["engine"]], "versions": fb["affected"]}
+    if not r.applies_to:
+        r.applies_to = derived
+    elif r.applies_to != derived:
+        out.append(("applies_to", f"applies_to {r.applies_to} disagrees with the failure block {derived}"))
     return out
 
 
@@ -222,6 +303,10 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                     compile_expr(text, ("has",))
                 except ExprError as e:
                     problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {e}", "rule-expression"))
+                    bad = True
+            if r.kind == "runtime-failure":
+                for fld, msg in failure_problems(r):
+                    problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-failure"))
                     bad = True
             spec = r.applies_to.get("versions")
             if spec:

@@ -106,6 +106,8 @@ class ModelFacts:
     vision_hidden_size: int | None = None
     vision_num_hidden_layers: int | None = None
     vision_tp_split: bool = False
+    architecture: str | None = None               # first of config.json ``architectures`` (the class engines load)
+    attn_logit_softcapping: float | None = None   # attention-logit soft-cap (Gemma-2), applied inside attention
     source: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -129,6 +131,22 @@ class ModelFacts:
         d["attention"] = self.attention
         d["is_moe"] = self.is_moe
         return d
+
+
+def _architecture(top: dict[str, Any]) -> str | None:
+    """First entry of the top-level ``architectures`` list (vLLM and SGLang pick the model class by it)."""
+    arch = top.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0]:
+        return arch[0]
+    return None
+
+
+def _softcap(c: dict[str, Any]) -> float | None:
+    """``attn_logit_softcapping`` when it is a positive number (null or 0 mean no soft-capping)."""
+    v = c.get("attn_logit_softcapping")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        return float(v)
+    return None
 
 
 def _int(cfg: dict[str, Any], key: str, where: str, required: bool = False) -> int | None:
@@ -270,6 +288,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
                                      if isinstance(x, str)] if isinstance(qc.get("modules_to_not_convert"), list) else [],
         derived_max_model_len=vllm_max_model_len(c), vllm_default_max_model_len=vllm_default_max_model_len(c),
         sglang_context_length=sglang_context_length(c),
+        architecture=_architecture(top), attn_logit_softcapping=_softcap(c),
         source=name, warnings=warnings,
     )
 

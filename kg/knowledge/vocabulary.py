@@ -75,6 +75,15 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
     "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
     "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
+    # read by the runtime-failure rules (rules/runtime_failures_*.yaml) and kg.inputs.support_ns
+    "max_lora_rank": ("integer", "largest LoRA rank the engine preallocates for (vLLM --max-lora-rank)"),
+    "lora_adapter_rank": ("integer", "largest rank r of the LoRA adapters served (adapter_config.json r)"),
+    "num_scheduler_steps": ("integer", "vLLM V0 multi-step scheduling: forward steps per scheduler call"),
+    "structured_outputs_backend": ("string", "structured-output (guided decoding) backend: xgrammar, guidance, outlines, ..."),
+    "kv_cache_type": ("string", "TensorRT-LLM trtllm-build --kv_cache_type: paged, continuous or disabled"),
+    "disable_cascade_attn": ("boolean", "vLLM --disable-cascade-attn (V1 cascade attention off)"),
+    "sglang_enable_spec_v2": ("boolean", "SGLANG_ENABLE_SPEC_V2 set: SGLang overlap speculative decoding (spec v2)"),
+    "distributed_executor_backend": ("string", "vLLM --distributed-executor-backend: mp, ray, uni, external_launcher"),
     "allow_long_max_model_len": ("boolean", "VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set"),
 }
 PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
@@ -93,6 +102,8 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     # vision tower of a multimodal config (kg.inputs.vision)
     "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",
     "vision_tp_split",
+    # read by the runtime-failure rules (kg.inputs.support_ns)
+    "architecture", "attn_logit_softcapping",
     # properties
     "attention", "is_moe",
 )

@@ -313,6 +313,16 @@ def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path) -> str:
                            + (f" {at['versions']}" if at.get("versions") else ""))
             if r.mechanism:
                 out.append(f"- **Why**: {_md(r.mechanism)}")
+            if getattr(r, "kind", "startup") == "runtime-failure":
+                fb = r.failure
+                fixed = f"fixed in {fb['fixed_in']}" if fb.get("fixed_in") else f"no fixed release ({_md(fb.get('fixed_in_note', ''))})"
+                out.append(f"- **Runtime failure** ({fb['outcome']}): starts, then fails; affected {fb['engine']} "
+                           f"`{fb['affected']}`, {fixed}; [issue {fb['issue']['number']}]({fb['issue']['url']})")
+                out.append(f"- **Reported**: {_md(fb.get('observed', ''))}")
+                for ev in fb.get("evidence") or []:
+                    out.append(f"  - evidence {ev['release']}: `{_md(ev['path'])}`"
+                               + (f" `{_md(ev['snippet'])}`" if ev.get("snippet") else "")
+                               + (f" ({_md(ev['note'])})" if ev.get("note") else ""))
             if r.cost_dimension:
                 out.append(f"- **Cost lands in**: {r.from_dimension + ' → ' if r.from_dimension else ''}{r.cost_dimension}")
             if r.fixes or r.fix:

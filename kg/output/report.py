@@ -18,6 +18,29 @@ def _wrap(text: str, indent: str) -> str:
     return textwrap.fill(" ".join(text.split()), width=100, initial_indent=indent, subsequent_indent=indent)
 
 
+OUTCOME_TEXT = {"crash": "starts, then crashes", "hang": "starts, then hangs", "wrong-output": "starts, then returns wrong output",
+                "degraded": "starts, then silently degrades", "request-error": "starts, then fails requests"}
+
+
+def _runtime_lines(f: dict[str, Any]) -> list[str]:
+    """The header line a runtime-failure finding adds: what happens, affected releases, the fix release."""
+    fb = f.get("failure") or {}
+    fixed = f"fixed in {fb['fixed_in']}" if fb.get("fixed_in") else "no fixed release"
+    return [_wrap(f"{OUTCOME_TEXT.get(fb.get('outcome'), 'starts, then fails')}: affected {fb.get('engine', '')} "
+                  f"{fb.get('affected', '')}; {fixed}", "      ")]
+
+
+def _runtime_tail(f: dict[str, Any]) -> list[str]:
+    """What the reporter saw, why no fix is named, and the issue (URL never wrapped)."""
+    fb = f.get("failure") or {}
+    issue = fb.get("issue") or {}
+    out = [_wrap(f"reported: {fb.get('observed', '')}", "      ")]
+    if not fb.get("fixed_in") and fb.get("fixed_in_note"):
+        out.append(_wrap(f"no fix: {fb['fixed_in_note']}", "      "))
+    out.append(f"      issue: #{issue.get('number', '?')} <{issue.get('url', '')}>")
+    return out
+
+
 def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     """A readable report: stack summary, KV derivations, then each finding with numbers, costs, fixes, sources."""
     s = d["stack"]
@@ -64,8 +87,15 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     fs = d["findings"]
     if not fs:
         out.append("No findings.")
-    for f in fs:
+    runtime = [f for f in fs if f.get("kind") == "runtime-failure"]
+    for f in [f for f in fs if f.get("kind") != "runtime-failure"] + runtime:
+        if runtime and f is runtime[0]:
+            out.append(f"Starts, then fails at run time ({len(runtime)}): the engine accepts these settings; "
+                       "the failure shows under load or on some requests")
+            out.append("")
         out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {f['title']}")
+        if f.get("kind") == "runtime-failure":
+            out.extend(_runtime_lines(f))
         out.append(_wrap(f["message"], "      "))
         if f.get("location"):
             out.append(f"      at: {f['location']}")
@@ -81,6 +111,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             out.append(_wrap(f"techniques: {cells}", "      "))
         if f.get("mechanism"):
             out.append(_wrap(f"why: {f['mechanism']}", "      "))
+        if f.get("kind") == "runtime-failure":
+            out.extend(_runtime_tail(f))
         if f.get("fix") or f.get("fixes"):
             fx = f.get("fix") or ", ".join(x["technique"] for x in f["fixes"])
             ids = ", ".join(x["technique"] for x in f.get("fixes", []))
