@@ -1,6 +1,7 @@
 """Which model architectures support pipeline parallelism in an unpacked vLLM wheel (static reading only).
 
-Usage: python tools/vllm_pp_support.py /work/dl/vllm-0.10.2/vllm  -> YAML entry on stdout
+Usage: python tools/vllm_pp_support.py /work/dl/vllm-0.10.2/vllm [Interface]  -> YAML entry on stdout
+(default: pipeline parallelism; with an interface name, e.g. SupportsEagle3, the architectures implementing it)
 
 - vLLM <= 0.5.x lists them in ``vllm/config.py`` ``_PP_SUPPORTED_MODELS``;
 - later releases register architectures in ``model_executor/models/registry.py`` (``_*_MODELS`` dicts:
@@ -68,6 +69,11 @@ def supports_pp(root: Path) -> tuple[list[str], str]:
     got = _pp_list(root / "config.py") if (root / "config.py").is_file() else None
     if got:
         return got[0], f"vllm/config.py:{got[1]} _PP_SUPPORTED_MODELS"
+    return supports_interface(root, "SupportsPP")
+
+
+def supports_interface(root: Path, interface: str) -> tuple[list[str], str]:
+    """(registered architectures whose class inherits ``interface``, source citation)."""
     models = root / "model_executor" / "models"
     reg, _ = _registry(models / "registry.py")
     # model classes live in model_executor/models/ (packages included) and, in newer releases, vllm/models/;
@@ -82,7 +88,7 @@ def supports_pp(root: Path) -> tuple[list[str], str]:
             return False
         seen.add(key)
         for b in bases[key]:
-            if b == "SupportsPP":
+            if b == interface:
                 return True
             cands = [k for k in by_name.get(b, []) if k[0] == key[0]] or by_name.get(b, [])
             if any(has_pp(c, seen) for c in cands):
@@ -90,11 +96,11 @@ def supports_pp(root: Path) -> tuple[list[str], str]:
         return False
 
     archs = sorted(a for a, (mod, cls) in reg.items() if any(has_pp(k, set()) for k in by_name.get(cls, [])))
-    return archs, "vllm/model_executor/models/registry.py (_*_MODELS) + classes inheriting SupportsPP (interfaces.py)"
+    return archs, f"vllm/model_executor/models/registry.py (_*_MODELS) + classes inheriting {interface} (interfaces.py)"
 
 
 if __name__ == "__main__":
-    archs, src = supports_pp(Path(sys.argv[1]))
+    archs, src = supports_pp(Path(sys.argv[1])) if len(sys.argv) < 3 else supports_interface(Path(sys.argv[1]), sys.argv[2])
     print(f"    source: [\"{src}\"]")
     print(f"    pp_architectures: [{', '.join(archs)}]")
     print(f"# {len(archs)} architectures", file=sys.stderr)

@@ -10,7 +10,14 @@ Facts added (each only when its inputs are known):
 - ``lora_rank_allowed``: ``max_lora_rank_effective`` is one of the release's allowed ranks;
 - ``max_lora_rank_needed``: the smallest allowed rank >= ``lora_adapter_rank`` (None when no allowed
   rank is that large);
-- ``has_softcapping``: the model sets ``attn_logit_softcapping`` (a positive number).
+- ``has_softcapping``: the model sets ``attn_logit_softcapping`` (a positive number);
+- ``attention_backend_set``: the stack names an attention backend;
+- ``attention_backend_effective``: the ``attention_backend`` setting upper-cased, else on the vLLM V0 engine
+  with an NVIDIA GPU of compute capability < 8.0 ``XFORMERS`` (FlashAttention-2 needs Ampere:
+  vLLM 0.6.5 ``vllm/attention/selector.py:216-220``), else absent (the default is not modelled);
+- ``cascade_attention_enabled``: not ``disable_cascade_attn`` (the setting, else the release's default);
+- ``softcap_handling``: for a soft-capping model on a known backend, ``applied``, ``refused`` or
+  ``ignored`` per the release's entry in catalog/support/vllm-softcap-backends.yaml.
 """
 from __future__ import annotations
 
@@ -26,6 +33,25 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out = support_facts(stack.engine, stack.engine_version, {"architecture": m.architecture if m else None})
     if m is not None:
         out["has_softcapping"] = m.attn_logit_softcapping is not None
+    backend = ns.get("attention_backend")
+    out["attention_backend_set"] = bool(backend)
+    if backend:
+        out["attention_backend_effective"] = str(backend).upper()
+    elif stack.engine == "vllm" and ns.get("engine_uses_v0"):
+        cc = ns.get("gpu_compute_capability")
+        if isinstance(cc, (int, float)) and str(ns.get("gpu_vendor") or "nvidia").lower() == "nvidia" and cc < 8.0:
+            out["attention_backend_effective"] = "XFORMERS"
+    be = out.get("attention_backend_effective")
+    if be and out.get("has_softcapping"):
+        for key, verdict in (("softcap_backends", "applied"), ("softcap_refusing_backends", "refused"),
+                             ("softcap_ignoring_backends", "ignored")):
+            if be in (out.get(key) or []):
+                out["softcap_handling"] = verdict
+    if "default_disable_cascade_attn" in out:
+        off = ns.get("disable_cascade_attn")
+        out["cascade_attention_enabled"] = not (off if off is not None else out["default_disable_cascade_attn"])
+    if stack.engine == "sglang" and ns.get("sglang_enable_spec_v2") is None:
+        out["sglang_enable_spec_v2"] = False  # SGLang environ.py: SGLANG_ENABLE_SPEC_V2 = EnvBool(False)
     allowed = out.get("allowed_max_lora_ranks")
     rank = ns.get("max_lora_rank")
     if rank is None:
