@@ -287,3 +287,142 @@ def test_bad_support_files_name_file_and_field(tmp_path, doc, expect):
     p.write_text(yaml.safe_dump(doc))
     with pytest.raises(OptkgError, match=expect.replace(".", r"\.")):
         load_support_file(p)
+
+
+# --------------------------------------------------------------------------- batch 2: reporters' stacks
+
+def test_vllm_38652_mla_fp8_kv_judge_scores(catalog, rules):
+    s = parse_command("vllm serve deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8 --max-model-len 8192 -tp 8", catalog, "vllm")
+    s.engine_version = "0.18.1"
+    f = _finding(check_stack(s, catalog, rules), "vllm-mla-fp8-kv-garbled")
+    rn = f.failure["reported_numbers"]
+    assert round(rn["judge_score_bf16_kv"] - rn["judge_score_fp8_kv"], 2) == 3.54   # 4.61 -> 1.07 on MLA
+    assert round(rn["gqa_control_bf16"] - rn["gqa_control_fp8"], 2) == 0.03        # 4.74 -> 4.71 on GQA
+    q = parse_command("vllm serve Qwen/Qwen3-235B-A22B --kv-cache-dtype fp8 -tp 8", catalog, "vllm")
+    q.engine_version = "0.18.1"
+    _quiet(check_stack(q, catalog, rules), "vllm-mla-fp8-kv-garbled")
+
+
+def test_vllm_11252_gemma2_xformers_soft_cap_50(catalog, rules):
+    s = parse_command("VLLM_ATTENTION_BACKEND=XFORMERS vllm serve google/gemma-2-9b-it", catalog, "vllm")
+    s.engine_version = "0.6.5"
+    f = _finding(check_stack(s, catalog, rules), "vllm-xformers-ignores-softcap")
+    assert f.numbers == {"attn_logit_softcapping": 50.0} and f.failure["outcome"] == "wrong-output"
+    s.engine_version = "0.6.4.post1"   # refused at startup there (support data: softcap_refusing_backends)
+    _quiet(check_stack(s, catalog, rules), "vllm-xformers-ignores-softcap")
+
+
+def test_vllm_25502_gemma2_h100_fa3(catalog, rules):
+    s = _stack(catalog, {"model": "google/gemma-2-9b-it", "engine": {"name": "vllm", "version": "0.10.2"},
+                         "hardware": {"gpu": "H100-SXM", "count": 1}, "settings": {"dtype": "bfloat16", "max_model_len": 4096}})
+    f = _finding(check_stack(s, catalog, rules), "vllm-gemma2-fa3-softcap-crash")
+    assert f.failure["reported_numbers"] == {"max_model_len": 4096} and f.failure["affected"] == "==0.10.2"
+    s.settings["flash_attn_version"] = 2   # VLLM_FLASH_ATTN_VERSION=2
+    _quiet(check_stack(s, catalog, rules), "vllm-gemma2-fa3-softcap-crash")
+
+
+def test_vllm_22103_cascade_a100_10_of_18(catalog, rules):
+    cmd = ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --max-model-len 32768 --max-num-seqs 16 "
+           "--enforce-eager")
+    s = parse_command(cmd, catalog, "vllm")
+    s.engine_version, s.hardware = "0.10.2", catalog.hardware["A100-80GB"]
+    f = _finding(check_stack(s, catalog, rules), "vllm-cascade-attention-ampere-accuracy")
+    rn = f.failure["reported_numbers"]
+    assert round(rn["correct_a100"] / rn["questions"], 4) == 0.5556 and rn["correct_a100_no_cascade"] == 18
+    assert s.settings["max_model_len"] == 32768 and s.settings["max_num_seqs"] == 16
+    s.settings["disable_cascade_attn"] = True
+    _quiet(check_stack(s, catalog, rules), "vllm-cascade-attention-ampere-accuracy")
+
+
+def test_vllm_26130_flashinfer_cascade_hang_b200(catalog, rules):
+    s = parse_command("vllm serve Qwen/Qwen3-32B", catalog, "vllm")
+    s.engine_version, s.hardware = "0.10.2", catalog.hardware["B200"]
+    f = _finding(check_stack(s, catalog, rules), "vllm-flashinfer-cascade-prefix-hang")
+    assert f.failure["reported_numbers"]["prefix_cache_hit_rate_pct"] == 89.9 and f.failure["outcome"] == "hang"
+    s.engine_version = "0.11.0"
+    _quiet(check_stack(s, catalog, rules), "vllm-flashinfer-cascade-prefix-hang")
+
+
+def test_vllm_54992_flashinfer_spec_ampere_tp2_k7(catalog, rules):
+    cmd = ("vllm serve meta-llama/Llama-3.1-8B -tp 2 --attention-backend FLASHINFER --speculative-config "
+           "'{\"method\": \"eagle3\", \"model\": \"x\", \"num_speculative_tokens\": 7}'")
+    s = parse_command(cmd, catalog, "vllm")
+    s.engine_version, s.hardware = "0.27.0", catalog.hardware["A100-80GB"]
+    f = _finding(check_stack(s, catalog, rules), "vllm-flashinfer-spec-decode-eager-fallback")
+    assert f.numbers == {"num_speculative_tokens": 7} and f.failure["reported_numbers"]["slowdown_pct"] == 16
+
+
+def test_vllm_15554_v1_ngram_guided_tp2(catalog, rules):
+    cmd = ("VLLM_USE_V1=1 vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --gpu-memory-utilization 0.7 "
+           "--speculative-model [ngram] --num-speculative-tokens 3")
+    s = parse_command(cmd, catalog, "vllm")
+    s.engine_version = "0.8.5"
+    from kg.inputs.stack import add_technique
+    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
+    f = _finding(check_stack(s, catalog, rules), "vllm-v1-structured-output-spec-unmasked")
+    assert f.failure["reported_numbers"] == {"tp_size": 2, "gpu_memory_utilization": 0.7, "num_speculative_tokens": 3}
+    s.engine_version = "0.9.0"
+    _quiet(check_stack(s, catalog, rules), "vllm-v1-structured-output-spec-unmasked")
+
+
+def test_sglang_17576_ngram_json_schema_tp2(catalog, rules):
+    cmd = ("python3 -m sglang.launch_server --model Qwen/Qwen3-32B --tp 2 --dp 1 --attention-backend flashinfer "
+           "--mem-fraction-static 0.6 --max-running-requests 32 --disable-radix-cache --speculative-algorithm NGRAM")
+    s = parse_command(cmd, catalog, "sglang")
+    s.engine_version = "0.5.8"
+    from kg.inputs.stack import add_technique
+    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
+    f = _finding(check_stack(s, catalog, rules), "sglang-ngram-structured-output-crash")
+    assert f.failure["reported_numbers"]["max_running_requests"] == 32 and f.failure["fixed_in"] == "0.5.9"
+    s.engine_version = "0.5.9"
+    _quiet(check_stack(s, catalog, rules), "sglang-ngram-structured-output-crash")
+
+
+def test_sglang_13019_spec_v2_json(catalog, rules):
+    s = _stack(catalog, {"model": "Qwen/Qwen3-235B-A22B", "engine": {"name": "sglang", "version": "0.5.6"},
+                         "techniques": [{"tensor-parallelism": {"tp_size": 8}}, {"speculative-decoding": {"speculative_method": "eagle"}},
+                                        "structured-output-decoding"], "settings": {"sglang_enable_spec_v2": True}})
+    f = _finding(check_stack(s, catalog, rules), "sglang-spec-v2-structured-output-garbage")
+    assert f.failure["reported_numbers"] == {"max_tokens": 1000}
+    s.settings["sglang_enable_spec_v2"] = False
+    _quiet(check_stack(s, catalog, rules), "sglang-spec-v2-structured-output-garbage")
+
+
+TRT = {"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "trtllm"}}
+
+
+@pytest.mark.parametrize("rule_id, version, extra, numbers", [
+    ("trtllm-kv-reuse-chunked-prefill-token-budget", "1.3.0rc11",
+     {"techniques": ["chunked-prefill", "prefix-caching"], "settings": {"kv_cache_reuse": True, "max_num_batched_tokens": 4096}},
+     {"max_num_tokens": 4096}),
+    ("trtllm-xgrammar-kv-reuse-segfault", "0.16.0",
+     {"techniques": ["structured-output-decoding", "prefix-caching"], "settings": {"kv_cache_reuse": True}}, {}),
+    ("trtllm-draft-model-spec-hang", "0.17.0.post1",
+     {"techniques": [{"speculative-decoding": {"speculative_method": "draft_model"}}]}, {}),
+    ("trtllm-int8-kv-bf16-garbage", "0.8.0",
+     {"techniques": [{"tensor-parallelism": {"tp_size": 4}}, {"kv-cache-quantization": {"kv_cache_dtype": "int8"}}],
+      "settings": {"dtype": "bfloat16"}}, {}),
+    ("trtllm-chunked-context-accuracy", "0.8.0", {"techniques": ["chunked-prefill"], "settings": {"dtype": "float16"}}, {}),
+])
+def test_trtllm_reported_stacks(catalog, rules, rule_id, version, extra, numbers):
+    data = {**TRT, **extra, "engine": {"name": "trtllm", "version": version}}
+    f = _finding(check_stack(_stack(catalog, data), catalog, rules), rule_id)
+    assert f.numbers == numbers and f.failure["engine"] == "trtllm"
+
+
+def test_trtllm_1303_and_4218_numbers(catalog, rules):
+    r = {x.id: x for x in rules.rules}
+    assert r["trtllm-int8-kv-bf16-garbage"].failure["reported_numbers"] == {
+        "tp_size": 4, "max_batch_size": 32, "max_input_len": 4096, "max_output_len": 512}
+    s = _stack(catalog, {"config": "rules/fixtures/configs/qwen2.5-7b-instruct.json", "engine": {"name": "trtllm", "version": "0.19.0"},
+                         "techniques": [{"kv-cache-quantization": {"kv_cache_dtype": "fp8"}}], "settings": {"quantization": "fp8"}})
+    f = _finding(check_stack(s, catalog, rules), "trtllm-fp8-kv-qwen2-wrong-output")
+    assert f.failure["reported_numbers"]["kv_activation_warning"] == 1.0133929252624512
+
+
+def test_eagle3_target_support_data():
+    # 0.12.0: the allow-list of vllm/config/speculative.py:620 and the SupportsEagle3 classes
+    got = support_facts("vllm", "0.12.0", {"architecture": "LlamaForCausalLM"})
+    assert got["eagle3_model_types"] == ["llama", "qwen", "minicpm", "gpt_oss"] and got["supports_eagle3"] is True
+    assert support_facts("vllm", "0.12.0", {"architecture": "DeepseekV3ForCausalLM"})["supports_eagle3"] is False
+    assert support_facts("vllm", "0.33.0", {"architecture": "DeepseekV3ForCausalLM"})["supports_eagle3"] is True
