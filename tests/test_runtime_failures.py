@@ -54,7 +54,7 @@ def _quiet(report, rule_id):
 # --------------------------------------------------------------------------- rule set shape
 
 def test_runtime_failure_rules_load_and_derive_applies_to(runtime_rules):
-    assert len(runtime_rules) >= 8
+    assert len(runtime_rules) >= 30
     for r in runtime_rules:
         fb = r.failure
         assert r.applies_to == {"engines": [fb["engine"]], "versions": fb["affected"]}, r.id
@@ -422,3 +422,101 @@ def test_eagle3_target_support_data():
     assert got["eagle3_model_types"] == ["llama", "qwen", "minicpm", "gpt_oss"] and got["supports_eagle3"] is True
     assert support_facts("vllm", "0.12.0", {"architecture": "DeepseekV3ForCausalLM"})["supports_eagle3"] is False
     assert support_facts("vllm", "0.33.0", {"architecture": "DeepseekV3ForCausalLM"})["supports_eagle3"] is True
+
+
+def test_vllm_8985_multistep_json_mode_8_steps(catalog, rules):
+    # --num-scheduler-steps 8 with response_format json_object on vllm-openai:v0.6.2
+    s = _stack(catalog, {"model": "meta-llama/Llama-3.1-70B", "engine": {"name": "vllm", "version": "0.6.2"},
+                         "techniques": [{"tensor-parallelism": {"tp_size": 4}}, "structured-output-decoding"],
+                         "settings": {"num_scheduler_steps": 8}})
+    f = _finding(check_stack(s, catalog, rules), "vllm-multistep-guided-decoding-crash")
+    assert f.numbers == {"num_scheduler_steps": 8} and f.failure["reported_numbers"] == {"num_scheduler_steps": 8}
+    s.settings["num_scheduler_steps"] = 1
+    _quiet(check_stack(s, catalog, rules), "vllm-multistep-guided-decoding-crash")
+
+
+def test_sglang_23006_pp2_one_running_request(catalog, rules):
+    cmd = ("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --moe-runner-backend triton --disable-cuda-graph "
+           "--chunked-prefill-size 64 --max-running-requests 1 --pp-size 2")
+    s = parse_command(cmd, catalog, "sglang")
+    s.engine_version = "0.5.10"
+    f = _finding(check_stack(s, catalog, rules), "sglang-pp-chunked-prefill-hang")
+    rn = f.failure["reported_numbers"]
+    assert f.numbers == {"pp_size": 2}
+    assert max(rn["max_running_requests"] // rn["pp_size"], 1) == rn["pp_max_micro_batch_size"] == 1
+    assert s.settings["max_num_seqs"] == 1 and s.settings["chunked_prefill_size"] == 64
+    s.engine_version = "0.5.11"
+    _quiet(check_stack(s, catalog, rules), "sglang-pp-chunked-prefill-hang")
+
+
+def test_structured_outputs_spec_support_states():
+    assert [support_facts("vllm", v, {})["structured_outputs_with_spec"] for v in ("0.8.0", "0.8.2", "0.8.5", "0.9.0", "0.33.0")] == \
+        ["refused", "unmasked", "unmasked", "masked", "masked"]
+
+
+def test_lmdeploy_3767_gemma_prefix_caching_index_17(catalog, rules):
+    s = _stack(catalog, {"model": "google/gemma-2-9b-it", "engine": {"name": "lmdeploy", "version": "0.9.2"},
+                         "techniques": ["prefix-caching"]})
+    f = _finding(check_stack(s, catalog, rules), "lmdeploy-sliding-window-prefix-caching-crash")
+    assert f.failure["reported_numbers"] == {"index": 17, "axis_size": 17} and f.failure["fixed_in"] == "0.10.0"
+    s.engine_version = "0.10.0"
+    _quiet(check_stack(s, catalog, rules), "lmdeploy-sliding-window-prefix-caching-crash")
+
+
+def test_lmdeploy_4306_turbomind_prefix_caching_tp2(catalog, rules):
+    s = _stack(catalog, {"model": "Qwen/Qwen3-32B", "engine": {"name": "lmdeploy", "version": "0.11.1"},
+                         "hardware": {"gpu": "H20", "count": 2},
+                         "techniques": [{"tensor-parallelism": {"tp_size": 2}}, "prefix-caching"],
+                         "settings": {"max_model_len": 128000, "max_num_seqs": 1, "block_size": 128}})
+    f = _finding(check_stack(s, catalog, rules), "lmdeploy-turbomind-prefix-caching-garbled")
+    assert f.failure["reported_numbers"]["session_len"] == s.settings["max_model_len"] == 128000
+
+
+def test_sglang_spec_v2_default_per_release():
+    from kg.inputs.support_ns import support_namespace
+    from kg.inputs.stack import Stack
+    def v2(version, given=None):
+        st = Stack(name="x", model=None, engine="sglang", engine_version=version)
+        ns = {} if given is None else {"sglang_enable_spec_v2": given}
+        return support_namespace(st, ns).get("sglang_enable_spec_v2", given)
+    assert [v2("0.5.6"), v2("0.5.10"), v2("0.5.11"), v2("0.5.14"), v2("0.5.6", True)] == [False, False, True, True, True]
+
+
+def test_vllm_29373_ray_tp8_pp2_timeout_300s(catalog, rules):
+    cmd = ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 --dtype bfloat16 "
+           "--gpu-memory-utilization 0.9 --trust-remote-code")
+    s = parse_command(cmd, catalog, "vllm")
+    s.engine_version = "0.11.0"
+    s.settings["distributed_executor_backend"] = "ray"   # --distributed-executor-backend ray
+    f = _finding(check_stack(s, catalog, rules), "vllm-ray-pp-compiled-graph-timeout")
+    assert f.numbers == {"pp_size": 2, "tp_size": 8} and f.failure["reported_numbers"]["channel_timeout_s"] == 300
+    s.settings["distributed_executor_backend"] = "mp"
+    _quiet(check_stack(s, catalog, rules), "vllm-ray-pp-compiled-graph-timeout")
+
+
+def test_vllm_10432_multistep_max_tokens_zero(catalog, rules):
+    s = _stack(catalog, {"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "vllm", "version": "0.6.4.post1"},
+                         "settings": {"num_scheduler_steps": 8}})
+    f = _finding(check_stack(s, catalog, rules), "vllm-multistep-max-tokens-zero-crash")
+    assert f.numbers == {"num_scheduler_steps": 8} and f.failure["reported_numbers"] == {"sampled_token_ids_rows": 27}
+
+
+def test_vllm_8230_prefix_caching_055(catalog, rules):
+    s = parse_command("vllm serve meta-llama/Llama-3.1-8B --enable-prefix-caching", catalog, "vllm")
+    s.engine_version = "0.5.5"
+    f = _finding(check_stack(s, catalog, rules), "vllm-055-prefix-caching-illegal-memory-access")
+    assert f.failure["affected"] == "==0.5.5" and f.failure["outcome"] == "crash"
+
+
+def test_trtllm_2543_lora_no_kv_cache(catalog, rules):
+    s = _stack(catalog, {"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "trtllm", "version": "0.15.0"},
+                         "techniques": ["multi-lora-serving"], "settings": {"kv_cache_type": "disabled", "quantization": "awq"}})
+    f = _finding(check_stack(s, catalog, rules), "trtllm-lora-without-kv-cache-segfault")
+    assert f.failure["reported_numbers"] == {"weight_bits": 4}
+
+
+def test_every_runtime_failure_rule_has_a_reporter_test(runtime_rules):
+    """Each gathered failure is also a test above, built from the reporter's stack (rule id named in a test)."""
+    src = Path(__file__).read_text()
+    untested = [r.id for r in runtime_rules if f'"{r.id}"' not in src]
+    assert not untested, untested

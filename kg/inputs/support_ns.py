@@ -16,6 +16,7 @@ Facts added (each only when its inputs are known):
   with an NVIDIA GPU of compute capability < 8.0 ``XFORMERS`` (FlashAttention-2 needs Ampere:
   vLLM 0.6.5 ``vllm/attention/selector.py:216-220``), else absent (the default is not modelled);
 - ``cascade_attention_enabled``: not ``disable_cascade_attn`` (the setting, else the release's default);
+- ``sglang_enable_spec_v2`` (SGLang): the setting, else the release's default (catalog/support/sglang-spec-v2.yaml);
 - ``softcap_handling``: for a soft-capping model on a known backend, ``applied``, ``refused`` or
   ``ignored`` per the release's entry in catalog/support/vllm-softcap-backends.yaml.
 """
@@ -50,8 +51,12 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     if "default_disable_cascade_attn" in out:
         off = ns.get("disable_cascade_attn")
         out["cascade_attention_enabled"] = not (off if off is not None else out["default_disable_cascade_attn"])
-    if stack.engine == "sglang" and ns.get("sglang_enable_spec_v2") is None:
-        out["sglang_enable_spec_v2"] = False  # SGLang environ.py: SGLANG_ENABLE_SPEC_V2 = EnvBool(False)
+    if stack.engine == "sglang" and "spec_v2_default" in out:
+        # SGLANG_ENABLE_SPEC_V2 (catalog/support/sglang-spec-v2.yaml): the setting, else the release's default;
+        # from 0.5.14 the v2 worker is the only one
+        given = ns.get("sglang_enable_spec_v2")
+        out["sglang_enable_spec_v2"] = True if out.get("spec_v2_always") else (
+            bool(given) if given is not None else bool(out["spec_v2_default"]))
     allowed = out.get("allowed_max_lora_ranks")
     rank = ns.get("max_lora_rank")
     if rank is None:
