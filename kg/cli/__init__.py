@@ -84,6 +84,31 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class _ClosedStdout:
+    """Stands in for a closed standard output (``optkg check ... >&-``): any write fails like a closed fd."""
+
+    encoding = "utf-8"
+
+    def write(self, s: str) -> int:
+        raise OSError(9, "standard output is closed")
+
+    def flush(self) -> None:
+        return None
+
+
+def _console_safe(stream):
+    """``stream`` with unencodable characters written as escapes (an ASCII or cp1252 console, emoji in
+    ``optkg matrix``) and every control character from the input escaped (kg.core.textsafe)."""
+    from kg.core.textsafe import TerminalWriter
+    if stream is None:
+        return _ClosedStdout()
+    try:
+        stream.reconfigure(errors="backslashreplace")
+    except (AttributeError, ValueError, OSError):
+        pass
+    return TerminalWriter(stream)
+
+
 def main(argv: list[str] | None = None) -> int:
     import importlib.util  # noqa: F401 - used by _available
 
@@ -92,33 +117,57 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     only = first if first in COMMANDS else None
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _console_safe(real_out), _console_safe(real_err)
     try:
-        parser = build_parser(only)
-        args = parser.parse_args(argv)
-        if not getattr(args, "_run", None):
-            parser.print_help()
+        try:
+            parser = build_parser(only)
+            args = parser.parse_args(argv)
+            if not getattr(args, "_run", None):
+                parser.print_help()
+                return 2
+            from kg.cli.common import register_inputs
+            register_inputs(args)  # the command's input files are never overwritten by its outputs
+            rc = int(args._run(args) or 0)
+            sys.stdout.flush()  # a full device or closed pipe fails here, inside the handlers below
+            return rc
+        except OptkgError as e:
+            sys.stderr.write(f"optkg: error: {e}\n")
             return 2
-        from kg.cli.common import register_inputs
-        register_inputs(args)  # the command's input files are never overwritten by its outputs
-        return int(args._run(args) or 0)
-    except OptkgError as e:
-        sys.stderr.write(f"optkg: error: {e}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("optkg: interrupted\n")
-        return 130
-    except BrokenPipeError:
-        return 0
-    except SystemExit as e:
-        return int(e.code or 0) if isinstance(e.code, int) else 2
-    except Exception as e:  # a bug in optkg, not a user mistake
-        if os.environ.get("OPTKG_DEBUG"):
-            raise
-        sys.stderr.write(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)\n")
-        return 3
+        except KeyboardInterrupt:
+            sys.stderr.write("optkg: interrupted\n")
+            return 130
+        except BrokenPipeError:
+            _silence_stdout(real_out)
+            return 0
+        except SystemExit as e:
+            return int(e.code or 0) if isinstance(e.code, int) else 2
+        except OSError as e:  # writing the output failed (stdout on a full disk, closed): not a bug
+            _silence_stdout(real_out)
+            what = e.filename or "standard output"
+            sys.stderr.write(f"optkg: error: {what}: cannot write ({e.strerror or e})\n")
+            return 2
+        except Exception as e:  # a bug in optkg, not a user mistake
+            if os.environ.get("OPTKG_DEBUG"):
+                raise
+            sys.stderr.write(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)\n")
+            return 3
+        finally:
+            from kg.core.yamlio import protect_inputs
+            protect_inputs([])  # forget this command's inputs (main may run again in the same process)
     finally:
-        from kg.core.yamlio import protect_inputs
-        protect_inputs([])  # forget this command's inputs (main may run again in the same process)
+        sys.stdout, sys.stderr = real_out, real_err
+
+
+def _silence_stdout(real_out) -> None:
+    """After a failed write, drop what is still buffered so the exit-time flush does not fail again."""
+    try:
+        if real_out is not None and hasattr(real_out, "fileno"):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, real_out.fileno())
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", type=Path, default=None, help="rules folder (default: the one beside the catalog)")
     p.add_argument("-o", "--output-dir", type=Path, default=None, help="docs folder (default: docs/ beside the catalog)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file is stale")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in the folder that optkg did not generate (without it they are never touched)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.catalog) if args.catalog else default_catalog_root()
     rules = args.rules or rules_dir_for(root) or paths.rules_dir()
     out_dir = args.output_dir or (root.resolve().parent / "docs")
-    results = write_docs(root, Path(rules), out_dir, check=args.check)
+    results = write_docs(root, Path(rules), out_dir, check=args.check, force=args.force)
     stale = False
     for path, status in results:
         shown = display_path(str(path))

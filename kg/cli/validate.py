@@ -89,14 +89,19 @@ def changed_technique_files(ref: str, root: Path) -> tuple[list[Path], list[Path
 def _rules_problems(cat, rules_dir: Path | None) -> list:
     """Rule files: schema and expressions (kg.engine.rules), technique ids they name, and their fixtures."""
     from kg.knowledge.checks import problem
-    from kg.engine.rules import RULESET_KINDS, load_rules
+    from kg.engine.rules import RULESET_KINDS, folder_files, load_rules
 
     out = []
     folder = Path(rules_dir)
+    folder_files(folder)  # a missing or empty rules folder is an error, never "catalog OK"
     fixtures = folder / "fixtures"
+    seen: set = set()
     for kind in RULESET_KINDS:
         rs, rp = load_rules(kind, folder)
-        out.extend(rp)
+        for p in rp:  # a file-level problem (not a mapping, unknown ruleset) comes back once per kind
+            if (p.file, p.line, p.column, p.code, p.message) not in seen:
+                seen.add((p.file, p.line, p.column, p.code, p.message))
+                out.append(p)
         for r in rs.rules:
             named = [("match", p["technique"]) for p in r.match if p.get("kind") == "technique" and "technique" in p]
             named += [("involves", t) for t in r.involves] + [("fixes", t) for t in r.fixes]

@@ -1,16 +1,40 @@
-"""A small on-disk cache of validated objects (catalog, rulesets), keyed by the caller's content digest.
+"""A small on-disk cache of validated plain data (catalog, rulesets), keyed by the caller's content digest.
 
-Folder: ``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``. Entries are pickles written atomically;
-a missing, corrupt or foreign entry is a miss (and a corrupt one is removed), and a cache folder
-that cannot be written only costs speed. The cache holds only what optkg itself wrote there.
+Folder: ``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``. Nothing in an entry can run code when it is
+read: an entry is JSON (plain data only; the caller rebuilds its objects from it), never a pickle.
+
+Entry format (``<name>.json``): one header line, then the payload::
+
+    {"optkg_cache": 2, "optkg": "<version>", "kind": "<kind>", "key": "<digest of the sources>",
+     "sha256": "<sha256 of the payload bytes>"}
+    <payload: JSON>
+
+``read_data`` returns the payload only when the header names this format, this optkg version, the
+expected kind and key, and the payload's checksum matches; anything else (a truncated, edited, foreign
+or corrupt entry, a symbolic link, a folder, a file over ``MAX_ENTRY_BYTES``) is a miss, the entry is
+removed, and the caller rebuilds it from the sources. The cache is used only in a folder that this user
+owns and that no one else can write (not group- or world-writable): in a shared folder another user
+could plant entries, so there the cache is off. Writes are atomic (temp file + rename); a folder that
+cannot be written only costs speed. ``write_data`` stores only data that reads back equal (JSON keeps
+no tuples, non-string keys or dates: such data is simply not cached).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-import pickle
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+FORMAT = 2
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
+
+
+def _version() -> str:
+    return str(getattr(sys.modules.get("kg"), "__version__", "0"))
 
 
 def cache_dir() -> Path:
@@ -18,28 +42,118 @@ def cache_dir() -> Path:
 
 
 def cache_file(name: str) -> Path:
-    """The cache path for entry ``name`` (e.g. ``catalog-<digest>.pickle``)."""
+    """The cache path for entry ``name`` (e.g. ``catalog-<digest>.json``)."""
     return cache_dir() / name
 
 
+def folder_is_private(folder: Path) -> bool:
+    """True when ``folder`` is a directory owned by this user and not writable by group or others."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return False
+    return not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _drop(path: Path) -> None:
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    except OSError:
+        pass
+
+
+def read_data(path: Path, kind: str, key: str) -> Any | None:
+    """The payload of the entry at ``path`` if it is valid for ``kind`` and ``key`` (see module doc), else None."""
+    if not folder_is_private(path.parent):
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError:  # a symbolic link (ELOOP), a folder, unreadable
+        _drop(path)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            raise ValueError("not a regular file of sane size")
+        with open(fd, "rb") as fh:  # builtin open on the fd: no path lookup again (no symlink race)
+            fd = -1
+            raw = fh.read(MAX_ENTRY_BYTES + 1)
+        head, sep, payload = raw.partition(b"\n")
+        if not sep:
+            raise ValueError("no header")
+        h = json.loads(head)
+        if not (isinstance(h, dict) and h.get("optkg_cache") == FORMAT and h.get("optkg") == _version()
+                and h.get("kind") == kind and h.get("key") == key
+                and h.get("sha256") == hashlib.sha256(payload).hexdigest()):
+            raise ValueError("header does not match")
+        return json.loads(payload)
+    except (OSError, ValueError, RecursionError):  # corrupt, edited, foreign or old: drop it, rebuild
+        _drop(path)
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
+    """Store ``data`` (plain JSON data) at ``path`` atomically; False (and nothing left behind) when it cannot."""
+    try:
+        payload = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+        if json.loads(payload) != data:  # tuples, int keys, ...: would not read back as written
+            return False
+    except (TypeError, ValueError, RecursionError):
+        return False
+    header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "kind": kind, "key": key,
+                         "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+    tmp = None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not folder_is_private(path.parent):
+            return False
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with open(fd, "wb") as fh:
+            fh.write(header + b"\n" + payload)
+        if path.is_symlink():
+            path.unlink()
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        return False
+
+
+# -- legacy pickle entries (the catalog only, until its loader moves to read_data/write_data) -------
+# TODO(issue 17): removed when kg/knowledge/catalog.py is free to edit (after layout step 2).
+
 def read(path: Path, cls: type) -> Any | None:
-    """The cached object at ``path`` if it is an instance of ``cls``, else None."""
-    if not path.is_file():
+    """The cached object at ``path`` if it is an instance of ``cls``, else None (legacy; see above)."""
+    import pickle
+    if not path.is_file() or not folder_is_private(path.parent):
         return None
     try:
         with path.open("rb") as fh:
             obj = pickle.load(fh)
-    except Exception:  # corrupt or written by another version: drop it
+    except Exception:  # noqa: BLE001 - corrupt or written by another version: drop it
         path.unlink(missing_ok=True)
         return None
     return obj if isinstance(obj, cls) else None
 
 
 def write(path: Path, obj: Any) -> bool:
-    """Store ``obj`` at ``path`` atomically; False (and nothing left behind) when it cannot."""
+    """Store ``obj`` at ``path`` atomically (legacy; see above)."""
+    import pickle
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)

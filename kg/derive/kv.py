@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.core.intmath import divisors as _divisors
 from kg.inputs.modelcfg import ModelFacts
 
 GIB = 1024**3
@@ -99,18 +100,13 @@ def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
 
 
 def divisors(n: int) -> list[int]:
-    """All positive divisors of n, ascending (O(sqrt(n)))."""
-    if n <= 0:
-        return []
-    small, large = [], []
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i * i != n:
-                large.append(n // i)
-        i += 1
-    return small + large[::-1]
+    """All positive divisors of n, ascending (O(sqrt(n)), n at most ``kg.core.intmath.MAX_DIVISOR_INPUT``).
+
+    Raises OptkgError past that ceiling (a config value no real model has)."""
+    try:
+        return _divisors(n)
+    except ValueError as e:
+        raise OptkgError(str(e)) from None
 
 
 def check_parallel_sizes(model: ModelFacts, tp_size: int, pp_size: int = 1) -> None:

@@ -196,3 +196,24 @@ class CompiledRules:
                     found.append((rid, [index[m[f"p{i}"]["id"]] for i in range(len(m))]))
         found = sorted(set((rid, tuple(ix)) for rid, ix in found), key=lambda x: (self._order[x[0]], x[1]))
         return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]
+
+
+_registry: dict[tuple[str, str, int], CompiledRules] = {}
+
+
+def compiled_rules(rules: Sequence[tuple[str, Sequence[Pattern]]], label: str = "rules", chunk: int = CHUNK) -> CompiledRules:
+    """``CompiledRules(rules, label, chunk)``, compiled once per process for each distinct rule content.
+
+    durable-rules cannot unregister a ruleset (durable_rules_notes.md, pitfall 4), so compiling the
+    same rules again on every load (every in-process ``main()`` or ``load_ruleset``) grew memory by
+    ~1.5 MiB per call. Equal content (rule ids and patterns) gets the same compiled object back; it is
+    safe to share (``match`` holds a lock and keeps no state between calls).
+    """
+    key = (label, hashlib.sha256(json.dumps([(rid, [dict(p) for p in pats]) for rid, pats in rules],
+                                            sort_keys=True, default=str).encode()).hexdigest(), chunk)
+    with _host_lock:
+        found = _registry.get(key)
+        if found is None:
+            found = _registry[key] = CompiledRules(rules, label, chunk)
+        return found
+

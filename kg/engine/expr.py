@@ -18,6 +18,8 @@ import operator
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
+from kg.core.intmath import aligned_divisors, divisors
+
 
 class ExprError(Exception):
     """The expression text is not in the allowed language (raised at load time)."""
@@ -35,33 +37,37 @@ class ExprTypeError(Exception):
     """Operands of incompatible types (e.g. '8' > 4)."""
 
 
-def _divisors(n: int) -> list[int]:
-    n = int(n)
-    return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else []
+MAX_CHARS = 2_000  # an expression longer than this is refused unparsed (the shipped ones are < 300)
+MAX_NODES = 400  # syntax-tree nodes
+MAX_DEPTH = 40  # nesting of the syntax tree
+MAX_EXPONENT = 64  # ``a ** b`` needs |b| <= 64 (2**30 for GiB is the use); 9**9**9 is refused
+MAX_INT_BITS = 4_096  # an intermediate integer past this many bits (~1,233 digits) is an error
 
 
-def _aligned_divisors(candidates: list[int], size: int, align: int) -> list[int]:
-    """The candidates d (e.g. valid tp sizes) for which size / d is a whole multiple of align.
+def _pow(a: Any, b: Any) -> Any:
+    if abs(b) > MAX_EXPONENT:
+        raise ExprTypeError(f"exponent {b!r} is over the limit of {MAX_EXPONENT}")
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and a.bit_length() * b > MAX_INT_BITS:
+        raise ExprTypeError(f"{a} ** {b} would have more than {MAX_INT_BITS} bits")
+    return operator.pow(a, b)
 
-    Used for sharding checks such as "intermediate_size / tp_size must be a multiple of the
-    quantisation group": aligned_divisors([1, 2, 4, 8], 1536, 128) == [1, 2, 4].
-    """
-    align = int(align)
-    if align <= 0:
-        return [int(d) for d in candidates if d > 0 and size % d == 0]
-    return [int(d) for d in candidates if d > 0 and size % (int(d) * align) == 0]
+
+def _mul(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
+        raise ExprTypeError(f"a product of more than {MAX_INT_BITS} bits")
+    return operator.mul(a, b)
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "round": round, "len": len,
     "ceil": math.ceil, "floor": math.floor, "log2": math.log2, "int": int, "float": float,
-    "divisors": _divisors,
+    "divisors": divisors,
     "gcd": math.gcd,
-    "aligned_divisors": _aligned_divisors,
+    "aligned_divisors": aligned_divisors,
 }
 
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
 _CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne,
         ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
@@ -94,17 +100,52 @@ def _validate(node: ast.AST, functions: set[str]) -> None:
         raise ExprError(f"'{type(n).__name__}' is not allowed in rule expressions")
 
 
+def _check_cost(tree: ast.AST) -> None:
+    """Refuse expressions whose evaluation could cost more than a few microseconds per node:
+    too many nodes, too deep, or a power whose exponent is not a small number literal."""
+    nodes = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        n, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ExprError(f"expression is too large (over {MAX_NODES} terms)")
+        if depth > MAX_DEPTH:
+            raise ExprError(f"expression nests deeper than {MAX_DEPTH} levels")
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow):
+            e = n.right
+            neg = isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd))
+            lit = e.operand if neg else e
+            if not (isinstance(lit, ast.Constant) and isinstance(lit.value, (int, float))
+                    and not isinstance(lit.value, bool) and abs(lit.value) <= MAX_EXPONENT):
+                raise ExprError(f"the exponent of ** must be a number literal of at most {MAX_EXPONENT} "
+                                "(e.g. 2**30); a computed or larger exponent could take hours")
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool) \
+                and n.value.bit_length() > MAX_INT_BITS:
+            raise ExprError("an integer literal of more than 1,233 digits")
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > MAX_CHARS:
+            raise ExprError(f"a string literal of more than {MAX_CHARS} characters")
+        stack.extend((c, depth + 1) for c in ast.iter_child_nodes(n))
+
+
 @lru_cache(maxsize=4096)
 def compile_expr(text: str, extra_functions: tuple[str, ...] = ()) -> ast.Expression:
-    """Parse and check ``text``. Raises ExprError with the reason. Cached by text."""
+    """Parse and check ``text`` (language and cost, see ``_check_cost``). Raises ExprError with the reason. Cached by text."""
     if not isinstance(text, str) or not text.strip():
         raise ExprError("empty expression")
+    if len(text) > MAX_CHARS:
+        raise ExprError(f"expression is {len(text):,} characters; the limit is {MAX_CHARS:,}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise ExprError(f"syntax error at column {e.offset}: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression nests deeper than {MAX_DEPTH} levels") from None
+    _check_cost(tree)
     _validate(tree, set(FUNCTIONS) | set(extra_functions))
     return tree
+
+
 
 
 @lru_cache(maxsize=8192)

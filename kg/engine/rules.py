@@ -11,7 +11,7 @@ snapshots, ``fit`` workloads, ``gaps`` cells) and lists rules. A rule has:
 - ``applies_to``: engines and a version range (PEP 440 specifier, e.g. ``<0.8``); outside it the
   rule does not fire and ``--explain`` says why.
 - ``severity`` (or ``severity_bands``: the first band whose condition holds), ``message``
-  (a ``str.format`` template over facts and numbers), ``mechanism``, ``cost_dimension``,
+  (a template over facts and numbers: ``{name}`` and ``{name:.0%}``-style number formats only, kg.core.template), ``mechanism``, ``cost_dimension``,
   ``from_dimension``, ``fixes`` (catalog ids), ``sources``, ``tags``, ``parent`` (fires only when
   the parent rule fired in the same evaluation).
 Thresholds used by a ruleset are data too: ``thresholds:`` (name -> value, provenance, note),
@@ -28,9 +28,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from kg.core import paths
-from kg.engine.durable import CompiledRules
+from kg.engine.durable import CompiledRules, compiled_rules
 from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
+from kg.core.template import check_template, render
 from kg.core.yamlio import load_yaml
 
 RULESET_KINDS = ("check", "diagnose", "fit", "gaps", "training")
@@ -194,7 +195,7 @@ class RuleSet:
     @property
     def compiled(self) -> CompiledRules:
         if self._compiled is None:
-            self._compiled = CompiledRules([(r.id, r.match) for r in self.rules], label=self.kind)
+            self._compiled = compiled_rules([(r.id, r.match) for r in self.rules], label=self.kind)
         return self._compiled
 
 
@@ -271,7 +272,22 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
         except OptkgError as e:
             problems.append(Problem(str(f), 1, 1, "", str(e), "yaml"))
             continue
-        if not isinstance(doc.data, dict) or doc.data.get("ruleset") != kind:
+        if not isinstance(doc.data, dict):
+            problems.append(Problem(str(f), 1, 1, "", "a rules file must be a mapping with 'ruleset:' and 'rules:' "
+                                    f"(found {type(doc.data).__name__ if doc.data is not None else 'an empty file'})",
+                                    "rule-schema"))
+            continue
+        named = doc.data.get("ruleset")
+        if named not in RULESET_KINDS:
+            from difflib import get_close_matches
+            line, col = doc.where(("ruleset",))
+            near = get_close_matches(str(named), RULESET_KINDS, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            problems.append(Problem(str(f), line, col, "ruleset", f"unknown ruleset {named!r}{hint} "
+                                    f"(known: {', '.join(RULESET_KINDS)}); this file's rules would never run",
+                                    "rule-schema"))
+            continue
+        if named != kind:
             continue
         errs = list(validator.iter_errors(doc.data))
         for e in errs:
@@ -308,6 +324,10 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                 for fld, msg in failure_problems(r):
                     problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-failure"))
                     bad = True
+            for fld, text in [("message", r.message), ("fix", r.fix)] + [(f"fix.{k}", v) for k, v in r.fix_by_engine.items()]:
+                for msg in check_template(text):
+                    problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-expression"))
+                    bad = True
             spec = r.applies_to.get("versions")
             if spec:
                 try:
@@ -325,42 +345,77 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     return RuleSet(kind, rules, thresholds), problems
 
 
-RULES_CACHE_VERSION = 1
+RULES_CACHE_VERSION = 2
 
 
-def _rules_cache_file(kind: str, files: list[Path]) -> Path | None:
-    """Cache file for a clean ruleset, keyed on ``kind``, this module's source and every rules file's bytes."""
+def _rules_cache_key(kind: str, files: list[Path]) -> str | None:
+    """Digest of ``kind``, this module's source and every rules file's name and bytes (None when unreadable)."""
     import hashlib
     try:
         h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-{kind}".encode())
-        h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old pickle
+        h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old entry
         for f in files:
             h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
     except OSError:
         return None
-    from kg.core import cache
-    return cache.cache_file(f"rules-{kind}-{h.hexdigest()[:32]}.pickle")
+    return h.hexdigest()
+
+
+def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
+    """``rs`` as plain data for the cache (``_ruleset_from_data`` rebuilds it)."""
+    from dataclasses import fields
+    names = [f.name for f in fields(Rule)]
+    return {"kind": rs.kind, "thresholds": rs.thresholds,
+            "rules": [[getattr(r, n) for n in names] for r in rs.rules], "fields": names}
+
+
+def _ruleset_from_data(d: Any, kind: str) -> RuleSet | None:
+    from dataclasses import fields
+    names = [f.name for f in fields(Rule)]
+    if not isinstance(d, dict) or d.get("kind") != kind or d.get("fields") != names:
+        return None
+    try:
+        return RuleSet(kind, [Rule(**dict(zip(names, row))) for row in d["rules"]], dict(d["thresholds"]))
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def folder_files(folder: Path, what: str = "--rules") -> list[Path]:
+    """The ``*.yaml`` files of a rules folder; OptkgError when the folder is missing, not a folder or empty."""
+    if not folder.exists():
+        raise OptkgError(f"{what} {folder}: folder not found")
+    if not folder.is_dir():
+        raise OptkgError(f"{what} {folder}: not a folder (give the folder that holds the rules *.yaml files)")
+    files = sorted(folder.glob("*.yaml"))
+    if not files:
+        raise OptkgError(f"{what} {folder}: no rules files (*.yaml) in this folder; nothing could be checked")
+    return files
 
 
 def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
-    """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid.
+    """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid,
+    and when the folder is missing or empty or holds no rule of ``kind`` (nothing could be checked).
 
-    A clean ruleset is cached like the catalog (``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``),
-    keyed on the bytes of every rules file, so unchanged rules are not re-parsed and re-validated.
+    A clean ruleset is cached like the catalog (``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``) as
+    plain JSON, keyed on the bytes of every rules file, so unchanged rules are not re-parsed and re-validated.
     """
     folder = Path(folder) if folder else paths.rules_dir()
-    files = sorted(folder.glob("*.yaml"))
-    cache = _rules_cache_file(kind, files)
+    files = folder_files(folder)
+    key = _rules_cache_key(kind, files)
     from kg.core import cache as _cache
-    if cache is not None:
-        rs = _cache.read(cache, RuleSet)
-        if rs is not None and rs.kind == kind:
+    entry = _cache.cache_file(f"rules-{kind}-{key[:32]}.json") if key else None
+    if entry is not None:
+        rs = _ruleset_from_data(_cache.read_data(entry, "rules", key), kind)
+        if rs is not None:
             return rs
     rs, problems = load_rules(kind, folder, files)
     if problems:
         raise OptkgError("invalid rules:", [p.one_line() for p in problems])
-    if cache is not None:
-        _cache.write(cache, rs)  # an unwritable cache folder only costs speed
+    if not rs.rules:
+        raise OptkgError(f"--rules {folder}: no '{kind}' rules in {len(files)} rules file(s) "
+                         f"(each file names its ruleset: {', '.join(RULESET_KINDS)}); nothing could be checked")
+    if entry is not None:
+        _cache.write_data(entry, "rules", key, _ruleset_data(rs))  # an unwritable cache folder only costs speed
     return rs
 
 
@@ -408,16 +463,9 @@ def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bo
     return True, ""
 
 
-class _SafeDict(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
 def _fmt(template: str, values: Mapping[str, Any]) -> str:
-    try:
-        return template.format_map(_SafeDict(values))
-    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-        return template
+    """A rule message or fix with its fields filled in (kg.core.template: names and number formats only)."""
+    return render(template, values)
 
 
 def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[str, Any],
@@ -473,7 +521,7 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         except MissingFact as e:
             out.append(Firing(r, False, f"needs fact '{e.name}', which this input does not provide"))
             continue
-        except (ExprTypeError, ZeroDivisionError, ValueError, TypeError) as e:
+        except (ExprTypeError, ZeroDivisionError, ValueError, TypeError, OverflowError) as e:
             out.append(Firing(r, False, f"could not evaluate: {e}"))
             continue
         if sev is None or sev == "none":

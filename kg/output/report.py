@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from kg.core.numfmt import REPORT, fmt_num
+from kg.core.textsafe import one_line
 
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
 
@@ -44,10 +45,10 @@ def _runtime_tail(f: dict[str, Any]) -> list[str]:
 def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     """A readable report: stack summary, KV derivations, then each finding with numbers, costs, fixes, sources."""
     s = d["stack"]
-    out = [f"optkg check: {s['name']}"]
-    out.append(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
-               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}   hardware: {s['hardware'] or '-'}"
-               f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
+    out = [f"optkg check: {one_line(s['name'])}"]
+    out.append(one_line(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
+               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}   hardware: {s['hardware'] or '-'}")
+               + f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
     techs = ", ".join(f"{k}({', '.join(f'{a}={b}' for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
     out.append(_wrap(f"techniques: {techs or '-'}", "  "))
     dv = d.get("derived") or {}
@@ -93,7 +94,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             out.append(f"Starts, then fails at run time ({len(runtime)}): the engine accepts these settings; "
                        "the failure shows under load or on some requests")
             out.append("")
-        out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {f['title']}")
+        out.append(f"{SEV_MARK.get(f['severity'], f['severity'].upper()):5} {f['rule_id']}: {one_line(f['title'])}")
         if f.get("kind") == "runtime-failure":
             out.extend(_runtime_lines(f))
         out.append(_wrap(f["message"], "      "))
@@ -118,13 +119,13 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             ids = ", ".join(x["technique"] for x in f.get("fixes", []))
             out.append(_wrap(f"fix: {fx}" + (f" (catalog: {ids})" if ids and f.get('fix') else ""), "      "))
         for src in f.get("sources", [])[:3]:
-            out.append(f"      source: {src['title']} <{src['url']}>")
+            out.append(one_line(f"      source: {src['title']} <{src['url']}>"))
         out.append(f"      rule: {f['rule_file']}:{f['rule_line']}")
         out.append("")
     if d.get("ignored_flags"):
         out.append(_wrap("ignored (not modelled): " + " ".join(d["ignored_flags"]), ""))
     for n in d.get("notes") or []:
-        out.append(f"note: {n}")
+        out.append(f"note: {one_line(n)}")
     if explain:
         out.append("")
         out.append("Rules that did not fire:")

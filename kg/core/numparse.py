@@ -1,0 +1,158 @@
+"""Bounded, strict number parsing for user input (flags, YAML/JSON values, metric labels).
+
+Python's own conversions have sharp edges a user can reach: ``int('9' * 5000)`` raises ValueError
+(the 4,300-digit limit), ``str.isdigit`` accepts ``'²'`` which ``int`` then refuses, ``int('٨')``
+silently reads an Arabic-Indic 8, ``json.loads`` accepts ``NaN``/``Infinity`` and 100,000-deep
+arrays (RecursionError), ``float('1e400')`` is ``inf``, and ``1e308 * 1024**3`` is ``inf`` too.
+Everything here raises ``OptkgError`` with a one-line message instead:
+
+- ``parse_int(text, what, lo, hi)``: ASCII digits only (optional sign), at most ``MAX_DIGITS`` digits,
+  within [lo, hi].
+- ``as_int(value, what, lo, hi)``: a loaded value (int, integral float, or digit string) as an int.
+- ``as_float(value, what, lo, hi)``: a finite number within [lo, hi].
+- ``loads_json(text, what)``: ``json.loads`` that refuses NaN/Infinity, non-finite floats, integers
+  over ``MAX_DIGITS`` digits and nesting deeper than ``MAX_JSON_DEPTH``.
+- ``show(v)``: a number for a message, without converting a huge integer to text.
+
+``MAX_COUNT`` is the default ceiling for counts and sizes without a tighter bound of their own
+(bounded-work rule: any loop a user value sizes stays finite and short).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from kg.core.errors import OptkgError
+
+MAX_DIGITS = 30  # any count or size optkg models fits in 30 digits; longer is refused unparsed
+MAX_JSON_DEPTH = 64
+MAX_COUNT = 10**15
+_INT = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
+_DIGITS = re.compile(r"[+-]?[0-9]+")
+
+
+def show(v: Any) -> str:
+    """``v`` for an error message: a huge integer as 'a N-digit number', other values as repr (cut)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 100:
+        return f"a {int(v.bit_length() * 0.30103) + 1}-digit number"
+    try:
+        r = repr(v)
+    except Exception:  # noqa: BLE001
+        r = f"<{type(v).__name__}>"
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _bounds(n: float, what: str, lo: float | None, hi: float | None, shown: str) -> None:
+    if lo is not None and n < lo:
+        raise OptkgError(f"{what}: expected a value >= {lo:g}, found {shown}")
+    if hi is not None and n > hi:
+        raise OptkgError(f"{what}: expected a value <= {hi:g}, found {shown}")
+
+
+def parse_int(text: str, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer from text a user typed (see module doc). Raises OptkgError."""
+    s = str(text).strip()
+    if not _INT.fullmatch(s):
+        if _DIGITS.fullmatch(s):
+            raise OptkgError(f"{what}: expected a value <= {hi if hi is not None else MAX_COUNT:g}, "
+                             f"found a {len(s.lstrip('+-'))}-digit number")
+        raise OptkgError(f"{what}: expected an integer, found {show(s)}")
+    n = int(s)
+    _bounds(n, what, lo, hi, str(n))
+    return n
+
+
+def as_int(value: Any, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A loaded value as an integer: int, integral finite float, or an ASCII digit string. Raises OptkgError."""
+    if isinstance(value, bool):
+        raise OptkgError(f"{what}: expected an integer, found {value!r}")
+    if isinstance(value, str):
+        return parse_int(value, what, lo, hi)
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise OptkgError(f"{what}: expected an integer, found {value!r}")
+        if abs(value) > 10**MAX_DIGITS:
+            raise OptkgError(f"{what}: expected a value <= {hi if hi is not None else MAX_COUNT:g}, found {value!r}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise OptkgError(f"{what}: expected an integer, found {show(value)}")
+    _bounds(value, what, lo, hi, show(value))
+    return value
+
+
+def as_float(value: Any, what: str, lo: float | None = None, hi: float | None = None) -> float:
+    """A loaded value as a finite float within [lo, hi]. Raises OptkgError."""
+    if isinstance(value, bool):
+        raise OptkgError(f"{what}: expected a number, found {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise OptkgError(f"{what}: expected a number, found {show(value)}") from None
+    if isinstance(value, int):
+        if value.bit_length() > 1000:
+            raise OptkgError(f"{what}: expected a finite number, found {show(value)}")
+        value = float(value)
+    if not isinstance(value, float):
+        raise OptkgError(f"{what}: expected a number, found {show(value)}")
+    if not math.isfinite(value):
+        raise OptkgError(f"{what}: expected a finite number, found {value!r}")
+    _bounds(value, what, lo, hi, repr(value))
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _bounded_int(s: str) -> int:
+    if len(s.lstrip("-")) > MAX_DIGITS * 10:
+        raise ValueError(f"an integer of {len(s.lstrip('-'))} digits")
+    return int(s)
+
+
+def _finite_float(s: str) -> float:
+    v = float(s)
+    if not math.isfinite(v):
+        raise ValueError(f"{s[:40]} is out of range for a number")
+    return v
+
+
+def _depth_ok(text: str, limit: int) -> bool:
+    """False when brackets nest deeper than ``limit`` (strings skipped; a quick linear scan)."""
+    depth = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def loads_json(text: str, what: str) -> Any:
+    """Parse JSON strictly (see module doc). Raises OptkgError '<what>: ...'; JSON syntax errors
+    become ``<what>:<line>:<col>: invalid JSON (...)``."""
+    if not _depth_ok(text, MAX_JSON_DEPTH):
+        raise OptkgError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float)
+    except json.JSONDecodeError as e:
+        raise OptkgError(f"{what}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+    except ValueError as e:
+        raise OptkgError(f"{what}: invalid JSON value ({e})") from None
+    except RecursionError:
+        raise OptkgError(f"{what}: JSON nested too deeply") from None

@@ -1,0 +1,98 @@
+"""Text sanitising for every sink a user's value can reach (issue 17).
+
+A stack name, a technique name, a rule message or a flag value is user data. Printed raw it can
+drive a terminal (ANSI/OSC escapes: clear the screen, set the window title, hide text), forge a
+GitHub Actions workflow command (a newline followed by ``::error::``), or inject HTML into a
+rendered markdown page (``<script>``, ``<img onerror=...>``, ``javascript:`` links). Each sink gets
+its own function; use the one for the place the text is written:
+
+- ``terminal(s)``: C0/C1 control characters (ESC, BEL, CSI ...), DEL and the bidirectional-override
+  characters are shown as ``\\x1b`` / ``\\u202e``; newlines and tabs are kept (a whole report).
+- ``one_line(s)``: like ``terminal`` and also escapes line and paragraph breaks, for a value that
+  must stay on its line (a report title, a table cell, an annotation title).
+- ``markdown(s)``: one line, HTML special characters escaped (``&lt;script&gt;`` renders as text),
+  markdown table pipes and backslashes escaped, and ``javascript:``/``data:``/``vbscript:`` link
+  schemes defused.
+- ``html_text(s)``: HTML-escaped text (quotes too), controls escaped.
+- ``github_data(s)`` / ``github_property(s)``: the escaping GitHub documents for workflow commands
+  (``%``, CR, LF; and ``:``/``,`` in properties).
+
+All functions accept any object (``str(obj)`` first) and never raise.
+"""
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+# C0 controls except TAB and LF, DEL, C1 controls, and the bidi overrides/isolates (Trojan Source)
+_CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL.update({c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]})
+_LINES = dict(_CONTROL)
+_LINES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\x85", 0x0B: "\\x0b",
+               0x0C: "\\x0c"})
+_TERMINAL = dict(_CONTROL)
+_TERMINAL[0x0D] = "\\r"  # a bare CR rewrites the line already printed
+
+_DANGEROUS_SCHEME = re.compile(r"(?i)\b(javascript|vbscript|data)\s*:")
+
+
+def _s(obj: Any) -> str:
+    try:
+        return obj if isinstance(obj, str) else str(obj)
+    except Exception:  # noqa: BLE001 - a __str__ that fails or an int over 4,300 digits
+        return f"<{type(obj).__name__}>"
+
+
+def terminal(obj: Any) -> str:
+    """``obj`` as text that cannot control a terminal: controls escaped, newlines and tabs kept."""
+    return _s(obj).translate(_TERMINAL)
+
+
+def one_line(obj: Any) -> str:
+    """``obj`` as one line of inert text: every control character and line break escaped."""
+    return _s(obj).translate(_LINES)
+
+
+def markdown(obj: Any) -> str:
+    """``obj`` for a markdown line or table cell: one line, HTML escaped, pipes escaped, link schemes defused."""
+    s = html.escape(one_line(obj), quote=False)
+    s = s.replace("\\", "\\\\").replace("|", "\\|")
+    return _DANGEROUS_SCHEME.sub(lambda m: m.group(1) + "&#58;", s)
+
+
+def html_text(obj: Any) -> str:
+    """``obj`` as HTML text or attribute content (``& < > " '`` escaped, controls escaped)."""
+    return html.escape(terminal(obj), quote=True)
+
+
+def github_data(obj: Any) -> str:
+    """The message part of a GitHub Actions workflow command (``::error::<data>``)."""
+    return _s(obj).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_property(obj: Any) -> str:
+    """A property value of a GitHub Actions workflow command (``title=<value>``)."""
+    return github_data(obj).replace(":", "%3A").replace(",", "%2C")
+
+
+class TerminalWriter:
+    """A text stream wrapper whose ``write`` passes text through ``terminal``.
+
+    Installed around ``sys.stdout``/``sys.stderr`` by the CLI, so no command can print a raw escape
+    sequence taken from its input, whatever it formats. Everything else is delegated.
+    """
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, s: str) -> int:
+        self._stream.write(terminal(s))
+        return len(s)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
