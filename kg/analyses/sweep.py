@@ -54,7 +54,10 @@ def parse_int_list(text: str, flag: str) -> list[int]:
     out: list[int] = []
     for part in str(text).split(","):
         p = part.strip()
-        if not p.isdigit() or int(p) < 1:
+        # ASCII digits only: str.isdigit() accepts '²' (int() refuses it) and '٨' (read as 8); 6 digits suffice
+        if not (p.isascii() and p.isdigit()) or len(p) > 6 or int(p) < 1:
+            if p.isascii() and p.isdigit() and len(p) > 6:
+                raise OptkgError(f"{flag}: a {len(p)}-digit value is larger than any parallel size optkg models (65536)")
             raise OptkgError(f"{flag}: expected a comma-separated list of positive integers, found {part.strip()!r}"
                              f" in {text!r}")
         v = int(p)

@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError(f"--max-model-len: expected a positive integer, found {args.max_model_len}")
     if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
         raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
+    if args.kv_budget_gib is not None:
+        from kg.core.numparse import MAX_COUNT, as_float
+        as_float(args.kv_budget_gib, "--kv-budget-gib", 0, MAX_COUNT)
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
                                args.max_model_len, args.block_size, args.max_num_batched_tokens)

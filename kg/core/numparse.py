@@ -107,7 +107,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _bounded_int(s: str) -> int:
+def bounded_int(s: str) -> int:
     if len(s.lstrip("-")) > MAX_DIGITS * 10:
         raise ValueError(f"an integer of {len(s.lstrip('-'))} digits")
     return int(s)
@@ -120,7 +120,7 @@ def _finite_float(s: str) -> float:
     return v
 
 
-def _depth_ok(text: str, limit: int) -> bool:
+def depth_ok(text: str, limit: int) -> bool:
     """False when brackets nest deeper than ``limit`` (strings skipped; a quick linear scan)."""
     depth = 0
     in_str = esc = False
@@ -143,14 +143,17 @@ def _depth_ok(text: str, limit: int) -> bool:
     return True
 
 
-def loads_json(text: str, what: str) -> Any:
+def loads_json(text: str, what: str, inline: bool = False) -> Any:
     """Parse JSON strictly (see module doc). Raises OptkgError '<what>: ...'; JSON syntax errors
-    become ``<what>:<line>:<col>: invalid JSON (...)``."""
-    if not _depth_ok(text, MAX_JSON_DEPTH):
+    become ``<what>:<line>:<col>: invalid JSON (...)`` for a file, or with ``inline`` (a flag's value)
+    ``<what>: invalid JSON (<msg> at column <col>)``."""
+    if not depth_ok(text, MAX_JSON_DEPTH):
         raise OptkgError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float)
+        return json.loads(text, parse_constant=_refuse_constant, parse_int=bounded_int, parse_float=_finite_float)
     except json.JSONDecodeError as e:
+        if inline:
+            raise OptkgError(f"{what}: invalid JSON ({e.msg} at column {e.colno})") from None
         raise OptkgError(f"{what}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
     except ValueError as e:
         raise OptkgError(f"{what}: invalid JSON value ({e})") from None

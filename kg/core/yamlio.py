@@ -16,13 +16,90 @@ from typing import Any
 from kg.core.errors import OptkgError
 
 
-def _loader_class() -> type:
-    """PyYAML's C safe loader (~10x faster), or the pure-Python one when libyaml is missing.
+class YamlFloat(float):
+    """A float read from YAML that remembers the text it was written as (``0.10`` stays "0.10" for a version)."""
 
-    PyYAML is imported on first use, so commands that read no YAML (``optkg kv``) start faster.
+    __slots__ = ("text",)
+
+    def __new__(cls, value: float, text: str) -> "YamlFloat":
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __reduce__(self):  # copies and pickles keep the text
+        return (YamlFloat, (float(self), self.text))
+
+
+def scalar_text(value: Any) -> str:
+    """The text a YAML scalar was written as, when the loader kept it (a float), else ``str(value)``."""
+    return value.text if isinstance(value, YamlFloat) else str(value)
+
+
+MAX_INT_DIGITS = 300  # a YAML integer longer than this is refused (Python's int() stops at 4,300)
+
+_loader: type | None = None
+
+
+def _loader_class() -> type:
+    """PyYAML's C safe loader (~10x faster; pure-Python when libyaml is missing) with YAML 1.2 numbers.
+
+    PyYAML resolves plain scalars by YAML 1.1 rules: ``010`` is octal 8, ``9:06:08`` is the base-60
+    integer 32768, ``1_000`` is 1000, ``0b11`` is 3. Here numbers follow the YAML 1.2 core schema:
+    decimal integers (``010`` is 10), ``0o`` octal and ``0x`` hex, floats with an optional exponent,
+    ``.inf``/``.nan``; anything else (``9:06:08``) stays a string and the field's type check names it.
+    Integers over ``MAX_INT_DIGITS`` digits are a YAML error naming the line. Floats keep their text
+    (``YamlFloat``). Booleans and nulls are as before. PyYAML is imported on first use, so commands
+    that read no YAML (``optkg kv``) start faster.
     """
+    global _loader
+    if _loader is not None:
+        return _loader
+    import re
+
     import yaml
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    Loader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag not in (int_tag, float_tag)] for k, v in base.yaml_implicit_resolvers.items()}
+    int_rx = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+    float_rx = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+    Loader.add_implicit_resolver(int_tag, int_rx, list("-+0123456789"))
+    Loader.add_implicit_resolver(float_tag, float_rx, list("-+0123456789."))
+
+    def construct_int(loader, node):
+        text = loader.construct_scalar(node)
+        digits = text.lstrip("+-")
+        if len(digits) > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(digits):,} digits (more than any "
+                                                    f"count or size optkg models)", node.start_mark)
+        if digits.startswith("0o"):
+            return int(text.replace("0o", "", 1), 8)
+        if digits.startswith("0x"):
+            return int(text.replace("0x", "", 1), 16)
+        if not re.fullmatch(r"[-+]?[0-9]+", text):  # an explicit !!int tag on something else
+            raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not an integer", node.start_mark)
+        return int(text)
+
+    def construct_float(loader, node):
+        text = loader.construct_scalar(node)
+        low = text.lower()
+        if low.lstrip("+-") == ".inf":
+            return YamlFloat(float("-inf") if low.startswith("-") else float("inf"), text)
+        if low == ".nan":
+            return YamlFloat(float("nan"), text)
+        try:
+            return YamlFloat(float(text), text)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not a number", node.start_mark) from None
+
+    Loader.add_constructor(int_tag, construct_int)
+    Loader.add_constructor(float_tag, construct_float)
+    _loader = Loader
+    return Loader
 
 MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
 MAX_NODES = 200_000  # nodes after alias expansion
@@ -48,17 +125,33 @@ class YamlDoc:
         return self.lines.get((), (1, 1))
 
 
+def check_input_file(path: Path | str, what: str = "") -> os.stat_result:
+    """The ``stat`` of an input file; OptkgError when it is missing, a folder, or a FIFO or socket.
+
+    A named pipe (``mkfifo``) blocks ``open()`` until someone writes to it, forever in a CI job, so
+    it is refused before opening (bounded-work rule). Character devices such as /dev/zero are
+    read with the caller's size limit instead.
+    """
+    import stat
+    shown = f"{what}{path}" if what else str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise OptkgError(f"{shown}: file not found") from None
+    except OSError as e:
+        raise OptkgError(f"{shown}: cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OptkgError(f"{shown}: is a directory, expected a file")
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a socket"
+        raise OptkgError(f"{shown}: is {kind}, not a regular file; optkg reads only files (it would wait forever)")
+    return st
+
+
 def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
     """Read a UTF-8 text file. Raises OptkgError for missing files, size over ``max_bytes``, bad bytes."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise OptkgError(f"{path}: file not found") from None
-    except OSError as e:
-        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
-    if p.is_dir():
-        raise OptkgError(f"{path}: is a directory, expected a file")
+    size = check_input_file(p).st_size
     if size > max_bytes:
         raise OptkgError(f"{path}: file is {size} bytes, over the limit of {max_bytes} bytes")
     try:  # read at most one byte past the limit: /dev/zero or a pipe reports size 0 but never ends

@@ -30,7 +30,7 @@ nested ``text_config`` (multimodal wrappers) and the engines' fallbacks:
 """
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +38,7 @@ from typing import Any
 
 from kg.core import paths
 from kg.core.errors import OptkgError
+from kg.core.numparse import loads_json, show
 from kg.core.yamlio import read_text
 
 # vLLM ModelConfig.is_deepseek_mla (vllm/config/model.py @0052a5b8)
@@ -149,6 +150,14 @@ def _softcap(c: dict[str, Any]) -> float | None:
     return None
 
 
+MAX_COUNT = 1_000_000  # heads, layers, experts: loops walk these (bounded-work rule); real models have < 1,000
+MAX_SIZE = 2**40  # dimensions and vocabulary: far past any real model
+COUNT_KEYS = {"num_attention_heads", "n_head", "num_hidden_layers", "n_head_kv", "num_kv_heads", "num_key_value_heads",
+              "multi_query_group_num", "num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
+              "first_k_dense_replace", "decoder_sparse_step", "max_window_layers", "interleave_moe_layer_step",
+              "n_shared_experts"}
+
+
 def _int(cfg: dict[str, Any], key: str, where: str, required: bool = False) -> int | None:
     v = cfg.get(key)
     if v is None:
@@ -156,8 +165,19 @@ def _int(cfg: dict[str, Any], key: str, where: str, required: bool = False) -> i
             raise OptkgError(f"{where}: config has no '{key}' (needed for KV-cache derivations)")
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise OptkgError(f"{where}: '{key}' must be a non-negative integer, found {v!r}")
+        raise OptkgError(f"{where}: '{key}' must be a non-negative integer, found {show(v)}")
+    limit = MAX_COUNT if key in COUNT_KEYS else MAX_SIZE
+    if v > limit:
+        raise OptkgError(f"{where}: '{key}' is {show(v)}; optkg reads at most {limit:,} (no real model has more)")
     return v
+
+
+def _opt_int(cfg: dict[str, Any], key: str, where: str) -> int | None:
+    """Like ``_int`` for optional fields that other tools write loosely: a value of another type is ignored."""
+    v = cfg.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return _int(cfg, key, where)
 
 
 def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
@@ -193,6 +213,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         if not hidden:
             raise OptkgError(f"{name}: config has neither 'head_dim' nor 'hidden_size'")
         head_dim = hidden // heads
+        if head_dim == 0:
+            raise OptkgError(f"{name}: head_dim is 0 (hidden_size {hidden} // num_attention_heads {heads}); "
+                             "a model needs at least one element per head")
     v_head_dim = _int(c, "v_head_dim", name) or head_dim
     model_type = str(c.get("model_type") or top.get("model_type") or "unknown")
     kv_lora = _int(c, "kv_lora_rank", name)
@@ -212,11 +235,15 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     sw = _int(c, "sliding_window", name) if not isinstance(c.get("sliding_window"), list) else None
     if c.get("use_sliding_window") is False:
         sw = None
+    for key in ("max_window_layers", "attn_layer_offset", "full_attention_interval", "attn_layer_period"):
+        if c.get(key) is not None and not isinstance(c.get(key), bool):
+            _int(c, key, name)  # a string or 1e400 here is a one-line error, not a crash in layer_kinds
     kinds = layer_kinds(c, model_type, layers, bool(sw))
     n_sliding = kinds.count("sliding")
     if n_sliding == 0:
         sw = None
-    n_experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
+    n_experts = _opt_int(c, "num_experts", name) or _opt_int(c, "n_routed_experts", name) \
+        or _opt_int(c, "num_local_experts", name)
     qc = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else {}
     bits = qc.get("bits") if isinstance(qc.get("bits"), int) else None
     if bits is None and qc.get("load_in_8bit") is True:
@@ -235,7 +262,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             n_moe = max(0, layers - first_dense)
         elif isinstance(step, int) and step > 0 or isinstance(dense_only, list):
             step = step if isinstance(step, int) and step > 0 else 1
-            skip = set(dense_only) if isinstance(dense_only, list) else set()
+            skip = {i for i in dense_only if isinstance(i, int)} if isinstance(dense_only, list) else set()
             n_moe = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
         elif isinstance(c.get("moe_layers"), list):
             n_moe = sum(1 for i in c["moe_layers"] if isinstance(i, int) and 0 <= i < layers)
@@ -275,7 +302,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_method=qc.get("quant_method") or ("modelopt" if isinstance(qc.get("quantization"), dict) else None),
         quantization_config=dict(qc),
         quantization_config_source="config.json quantization_config" if qc else "",
-        weight_block_size=qc.get("weight_block_size") if isinstance(qc.get("weight_block_size"), list) else None,
+        weight_block_size=_block_size(qc, name),
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
@@ -286,8 +313,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         qk_nope_head_dim=_int(c, "qk_nope_head_dim", name) if is_mla else None,
         quant_modules_not_converted=[str(x) for x in qc.get("modules_to_not_convert") or []
                                      if isinstance(x, str)] if isinstance(qc.get("modules_to_not_convert"), list) else [],
-        derived_max_model_len=vllm_max_model_len(c), vllm_default_max_model_len=vllm_default_max_model_len(c),
-        sglang_context_length=sglang_context_length(c),
+        derived_max_model_len=vllm_max_model_len(c, name), vllm_default_max_model_len=vllm_default_max_model_len(c),
+        sglang_context_length=sglang_context_length(c, name),
         architecture=_architecture(top), attn_logit_softcapping=_softcap(c),
         source=name, warnings=warnings,
     )
@@ -372,7 +399,7 @@ def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
     return rs
 
 
-def vllm_max_model_len(c: dict[str, Any]) -> int | None:
+def vllm_max_model_len(c: dict[str, Any], name: str = "config.json") -> int | None:
     """The longest ``max_model_len`` vLLM accepts for config ``c`` (tokens), or None without a length key.
 
     vLLM 0.33.0 ``_get_and_verify_max_len`` (``config/model.py:2545-2684``): the smallest of
@@ -393,7 +420,7 @@ def vllm_max_model_len(c: dict[str, Any]) -> int | None:
             factor = rs.get("factor", 1.0)
             factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
             derived *= factor
-    return int(derived)
+    return _length(derived, name)
 
 
 def vllm_default_max_model_len(c: dict[str, Any]) -> int | None:
@@ -408,7 +435,7 @@ def vllm_default_max_model_len(c: dict[str, Any]) -> int | None:
     return limit
 
 
-def sglang_context_length(c: dict[str, Any]) -> int | None:
+def sglang_context_length(c: dict[str, Any], name: str = "config.json") -> int | None:
     """The longest ``--context-length`` SGLang accepts for config ``c`` (tokens), or None without a length key.
 
     SGLang ``get_context_length`` (python/sglang/srt/utils/hf_transformers_utils.py): the first of
@@ -426,7 +453,7 @@ def sglang_context_length(c: dict[str, Any]) -> int | None:
     for k in SGLANG_LENGTH_KEYS:
         v = c.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return int(factor * v)
+            return _length(factor * v, name)
     return None
 
 

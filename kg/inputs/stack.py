@@ -84,15 +84,15 @@ class Stack:
 def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maximum: float | None = None,
             values: list[Any] | None = None) -> Any:
     """Check/convert ``value`` to ``typ``; raise OptkgError '<where>: expected ..., found ...'."""
+    from kg.core.numparse import MAX_COUNT, parse_int, show
+
     def bad(expect: str) -> OptkgError:
-        return OptkgError(f"{where}: expected {expect}, found {value!r}")
+        return OptkgError(f"{where}: expected {expect}, found {show(value)}")
     if typ == "integer":
         if isinstance(value, bool):
             raise bad("an integer")
-        if isinstance(value, str):
-            if not re.fullmatch(r"[+-]?\d+", value.strip()):
-                raise bad("an integer")
-            value = int(value)
+        if isinstance(value, str):  # ASCII digits only ('²' and '٨' are not integers), at most 30 of them
+            value = parse_int(value, where, hi=None if maximum is None else int(maximum))
         if not isinstance(value, int):
             raise bad("an integer")
     elif typ == "number":
@@ -120,6 +120,8 @@ def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maxi
     elif typ == "object":
         if not isinstance(value, dict):
             raise bad("a mapping")
+    if maximum is None and typ in ("integer", "number"):
+        maximum = MAX_COUNT  # bounded-work rule: no count or size is unbounded
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:
         raise bad(f"a value >= {minimum:g}")
     if maximum is not None and isinstance(value, (int, float)) and value > maximum:
@@ -212,7 +214,9 @@ def resolve_engine(name: str, where: str) -> str:
 def check_engine_version(version: Any, where: str, what: str = "an engine version number") -> str:
     """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1), else OptkgError."""
     from packaging.version import InvalidVersion, Version
-    text = str(version).strip()
+
+    from kg.core.yamlio import scalar_text
+    text = scalar_text(version).strip()  # `version: 0.10` is the YAML float 0.1; its text is "0.10"
     try:
         Version(text)
     except InvalidVersion:

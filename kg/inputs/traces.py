@@ -56,6 +56,13 @@ class Request:
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, decoded text without the newline) for each line; UTF-8 errors name their line."""
+    import stat
+    try:
+        if stat.S_ISFIFO(path.stat().st_mode) or stat.S_ISSOCK(path.stat().st_mode):
+            raise OptkgError(f"{path}: is a named pipe (FIFO) or socket, not a trace file; optkg reads only files "
+                             "(it would wait forever)")
+    except OSError:
+        pass  # reported by open() below
     try:
         fh = path.open("rb")
     except FileNotFoundError:
@@ -103,15 +110,36 @@ def detect_format(path: Path | str) -> str:
     raise OptkgError(f"{p}:1: empty trace file (no requests)")
 
 
+MAX_TOKENS = 2**40  # per request: far past any context window; larger is a broken trace, refused (bounded work)
+
+
 def _nonneg_int(v: object, name: str, where: str) -> int:
+    from kg.core.numparse import show
     if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, float) and v.is_integer():
+        if isinstance(v, float) and v.is_integer() and abs(v) <= MAX_TOKENS:
             v = int(v)
+        elif isinstance(v, float) and v.is_integer():
+            raise OptkgError(f"{where}: '{name}' is {v!r}; optkg reads at most {MAX_TOKENS:,} tokens per request")
         else:
-            raise OptkgError(f"{where}: '{name}' must be a non-negative integer, found {v!r}")
+            raise OptkgError(f"{where}: '{name}' must be a non-negative integer, found {show(v)}")
     if v < 0:
-        raise OptkgError(f"{where}: '{name}' must be a non-negative integer, found {v}")
+        raise OptkgError(f"{where}: '{name}' must be a non-negative integer, found {show(v)}")
+    if v > MAX_TOKENS:
+        raise OptkgError(f"{where}: '{name}' is {show(v)}; optkg reads at most {MAX_TOKENS:,} tokens per request")
     return v
+
+
+def _json_line(text: str, where: str) -> object:
+    from kg.core.numparse import MAX_JSON_DEPTH, bounded_int, depth_ok
+    if not depth_ok(text, MAX_JSON_DEPTH):
+        raise OptkgError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; each line must be one request object")
+    try:
+        return json.loads(text, parse_int=bounded_int)
+    except json.JSONDecodeError as e:
+        raise OptkgError(f"{where}: not a JSON object ({e.msg} at column {e.colno}); "
+                         f"each line must be one request object") from None
+    except (ValueError, RecursionError) as e:
+        raise OptkgError(f"{where}: invalid JSON value ({e})") from None
 
 
 def read_mooncake(path: Path | str, block_size: int = MOONCAKE_BLOCK_SIZE) -> Iterator[Request]:
@@ -122,11 +150,7 @@ def read_mooncake(path: Path | str, block_size: int = MOONCAKE_BLOCK_SIZE) -> It
         if not text.strip():
             continue
         where = f"{p}:{n}"
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise OptkgError(f"{where}: not a JSON object ({e.msg} at column {e.colno}); "
-                             f"each line must be one request object") from None
+        d = _json_line(text, where)
         if not isinstance(d, dict):
             raise OptkgError(f"{where}: expected a JSON object per line, found {type(d).__name__}")
         missing = [f for f in MOONCAKE_FIELDS if f not in d]
@@ -174,6 +198,8 @@ def parse_timestamp_ms(text: str) -> float:
     if tz and tz != "Z":
         sign = 1 if tz[0] == "+" else -1
         tzd = tz[1:].replace(":", "")
+        if int(tzd[:2]) > 14 or int(tzd[2:]) > 59:  # real UTC offsets run from -12:00 to +14:00
+            raise ValueError(text)
         secs -= sign * (int(tzd[:2]) * 3600 + int(tzd[2:]) * 60)
     ms = secs * 1000.0
     if frac:
@@ -222,7 +248,7 @@ def read_azure(path: Path | str, block_size: int | None = None) -> Iterator[Requ
                 raise OptkgError(f"{p}:{n}: {c} must be a non-negative integer, found {s!r}") from None
             if v < 0:
                 raise OptkgError(f"{p}:{n}: {c} must be a non-negative integer, found {v}")
-            vals.append(v)
+            vals.append(_nonneg_int(v, c, f"{p}:{n}"))
         seen = True
         yield Request(n, ts, vals[0], vals[1], None)
     if cols is None:

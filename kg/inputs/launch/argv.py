@@ -16,7 +16,6 @@ that last value.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -258,16 +257,17 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 raw = words[i + 1]
                 i += 2
             if typ == "json" and field_path is not None:
+                from kg.core.numparse import loads_json  # no NaN, no 5,000-digit ints, no 60,000-deep arrays
                 value = dict(st.settings.get(spec.get("set"), {}) or {}) if spec.get("set") else {}
                 try:
-                    value[field_path] = json.loads(raw)
-                except json.JSONDecodeError:
+                    value[field_path] = loads_json(raw, flag, inline=True)
+                except OptkgError as e:
+                    if "invalid JSON (" not in str(e):  # a bare word is taken as text; NaN/depth/digits are refused
+                        raise
                     value[field_path] = raw
             elif typ == "json":
-                try:
-                    value = json.loads(raw)
-                except json.JSONDecodeError as e:
-                    raise OptkgError(f"{flag}: invalid JSON ({e.msg} at column {e.colno})") from None
+                from kg.core.numparse import loads_json
+                value = loads_json(raw, flag, inline=True)
                 if not isinstance(value, dict):
                     raise OptkgError(f"{flag}: expected a JSON object, found {raw!r}")
             else:
