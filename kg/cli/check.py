@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.output.report import render_check_text, to_json
 
     from kg.output.filtering import check_terms
+    from kg.cli.common import check_output_paths
+    check_output_paths([("--write-baseline", args.write_baseline), ("--diagram", args.diagram), ("-o", args.output)],
+                       args.force)  # before anything is written: a refused -o leaves no half of the outputs behind
     check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
     catalog = load_clean_catalog(args)
     from kg.cli.check_training import run_training, wants_training

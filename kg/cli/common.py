@@ -22,6 +22,9 @@ def load_clean_catalog(args: argparse.Namespace):
     return kg.load_catalog(getattr(args, "catalog", None))
 
 
+MAX_GPUS = 1_048_576  # GPUs in one deployment (parallel sizes stop at 65,536 each)
+
+
 def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     if positional:
         p.add_argument("stack", nargs="?", type=Path, help="stack YAML file")
@@ -102,11 +105,15 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[A
 def _apply_stack_options(st: Any, args: argparse.Namespace, catalog) -> Any:
     """--gpu, --count, --engine-version, --kv-budget-gib, --max-model-len over a parsed stack."""
     from kg.inputs.stack import set_setting
-    if args.gpu:
+    if args.gpu is not None:
+        if not args.gpu.strip():
+            raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
         st.hardware = catalog.resolve_hardware(args.gpu)
     if args.count is not None:
         if args.count < 1:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")
+        if args.count > MAX_GPUS:
+            raise OptkgError(f"--count: {args.count} GPUs is past what optkg models (at most {MAX_GPUS:,})")
         st.gpu_count = args.count
     if args.engine_version:
         from kg.inputs.stack import check_engine_version
@@ -154,3 +161,31 @@ def write_output(text: str, out: Path | None, force: bool = False, inputs: list[
     from kg.core.yamlio import atomic_write, refuse_if_input
     refuse_if_input(out, inputs or [])
     atomic_write(out, text, force=force)
+
+
+def check_output_paths(outputs: list[tuple[str, Path | None]], force: bool) -> None:
+    """Refuse bad output paths before anything is computed or written (OptkgError naming the flag).
+
+    ``outputs``: (flag, path) pairs; None and '-' (stdout) are skipped. Each folder must exist, a path
+    must not be a folder or a symbolic link, an existing file needs ``force``, and no two flags may
+    name the same file (one would silently overwrite the other). So a refused run writes nothing.
+    """
+    import os
+    outs = [(flag, Path(p)) for flag, p in outputs if p is not None and str(p) != "-"]
+    seen: dict[str, str] = {}
+    for flag, p in outs:
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise OptkgError(f"{p}: folder {parent} does not exist")
+        if p.is_symlink():
+            raise OptkgError(f"{p}: is a symbolic link to {os.path.realpath(p)}; refusing to write through it "
+                             "(remove the link or write to the target path)")
+        if p.is_dir():
+            raise OptkgError(f"{flag} {p}: is a folder, expected a file name")
+        if p.exists() and not force:
+            raise OptkgError(f"{p}: exists; refusing to overwrite (pass --force to replace it)")
+        real = os.path.realpath(p)
+        if real in seen:
+            raise OptkgError(f"{seen[real]} and {flag} name the same file ({p}); give them different names")
+        seen[real] = flag
+

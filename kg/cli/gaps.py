@@ -41,6 +41,9 @@ def _thresholds(values: list[str]) -> dict[str, float]:
             out[name.strip()] = float(num)
         except ValueError:
             raise OptkgError(f"--threshold {name.strip()}: expected a number, found '{num}'") from None
+        import math
+        if not math.isfinite(out[name.strip()]):
+            raise OptkgError(f"--threshold {name.strip()}: expected a finite number, found '{num}'")
     return out
 
 

@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
                     ("--max-num-batched-tokens", args.max_num_batched_tokens)):
         if v is not None and v < 1:
             raise OptkgError(f"{flag}: expected a positive integer, found {v}")
+    if args.kv_cache_dtype is not None and not str(args.kv_cache_dtype).strip():
+        raise OptkgError("--kv-cache-dtype: empty value (give one such as auto or fp8, or drop the flag)")
     if args.max_model_len is not None and args.max_model_len < 1:
         raise OptkgError(f"--max-model-len: expected a positive integer, found {args.max_model_len}")
     if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):

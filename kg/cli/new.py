@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+MAX_ID = 100  # characters; file names stop at 255 bytes
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "technique.yaml"
 
 
@@ -113,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     tid = args.id
     if not ID_RE.match(tid):
         raise OptkgError(f"id '{tid}': use lower-case letters, digits and dashes (e.g. {_slug(tid)})")
+    if len(tid) > MAX_ID:
+        raise OptkgError(f"id '{tid[:40]}...': {len(tid)} characters; an id has at most {MAX_ID} (it is a file name)")
     from kg.core.paths import default_catalog_root
     root = Path(args.catalog) if args.catalog else default_catalog_root()
     if not (root / "axes.yaml").is_file():
@@ -123,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         out_dir = root / "techniques"
         if "_data" in root.resolve().parts and root.resolve().parent.name == "_data":
             raise OptkgError("the catalog is the one bundled in the installed package; pass -o DIR (or --catalog)")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OptkgError(f"-o {out_dir}: is a file, expected the folder to write <id>.yaml into")
     if not out_dir.is_dir():
         raise OptkgError(f"-o {out_dir}: folder does not exist")
     target = out_dir / f"{tid}.yaml"

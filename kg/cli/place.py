@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.output.report import to_json
     from kg.cli.common import write_output
 
+    from kg.core.errors import OptkgError
+    if args.no_stacks and args.stacks:
+        raise OptkgError("--no-stacks and --stack contradict each other: drop one")
     stacks = [] if args.no_stacks else args.stacks
     d = place_technique(args.file, args.catalog, args.rules, stacks)
     if d.get("items"):

@@ -34,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not target.parent.is_dir():
         raise OptkgError(f"{target.parent}: folder does not exist")
+    if target.is_file() and target.read_text(encoding="utf-8") == text:
+        print(f"{target}: fresh")  # nothing to write (and nothing fails on a read-only checkout)
+        return 0
     atomic_write(target, text)
     print(f"wrote {target}")
     return 0

@@ -129,6 +129,9 @@ def _engine_problems(cat, root: Path) -> list:
         except OptkgError as e:
             out.append(problem(str(f), 1, 1, "", str(e), "yaml"))
             continue
+        from kg.inputs.stack import engine_table_problems
+        for msg in engine_table_problems(doc.data):
+            out.append(problem(str(f), 1, 1, "", msg, "engine-table"))
         d = doc.data if isinstance(doc.data, dict) else {}
         for i, tid in enumerate(d.get("default_techniques") or []):
             if cat.resolve(str(tid)) is None:

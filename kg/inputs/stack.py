@@ -309,7 +309,10 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         m = d["model"]
         local = base_dir / m
         model = resolver(str(local) if (local.is_dir() or local.suffix == ".json") and local.exists() else m)
-    st = Stack(name=str(d.get("name") or Path(doc.path).stem), model=model, source=doc.path)
+    name = d.get("name")
+    if isinstance(name, (list, dict)):  # a scalar (text, number, date) is shown as text
+        raise OptkgError(f"{at('name')}: name must be text, found {type(name).__name__}")
+    st = Stack(name=str(name or Path(doc.path).stem), model=model, source=doc.path)
     eng = d.get("engine")
     if eng is not None:
         if isinstance(eng, str):
@@ -360,7 +363,7 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         except OptkgError as e:
             raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
         if hw.get("count") is not None:
-            st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1)
+            st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1, 1_048_576)
     techs = d.get("techniques") or []
     if isinstance(techs, dict):
         techs = [{k: v} for k, v in techs.items()]
@@ -401,6 +404,24 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
 _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
 
+def engine_table_problems(t: Any) -> list[str]:
+    """What makes ``t`` (a parsed ``catalog/engines/<engine>.yaml``) unusable: one message per problem, [] when fine."""
+    if not isinstance(t, dict):
+        return [f"an engine table must be a mapping (engine:, programs:, flags:, ...), found {type(t).__name__}"]
+    out = []
+    if not isinstance(t.get("engine"), str) or not t["engine"].strip():
+        out.append("engine table has no 'engine:' name (e.g. engine: vllm)")
+    for key in ("programs", "flags"):
+        if key in t and not isinstance(t[key], list):
+            out.append(f"'{key}' must be a list, found {type(t[key]).__name__}")
+        elif not t.get(key) and t.get("engine") in COMMAND_ENGINES:
+            out.append(f"engine table has no '{key}': `optkg check --{t['engine']}` could not read any command")
+    return out
+
+
+COMMAND_ENGINES = ("vllm", "sglang")  # engines whose launch commands ``parse_command`` reads (--vllm, --sglang)
+
+
 def _engine_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/*.yaml`` by engine id (read once per set of file versions)."""
     files = sorted((paths.catalog_dir() / "engines").glob("*.yaml"))
@@ -409,6 +430,9 @@ def _engine_tables() -> dict[str, dict[str, Any]]:
         out = {}
         for f in files:
             t = load_yaml(f).data
+            bad = engine_table_problems(t)
+            if bad:
+                raise OptkgError(f"{f}: {bad[0]}")
             out[t["engine"]] = t
         _TABLES.clear()
         _TABLES[key] = out

@@ -150,7 +150,7 @@ def technique_schema(axes: Axes) -> dict[str, Any]:
         "properties": {
             "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$",
                    "description": "Stable id; equals the file name without .yaml. Never reused."},
-            "name": {"type": "string", "minLength": 2, "description": "Display name."},
+            "name": {"type": "string", "minLength": 2, "maxLength": 500, "description": "Display name (at most 500 characters: it goes into docs, diagrams and tables)."},
             "short_name": {"type": "string", "maxLength": 24, "description": "Name used in diagram cells."},
             "aliases": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
                         "description": "Other names, and old ids after a rename (they keep resolving)."},

@@ -400,6 +400,10 @@ def parse_with_table(command: str, catalog: Catalog, engine: str, model_override
     """
     label = flag_label or f"--{engine}"
     table = table_for(engine, label)
+    if re.search(r"(?m)^\s*(apiVersion|kind|services|version)\s*:", command) or command.lstrip().startswith("{"):
+        raise OptkgError(f"{label}: does not look like a {engine} launch command but a manifest or config "
+                         f"(YAML/JSON); paste the command itself (expected it to start with "
+                         f"{' '.join(table['programs'][0])})")
     words = tokens(command)
     if not words:
         raise OptkgError(f"{label}: empty command")
