@@ -129,37 +129,3 @@ def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         return False
-
-
-# -- legacy pickle entries (the catalog only, until its loader moves to read_data/write_data) -------
-# TODO(issue 17): removed when kg/knowledge/catalog.py is free to edit (after layout step 2).
-
-def read(path: Path, cls: type) -> Any | None:
-    """The cached object at ``path`` if it is an instance of ``cls``, else None (legacy; see above)."""
-    import pickle
-    if not path.is_file() or not folder_is_private(path.parent):
-        return None
-    try:
-        with path.open("rb") as fh:
-            obj = pickle.load(fh)
-    except Exception:  # noqa: BLE001 - corrupt or written by another version: drop it
-        path.unlink(missing_ok=True)
-        return None
-    return obj if isinstance(obj, cls) else None
-
-
-def write(path: Path, obj: Any) -> bool:
-    """Store ``obj`` at ``path`` atomically (legacy; see above)."""
-    import pickle
-    tmp = None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        return True
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-        return False

@@ -16,6 +16,7 @@ This module loads; the checks live in kg.knowledge.checks (the registry), kg.kno
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +148,10 @@ def _load_properties(path: Path, problems: list[Problem]) -> dict[str, dict[str,
 def _file_digest(files: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(f"optkg-catalog-{CACHE_VERSION}".encode())
-    h.update(Path(__file__).read_bytes())  # a changed Catalog shape or check never meets an old pickle
+    here = Path(__file__).parent
+    for mod in ("catalog.py", "catalog_cache.py", "checks.py", "filechecks.py", "crosschecks.py", "schema.py", "axes.py"):
+        with contextlib.suppress(OSError):  # a changed Catalog shape or check never meets an old entry
+            h.update((here / mod).read_bytes())
     for f in files:
         h.update(str(f).encode())
         h.update(b"\0")
@@ -158,7 +162,7 @@ def _file_digest(files: list[Path]) -> str:
 
 def _cache_path(root: Path, digest: str) -> Path:
     from kg.core import cache
-    return cache.cache_file(f"catalog-{digest[:32]}.pickle")
+    return cache.cache_file(f"catalog-{digest[:32]}.json")
 
 
 def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
@@ -186,9 +190,9 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     cache = _cache_path(root, digest)
     if use_cache and only is None and not extra:
         from kg.core import cache as _cache
-        cached = _cache.read(cache, Catalog)
+        from kg.knowledge.catalog_cache import catalog_from_data
+        cached = catalog_from_data(_cache.read_data(cache, "catalog", digest), root, Catalog)  # JSON, checksummed
         if cached is not None:
-            cached.root = root
             return cached, []
 
     axes = load_axes(root / "axes.yaml")
@@ -253,5 +257,6 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     cat = Catalog(root, axes, techniques, properties, hardware, aliases, files, warnings)
     if not errors and only is None and not extra and use_cache:
         from kg.core import cache as _cache
-        _cache.write(cache, cat)  # an unwritable cache folder only costs speed
+        from kg.knowledge.catalog_cache import catalog_data
+        _cache.write_data(cache, "catalog", digest, catalog_data(cat))  # an unwritable cache folder only costs speed
     return cat, errors
