@@ -12,7 +12,8 @@ Examples::
 
 Formats: svg, png, pdf (Graphviz), dot, mermaid, graphml, json; chosen by --format or the
 suffix of -o. Without -o, text formats go to stdout. Files are written atomically, only to the
-path given, and never over an existing file without --force (``--all`` owns its folder's files).
+path given, and never over an existing file without --force (``--all`` replaces only the files its
+``manifest.json`` lists, see kg.core.outdir).
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def _run_all(args: argparse.Namespace, catalog) -> int:
     out = args.output or Path("exports")
     if not args.check and not out.exists() and out.parent.is_dir():
         out.mkdir()  # the folder asked for, and nothing above it
-    problems = export_all(catalog, out, args.rules, check=args.check,
+    problems = export_all(catalog, out, args.rules, check=args.check, force=args.force,
                           log=None if args.check else (lambda s: sys.stderr.write(s + "\n")))
     if args.check:
         if problems:

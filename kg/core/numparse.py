@@ -121,7 +121,10 @@ def _finite_float(s: str) -> float:
 
 
 def depth_ok(text: str, limit: int) -> bool:
-    """False when brackets nest deeper than ``limit`` (strings skipped; a quick linear scan)."""
+    """False when brackets nest deeper than ``limit`` (strings skipped; a linear scan, skipped when the
+    text has too few brackets to nest that deep)."""
+    if text.count("[") + text.count("{") <= limit:
+        return True
     depth = 0
     in_str = esc = False
     for ch in text:

@@ -125,7 +125,13 @@ def _load_properties(path: Path, problems: list[Problem]) -> dict[str, dict[str,
     except OptkgError as e:
         problems.append(_yaml_problem(str(path), str(e)))
         return {}
-    d = doc.data if isinstance(doc.data, dict) else {}
+    if not isinstance(doc.data, dict) or not isinstance(doc.data.get("properties"), list):
+        found = type(doc.data).__name__ if not isinstance(doc.data, dict) else "no 'properties:' list"
+        problems.append(problem(str(path), 1, 1, "properties", f"properties.yaml must be a mapping with a 'properties:' "
+                                f"list (found {found}); every technique's property references depend on it",
+                                "properties", hint="properties: [{id: ..., kind: ..., name: ..., dimension: ..., description: ...}]"))
+        return {}
+    d = doc.data
     out: dict[str, dict[str, Any]] = {}
     for i, p in enumerate(_list(d.get("properties"))):
         line, col = doc.where(("properties", i))

@@ -12,7 +12,19 @@ from kg.inputs.metrics.snapshot import Device, PHASES, Source, _Part, _err
 # ---------------------------------------------------------------------------------------------
 # nvidia_gpu_exporter capture (several nvidia-smi outputs in '# <phase> :: <what>' sections)
 
-_SECTION = re.compile(r"^# (?P<phase>[a-z-]+) :: (?P<what>.+?)\s*$")
+_PHASE = re.compile(r"[a-z-]+")
+
+
+def _section(line: str) -> tuple[str, str] | None:
+    """``# <phase> :: <what>`` -> (phase, what), else None. Linear time: the regex it replaces,
+    ``^# ([a-z-]+) :: (.+?)\\s*$``, was quadratic on a header line of 200,000 spaces."""
+    if not line.startswith("# "):
+        return None
+    phase, sep, what = line[2:].partition(" :: ")
+    what = what.rstrip()
+    if not sep or not what or not _PHASE.fullmatch(phase):
+        return None
+    return phase, what
 
 
 def _capture_sections(text: str) -> dict[tuple[str, str], tuple[int, str]]:
@@ -20,9 +32,9 @@ def _capture_sections(text: str) -> dict[tuple[str, str], tuple[int, str]]:
     lines = text.splitlines()
     heads = []
     for i, ln in enumerate(lines):
-        m = _SECTION.match(ln)
+        m = _section(ln)
         if m and i > 0 and lines[i - 1].startswith("#####"):
-            heads.append((i, m.group("phase"), m.group("what")))
+            heads.append((i, m[0], m[1]))
     out: dict[tuple[str, str], tuple[int, str]] = {}
     for n, (i, phase, what) in enumerate(heads):
         kind = "query-gpu" if what.startswith("query-gpu") else "dmon" if what.startswith("dmon") else None

@@ -143,30 +143,55 @@ ORIGIN_PREFIXES = (("vllm:", "vllm"), ("ray_vllm:", "vllm"), ("sglang:", "sglang
 # Prometheus text
 
 def _prom_families(text: str, path: str, line_offset: int = 0) -> list[Any]:
-    from prometheus_client.parser import text_string_to_metric_families
-    try:
-        return list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError, KeyError) as e:
-        lines = text.splitlines(keepends=True)
-        lo, hi = 1, len(lines)  # smallest prefix that fails to parse: binary search
+    """The parsed metric families of ``text``; OptkgError naming the first bad line.
 
-        def fails(k: int) -> bool:
-            try:
-                list(text_string_to_metric_families("".join(lines[:k])))
-                return False
-            except (ValueError, TypeError, IndexError, KeyError):
-                return True
-        if not fails(hi):
-            raise _err(path, None, f"not valid Prometheus text ({e})") from None
-        while lo < hi:
+    One pass: the parser reads lines from a counting iterator, so the line it failed on is known
+    without re-parsing prefixes (a binary search over prefixes took minutes on a 20 MB file with a
+    bad last line). The error may surface a few lines after the culprit (a family is checked when
+    the next one starts), so the bad line is then pinned down inside that family only.
+    """
+    from prometheus_client.parser import text_fd_to_metric_families
+    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark (Windows editors): not part of the first name
+        text = text[1:]
+    lines = text.splitlines(keepends=True)
+    seen = [0]
+
+    def counting(chunk: list[str]):
+        for ln in chunk:
+            seen[0] += 1
+            yield ln
+
+    errors = (ValueError, TypeError, IndexError, KeyError)
+    try:
+        return list(text_fd_to_metric_families(counting(lines)))
+    except errors as e:
+        first_err = e
+    k = max(1, min(seen[0], len(lines)))
+    start = k - 1
+
+    def fails(end: int) -> bool:
+        try:
+            list(text_fd_to_metric_families(iter(lines[start:end])))
+            return False
+        except errors:
+            return True
+    if fails(k):  # the line being read is bad on its own: the usual case, one tiny parse
+        lo = hi = k
+    else:  # the error surfaced later (a family is checked when the next starts): search its family only
+        while start > 0 and start > k - 10_000 and not lines[start].startswith(("# HELP", "# TYPE")):
+            start -= 1
+        lo, hi = start + 1, k
+    if lo < hi and fails(hi):
+        while lo < hi:  # smallest failing prefix of this family: O(family size x log)
             mid = (lo + hi) // 2
             if fails(mid):
                 hi = mid
             else:
                 lo = mid + 1
-        bad = lines[lo - 1].strip()
-        shown = bad if len(bad) <= 80 else bad[:77] + "..."
-        raise _err(path, lo + line_offset, f"not valid Prometheus text: {e} (line: {shown!r})") from None
+        k = lo
+    bad = lines[k - 1].strip()
+    shown = bad if len(bad) <= 80 else bad[:77] + "..."
+    raise _err(path, k + line_offset, f"not valid Prometheus text: {first_err} (line: {shown!r})") from None
 
 
 def _origin(name: str) -> str | None:
@@ -225,7 +250,7 @@ def _parse_prometheus(text: str, path: str) -> _Part:
                     lab = {k: v for k, v in s.labels.items() if k != "le"}
                     slot = series.setdefault(tuple(sorted(lab.items())), {"buckets": {}, "sum": None, "count": None})
                     if s.name.endswith("_bucket"):
-                        le = float("inf") if s.labels.get("le") in ("+Inf", "Inf") else float(s.labels["le"])
+                        le = _bucket_bound(s.labels.get("le"), path, s.name)
                         slot["buckets"][le] = s.value
                     elif s.name.endswith("_sum"):
                         slot["sum"] = s.value
@@ -349,6 +374,19 @@ def _parse_prometheus(text: str, path: str) -> _Part:
     return part
 
 
+def _bucket_bound(le: str | None, path: str, metric: str) -> float:
+    """A histogram bucket's upper bound (its ``le`` label); OptkgError naming the series when it is not a number."""
+    if le in ("+Inf", "Inf", "inf", "+inf"):
+        return float("inf")
+    try:
+        v = float(le) if le is not None and len(le) <= 40 else float("nan")
+    except ValueError:
+        v = float("nan")
+    if math.isnan(v):
+        raise _err(path, None, f"histogram bucket {metric} has le=\"{str(le)[:40]}\", which is not a number")
+    return v
+
+
 def _config_labels(labels: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in labels.items():
@@ -358,9 +396,9 @@ def _config_labels(labels: dict[str, str]) -> dict[str, Any]:
             out[k] = None
         elif v in ("True", "False"):
             out[k] = v == "True"
-        elif re.fullmatch(r"-?\d+", v):
+        elif re.fullmatch(r"-?[0-9]{1,30}", v):  # ASCII digits, at most 30 (a 5,000-digit label stays text)
             out[k] = int(v)
-        elif re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", v):
+        elif re.fullmatch(r"-?[0-9]{1,30}\.[0-9]{0,30}(e-?[0-9]{1,3})?", v) and math.isfinite(float(v)):
             out[k] = float(v)
         else:
             out[k] = v

@@ -36,12 +36,18 @@ SMI_UNITS = {"%": 1.0, "MiB": 1.0, "GiB": 1024.0, "KiB": 1 / 1024, "W": 1.0, "MH
 # nvidia-smi --query-gpu CSV
 
 def _smi_name(header: str) -> str:
-    return re.sub(r"\s*\[.*\]\s*$", "", header.strip())
+    """``utilization.gpu [%]`` -> ``utilization.gpu``. Linear time (the regex ``\\s*\\[.*\\]\\s*$`` it
+    replaces was quadratic on a 200 KB header cell of spaces)."""
+    h = header.strip()
+    i = h.find("[")
+    return h[:i].rstrip() if i >= 0 and h.endswith("]") else h
 
 
 def _smi_unit(header: str) -> str | None:
-    m = re.search(r"\[(.*)\]\s*$", header.strip())
-    return m.group(1) if m else None
+    """``utilization.gpu [%]`` -> ``%`` (None without a bracketed unit). Linear time."""
+    h = header.strip()
+    i = h.find("[")
+    return h[i + 1:-1] if i >= 0 and h.endswith("]") else None
 
 
 _NA = re.compile(r"^\[?(N/A|Not Supported|Unknown Error|Insufficient Permissions|Requested functionality has been deprecated)\]?$", re.I)

@@ -140,7 +140,7 @@ def _text_of(item: ExportItem, products: dict[str, Any]) -> str | None:
 
 
 def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: bool = False,
-               log=None) -> list[str]:
+               log=None, force: bool = False) -> list[str]:
     """Write every file of ``exports/`` into ``out_dir`` (which must exist), or with ``check``
     compare instead and return the list of problems (empty = fresh).
 
@@ -149,11 +149,17 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
     SHA-256 of the DOT it was drawn from and of the image; ``check`` regenerates the DOT and
     compares those digests (and the image's own digest, so a hand-edited image is stale too).
     Files in ``out_dir`` that ``--all`` did not write are reported. Only ``out_dir`` is touched.
+
+    Ownership (kg.core.outdir): ``manifest.json`` is optkg's marker. A file is replaced only when a
+    manifest written by ``optkg export --all`` lists it (or with ``force``); a file the manifest
+    lists but that is no longer generated is removed only while it still has the digest optkg
+    recorded. Every output path is checked (ownership, symbolic links) before the first write, so a
+    refused run leaves the folder as it was.
     """
     import json
 
     from kg.output.report import to_json
-    from kg.core.yamlio import atomic_write, read_text
+    from kg.core.yamlio import read_text
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise OptkgError(f"{out_dir}: not a folder (create it, or pass -o DIR)")
@@ -189,34 +195,25 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
                 problems.append(f"{out_dir / extra}: not written by `optkg export --all` (remove it)")
         return problems
     import time
-    manifest_files: dict[str, Any] = {}
+
+    from kg.core.outdir import OwnedFolder
+    folder = OwnedFolder(out_dir, generator="optkg export --all", marker=MANIFEST, force=force)
+    folder.check([it.name for it in items])
     for it in items:
         t0 = time.perf_counter()
         text = _text_of(it, products)
         if text is not None:
             payload = text.encode("utf-8")
-            entry = {"sha256": _sha(payload), "source_sha256": None}
+            source = None
         else:
             d = products[it.diagram]
             payload = d.render(it.fmt)
-            entry = {"sha256": _sha(payload), "source_sha256": _sha(d.dot.encode("utf-8"))}
-        atomic_write(out_dir / it.name, payload, force=True)
-        manifest_files[it.name] = entry
+            source = _sha(d.dot.encode("utf-8"))
+        folder.write(it.name, payload, source_sha256=source)
         if log:
             log(f"wrote {out_dir / it.name} ({len(payload):,} bytes, {time.perf_counter() - t0:.2f} s)")
-    old = out_dir / MANIFEST
-    if old.is_file():  # remove files an earlier --all wrote that are no longer generated
-        try:
-            previous = json.loads(old.read_text(encoding="utf-8")).get("files") or {}
-        except (OSError, ValueError):
-            previous = {}
-        for name in sorted(previous):
-            target = out_dir / name
-            if name not in expected and "/" not in name and target.is_file():
-                target.unlink()
-                if log:
-                    log(f"removed {target} (no longer generated)")
+    folder.remove_stale(expected, log)  # only files an earlier --all wrote, unchanged since
     manifest = {"schema_version": SCHEMA_VERSION, "kind": "exports", "generator": "optkg export --all",
-                "graphviz": graphviz_version(), "files": manifest_files}
-    atomic_write(out_dir / MANIFEST, to_json(manifest), force=True)
+                "graphviz": graphviz_version(), "files": dict(folder.files)}
+    folder.finish(text=to_json(manifest))
     return problems

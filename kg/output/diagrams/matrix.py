@@ -114,8 +114,9 @@ def matrix_markdown(matrix: dict[str, Any], catalog) -> str:
     cells = sorted((c for c in matrix["cells"] if c["mark"] != "ok"),
                    key=lambda c: (0 if c["mark"] == "conflict" else 1, c["a"], c["b"]))
 
-    def md(s: Any) -> str:
-        return _clean(s).replace("|", "\\|")
+    def md(s: Any) -> str:  # HTML escaped too: a technique named <script> renders as text (kg.core.textsafe)
+        from kg.core.textsafe import markdown
+        return markdown(_clean(s))
 
     def name(t: str) -> str:
         return catalog.techniques[t]["name"] if t in catalog.techniques else t
