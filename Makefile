@@ -32,7 +32,7 @@ bench: install
 
 # property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
 fuzz: install
-	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py
+	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
 
 export: install
 	$(BIN)/optkg export --all

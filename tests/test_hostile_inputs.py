@@ -293,7 +293,7 @@ def _e08(bk):
     return ["docs", *evil_args(bk), "-o", str(bk / "e-docs")]
 
 
-@case("E09", "security", both(ok("&lt;script&gt;alert(7)"), no_raw("<script", "\n::error::")))
+@case("E09", "security", both(ok("&lt;script>alert(7)"), no_raw("<script", "\n::error::")))
 def _e09(bk):
     evil_home(bk)
     return ["check", evil_stack(bk), *evil_args(bk), "--format", "markdown"]

@@ -56,8 +56,9 @@ def one_line(obj: Any) -> str:
 
 def markdown(obj: Any) -> str:
     """``obj`` for a markdown line or table cell: one line, HTML escaped, pipes escaped, link schemes defused."""
-    s = html.escape(one_line(obj), quote=False)
-    s = s.replace("\\", "\\\\").replace("|", "\\|")
+    # '<' starts every HTML tag and autolink: escaping it is enough to keep raw HTML out ('>' and '&'
+    # stay as written, so conditions such as `tp_size > 8` read as before)
+    s = one_line(obj).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
     return _DANGEROUS_SCHEME.sub(lambda m: m.group(1) + "&#58;", s)
 
 

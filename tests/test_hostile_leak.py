@@ -1,0 +1,92 @@
+"""Z02 of ../shared/reference/hostile_inputs.md: memory stays flat over 1,000 checks in one process.
+
+Before the fix every ``load_ruleset`` + ``check_stack`` (and so every in-process ``kg.cli.main()``)
+compiled the rules into new durable-rules rulesets on the process-wide host, which can never be
+removed: 28 -> 327 MiB over 200 ``main()`` calls. Now a ruleset is compiled once per rule content
+(kg.engine.durable.compiled_rules) and reused.
+
+RSS is read from /proc/self/statm (the current resident set, not the high-water mark), after a
+warm-up that fills the caches (the catalog/rules cache, lru caches of parsed expressions).
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+
+import pytest
+
+from conftest import REPO
+
+EXAMPLE = REPO / "examples" / "qwen3-235b-tp8.yaml"
+GROWTH_LIMIT_MIB = 8.0  # the leak grew ~1.5 MiB per call: 1,500 MiB over 1,000 calls
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_1000_check_stack_calls_keep_memory_flat():
+    from kg.analyses.check import check_stack
+    from kg.engine import durable
+    from kg.engine.rules import load_ruleset
+    from kg.inputs.stack import load_stack_file
+    from kg.knowledge.catalog import load_catalog
+
+    cat, _ = load_catalog()
+    stack = load_stack_file(EXAMPLE, cat)
+
+    def one():
+        rules = load_ruleset("check")  # a fresh RuleSet from the cache each time, as main() does
+        return [f.rule_id for f in check_stack(stack, cat, rules).findings]
+
+    first = one()
+    for _ in range(50):
+        one()
+    gc.collect()
+    before, compiled = rss_mib(), len(durable._registry)
+    for _ in range(1000):
+        assert one() == first
+    gc.collect()
+    growth = rss_mib() - before
+    assert len(durable._registry) == compiled  # nothing compiled again
+    assert growth < GROWTH_LIMIT_MIB, f"RSS grew {growth:.1f} MiB over 1,000 calls"
+
+
+@pytest.mark.slow
+def test_1000_in_process_main_calls_keep_memory_flat():
+    from kg.cli import main
+
+    def one():
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["check", str(EXAMPLE), "--format", "json"])
+        assert rc in (0, 1), err.getvalue()
+
+    for _ in range(50):
+        one()
+    gc.collect()
+    before = rss_mib()
+    for _ in range(1000):
+        one()
+    gc.collect()
+    growth = rss_mib() - before
+    assert growth < GROWTH_LIMIT_MIB, f"RSS grew {growth:.1f} MiB over 1,000 main() calls"
+
+
+def test_a_few_in_process_main_calls_compile_nothing_new():
+    """The fast form of the main() test: 20 calls after a warm-up add no compiled ruleset."""
+    from kg.cli import main
+    from kg.engine import durable
+
+    def one():
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return main(["check", str(EXAMPLE), "--format", "json"])
+
+    one()
+    n = len(durable._registry)
+    for _ in range(20):
+        assert one() in (0, 1)
+    assert len(durable._registry) == n
