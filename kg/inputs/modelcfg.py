@@ -392,6 +392,25 @@ def _linear_attention(c: dict[str, Any], model_type: str) -> dict[str, Any]:
     return {}
 
 
+def _block_size(qc: dict[str, Any], name: str) -> list[int] | None:
+    """``quantization_config.weight_block_size`` ([rows, cols] of non-negative integers), or None when absent."""
+    v = qc.get("weight_block_size")
+    if v is None:
+        return None
+    if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_SIZE
+                                                         for x in v)):
+        raise OptkgError(f"{name}: quantization_config.weight_block_size must be two non-negative integers, found {show(v)}")
+    return v
+
+
+def _length(v: float, name: str) -> int:
+    """A context length in tokens; OptkgError when RoPE scaling made it infinite or past any real model."""
+    if not math.isfinite(v) or v > MAX_SIZE:
+        raise OptkgError(f"{name}: the context length the config implies ({show(v)} tokens, after RoPE scaling) is past "
+                         f"any real model ({MAX_SIZE:,}); check rope_scaling.factor and max_position_embeddings")
+    return int(v)
+
+
 def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
     rs = c.get("rope_scaling")
     if not isinstance(rs, dict):
@@ -463,19 +482,13 @@ def load_config_file(path: Path | str) -> ModelFacts:
     if p.is_dir():
         p = p / "config.json"
     text = read_text(p, max_bytes=8 * 1024 * 1024)
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise OptkgError(f"{p}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+    cfg = loads_json(text, str(p))  # no NaN/Infinity, no 5,000-digit integers, no 100,000-deep arrays
     hq = p.parent / "hf_quant_config.json"
     hq_cfg = None
     if isinstance(cfg, dict) and not isinstance(cfg.get("quantization_config"), dict) and hq.is_file():
         # ModelOpt <= 0.29 writes its quantisation beside config.json; vLLM reads it when config.json
         # has no quantization_config (vllm 0.33.0 transformers_utils/config.py:951-962)
-        try:
-            hq_cfg = json.loads(read_text(hq, max_bytes=1024 * 1024))
-        except json.JSONDecodeError as e:
-            raise OptkgError(f"{hq}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+        hq_cfg = loads_json(read_text(hq, max_bytes=1024 * 1024), str(hq))
         if not isinstance(hq_cfg, dict):
             raise OptkgError(f"{hq}: expected a JSON object")
         cfg = dict(cfg, quantization_config=hq_cfg)
