@@ -21,7 +21,6 @@ All functions accept any object (``str(obj)`` first) and never raise.
 """
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
@@ -64,6 +63,7 @@ def markdown(obj: Any) -> str:
 
 def html_text(obj: Any) -> str:
     """``obj`` as HTML text or attribute content (``& < > " '`` escaped, controls escaped)."""
+    import html  # here: html.entities is a large table, and every command imports this module
     return html.escape(terminal(obj), quote=True)
 
 
