@@ -605,12 +605,12 @@ def config_dict(name: str, base_dir: Path | str | None = None) -> dict[str, Any]
         p = cand / "config.json" if cand.is_dir() else cand
         if p.is_file() and p.suffix == ".json":
             try:
-                d = json.loads(read_text(p, max_bytes=8 * 1024 * 1024))
-            except (OptkgError, json.JSONDecodeError):
+                d = loads_json(read_text(p, max_bytes=8 * 1024 * 1024), str(p))
+            except OptkgError:
                 return {}
             return d if isinstance(d, dict) else {}
     want = _norm(name)
     for f in sorted(bundled_models_dir().glob("*.json")):
         if _norm(f.stem.replace("__", "/", 1)) == want:
-            return json.loads(read_text(f, max_bytes=8 * 1024 * 1024))
+            return loads_json(read_text(f, max_bytes=8 * 1024 * 1024), str(f))
     return {}
