@@ -8,8 +8,9 @@ snapshots, ``fit`` workloads, ``gaps`` cells) and lists rules. A rule has:
   ``{kind: technique, technique: <id>}``.
 - ``condition``: an expression (kg.engine.expr) over the flat fact namespace, evaluated in Python.
 - ``numbers``: name -> expression, computed when the rule fires and reported with the finding.
-- ``applies_to``: engines and a version range (PEP 440 specifier, e.g. ``<0.8``); outside it the
-  rule does not fire and ``--explain`` says why.
+- ``applies_to``: engines and a version range (PEP 440 specifier, e.g. ``>=0.6,<0.8``, or one per
+  engine); outside it the rule does not fire and ``--explain`` says why. A rule with engines must give
+  bounds and ``evidence`` from the released source (kg.engine.scope; a validation error otherwise).
 - ``severity`` (or ``severity_bands``: the first band whose condition holds), ``message``
   (a template over facts and numbers: ``{name}`` and ``{name:.0%}``-style number formats only, kg.core.template), ``mechanism``, ``cost_dimension``,
   ``from_dimension``, ``fixes`` (catalog ids), ``sources``, ``tags``, ``parent`` (fires only when
@@ -33,6 +34,7 @@ from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
 from kg.core.template import check_template, render
 from kg.core.yamlio import load_yaml
+from kg.engine.scope import EVIDENCE_SCHEMA, VERSIONS_SCHEMA, scope_problems, spec_for
 
 RULESET_KINDS = ("check", "diagnose", "fit", "gaps", "training")
 SEVERITY_ORDER = {"none": 0, "info": 1, "low": 2, "warning": 3, "moderate": 3, "error": 4, "severe": 4, "critical": 5}
@@ -109,7 +111,9 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
                     "numbers": {"type": "object", "additionalProperties": {"type": "string"}},
                     "applies_to": {"type": "object", "additionalProperties": False, "properties": {
                         "engines": {"type": "array", "items": {"type": "string"}},
-                        "versions": {"type": "string"}}},
+                        "versions": VERSIONS_SCHEMA}},
+                    # where the behaviour lives in each engine's released source (kg.engine.scope)
+                    "evidence": EVIDENCE_SCHEMA,
                     "parent": {"type": "string"},
                     "message": {"type": "string"},
                     "mechanism": {"type": "string"},
@@ -163,6 +167,7 @@ class Rule:
     involves: list[str] = field(default_factory=list)
     kind: str = "startup"
     failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure rules only (see _FAILURE)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
     file: str = ""
     line: int = 0
 
@@ -330,12 +335,17 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                     bad = True
             spec = r.applies_to.get("versions")
             if spec:
+            versions = r.applies_to.get("versions")
+            for spec in (versions.values() if isinstance(versions, dict) else [versions] if versions else []):
                 try:
                     SpecifierSet(spec)
                 except InvalidSpecifier:
                     problems.append(Problem(str(f), line, col, f"rules[{i}].applies_to.versions",
                                             f"rule '{r.id}': '{spec}' is not a version range (e.g. '>=0.6,<0.8')", "rule-version"))
                     bad = True
+            if not bad and getattr(r, 'kind', 'startup') != 'runtime-failure':  # runtime failures carry their range in failure:
+                for fld, msg in scope_problems(r.applies_to, r.evidence):
+                    problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-scope"))
             if not bad:
                 rules.append(r)
     ids = {r.id for r in rules}
@@ -447,7 +457,7 @@ def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bo
     engines = at.get("engines")
     if engines and engine not in engines:
         return False, f"applies to {', '.join(engines)}; the stack's engine is {engine or 'not given'}"
-    spec = at.get("versions")
+    spec = spec_for(at.get("versions"), engine)
     if spec:
         if not version:
             # With no version given we assume a current release: ranges with an upper bound
