@@ -143,11 +143,12 @@ def test_vllm_17569_fp8_block_moe_tp8(run):
 
 def test_vllm_17569_from_the_command(command):
     cfg = FIX / "configs" / "qwen3-235b-a22b-fp8.json"
+    # vLLM 0.8.5, the release line of the issue (0.29.0 refines the FP8 block grid instead of failing)
     report = command("vllm", "vllm serve Qwen/Qwen3-235B-A22B-FP8 --tensor-parallel-size 8 "
-                             "--gpu-memory-utilization 0.98 --max-model-len 32768", config=cfg)
+                             "--gpu-memory-utilization 0.98 --max-model-len 32768", config=cfg, version="0.8.5")
     assert finding(report, "fp8-block-moe-misaligned").numbers["moe_intermediate_size_per_rank"] == 192
     report = command("vllm", "vllm serve Qwen/Qwen3-235B-A22B-FP8 --tensor-parallel-size 8 --enable-expert-parallel",
-                     config=cfg)
+                     config=cfg, version="0.8.5")
     assert "fp8-block-moe-misaligned" not in fired(report)
 
 
@@ -232,15 +233,19 @@ def test_vllm_28407_dcp_backend_is_versioned(run):
     report = run("vllm-28407-dcp-flashinfer-no-lse")
     f = finding(report, "dcp-flashinfer-before-support")
     assert f.severity == "error" and f.numbers["dcp_size"] == 2
-    # the same stack on a release with FlashInfer DCP: out of the rule's range, and --explain says so
-    newer = run("vllm-28407-dcp-flashinfer-no-lse", lambda d: d["engine"].update(version="0.12.0"))
+    # the same stack on the first release with FlashInfer DCP (0.11.1 sets can_return_lse_for_decode = True in
+    # FlashInferImpl): out of the rule's range, and --explain says so
+    newer = run("vllm-28407-dcp-flashinfer-no-lse", lambda d: d["engine"].update(version="0.11.1"))
     assert "dcp-flashinfer-before-support" not in fired(newer)
     why = [n["reason"] for n in newer.not_fired if n["rule"] == "dcp-flashinfer-before-support"]
-    assert why == ["applies to vllm >=0.10.2,<0.12.0; the stack runs 0.12.0"]
-    # a backend without the LSE is rejected on every DCP-capable release
+    assert why == ["applies to vllm >=0.10.2,<0.11.1; the stack runs 0.11.1"]
+    # a backend without the LSE is rejected on every DCP-capable release, by the rule of that release range
     triton = run("vllm-28407-dcp-flashinfer-no-lse",
                  lambda d: (d["engine"].update(version="0.13.0"), d["settings"].update(attention_backend="TRITON_ATTN")))
-    assert "dcp-attention-backend-no-lse" in fired(triton)
+    assert "dcp-attention-backend-no-lse-0-11-1" in fired(triton)
+    latest = run("vllm-28407-dcp-flashinfer-no-lse",
+                 lambda d: (d["engine"].update(version="0.33.0"), d["settings"].update(attention_backend="TRITON_ATTN")))
+    assert "dcp-attention-backend-no-lse" in fired(latest)
 
 
 # 8 ----------------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def _worst_severity(rule) -> str | None:
 
 
 def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str],
-                   version: str | None = None) -> list[_Evidence]:
+                   version: str | None = None, engine: str | None = None) -> list[_Evidence]:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
     out = []
@@ -220,7 +220,13 @@ def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str],
         sev = _worst_severity(r)
         if len(techs) < 2 or sev in (None, "none", "info"):
             continue
-        spec = (r.applies_to or {}).get("versions")
+        raw = (r.applies_to or {}).get("versions")
+        if isinstance(raw, dict):  # one range per engine (kg.engine.scope): the asked engine's, else all of them
+            spec = raw.get(engine) if engine else None
+            if not engine and any(_has_upper_bound(v) for v in raw.values()):
+                spec = ",".join(v for v in raw.values() if _has_upper_bound(v))
+        else:
+            spec = raw
         if version and spec and Version(version) not in SpecifierSet(spec):
             continue  # the rule does not hold on the release asked about
         # an upper bound means "old releases only": a conflict for everyone only when the release is known
@@ -268,7 +274,7 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
             Version(version)
         except InvalidVersion:
             raise OptkgError(f"--engine-version: '{version}' is not a version number (e.g. 0.10.2)") from None
-    evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context, version)
+    evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context, version, engine)
     if engine:
         evidence = [e for e in evidence if not e.engines or engine in e.engines]
     by_pair: dict[tuple[str, str], list[_Evidence]] = {}

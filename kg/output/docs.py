@@ -319,7 +319,8 @@ def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path) -> str:
             if r.applies_to:
                 at = r.applies_to
                 out.append(f"- **Applies to**: {', '.join(at.get('engines') or ['any engine'])}"
-                           + (f" {at['versions']}" if at.get("versions") else ""))
+                           + (f" {at['versions']}" if isinstance(at.get("versions"), str) else
+                              f" ({'; '.join(f'{k} {v}' for k, v in at['versions'].items())})" if at.get("versions") else ""))
             if r.mechanism:
                 out.append(f"- **Why**: {_md(r.mechanism)}")
             if getattr(r, "kind", "startup") == "runtime-failure":
