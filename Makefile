@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench fuzz export docs install graphviz clean
+.PHONY: demo test bench fuzz export docs evidence install graphviz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ export: install
 
 docs: install
 	$(BIN)/optkg docs
+
+# every evidence item of the engine rules/tables against the pinned releases' wheels (pip download --no-deps
+# into ~/.cache/optkg/wheels; EVIDENCE_FLAGS="--wheel-dir DIR" reuses wheels already on disk)
+evidence: install
+	$(BIN)/optkg evidence --engine vllm --release 0.33.0 $(EVIDENCE_FLAGS)
+	$(BIN)/optkg evidence --engine sglang --release 0.5.23 $(EVIDENCE_FLAGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

@@ -258,7 +258,9 @@ def test_kv_head_replication_fix_follows_the_engine():
     _, d = check_json("--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8")
     f = fired(d)["kv-head-replication"]
     # attention TP 8 / dp 2 = 4 = num_key_value_heads: one KV head per rank
-    assert "--enable-dp-attention --dp 2" in f["fix"] and "-dcp" not in f["fix"]
+    # SGLang >= 0.5.22 spells DP attention --attn-dp-size; since 0.5.15 it has --dcp-size (not vLLM's -dcp)
+    assert "--attn-dp-size 2" in f["fix"] and "--enable-dp-attention --dp 2" in f["fix"]
+    assert "vLLM -dcp" not in f["fix"] and "--dcp-size" in f["fix"]
     assert f["numbers"]["suggested_dcp_sizes"] == [1]
     assert "valid_dcp_sizes" not in d["derived"] and "dcp_possible" not in d["derived"]
     code, out, _ = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8")
@@ -274,7 +276,7 @@ def test_engine_specific_fix_is_data():
     from kg.engine.rules import load_ruleset
     r = load_ruleset("check").by_id("kv-head-replication")
     assert set(r.fix_by_engine) == {"vllm", "sglang"} and "{max_useful_dcp_size}" in r.fix_by_engine["vllm"]
-    assert isinstance(r.fix, str) and "SGLang --enable-dp-attention" in r.fix  # the default names both
+    assert isinstance(r.fix, str) and "SGLang --attn-dp-size" in r.fix  # the default names both
 
 
 # P1-10: command parsing ---------------------------------------------------------------------------
@@ -318,8 +320,11 @@ def test_value_less_flags_keep_the_model(catalog):
 def test_kv_cache_dtype_values_per_engine(catalog):
     with pytest.raises(OptkgError, match=r"'banana' is not a vllm kv_cache_dtype.*valid: auto, float16"):
         parse(catalog, "vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype banana")
-    with pytest.raises(OptkgError, match=r"'nvfp4' is not a sglang kv_cache_dtype"):
-        parse(catalog, "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --kv-cache-dtype nvfp4", "sglang")
+    # fp8_ds_mla is vLLM's packed MLA layout, not an SGLang choice (nvfp4 is one since SGLang 0.5.16: issue 14 item 15)
+    with pytest.raises(OptkgError, match=r"'fp8_ds_mla' is not a sglang kv_cache_dtype"):
+        parse(catalog, "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --kv-cache-dtype fp8_ds_mla", "sglang")
+    assert "kv-cache-quantization" in parse(
+        catalog, "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --kv-cache-dtype nvfp4", "sglang").techniques
     # nvfp4: 4-bit values + a 1-byte scale per 16 = 0.5625 B; 32 layers x 8 heads x 256 x 0.5625 = 36,864 B/token
     _, d = check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype nvfp4")
     assert d["derived"]["kv_bytes_per_token_per_gpu"] == 36_864

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("kg.cli.fit", "context fit of techniques to a request trace"),
     "docs": ("kg.cli.docs", "regenerate the technique and rule reference (docs/)"),
     "schema": ("kg.cli.schema", "write catalog/schema/technique.schema.json from the axes"),
+    "evidence": ("kg.cli.evidence", "check engine evidence against the released wheels: found, moved or gone"),
 }
 
 

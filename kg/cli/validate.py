@@ -146,6 +146,11 @@ def _engine_problems(cat, root: Path) -> list:
         for i, spec in enumerate(d.get("flags") or []):
             if not isinstance(spec, dict):
                 continue
+            if d.get("engine") in ("vllm", "sglang") and not (spec.get("since") and spec.get("evidence")):
+                line, col = doc.where(("flags", i))
+                out.append(problem(str(f), line, col, f"flags[{i}]",
+                                   f"flag {(spec.get('names') or ['?'])[0]} has no since:/evidence: (the releases it exists in, "
+                                   "and where the released wheel defines it)", "engine-flag-scope", severity="warning"))
             ids = [spec.get("technique"), spec.get("removes")] + list((spec.get("technique_by_value") or {}).values())
             for tid in ids:
                 if tid and cat.resolve(str(tid)) is None:

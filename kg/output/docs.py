@@ -358,15 +358,23 @@ def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path) -> str:
 
 
 def render_docs(catalog_root: Path, rules_dir: Path, out_dir: Path) -> dict[Path, str]:
-    """Both documents: {path: text}. Raises OptkgError when the catalog has errors."""
+    """The documents: {path: text} (techniques, rules, and engine checks when catalog/engines/checks/ has files).
+    Raises OptkgError when the catalog has errors."""
     from kg.knowledge.catalog import load_catalog
     from kg.core.errors import OptkgError
     cat, problems = load_catalog(catalog_root)
     if problems:
         raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate` first "
                          f"(first: {problems[0].one_line()})")
-    return {out_dir / "techniques.md": techniques_markdown(cat, out_dir),
+    docs = {out_dir / "techniques.md": techniques_markdown(cat, out_dir),
             out_dir / "rules.md": rules_markdown(cat, rules_dir, out_dir)}
+    checks_dir = Path(catalog_root) / "engines" / "checks"
+    if checks_dir.is_dir() and any(checks_dir.glob("*.yaml")):
+        from kg.engine.rules import RULESET_KINDS, load_rules
+        from kg.output.engine_checks_doc import engine_checks_markdown
+        ids = {r.id for kind in RULESET_KINDS for r in load_rules(kind, rules_dir)[0].rules}
+        docs[out_dir / "engine-checks.md"] = engine_checks_markdown(checks_dir, ids, out_dir)
+    return docs
 
 
 def write_docs(catalog_root: Path, rules_dir: Path, out_dir: Path, check: bool = False,

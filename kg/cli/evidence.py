@@ -1,0 +1,54 @@
+"""Check every evidence item of the engine rules and engine tables against the released wheel: found, moved or gone.
+
+Exit codes: 0 nothing gone, 1 some item gone (or moved with --fail-on moved), 2 usage or input error.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", help="only this engine's evidence (vllm, sglang, trtllm)")
+    p.add_argument("--release", help="check the items that claim this release against its wheel "
+                                     "(a release newer than any recorded one checks the newest knowledge); needs --engine")
+    p.add_argument("--rules", type=Path, default=None, help="rules folder (default: the shipped rules/)")
+    p.add_argument("--catalog", type=Path, default=None, help="catalog folder (default: the shipped catalog/)")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="where pip download puts wheels (default $OPTKG_CACHE_DIR/wheels, else ~/.cache/optkg/wheels)")
+    p.add_argument("--wheel-dir", type=Path, action="append", default=[],
+                   help="a folder of already downloaded wheels, searched first (repeatable)")
+    p.add_argument("--offline", action="store_true", help="never run pip; use --wheel-dir and the cache only")
+    p.add_argument("--fail-on", choices=("gone", "moved"), default="gone", help="exit 1 on gone items (default) or on moved too")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from kg.analyses.evidence import (items_from_engine_checks, items_from_engine_tables, items_from_release_tables,
+                                      items_from_rules, run as check, summary)
+    from kg.core import paths
+    from kg.core.errors import OptkgError
+    from kg.engine.rules import RULESET_KINDS, load_ruleset
+    from kg.output.evidence_report import to_json, to_text
+
+    rules_dir = args.rules or paths.rules_dir()
+    catalog_dir = args.catalog or paths.catalog_dir()
+    items = []
+    for kind in RULESET_KINDS:
+        items += items_from_rules(load_ruleset(kind, rules_dir).rules)
+    items += items_from_engine_tables(Path(catalog_dir) / "engines")
+    items += items_from_engine_checks(Path(catalog_dir) / "engines" / "checks")
+    items += items_from_release_tables(Path(catalog_dir) / "engines" / "releases")
+    if args.engine and not any(i.engine == args.engine for i in items):
+        known = sorted({i.engine for i in items})
+        raise OptkgError(f"--engine: no evidence for engine '{args.engine}' (engines with evidence: {', '.join(known)})")
+    results = check(items, args.engine, args.release, args.cache_dir, args.wheel_dir, args.offline)
+    if not results:
+        raise OptkgError("no evidence item matches" + (f" {args.engine}" if args.engine else "")
+                         + (f" {args.release}" if args.release else "") + "; nothing was checked")
+    sys.stdout.write(to_json(results, args.engine, args.release) if args.format == "json"
+                     else to_text(results, args.engine, args.release))
+    counts = summary(results)
+    return 1 if counts["gone"] or (args.fail_on == "moved" and counts["moved"]) else 0
