@@ -20,6 +20,8 @@ def ev(release: str, **kw):
 def test_rules_without_engines_need_nothing():
     assert scope_problems({}, []) == []
     assert scope_problems(None, None) == []
+    # training frameworks in applies_to.engines are not serving engines (issue 16 scopes them)
+    assert scope_problems({"engines": ["deepspeed"]}, []) == []
 
 
 def test_missing_range_and_missing_evidence_are_both_named():

@@ -1,6 +1,7 @@
 """Release scope and evidence of engine facts: which releases a rule, default or flag holds for, and where.
 
-An *engine fact* is a rule with ``applies_to.engines`` (or an entry of ``catalog/engines/<engine>.yaml``).
+An *engine fact* is a rule whose ``applies_to.engines`` names a serving engine of ``ENGINE_PACKAGES`` (vllm,
+sglang, trtllm), or an entry of ``catalog/engines/<engine>.yaml``.
 It must say the releases it holds for and carry evidence from the released source:
 
 - ``versions``: a PEP 440 range with a lower bound (``>=``, ``>``, ``==``, ``~=``); an upper bound
@@ -82,7 +83,8 @@ def scope_problems(applies_to: Mapping[str, Any] | None, evidence: Iterable[Mapp
     Returns [(field, message)], empty when the scope is complete.
     """
     at = applies_to or {}
-    engines = [str(e) for e in (at.get("engines") or [])]
+    # serving engines only (ENGINE_PACKAGES); training frameworks named in applies_to.engines are not checked here
+    engines = [str(e) for e in (at.get("engines") or []) if str(e) in ENGINE_PACKAGES]
     if not engines:
         return []
     pinned = pinned or PINNED_RELEASES
