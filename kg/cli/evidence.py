@@ -36,8 +36,12 @@ def run(args: argparse.Namespace) -> int:
     rules_dir = args.rules or paths.rules_dir()
     catalog_dir = args.catalog or paths.catalog_dir()
     items = []
+    pending = []
     for kind in RULESET_KINDS:
-        items += items_from_rules(load_ruleset(kind, rules_dir).rules)
+        rules = load_ruleset(kind, rules_dir).rules
+        items += items_from_rules(rules)
+        pending += [r.id for r in rules if getattr(r, "evidence_todo", "") and not r.evidence
+                    and (not args.engine or args.engine in ((r.applies_to or {}).get("engines") or []))]
     items += items_from_engine_tables(Path(catalog_dir) / "engines")
     items += items_from_engine_checks(Path(catalog_dir) / "engines" / "checks")
     items += items_from_release_tables(Path(catalog_dir) / "engines" / "releases")
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if not results:
         raise OptkgError("no evidence item matches" + (f" {args.engine}" if args.engine else "")
                          + (f" {args.release}" if args.release else "") + "; nothing was checked")
-    sys.stdout.write(to_json(results, args.engine, args.release) if args.format == "json"
-                     else to_text(results, args.engine, args.release))
+    sys.stdout.write(to_json(results, args.engine, args.release, pending) if args.format == "json"
+                     else to_text(results, args.engine, args.release, pending))
     counts = summary(results)
     return 1 if counts["gone"] or (args.fail_on == "moved" and counts["moved"]) else 0

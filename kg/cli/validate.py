@@ -103,11 +103,6 @@ def _rules_problems(cat, rules_dir: Path | None) -> list:
                 seen.add((p.file, p.line, p.column, p.code, p.message))
                 out.append(p)
         for r in rs.rules:
-            if r.evidence_todo and not r.evidence:
-                out.append(problem(r.file, r.line, 1, f"{r.id}.evidence_todo",
-                                   f"rule '{r.id}' has no release bounds or evidence yet: {r.evidence_todo}",
-                                   "rule-scope-pending", severity="warning",
-                                   hint="add applies_to.versions and evidence: [{package, release, path, snippet}] (kg/engine/scope.py)"))
             named = [("match", p["technique"]) for p in r.match if p.get("kind") == "technique" and "technique" in p]
             named += [("involves", t) for t in r.involves] + [("fixes", t) for t in r.fixes]
             for fld, tid in named:

@@ -99,8 +99,7 @@ _CHECK_LIST = [
           "A rule with applies_to.engines names a release range (lower bound; upper bound at the release that changed it, or evidence at the newest pinned release) and evidence from the released wheel (kg/engine/scope.py)."),
     Check("engine-flag-scope", "warning", ("engines",), "Engine flags name their releases and evidence",
           "A flag entry of catalog/engines/vllm.yaml or sglang.yaml gives since: (and until: when a release removed it) and evidence from the released wheel."),
-    Check("rule-scope-pending", "warning", ("rules", "engines"), "Engine rules not yet checked against released wheels",
-          "An engine rule marked evidence_todo still lacks release bounds and evidence."),
+
     Check("rule-unknown-technique", "error", ("rules", "cross-file"), "Rules name existing techniques",
           "Technique ids in a rule's match, involves and fixes resolve in the catalog."),
     Check("rule-no-fixture", "warning", ("rules", "fixtures"), "Every rule ships fixtures",

@@ -9,8 +9,9 @@ from kg.analyses.evidence import Result, summary
 SCHEMA_VERSION = 1
 
 
-def to_text(results: list[Result], engine: str | None, release: str | None) -> str:
-    """One line per moved or gone item, then the counts; found items are counted, not listed."""
+def to_text(results: list[Result], engine: str | None, release: str | None, pending: list[str] | None = None) -> str:
+    """One line per moved or gone item, then the counts; found items are counted, not listed; then the engine
+    rules marked ``evidence_todo`` (nothing to check for them yet)."""
     counts = summary(results)
     what = f"{engine or 'all engines'}" + (f" {release}" if release else " (each item at its own release)")
     out = [f"optkg evidence: {len(results)} item(s) checked for {what}"]
@@ -25,10 +26,13 @@ def to_text(results: list[Result], engine: str | None, release: str | None) -> s
             out.append(f"GONE  {i.owner}: {where}: {r.note}: {i.snippet!r} (recorded at {i.release}"
                        + (f" line {i.line}" if i.line else "") + ")")
     out.append(f"found {counts['found']}, moved {counts['moved']}, gone {counts['gone']}")
+    if pending:
+        out.append(f"not checked: {len(pending)} engine rule(s) without evidence yet (evidence_todo): {', '.join(sorted(pending))}")
     return "\n".join(out) + "\n"
 
 
-def to_json(results: list[Result], engine: str | None, release: str | None) -> str:
+def to_json(results: list[Result], engine: str | None, release: str | None, pending: list[str] | None = None) -> str:
     doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "engine": engine, "release": release,
-                           "summary": summary(results), "items": [r.to_dict() for r in results]}
+                           "summary": summary(results), "items": [r.to_dict() for r in results],
+                           "rules_without_evidence": sorted(pending or [])}
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
