@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kg.engine.fixtures import load_fixture_cases, runner
+from kg.analyses.fixtures import runner
+from kg.engine.fixtures import load_fixture_cases
 from kg.engine.rules import load_rules
 from kg.engine.scope import PINNED_RELEASES, bounds, scope_problems
 
