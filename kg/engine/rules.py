@@ -336,8 +336,6 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                 for msg in check_template(text):
                     problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-expression"))
                     bad = True
-            spec = r.applies_to.get("versions")
-            if spec:
             versions = r.applies_to.get("versions")
             for spec in (versions.values() if isinstance(versions, dict) else [versions] if versions else []):
                 try:
