@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
                                       items_from_rules, run as check, summary)
     from kg.core import paths
     from kg.core.errors import OptkgError
-    from kg.engine.rules import RULESET_KINDS, load_ruleset
+    from kg.engine.rules import RULESET_KINDS, load_rules
     from kg.output.evidence_report import to_json, to_text
 
     rules_dir = args.rules or paths.rules_dir()
@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     items = []
     pending = []
     for kind in RULESET_KINDS:
-        rules = load_ruleset(kind, rules_dir).rules
+        rs, problems = load_rules(kind, rules_dir)
+        if problems:
+            raise OptkgError("invalid rules:", [p.one_line() for p in problems])
+        rules = rs.rules
         items += items_from_rules(rules)
         pending += [r.id for r in rules if getattr(r, "evidence_todo", "") and not r.evidence
                     and (not args.engine or args.engine in ((r.applies_to or {}).get("engines") or []))]
