@@ -109,7 +109,8 @@ def items_from_engine_tables(folder: Path) -> list[Item]:
             if isinstance(dep, dict) and dep.get("evidence"):
                 entries.append((f"flag {name} deprecated", {"since": dep.get("since")}, dep["evidence"]))
         for key in ("defaults_evidence", "evidence"):
-            for name, ev in (d.get(key) or {}).items():
+            table = d.get(key)
+            for name, ev in (table.items() if isinstance(table, dict) else []):
                 if isinstance(ev, dict) and "evidence" in ev:
                     entries.append((f"{key.split('_')[0]} {name}", ev, ev["evidence"]))
                 elif isinstance(ev, list):
