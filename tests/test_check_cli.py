@@ -27,7 +27,7 @@ def test_vllm_tp8(cli):
     assert f["numbers"]["suggested_dcp_sizes"] == [1, 2]
     assert f["cost_dimension"] == "storage" and f["fixes"][0]["technique"] == "decode-context-parallelism"
     assert f["sources"] and f["rule_file"].endswith("kv_parallel.yaml")
-    assert d["schema_version"] == "1.0"
+    assert d["schema_version"] == "1.1"  # 1.1 (issue 12): outcomes and not_evaluable added
     assert "--port 8000" in d["ignored_flags"] and "--host 0.0.0.0" in d["ignored_flags"]
     assert code == 0
 

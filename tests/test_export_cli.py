@@ -137,9 +137,10 @@ def test_stack_view_by_hand():
                                "t:epsilon-queue"]
     assert g.nodes["t:beta-cache"]["role"] == "fix"
     edges = {(u, v, k): dd for u, v, k, dd in g.edges(keys=True, data=True)}
-    # couplings among the stack: delta -> alpha and epsilon -> alpha (both requires)
-    assert edges[("t:delta-kernel", "t:alpha-split", "delta-kernel#0")]["role"] == "coupling"
-    assert edges[("t:epsilon-queue", "t:alpha-split", "epsilon-queue#1")]["role"] == "coupling"
+    # couplings among the stack: delta -> alpha and epsilon -> alpha (both requires); no finding fired on
+    # them, so they are drawn 'held' (grey), not in their kind's colour (issue 12)
+    assert edges[("t:delta-kernel", "t:alpha-split", "delta-kernel#0")]["role"] == "held"
+    assert edges[("t:epsilon-queue", "t:alpha-split", "epsilon-queue#1")]["role"] == "held"
     # 'replica' matches alpha's declared coupling compute -> storage: drawn red with its numbers
     fired = edges[("t:alpha-split", "p:replica_factor", "alpha-split#0")]
     assert fired["role"] == "fired" and fired["label"] == "replica\nreplication ×2; bytes per token 48,128"

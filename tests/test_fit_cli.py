@@ -67,7 +67,8 @@ def test_verbose_explains_rules_and_definitions():
     assert code == 0, err
     assert "Definitions" in out and "stack_distance:" in out
     assert "Thresholds (data in rules/fit.yaml" in out and "prefix_reuse_high = 0.3" in out
-    assert "fit-token-level-parallelism: no facts match its pattern" in out
+    # issue 12: a pattern on a fact kind the input lacks is "not evaluable", and says which kind
+    assert "fit-token-level-parallelism: needs dependency facts, which this input does not provide" in out
     assert "measured in" in out
 
 

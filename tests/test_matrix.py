@@ -78,7 +78,9 @@ def test_flash_attention_x_paged_attention_is_conditional_on_the_backend(matrix,
     # on its own, the coupling is conditional too: its condition names two backends
     coupling_only = compatibility_matrix(catalog, [])
     c = cell(coupling_only, "flash-attention", "paged-kv-cache")
-    assert (c["mark"], c["engines"], c["rule"]) == ("conditional", ["sglang", "vllm"], None)
+    # issue 12: a coupling-only cell names the rule generated from the coupling (check runs it)
+    assert (c["mark"], c["engines"], c["rule"]) == ("conditional", ["sglang", "vllm"],
+                                                    "coupling-paged-kv-cache-conflicts-with-flash-attention")
     assert c["condition"] == ("(attention_backend == 'CUTLASS_MLA' and block_size != 128) or "
                               "(attention_backend == 'FLASHMLA' and block_size != 64)")
 

@@ -29,7 +29,17 @@ from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rule
 from kg.inputs.stack import Stack
 from kg.inputs.support_ns import support_namespace
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: outcomes (fired / held / not evaluable) and not_evaluable[] added
+
+# Facts stack_facts derives only from the hardware (the GPU entry, its memory, what the KV budget
+# estimate needs): a rule missing one of them "needs hardware" when the stack names no known GPU.
+HARDWARE_FACTS = frozenset({
+    "gpu", "gpu_vendor", "gpu_memory_gib", "gpu_compute_capability", "gpu_fp8_supported", "gpu_count",
+    "gpu_memory_bytes", "gpu_memory_usable_bytes", "weight_bytes_per_gpu_estimate", "weight_bytes_total_estimate",
+    "weights_exceed_gpu_memory", "kv_block_size", "kv_budget_bytes_per_gpu", "kv_tokens_per_gpu", "kv_tokens_total",
+    "max_concurrency", "max_model_len_that_fits", "kv_request_bytes_at_max_model_len",
+    "kv_tokens_per_gpu_if_unreplicated", "flash_attn_version_effective", "hardware",
+})
 
 
 @dataclass
@@ -54,8 +64,11 @@ class Finding:
     rule_file: str = ""
     rule_line: int = 0
     fingerprint: str = ""
+<<<<<<< HEAD
     kind: str = "startup"  # or "runtime-failure": the engine starts, then crashes, hangs or degrades
     failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure: outcome, affected, fixed_in, issue
+=======
+    coupling: str | None = None  # the catalog coupling the rule was generated from or refines (kg.knowledge.couplings)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -71,6 +84,10 @@ class Report:
     not_fired: list[dict[str, str]] = field(default_factory=list)
     ignored_flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    not_evaluable: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    effective_config: list[dict[str, Any]] = field(default_factory=list)
+    in_effect: list[dict[str, Any]] = field(default_factory=list)
 
     def max_severity(self) -> int:
         return max((SEVERITY_ORDER.get(f.severity, 0) for f in self.findings), default=0)
@@ -78,7 +95,8 @@ class Report:
     def to_dict(self, explain: bool = False) -> dict[str, Any]:
         d = {"schema_version": SCHEMA_VERSION, "kind": "check", "stack": self.stack, "derived": self.derived,
              "findings": [f.to_dict() for f in self.findings], "ignored_flags": self.ignored_flags,
-             "notes": self.notes}
+             "notes": self.notes, "not_evaluable": self.not_evaluable, "outcomes": self.outcomes,
+             "effective_config": self.effective_config, "in_effect": self.in_effect}
         if explain:
             d["not_fired"] = self.not_fired
         return d
@@ -607,7 +625,7 @@ def firing_to_finding(f: Firing, ns: dict[str, Any], catalog: Catalog) -> Findin
         coordinates=[_coords(catalog, t) for t in techs], mechanism=r.mechanism, fixes=fixes,
         fix=_fmt(fix, {**ns, **f.numbers}) if fix and "{" in fix else fix,
         sources=r.sources, tags=r.tags, rule_file=r.file, rule_line=r.line,
-        fingerprint=_fingerprint(r.id, techs, f.numbers),
+        fingerprint=_fingerprint(r.id, techs, f.numbers), coupling=r.coupling or (r.refines[0] if r.refines else None),
         kind=getattr(r, "kind", "startup"), failure=dict(getattr(r, "failure", {}) or {}),
     )
 
@@ -618,6 +636,7 @@ def describe_stack(stack: Stack) -> dict[str, Any]:
         "model": stack.model.name if stack.model else None,
         "attention": stack.model.attention if stack.model else None,
         "engine": stack.engine, "engine_version": stack.engine_version,
+        "engine_version_assumed": stack.engine_version_assumed,
         "framework": stack.framework, "framework_version": stack.framework_version,
         "hardware": stack.hardware["id"] if stack.hardware else None, "gpu_count": stack.gpu_count,
         "techniques": {k: dict(sorted(v.items())) for k, v in sorted(stack.techniques.items())},
@@ -626,10 +645,27 @@ def describe_stack(stack: Stack) -> dict[str, Any]:
 
 
 def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
-    """Run the check rules over ``stack``. Findings are sorted by severity (worst first), then rule id."""
+    """Run the check rules over ``stack``. Findings are sorted by severity (worst first), then rule id.
+
+    First the engine's effective configuration is applied to a copy of the stack (kg.inputs.effective:
+    the release assumed when none is given, release defaults for settings the stack does not give)."""
+    import copy
+    from kg.inputs.effective import effective_configuration
+    stack = copy.copy(stack)
+    stack.settings, stack.notes = dict(stack.settings), list(stack.notes)
+    stack.techniques = {k: dict(v) for k, v in stack.techniques.items()}
+    effective = effective_configuration(stack)
     facts, ns = stack_facts(stack)
-    firings = evaluate_rules(rules, facts, ns, _functions(stack), stack.engine, stack.engine_version)
-    findings = [firing_to_finding(f, ns, catalog) for f in firings if f.fired]
+    firings = _evaluate(rules, facts, ns, stack, catalog)
+    # an informational effect coupling that applies (DCP causes communication volume when dcp_size > 1) is
+    # "in effect", listed apart from findings: nothing to fix
+    notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}
+    findings = [firing_to_finding(f, ns, catalog) for f in firings if f.fired and f.rule.id not in notes_only]
+    in_effect = [{"rule_id": f.rule.id, "coupling": f.rule.coupling, "message": f.message,
+                  "techniques": f.rule.techniques, "sources": f.rule.sources} for f in firings if f.rule.id in notes_only]
+    outcomes = {k: sum(f.outcome == k for f in firings) for k in ("fired", "held", "not_evaluable", "not_applicable")}
+    unknown = {e["setting"]: e["why"] for e in effective if e["source"] == "unknown"}
+    not_evaluable = [not_evaluable_entry(f, stack, unknown) for f in firings if f.outcome == "not_evaluable"]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_"))
                and not isinstance(ns[k], dict)}
@@ -638,8 +674,44 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
             derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
     return Report(describe_stack(stack), findings, derived,
-                  [{"rule": f.rule.id, "reason": f.reason} for f in firings if not f.fired],
-                  list(stack.ignored), notes)
+                  [{"rule": f.rule.id, "reason": f.reason, "outcome": f.outcome} for f in firings if not f.fired],
+                  list(stack.ignored), notes, not_evaluable, outcomes, effective, in_effect)
+
+
+def _is_effect_note(rule) -> bool:
+    from kg.knowledge.couplings import EFFECT_KINDS
+    return bool(rule.coupling) and (rule.severity or "info") == "info" and len(rule.tags) > 1 \
+        and rule.tags[1] in EFFECT_KINDS
+
+
+def not_evaluable_entry(f: Firing, stack: Stack, unknown: dict[str, str] | None = None) -> dict[str, Any]:
+    """``{rule_id, missing, needs, reason}`` for a rule that could not be evaluated. ``missing``: the fact
+    names (or fact kinds, e.g. ``hardware``) it lacks; ``needs``: the input that would provide them -
+    ``hardware`` for GPU-derived facts, and for engine defaults that depend on the GPU class
+    (``unknown``: setting -> why, from the effective configuration), when the stack names no known GPU;
+    else the fact name itself (a setting the stack could give)."""
+    needs: list[str] = []
+    for name in f.missing:
+        if stack.hardware is None and (name in HARDWARE_FACTS or "depends on hardware" in (unknown or {}).get(name, "")):
+            n = "hardware"  # a GPU-derived fact, or an engine default that depends on the GPU class
+        else:
+            n = name
+        if n not in needs:
+            needs.append(n)
+    return {"rule_id": f.rule.id, "missing": list(f.missing), "needs": needs, "reason": f.reason}
+
+
+def _evaluate(rules: RuleSet, facts: list[dict[str, Any]], ns: dict[str, Any], stack: Stack,
+              catalog: Catalog) -> list[Firing]:
+    """evaluate_rules over the rules the stack's techniques can match (kg.knowledge.couplings.ruleset_for);
+    generated coupling rules about techniques the stack lacks are not applicable without an engine run."""
+    from kg.knowledge.couplings import ruleset_for
+    active, skipped = ruleset_for(catalog, rules, set(stack.techniques))
+    firings = evaluate_rules(active, facts, ns, _functions(stack), stack.engine, stack.engine_version)
+    if skipped:
+        firings += [Firing(r, False, "a technique it is about is not in the stack", outcome="not_applicable")
+                    for r in skipped]
+    return firings
 
 
 def run_fixture(data: dict[str, Any], catalog: Catalog, rules: RuleSet, base_dir) -> list[Firing]:
@@ -648,4 +720,4 @@ def run_fixture(data: dict[str, Any], catalog: Catalog, rules: RuleSet, base_dir
     from kg.core.yamlio import YamlDoc
     stack = stack_from_doc(YamlDoc(str(base_dir), data, {}), catalog, base_dir)
     facts, ns = stack_facts(stack)
-    return evaluate_rules(rules, facts, ns, _functions(stack), stack.engine, stack.engine_version)
+    return _evaluate(rules, facts, ns, stack, catalog)

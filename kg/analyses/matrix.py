@@ -173,15 +173,23 @@ class _Evidence:
     engines: list[str]
     rule: str | None
     sources: list[dict[str, Any]] = field(default_factory=list)
+    from_coupling: bool = False  # the coupling itself (its rule is generated or a refining hand rule)
 
 
 def _pair(x: str, y: str) -> tuple[str, str]:
     return (x, y) if x < y else (y, x)
 
 
-def _coupling_evidence(catalog: Catalog, context: set[str]) -> list[_Evidence]:
+def _coupling_evidence(catalog: Catalog, context: set[str], rules: Iterable[Any] = ()) -> list[_Evidence]:
+    """Evidence from technique-technique couplings. Each names the check rule that evaluates it: the hand
+    rule that ``refines`` it, else the rule generated from it (kg.knowledge.couplings), so every cell of
+    the matrix is a rule ``optkg check`` runs."""
+    from kg.knowledge.couplings import iter_couplings
     from kg.knowledge.graph import build_graph
     g = build_graph(catalog)
+    from kg.knowledge.couplings import refined_refs
+    refiners = refined_refs(catalog, list(rules))
+    rule_of = {f"{cp.technique}#{cp.index}": refiners.get(cp.ref, cp.rule_id) for cp in iter_couplings(catalog)}
     out = []
     for u, v, key, d in sorted(g.edges(keys=True, data=True), key=lambda e: (e[0], e[1], e[2])):
         if g.nodes[u]["type"] != "technique" or g.nodes[v]["type"] != "technique" or u == v:
@@ -195,7 +203,8 @@ def _coupling_evidence(catalog: Catalog, context: set[str]) -> list[_Evidence]:
         else:
             continue
         a, b = _pair(g.nodes[u]["id"], g.nodes[v]["id"])
-        out.append(_Evidence(a, b, mark, text, sorted(d.get("engines") or []), None, list(d.get("sources") or [])))
+        out.append(_Evidence(a, b, mark, text, sorted(d.get("engines") or []), rule_of.get(key),
+                             list(d.get("sources") or []), from_coupling=True))
     return out
 
 
@@ -212,6 +221,8 @@ def _rule_evidence(rules: Iterable[Any], catalog: Catalog, context: set[str],
     from packaging.version import Version
     out = []
     for r in rules:
+        if getattr(r, "coupling", None):
+            continue  # generated from a coupling: _coupling_evidence carries it
         techs = []
         for t in r.techniques:
             tid = catalog.resolve(t) or t
@@ -274,7 +285,7 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
             Version(version)
         except InvalidVersion:
             raise OptkgError(f"--engine-version: '{version}' is not a version number (e.g. 0.10.2)") from None
-    evidence = _coupling_evidence(catalog, context) + _rule_evidence(rule_list, catalog, context, version, engine)
+    evidence = _coupling_evidence(catalog, context, rule_list) + _rule_evidence(rule_list, catalog, context, version, engine)
     if engine:
         evidence = [e for e in evidence if not e.engines or engine in e.engines]
     by_pair: dict[tuple[str, str], list[_Evidence]] = {}
@@ -286,8 +297,9 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
         evs = by_pair[(a, b)]
         top = max(MARK_ORDER[e.mark] for e in evs)
         best = [e for e in evs if MARK_ORDER[e.mark] == top]
-        ruled = sorted((e for e in best if e.rule), key=lambda e: e.rule or "")
-        shown = ruled or best
+        # hand rules (versioned, engine-specific) speak for the cell before the couplings' generated rules
+        ruled = sorted((e for e in best if e.rule), key=lambda e: (e.from_coupling, e.rule or ""))
+        shown = [e for e in ruled if not e.from_coupling] or best
         conds: list[str] = []
         for e in shown:
             if e.condition and e.condition not in conds:
@@ -297,7 +309,7 @@ def compatibility_matrix(catalog: Catalog, rules: Any, engine: str | None = None
             engines = sorted({x for e in shown for x in e.engines})
         sources: list[dict[str, Any]] = []
         seen = set()
-        for e in sorted(evs, key=lambda e: (e.rule is None, e.rule or "")):
+        for e in sorted(evs, key=lambda e: (e.from_coupling, e.rule or "")):
             for s in e.sources:
                 if s.get("url") not in seen:
                     seen.add(s.get("url"))

@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop findings whose rule id, tag or severity matches (repeatable, comma-separated)")
     p.add_argument("--baseline", type=__import__("pathlib").Path, help="JSON file of accepted findings to hide")
     p.add_argument("--write-baseline", type=__import__("pathlib").Path, help="write the current findings as a baseline")
+    p.add_argument("--fail-on-unknown", action="store_true",
+                   help="exit 1 when a rule that applies to the stack could not be evaluated (missing facts)")
     p.add_argument("--explain", action="store_true", help="also list rules that did not fire, and why")
     p.add_argument("--diagram", type=__import__("pathlib").Path, help="draw the stack diagram (svg/png/pdf/dot)")
     p.add_argument("-o", "--output", type=__import__("pathlib").Path, help="write the report here instead of stdout")
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if wants_training(args):
         return run_training(args, catalog)
     rules = kg.load_rules("check", args.rules)
-    stacks = stacks_from_args(args, catalog)
+    stacks = stacks_from_args(args, catalog, unknown_gpu_ok=True)
     if len(stacks) > 1 and (args.write_baseline or args.diagram):
         raise OptkgError(f"{args.stack}: --write-baseline/--diagram take one stack; the file describes {len(stacks)}")
     if args.kv_budget_from is not None:
@@ -106,4 +108,7 @@ def run(args: argparse.Namespace) -> int:
         text = "".join(texts) if args.format == "github" else "\n".join(texts)
     write_output(text, args.output, force=args.force)
     findings = [f for d in dicts for f in d["findings"]]
-    return fail_code(findings, args.fail_on)
+    code = fail_code(findings, args.fail_on)
+    if args.fail_on_unknown and any(d.get("not_evaluable") for d in dicts):
+        code = max(code, 1)
+    return code

@@ -41,13 +41,13 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--max-model-len", type=int, help="max_model_len in tokens")
 
 
-def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
+def stack_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gpu_ok: bool = False) -> Any:
     """Build the Stack the user asked for. Exactly one of: stack file, --cmd, --vllm, --sglang, --config.
 
     ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
     A file that describes several serving containers is refused here (``check`` reads them all).
     """
-    stacks = stacks_from_args(args, catalog, resolver)
+    stacks = stacks_from_args(args, catalog, resolver, unknown_gpu_ok)
     if len(stacks) > 1:
         names = ", ".join(s.name for s in stacks)
         raise OptkgError(f"{args.stack}: the file describes {len(stacks)} serving containers ({names}); "
@@ -55,8 +55,11 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     return stacks[0]
 
 
-def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[Any]:
-    """The Stacks the user asked for: one, or one per serving container of a manifest / compose file."""
+def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gpu_ok: bool = False) -> list[Any]:
+    """The Stacks the user asked for: one, or one per serving container of a manifest / compose file.
+
+    ``unknown_gpu_ok`` (``check``): a GPU the catalog does not know leaves the stack without hardware and
+    adds a note, so only the rules that need hardware facts are not evaluable; otherwise OptkgError."""
     from kg.inputs.launch import parse_command
     from kg.inputs.stack import Stack
     from kg.inputs.modelcfg import load_config_file, resolve_model
@@ -90,7 +93,8 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[A
             st = parse_command(text, catalog, engine, override, label, resolver)
     elif getattr(args, "stack", None):
         from kg.inputs.launch.files import stacks_from_file
-        stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver)
+        stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver,
+                                                  unknown_gpu_ok=unknown_gpu_ok)
         for s in stacks:
             s.notes.extend(skipped)
     elif args.config:
@@ -99,16 +103,22 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[A
         raise OptkgError("nothing to check: give a stack file, --cmd \"vllm serve ...\", --vllm, --sglang or --config")
     if stacks is None:
         stacks = [st]
-    return [_apply_stack_options(s, args, catalog) for s in stacks]
+    return [_apply_stack_options(s, args, catalog, unknown_gpu_ok) for s in stacks]
 
 
-def _apply_stack_options(st: Any, args: argparse.Namespace, catalog) -> Any:
+def _apply_stack_options(st: Any, args: argparse.Namespace, catalog, unknown_gpu_ok: bool = False) -> Any:
     """--gpu, --count, --engine-version, --kv-budget-gib, --max-model-len over a parsed stack."""
     from kg.inputs.stack import set_setting
     if args.gpu is not None:
         if not args.gpu.strip():
             raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
-        st.hardware = catalog.resolve_hardware(args.gpu)
+        try:
+            st.hardware = catalog.resolve_hardware(args.gpu)
+        except OptkgError as e:
+            if not unknown_gpu_ok:
+                raise
+            st.hardware = None
+            st.notes.append(f"--gpu: {e}; rules that need hardware facts could not be evaluated")
     if args.count is not None:
         if args.count < 1:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")

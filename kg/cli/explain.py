@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from kg.cli.common import add_catalog_arg, load_clean_catalog
+from pathlib import Path
+
+from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -11,6 +13,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", nargs="?", help="second technique/property: show the paths between them")
     p.add_argument("--depth", type=int, default=4, help="longest chain or path, in edges (default 4)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--stack", type=Path, metavar="FILE",
+                   help="keep only the paths whose conditions can hold for this stack file (or --vllm/--sglang)")
+    add_stack_args(p, positional=False)
     add_catalog_arg(p)
 
 
@@ -82,17 +87,41 @@ def run(args: argparse.Namespace) -> int:
             raise OptkgError(f"explain: '{args.a}' and '{args.b}' are the same {g.nodes[a]['type']} ({a[2:]}); "
                              "give two different ones, or one to see its effects")
         out["to"] = b
-        paths = coupling_paths(g, a, b, max_len=args.depth)
+        stack = None
+        if any(getattr(args, k, None) for k in ("stack", "vllm", "sglang")):
+            from kg.cli.common import stack_from_args
+            stack = stack_from_args(args, cat)
+        unknown: list[list[str]] = []
+        if stack is None:
+            paths = coupling_paths(g, a, b, max_len=args.depth)
+        else:
+            from kg.analyses.explain import filter_paths
+            every = coupling_paths(g, a, b, max_len=args.depth, limit=200)
+            kept, left = filter_paths(g, every, stack)
+            paths = [k["path"] for k in kept][:10]
+            unknown = [k["unknown"] for k in kept][:10]
+            out["stack"] = stack.name
+            out["left_out"] = len(left) + max(0, len(kept) - 10)
+            out["left_out_reasons"] = sorted({x["why"] for x in left})
         out["paths"] = [[s.to_dict() for s in p] for p in paths]
-        lines.append(f"{_label(g, a)} <-> {_label(g, b)}: {len(paths)} path(s) up to {args.depth} edges")
+        head = f"{_label(g, a)} <-> {_label(g, b)}: {len(paths)} path(s) up to {args.depth} edges"
+        if stack is not None:
+            head += f" that can hold for {stack.name}; {out['left_out']} left out"
+        lines.append(head)
         for i, p in enumerate(paths, 1):
-            lines.append(f"path {i}:")
+            extra = f" (may hold: depends on {', '.join(unknown[i - 1])}, which the stack does not give)" \
+                if stack is not None and unknown[i - 1] else ""
+            lines.append(f"path {i}:{extra}")
             for s in p:
                 lines.append(f"  {_step_text(g, s)}")
                 if s.data.get("mechanism"):
                     lines.append(f"      why: {s.data['mechanism']}")
+        if stack is not None and out["left_out_reasons"]:
+            lines.append("left out because:")
+            lines.extend(f"  {r}" for r in out["left_out_reasons"][:10])
         if not paths:
-            lines.append("  no coupling path: the two do not interact through the catalog")
+            lines.append("  no coupling path: the two do not interact through the catalog"
+                         + (" in a way that can hold for this stack" if stack is not None else ""))
     elif a.startswith("p:"):
         lines.extend(_property_lines(g, a, out))
     else:

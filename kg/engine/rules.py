@@ -78,6 +78,7 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["ruleset", "rules"],
+    "$defs": {"coupling_ref": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*/[a-z_]+/[a-z0-9][a-z0-9_-]*(#[0-9]+)?$"}},
     "properties": {
         "ruleset": {"enum": list(RULESET_KINDS)},
         "description": {"type": "string"},
@@ -126,6 +127,10 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
                     "fix": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["default"],
                                                            "additionalProperties": {"type": "string"}}]},
                     "involves": {"type": "array", "items": {"type": "string"}},
+                    # the catalog coupling this rule refines (kg.knowledge.couplings.coupling_ref, e.g.
+                    # 'zero-2/conflicts_with/pipeline-parallelism'): the rule replaces that coupling's generated rule
+                    "refines": {"oneOf": [{"$ref": "#/$defs/coupling_ref"},
+                                          {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/coupling_ref"}}]},
                     "sources": {"type": "array", "minItems": 1, "items": _SOURCE},
                     "kind": {"enum": list(RULE_KINDS)},
                     "failure": _FAILURE,
@@ -171,6 +176,8 @@ class Rule:
     failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure rules only (see _FAILURE)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     evidence_todo: str = ""
+    refines: list[str] = field(default_factory=list)  # coupling refs a hand rule refines (RULE_FILE_SCHEMA)
+    coupling: str | None = None  # set on rules generated from a catalog coupling: that coupling's ref
     file: str = ""
     line: int = 0
 
@@ -312,6 +319,8 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                 r.fix_by_engine = {k: v for k, v in r.fix.items() if k != "default"}
                 r.fix = r.fix["default"]
             r.match = _normalise_match(r.match)
+            if isinstance(r.refines, str):
+                r.refines = [r.refines]
             if r.id in seen:
                 problems.append(Problem(str(f), line, col, f"rules[{i}].id", f"duplicate rule id '{r.id}' (also in {seen[r.id]})",
                                         "duplicate-rule-id"))
@@ -432,9 +441,19 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
 
 # ---------------------------------------------------------------------------------------------
 
+OUTCOMES = ("fired", "held", "not_evaluable", "not_applicable")
+
+
 @dataclass
 class Firing:
-    """The outcome of one rule over one set of facts: fired, or why not."""
+    """The outcome of one rule over one set of facts: fired, or why not.
+
+    ``outcome`` is one of ``OUTCOMES``: ``fired``; ``held`` (the rule applies and its condition,
+    pattern attributes or severity bands evaluated false); ``not_evaluable`` (it applies but a fact it
+    reads is missing - ``missing`` names every one of its names this input lacks - or could not be
+    compared); ``not_applicable`` (another engine or release, a technique it is about is absent, or its
+    parent rule did not fire).
+    """
 
     rule: Rule
     fired: bool
@@ -443,6 +462,12 @@ class Firing:
     numbers: dict[str, Any] = field(default_factory=dict)
     message: str = ""
     facts: list[dict[str, Any]] = field(default_factory=list)
+    outcome: str = ""
+    missing: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.outcome:
+            self.outcome = "fired" if self.fired else "held"
 
 
 @lru_cache(maxsize=1024)
@@ -479,6 +504,38 @@ def _fmt(template: str, values: Mapping[str, Any]) -> str:
     return render(template, values)
 
 
+def _unmatched(rule: Rule, present: set[str], kinds: set[Any]) -> tuple[str, list[str]]:
+    """Why ``rule``'s patterns found no facts: ('not_applicable', []) when a technique it is about is
+    absent (``present``: the technique ids among the facts); ('not_evaluable', [kinds]) when no fact of a
+    kind it needs exists at all (``kinds``; e.g. no ``hardware`` fact: no GPU given or the GPU is not in
+    the catalog); else ('held', []): the facts are there but their attributes differ (the model is not MLA)."""
+    for p in rule.match:
+        if p.get("kind") == "technique" and p.get("technique") not in present:
+            return "not_applicable", []
+    absent_kinds: list[str] = []
+    for p in rule.match:
+        k = p.get("kind")
+        if k not in kinds and str(k) not in absent_kinds:
+            absent_kinds.append(str(k))
+    return ("not_evaluable", absent_kinds) if absent_kinds else ("held", [])
+
+
+def _missing_names(rule: Rule, local: Mapping[str, Any]) -> list[str]:
+    """The fact names ``rule`` reads that ``local`` lacks (sorted): those of its condition when the condition
+    lacks any, else those of its numbers and severity bands."""
+    from kg.engine.expr import names_in
+    # the condition first: when it lacks facts, those are the ones that matter (and it is parsed already)
+    texts = [rule.condition]
+    if not rule.condition or not any(local.get(n) is None for n in names_in(rule.condition)):
+        texts += list(rule.numbers.values()) + [b["when"] for b in rule.severity_bands]
+    read: set[str] = set()
+    for t in texts:
+        if t:
+            read |= names_in(t)
+    read -= set(rule.numbers)  # bands may read the rule's own numbers
+    return sorted(n for n in read if local.get(n) is None and n not in ("true", "false", "True", "False"))
+
+
 def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[str, Any],
                    functions: Mapping[str, Callable[..., Any]] | None = None,
                    engine: str | None = None, version: str | None = None,
@@ -487,7 +544,8 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
 
     Returns one Firing per rule, in rule order: fired ones with severity, numbers and message,
     and non-fired ones with the reason (no structural match, outside its version range, missing
-    fact, condition false, parent did not fire). Deterministic for equal inputs.
+    fact, condition false, parent did not fire) and ``outcome`` (see ``Firing``). Deterministic for
+    equal inputs.
     """
     ns = dict(namespace)
     for name, t in rs.thresholds.items():
@@ -503,16 +561,26 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         matched.setdefault(rid, []).append(fs)
     out: list[Firing] = []
     fired_ids: set[str] = set()
+    present_techs: set[Any] | None = None  # for _unmatched, computed once when first needed
+    fact_kinds: set[Any] = set()
     for r in rs.rules:
         ok, why = _version_ok(r, engine, version)
         if not ok:
-            out.append(Firing(r, False, why))
+            out.append(Firing(r, False, why, outcome="not_applicable"))
             continue
         if r.id not in matched:
-            out.append(Firing(r, False, f"no facts match its pattern ({r.pattern_text})"))
+            if present_techs is None:
+                present_techs = {f.get("technique") for f in facts if f.get("kind") == "technique"}
+                fact_kinds = {f.get("kind") for f in facts}
+            outcome, kinds = _unmatched(r, present_techs, fact_kinds)
+            if kinds:
+                why = f"needs {' and '.join(kinds)} facts, which this input does not provide"
+            else:
+                why = f"no facts match its pattern ({r.pattern_text})"
+            out.append(Firing(r, False, why, outcome=outcome, missing=kinds))
             continue
         if r.parent and r.parent not in fired_ids:
-            out.append(Firing(r, False, f"its parent rule '{r.parent}' did not fire"))
+            out.append(Firing(r, False, f"its parent rule '{r.parent}' did not fire", outcome="not_applicable"))
             continue
         local = dict(ns)
         for fs in matched[r.id][:1]:
@@ -530,10 +598,12 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
                     sev = band["severity"]
                     break
         except MissingFact as e:
-            out.append(Firing(r, False, f"needs fact '{e.name}', which this input does not provide"))
+            missing = _missing_names(r, local) or [e.name]
+            out.append(Firing(r, False, f"needs fact '{e.name}', which this input does not provide",
+                              outcome="not_evaluable", missing=missing))
             continue
         except (ExprTypeError, ZeroDivisionError, ValueError, TypeError, OverflowError) as e:
-            out.append(Firing(r, False, f"could not evaluate: {e}"))
+            out.append(Firing(r, False, f"could not evaluate: {e}", outcome="not_evaluable"))
             continue
         if sev is None or sev == "none":
             out.append(Firing(r, False, "no severity band applies"))

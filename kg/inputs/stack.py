@@ -68,6 +68,9 @@ class Stack:
     source: str = ""
     # where each setting / technique came from: the flag as typed, or file:line (launch inputs)
     origins: dict[str, str] = field(default_factory=dict)
+    engine_version_assumed: bool = False  # no release given: the latest known was assumed (kg.inputs.effective)
+    # what a pasted command's flag table filled in without a flag: {"settings": {...}, "techniques": [...]}
+    defaulted: dict[str, Any] = field(default_factory=dict)
 
     def values(self) -> dict[str, Any]:
         """Flat namespace of every setting and parameter (parallel sizes default to 1)."""
@@ -263,14 +266,17 @@ _TOP_KEYS = {"name", "model", "config", "engine", "engine_version", "framework",
              "techniques", "settings", "description"}
 
 
-def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model) -> Stack:
+def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model,
+                    unknown_gpu_ok: bool = False) -> Stack:
     """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line.
 
     ``resolver`` turns the ``model:`` name into ModelFacts (default: bundled configs or a local
     config.json); a caller that can work without the model's shape may pass a lenient one.
+    ``unknown_gpu_ok``: a ``hardware.gpu`` the catalog does not know becomes a note (no hardware) instead
+    of an error, so a check can still run the rules that do not need hardware facts.
     """
     doc = load_yaml(path)
-    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver)
+    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver, unknown_gpu_ok=unknown_gpu_ok)
 
 
 def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<stack>") -> Stack:
@@ -279,7 +285,7 @@ def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<sta
 
 
 def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
-                   resolver: Callable[[str], Any] = resolve_model) -> Stack:
+                   resolver: Callable[[str], Any] = resolve_model, unknown_gpu_ok: bool = False) -> Stack:
     d = doc.data
 
     def at(*p: Any) -> str:
@@ -361,7 +367,9 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         try:
             st.hardware = catalog.resolve_hardware(hw["gpu"])
         except OptkgError as e:
-            raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
+            if not unknown_gpu_ok:
+                raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
+            st.notes.append(f"{at('hardware', 'gpu')}: {e}; rules that need hardware facts could not be evaluated")
         if hw.get("count") is not None:
             st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1, 1_048_576)
     techs = d.get("techniques") or []

@@ -104,6 +104,9 @@ _CHECK_LIST = [
           "Technique ids in a rule's match, involves and fixes resolve in the catalog."),
     Check("rule-no-fixture", "warning", ("rules", "fixtures"), "Every rule ships fixtures",
           "rules/fixtures/<rule-id>.yaml holds cases on which the rule must fire and cases on which it must not."),
+    Check("rule-refines", "error", ("rules", "cross-file"), "Rules agree with the coupling they refine",
+          "A rule's refines: names an existing catalog coupling (<technique>/<kind>/<target>), the rule names that "
+          "coupling's techniques, and both are errors or neither is (kg.knowledge.couplings.refine_problems)."),
 ]
 CHECKS: dict[str, Check] = {c.code: c for c in _CHECK_LIST}
 

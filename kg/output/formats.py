@@ -345,7 +345,11 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
     out.append(f"### {head}: {_md(summary)}")
     out.append("")
     if not results:
-        out.append("No problems found." if kind == "validate" else "No findings.")
+        if kind == "validate":
+            out.append("No problems found.")
+        else:  # never a bare "No findings" when rules could not be evaluated (kg.output.report.summary_line)
+            from kg.output.report import summary_line
+            out.append(_md(summary_line(d)) if d.get("outcomes") else "No findings.")
         return "\n".join(out) + "\n"
     if kind == "validate":
         out.append("| Severity | Location | Field | Problem | Hint |")

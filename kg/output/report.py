@@ -46,8 +46,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     """A readable report: stack summary, KV derivations, then each finding with numbers, costs, fixes, sources."""
     s = d["stack"]
     out = [f"optkg check: {one_line(s['name'])}"]
+    assumed = " (assumed: the latest release optkg knows)" if s.get("engine_version_assumed") else ""
     out.append(one_line(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
-               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}   hardware: {s['hardware'] or '-'}")
+               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}{assumed}   hardware: {s['hardware'] or '-'}")
                + f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
     techs = ", ".join(f"{k}({', '.join(f'{a}={b}' for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
     out.append(_wrap(f"techniques: {techs or '-'}", "  "))
@@ -84,10 +85,28 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             else:
                 out.append(f"  {'DCP':<42} impossible here (needs tp_size > num_key_value_heads for GQA/MHA;"
                            " no sliding-window layers)")
+    eff = d.get("effective_config") or []
+    if eff:
+        out.append("")
+        out.append(f"Effective configuration ({s['engine']} {s.get('engine_version') or ''})".rstrip())
+        for e in eff:
+            val = "?" if e["value"] is None else fmt_num(e["value"], REPORT)
+            src = {"given": "given", "unknown": "unknown"}.get(e["source"], e["source"])
+            head = f"  {e['setting']:<28} {val:<8} {src}"
+            if e["source"] == "given":
+                out.append(head)
+            else:
+                out.append(head + ":")
+                out.append(_wrap(e["why"], " " * 6))
     out.append("")
     fs = d["findings"]
-    if not fs:
-        out.append("No findings.")
+    unknown = d.get("not_evaluable") or []
+    held = (d.get("outcomes") or {}).get("held")
+    if not fs and not unknown:
+        out.append(f"No findings: {held} applicable rule(s) held." if held is not None else "No findings.")
+    elif not fs:
+        out.append(f"No rule fired, but {len(unknown)} rule(s) could not be evaluated (listed below): "
+                   "this is not a clean bill of health.")
     runtime = [f for f in fs if f.get("kind") == "runtime-failure"]
     for f in [f for f in fs if f.get("kind") != "runtime-failure"] + runtime:
         if runtime and f is runtime[0]:
@@ -120,22 +139,62 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             out.append(_wrap(f"fix: {fx}" + (f" (catalog: {ids})" if ids and f.get('fix') else ""), "      "))
         for src in f.get("sources", [])[:3]:
             out.append(one_line(f"      source: {src['title']} <{src['url']}>"))
-        out.append(f"      rule: {f['rule_file']}:{f['rule_line']}")
+        if f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
+            out.append(f"      coupling: {f['coupling']} ({f['rule_file']})")
+        else:
+            out.append(f"      rule: {f['rule_file']}:{f['rule_line']}"
+                       + (f" (refines coupling {f['coupling']})" if f.get("coupling") else ""))
         out.append("")
     if d.get("ignored_flags"):
         out.append(_wrap("ignored (not modelled): " + " ".join(d["ignored_flags"]), ""))
     for n in d.get("notes") or []:
         out.append(f"note: {one_line(n)}")
+    eff_notes = d.get("in_effect") or []
+    if eff_notes:
+        out.append("In effect (catalog couplings that apply to this stack; nothing to fix):")
+        for e in eff_notes:
+            out.append(_wrap(f"{e['message']} [{e['coupling']}]", "  "))
+    if unknown:
+        out.append("")
+        out.append(f"Could not be evaluated ({len(unknown)}):")
+        for u in unknown:
+            out.append(_wrap(f"{u['rule_id']}: missing {', '.join(u.get('needs') or u.get('missing') or ['?'])}"
+                             + ("" if u.get("missing") else f" ({u.get('reason', '')})"), "  "))
     if explain:
         out.append("")
         out.append("Rules that did not fire:")
         for nf in d.get("not_fired", []):
             out.append(_wrap(f"{nf['rule']}: {nf['reason']}", "  "))
-    counts = {}
+    out.append(summary_line(d))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def summary_line(d: dict[str, Any], max_names: int = 6) -> str:
+    """``2 finding(s) (1 error, 1 warning) · 74 rules held · 7 could not be evaluated (missing: a, b …)``.
+
+    Counts come from the report's ``outcomes`` (rules that fired, held, could not be evaluated);
+    the missing inputs are the ``needs`` of every not-evaluable rule, most frequent first."""
+    fs = d["findings"]
+    counts: dict[str, int] = {}
     for f in fs:
         counts[f["severity"]] = counts.get(f["severity"], 0) + 1
-    out.append(f"{len(fs)} finding(s)" + (": " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) if counts else ""))
-    return "\n".join(out).rstrip() + "\n"
+    parts = [f"{len(fs)} finding(s)" + (" (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ")"
+                                        if counts else "")]
+    oc = d.get("outcomes")
+    if oc:
+        parts.append(f"{oc.get('held', 0)} rules held")
+        unknown = d.get("not_evaluable") or []
+        if unknown:
+            freq: dict[str, int] = {}
+            for u in unknown:
+                for n in u.get("needs") or u.get("missing") or ["a comparison of mismatched types"]:
+                    freq[n] = freq.get(n, 0) + 1
+            names = sorted(freq, key=lambda n: (-freq[n], n))
+            more = " …" if len(names) > max_names else ""
+            parts.append(f"{len(unknown)} could not be evaluated (missing: {', '.join(names[:max_names])}{more})")
+        else:
+            parts.append("0 could not be evaluated")
+    return " · ".join(parts)
 
 
 def to_json(d: Any) -> str:

@@ -202,6 +202,9 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     for k, v in (table.get("defaults") or {}).items():
         st.settings[k] = v
     by_value_tids = {t for spec in table["flags"] for t in (spec.get("technique_by_value") or {}).values()}
+    # recorded so the effective configuration can tell a table default from a flag (kg.inputs.effective)
+    st.defaulted = {"settings": dict(table.get("defaults") or {}),
+                    "techniques": [t for t in table.get("default_techniques") or [] if catalog.resolve(t)]}
     removed: set[str] = set()
     model_name = None
     i = 0

@@ -13,7 +13,7 @@ from kg.output.diagrams.dot import DotWriter, HtmlLabel
 from kg.output.diagrams.escape import _clean, html_text
 from kg.output.diagrams.filters import Filters
 from kg.output.diagrams.render import Diagram, SCHEMA_VERSION
-from kg.output.diagrams.style import (CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES, FIRED_STYLE,
+from kg.output.diagrams.style import (CONDITIONAL_ALPHA, CONDITIONAL_PENWIDTH, EDGE_STYLES, FIRED_STYLE, HELD_STYLE,
                                       FIX_STYLE, FONT, SEED, _legend_html, _span_text, dimension_colours)
 
 
@@ -142,6 +142,8 @@ def _edge_attrs(d: dict[str, Any]) -> dict[str, Any]:
         st = FIRED_STYLE
     elif role == "fix":
         st = FIX_STYLE
+    elif role == "held":  # keeps its kind's arrowhead, loses its colour
+        st = {**EDGE_STYLES[d["kind"]], **HELD_STYLE}
     else:
         st = EDGE_STYLES[d["kind"]]
     tip = f"{d.get('kind', role)}: {d.get('mechanism', '')}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 
 from kg.output.diagrams.escape import mermaid_id, mermaid_text
-from kg.output.diagrams.style import EDGE_STYLES, FIRED_STYLE, FIX_STYLE
+from kg.output.diagrams.style import EDGE_STYLES, FIRED_STYLE, FIX_STYLE, HELD_STYLE
 
 
 def to_mermaid(vg: nx.MultiDiGraph, title: str = "") -> str:
@@ -48,6 +48,8 @@ def to_mermaid(vg: nx.MultiDiGraph, title: str = "") -> str:
                 stroke += ",stroke-dasharray:4 3,stroke-opacity:0.5"
         elif role == "fired":
             arrow, stroke = "==>", FIRED_STYLE["color"]
+        elif role == "held":
+            arrow, stroke = EDGE_STYLES[d["kind"]]["mermaid"], HELD_STYLE["color"] + ",stroke-dasharray:4 3"
         else:
             arrow, stroke = "-.->", FIX_STYLE["color"]
         lab = d.get("label") or ""

@@ -79,6 +79,13 @@ def stack_view(report: dict[str, Any], catalog) -> nx.MultiDiGraph:
                         from_dimension=d.get("from_dimension") or "", to_dimension=d.get("to_dimension") or "",
                         condition=d.get("condition") or "", mechanism=d.get("mechanism") or "",
                         severity=d.get("severity") or "")
+    from kg.knowledge.couplings import iter_couplings
+    edge_of: dict[str, tuple[str, str, str, dict]] = {}
+    for cp in iter_couplings(catalog):
+        dst = tnode(cp.target) if cp.target else pnode(cp.prop) if cp.prop else None
+        key = f"{cp.technique}#{cp.index}"
+        if dst and g.has_edge(tnode(cp.technique), dst, key=key):
+            edge_of[cp.ref] = (tnode(cp.technique), dst, key, g.edges[tnode(cp.technique), dst, key])
     findings = report.get("findings") or []
     for f in findings:
         rid = f.get("rule_id", "?")
@@ -86,7 +93,10 @@ def stack_view(report: dict[str, Any], catalog) -> nx.MultiDiGraph:
         label = rid + ("\n" + numbers_text(f.get("numbers") or {}) if f.get("numbers") else "")
         cd, fd = f.get("cost_dimension"), f.get("from_dimension")
         matched: list[tuple[str, str, str, dict]] = []
-        for u in techs:
+        ref = f.get("coupling")
+        if ref and ref in edge_of:  # generated from (or refining) a coupling: that very edge
+            matched.append(edge_of[ref])
+        for u in ([] if matched else techs):
             for _, v, k, d in sorted(g.out_edges(u, keys=True, data=True), key=lambda e: (e[1], e[2])):
                 if d["kind"] not in _FIRING_KINDS or (cd and d.get("to_dimension") != cd) \
                         or (fd and d.get("from_dimension") != fd):
@@ -98,6 +108,8 @@ def stack_view(report: dict[str, Any], catalog) -> nx.MultiDiGraph:
         for u, v, k, d in matched[:2]:
             if v.startswith("p:"):
                 add_prop(v[2:])
+            elif v not in vg:  # e.g. a required technique the stack lacks
+                add_tech(v[2:], "fix")
             attrs = {"kind": d["kind"], "role": "fired", "label": label, "rule": rid,
                      "from_dimension": d.get("from_dimension") or "", "to_dimension": d.get("to_dimension") or "",
                      "condition": d.get("condition") or "", "mechanism": f.get("message") or d.get("mechanism") or "",
@@ -128,6 +140,9 @@ def stack_view(report: dict[str, Any], catalog) -> nx.MultiDiGraph:
                 if not vg.has_edge(n, h, key=key):
                     vg.add_edge(n, h, key=key, kind="fix", role="fix", label="fix", rule=rid,
                                 mechanism=f.get("fix") or f"suggested fix for {rid}", condition="")
+    for u, v, k, d in vg.edges(keys=True, data=True):
+        if d.get("role") == "coupling":  # between the stack's techniques, but no finding fired on it
+            d["role"] = "held"
     vg.graph["findings"] = [{"rule_id": f.get("rule_id"), "severity": f.get("severity"), "title": f.get("title"),
                              "techniques": list(f.get("techniques") or [])} for f in findings]
     return vg
@@ -156,7 +171,8 @@ def stack_diagram_build(report: dict[str, Any], catalog) -> Diagram:
            f'<TR><TD><FONT POINT-SIZE="18"><B>{html_text(vg.graph["title"])}</B></FONT></TD></TR>'
            f'<TR><TD><FONT POINT-SIZE="11">{html_text(facts or " ")}</FONT></TD></TR>'
            '<TR><TD><FONT POINT-SIZE="10" COLOR="#d62728">red: the coupling behind a finding, with its numbers</FONT>'
-           '<FONT POINT-SIZE="10" COLOR="#1b9e77">   dashed green: suggested fix</FONT></TD></TR>'
+           '<FONT POINT-SIZE="10" COLOR="#1b9e77">   dashed green: suggested fix</FONT>'
+           '<FONT POINT-SIZE="10" COLOR="#9e9e9e">   dashed grey: a coupling that did not fire</FONT></TD></TR>'
            f'<TR><TD>{findings}</TD></TR></TABLE>')
     dot = graph_dot(vg, catalog.axes, "dot", {"label": HtmlLabel(lab), "labelloc": "t", "rankdir": "LR",
                                                "newrank": None}, clusters=False, legend=False)

@@ -29,6 +29,9 @@ CONDITIONAL_PENWIDTH = "0.8"
 # stack-diagram edge roles (not coupling kinds)
 FIRED_STYLE = {"color": "#d62728", "style": "bold", "arrowhead": "normal", "penwidth": "2.2"}
 FIX_STYLE = {"color": "#1b9e77", "style": "dashed", "arrowhead": "normal", "penwidth": "1.4"}
+# a coupling between the stack's techniques whose finding did not fire (held, or not evaluable): grey,
+# so only fired couplings are red (issue 12)
+HELD_STYLE = {"color": "#9e9e9e", "style": "dashed", "penwidth": "0.8"}
 
 # (fill, stroke) per dimension, assigned in axes order and cycled when the axes grow.
 DIMENSION_PALETTE = [

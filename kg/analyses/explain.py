@@ -1,0 +1,81 @@
+"""Coupling paths that can hold for one stack (``optkg explain A B --stack FILE|--vllm CMD``).
+
+A path (kg.knowledge.graph.coupling_paths) can hold for a stack when every edge on it can:
+
+- its ``engines`` list (if any) names the stack's engine (when the stack has one);
+- every technique on it can be used at the stack's stage: ``inference`` for a stack with a serving
+  engine, ``training`` for one with a training framework (no stage filter otherwise);
+- its ``condition`` (except on ``requires`` edges, where it is the constraint itself) is not false over the stack's facts (kg.analyses.check.stack_facts after the
+  engine's effective configuration). A condition that reads a fact the stack lacks *may* hold: the path
+  is kept and the unknown facts are listed.
+
+``filter_paths`` returns (kept, left_out): kept paths keep their order (shortest first); each left-out
+entry says which edge rules it out and why.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+from kg.inputs.stack import Stack
+
+
+def stack_namespace(stack: Stack) -> tuple[dict[str, Any], str | None]:
+    """(facts, stage) of ``stack`` as ``check`` sees them: effective configuration applied first."""
+    import copy
+
+    from kg.analyses.check import stack_facts
+    from kg.inputs.effective import effective_configuration
+    st = copy.copy(stack)
+    st.settings, st.notes = dict(stack.settings), list(stack.notes)
+    st.techniques = {k: dict(v) for k, v in stack.techniques.items()}
+    effective_configuration(st)
+    _, ns = stack_facts(st)
+    stage = "inference" if st.engine else "training" if st.framework else None
+    return ns, stage
+
+
+def _why_not(g, step, ns: dict[str, Any], stage: str | None, engine: str | None,
+             functions: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """(reason the edge cannot hold, or None; facts its condition needs that the stack lacks)."""
+    d = step.data
+    engines = d.get("engines") or []
+    if engine and engines and engine not in engines:
+        return f"{step.key} holds on {', '.join(engines)} only; the stack runs {engine}", []
+    for n in (step.src, step.dst):
+        node = g.nodes[n]
+        if stage and node.get("type") == "technique" and stage not in (node.get("stages") or []):
+            return f"{node['id']} is not used at the {stage} stage", []
+    cond = d.get("condition")
+    if cond and d.get("kind") != "requires":  # a requires condition is a constraint, not "when it applies"
+        try:
+            if not evaluate(cond, ns, functions):
+                return f"{step.key}: {cond} is false for this stack", []
+        except MissingFact as e:
+            return None, [e.name]
+        except (ExprTypeError, ZeroDivisionError, TypeError, ValueError):
+            return None, []
+    return None, []
+
+
+def filter_paths(g, paths: list[list[Any]], stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split ``paths`` into those that can hold for ``stack`` and those that cannot (module doc).
+
+    kept: ``[{"path": steps, "unknown": [fact names]}]``; left_out: ``[{"path": steps, "why": text}]``."""
+    ns, stage = stack_namespace(stack)
+    present = set(stack.techniques)
+    functions = {"has": present.__contains__}
+    kept, left = [], []
+    for p in paths:
+        unknown: list[str] = []
+        why = None
+        for s in p:
+            why, miss = _why_not(g, s, ns, stage, stack.engine, functions)
+            if why:
+                break
+            unknown += [m for m in miss if m not in unknown]
+        if why:
+            left.append({"path": p, "why": why})
+        else:
+            kept.append({"path": p, "unknown": unknown})
+    return kept, left

@@ -1,0 +1,231 @@
+"""The effective configuration: what an engine release runs with, before any rule looks at the stack.
+
+Data: ``catalog/engines/releases/<engine>.yaml`` (shape in that file's header): the releases optkg
+knows, and per setting the default each release range applies, optionally only ``when`` an expression
+over the stack's facts holds (GPU class, other settings), with the released source as evidence.
+
+``effective_configuration(stack)`` (mutates ``stack``; returns the entries for the report):
+
+1. The release: the stack's ``engine_version``; without one, the latest known release is assumed
+   (``stack.engine_version_assumed``; a note says so); a release newer than every known one keeps its
+   number and gets the newest knowledge (note).
+2. Per setting of the table, in file order: a value the stack gives (a flag, ``settings:``, a technique
+   parameter) wins, source ``given``. Otherwise the first entry whose ``releases`` holds the release and
+   whose ``when`` is true sets it, source ``engine default`` (with the release range and evidence). When
+   a ``when`` reads a fact the stack lacks (e.g. ``gpu_memory_gib`` without a GPU) and no entry decides,
+   the setting is ``unknown`` and left unset, so rules that need it are reported as not evaluable.
+3. An entry with ``technique`` also switches that technique in a pasted command: a default the engine
+   turns off (prefix caching before vLLM 0.8.0) removes the technique the flag table assumed, unless a
+   flag set it.
+
+Entries: ``{setting, value, source, releases, evidence, why}`` (value None when unknown).
+Errors: OptkgError for an unreadable table (file:line).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from kg.core import paths
+from kg.core.errors import OptkgError
+from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+
+_TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
+
+
+def release_tables() -> dict[str, dict[str, Any]]:
+    """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions)."""
+    files = sorted((paths.catalog_dir() / "engines" / "releases").glob("*.yaml"))
+    key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    if key not in _TABLES:
+        import yaml
+
+        from kg.core.yamlio import _loader_class, read_text
+        out = {}
+        for f in files:
+            d = _read_table(f, yaml, read_text, _loader_class)
+            if not isinstance(d, dict) or not isinstance(d.get("engine"), str):
+                raise OptkgError(f"{f}:1: a release table needs `engine:` and `releases:`")
+            out[d["engine"]] = d
+        _TABLES.clear()
+        _TABLES[key] = out
+    return _TABLES[key]
+
+
+def _read_table(f, yaml, read_text, loader) -> Any:
+    """One release table: from a JSON copy in the optkg cache keyed on the file's size and mtime, else
+    parsed with the C safe loader (shipped data read on every check; no line map needed) and cached."""
+    import json
+    st = f.stat()
+    from kg.core import cache
+    key = f"releases-{f.stem}-{st.st_size}-{st.st_mtime_ns}.json"
+    cpath = cache.cache_file(key)
+    try:
+        return json.loads(cpath.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    try:
+        d = yaml.load(read_text(f), Loader=loader())  # noqa: S506 - a safe loader
+    except yaml.YAMLError as e:
+        raise OptkgError(f"{f}: not valid YAML ({str(e).splitlines()[0]})") from None
+    try:
+        from kg.core.yamlio import atomic_write
+        atomic_write(cpath, json.dumps(d, default=str))
+    except (OSError, OptkgError, TypeError):
+        pass  # an unwritable cache only costs speed
+    return d
+
+
+def known_releases(engine: str | None) -> list[str]:
+    """The engine's known releases, ascending (empty for an engine without a table)."""
+    t = release_tables().get(engine or "")
+    if t is None:
+        return []
+    if "_sorted" not in t:  # parsed once per table version (Version() is not free)
+        t["_sorted"] = sorted((str(v) for v in t.get("releases") or []), key=Version)
+    return list(t["_sorted"])
+
+
+def latest_release(engine: str | None) -> str | None:
+    rel = known_releases(engine)
+    return rel[-1] if rel else None
+
+
+@lru_cache(maxsize=512)
+def _spec(text: str) -> SpecifierSet:
+    return SpecifierSet(text)
+
+
+def resolve_release(stack: Any) -> None:
+    """Step 1 of the module doc: set ``stack.engine_version`` (assumed latest when missing) and note it."""
+    latest = latest_release(stack.engine)
+    if latest is None:
+        return
+    if not stack.engine_version:
+        stack.engine_version = latest
+        stack.engine_version_assumed = True
+        stack.notes.append(f"{stack.engine} release not given: assumed {latest}, the latest optkg knows "
+                           "(pass --engine-version or engine_version: to check another)")
+        return
+    try:
+        if Version(stack.engine_version) > Version(latest):
+            stack.notes.append(f"{stack.engine} {stack.engine_version} is newer than the latest release optkg knows "
+                               f"({latest}): checked with the knowledge of {latest}")
+    except InvalidVersion:
+        pass
+
+
+def _given(stack: Any, name: str) -> bool:
+    if name not in stack.settings and not any(name in p for p in stack.techniques.values()):
+        return False
+    table_default = (getattr(stack, "defaulted", None) or {}).get("settings", {})
+    return not (name in table_default and stack.settings.get(name) == table_default[name])
+
+
+def _facts(stack: Any) -> dict[str, Any]:
+    ns = dict(stack.values())
+    hw = stack.hardware or {}
+    if hw:
+        ns["gpu"] = hw.get("id")
+        ns["gpu_memory_gib"] = hw.get("memory_gib")
+        ns["gpu_name_lower"] = f"{hw.get('id', '')} {hw.get('name', '')}".lower()
+    m = stack.model
+    mml = ns.get("max_model_len") or (m.derived_max_model_len if m is not None and stack.engine == "vllm" else None)
+    if mml:
+        ns["max_model_len_effective"] = int(mml)
+    return ns
+
+
+def effective_configuration(stack: Any) -> list[dict[str, Any]]:
+    """Apply the engine's release defaults to ``stack`` (module doc); return the entries for the report."""
+    t = release_tables().get(stack.engine or "")
+    if t is None:
+        return []
+    resolve_release(stack)
+    try:
+        version = Version(stack.engine_version)
+    except (InvalidVersion, TypeError):
+        return []
+    latest = latest_release(stack.engine)
+    if latest and version > Version(latest):
+        version = Version(latest)  # newer than known: the newest knowledge
+    present = set(stack.techniques)
+    fns = {"has": present.__contains__}
+    by_setting: dict[str, list[dict[str, Any]]] = {}
+    for e in t.get("defaults") or []:
+        by_setting.setdefault(str(e["setting"]), []).append(e)
+    out: list[dict[str, Any]] = []
+    for name, entries in by_setting.items():
+        if _given(stack, name):
+            value = stack.values().get(name)
+            out.append({"setting": name, "value": value, "source": "given", "releases": None, "evidence": [],
+                        "why": "set by the stack"})
+            continue
+        facts = _facts(stack)
+        chosen, lacking = None, set()
+        for e in entries:
+            if version not in _spec(str(e["releases"])):
+                continue
+            try:
+                if e.get("when") and not evaluate(str(e["when"]), facts, fns):
+                    continue
+                value = evaluate(str(e["value_expr"]), facts, fns) if "value_expr" in e else e["value"]
+            except MissingFact as err:
+                lacking.add(err.name)
+                continue
+            except (ExprTypeError, ZeroDivisionError, TypeError, ValueError):
+                continue
+            chosen = (e, value)
+            break
+        if chosen is None:
+            if lacking:
+                needs = "hardware" if lacking & {"gpu_memory_gib", "gpu_name_lower", "gpu"} else ", ".join(sorted(lacking))
+                out.append({"setting": name, "value": None, "source": "unknown", "releases": None, "evidence": [],
+                            "why": f"the {stack.engine} {stack.engine_version} default depends on {needs}, "
+                                   "which the stack does not give"})
+            continue
+        e, value = chosen
+        stack.settings[name] = value
+        for params in stack.techniques.values():  # technique parameters mirror the settings they came from
+            if name in params:
+                params[name] = value
+        tid = e.get("technique")
+        if tid and value is False and tid in stack.techniques and \
+                tid in ((getattr(stack, "defaulted", None) or {}).get("techniques") or []):
+            del stack.techniques[tid]
+            present.discard(tid)
+        ev = [dict(x) for x in e.get("evidence") or []]
+        where = f"{ev[0]['path']}:{ev[0]['line']} at {stack.engine} {ev[0]['release']}" if ev else "no evidence"
+        out.append({"setting": name, "value": value, "source": "engine default", "releases": str(e["releases"]),
+                    "evidence": ev, "why": f"{stack.engine} {e['releases']} default ({where})"
+                                          + (f", because {e['when']}" if e.get("when") else "")})
+    return out
+
+
+def engine_default(engine: str, setting: str, version: str | None, facts: dict[str, Any]) -> tuple[Any, str]:
+    """The release default of one ``setting`` for ``facts`` (e.g. ``{gpu_memory_gib, gpu_name_lower}``):
+    (value, why), or (None, why) when no entry decides. ``version`` None means the latest known release.
+    ``optkg fit`` and ``optkg check`` read the same table through this and ``effective_configuration``."""
+    t = release_tables().get(engine)
+    rel = version or latest_release(engine)
+    if t is None or rel is None:
+        return None, f"no release table for {engine}"
+    v = Version(rel)
+    latest = latest_release(engine)
+    if latest and v > Version(latest):
+        v = Version(latest)
+    for e in t.get("defaults") or []:
+        if e["setting"] != setting or v not in _spec(str(e["releases"])):
+            continue
+        try:
+            if e.get("when") and not evaluate(str(e["when"]), facts, {"has": lambda _t: False}):
+                continue
+            value = evaluate(str(e["value_expr"]), facts) if "value_expr" in e else e["value"]
+        except (MissingFact, ExprTypeError, ZeroDivisionError, TypeError, ValueError):
+            continue
+        ev = (e.get("evidence") or [{}])[0]
+        return value, f"{engine} {e['releases']} default ({ev.get('path')}:{ev.get('line')} at {engine} {ev.get('release')})"
+    return None, f"no {engine} {rel} default for {setting} decided by these facts"

@@ -1,0 +1,99 @@
+"""Three outcomes per applicable rule - fired, held, not evaluable (naming the missing facts) - and a
+report that never says "No findings" when rules could not run (issue 12, step 2)."""
+import json
+
+from kg.engine.rules import Rule, RuleSet, evaluate_rules
+from kg.output.report import summary_line
+
+SRC = [{"title": "t", "url": "https://example.org"}]
+
+
+def _rule(rid, match, condition=None, **kw):
+    return Rule(id=rid, ruleset="check", title=rid, match=match, message="m", sources=SRC, severity="warning",
+                condition=condition, **kw)
+
+
+def test_each_rule_gets_one_of_four_outcomes():
+    rs = RuleSet("check", [
+        _rule("fires", [{"kind": "model"}], "tp_size > 4"),
+        _rule("holds", [{"kind": "model"}], "tp_size > 16"),
+        _rule("holds-short-circuit", [{"kind": "model"}], "tp_size > 16 and max_num_seqs > 64"),
+        _rule("unknown", [{"kind": "model"}], "tp_size > 4 and max_num_seqs > 64 and attention_backend == 'x'"),
+        _rule("needs-hw", [{"kind": "model"}, {"kind": "hardware"}], "tp_size > 1"),
+        _rule("other-attention", [{"kind": "model", "attention": "mla"}], "tp_size > 1"),
+        _rule("absent-technique", [{"kind": "technique", "technique": "lora"}], "tp_size > 1"),
+        _rule("other-engine", [{"kind": "model"}], "tp_size > 1", applies_to={"engines": ["sglang"]}),
+        _rule("bad-types", [{"kind": "model"}], "kv_cache_dtype > 4"),
+    ], {})
+    facts = [{"kind": "stack", "engine": "vllm"}, {"kind": "model", "attention": "gqa"}]
+    got = {f.rule.id: (f.outcome, f.missing) for f in
+           evaluate_rules(rs, facts, {"tp_size": 8, "kv_cache_dtype": "auto"}, engine="vllm")}
+    assert got == {
+        "fires": ("fired", []),
+        "holds": ("held", []),
+        "holds-short-circuit": ("held", []),  # false before the missing fact is reached: decided
+        "unknown": ("not_evaluable", ["attention_backend", "max_num_seqs"]),  # every missing name, sorted
+        "needs-hw": ("not_evaluable", ["hardware"]),
+        "other-attention": ("held", []),
+        "absent-technique": ("not_applicable", []),
+        "other-engine": ("not_applicable", []),
+        "bad-types": ("not_evaluable", []),
+    }
+
+
+def test_summary_line_counts_and_names_what_is_missing():
+    d = {"findings": [{"severity": "error"}, {"severity": "warning"}, {"severity": "error"}],
+         "outcomes": {"fired": 3, "held": 74, "not_evaluable": 3, "not_applicable": 40},
+         "not_evaluable": [{"rule_id": "a", "needs": ["hardware"]}, {"rule_id": "b", "needs": ["max_num_seqs", "hardware"]},
+                           {"rule_id": "c", "needs": ["attention_backend"]}]}
+    assert summary_line(d) == ("3 finding(s) (2 error, 1 warning) · 74 rules held · 3 could not be evaluated "
+                               "(missing: hardware, attention_backend, max_num_seqs)")
+    d2 = {"findings": [], "outcomes": {"held": 5}, "not_evaluable": []}
+    assert summary_line(d2) == "0 finding(s) · 5 rules held · 0 could not be evaluated"
+
+
+CAPACITY = {"weights-do-not-fit", "kv-budget-exhausted", "max-model-len-exceeds-kv-capacity",
+            "parallel-size-exceeds-gpu-count"}
+
+
+def test_no_gpu_lists_capacity_rules_as_not_evaluable(cli):
+    code, out, err = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["schema_version"] == "1.1"
+    ne = {u["rule_id"]: u for u in d["not_evaluable"]}
+    assert CAPACITY <= set(ne)
+    assert all(ne[r]["needs"] == ["hardware"] for r in CAPACITY)
+    assert d["outcomes"]["not_evaluable"] == len(d["not_evaluable"])
+    code, text, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
+    assert "No findings" not in text
+    assert "  weights-do-not-fit: missing hardware" in text
+    last = text.rstrip().splitlines()[-1]
+    n, held, unknown = len(d["findings"]), d["outcomes"]["held"], len(d["not_evaluable"])
+    assert last.startswith(f"{n} finding(s) (")
+    assert f" · {held} rules held · {unknown} could not be evaluated (missing: hardware, " in last
+
+
+def test_unknown_gpu_runs_the_other_rules(cli):
+    code, out, err = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H999", "--format", "json")
+    assert code == 0, err  # was exit 2: an unknown GPU stopped the whole check
+    d = json.loads(out)
+    assert "kv-head-replication" in {f["rule_id"] for f in d["findings"]}  # needs no hardware: still runs
+    assert CAPACITY <= {u["rule_id"] for u in d["not_evaluable"]}
+    assert any("unknown GPU 'H999'" in n for n in d["notes"])
+    code, _, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H999", "--fail-on-unknown")
+    assert code == 1
+    code, _, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H200", "--count", "8",
+                     "--kv-budget-gib", "60", "--fail-on", "never", "--fail-on-unknown", "--format", "json")
+    assert code == 1  # still some rules miss settings (e.g. host_memory_gib); CI asked to fail on that
+
+
+def test_unknown_gpu_in_a_stack_file(cli, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: Qwen/Qwen3-235B-A22B\nhardware: {gpu: Z9000, count: 8}\n"
+                 "techniques: [{tensor-parallelism: {tp_size: 8}}]\n")
+    code, out, err = cli("check", str(f), "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert any("s.yaml:2: unknown GPU 'Z9000'" in n for n in d["notes"])
+    assert "weights-do-not-fit" in {u["rule_id"] for u in d["not_evaluable"]}

@@ -1,0 +1,111 @@
+"""Effective configuration before rules (issue 12, step 4): release lists and release-ranged engine
+defaults as data (catalog/engines/releases/), the latest known release assumed when none is given."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from kg.inputs.effective import known_releases, latest_release
+
+DL = Path("/work/dl")
+
+
+def _check(cli, *argv):
+    code, out, err = cli("check", *argv, "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    return d, {e["setting"]: e for e in d["effective_config"]}
+
+
+def test_release_lists_are_data():
+    rel = known_releases("vllm")
+    assert rel[0] == "0.4.0" and latest_release("vllm") == "0.33.0" and "0.5.1" in rel and "0.8.0" in rel
+    assert latest_release("sglang") == "0.5.23"
+    assert latest_release("no-such-engine") is None
+
+
+def test_no_release_given_assumes_the_latest_and_says_so(cli):
+    d, eff = _check(cli, "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
+    assert d["stack"]["engine_version"] == "0.33.0" and d["stack"]["engine_version_assumed"] is True
+    assert any("vllm release not given: assumed 0.33.0, the latest optkg knows" in n for n in d["notes"])
+    _, text, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
+    assert "engine: vllm 0.33.0 (assumed: the latest release optkg knows)" in text.splitlines()[1]
+    # no GPU: the capacity rules are listed as not evaluable for lack of hardware, not dropped
+    ne = {u["rule_id"]: u["needs"] for u in d["not_evaluable"]}
+    for rid in ("weights-do-not-fit", "kv-budget-exhausted", "max-model-len-exceeds-kv-capacity",
+                "parallel-size-exceeds-gpu-count"):
+        assert ne[rid] == ["hardware"]
+    # the scheduler defaults of 0.33.0 depend on the GPU class: unknown without one
+    assert eff["max_num_seqs"]["source"] == "unknown" and "depends on hardware" in eff["max_num_seqs"]["why"]
+    assert (eff["gpu_memory_utilization"]["value"], eff["gpu_memory_utilization"]["source"]) == (0.92, "engine default")
+    assert eff["enable_prefix_caching"]["value"] is True
+
+
+def test_vllm_0_5_1_does_not_assume_prefix_caching(cli):
+    cmd = "vllm serve meta-llama/Meta-Llama-3.1-8B"
+    d, eff = _check(cli, "--vllm", cmd, "--engine-version", "0.5.1")
+    assert "prefix-caching" not in d["stack"]["techniques"] and "chunked-prefill" not in d["stack"]["techniques"]
+    e = eff["enable_prefix_caching"]
+    assert (e["value"], e["source"], e["releases"]) == (False, "engine default", "<0.8.0")
+    assert e["evidence"][0] == {"release": "0.5.1", "path": "vllm/engine/arg_utils.py", "line": 44,
+                                "snippet": "enable_prefix_caching: bool = False"}
+    # V0 scheduler: 256 sequences; without chunked prefill max(max_model_len, 2048) = 131,072 tokens
+    assert eff["max_num_seqs"]["value"] == 256 and eff["max_num_batched_tokens"]["value"] == 131072
+    assert eff["vllm_use_v1"]["value"] == 0
+    d, eff = _check(cli, "--vllm", cmd + " --enable-prefix-caching", "--engine-version", "0.5.1")
+    assert "prefix-caching" in d["stack"]["techniques"] and eff["enable_prefix_caching"]["source"] == "given"
+
+
+@pytest.mark.parametrize("gpu, version, seqs, tokens", [
+    ("H200", "0.33.0", 1024, 8192),       # >= 70 GiB, not an A100
+    ("B200", "0.33.0", 1024, 16384),      # >= 160 GiB tier from 0.28.0
+    ("B200", "0.27.0", 1024, 8192),       # before the 160 GiB tier
+    ("A100-80GB", "0.33.0", 256, 2048),   # A100 stays on the small defaults (PR 17885)
+    ("L40S", "0.10.2", 256, 2048),        # 48 GiB
+])
+def test_scheduler_defaults_by_gpu_class(cli, gpu, version, seqs, tokens):
+    _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--gpu", gpu,
+                    "--engine-version", version)
+    assert (eff["max_num_seqs"]["value"], eff["max_num_batched_tokens"]["value"]) == (seqs, tokens)
+
+
+def test_newer_than_known_release_gets_the_newest_knowledge(cli):
+    d, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", "0.99.0")
+    assert d["stack"]["engine_version"] == "0.99.0" and d["stack"]["engine_version_assumed"] is False
+    assert any("0.99.0 is newer than the latest release optkg knows (0.33.0)" in n for n in d["notes"])
+    assert eff["gpu_memory_utilization"]["value"] == 0.92
+
+
+def test_given_settings_win(cli):
+    _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --gpu-memory-utilization 0.8 "
+                    "--max-num-seqs 64", "--gpu", "H200")
+    assert eff["gpu_memory_utilization"]["source"] == "given" and eff["gpu_memory_utilization"]["value"] == 0.8
+    assert eff["max_num_seqs"]["source"] == "given" and eff["max_num_seqs"]["value"] == 64
+
+
+def test_every_default_cites_the_released_source():
+    table = yaml.safe_load((REPO / "catalog/engines/releases/vllm.yaml").read_text())
+    if not (DL / "vllm-0.33.0").is_dir():
+        pytest.skip("released vLLM sources are not unpacked under /work/dl on this machine")
+    checked = 0
+    for e in table["defaults"]:
+        assert e["evidence"], e
+        for ev in e["evidence"]:
+            f = DL / f"vllm-{ev['release']}" / ev["path"]
+            if f.is_file():
+                assert ev["snippet"] in f.read_text().splitlines()[ev["line"] - 1], (e["setting"], ev)
+                checked += 1
+    assert checked >= 30
+
+
+def test_fit_and_check_use_the_same_scheduler_default(catalog, cli):
+    from kg.analyses.fit import _thresholds, scheduler_limit
+    from kg.engine.rules import load_ruleset
+    th = _thresholds(load_ruleset("fit"), None)
+    for gpu in sorted(catalog.hardware):
+        hw = catalog.hardware[gpu]
+        fit_value, _ = scheduler_limit(th, {"gpu": gpu, "gpu_name": hw.get("name"), "gpu_memory_gib": hw.get("memory_gib")})
+        _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--gpu", gpu)
+        assert eff["max_num_seqs"]["value"] == fit_value, gpu

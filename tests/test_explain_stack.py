@@ -1,0 +1,38 @@
+"""``optkg explain A B --stack FILE|--vllm CMD``: only paths whose conditions can hold for the stack,
+shortest first, and how many were left out (issue 12, step 5)."""
+import json
+
+
+def _explain(cli, tmp_path, framework, *extra):
+    f = tmp_path / f"{framework}.yaml"
+    f.write_text(f"model: meta-llama/Meta-Llama-3.1-8B\nframework: {framework}\n"
+                 "techniques: [zero-2, {pipeline-parallelism: {pp_size: 4}}]\n")
+    code, out, err = cli("explain", "zero-2", "pipeline-parallelism", "--stack", str(f), "--format", "json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_the_direct_conflict_holds_only_on_deepspeed(cli, tmp_path):
+    code, out, _ = cli("explain", "zero-2", "pipeline-parallelism", "--format", "json")
+    every = json.loads(out)
+    assert [s["key"] for s in every["paths"][0]] == ["zero-2#0"]  # without a stack: shortest first, all kinds
+    ds = _explain(cli, tmp_path, "deepspeed")
+    assert [s["key"] for s in ds["paths"][0]] == ["zero-2#0"]
+    mg = _explain(cli, tmp_path, "megatron")
+    assert all([s["key"] for s in p] != ["zero-2#0"] for p in mg["paths"])
+    assert "zero-2#0: pp_size > 1 and framework == 'deepspeed' is false for this stack" in mg["left_out_reasons"]
+    assert mg["left_out"] > ds["left_out"] > 0
+    lengths = [len(p) for p in mg["paths"]]
+    assert lengths == sorted(lengths)  # still shortest first
+
+
+def test_serving_stack_drops_training_only_paths(cli):
+    code, out, err = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--vllm",
+                         "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["left_out"] > 0
+    assert any(r.endswith("is not used at the inference stage") for r in d["left_out_reasons"])
+    _, text, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--vllm",
+                     "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
+    assert f"that can hold for Qwen/Qwen3-235B-A22B (vllm); {d['left_out']} left out" in text.splitlines()[0]
