@@ -64,10 +64,8 @@ class Finding:
     rule_file: str = ""
     rule_line: int = 0
     fingerprint: str = ""
-<<<<<<< HEAD
     kind: str = "startup"  # or "runtime-failure": the engine starts, then crashes, hangs or degrades
     failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure: outcome, affected, fixed_in, issue
-=======
     coupling: str | None = None  # the catalog coupling the rule was generated from or refines (kg.knowledge.couplings)
 
     def to_dict(self) -> dict[str, Any]:
