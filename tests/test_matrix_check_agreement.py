@@ -31,7 +31,10 @@ def _release(engine, spec):
     from packaging.version import Version
     if not spec:
         return None
-    return next(v for v in RELEASES[engine] if Version(v) in SpecifierSet(spec))
+    from kg.inputs.effective import known_releases
+    spec_set = SpecifierSet(spec)
+    # the release lists as data (catalog/engines/releases/), plus a few for engines without a table
+    return next(v for v in known_releases(engine) + RELEASES.get(engine, []) if Version(v) in spec_set)
 
 
 # the smallest real model whose shape the rule's model pattern describes (bundled configs)
