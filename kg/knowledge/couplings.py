@@ -203,25 +203,18 @@ def _cache_key(catalog: Catalog, rules: RuleSet) -> str | None:
 def check_ruleset(catalog: Catalog, rules: RuleSet) -> RuleSet:
     """``rules`` (the hand-written check rules) plus the generated coupling rules, one RuleSet.
 
-    Cached on disk like the catalog and the rules (content-keyed: kg.core.cache; see ``_cache_key``) and
-    kept per process, so neither generation nor the durable-rules compilation repeats needlessly
-    (``ruleset_for`` compiles only the rules a stack's techniques can match).
+    Kept per process (keyed on ``_cache_key``); ``optkg check`` itself goes through ``ruleset_for``, which
+    generates and compiles only the rules a stack's techniques can match.
     """
     key = _cache_key(catalog, rules)
     mem_key = (key, id(rules)) if key else (id(rules), tuple(r.id for r in rules.rules))
     got = _COMBINED.get(mem_key)
     if got is not None and got[0] is rules:
         return got[1]
-    from kg.core import cache
-    path = cache.cache_file(f"coupling-rules-{key}.pickle") if key else None
-    combined = cache.read(path, RuleSet) if path is not None else None
-    if combined is None:
-        refined = set(refined_refs(catalog, rules))
-        hand_ids = {r.id for r in rules.rules}
-        gen = [r for r in coupling_rules(catalog, refined) if r.id not in hand_ids]
-        combined = RuleSet(rules.kind, list(rules.rules) + gen, dict(rules.thresholds))
-        if path is not None:
-            cache.write(path, combined)
+    refined = set(refined_refs(catalog, rules))
+    hand_ids = {r.id for r in rules.rules}
+    gen = [r for r in coupling_rules(catalog, refined) if r.id not in hand_ids]
+    combined = RuleSet(rules.kind, list(rules.rules) + gen, dict(rules.thresholds))
     if len(_COMBINED) > 8:
         _COMBINED.clear()
     _COMBINED[mem_key] = (rules, combined)
