@@ -329,11 +329,9 @@ def scheduler_limit(th: Mapping[str, float], ctx: Mapping[str, Any] | None,
         why = (f"{mem:g} GiB >= {th['large_gpu_min_gib']:g} GiB, not an A100" if big else
                ("an A100" if "a100" in name else f"{mem:g} GiB < {th['large_gpu_min_gib']:g} GiB"))
         val = th["max_num_seqs_large_gpu"] if big else th["max_num_seqs_default"]
-        # the same release defaults `optkg check` applies (catalog/engines/releases/vllm.yaml, latest release)
-        from kg.inputs.effective import engine_default
+        from kg.inputs.effective import engine_default  # the release table `optkg check` applies too
         table, _ = engine_default("vllm", "max_num_seqs", None, {"gpu_memory_gib": mem, "gpu_name_lower": name})
-        if table is not None and th.get("max_num_seqs_large_gpu") == 1024 and th.get("max_num_seqs_default") == 256:
-            val = table  # thresholds the user did not override: the engine table decides
+        val = table if table is not None and (th.get("max_num_seqs_large_gpu"), th.get("max_num_seqs_default")) == (1024, 256) else val
         return int(val), f"vLLM >= 0.9 default max_num_seqs on {gpu}: {why}"
     return int(th["max_num_seqs_default"]), (
         f"vLLM >= 0.9 default max_num_seqs without --gpu (GPUs under {th['large_gpu_min_gib']:g} GiB and A100; "

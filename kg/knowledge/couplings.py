@@ -120,6 +120,12 @@ def compile_coupling(cp: CouplingRef, catalog: Catalog) -> Rule | None:
     """The rule a coupling compiles to (table in the module doc), or None when there is nothing to check."""
     kind, cond = cp.kind, cp.condition
     a = cp.technique
+    if cond:
+        from kg.engine.expr import ExprError, compile_expr
+        try:
+            compile_expr(cond, ("has",))
+        except ExprError:
+            return None  # a condition outside the language: `optkg validate` reports it (coupling-condition)
     match: list[dict[str, Any]] = [{"kind": "technique", "technique": a}]
     involves: list[str] = []
     if cp.target is not None:
