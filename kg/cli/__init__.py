@@ -16,7 +16,7 @@ import sys
 
 # command name -> (module, one-line help). The module is imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("kg.cli.check", "check a stack (file, --vllm or --sglang command) for coupling findings"),
+    "check": ("kg.cli.check", "check a serving or training stack (file, --cmd, --train, --vllm or --sglang) for coupling findings"),
     "kv": ("kg.cli.kv", "KV-cache derivations for a model under TP/PP/DCP"),
     "reconcile": ("kg.cli.reconcile", "optkg's memory estimate beside each number of a vLLM/SGLang startup log"),
     "sweep": ("kg.cli.sweep", "evaluate many TP/DCP/KV-dtype combinations in one process"),

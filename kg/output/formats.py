@@ -388,9 +388,9 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
             if f.get("numbers"):
                 out.append("- numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
             if f.get("mechanism"):
-                out.append(f"- why: {f['mechanism']}")
+                out.append(f"- why: {_md(f['mechanism'])}")
             for s in f.get("sources") or []:
-                out.append(f"- source: [{s.get('title')}]({s.get('url')})")
+                out.append(f"- source: [{_md(s.get('title'))}]({_md(s.get('url'))})")
             out.append("")
         out.append("</details>")
     if d.get("suppressed"):

@@ -96,7 +96,8 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     findings = d.get("findings") or []
     if findings:
         for f in findings:
-            out.append(f"{f['severity'].upper():<6}{f['rule_id']}: {f['title']}")
+            label = "WARN" if f["severity"] == "warning" else f["severity"].upper()  # as the serving report
+            out.append(f"{label:<6}{f['rule_id']}: {f['title']}")
             out.append(f"      {f['message']}")
             if f.get("fix"):
                 out.append(f"      fix: {f['fix']}")
