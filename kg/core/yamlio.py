@@ -30,6 +30,22 @@ class YamlFloat(float):
         return (YamlFloat, (float(self), self.text))
 
 
+
+def _yaml_error(name: str, e: BaseException) -> OptkgError:
+    """The one-line error for a YAML document that does not parse: ``file:line:col: YAML error: what``."""
+    import yaml  # imported lazily, as in the loaders (kept off the start-up path)
+
+    if isinstance(e, RecursionError):
+        return OptkgError(f"{name}: YAML nesting too deep")
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        what = (e.problem or e.context or "invalid YAML").strip()
+        if "could not determine a constructor" in str(e):
+            what = f"unsafe or unknown tag refused ({what})"
+        return OptkgError(f"{where}: YAML error: {what}")
+    return OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}")
+
 def scalar_text(value: Any) -> str:
     """The text a YAML scalar was written as, when the loader kept it (a float), else ``str(value)``."""
     return value.text if isinstance(value, YamlFloat) else str(value)
@@ -251,17 +267,8 @@ def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
         except OptkgError as e:
             raise OptkgError(f"{name}:{node.start_mark.line + 1}: {e}") from None
         data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        what = (e.problem or e.context or "invalid YAML").strip()
-        if "could not determine a constructor" in str(e):
-            what = f"unsafe or unknown tag refused ({what})"
-        raise OptkgError(f"{where}: YAML error: {what}") from None
-    except yaml.YAMLError as e:
-        raise OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}") from None
-    except RecursionError:
-        raise OptkgError(f"{name}: YAML nesting too deep") from None
+    except (yaml.YAMLError, RecursionError) as e:
+        raise _yaml_error(name, e) from None
     finally:
         loader.dispose()
     duplicates: list[tuple[tuple, int, int, int]] = []
@@ -402,17 +409,8 @@ def parse_yaml_all(text: str, name: str = "<string>") -> list[YamlDoc]:
             data = loader.construct_document(node)
             duplicates: list[tuple[tuple, int, int, int]] = []
             docs.append(YamlDoc(name, data, _line_map(node, duplicates), duplicates))
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        what = (e.problem or e.context or "invalid YAML").strip()
-        if "could not determine a constructor" in str(e):
-            what = f"unsafe or unknown tag refused ({what})"
-        raise OptkgError(f"{where}: YAML error: {what}") from None
-    except yaml.YAMLError as e:
-        raise OptkgError(f"{name}: YAML error: {str(e).splitlines()[0]}") from None
-    except RecursionError:
-        raise OptkgError(f"{name}: YAML nesting too deep") from None
+    except (yaml.YAMLError, RecursionError) as e:
+        raise _yaml_error(name, e) from None
     finally:
         loader.dispose()
     return docs
