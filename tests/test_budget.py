@@ -29,10 +29,15 @@ def test_moe_activation_uses_the_fused_moe_workspaces():
 
 
 def test_release_defaults_of_gpu_memory_utilization():
+    # one source of truth: catalog/engines/releases/vllm.yaml (the effective configuration's table):
+    # 0.9 before 0.20.0 (arg_utils.py:48 at 0.5.1), 0.92 from 0.20.0 (config/cache.py:66 at 0.20.0)
     assert release_default("vllm", "gpu_memory_utilization", "0.12.0")[0] == 0.9
+    assert release_default("vllm", "gpu_memory_utilization", "0.19.0")[0] == 0.9
+    assert release_default("vllm", "gpu_memory_utilization", "0.20.0")[0] == 0.92
+    assert release_default("vllm", "gpu_memory_utilization", "0.25.0")[0] == 0.92  # was 0.9 from a second table
     assert release_default("vllm", "gpu_memory_utilization", "0.33.0")[0] == 0.92
     v, src = release_default("vllm", "gpu_memory_utilization", None)
-    assert v == 0.92 and "latest known release assumed" in src and "cache.py:215" in src
+    assert v == 0.92 and "latest known release assumed (0.33.0)" in src and "cache.py:66" in src
     # the parser's table default is replaced by the release's; any other value was given on purpose
     assert resolve_utilization("vllm", "0.10.0", 0.92, 0.92)[0] == 0.9
     assert resolve_utilization("vllm", "0.10.0", 0.85, 0.92) == (0.85, resolve_utilization("vllm", None, 0.85, 0.92)[1])
@@ -71,3 +76,31 @@ def test_check_fit_and_sweep_print_the_same_budget(tmp_path):
     assert check_budget == sweep_budget == round(ctx["budget_bytes"])
     # 79.65 GiB (memory_visible_mib) everywhere, not 80
     assert "79.65 GiB" in ctx["budget_source"]
+
+
+def _utilization_everywhere(*argv: str) -> set:
+    """gpu_memory_utilization in the check header (paged-kv-cache parameter), the effective configuration
+    and the budget's requested line, for one check run."""
+    code, out, err = run_cli("check", *argv, "--gpu", "H100-SXM", "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    eff = {e["setting"]: e for e in d["effective_config"]}["gpu_memory_utilization"]
+    requested = {x["name"]: x for x in d["derived"]["kv_budget_breakdown"]}["requested"]
+    return {d["stack"]["techniques"]["paged-kv-cache"]["gpu_memory_utilization"], eff["value"],
+            d["derived"]["kv_budget_gpu_memory_utilization"]}, eff["source"], requested["basis"], requested["source"]
+
+
+def test_pinned_release_header_and_budget_use_one_utilization():
+    # vLLM 0.11.0 runs with 0.9 (release table); header, effective configuration and budget all say 0.9
+    vals, src, basis, why = _utilization_everywhere("--vllm", "vllm serve meta-llama/Llama-3.1-8B",
+                                                    "--engine-version", "0.11.0")
+    assert vals == {0.9} and src == "engine default" and "gpu_memory_utilization 0.9)" in basis
+    assert "given" not in why and "vllm 0.11.0 default" in why
+    # 0.25.0: 0.92 everywhere (the budget used to read a second table that said 0.9 between 0.12.0 and 0.33.0)
+    vals, src, basis, why = _utilization_everywhere("--vllm", "vllm serve meta-llama/Llama-3.1-8B",
+                                                    "--engine-version", "0.25.0")
+    assert vals == {0.92} and src == "engine default"
+    # a flag equal to the newest default is still given: 0.11.0 with --gpu-memory-utilization 0.92 runs with 0.92
+    vals, src, basis, why = _utilization_everywhere(
+        "--vllm", "vllm serve meta-llama/Llama-3.1-8B --gpu-memory-utilization 0.92", "--engine-version", "0.11.0")
+    assert vals == {0.92} and src == "given" and "; given (" in why

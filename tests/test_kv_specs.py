@@ -136,3 +136,19 @@ def test_defaults_and_errors():
                 "rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}}
     assert vllm_default_max_model_len(longrope) == 4096
     assert parse_config(longrope, "phi").derived_max_model_len == 131072
+
+
+def test_kv_flags_max_model_len_beyond_the_context():
+    # Llama-3.1-8B: max_position_embeddings 131,072 with llama3 RoPE scaling (not multiplied: config/model.py:2610-2621)
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--max-model-len", "1000000",
+                             "--kv-budget-gib", "30")
+    assert code == 0, err
+    assert out.startswith("WARNING max-model-len-exceeds-max-position-embeddings: max_model_len 1,000,000 is above "
+                          "the 131,072 tokens")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in out.splitlines()[0]
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--max-model-len", "131073", "--format", "json")
+    d = json.loads(out)
+    assert d["max_model_len_limit"] == 131_072 and d["warnings"][0]["rule_id"] == "max-model-len-exceeds-max-position-embeddings"
+    # at the limit: no warning
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--max-model-len", "131072", "--format", "json")
+    assert "warnings" not in json.loads(out) and "WARNING" not in out

@@ -102,3 +102,13 @@ def test_bad_logs_are_one_line_errors(tmp_path):
         p = tmp_path / "tokens.log"
         p.write_text("GPU KV cache size: 1,000 tokens\n")
         logged_kv_budget(read_startup_log(p))
+
+
+def test_kv_budget_from_refuses_the_other_engines_log():
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B",
+                             "--kv-budget-from", str(LOGS / "sglang-21348-qwen3-235b-fp8-tp4.log"))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "a sglang startup log for a vllm stack" in err and "sglang-21348" in err
+    code, out, err = run_cli("check", "--sglang", "python3 -m sglang.launch_server --model meta-llama/Llama-3.1-8B",
+                             "--kv-budget-from", str(LOGS / "vllm-21348-qwen3-235b-fp8-tp4.log"))
+    assert code == 2 and "a vllm startup log for a sglang stack" in err

@@ -332,10 +332,14 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
 
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:
-    """gpu_memory_utilization and its source (kg.derive.budget.resolve_utilization, release defaults as data)."""
+    """gpu_memory_utilization and its source (kg.derive.budget.resolve_utilization). Whether the stack gave
+    it is the effective configuration's decision (kg.inputs.effective), so the budget, the header and the
+    "Effective configuration" section show one value."""
     from kg.derive.budget import engine_table, resolve_utilization
+    from kg.inputs.effective import setting_given
     table_default = ((engine_table(stack.engine or "") or {}).get("defaults") or {}).get("gpu_memory_utilization")
-    return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"), table_default)
+    return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"), table_default,
+                               setting_given(stack, "gpu_memory_utilization"))
 
 
 def serving_defaults(stack: Stack, ns: dict[str, Any]) -> tuple[int, int]:

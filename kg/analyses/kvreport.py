@@ -34,6 +34,15 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
         out["kv_lora_rank"], out["qk_rope_head_dim"] = model.kv_lora_rank, model.qk_rope_head_dim
     if model.warnings:
         out["notes"] = list(model.warnings)
+    limit = model.derived_max_model_len
+    if limit is not None:
+        out["max_model_len_limit"] = int(limit)
+    if max_model_len and limit and max_model_len > limit:
+        # the rule `optkg check` fires for the same stack (rules/capacity.yaml)
+        out["warnings"] = [{"rule_id": "max-model-len-exceeds-max-position-embeddings", "message": (
+            f"max_model_len {max_model_len:,} is above the {int(limit):,} tokens vLLM derives from the model config "
+            "(max_position_embeddings and its RoPE scaling): vLLM refuses to start unless "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm 0.33.0 config/model.py:2657-2683, _get_and_verify_max_len)")}]
     plan = None
     try:
         plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, max_model_len,

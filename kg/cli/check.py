@@ -58,7 +58,14 @@ def run(args: argparse.Namespace) -> int:
         from kg.analyses.reconcile import logged_kv_budget
         from kg.inputs.logs import read_startup_log
         from kg.inputs.stack import set_setting
-        budget, where = logged_kv_budget(read_startup_log(args.kv_budget_from))
+        log = read_startup_log(args.kv_budget_from)
+        for stack in stacks:
+            if stack.engine and log.engine != stack.engine:
+                # the two engines size their pools differently (SGLang: K + V of a token pool inside
+                # mem_fraction_static; vLLM: blocks after profiling): one's budget does not carry over
+                raise OptkgError(f"{args.kv_budget_from}: --kv-budget-from: a {log.engine} startup log for a "
+                                 f"{stack.engine} stack ({stack.name}); give a log of the same engine")
+        budget, where = logged_kv_budget(log)
         for stack in stacks:
             set_setting(stack, "kv_budget_gib", budget / 2**30, "--kv-budget-from")
             stack.notes.append(f"KV budget per GPU from {where}")

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(out), end="")
         return 0
+    for w in out.get("warnings") or []:
+        print(f"WARNING {w['rule_id']}: {w['message']}")
     L = lay
     if model.is_mla:
         # MLA caches one latent per token per layer, shared by every query head: KV heads and

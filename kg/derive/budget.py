@@ -8,8 +8,8 @@ vLLM V1 (``determine_available_memory``, vLLM 0.33.0 ``v1/worker/gpu_worker.py:6
 ``non_kv_cache_memory`` is what the instance consumed after profiling (weights + non-torch +
 persistent buffers) plus the torch peak above it (``utils/mem_utils.py:312-321``); the CUDA-graph
 estimate is subtracted by default (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, ``envs.py:2219-2221``).
-``gpu_memory_utilization`` defaults per release come from catalog/engines/vllm.yaml
-``release_defaults`` (0.92 in 0.33.0 ``config/cache.py:215``; 0.9 in 0.12.0 ``config/cache.py:49``).
+``gpu_memory_utilization`` defaults per release come from the effective configuration's release table
+(catalog/engines/releases/vllm.yaml: 0.92 from 0.20.0, 0.33.0 ``config/cache.py:215``; 0.9 before).
 
 SGLang (``mem_fraction_static``): the static pool (weights + KV) is ``total x mem_fraction_static``;
 activations and CUDA graphs live in the remaining ``1 - mem_fraction_static``
@@ -173,49 +173,31 @@ def _load_table(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
 
 
 def release_default(engine: str, key: str, version: str | None) -> tuple[Any, str] | None:
-    """``(value, source)`` of an engine default that changed between releases
-    (catalog/engines/<engine>.yaml ``release_defaults``), or None when the table has none.
-
-    With a ``version``: the entry whose ``versions`` range holds it, else (a release between two
-    known ranges) the nearest older entry; without one: the newest entry ("latest known release assumed").
+    """``(value, source)`` of an engine default that changed between releases, or None when no release
+    decides it. One source of truth: the effective configuration's release table
+    (catalog/engines/releases/<engine>.yaml via kg.inputs.effective.engine_default), the table ``check``
+    applies to the stack; without a ``version`` the latest known release is assumed and the source says so.
     """
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    table = (engine_table(engine) or {}).get("release_defaults") or {}
-    entries = table.get(key) if isinstance(table, dict) else None
-    if not isinstance(entries, list) or not entries:
+    from kg.inputs.effective import engine_default, latest_release
+    value, why = engine_default(engine, key, version, {})
+    if value is None:
         return None
-
-    def cite(e: dict[str, Any]) -> str:
-        ev = (e.get("evidence") or [{}])[0]
-        return f"{engine} {ev.get('release')} {ev.get('path')}:{ev.get('line')}"
     if version:
-        try:
-            v = Version(version)
-        except InvalidVersion:
-            v = None
-        if v is not None:
-            for e in entries:
-                if v in SpecifierSet(str(e.get("versions") or "")):
-                    return e["value"], f"{engine} {version} default ({cite(e)})"
-            older = [e for e in entries if any(v > Version(s.version) for s in SpecifierSet(str(e["versions"])))]
-            if older:
-                e = older[-1]
-                return e["value"], (f"{engine} {version}: between known releases, the default of the nearest older "
-                                    f"one assumed ({cite(e)})")
-    e = entries[-1]
-    return e["value"], f"{engine} default, latest known release assumed ({cite(e)})"
+        return value, f"{engine} {version} default: {why}"
+    return value, f"{engine} default, latest known release assumed ({latest_release(engine)}): {why}"
 
 
 def resolve_utilization(engine: str | None, engine_version: str | None, value: Any,
-                        table_default: Any = None) -> tuple[float, str]:
+                        table_default: Any = None, given: bool | None = None) -> tuple[float, str]:
     """The ``gpu_memory_utilization`` (SGLang ``mem_fraction_static``) a stack runs with, and why.
 
-    A value other than the engine table's ``defaults`` entry was given on purpose; the table's own
-    default (what the launch parser fills in) is replaced by the release's default.
+    ``given``: whether the stack set ``value`` itself (a flag, a stack-file setting; kg.inputs.effective
+    decides it for ``check``). When None, a value other than the engine table's ``defaults`` entry counts
+    as given. A value not given is replaced by the release's default.
     """
-    if value is not None and (table_default is None or float(value) != float(table_default)):
+    if given is None:
+        given = value is not None and (table_default is None or float(value) != float(table_default))
+    if value is not None and given:
         return float(value), "given (--gpu-memory-utilization / --mem-fraction-static / stack file)"
     rd = release_default(engine or "", "gpu_memory_utilization", engine_version)
     if rd is not None:

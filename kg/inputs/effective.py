@@ -118,6 +118,12 @@ def resolve_release(stack: Any) -> None:
         pass
 
 
+def setting_given(stack: Any, name: str) -> bool:
+    """Whether ``stack`` sets ``name`` itself (a flag, an environment variable, a stack-file setting or
+    technique parameter) rather than through the launch parser's table default."""
+    return _given(stack, name)
+
+
 def _given(stack: Any, name: str) -> bool:
     if name not in stack.settings and not any(name in p for p in stack.techniques.values()):
         return False
@@ -189,6 +195,9 @@ def effective_configuration(stack: Any) -> list[dict[str, Any]]:
             continue
         e, value = chosen
         stack.settings[name] = value
+        defaulted = (getattr(stack, "defaulted", None) or {}).get("settings")
+        if isinstance(defaulted, dict) and name in defaulted:
+            defaulted[name] = value  # still a default (the release's), not given: setting_given stays false
         for params in stack.techniques.values():  # technique parameters mirror the settings they came from
             if name in params:
                 params[name] = value

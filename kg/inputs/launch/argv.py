@@ -322,10 +322,15 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
                 st.origins[key] = origin
     if spec.get("set") == "kv_cache_dtype":
         check_kv_cache_dtype(value, engine, flag)
+    # a setting a flag sets is given, even when its value equals the table default (the effective
+    # configuration keeps it instead of the release's default: kg.inputs.effective._given)
+    undefault = ((st.defaulted or {}).get("settings") or {}).pop
     if spec.get("set") and spec["set"] != "model":
         st.settings[spec["set"]] = value
+        undefault(spec["set"], None)
     for key, val in ((spec.get("values_imply") or {}).get(str(value)) or {}).items():
         st.settings[key] = val
+        undefault(key, None)
         if origin:
             st.origins[key] = origin
     if typ == "json":
@@ -333,6 +338,7 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
             if src in value:
                 kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
                 st.settings[dst] = _coerce(value[src], kind, f"{flag}.{src}", 1 if kind == "integer" else None)
+                undefault(dst, None)
     if typ == "flag" and value is False:
         # --enable-x=false: the flag's technique is off (even an engine default), and it removes nothing
         if spec.get("technique"):
@@ -379,8 +385,10 @@ def apply_env(st: Stack, table: dict[str, Any], env: dict[str, str]) -> None:
                 st.notes.append(f"environment {k} is empty: the engine sees no GPU")
         elif spec.get("type") == "boolean":
             st.settings[spec["set"]] = v.strip().lower() in ("1", "true", "yes")
+            ((st.defaulted or {}).get("settings") or {}).pop(spec["set"], None)
         else:
             st.settings[spec["set"]] = _coerce(v, spec["type"], f"environment {k}")
+            ((st.defaulted or {}).get("settings") or {}).pop(spec["set"], None)
 
 
 def finish(st: Stack, catalog: Catalog, removed: set[str]) -> None:
