@@ -112,7 +112,8 @@ def test_validate_flags_a_rule_that_disagrees_with_its_coupling(catalog, check_r
 
 def test_deepspeed_zero2_with_pipeline_parallelism(cli, tmp_path, catalog, check_rules):
     # the coupling rule through kg.check (check_stack); `optkg check FILE` routes framework stacks to the
-    # training report, whose rule deepspeed-zero-with-pipeline-engine states the same DeepSpeed assert
+    # training report, which runs the coupling rules too, with deepspeed-zero-with-pipeline-engine refining this
+    # coupling (tests/test_training_couplings.py)
     from kg.analyses.check import check_stack
     from kg.inputs.stack import load_stack_file
     f = tmp_path / "ds.yaml"

@@ -22,9 +22,9 @@ from kg.analyses.check import Finding
 from kg.core.errors import OptkgError
 from kg.derive.training_memory import GB, batch_arithmetic, training_memory
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
-from kg.inputs.training.job import SETTINGS, TrainingJob
+from kg.inputs.training.job import JOB_TECHNIQUES, SETTINGS, TrainingJob
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques
 _DEFAULTS = {"integer": 0, "number": 0, "boolean": False, "string": ""}
 SHAPE_SETTINGS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
                   "vocab_size", "swiglu", "untie_embeddings_and_output_weights", "normalization", "num_experts",
@@ -69,6 +69,7 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
         ns["gpu"] = hw.get("id", "")
         try:
             ns["compute_capability"] = float(hw.get("compute_capability"))
+            ns["gpu_compute_capability"] = ns["compute_capability"]  # the graph's property name
         except (TypeError, ValueError):
             pass
         mem = _gpu_memory_bytes(hw)
@@ -148,6 +149,7 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
             for k, v in md.items():
                 if k != "accounting":
                     ns[k] = v
+            ns["activation_memory"] = md["activations_bytes"]  # the graph's property (catalog/properties.yaml)
             for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
                       "optimizer_bytes"):
                 ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
@@ -163,9 +165,29 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
         missing = [k for k, ok in (("model shape (a HF config or --num-layers/--hidden-size)", ns["has_model_shape"]),
                                    ("seq_length", bool(job.get("seq_length")))) if not ok]
         job.notes.append("memory per GPU not computed: " + ", ".join(missing) + " not given")
+    ns["is_moe"] = bool((shape.get("num_experts") or 0) > 1)
+    techniques = job_techniques(job, ns)
+    ns["techniques"] = techniques
     facts = [{"kind": "training", "framework": job.framework},
              {"kind": "model", "is_moe": bool((shape.get("num_experts") or 0) > 1)}]
+    facts += [{"kind": "technique", "technique": t} for t in techniques]
     return facts, ns, derived
+
+
+def job_techniques(job: TrainingJob, ns: Mapping[str, Any]) -> list[str]:
+    """Catalog technique ids the job holds (kg.inputs.training.job.JOB_TECHNIQUES over ``ns``), sorted.
+
+    ``params_dtype`` counts only when the job gives it (the namespace defaults it to bf16 for sizing)."""
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    local = {**ns, "params_dtype": job.settings.get("params_dtype", "")}
+    out = []
+    for tid, cond in JOB_TECHNIQUES.items():
+        try:
+            if evaluate(cond, local):
+                out.append(tid)
+        except (MissingFact, ExprTypeError):
+            continue
+    return sorted(out)
 
 
 def _megatron_theoretical(job: TrainingJob, shape: Mapping[str, Any], par: Mapping[str, int]) -> dict[str, Any]:
@@ -211,42 +233,101 @@ def _deepspeed_estimate(job: TrainingJob, mem, stage: int, par: Mapping[str, int
                    "ZeRO paper's K = 12 with 16-bit gradients and a 16-bit gathered unit"}
 
 
-def evaluate_training(job: TrainingJob, rules: RuleSet) -> tuple[list[Firing], dict[str, Any], dict[str, Any]]:
+def active_rules(job_techniques: list[str], rules: RuleSet, catalog=None) -> RuleSet:
+    """The training rules plus the catalog's coupling rules the job's techniques can match
+    (kg.knowledge.couplings.ruleset_for; a coupling a training rule ``refines`` is checked by that rule)."""
+    if catalog is None:
+        return rules
+    from kg.knowledge.couplings import ruleset_for
+    return ruleset_for(catalog, rules, set(job_techniques), stage="training")[0]
+
+
+def evaluate_training(job: TrainingJob, rules: RuleSet, catalog=None) -> tuple[list[Firing], dict[str, Any], dict[str, Any]]:
+    """Firings of the training rules (and, given ``catalog``, of the coupling rules the job's techniques
+    can match) over ``job``; with the namespace and the derived values."""
     facts, ns, derived = training_facts(job)
-    firings = evaluate_rules(rules, facts, ns, engine=job.framework, version=job.framework_version)
+    active = active_rules(ns["techniques"], rules, catalog)
+    firings = evaluate_rules(active, facts, ns, engine=job.framework, version=job.framework_version)
     return firings, ns, derived
 
 
-def _finding(f: Firing, ns: Mapping[str, Any], framework: str) -> Finding:
+def _refined(catalog, refs: list[str], held: set[str]) -> list:
+    """The catalog couplings (CouplingRef) of ``refs`` whose techniques the job holds, in ``refs`` order."""
+    if catalog is None or not refs:
+        return []
+    from kg.knowledge.couplings import iter_couplings, normalise_ref
+    want = [normalise_ref(catalog, r) for r in refs]
+    by_ref = {cp.ref: cp for cp in iter_couplings(catalog, {w.split("/")[0] for w in want})}
+    return [by_ref[w] for w in want if w in by_ref and by_ref[w].technique in held
+            and (by_ref[w].target is None or by_ref[w].target in held)]
+
+
+def _finding(f: Firing, ns: Mapping[str, Any], framework: str, catalog=None) -> Finding:
+    """A training finding. A rule that refines catalog couplings names the techniques of the couplings that
+    hold on this job and carries their sources after its own (one source of truth: the graph's)."""
     r = f.rule
     fix = (r.fix_by_engine or {}).get(framework, r.fix) if r.fix else ""
     from kg.engine.rules import _fmt
+    held = set(ns.get("techniques") or [])
+    techniques, sources, coupling = list(r.techniques), list(r.sources or []), r.coupling
+    cps = _refined(catalog, r.refines, held)
+    if cps:
+        techniques = []
+        for cp in cps:
+            techniques += [t for t in (cp.technique, cp.target) if t and t not in techniques]
+        urls = {s.get("url") for s in sources}
+        for cp in cps:
+            sources += [s for s in cp.data.get("sources") or [] if s.get("url") not in urls]
+            urls |= {s.get("url") for s in cp.data.get("sources") or []}
+        coupling = cps[0].ref
+    elif r.refines:
+        coupling = r.refines[0]
     return Finding(rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message,
-                   techniques=list(r.techniques), facts={}, numbers=dict(f.numbers),
+                   techniques=techniques, facts={}, numbers=dict(f.numbers),
                    cost_dimension=r.cost_dimension, from_dimension=r.from_dimension, coordinates=[],
                    mechanism=r.mechanism or "", fixes=[{"technique": x} for x in (r.fixes or [])],
-                   fix=_fmt(fix, {**ns, **f.numbers}) if fix else "", sources=list(r.sources or []),
-                   tags=list(r.tags or []), rule_file=r.file, rule_line=r.line)
+                   fix=_fmt(fix, {**ns, **f.numbers}) if fix else "", sources=sources,
+                   tags=list(r.tags or []), rule_file=r.file, rule_line=r.line, coupling=coupling)
 
 
-def check_training(job: TrainingJob, rules: RuleSet) -> dict[str, Any]:
-    """Run the training ruleset over ``job``; returns the report mapping (kind ``training``)."""
-    firings, ns, derived = evaluate_training(job, rules)
-    findings = [_finding(f, ns, job.framework) for f in firings if f.fired]
+def _reason(f: Firing) -> str:
+    return f.reason.replace("the stack's engine is", "the job's framework is") \
+        .replace("no engine version given", "no framework version given")
+
+
+def check_training(job: TrainingJob, rules: RuleSet, catalog=None) -> dict[str, Any]:
+    """Run the training ruleset over ``job``; returns the report mapping (kind ``training``).
+
+    Given ``catalog``, the catalog's coupling rules run too, on the techniques the job holds
+    (``job_techniques``): the report then has the serving report's outcome counts (``outcomes``: fired,
+    held, not_evaluable, not_applicable), ``not_evaluable: [{rule_id, missing, needs, reason}]`` and
+    ``in_effect`` (informational couplings that apply: nothing to fix)."""
+    from kg.analyses.check import _is_effect_note
+    firings, ns, derived = evaluate_training(job, rules, catalog)
+    notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}
+    findings = [_finding(f, ns, job.framework, catalog) for f in firings if f.fired and f.rule.id not in notes_only]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     stack = {"name": job.name, "framework": job.framework, "framework_version": job.framework_version,
              "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
-             "source": job.source, "settings": dict(sorted(job.settings.items()))}
+             "source": job.source, "settings": dict(sorted(job.settings.items())),
+             "techniques": list(ns.get("techniques") or [])}
+    outcomes = {k: sum(f.outcome == k for f in firings) for k in ("fired", "held", "not_evaluable", "not_applicable")}
+    outcomes["fired"] -= len(notes_only)
+    not_evaluable = [{"rule_id": f.rule.id, "missing": list(f.missing), "needs": list(f.missing), "reason": _reason(f)}
+                     for f in firings if f.outcome == "not_evaluable"]
+    in_effect = [{"rule_id": f.rule.id, "coupling": f.rule.coupling, "message": f.message,
+                  "techniques": f.rule.techniques, "sources": f.rule.sources} for f in firings if f.rule.id in notes_only]
     return {"schema_version": SCHEMA_VERSION, "kind": "training", "stack": stack, "derived": derived,
             "findings": [f.to_dict() for f in findings], "ignored_flags": list(job.ignored),
             "notes": list(job.notes),
-            # rules whose condition could be evaluated on this job (not out of scope, no missing fact)
-            "rules_evaluated": sum(1 for f in firings if f.fired or f.reason.startswith("condition is false")),
-            "rules_total": len(firings),
+            # training rules whose condition could be evaluated on this job (not out of scope, no missing fact),
+            # and the catalog coupling rules likewise
+            "rules_evaluated": sum(1 for f in firings if f.outcome in ("fired", "held") and not f.rule.coupling),
+            "rules_total": sum(1 for f in firings if not f.rule.coupling),
+            "couplings_evaluated": sum(1 for f in firings if f.outcome in ("fired", "held") and f.rule.coupling),
+            "outcomes": outcomes, "not_evaluable": not_evaluable, "in_effect": in_effect,
             "gpu_memory_bytes": ns.get("gpu_memory_bytes"),
-            "not_fired": [{"rule": f.rule.id, "reason": f.reason.replace("the stack's engine is", "the job's framework is")
-                                                              .replace("no engine version given", "no framework version given")}
-                          for f in firings if not f.fired]}
+            "not_fired": [{"rule": f.rule.id, "reason": _reason(f), "outcome": f.outcome} for f in firings if not f.fired]}
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
@@ -288,4 +369,4 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
         job.hardware = catalog.resolve_hardware(str(data["gpu"]))
     for k, v in (data.get("settings") or {}).items():
         job.set(k, v, f"fixture settings.{k}")
-    return evaluate_training(job, rules)[0]
+    return evaluate_training(job, rules, catalog)[0]

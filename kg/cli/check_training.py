@@ -83,7 +83,7 @@ def run_training(args: argparse.Namespace, catalog) -> int:
     from kg.cli.common import write_output
     job = build_job(args, catalog)
     rules = load_ruleset("training", args.rules)
-    d = check_training(job, rules)
+    d = check_training(job, rules, catalog)
     d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
                                                    rules_dir=args.rules)
     if args.write_baseline:

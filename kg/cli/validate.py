@@ -102,7 +102,7 @@ def _rules_problems(cat, rules_dir: Path | None) -> list:
             if (p.file, p.line, p.column, p.code, p.message) not in seen:
                 seen.add((p.file, p.line, p.column, p.code, p.message))
                 out.append(p)
-        if kind == "check":  # a hand rule and the coupling it refines must agree (issue 12)
+        if kind in ("check", "training"):  # a hand rule and the coupling it refines must agree (issue 12)
             from kg.knowledge.couplings import refine_problems
             out.extend(refine_problems(cat, rs))
         for r in rs.rules:

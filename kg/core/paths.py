@@ -58,3 +58,17 @@ def display_path(path: str) -> str:
         if not rel.startswith(".."):
             return rel
     return path
+
+
+def repo_path(path: str) -> str:
+    """A shipped catalog or rule file as reports show it: relative to the data root (``rules/check.yaml``,
+    ``catalog/techniques/zero-2.yaml``) when it lies inside it, else as ``display_path`` shows it."""
+    if not path:
+        return path
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.resolve().relative_to(data_root().resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return display_path(path)

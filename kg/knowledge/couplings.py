@@ -234,16 +234,32 @@ def _can_match(r: Rule, techniques: set[str]) -> bool:
     return all(p.get("technique") in techniques for p in r.match if p.get("kind") == "technique")
 
 
-def ruleset_for(catalog: Catalog, rules: RuleSet, techniques: set[str]) -> tuple[RuleSet, list[Rule]]:
+def in_stage(catalog: Catalog, rule: Rule, stage: str) -> bool:
+    """True when the coupling rule ``rule`` can concern a job of ``stage`` (``training``, ``inference`` ...):
+    every technique it names lists ``stage`` in its coordinates' stages, and its property, if any, has no
+    ``stages`` (catalog/properties.yaml) or lists ``stage``. ZeRO-2 x pipeline is a training coupling;
+    pipeline parallelism x KV bytes per token is not."""
+    for t in rule.techniques:
+        stages = ((catalog.techniques.get(t) or {}).get("coordinates") or {}).get("stages")
+        if stages and stage not in stages:
+            return False
+    end = (rule.coupling or "").partition("#")[0].split("/")[-1]
+    prop = catalog.properties.get(end) if end not in catalog.techniques else None
+    return not (prop and prop.get("stages") and stage not in prop["stages"])
+
+
+def ruleset_for(catalog: Catalog, rules: RuleSet, techniques: set[str],
+                stage: str | None = None) -> tuple[RuleSet, list[Rule]]:
     """(the check rules to run on a stack holding ``techniques``, the generated rules left out).
 
     ``rules`` is the hand-written check ruleset (the coupling rules are added here: the stack's techniques
     -> the part of the graph that touches them -> rules) or a combined one from ``check_ruleset``. A
     generated rule whose technique patterns name a technique the stack lacks can never match: it is
     neither generated nor compiled for this stack (from a combined ruleset it is returned as left out, to
-    be reported not applicable). Hand rules always run. Kept per (ruleset, catalog, technique set) in the
-    process, so a sweep compiles once."""
-    key = (id(rules), id(catalog), frozenset(techniques))
+    be reported not applicable). Hand rules always run. ``stage``: generate only the coupling rules
+    ``in_stage`` (the training report passes ``training``). Kept per (ruleset, catalog, technique set,
+    stage) in the process, so a sweep compiles once."""
+    key = (id(rules), id(catalog), frozenset(techniques), stage)
     got = _ACTIVE.get(key)
     if got is not None and got[0][0] is rules and got[0][1] is catalog:
         return got[1], got[2]
@@ -255,7 +271,7 @@ def ruleset_for(catalog: Catalog, rules: RuleSet, techniques: set[str]) -> tuple
         refined = set(refined_refs(catalog, rules))
         hand_ids = {r.id for r in rules.rules}
         gen = [r for r in coupling_rules(catalog, refined, set(techniques))
-               if r.id not in hand_ids and _can_match(r, techniques)]
+               if r.id not in hand_ids and _can_match(r, techniques) and (stage is None or in_stage(catalog, r, stage))]
         active, skipped = RuleSet(rules.kind, list(rules.rules) + gen, rules.thresholds), []
     if len(_ACTIVE) > 64:
         _ACTIVE.clear()

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from kg.core.numfmt import REPORT, fmt_num
+from kg.core.paths import repo_path
 from kg.core.textsafe import one_line
 
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
@@ -140,9 +141,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
         for src in f.get("sources", [])[:3]:
             out.append(one_line(f"      source: {src['title']} <{src['url']}>"))
         if f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
-            out.append(f"      coupling: {f['coupling']} ({f['rule_file']})")
+            out.append(f"      coupling: {f['coupling']} ({repo_path(f['rule_file'])})")
         else:
-            out.append(f"      rule: {f['rule_file']}:{f['rule_line']}"
+            out.append(f"      rule: {repo_path(f['rule_file'])}:{f['rule_line']}"
                        + (f" (refines coupling {f['coupling']})" if f.get("coupling") else ""))
         out.append("")
     if d.get("ignored_flags"):

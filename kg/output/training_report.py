@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from kg.core.paths import repo_path
+from kg.output.report import summary_line
+
 GB = 10**9
 
 
@@ -94,24 +97,52 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         out.append(f"not modelled (ignored): {', '.join(sorted(set(d['ignored_flags'])))}")
     out.append("")
     findings = d.get("findings") or []
-    if findings:
-        for f in findings:
-            label = "WARN" if f["severity"] == "warning" else f["severity"].upper()  # as the serving report
-            out.append(f"{label:<6}{f['rule_id']}: {f['title']}")
-            out.append(f"      {f['message']}")
-            if f.get("fix"):
-                out.append(f"      fix: {f['fix']}")
-            for s in (f.get("sources") or [])[:2]:
-                out.append(f"      source: {s.get('title')} <{s.get('url')}>")
-            out.append(f"      rule: {f.get('rule_file', '').rsplit('/rules/', 1)[-1] and 'rules/' + f.get('rule_file', '').rsplit('/rules/', 1)[-1]}:{f.get('rule_line')}")
-    elif d.get("rules_evaluated"):
+    unknown = d.get("not_evaluable") or []
+    for f in findings:
+        label = "WARN" if f["severity"] == "warning" else f["severity"].upper()  # as the serving report
+        out.append(f"{label:<6}{f['rule_id']}: {f['title']}")
+        out.append(f"      {f['message']}")
+        if f.get("techniques"):
+            out.append(f"      techniques: {', '.join(f['techniques'])}")
+        if f.get("mechanism") and f.get("coupling") and not f.get("rule_line"):
+            out.append(f"      why: {f['mechanism']}")
+        if f.get("fix"):
+            out.append(f"      fix: {f['fix']}")
+        for s in (f.get("sources") or [])[:3]:
+            out.append(f"      source: {s.get('title')} <{s.get('url')}>")
+        if f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
+            out.append(f"      coupling: {f['coupling']} ({repo_path(f.get('rule_file', ''))})")
+        else:
+            out.append(f"      rule: {repo_path(f.get('rule_file', ''))}:{f.get('rule_line')}"
+                       + (f" (refines coupling {f['coupling']})" if f.get("coupling") else ""))
+    if not findings and d.get("rules_evaluated") and not unknown:
+        cp = d.get("couplings_evaluated")
         out.append(f"No findings ({d['rules_evaluated']} of {d.get('rules_total', '?')} training rules apply to this "
-                   "job and were checked; --explain lists the others).")
-    else:
+                   "job and were checked" + (f", and {cp} catalog coupling rule(s)" if cp else "")
+                   + "; --explain lists the others).")
+    elif not findings and unknown:
+        out.append(f"No rule fired, but {len(unknown)} rule(s) could not be evaluated (listed below): "
+                   "this is not a clean bill of health.")
+    elif not findings:
         out.append("Nothing could be checked: no training rule applies to what this input gives (--explain says why).")
+    eff = d.get("in_effect") or []
+    if eff:
+        out.append("")
+        out.append("In effect (catalog couplings that apply to this job; nothing to fix):")
+        for e in eff:
+            out.append(f"  {e['message']} [{e['coupling']}]")
+    if unknown:
+        out.append("")
+        out.append(f"Could not be evaluated ({len(unknown)}):")
+        for u in unknown:
+            out.append(f"  {u['rule_id']}: missing {', '.join(u.get('needs') or u.get('missing') or ['?'])}"
+                       + ("" if u.get("missing") else f" ({u.get('reason', '')})"))
     if explain:
         out.append("")
         out.append("Rules that did not fire:")
         for nf in d.get("not_fired") or []:
             out.append(f"  {nf['rule']}: {nf['reason']}")
+    if d.get("outcomes"):
+        out.append("")
+        out.append(summary_line(d))
     return "\n".join(out) + "\n"

@@ -103,6 +103,33 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "moe_router_topk": ("integer", "experts per token"),
     "moe_layer_freq": ("integer", "every n-th layer is MoE"),
 }
+# catalog techniques a training job holds, as conditions over the training namespace
+# (kg.analyses.training.training_facts): the job's part of the coupling graph (issue 12). The inverse of
+# kg.inputs.training.stackfile.TECHNIQUE_SETTINGS, plus the parallel sizes. A technique whose condition
+# reads a fact the job lacks is not held.
+JOB_TECHNIQUES: dict[str, str] = {
+    "tensor-parallelism": "tp_size > 1",
+    "pipeline-parallelism": "pp_size > 1",
+    "data-parallelism": "dp_size > 1",
+    "training-context-parallelism": "cp_size > 1",
+    "expert-parallelism": "ep_size > 1",
+    "3d-parallelism": "tp_size > 1 and pp_size > 1 and dp_size > 1",
+    "sequence-parallelism": "sequence_parallel",
+    # Megatron's distributed optimizer shards optimizer states over DP: ZeRO-1 (Megatron-LM docs/distrib_optimizer.md)
+    # ZeRO's stages are cumulative (Rajbhandari et al. 2020 §5: P_os, P_os+g, P_os+g+p): stage 2/3 and FSDP
+    # sharding partition optimizer states as stage 1 does
+    "zero-1": "zero_stage >= 1 or distributed_optimizer or fsdp_sharding in ('full_shard', 'hybrid_shard', 'shard_grad_op', 'hybrid_shard_zero2')",
+    "zero-2": "zero_stage == 2 or fsdp_sharding in ('shard_grad_op', 'hybrid_shard_zero2')",
+    "zero-3-fsdp": "zero_stage == 3 or fsdp_sharding in ('full_shard', 'hybrid_shard')",
+    "activation-checkpointing": "recompute_granularity != 'none'",
+    "gradient-accumulation": "gradient_accumulation_steps > 1 or derived_gradient_accumulation_steps > 1",
+    "lora-finetuning": "peft != ''",
+    "fp8-training": "fp8",
+    "optimizer-offload": "offload_optimizer != 'none'",
+    "mixed-precision-bf16": "params_dtype == 'bf16'",
+    "flash-attention": "use_flash_attn",
+    "mixture-of-experts": "num_experts > 1",
+}
 MAX_SIZE = 1 << 20  # any parallel size or layer count beyond this is a typo
 
 

@@ -1,0 +1,106 @@
+"""The training report runs the catalog's coupling rules on the job's techniques (issue 12: the graph drives
+the checks for training too): fired / held / not evaluable outcomes as in the serving report, and a hand rule
+that ``refines`` a coupling names the coupling's techniques and carries its source.
+
+Done when (issue 12): DeepSpeed ZeRO-2 with pipeline parallelism is an error naming both techniques with the
+coupling's source - from a real DeepSpeed JSON + launcher line (DeepSpeedExamples#86) and from a stack YAML -
+and ZeRO-1 does not fire.
+"""
+import json
+
+from conftest import REPO
+
+CASES = REPO / "tests/fixtures/training_cases"
+# DeepSpeedExamples#86: ds_pretrain_gpt2.sh, 3D parallelism with ds_zero_stage_2_config.json
+LAUNCH_86 = ("deepspeed --num_nodes 1 --num_gpus 8 pretrain_gpt2.py --model-parallel-size 2 --pipe-parallel-size 2 "
+             "--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --deepspeed "
+             "--deepspeed_config {cfg}")
+COUPLING_URL = "https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/pipe/engine.py"  # zero-2.yaml
+STACK = """name: DeepSpeed ZeRO with pipeline parallelism
+framework: deepspeed
+model: meta-llama/Llama-3.1-8B
+hardware: {{gpu: H100, count: 8}}
+techniques: [{zero}, {{pipeline-parallelism: {{pp_size: 4}}}}]
+training: {{micro_batch_size: 1, global_batch_size: 16, seq_length: 4096}}
+"""
+
+
+def _zero_pp(d):
+    return [f for f in d["findings"] if f["rule_id"] == "deepspeed-zero-with-pipeline-engine"]
+
+
+def test_deepspeed_json_and_launcher_zero2_pp_names_both_techniques_and_the_coupling_source(cli):
+    code, out, _ = cli("check", "--cmd", LAUNCH_86.format(cfg=CASES / "ds_zero2.json"), "--format", "json")
+    d = json.loads(out)
+    assert code == 1 and d["kind"] == "training"
+    (f,) = _zero_pp(d)
+    assert f["severity"] == "error" and f["techniques"] == ["zero-2", "pipeline-parallelism"]
+    assert f["coupling"] == "zero-2/conflicts_with/pipeline-parallelism"
+    urls = [s["url"] for s in f["sources"]]
+    assert urls[0] == "https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/pipe/engine.py"
+    assert COUPLING_URL in urls and "https://github.com/microsoft/DeepSpeed/issues/1110" in urls
+    # the generated coupling rule is replaced by the hand rule, not reported twice
+    assert not [x for x in d["findings"] if x["rule_id"].startswith("coupling-zero-2-conflicts")]
+    assert d["stack"]["techniques"] == ["3d-parallelism", "data-parallelism", "gradient-accumulation",
+                                        "pipeline-parallelism", "tensor-parallelism", "zero-1", "zero-2"]
+    assert d["outcomes"]["fired"] == 1 and d["schema_version"] == "1.1"
+
+
+def test_deepspeed_zero1_json_and_launcher_does_not_fire(cli, tmp_path):
+    cfg = tmp_path / "ds_zero1.json"
+    cfg.write_text((CASES / "ds_zero2.json").read_text().replace('"stage": 2', '"stage": 1'))
+    code, out, _ = cli("check", "--cmd", LAUNCH_86.format(cfg=cfg), "--format", "json")
+    d = json.loads(out)
+    assert code == 0 and not _zero_pp(d) and not [f for f in d["findings"] if f["severity"] == "error"]
+    assert "zero-1" in d["stack"]["techniques"] and "zero-2" not in d["stack"]["techniques"]
+
+
+def test_stack_yaml_zero2_pp_text_report_and_zero1(cli, tmp_path):
+    f = tmp_path / "ds.yaml"
+    f.write_text(STACK.format(zero="zero-2"))
+    code, out, _ = cli("check", str(f))
+    assert code == 1
+    assert "ERROR deepspeed-zero-with-pipeline-engine: ZeRO stage 2/3 with DeepSpeed's pipeline engine" in out
+    assert "      techniques: zero-2, pipeline-parallelism" in out
+    assert f"      source: DeepSpeed runtime/pipe/engine.py (assert zero_optimization_stage() < 2) <{COUPLING_URL}>" in out
+    assert "rule: rules/training.yaml:" in out and "(refines coupling zero-2/conflicts_with/pipeline-parallelism)" in out
+    assert out.rstrip().splitlines()[-1].startswith("1 finding(s) (1 error) · ")
+    f.write_text(STACK.format(zero="zero-1"))
+    code, out, _ = cli("check", str(f))
+    assert code == 0 and "ERROR" not in out and "deepspeed-zero-with-pipeline-engine" not in out
+    assert out.rstrip().splitlines()[-1] == "0 finding(s) · 12 rules held · 0 could not be evaluated"
+
+
+def test_zero3_pp_names_zero3(cli, tmp_path):
+    f = tmp_path / "ds.yaml"
+    f.write_text(STACK.format(zero="zero-3-fsdp"))
+    d = json.loads(cli("check", str(f), "--format", "json")[1])
+    (hit,) = _zero_pp(d)
+    assert hit["techniques"] == ["zero-3-fsdp", "pipeline-parallelism"]
+    assert hit["coupling"] == "zero-3-fsdp/conflicts_with/pipeline-parallelism"
+
+
+def test_couplings_of_other_stages_stay_out_of_a_training_report(cli):
+    # pipeline parallelism x KV bytes per token (a serving property) and x larger batches (max_num_seqs, an
+    # inference technique) are not training couplings; the 70B Megatron example holds both TP and PP
+    code, out, _ = cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"), "--format", "json")
+    d = json.loads(out)
+    ids = {x["rule"] for x in d.get("not_fired", [])} | {x["rule_id"] for x in d["in_effect"]} \
+        | {x["rule_id"] for x in d["not_evaluable"]}
+    assert "coupling-pipeline-parallelism-mitigates-kv-bytes-per-token" not in ids
+    assert "coupling-pipeline-parallelism-requires-larger-batch-size" not in ids
+    assert d["not_evaluable"] == []
+    assert [e["coupling"] for e in d["in_effect"]] == ["data-parallelism/replaces/tensor-parallelism",
+                                                       "gradient-accumulation/mitigates/pipeline-parallelism"]
+
+
+def test_validate_checks_training_rules_that_refine(catalog):
+    from kg.engine.rules import load_rules
+    from kg.knowledge.couplings import refine_problems
+    rs, problems = load_rules("training")
+    assert not problems
+    assert refine_problems(catalog, rs) == []
+    refining = sorted(r.id for r in rs.rules if r.refines)
+    assert refining == ["deepspeed-zero-with-pipeline-engine", "training-ep-without-experts",
+                        "training-experts-not-divisible-by-ep", "training-fp8-needs-sm89",
+                        "training-heads-not-divisible-by-tp"]
