@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,12 @@ SMALL = str(REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl")
 
 @pytest.fixture(scope="module")
 def mooncake_json():
-    t0 = time.perf_counter()
-    code, out, err = run_cli("fit", MOONCAKE, "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM", "--format", "json")
-    return code, out, err, time.perf_counter() - t0
+    # its wall time is measured by `make bench` (tests/bench/run_bench.py, item 7), not asserted here
+    return run_cli("fit", MOONCAKE, "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM", "--format", "json")
 
 
 def test_mooncake_json(mooncake_json):
-    code, out, err, elapsed = mooncake_json
+    code, out, err = mooncake_json
     assert code == 0, err
     d = json.loads(out)
     assert d["schema_version"] == "1.0" and d["kind"] == "fit"
@@ -41,8 +39,6 @@ def test_mooncake_json(mooncake_json):
     assert {"fit-prefix-caching", "fit-host-kv-cache", "fit-memory-first", "fit-causal-dependency",
             "fit-compact-kv-pattern"} <= fired
     assert {p["id"]: p["recommended"] for p in d["patterns"]} == {"pattern-1": True, "pattern-2": True, "pattern-3": False}
-    # the whole trace, catalog and rules included, in a few seconds (about 2 s measured)
-    assert elapsed < 20, elapsed
 
 
 def test_json_is_deterministic(mooncake_json):

@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 
 from kg.analyses.fitmeasure import TraceMeasurer, measure_requests, measure_trace
-from kg.inputs.traces import Request
+from kg.inputs.traces import Request, iter_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -200,17 +199,19 @@ MOONCAKE_REQUESTS = 12_031
 MOONCAKE_BLOCKS = 288_500
 MOONCAKE_UNBOUNDED_HITS = 105_710
 MOONCAKE_LRU_HITS = {4_096: 25_350, 16_384: 76_632}
+MOONCAKE_LONGEST_REQUEST_BLOCKS = 247  # the longest prompt: 247 blocks (same pass)
 
 
 @pytest.fixture(scope="module")
 def mooncake():
-    t0 = time.perf_counter()
-    m = measure_trace(MOONCAKE)
-    return m, time.perf_counter() - t0
+    acc = TraceMeasurer()
+    for r in iter_trace(MOONCAKE, "mooncake"):
+        acc.add(r)
+    return acc.result(), acc
 
 
 def test_mooncake_numbers(mooncake):
-    m, elapsed = mooncake
+    m, _ = mooncake
     s = m.summary
     assert s["requests"] == MOONCAKE_REQUESTS
     assert s["prefix_reuse"]["blocks_total"] == MOONCAKE_BLOCKS
@@ -220,8 +221,20 @@ def test_mooncake_numbers(mooncake):
         assert m.hit_ratio_at(c)[0] == h / MOONCAKE_BLOCKS  # 0.08787 and 0.26562
     # the trace spans 0 .. 3,536,999 ms
     assert s["time"]["duration_s"] == 3536.999
-    # the whole trace in a few seconds (measured 1.3-1.6 s on a 2-core machine)
-    assert elapsed < 15, elapsed
+
+
+def test_mooncake_work_is_bounded_by_the_trace_size(mooncake):
+    # Work, not wall time (timing lives in `make bench`): each of the 288,500 block references costs
+    # one Fenwick prefix sum and at most two point updates, each <= bit_length(tree size) steps; the
+    # tree is rebuilt only when the tick space runs out, and each rebuild at least doubles the room,
+    # so all rebuilds together touch O(references) cells, not O(references x distinct blocks).
+    m, acc = mooncake
+    distinct = m.summary["reuse"]["distinct_blocks"]
+    assert acc.blocks_total == MOONCAKE_BLOCKS
+    assert acc._size <= max(1 << 16, 2 * (distinct + MOONCAKE_LONGEST_REQUEST_BLOCKS))
+    assert acc._size.bit_length() <= 19                       # <= 19 steps per Fenwick walk
+    assert acc.compaction_cells <= 4 * MOONCAKE_BLOCKS + (1 << 16)
+    assert len(acc._tick) == distinct                           # one tick per distinct block, nothing more
 
 
 def test_mooncake_reference_numbers_recomputed_independently():
@@ -229,6 +242,7 @@ def test_mooncake_reference_numbers_recomputed_independently():
     reqs = _reqs(MOONCAKE)
     unb, hits = brute_force(reqs, list(MOONCAKE_LRU_HITS))
     assert len(reqs) == MOONCAKE_REQUESTS
+    assert max(len(ids) for _, ids in reqs) == MOONCAKE_LONGEST_REQUEST_BLOCKS
     assert unb[0] == MOONCAKE_UNBOUNDED_HITS
     assert {c: h[0] for c, h in hits.items()} == MOONCAKE_LRU_HITS
 

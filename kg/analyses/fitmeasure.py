@@ -168,6 +168,7 @@ class TraceMeasurer:
         self.dist_hist: Counter = Counter()    # stack distance of every reuse reference
         self.interval_hist: Counter = Counter()  # ms between reuses
         self.compactions = 0
+        self.compaction_cells = 0              # tree cells rebuilt + ticks renumbered over all compactions
 
     # -- Fenwick tree over LRU ticks (1-based positions) ------------------------------------------
     def _compact(self, need: int) -> None:
@@ -183,6 +184,7 @@ class TraceMeasurer:
             tree[i] = max(0, min(i, d) - (i - low))
         self._tree, self._size, self._now = tree, size, d
         self.compactions += 1
+        self.compaction_cells += size + d
 
     def add(self, r: Request) -> None:
         """Account one request (in file order)."""
