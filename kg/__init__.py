@@ -33,17 +33,18 @@ __all__ = ["OptkgError", "__version__", "load_catalog", "load_rules", "stack_fro
            "check", "kv", "diagnose", "fit"]
 
 
-def load_catalog(root: Path | str | None = None) -> "Catalog":
+def load_catalog(root: Path | str | None = None, *, skip_drafts: bool = False) -> "Catalog":
     """The validated technique catalog: ``root`` (a folder with axes.yaml, techniques/, ...) or,
     when None, the shipped one (``$OPTKG_HOME/catalog`` if set).
 
     Returns a ``kg.knowledge.catalog.Catalog`` (``.techniques``: id -> entry dict as in the YAML,
     ``.properties``, ``.hardware``, ``.axes``). Raises OptkgError listing the first problems when the
     catalog is invalid (``optkg validate`` reports them all). Served from the on-disk cache when the
-    files are unchanged.
+    files are unchanged. ``skip_drafts``: leave out technique files still holding ``optkg new``'s TODO
+    placeholders instead of refusing the catalog; their paths are in ``catalog.drafts``.
     """
     from kg.knowledge.catalog import load_catalog as _load
-    cat, problems = _load(Path(root) if root is not None else None)
+    cat, problems = _load(Path(root) if root is not None else None, skip_drafts=skip_drafts)
     if problems:
         lines = [p.one_line() for p in problems[:10]]
         if len(problems) > 10:

@@ -112,6 +112,28 @@ def test_new_fill_validate_place(home: Path) -> None:
     assert f"[out] {ID} --conflicts_with--> speculative-decoding" in rt.stdout
 
 
+def test_an_unfilled_template_does_not_block_other_commands(home: Path) -> None:
+    # tester defect: after `optkg new`, every command refused the whole catalog until the TODOs were filled
+    r = optkg(["new", ID], home)
+    assert r.returncode == 0, r.stderr
+    rel = f"catalog/techniques/{ID}.yaml"
+    warning = (f"optkg: warning: {rel}: unfinished technique template (TODO placeholders left), left out of the "
+               f"catalog; fill it in, then `optkg validate {rel}`\n")
+    rc = optkg(["check", "examples/qwen3-235b-tp8.yaml", "--format", "json", "--fail-on", "never"], home)
+    assert rc.returncode == 0 and rc.stderr == warning
+    assert "kv-head-replication" in {f["rule_id"] for f in json.loads(rc.stdout)["findings"]}
+    rm = optkg(["matrix", "--format", "json"], home)
+    assert rm.returncode == 0 and rm.stderr == warning
+    assert ID not in rm.stdout
+    # validate (and the CI that runs it) still refuses the unfinished entry
+    rv = optkg(["validate"], home)
+    assert rv.returncode == 2 and f"{rel}:11:1: error: name: name still holds a template placeholder" in rv.stdout
+    # any other problem still blocks: a draft is only a file with TODO placeholders
+    (home / "catalog" / "techniques" / "broken.yaml").write_text("id: broken\nname: [\n", encoding="utf-8")
+    rb = optkg(["check", "examples/qwen3-235b-tp8.yaml"], home)
+    assert rb.returncode == 2 and "catalog/techniques/broken.yaml" in rb.stderr
+
+
 def test_new_from_neighbour_and_refusals(home: Path) -> None:
     techdir = home / "catalog" / "techniques"
     src = load(techdir / "tensor-parallelism.yaml")

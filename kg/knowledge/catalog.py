@@ -48,6 +48,7 @@ class Catalog:
     aliases: dict[str, str] = field(default_factory=dict)  # alias (lower-case) -> id
     files: dict[str, str] = field(default_factory=dict)  # id -> file path
     warnings: list[Problem] = field(default_factory=list)  # problems of severity warning (usable catalog)
+    drafts: list[str] = field(default_factory=list)  # unfinished templates left out (load_catalog(skip_drafts=True))
 
     def resolve(self, name: str) -> str | None:
         """Resolve a technique id or alias (case-insensitive) to its id. Ids never die: an old id kept
@@ -172,12 +173,16 @@ def _cache_path(root: Path, digest: str) -> Path:
 
 
 def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
-                 use_cache: bool = True, extra: list[Path] | None = None) -> tuple[Catalog, list[Problem]]:
+                 use_cache: bool = True, extra: list[Path] | None = None,
+                 skip_drafts: bool = False) -> tuple[Catalog, list[Problem]]:
     """Load and validate the catalog at ``root`` (default: the bundled/checkout catalog).
 
     ``only``: report problems only for these files (cross-file checks still see the whole
     catalog). ``extra``: technique files outside ``<root>/techniques`` to load as if they were in it
-    (``optkg place`` on a draft). Returns (catalog, problems): ``problems`` holds the errors (empty
+    (``optkg place`` on a draft). ``skip_drafts``: leave out technique files that still hold the TODO
+    placeholders of ``optkg new`` (with all their problems) and list them in ``catalog.drafts``, so
+    commands other than validate/place keep working while an entry is being written; such a catalog
+    is not cached. Returns (catalog, problems): ``problems`` holds the errors (empty
     for a usable catalog); warnings (severity ``warning``, see ``CHECKS``) are in
     ``catalog.warnings``. A clean catalog is cached, keyed on the bytes of every file, in
     ``$OPTKG_CACHE_DIR`` (default ``~/.cache/optkg``) so an unchanged catalog is not re-parsed.
@@ -246,6 +251,13 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
         docs[tid] = doc
         files[tid] = str(f)
 
+    drafts: list[str] = []
+    if skip_drafts:
+        drafts = sorted({p.file for p in problems if p.code == "placeholder"})
+        gone = set(drafts)
+        problems = [p for p in problems if p.file not in gone]
+        for tid in [t for t, f in files.items() if f in gone]:
+            del techniques[tid], docs[tid], files[tid]
     problems.extend(_cross_checks(techniques, docs, properties, hardware))
     problems.extend(_condition_problems(techniques, docs, properties))
     aliases = {}
@@ -260,8 +272,8 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     problems.sort(key=lambda p: (p.file, p.line, p.column, p.code))
     warnings = [p for p in problems if p.severity != "error"]
     errors = [p for p in problems if p.severity == "error"]
-    cat = Catalog(root, axes, techniques, properties, hardware, aliases, files, warnings)
-    if not errors and only is None and not extra and use_cache:
+    cat = Catalog(root, axes, techniques, properties, hardware, aliases, files, warnings, drafts)
+    if not errors and only is None and not extra and use_cache and not drafts:
         from kg.core import cache as _cache
         from kg.knowledge.catalog_cache import catalog_data
         _cache.write_data(cache, "catalog", digest, catalog_data(cat))  # an unwritable cache folder only costs speed
