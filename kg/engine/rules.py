@@ -33,7 +33,7 @@ from kg.engine.durable import CompiledRules, compiled_rules
 from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
 from kg.core.template import check_template, render
-from kg.core.yamlio import load_yaml
+from kg.core.yamlio import YamlDoc, parse_yaml, read_text
 from kg.engine.scope import EVIDENCE_SCHEMA, VERSIONS_SCHEMA, scope_problems, spec_for
 
 RULESET_KINDS = ("check", "diagnose", "fit", "gaps", "training")
@@ -266,6 +266,26 @@ def failure_problems(r: Rule) -> list[tuple[str, str]]:
     return out
 
 
+_PARSED: dict[str, YamlDoc] = {}
+_PARSED_MAX = 64  # entries (one per rules file content, wherever the file is); bounded so a long process cannot grow it
+
+
+def _load_rule_yaml(f: Path) -> YamlDoc:
+    """``load_yaml(f)`` (same size and file-kind refusals), parsed once per file content in a process:
+    ``load_rules`` reads every file of the folder for each kind. The data is a fresh copy each time."""
+    import copy
+    import hashlib
+    text = read_text(f)
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    doc = _PARSED.get(key)
+    if doc is None:
+        doc = parse_yaml(text, str(f))
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = doc
+    return YamlDoc(str(f), copy.deepcopy(doc.data), doc.lines, doc.duplicate_keys)
+
+
 def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None = None) -> tuple[RuleSet, list[Problem]]:
     """Load every rules file of ``kind`` from ``folder`` (default: the shipped rules/).
 
@@ -283,7 +303,7 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     seen: dict[str, str] = {}
     for f in files:
         try:
-            doc = load_yaml(f)
+            doc = _load_rule_yaml(f)
         except OptkgError as e:
             problems.append(Problem(str(f), 1, 1, "", str(e), "yaml"))
             continue

@@ -251,8 +251,9 @@ def _fixture_summary(path: Path) -> tuple[list[str], list[str]] | None:
     return fire, pas
 
 
-def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path) -> str:
-    """The rule reference (markdown text); links are relative to ``out_dir``."""
+def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path, rulesets: dict | None = None) -> str:
+    """The rule reference (markdown text); links are relative to ``out_dir``. ``rulesets``: kind ->
+    RuleSet already loaded from ``rules_dir`` (default: loaded here)."""
     from kg.engine.rules import RULESET_KINDS, load_rules
     out = [HEADER.format(what="rules/*.yaml, rules/fixtures/ and kg.knowledge.checks.CHECKS"), "", "# Rule reference", ""]
     out.append("Two kinds of rules: the checks `optkg validate` runs over catalog and rule files, and the rulesets "
@@ -270,7 +271,7 @@ def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path) -> str:
     out.append("")
     fixtures = rules_dir / "fixtures"
     for kind in RULESET_KINDS:
-        rs, _ = load_rules(kind, rules_dir)
+        rs = rulesets[kind] if rulesets is not None else load_rules(kind, rules_dir)[0]
         if not rs.rules:
             continue
         out.append(f"## Ruleset `{kind}` ({len(rs.rules)} rule(s))")
@@ -366,13 +367,14 @@ def render_docs(catalog_root: Path, rules_dir: Path, out_dir: Path) -> dict[Path
     if problems:
         raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate` first "
                          f"(first: {problems[0].one_line()})")
+    from kg.engine.rules import RULESET_KINDS, load_rules
+    rulesets = {kind: load_rules(kind, rules_dir)[0] for kind in RULESET_KINDS}  # each kind parsed once
     docs = {out_dir / "techniques.md": techniques_markdown(cat, out_dir),
-            out_dir / "rules.md": rules_markdown(cat, rules_dir, out_dir)}
+            out_dir / "rules.md": rules_markdown(cat, rules_dir, out_dir, rulesets)}
     checks_dir = Path(catalog_root) / "engines" / "checks"
     if checks_dir.is_dir() and any(checks_dir.glob("*.yaml")):
-        from kg.engine.rules import RULESET_KINDS, load_rules
         from kg.output.engine_checks_doc import engine_checks_markdown
-        ids = {r.id for kind in RULESET_KINDS for r in load_rules(kind, rules_dir)[0].rules}
+        ids = {r.id for rs in rulesets.values() for r in rs.rules}
         docs[out_dir / "engine-checks.md"] = engine_checks_markdown(checks_dir, ids, out_dir)
     return docs
 
