@@ -23,8 +23,10 @@ install: $(STAMP) graphviz
 demo: install
 	$(BIN)/optkg check examples/qwen3-235b-tp8.yaml || test $$? -eq 1
 
+# the suite in parallel (pytest-xdist): one worker per core; TEST_JOBS=0 runs it in one process
+TEST_JOBS ?= auto
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 bench: install
 	$(BIN)/python tests/bench/run_bench.py
@@ -32,7 +34,7 @@ bench: install
 
 # property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
 fuzz: install
-	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
 
 export: install
 	$(BIN)/optkg export --all
