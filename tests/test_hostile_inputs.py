@@ -668,7 +668,7 @@ def _w36(bk):
 
 # ---- wrong error ----------------------------------------------------------------------------------
 
-@case("C33", "wrong error", error("count", "<= 1.04858e+06"))
+@case("C33", "wrong error", error("count", "<= 1048576,"))
 def _c33(bk):
     return ["check", stack(bk, "count-huge.yaml", STACK.replace("count: 8", "count: 100000000000000000000"))]
 

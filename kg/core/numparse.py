@@ -44,11 +44,16 @@ def show(v: Any) -> str:
     return r if len(r) <= 80 else r[:77] + "..."
 
 
+def bound_text(x: float) -> str:
+    """A bound for an error message: integers below 10^9 in full (1048576, not 1.04858e+06), else %g (1e+15)."""
+    return str(x) if isinstance(x, int) and abs(x) < 10**9 else f"{x:g}"
+
+
 def _bounds(n: float, what: str, lo: float | None, hi: float | None, shown: str) -> None:
     if lo is not None and n < lo:
-        raise OptkgError(f"{what}: expected a value >= {lo:g}, found {shown}")
+        raise OptkgError(f"{what}: expected a value >= {bound_text(lo)}, found {shown}")
     if hi is not None and n > hi:
-        raise OptkgError(f"{what}: expected a value <= {hi:g}, found {shown}")
+        raise OptkgError(f"{what}: expected a value <= {bound_text(hi)}, found {shown}")
 
 
 def parse_int(text: str, what: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -56,7 +61,7 @@ def parse_int(text: str, what: str, lo: int | None = None, hi: int | None = None
     s = str(text).strip()
     if not _INT.fullmatch(s):
         if _DIGITS.fullmatch(s):
-            raise OptkgError(f"{what}: expected a value <= {hi if hi is not None else MAX_COUNT:g}, "
+            raise OptkgError(f"{what}: expected a value <= {bound_text(hi if hi is not None else MAX_COUNT)}, "
                              f"found a {len(s.lstrip('+-'))}-digit number")
         raise OptkgError(f"{what}: expected an integer, found {show(s)}")
     n = int(s)
@@ -74,7 +79,7 @@ def as_int(value: Any, what: str, lo: int | None = None, hi: int | None = None) 
         if not math.isfinite(value) or not value.is_integer():
             raise OptkgError(f"{what}: expected an integer, found {value!r}")
         if abs(value) > 10**MAX_DIGITS:
-            raise OptkgError(f"{what}: expected a value <= {hi if hi is not None else MAX_COUNT:g}, found {value!r}")
+            raise OptkgError(f"{what}: expected a value <= {bound_text(hi if hi is not None else MAX_COUNT)}, found {value!r}")
         value = int(value)
     if not isinstance(value, int):
         raise OptkgError(f"{what}: expected an integer, found {show(value)}")

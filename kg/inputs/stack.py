@@ -87,7 +87,7 @@ class Stack:
 def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maximum: float | None = None,
             values: list[Any] | None = None) -> Any:
     """Check/convert ``value`` to ``typ``; raise OptkgError '<where>: expected ..., found ...'."""
-    from kg.core.numparse import MAX_COUNT, parse_int, show
+    from kg.core.numparse import MAX_COUNT, bound_text, parse_int, show
 
     def bad(expect: str) -> OptkgError:
         return OptkgError(f"{where}: expected {expect}, found {show(value)}")
@@ -126,9 +126,9 @@ def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maxi
     if maximum is None and typ in ("integer", "number"):
         maximum = MAX_COUNT  # bounded-work rule: no count or size is unbounded
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:
-        raise bad(f"a value >= {minimum:g}")
+        raise bad(f"a value >= {bound_text(minimum)}")
     if maximum is not None and isinstance(value, (int, float)) and value > maximum:
-        raise bad(f"a value <= {maximum:g}")
+        raise bad(f"a value <= {bound_text(maximum)}")
     return value
 
 
