@@ -36,3 +36,29 @@ def test_sglang_dcp_is_not_held_to_vllm_bounds(catalog, check_rules):
     assert "dcp-invalid-size" not in [f.rule_id for f in check_stack(st, catalog, check_rules).findings]
     st = parse_launch("vllm serve Qwen/Qwen3-235B-A22B -tp 8 -dcp 4", catalog, engine_version="0.33.0")
     assert "dcp-invalid-size" in [f.rule_id for f in check_stack(st, catalog, check_rules).findings]
+
+
+def test_flag_defaults_are_sglang_values_when_not_given(catalog):
+    from kg.inputs.launch.argv import flag_defaults
+    d = flag_defaults("sglang")
+    # 0.5.23 arg_groups/fields: enable_lmcache ... = False (memory.py:258), attn_cp_size = 1 (parallel.py:111),
+    # load_format = "auto" (model.py:97), offload_group_size = -1 (exec_.py:1075); SGLANG_DISAGG_STAGING_BUFFER unset
+    assert (d["enable_lmcache"], d["attn_cp_size"], d["load_format"], d["offload_group_size"]) == (False, 1, "auto", -1)
+    assert d["sglang_disagg_staging_buffer"] is False and "hicache_mem_layout" not in d  # layer_first <= 0.5.9, page_first later
+    assert flag_defaults("no-such-engine") == {}
+
+
+def _fired(catalog, check_rules, cmd, release):
+    st = parse_launch(cmd, catalog, engine_version=release)
+    return {f.rule_id for f in check_stack(st, catalog, check_rules).findings}
+
+
+def test_sglang_check_rules_from_a_launch_command(catalog, check_rules):
+    cmd = f"{SERVE} --enable-lmcache --enable-hierarchical-cache"
+    assert "sglang-lmcache-with-hierarchical-cache" in _fired(catalog, check_rules, cmd, "0.5.23")
+    assert "sglang-lmcache-with-hierarchical-cache" not in _fired(catalog, check_rules, cmd, "0.5.20")  # message from 0.5.21
+    env = f"SGLANG_DISAGG_STAGING_BUFFER=1 {SERVE} --disaggregation-mode prefill --enable-kv-cache-sharding"
+    got = _fired(catalog, check_rules, env, "0.5.23")
+    assert "sglang-kv-cache-sharding-with-staging-buffer" in got and "sglang-kv-cache-sharding-off-prefill-server" not in got
+    plain = _fired(catalog, check_rules, SERVE, "0.5.23")
+    assert not {r for r in plain if r.startswith(("sglang-lmcache", "sglang-kv-cache-sharding", "sglang-prefill-only"))}

@@ -26,6 +26,7 @@ from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
+from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
 from kg.inputs.support_ns import support_namespace
 
@@ -573,6 +574,9 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
             out[key] = default
     if ns.get("all2all_backend") is None and stack.engine == "vllm":
         out["all2all_backend"] = "allgather_reducescatter"  # vLLM default (EngineArgs.all2all_backend)
+    for key, default in flag_defaults(stack.engine).items():  # `default:` of the engine's flag entries
+        if ns.get(key) is None and key not in out:
+            out[key] = default
     if ns.get("moe_a2a_backend") is None and stack.engine == "sglang":
         out["moe_a2a_backend"] = "none"  # SGLang default (ServerArgs.moe_a2a_backend)
     return out

@@ -375,7 +375,9 @@ def render_docs(catalog_root: Path, rules_dir: Path, out_dir: Path) -> dict[Path
     if checks_dir.is_dir() and any(checks_dir.glob("*.yaml")):
         from kg.output.engine_checks_doc import engine_checks_markdown
         ids = {r.id for rs in rulesets.values() for r in rs.rules}
-        docs[out_dir / "engine-checks.md"] = engine_checks_markdown(checks_dir, ids, out_dir)
+        # the common header first: `optkg docs` only replaces files that start with it (kg.core.outdir)
+        docs[out_dir / "engine-checks.md"] = (HEADER.format(what="catalog/engines/checks/*.yaml and rules/*.yaml") + "\n\n"
+                                              + engine_checks_markdown(checks_dir, ids, out_dir))
     return docs
 
 

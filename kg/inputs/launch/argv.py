@@ -121,6 +121,18 @@ def _span(entry: dict[str, Any]) -> str:
     return f"{entry['since']}–{entry.get('last_seen', entry['since'])}"
 
 
+def flag_defaults(engine: str | None) -> dict[str, Any]:
+    """Setting -> the value ``engine`` uses when the flag is not given: the ``default:`` of the flag (and ``env:``)
+    entries of ``catalog/engines/<engine>.yaml`` that give one (the released dataclass/argparse default the entry's
+    evidence points at; an option a release does not have is off there too). {} for an engine without a table."""
+    table = _engine_tables().get(engine or "") or {}
+    out: dict[str, Any] = {}
+    for spec in [*(table.get("flags") or []), *(table.get("env") or {}).values()]:
+        if isinstance(spec, dict) and "default" in spec and spec.get("set"):
+            out.setdefault(str(spec["set"]), spec["default"])
+    return out
+
+
 def table_for(engine: str, label: str) -> dict[str, Any]:
     """The flag table of ``engine`` (``catalog/engines/<engine>.yaml``); OptkgError when it has no programs."""
     tables = _engine_tables()
