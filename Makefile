@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench fuzz export docs evidence install graphviz clean
+.PHONY: demo test bench fuzz export docs evidence install graphviz chromium clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,14 @@ graphviz:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz fonts-wqy-microhei >/dev/null; }
 
+# headless Chromium from Debian's packages for the browser tests (tests/test_site_browser.py drives it with
+# Playwright's executable_path: no browser download); the tests fail, not skip, without it
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing Chromium (apt) for the browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
 install: $(STAMP) graphviz
 
 demo: install
@@ -25,8 +33,9 @@ demo: install
 
 # the suite in parallel (pytest-xdist): one worker per core; TEST_JOBS=0 runs it in one process
 TEST_JOBS ?= auto
-test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
+# --dist loadgroup: tests marked xdist_group (the browser tests) share one worker, so one Chromium session
+test: install chromium
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 bench: install
 	$(BIN)/python tests/bench/run_bench.py

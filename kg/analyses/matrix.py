@@ -141,12 +141,8 @@ def known_engines(catalog: Catalog, rules: Iterable[Any]) -> list[str]:
     names: set[str] = set()
     folder = catalog.root / "engines"
     if folder.is_dir():
-        from kg.core.yamlio import load_yaml
         for f in sorted(folder.glob("*.yaml")):
-            try:
-                e = (load_yaml(f).data or {}).get("engine")
-            except Exception:  # noqa: BLE001 -- a broken table is `optkg validate`'s finding, not ours
-                e = None
+            e = _table_engine(f)
             if isinstance(e, str):
                 names.add(e)
     for r in rules:
@@ -156,6 +152,27 @@ def known_engines(catalog: Catalog, rules: Iterable[Any]) -> list[str]:
             if isinstance(cp, dict):
                 names.update(cp.get("engines") or [])
     return sorted(names)
+
+
+_ENGINE_OF: dict[tuple[str, int, int], Any] = {}
+
+
+def _table_engine(f) -> Any:
+    """The ``engine:`` of one flag table, read once per file version (path, size, mtime): the site export
+    builds a matrix per engine release, and re-parsing the tables was 80 % of each call."""
+    try:
+        st = f.stat()
+    except OSError:
+        return None
+    key = (str(f), st.st_size, st.st_mtime_ns)
+    if key not in _ENGINE_OF:
+        from kg.core.yamlio import load_yaml
+        try:
+            e = (load_yaml(f).data or {}).get("engine")
+        except Exception:  # noqa: BLE001 -- a broken table is `optkg validate`'s finding, not ours
+            e = None
+        _ENGINE_OF[key] = e
+    return _ENGINE_OF[key]
 
 
 def _has_upper_bound(spec: str | None) -> bool:

@@ -6,7 +6,7 @@ import argparse
 from kg.core.errors import OptkgError
 from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stacks_from_args, write_output
 
-FORMATS = ("text", "json", "sarif", "markdown", "github")
+FORMATS = ("text", "json", "sarif", "markdown", "github", "html")
 SEVERITIES = ("info", "warning", "error", "never")
 
 
@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="also list rules that did not fire, and why")
     p.add_argument("--diagram", type=__import__("pathlib").Path, help="draw the stack diagram (svg/png/pdf/dot)")
     p.add_argument("-o", "--output", type=__import__("pathlib").Path, help="write the report here instead of stdout")
+    p.add_argument("--site-url", default=None, metavar="URL",
+                   help="--format html: where the report's technique links point (default site/, the folder "
+                        "`optkg export site -o site` writes beside the report; or ../exports/site/, an http(s) URL)")
     p.add_argument("--force", action="store_true", help="allow overwriting existing output files")
     from kg.cli.check_training import add_arguments as add_training_arguments
     add_training_arguments(p)
@@ -44,9 +47,17 @@ def run(args: argparse.Namespace) -> int:
     check_output_paths([("--write-baseline", args.write_baseline), ("--diagram", args.diagram), ("-o", args.output)],
                        args.force)  # before anything is written: a refused -o leaves no half of the outputs behind
     check_terms(args.select, args.ignore, rules_dir=args.rules)  # a misspelt --select must not hide everything
+    if args.site_url is not None and args.format != "html":
+        raise OptkgError("--site-url goes with --format html")
+    if args.format == "html":
+        from kg.output.site.report import DEFAULT_SITE_URL, check_site_url
+        args.site_url = check_site_url(args.site_url if args.site_url is not None else DEFAULT_SITE_URL)
     catalog = load_clean_catalog(args)
     from kg.cli.check_training import run_training, wants_training
     if wants_training(args):
+        if args.format == "html":
+            raise OptkgError("--format html renders serving checks; a training job has text, json, sarif, "
+                             "markdown and github")
         return run_training(args, catalog)
     rules = kg.load_rules("check", args.rules)
     stacks = stacks_from_args(args, catalog, unknown_gpu_ok=True)
@@ -88,7 +99,13 @@ def run(args: argparse.Namespace) -> int:
     if args.diagram:
         from kg.output.diagrams.stack import stack_diagram
         stack_diagram(d, catalog, args.diagram, force=args.force)
-    for d in dicts:
+    if args.format == "html":
+        from kg.output.diagrams.stack import stack_diagram_build
+        from kg.output.site.assets import stylesheet
+        from kg.output.site.report import render_check_html
+        svgs = [stack_diagram_build(x, catalog).render("svg").decode("utf-8") for x in dicts]
+        texts.append(render_check_html(dicts, svgs, args.site_url, css=stylesheet()))
+    for d in ([] if args.format == "html" else dicts):
         if args.format == "text":
             texts.append(render_check_text(d, explain=args.explain))
         elif args.format == "json":

@@ -7,7 +7,8 @@ Examples::
     optkg export graph --focus tensor-parallelism --depth 2 -o tp.svg
     optkg export graph --format mermaid > graph.mmd
     optkg export matrix -o matrix.svg
-    optkg export --all                               # every diagram into exports/
+    optkg export site -o site                        # the offline HTML explorer: open site/index.html
+    optkg export --all                               # every diagram (and the site, exports/site/) into exports/
     optkg export --all --check                       # exit 1 when exports/ is stale
 
 Formats: svg, png, pdf (Graphviz), dot, mermaid, graphml, json; chosen by --format or the
@@ -24,18 +25,19 @@ from pathlib import Path
 from kg.core.errors import OptkgError
 from kg.cli.common import add_catalog_arg, load_clean_catalog
 
-WHAT = ("map", "graph", "matrix", "all")
+WHAT = ("map", "graph", "matrix", "site", "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = "examples:\n" + (__doc__ or "").split("Examples::")[1].split("Formats:")[0].rstrip() + "\n"
-    p.add_argument("what", nargs="?", choices=WHAT, help="which diagram (map, graph, matrix) or all")
+    p.add_argument("what", nargs="?", choices=WHAT, help="which diagram (map, graph, matrix), the HTML explorer (site) or all")
     p.add_argument("--all", action="store_true", dest="all_", help="write every diagram into exports/ (or -o DIR)")
     p.add_argument("--check", action="store_true",
-                   help="with --all: write nothing; exit 1 when the files in the folder are stale")
+                   help="with --all or site: write nothing; exit 1 when the files in the folder are stale")
     add_catalog_arg(p)
-    p.add_argument("-o", "--output", type=Path, help="output file (folder with --all; default exports/)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="output file (a folder with --all, default exports/; with site, default site/)")
     p.add_argument("--format", choices=("svg", "png", "pdf", "dot", "mermaid", "graphml", "json"),
                    help="output format (default: from the -o suffix, else svg)")
     p.add_argument("--force", action="store_true", help="allow overwriting an existing output file")
@@ -85,6 +87,35 @@ def _run_all(args: argparse.Namespace, catalog) -> int:
     return 0
 
 
+def _run_site(args: argparse.Namespace) -> int:
+    from kg.output.site import build_site, check_site, write_site
+    if args.format or args.focus or args.depth is not None or args.gaps or args.combined or args.no_combined \
+            or args.no_properties or args.engine or not _filters(args).is_empty():
+        raise OptkgError("`optkg export site` writes the whole explorer (its filters are on the pages); "
+                         "drop --format/--focus/--depth/--gaps/--combined/--engine and the filters")
+    out = args.output or Path("site")
+    if out.exists() and not out.is_dir():
+        raise OptkgError(f"-o {out}: not a folder (the site is a folder of pages)")
+    if not out.exists() and not args.check and not out.parent.is_dir():
+        raise OptkgError(f"-o {out}: folder {out.parent} does not exist")
+    catalog = load_clean_catalog(args)
+    files = build_site(catalog, args.rules)
+    if args.check:
+        problems = check_site(files, out)
+        for p in problems:
+            sys.stdout.write(p + "\n")
+        if problems:
+            sys.stdout.write(f"{len(problems)} problem(s): run `optkg export site -o {out}`\n")
+            return 1
+        sys.stdout.write(f"{out}/ is up to date\n")
+        return 0
+    if not out.exists():
+        out.mkdir()  # the folder asked for, and nothing above it
+    write_site(files, out, force=args.force, log=lambda s: sys.stderr.write(s + "\n"))
+    sys.stdout.write(f"open {out / 'index.html'}\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from kg.output.diagrams.exportall import _load_matrix
     from kg.output.diagrams.graphview import coupling_graph
@@ -95,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
     if args.all_ or args.what == "all":
         catalog = load_clean_catalog(args)
         return _run_all(args, catalog)
+    if args.what == "site":
+        return _run_site(args)
     if args.check:
-        raise OptkgError("--check goes with --all")
+        raise OptkgError("--check goes with --all or site")
     if not args.what:
         raise OptkgError("say what to draw: optkg export map|graph|matrix|all (see --help)")
     catalog = load_clean_catalog(args)

@@ -19,6 +19,7 @@ from kg.output.diagrams.render import RENDERED, SCHEMA_VERSION, graphviz_version
 
 FOCUS_EXAMPLE = "tensor-parallelism"
 MANIFEST = "manifest.json"
+SITE_DIR = "site"  # the HTML explorer (kg.output.site), a folder of its own with its own marker
 
 
 @dataclass
@@ -92,7 +93,10 @@ def _index_md(items: list[ExportItem]) -> str:
     for i in items:
         out.append(f"| [{i.name}]({i.name}) | {i.description} |")
     out += ["| [manifest.json](manifest.json) | Digests of the files and of the Graphviz source of each image "
-            "(used by `--check`) |", ""]
+            "(used by `--check`) |",
+            f"| [{SITE_DIR}/]({SITE_DIR}/index.html) | The offline HTML explorer: coordinate map with filters, a page per "
+            "technique, the coupling graph view, the compatibility matrix per engine and release "
+            "(`optkg export site`; open index.html) |", ""]
     return "\n".join(out)
 
 
@@ -166,6 +170,17 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
     items, products = build_all(catalog, rules_dir)
     expected = {i.name for i in items} | {MANIFEST}
     problems: list[str] = []
+    from kg.output.site import GENERATOR as SITE_GENERATOR, build_site, check_site, write_site
+    site_dir = out_dir / SITE_DIR
+    site_files = build_site(catalog, rules_dir)
+    if check:
+        problems += check_site(site_files, site_dir)
+    elif site_dir.is_symlink() or (site_dir.exists() and not site_dir.is_dir()):
+        raise OptkgError(f"{site_dir}: not a folder (a symbolic link or a file); refusing to write the site there; "
+                         "nothing was written")
+    elif site_dir.is_dir():
+        from kg.core.outdir import OwnedFolder
+        OwnedFolder(site_dir, generator=SITE_GENERATOR, force=force).check(list(site_files))
     if check:
         mpath = out_dir / MANIFEST
         try:
@@ -213,6 +228,9 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
         if log:
             log(f"wrote {out_dir / it.name} ({len(payload):,} bytes, {time.perf_counter() - t0:.2f} s)")
     folder.remove_stale(expected, log)  # only files an earlier --all wrote, unchanged since
+    if not site_dir.is_dir():
+        site_dir.mkdir()
+    write_site(site_files, site_dir, force=force, log=log)
     manifest = {"schema_version": SCHEMA_VERSION, "kind": "exports", "generator": "optkg export --all",
                 "graphviz": graphviz_version(), "files": dict(folder.files)}
     folder.finish(text=to_json(manifest))

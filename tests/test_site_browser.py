@@ -1,0 +1,238 @@
+"""The explorer and the HTML check report in a real browser: Debian's headless Chromium driven by
+Playwright (``executable_path``: no browser download). One browser for the whole module.
+
+Chromium missing is a failure, not a skip: ``make test`` installs it (the Makefile's ``chromium``
+target, as ``graphviz`` installs dot). Every request the pages make is intercepted: only ``file://``
+is allowed, and any other request fails the test. Console errors fail it too. Screenshots go to
+``$OPTKG_SCREENSHOT_DIR`` (default: a folder under pytest's tmp dir), never into the repository.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from export_helpers import REPO
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+# make test runs the suite with pytest-xdist --dist loadgroup: this module stays on one worker (one browser)
+pytestmark = pytest.mark.xdist_group("browser")
+
+
+def _chromium() -> str:
+    exe = os.environ.get("OPTKG_CHROMIUM") or next((shutil.which(n) for n in CHROMIUM_NAMES if shutil.which(n)), None)
+    if not exe:
+        pytest.fail("Chromium not found: `make test` installs it (apt-get install chromium); "
+                    "or set OPTKG_CHROMIUM to a Chromium binary", pytrace=False)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    d = Path(os.environ.get("OPTKG_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def site_dir(catalog, tmp_path_factory, cli_module) -> Path:
+    """The site and a check report beside it (its links point into site/)."""
+    from kg.output.site import build_site, write_site
+    root = tmp_path_factory.mktemp("explorer")
+    (root / "site").mkdir()
+    write_site(build_site(catalog), root / "site")
+    code, _, err = cli_module("check", str(REPO / "examples" / "qwen3-235b-tp8.yaml"), "--format", "html",
+                              "-o", str(root / "report.html"))
+    assert code == 0, err
+    return root
+
+
+@pytest.fixture(scope="module")
+def cli_module():
+    from conftest import run_cli
+    return run_cli
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the Python package playwright is missing: pip install -e '.[test]' (make test does)", pytrace=False)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Watch:
+    """Console errors, page errors and every request a page made."""
+
+    def __init__(self):
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.blocked: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def ctx(browser):
+    w = Watch()
+    c = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+
+    def route(r):
+        url = r.request.url
+        w.requests.append(url)
+        if url.startswith("file://"):
+            r.continue_()
+        else:
+            w.blocked.append(url)
+            r.abort()
+
+    c.route("**/*", route)
+    c.watch = w
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def page(ctx):
+    pg = ctx.new_page()
+    w = ctx.watch
+    pg.on("console", lambda m: w.errors.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    pg.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
+    yield pg
+    errors, blocked = list(w.errors), list(w.blocked)
+    w.errors.clear()
+    w.blocked.clear()
+    pg.close()
+    assert errors == [], errors
+    assert blocked == [], f"network requests made: {blocked}"
+
+
+def _url(site_dir: Path, name: str) -> str:
+    return (site_dir / name).as_uri() if "#" not in name else (site_dir / name.split("#")[0]).as_uri() + "#" + name.split("#")[1]
+
+
+def test_map_renders_all_techniques(page, site_dir, catalog, shots):
+    page.goto(_url(site_dir, "site/index.html"))
+    panel = page.locator('section.panel[data-stage="combined"]')
+    assert panel.is_visible()
+    ids = set(panel.locator("li[data-t]").evaluate_all("els => els.filter(e => e.offsetParent).map(e => e.dataset.t)"))
+    assert ids == set(catalog.techniques)
+    assert page.locator('section.panel[data-stage="training"]').is_hidden()  # stage panels: one at a time
+    assert page.text_content("#count") == f"Showing {len(catalog.techniques)} of {len(catalog.techniques)} techniques in 31 cells."
+    page.screenshot(path=str(shots / "map.png"))
+
+
+def _visible_cells(page) -> int:
+    return page.locator('section.panel[data-stage="combined"] td.cell').evaluate_all(
+        "els => els.filter(e => e.offsetParent && [...e.querySelectorAll('li[data-t]')].some(l => l.offsetParent)).length")
+
+
+def test_a_filter_changes_the_visible_cells(page, site_dir, shots):
+    page.goto(_url(site_dir, "site/index.html"))
+    before = _visible_cells(page)
+    page.select_option("#f-dimension", "network")
+    after = _visible_cells(page)
+    assert before == 31 and 0 < after < before
+    assert page.locator('section.panel[data-stage="combined"] th[data-dim="compute"]').is_hidden()
+    page.select_option("#f-dimension", "")
+    page.select_option("#f-release", label="vllm 0.10.2")  # DCP arrived in vLLM 0.10.2 (vllm.yaml:89)
+    assert page.locator('section.panel[data-stage="combined"] li[data-t="decode-context-parallelism"]').first.is_visible()
+    page.select_option("#f-release", label="vllm 0.10.1.1")
+    assert page.locator('section.panel[data-stage="combined"] li[data-t="decode-context-parallelism"]').first.is_hidden()
+    assert page.locator('section.panel[data-stage="combined"] li[data-t="tensor-parallelism"]').first.is_visible()
+    page.select_option("#f-stage", "training")
+    assert page.locator('section.panel[data-stage="training"]').is_visible()
+    assert page.locator('section.panel[data-stage="combined"]').is_hidden()
+    page.screenshot(path=str(shots / "map-filtered.png"))
+
+
+def test_hovering_a_cell_shows_full_names(page, site_dir, shots):
+    page.goto(_url(site_dir, "site/index.html"))
+    cell = page.locator('section.panel[data-stage="combined"] tr[data-layer="L4"] td[data-dim="compute"]')
+    cell.hover()
+    tip = page.locator("#tip")
+    assert tip.is_visible()
+    text = tip.text_content()
+    assert text.startswith("Model & algorithm × Compute\n") and "\nTensor parallelism\n" in text + "\n"
+    assert "\nBubble-reducing pipeline schedules (interleaved 1F1B, zero bubble)" in text  # shown as "ZB / interleaved PP"
+    page.screenshot(path=str(shots / "map-hover.png"))
+    page.mouse.move(0, 0)
+    assert tip.is_hidden()
+    # the keyboard reaches the same tooltip: a cell takes focus
+    cell.focus()
+    assert tip.is_visible() and "Tensor parallelism" in tip.text_content()
+
+
+def test_technique_page_shows_its_couplings(page, site_dir, shots):
+    page.goto(_url(site_dir, "site/technique-tensor-parallelism.html"))
+    assert page.text_content("h1").startswith("Tensor parallelism")
+    out = page.locator("#couplings-out table tbody tr")
+    assert out.count() == 2
+    assert "tp_size > num_key_value_heads" in out.nth(0).text_content()
+    assert page.locator("#couplings-in table tbody tr").count() >= 5
+    page.click('#couplings-in a[href="technique-custom-allreduce.html"] >> nth=0')
+    assert page.text_content("h1").startswith("Custom one-shot all-reduce")
+    page.go_back()
+    page.screenshot(path=str(shots / "technique.png"))
+
+
+def test_graph_view_focuses_on_tensor_parallelism(page, site_dir, shots):
+    page.goto(_url(site_dir, "site/graph.html#focus=t:tensor-parallelism&depth=1"))
+    status = page.locator("#g-status")
+    assert status.get_attribute("data-focus") == "t:tensor-parallelism"
+    assert status.text_content().startswith("Focus: Tensor parallelism · depth 1 · ")
+    edges = page.locator("#g-edges li")
+    n1 = edges.count()
+    assert n1 > 5 and all("Tensor parallelism" in t or "TP" in t for t in edges.all_text_contents()[:1])
+    assert "condition: tp_size > num_key_value_heads" in " ".join(edges.all_text_contents())
+    canvas = page.locator("#cy canvas")
+    assert canvas.count() >= 1
+    page.screenshot(path=str(shots / "graph-tp.png"))
+    # depth 2 draws more, never the whole graph
+    page.select_option("#g-depth", "2")
+    page.wait_for_function("document.getElementById('g-status').textContent.includes('depth 2')")
+    text = status.text_content()
+    nodes = int(text.split("depth 2 · ")[1].split(" nodes")[0])
+    assert 17 < nodes <= 60
+    # only the 'requires' kind: fewer couplings
+    page.goto(_url(site_dir, "site/graph.html#focus=t:tensor-parallelism&depth=1&kinds=requires"))
+    page.wait_for_function("document.getElementById('g-edges').children.length > 0")
+    assert 0 < page.locator("#g-edges li").count() < n1
+
+
+def test_check_report_links_its_finding_to_the_technique(page, site_dir, shots):
+    page.goto(_url(site_dir, "report.html"))
+    finding = page.locator('article.finding[data-rule="kv-head-replication"]')
+    assert finding.is_visible()
+    assert page.locator(".diagram svg").count() == 1
+    page.screenshot(path=str(shots / "report.png"))
+    finding.locator('a.tech:text("tensor-parallelism")').first.click()
+    assert page.url.endswith("/site/technique-tensor-parallelism.html")
+    assert page.text_content("h1").startswith("Tensor parallelism")
+
+
+def test_static_parts_work_without_javascript(browser, site_dir, shots):
+    c = browser.new_context(java_script_enabled=False)
+    blocked = []
+    c.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (blocked.append(r.request.url), r.abort()))
+    pg = c.new_page()
+    pg.goto(_url(site_dir, "site/index.html"))
+    assert pg.locator("#filters").is_hidden()  # the filters need the script; everything else is there
+    assert pg.locator("section.panel").count() == 6 and pg.locator('section.panel[data-stage="training"]').is_visible()
+    pg.goto(_url(site_dir, "site/matrix-vllm.html"))
+    assert pg.locator("table.matrix tbody tr").count() > 50
+    pg.goto(_url(site_dir, "site/graph.html"))
+    assert pg.locator("noscript").count() == 1
+    pg.screenshot(path=str(shots / "graph-nojs.png"))
+    c.close()
+    assert blocked == []
+
+
+def test_no_request_left_the_disk(ctx):
+    assert ctx.watch.requests and all(u.startswith("file://") for u in ctx.watch.requests), \
+        [u for u in ctx.watch.requests if not u.startswith("file://")]
