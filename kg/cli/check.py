@@ -131,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = "".join(texts) if args.format == "github" else "\n".join(texts)
     write_output(text, args.output, force=args.force)
+    if args.format == "html" and args.output is not None and str(args.output) != "-":
+        import sys
+        sys.stderr.write(f"wrote {args.output} (technique links point into {args.site_url})\n")
     findings = [f for d in dicts for f in d["findings"]]
     code = fail_code(findings, args.fail_on)
     if args.fail_on_unknown and any(d.get("not_evaluable") for d in dicts):
