@@ -351,3 +351,25 @@ def test_check_format_html(cli, tmp_path):
     assert code == 2 and "--site-url" in err and not (tmp_path / "r2.html").exists()
     code, _, err = cli("check", str(REPO / "examples" / "qwen3-235b-tp8.yaml"), "--site-url", "x/")
     assert code == 2 and "--site-url goes with --format html" in err
+
+
+def test_export_all_writes_and_checks_the_site(cli, tmp_path):
+    """`export --all` puts the site in <out>/site/, `--check` finds an edited page, a user's file there is kept."""
+    from export_helpers import TINY
+    out = tmp_path / "exports"
+    code, _, err = cli("export", "--all", "--catalog", str(TINY), "-o", str(out))
+    assert code == 0, err
+    assert (out / "site" / "index.html").is_file() and (out / "site" / ".optkg-generated.json").is_file()
+    assert "| [site/](site/index.html) |" in (out / "README.md").read_text()
+    assert cli("export", "--all", "--check", "--catalog", str(TINY), "-o", str(out))[0] == 0
+    page = out / "site" / "techniques.html"
+    page.write_text("edited\n")
+    code, stdout, _ = cli("export", "--all", "--check", "--catalog", str(TINY), "-o", str(out))
+    assert code == 1 and f"{page}: stale (differs from what the catalog generates)" in stdout
+    st = (out / "README.md").stat()
+    before = (st.st_ino, st.st_mtime_ns)
+    (out / "site" / ".optkg-generated.json").unlink()  # without optkg's marker the pages are the user's
+    code, _, err = cli("export", "--all", "--catalog", str(TINY), "-o", str(out))
+    assert code == 2 and "not written by `optkg export site`" in err and "nothing was written" in err
+    st = (out / "README.md").stat()
+    assert page.read_text() == "edited\n" and (st.st_ino, st.st_mtime_ns) == before  # refused before any write

@@ -199,6 +199,11 @@ def test_graph_view_focuses_on_tensor_parallelism(page, site_dir, shots):
     text = status.text_content()
     nodes = int(text.split("depth 2 · ")[1].split(" nodes")[0])
     assert 17 < nodes <= 60
+    # a property as the focus
+    page.goto(_url(site_dir, "site/graph.html#focus=p:kv_head_replication&depth=1"))
+    page.wait_for_function("document.getElementById('g-status').dataset.focus === 'p:kv_head_replication'")
+    assert page.text_content("#g-status").startswith("Focus: KV-head replication factor · depth 1 · ")
+    assert "Tensor parallelism causes KV-head replication factor" in " ".join(page.locator("#g-edges li").all_text_contents())
     # only the 'requires' kind: fewer couplings
     page.goto(_url(site_dir, "site/graph.html#focus=t:tensor-parallelism&depth=1&kinds=requires"))
     page.wait_for_function("document.getElementById('g-edges').children.length > 0")
@@ -214,6 +219,17 @@ def test_check_report_links_its_finding_to_the_technique(page, site_dir, shots):
     finding.locator('a.tech:text("tensor-parallelism")').first.click()
     assert page.url.endswith("/site/technique-tensor-parallelism.html")
     assert page.text_content("h1").startswith("Tensor parallelism")
+
+
+def test_matrix_release_choice(page, site_dir):
+    page.goto(_url(site_dir, "site/matrix-vllm.html"))
+    rows = page.locator("table.matrix tbody tr")
+    assert rows.count() > 50
+    row = page.locator("#cell-decode-context-parallelism--tensor-parallelism").locator("xpath=ancestor::tr")
+    assert row.count() == 1 and "conditional" in row.text_content()
+    page.select_option("#release-select", label="0.10.2")
+    page.wait_for_url("**/matrix-vllm-*.html")
+    assert "0.10.2" in page.text_content("h1") and page.locator("table.matrix tbody tr").count() > 50
 
 
 def test_static_parts_work_without_javascript(browser, site_dir, shots):
@@ -236,3 +252,60 @@ def test_static_parts_work_without_javascript(browser, site_dir, shots):
 def test_no_request_left_the_disk(ctx):
     assert ctx.watch.requests and all(u.startswith("file://") for u in ctx.watch.requests), \
         [u for u in ctx.watch.requests if not u.startswith("file://")]
+
+
+CONTRAST_JS = """() => {
+  const lin = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  const bg = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  document.querySelectorAll("body *").forEach(el => {
+    if (!el.offsetParent && getComputedStyle(el).position !== "fixed") return;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own) return;
+    const a = lum(rgb(getComputedStyle(el).color).slice(0, 3)), b = lum(bg(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    out.push([ratio, el.tagName + "." + el.className, el.textContent.trim().slice(0, 40)]);
+  });
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("name", ["site/index.html", "site/technique-tensor-parallelism.html", "site/matrix-vllm.html",
+                                  "site/graph.html#focus=t:tensor-parallelism", "report.html"])
+def test_text_contrast_is_at_least_4_5(page, site_dir, name):
+    """WCAG 2.1 AA: every visible text element against its background, computed in the browser."""
+    page.goto(_url(site_dir, name))
+    rows = page.evaluate(CONTRAST_JS)
+    assert len(rows) > 20
+    low = sorted((r for r in rows if r[0] < 4.5), key=lambda r: r[0])
+    assert low == [], low[:10]
+
+
+def test_keyboard_reaches_the_cells_and_the_pages(page, site_dir):
+    page.goto(_url(site_dir, "site/index.html"))
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"  # first stop: skip to content
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    for _ in range(60):  # the filters, then the first map cell, by Tab alone
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('td.cell')"):
+            break
+    assert page.evaluate("document.activeElement.matches('td.cell')")
+    assert page.locator("#tip").is_visible()
+    page.keyboard.press("Escape")
+    assert page.locator("#tip").is_hidden()
+    page.keyboard.press("Tab")  # into the cell: its first technique link; Enter opens the page
+    assert page.evaluate("document.activeElement.tagName") == "A"
+    target = page.evaluate("document.activeElement.getAttribute('href')")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/" + target)
+    assert page.url.endswith("/" + target)
