@@ -18,7 +18,9 @@ over the stack's facts holds (GPU class, other settings), with the released sour
    turns off (prefix caching before vLLM 0.8.0) removes the technique the flag table assumed, unless a
    flag set it.
 
-Entries: ``{setting, value, source, releases, evidence, why}`` (value None when unknown).
+Entries: ``{setting, value, source, releases, evidence, why}`` (value None when unknown); an engine default from a
+table entry marked ``brief: true`` (a plain switch whose evidence is its ServerArgs field) also has ``brief: True``,
+and the text report lists those on one line.
 Errors: OptkgError for an unreadable table (file:line).
 """
 from __future__ import annotations
@@ -210,7 +212,8 @@ def effective_configuration(stack: Any) -> list[dict[str, Any]]:
         where = f"{ev[0]['path']}:{ev[0]['line']} at {stack.engine} {ev[0]['release']}" if ev else "no evidence"
         out.append({"setting": name, "value": value, "source": "engine default", "releases": str(e["releases"]),
                     "evidence": ev, "why": f"{stack.engine} {e['releases']} default ({where})"
-                                          + (f", because {e['when']}" if e.get("when") else "")})
+                                          + (f", because {e['when']}" if e.get("when") else ""),
+                    "brief": bool(e.get("brief"))})
     return out
 
 

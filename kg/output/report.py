@@ -90,7 +90,10 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     if eff:
         out.append("")
         out.append(f"Effective configuration ({s['engine']} {s.get('engine_version') or ''})".rstrip())
+        brief = [e for e in eff if e.get("brief") and e["source"] == "engine default"]
         for e in eff:
+            if e in brief:
+                continue
             val = "?" if e["value"] is None else fmt_num(e["value"], REPORT)
             src = {"given": "given", "unknown": "unknown"}.get(e["source"], e["source"])
             head = f"  {e['setting']:<28} {val:<8} {src}"
@@ -99,6 +102,10 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             else:
                 out.append(head + ":")
                 out.append(_wrap(e["why"], " " * 6))
+        if brief:
+            shown = ", ".join(f"{e['setting']}={fmt_num(e['value'], REPORT)}" for e in brief)
+            out.append(f"  engine defaults ({len(brief)}; release ranges and evidence with --format json):")
+            out.append(_wrap(shown, " " * 6))
     out.append("")
     fs = d["findings"]
     unknown = d.get("not_evaluable") or []

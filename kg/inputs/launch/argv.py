@@ -345,6 +345,12 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
         undefault(key, None)
         if origin:
             st.origins[key] = origin
+    # `implies`: settings any value of the flag sets (`--grpc-port N` starts the gRPC server; `--api-key K`
+    # says a key is set without the stack keeping the key itself)
+    for key, val in (spec.get("implies") or {}).items():
+        st.settings[key] = val
+        if origin:
+            st.origins[key] = origin
     if typ == "json":
         for src, dst in (spec.get("fields") or {}).items():
             if src in value:
