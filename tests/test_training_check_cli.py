@@ -97,3 +97,42 @@ def test_cmd_detects_training_launchers(cli, catalog):
     code, out, _ = cli("check", "--cmd", "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --pipeline-model-parallel-size 16 "
                        "--num-layers-per-virtual-pipeline-stage 2", "--model", "meta-llama/Llama-3.1-70B")
     assert code == 1 and "2 x 2 x 16 = 64 of 80 layers are built" in out
+
+
+def test_train_refuses_a_serving_launch_in_one_line(cli):
+    for cmd, prog, name in (("vllm serve meta-llama/Llama-3.1-8B -tp 2", "vllm serve", "vllm (serving)"),
+                            ("python -m sglang.launch_server --model-path x", "python -m sglang.launch_server",
+                             "sglang (serving)"),
+                            ("docker run --gpus all vllm/vllm-openai --model x", "docker run", "docker (container)")):
+        code, out, err = cli("check", "--train", cmd)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert f"--train: '{prog}' launches {name}, not a training job" in err
+
+
+def test_megatron_theoretical_label_on_an_sp_job_without_selective_recompute(cli):
+    job = JOB_70B.replace(" --recompute-granularity selective", "")
+    code, out, _ = cli("check", "--train", job, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100")
+    line = next(x for x in out.splitlines() if "Megatron-LM's theoretical memory" in x)
+    assert "TP without SP" not in line
+    assert ("Megatron-LM's without-SP formula, which it applies to an SP job unless recompute is selective "
+            "(here: none; theoretical_memory_usage.py:466)") in line
+    # with selective recompute Megatron takes the SP formula
+    _, out, _ = cli("check", "--train", JOB_70B, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100")
+    assert "s*b*h*(18 + 4*ffn/h) per layer (Korthikanti Table 2, SP + selective), /TP" in out
+
+
+def test_memory_warning_title_and_label_at_93_percent(cli):
+    # 70B job at seq 7680 on a 40 GB A100: 39.96 of 42.95 GB = 93 % (warning band from 90 %, error above 100 %)
+    code, out, _ = cli("check", "--train", JOB_70B.replace("8192", "7680"), "--model", "meta-llama/Llama-3.1-70B",
+                       "--gpu", "A100-40GB")
+    assert code == 0
+    assert "WARN  training-memory-exceeds-gpu: Estimated memory per GPU is near or over what the GPU holds" in out
+    assert "against 42.95 GB on the A100-40GB (93%)" in out and "WARNING" not in out
+    assert "exceeds" not in out.replace("training-memory-exceeds-gpu", "")  # the rule id keeps its name (ids never die)
+
+
+def test_markdown_names_framework_and_gpus(cli):
+    code, out, _ = cli("check", "--train", JOB_70B.replace("8192", "7680"), "--model", "meta-llama/Llama-3.1-70B",
+                       "--gpu", "A100-40GB", "--format", "markdown")
+    assert "Model `meta-llama/Meta-Llama-3.1-70B`, framework `megatron`, GPU `A100-40GB` x512" in out, out
+    assert "engine `-`" not in out and "hardware `-`" not in out

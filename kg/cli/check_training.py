@@ -41,6 +41,23 @@ def wants_training(args: argparse.Namespace) -> bool:
     return False
 
 
+def refuse_serving_launch(text: str, label: str = "--train") -> None:
+    """OptkgError (one line, exit 2) when ``text`` launches a serving engine or a container, not training:
+    the launch registry (kg.inputs.launch) names the program it found."""
+    import kg.inputs.launch  # noqa: F401  (registers the launch formats)
+    from kg.inputs.launch.argv import tokens
+    from kg.inputs.launch.registry import match_program
+    try:
+        words = tokens(text)
+    except OptkgError:
+        return  # the training reader reports the quoting error itself
+    m = match_program(words)
+    if m is not None and m[0].kind != "training":
+        lz, a, b = m
+        raise OptkgError(f"{label}: '{' '.join(words[a:b])}' launches {lz.name} ({lz.kind}), not a training job; "
+                         "give serving launches to --cmd (or --vllm/--sglang)")
+
+
 def build_job(args: argparse.Namespace, catalog):
     from kg.inputs.modelcfg import load_config_file, resolve_model
     from kg.inputs.training import load_training_file, parse_training_command
@@ -54,6 +71,8 @@ def build_job(args: argparse.Namespace, catalog):
         label = "--train" if getattr(args, "train", None) else "--cmd"
         if getattr(args, "stack", None):
             raise OptkgError(f"give one of: a training file or {label}")
+        if label == "--train":
+            refuse_serving_launch(text)
         job = parse_training_command(text, model=model, where=label, base_dir=Path("."), resolver=resolve_model)
     else:
         job = load_training_file(args.stack, catalog, resolve_model)

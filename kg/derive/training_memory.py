@@ -271,6 +271,10 @@ def megatron_theoretical_memory(shape: dict[str, Any], *, tp: int, pp: int, dp: 
     else:
         act = Fraction(sbh) * (10 + Fraction(24, tp)) * L
         formula = "s*b*h*(10 + 24/t) per layer (Korthikanti Table 2, TP without SP), x1.05"
+        if sequence_parallel:  # Megatron-LM takes its SP formula only with selective recompute (:466 at d98e8a64)
+            formula = ("s*b*h*(10 + 24/t) per layer, x1.05: Megatron-LM's without-SP formula, which it applies to an "
+                       f"SP job unless recompute is selective (here: {recompute_granularity}; "
+                       "theoretical_memory_usage.py:466)")
     act += 8 * s * b * pp + sbh * pp
     if vpp is not None:
         act *= 1 + Fraction(pp - 1, pp * vpp)

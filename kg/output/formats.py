@@ -371,8 +371,14 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
             out.append("</details>")
     else:
         stack = d.get("stack") or {}
-        out.append(f"Model `{stack.get('model')}`, engine `{stack.get('engine') or '-'}`, "
-                   f"hardware `{stack.get('hardware') or '-'}`" + (f" x{stack['gpu_count']}" if stack.get("gpu_count") else ""))
+        if d.get("kind") == "training":  # a training job names its framework and GPUs, not an engine
+            fw = " ".join(str(x) for x in (stack.get("framework"), stack.get("framework_version")) if x) or "-"
+            world = ((d.get("derived") or {}).get("parallel") or {}).get("world_size")
+            out.append(f"Model `{stack.get('model') or 'shape from arguments'}`, framework `{fw}`, "
+                       f"GPU `{stack.get('gpu') or 'not given'}`" + (f" x{world}" if world else ""))
+        else:
+            out.append(f"Model `{stack.get('model')}`, engine `{stack.get('engine') or '-'}`, "
+                       f"hardware `{stack.get('hardware') or '-'}`" + (f" x{stack['gpu_count']}" if stack.get("gpu_count") else ""))
         out.append("")
         out.append("| Severity | Rule | Finding | Cost lands in | Fix |")
         out.append("| --- | --- | --- | --- | --- |")
