@@ -24,12 +24,15 @@ from kg.core.version import __version__
 
 if TYPE_CHECKING:  # names for the annotations only; nothing heavy is imported at `import kg`
     from kg.analyses.check import Report
+    from kg.analyses.training import TrainingReport
     from kg.engine.rules import RuleSet
     from kg.inputs.modelcfg import ModelFacts
     from kg.inputs.stack import Stack
+    from kg.inputs.training.job import TrainingJob
     from kg.knowledge.catalog import Catalog
 
 __all__ = ["OptkgError", "__version__", "load_catalog", "load_rules", "stack_from_command", "stack_from_file",
+           "stacks_from_file",
            "check", "kv", "diagnose", "fit"]
 
 
@@ -72,50 +75,85 @@ def _rules(kind: str, rules: "RuleSet | Path | str | None") -> "RuleSet":
     return rules
 
 
-def _engine_of(command: str) -> str:
-    """'vllm' for ``vllm serve ...`` (also ``python -m vllm.entrypoints.openai.api_server``), 'sglang'
-    for ``python -m sglang.launch_server ...`` / ``sglang serve``; OptkgError otherwise."""
-    import shlex
-    try:
-        words = shlex.split(command)
-    except ValueError as e:
-        raise OptkgError(f"command: cannot split it into words ({e})") from None
-    for w in words[:4]:
-        base = w.rsplit("/", 1)[-1]
-        if base == "vllm" or base.startswith("vllm."):
-            return "vllm"
-        if base == "sglang" or base.startswith("sglang."):
-            return "sglang"
-    raise OptkgError("command: not a vLLM or SGLang launch command (expected `vllm serve ...` or "
-                     "`python -m sglang.launch_server ...`); pass engine='vllm' or engine='sglang'")
-
-
 def stack_from_command(command: str, catalog: "Catalog | None" = None, *, engine: str | None = None,
-                       config: Path | str | None = None) -> "Stack":
-    """A ``kg.inputs.stack.Stack`` from a pasted launch command, as ``optkg check --vllm/--sglang``
-    reads it.
+                       config: Path | str | None = None, engine_version: str | None = None) -> "Stack | TrainingJob":
+    """What ``optkg check --cmd`` reads from a pasted launch command: a ``kg.inputs.stack.Stack`` for a
+    serving launch, a ``kg.inputs.training.job.TrainingJob`` for a training launch.
 
-    ``engine``: 'vllm' or 'sglang' (default: told from the command's program). ``config``: a Hugging
-    Face config.json that replaces the command's model. The model must be a bundled hub id or a local
-    config. ``stack.values()`` is the flat namespace rules read: parallel sizes (``tp_size`` ...),
-    technique parameters and engine settings with their units in the names (``max_model_len`` tokens,
-    ``kv_budget_gib`` GiB); flags optkg does not model are kept in ``stack.ignored``. Raises
-    OptkgError naming the flag for a bad value.
+    Every launch format of the ``--cmd`` registry (kg.inputs.launch.registry) is read: ``vllm serve`` /
+    the OpenAI api_server module, SGLang (``python -m sglang.launch_server``, ``sglang serve``),
+    ``trtllm-serve``, ``lmdeploy serve api_server``, ``docker run`` / ``podman run`` of an engine image,
+    and the training launchers (``torchrun``, ``deepspeed``, ``accelerate launch``, ``python -m
+    torch.distributed.run``, verl, torchtitan, ``python pretrain_*.py`` ...). ``kg.check`` takes either.
+    ``engine``: 'vllm' or 'sglang' reads ``command`` with that engine's parser (a bare list of its flags
+    works too), as ``--vllm``/``--sglang`` do. ``config``: a Hugging Face config.json that replaces the
+    command's model. ``engine_version``: the release (serving engine, or training framework) the rules
+    scope to. ``stack.values()`` is the flat namespace rules read (``tp_size`` ..., units in the names);
+    flags optkg does not model are kept in ``.ignored``. Raises OptkgError naming the flag for a bad
+    value, or the known programs when the command launches none of them.
     """
-    from kg.inputs.launch import parse_command
-    return parse_command(command, _catalog(catalog), engine or _engine_of(command),
-                         str(config) if config is not None else None, f"--{engine}" if engine else None)
+    cat = _catalog(catalog)
+    override = str(config) if config is not None else None
+    if engine:
+        from kg.inputs.launch import parse_command
+        st = parse_command(command, cat, engine, override, f"--{engine}")
+        if engine_version:
+            from kg.inputs.stack import check_engine_version
+            st.engine_version = check_engine_version(engine_version, "engine_version", "a release number")
+        return st
+    from kg.inputs.launch import parse_launch
+    from kg.inputs.modelcfg import resolve_model
+    return parse_launch(command, cat, label="command", model_override=override, resolver=resolve_model,
+                        engine_version=engine_version)
 
 
-def stack_from_file(path: Path | str, catalog: "Catalog | None" = None) -> "Stack":
-    """A ``Stack`` from a stack YAML file (model, engine, hardware, techniques, settings; see
-    kg.inputs.stack). Raises OptkgError naming file:line and field for bad input."""
-    from kg.inputs.stack import load_stack_file
-    return load_stack_file(Path(path), _catalog(catalog))
+def stack_from_file(path: Path | str, catalog: "Catalog | None" = None, *,
+                    config: Path | str | None = None) -> "Stack | TrainingJob":
+    """What ``optkg check FILE`` reads from ``path``, by content: a stack YAML (model, engine, hardware,
+    techniques, settings; see kg.inputs.stack), a Kubernetes manifest / compose file / TensorRT-LLM
+    LLM-API YAML with one serving container (a ``Stack``), or a training file - DeepSpeed JSON, accelerate
+    YAML, torchtitan TOML, a stack YAML with ``framework:`` (a ``TrainingJob``). A file describing several
+    serving containers raises OptkgError: use ``stacks_from_file``. ``config``: a Hugging Face config.json
+    that replaces the file's model (as ``optkg check FILE --config``). Raises OptkgError naming file:line
+    and field for bad input."""
+    cat = _catalog(catalog)
+    from kg.inputs.training import is_training_file
+    if is_training_file(path):
+        from kg.inputs.modelcfg import resolve_model
+        from kg.inputs.training import load_training_file
+        job = load_training_file(Path(path), cat, resolve_model)
+        if config is not None:
+            from kg.inputs.modelcfg import load_config_file
+            job.model = load_config_file(Path(config))
+        return job
+    stacks = stacks_from_file(path, cat, config=config)
+    if len(stacks) > 1:
+        raise OptkgError(f"{path}: the file describes {len(stacks)} serving containers "
+                         f"({', '.join(s.name for s in stacks)}); use kg.stacks_from_file")
+    return stacks[0]
 
 
-def check(stack: "Stack", catalog: "Catalog | None" = None, rules: "RuleSet | Path | str | None" = None) -> "Report":
+def stacks_from_file(path: Path | str, catalog: "Catalog | None" = None, *,
+                     config: Path | str | None = None) -> "list[Stack]":
+    """One ``Stack`` per serving container ``path`` describes (a Kubernetes manifest or compose file may hold
+    several; a stack YAML or LLM-API YAML gives one), with notes on the containers it skipped; findings
+    carry the file's lines (kg.inputs.launch.files)."""
+    from kg.inputs.launch.files import stacks_from_file as _from_file
+    stacks, skipped, _ = _from_file(Path(path), _catalog(catalog),
+                                    model_override=str(config) if config is not None else None)
+    for st in stacks:
+        st.notes.extend(skipped)
+    return stacks
+
+
+def check(stack: "Stack | TrainingJob", catalog: "Catalog | None" = None,
+          rules: "RuleSet | Path | str | None" = None) -> "Report | TrainingReport":
     """Check ``stack`` against the catalog's couplings and the check rules (what ``optkg check`` does).
+
+    A ``TrainingJob`` (from ``stack_from_command`` on a training launch) is checked as ``optkg check``
+    checks it: the ``training`` rules plus the catalog's training couplings on the job's techniques; the
+    result is a ``kg.analyses.training.TrainingReport`` (``.findings``, ``.to_dict()``: memory per GPU,
+    parallel layout, batch arithmetic, outcomes), and ``rules`` is then a training ruleset.
 
     Returns a ``kg.analyses.check.Report``: ``.findings`` is a list of ``Finding`` (``rule_id``,
     ``severity`` info|warning|error, ``message``, ``techniques``, ``numbers`` — the rule's numbers with
@@ -123,6 +161,10 @@ def check(stack: "Stack", catalog: "Catalog | None" = None, rules: "RuleSet | Pa
     quantities (e.g. KV bytes per token); ``.to_dict()`` the JSON shape of ``optkg check --format json``.
     ``rules``: a RuleSet, a rules folder, or None for the shipped rules.
     """
+    from kg.inputs.training.job import TrainingJob
+    if isinstance(stack, TrainingJob):
+        from kg.analyses.training import training_report
+        return training_report(stack, _rules("training", rules), _catalog(catalog))
     from kg.analyses.check import check_stack
     return check_stack(stack, _catalog(catalog), _rules("check", rules))
 

@@ -62,8 +62,9 @@ def test_stack_from_file_and_engine_detection(catalog):
     assert kg.kv(st)["layout"]["replication_factor"] == 2  # tp_size 8 from the technique's parameters
     sg = kg.stack_from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 4", catalog)
     assert (sg.engine, sg.values()["tp_size"]) == ("sglang", 4)
-    with pytest.raises(kg.OptkgError, match="not a vLLM or SGLang launch command"):
-        kg.stack_from_command("torchrun train.py", catalog)
+    # a program the launch registry does not know (torchrun is a training launcher now: test below)
+    with pytest.raises(kg.OptkgError, match="no known launch program in the command"):
+        kg.stack_from_command("mytool serve Qwen/Qwen3-32B", catalog)
     with pytest.raises(kg.OptkgError, match="--vllm"):
         kg.stack_from_command("vllm serve Qwen/Qwen3-32B -tp zero", catalog, engine="vllm")
 
@@ -112,3 +113,45 @@ def test_load_catalog_refuses_an_invalid_catalog(tmp_path):
     with pytest.raises(kg.OptkgError, match=r"the catalog has \d+ problem\(s\)"):
         kg.load_catalog(root)
     assert isinstance(kg.load_catalog(Path(REPO / "tests" / "fixtures" / "catalogs" / "tiny")).techniques, dict)
+
+
+@pytest.mark.parametrize("cmd, engine, tp", [
+    ("trtllm-serve Qwen/Qwen3-235B-A22B --tp_size 8", "trtllm", 8),
+    ("lmdeploy serve api_server Qwen/Qwen3-235B-A22B --tp 8", "lmdeploy", 8),
+    ("docker run --gpus 8 vllm/vllm-openai:v0.11.0 --model Qwen/Qwen3-235B-A22B --tensor-parallel-size 8", "vllm", 8),
+    ("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-235B-A22B -tp 4", "vllm", 4),
+])
+def test_stack_from_command_takes_every_launch_format_of_the_cmd_registry(catalog, cli, cmd, engine, tp):
+    st = kg.stack_from_command(cmd, catalog)
+    assert (st.engine, st.values()["tp_size"]) == (engine, tp)
+    # the same findings as `optkg check --cmd`
+    got = sorted((f.rule_id, f.severity) for f in kg.check(st, catalog).findings)
+    d = json.loads(cli("check", "--cmd", cmd, "--format", "json")[1])
+    assert got == sorted((f["rule_id"], f["severity"]) for f in d["findings"])
+
+
+def test_stack_from_command_reads_a_training_launch_as_the_cli_does(catalog, cli):
+    from kg.inputs.training.job import TrainingJob
+    cmd = ("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --pipeline-model-parallel-size 16 "
+           "--num-layers-per-virtual-pipeline-stage 2 --num-layers 80 --hidden-size 8192 --num-attention-heads 64")
+    job = kg.stack_from_command(cmd, catalog, engine_version="0.16.1")
+    assert isinstance(job, TrainingJob) and (job.framework, job.framework_version) == ("megatron", "0.16.1")
+    report = kg.check(job, catalog)
+    f = next(f for f in report.findings if f.rule_id == "training-vpp-layers-dropped")
+    assert f.severity == "error" and report.to_dict()["kind"] == "training"
+    d = json.loads(cli("check", "--cmd", cmd, "--framework-version", "0.16.1", "--format", "json")[1])
+    assert sorted(x.rule_id for x in report.findings) == sorted(x["rule_id"] for x in d["findings"])
+
+
+def test_stack_from_file_reads_what_check_file_reads(catalog):
+    from kg.inputs.training.job import TrainingJob
+    k8s = REPO / "tests/fixtures/launch/vllm-docs-k8s-deployment.yaml"
+    mistral = REPO / "tests/fixtures/launch/mistral-7b-v0.3-config.json"
+    st = kg.stack_from_file(k8s, catalog, config=mistral)
+    assert st.engine == "vllm" and [s.name for s in kg.stacks_from_file(k8s, catalog, config=mistral)] == [st.name]
+    job = kg.stack_from_file(REPO / "examples/llama-3.1-70b-megatron-train.yaml", catalog)
+    assert isinstance(job, TrainingJob) and job.framework == "megatron"
+    d = kg.check(job, catalog).to_dict()
+    assert d["derived"]["memory"]["total_bytes"] == json.loads(
+        run_cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"), "--format", "json")[1]
+    )["derived"]["memory"]["total_bytes"]

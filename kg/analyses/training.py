@@ -15,6 +15,7 @@ virtual stages) and the KV-head split (``kv_heads_per_tp_rank``). Rules of rules
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -295,8 +296,25 @@ def _reason(f: Firing) -> str:
         .replace("no engine version given", "no framework version given")
 
 
+@dataclass
+class TrainingReport:
+    """``check`` of a training job: ``findings`` (kg.analyses.check.Finding, most severe first) and
+    ``to_dict()``, the JSON shape of ``optkg check --format json`` for the job (kind ``training``)."""
+
+    findings: list[Finding]
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+
 def check_training(job: TrainingJob, rules: RuleSet, catalog=None) -> dict[str, Any]:
-    """Run the training ruleset over ``job``; returns the report mapping (kind ``training``).
+    """``training_report(job, rules, catalog).to_dict()``: the report mapping (kind ``training``)."""
+    return training_report(job, rules, catalog).to_dict()
+
+
+def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingReport:
+    """Run the training ruleset over ``job``.
 
     Given ``catalog``, the catalog's coupling rules run too, on the techniques the job holds
     (``job_techniques``): the report then has the serving report's outcome counts (``outcomes``: fired,
@@ -317,7 +335,7 @@ def check_training(job: TrainingJob, rules: RuleSet, catalog=None) -> dict[str, 
                      for f in firings if f.outcome == "not_evaluable"]
     in_effect = [{"rule_id": f.rule.id, "coupling": f.rule.coupling, "message": f.message,
                   "techniques": f.rule.techniques, "sources": f.rule.sources} for f in firings if f.rule.id in notes_only]
-    return {"schema_version": SCHEMA_VERSION, "kind": "training", "stack": stack, "derived": derived,
+    return TrainingReport(findings, {"schema_version": SCHEMA_VERSION, "kind": "training", "stack": stack, "derived": derived,
             "findings": [f.to_dict() for f in findings], "ignored_flags": list(job.ignored),
             "notes": list(job.notes),
             # training rules whose condition could be evaluated on this job (not out of scope, no missing fact),
@@ -327,7 +345,7 @@ def check_training(job: TrainingJob, rules: RuleSet, catalog=None) -> dict[str, 
             "couplings_evaluated": sum(1 for f in firings if f.outcome in ("fired", "held") and f.rule.coupling),
             "outcomes": outcomes, "not_evaluable": not_evaluable, "in_effect": in_effect,
             "gpu_memory_bytes": ns.get("gpu_memory_bytes"),
-            "not_fired": [{"rule": f.rule.id, "reason": _reason(f), "outcome": f.outcome} for f in firings if not f.fired]}
+            "not_fired": [{"rule": f.rule.id, "reason": _reason(f), "outcome": f.outcome} for f in firings if not f.fired]})
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
