@@ -156,6 +156,9 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
                 ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
             if job.framework in ("megatron", "nemo", "verl"):
                 derived["megatron_theoretical"] = _megatron_theoretical(job, shape, par)
+            la = _llm_analysis(job, md)
+            if la:
+                derived["llm_analysis"] = la
             zs = job.get("zero_stage") or 0
             if job.framework == "deepspeed" and zs in (2, 3) and par["tp_size"] == 1 and par["pp_size"] == 1:
                 derived["deepspeed_estimator"] = _deepspeed_estimate(job, mem, zs, par)
@@ -209,6 +212,35 @@ def _megatron_theoretical(job: TrainingJob, shape: Mapping[str, Any], par: Mappi
             "activation_mib": round(float(r.activation_bytes / MIB), 2), "total_mib": round(float(r.total_bytes / MIB), 2),
             "formula": r.formula,
             "source": "NVIDIA/Megatron-LM@d98e8a64 megatron/training/theoretical_memory_usage.py (recomputed)"}
+
+
+def _llm_analysis(job: TrainingJob, md: Mapping[str, Any]) -> dict[str, Any] | None:
+    """llm-analysis 0.2.2's activation accounting of ``job`` beside optkg's (kg.derive.training_memory.
+    llm_analysis_activations), with the terms that make them differ and which one this report uses."""
+    from kg.derive.training_memory import llm_analysis_activations
+    la = llm_analysis_activations(job)
+    if la is None:
+        return None
+    recompute = job.get("recompute_granularity", "none")
+    why = []
+    if recompute != "full":
+        why.append("it stores the two norm inputs in fp32 (layernorm_dtype_bytes=4); Megatron-core keeps them in the "
+                   "params dtype (fp32_residual_connection=False, transformer_config.py:143 at 0.16.1)")
+        why.append("it counts no MLP dropout mask; Korthikanti Table 2 does (Megatron-core hidden_dropout 0.1, "
+                   "transformer_config.py:137)")
+    if recompute == "none":
+        why.append("with flash attention it stores the attention output again and the softmax statistics at 2 B; "
+                   "this report counts the output once (the out-projection input) and no statistics")
+    if job.parallel()["pp_size"] > 1:
+        why.append("it puts the output logits on the first stage; with PP > 1 they are on the last (Megatron-LM "
+                   "theoretical_memory_usage.py:368 adds the output layer only when PP = 1)")
+    if la.extras_counted == 2:
+        why.append("at micro batch 1 it adds logits and final norm twice (llm_analysis/analysis.py:1979 and :2033)")
+    total = md["model_states_bytes"] + la.total
+    return {"activations_bytes": la.total, "activation_bytes_per_layer": int(la.per_layer), "layers": la.layers,
+            "logits_bytes": int(la.logits), "total_bytes": total,
+            "difference": round(md["total_bytes"] / total - 1, 4), "why": why,
+            "source": "llm-analysis 0.2.2 llm_analysis/analysis.py LLMAnalysis.training (recomputed, defaults)"}
 
 
 def _deepspeed_estimate(job: TrainingJob, mem, stage: int, par: Mapping[str, int]) -> dict[str, Any]:

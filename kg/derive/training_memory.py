@@ -489,6 +489,70 @@ def training_memory(job: Any) -> TrainingMemory:
 
 
 # ---------------------------------------------------------------------------------------------
+# llm-analysis's accounting of the same job, side by side (issue 16)
+
+@dataclass
+class LlmAnalysisActivations:
+    """llm-analysis 0.2.2's activation bytes for a job (``LLMAnalysis.training``, analysis.py), per term.
+
+    ``per_layer`` (attention, MLP, norms, each per layer) x ``layers`` (all L: it takes the first stage to
+    hold p micro-batches of L/p layers), plus ``extras`` (output logits and the final norm), which it adds
+    twice at micro batch 1 (analysis.py:1974-1987 builds the batch-size-1 total with them, then :2031-2039
+    adds them again)."""
+
+    attention: Fraction
+    mlp: Fraction
+    norms: Fraction
+    layers: int
+    logits: Fraction
+    final_norm: Fraction
+    extras_counted: int
+
+    @property
+    def per_layer(self) -> Fraction:
+        return self.attention + self.mlp + self.norms
+
+    @property
+    def total(self) -> int:
+        return int(self.per_layer * self.layers + (self.logits + self.final_norm) * self.extras_counted)
+
+
+def llm_analysis_activations(job: Any) -> LlmAnalysisActivations | None:
+    """What llm-analysis 0.2.2 (``pip install llm-analysis==0.2.2``) counts as activations per GPU for ``job``,
+    with its defaults: activations in the params dtype (2 B), LayerNorm inputs in fp32
+    (``layernorm_dtype_bytes=BYTES_FP32``, analysis.py:1840), flash attention (``flash_attn=True``: it stores
+    the attention output 2·s·b·h and softmax statistics 4·a·s·b again, at 2 B, /t), attention dropout mask,
+    no MLP dropout mask (``with_dropout=False``), ``sp_size`` = TP with sequence parallelism else 1. Its MLP is
+    two matrices h x ffn with ``expansion_ratio`` = ffn/h; a SwiGLU MLP (three matrices h x f) is given to it
+    with the same parameter count, ffn = 1.5·f (the only way it takes Llama-3.1-70B, whose f = 3.5·h fails
+    its ``ffn % h == 0`` check). Output logits (unpadded vocabulary x s x b x 2 B /t) are counted on the first
+    stage whatever the PP size. Dense models only; None for MoE, context parallelism or offloaded
+    activations (not modelled by it the way optkg does).
+    """
+    shape, par, g = job.shape(), job.parallel(), job.get
+    if (shape.get("num_experts") or 0) > 1 or par["cp_size"] > 1 or not g("seq_length"):
+        return None
+    h, a, L = shape["hidden_size"], shape["num_attention_heads"], shape["num_layers"]
+    f = shape.get("ffn_hidden_size") or 4 * h
+    expansion = Fraction(3 * f, 2 * h) if shape.get("swiglu") else Fraction(f, h)
+    s, b, t = g("seq_length"), g("micro_batch_size", 1) or 1, par["tp_size"]
+    sp = t if g("sequence_parallel") else 1
+    sbh = Fraction(s * b * h)
+    recompute = g("recompute_granularity", "none")
+    logits = Fraction(shape.get("vocab_size") or 0) * s * b * 2 / t
+    if recompute == "full":  # FULL: the layer input, /t (analysis.py get_activation_memory_per_layer)
+        attn, mlp, norms, final = 2 * sbh / t, Fraction(0), Fraction(0), Fraction(0)
+    else:
+        attn = (sbh / sp + 4 * sbh / t) * 2 + sbh / sp  # QKV input, Q/K/V/out, attention dropout mask
+        if recompute != "selective":  # flash attention: output and softmax statistics, 2 B each
+            attn += (2 * sbh + 4 * a * s * b) * 2 / t
+        mlp = 2 * sbh / sp + 4 * expansion * sbh / t  # fc1 input; activation input and fc2 input
+        norms = 2 * 4 * sbh / sp
+        final = 4 * sbh / sp
+    return LlmAnalysisActivations(attn, mlp, norms, L, logits, final, 2 if b == 1 else 1)
+
+
+# ---------------------------------------------------------------------------------------------
 # batch arithmetic
 
 def batch_arithmetic(job: Any) -> dict[str, Any]:

@@ -61,7 +61,8 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         out.append(txt)
     mem = der.get("memory")
     if mem:
-        out.append("Memory per GPU (most loaded rank: first pipeline stage; estimate)")
+        out.append("Memory per GPU (most loaded rank: first pipeline stage; estimate; accounting: ZeRO paper model "
+                   "states, Korthikanti et al. 2022 activations)")
         rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
                 ("optimizer states", mem["optimizer_bytes"])]
         if mem.get("working_buffer_bytes"):
@@ -87,6 +88,13 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
                        f"{mt['weight_and_optimizer_mib']:,.2f} MB, activation={mt['activation_mib']:,.2f} MB, "
                        f"total={mt['total_mib']:,.2f} MB (MiB; {mt['formula']}; it counts 18 or 6 + 12/DP bytes per "
                        "parameter and the SwiGLU MLP as 4·ffn/h)")
+        la = der.get("llm_analysis")
+        if la:
+            out.append(f"  llm-analysis 0.2.2's accounting of the activations: {_gb(la['activations_bytes'])} "
+                       f"(this report: {_gb(mem['activations_bytes'])}, Korthikanti Table 2); with these model states "
+                       f"{_gb(la['total_bytes'])} against {_gb(mem['total_bytes'])} here ({la['difference']:+.1%}):")
+            for w in la["why"]:
+                out.append(f"    - {w}")
         ds = der.get("deepspeed_estimator")
         if ds:
             out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
