@@ -373,3 +373,19 @@ def test_export_all_writes_and_checks_the_site(cli, tmp_path):
     assert code == 2 and "not written by `optkg export site`" in err and "nothing was written" in err
     st = (out / "README.md").stat()
     assert page.read_text() == "edited\n" and (st.st_ino, st.st_mtime_ns) == before  # refused before any write
+
+
+def test_check_format_html_one_section_per_container(cli, tmp_path):
+    f = tmp_path / "compose.yaml"
+    svc = ("  {name}:\n    image: vllm/vllm-openai:v0.10.2\n"
+           "    command: --model Qwen/Qwen3-235B-A22B --tensor-parallel-size {tp}\n"
+           "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+           "            - driver: nvidia\n              count: {tp}\n              capabilities: [gpu]\n")
+    f.write_text("services:\n" + svc.format(name="big", tp=8) + svc.format(name="small", tp=4))
+    out = tmp_path / "r.html"
+    code, _, err = cli("check", str(f), "--format", "html", "--site-url", "https://example.org/optkg", "-o", str(out))
+    assert code in (0, 1), err
+    html = out.read_text()
+    assert html.count('<section class="report"') == 2 and html.count("<svg") == 2
+    assert 'href="https://example.org/optkg/technique-tensor-parallelism.html"' in html
+    assert "optkg export site -o https" not in html  # the hint names a folder only for a relative --site-url

@@ -199,6 +199,11 @@ def test_graph_view_focuses_on_tensor_parallelism(page, site_dir, shots):
     text = status.text_content()
     nodes = int(text.split("depth 2 · ")[1].split(" nodes")[0])
     assert 17 < nodes <= 60
+    # depth 3 reaches most of the catalog: the view stops at 60 nodes and says how many it left out
+    page.select_option("#g-depth", "3")
+    page.wait_for_function("document.getElementById('g-status').textContent.includes('depth 3')")
+    text = status.text_content()
+    assert int(text.split("depth 3 · ")[1].split(" nodes")[0]) == 60 and "more neighbours not drawn" in text
     # a property as the focus
     page.goto(_url(site_dir, "site/graph.html#focus=p:kv_head_replication&depth=1"))
     page.wait_for_function("document.getElementById('g-status').dataset.focus === 'p:kv_head_replication'")
@@ -303,6 +308,15 @@ def test_keyboard_reaches_the_cells_and_the_pages(page, site_dir):
     assert page.locator("#tip").is_visible()
     page.keyboard.press("Escape")
     assert page.locator("#tip").is_hidden()
+    first = page.evaluate("[document.activeElement.closest('tr').dataset.layer, document.activeElement.dataset.dim]")
+    assert first == ["L7", "compute"]
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")  # arrows move between cells: one right, one down
+    assert page.evaluate("[document.activeElement.closest('tr').dataset.layer, document.activeElement.dataset.dim]") \
+        == ["L6", "storage"]
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate("[document.activeElement.closest('tr').dataset.layer, document.activeElement.dataset.dim]") == first
     page.keyboard.press("Tab")  # into the cell: its first technique link; Enter opens the page
     assert page.evaluate("document.activeElement.tagName") == "A"
     target = page.evaluate("document.activeElement.getAttribute('href')")

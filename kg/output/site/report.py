@@ -176,6 +176,7 @@ def render_check_html(reports: list[dict[str, Any]], svgs: list[str | None], sit
             "img-src data:\">"
             f"<title>optkg check: {esc(title)}</title><style>{css}</style></head>"
             f'<body><main id="main"><h1>optkg check: {esc(title)}</h1>'
-            f'<p class="muted">Technique links point to <code>{esc(site)}</code> (the explorer: '
-            f'<code>optkg export site -o {esc(site.rstrip("/") or "site")}</code>; choose with <code>--site-url</code>).</p>'
+            f'<p class="muted">Technique links point to <code>{esc(site)}</code> (the explorer'
+            + ("" if re.match(r"^[a-z]+:", site, re.I) else f': <code>optkg export site -o {esc(site.rstrip("/"))}</code>')
+            + '; choose with <code>--site-url</code>).</p>'
             f"{body}</main></body></html>\n")

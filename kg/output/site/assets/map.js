@@ -91,5 +91,24 @@
     td.addEventListener("blur", hide);
   });
   document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") hide(); });
+  // arrow keys move between the visible cells of a panel (Tab still walks cells and links in order)
+  var STEP = {ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0]};
+  document.querySelectorAll("table.map").forEach(function (tbl) {
+    tbl.addEventListener("keydown", function (ev) {
+      var td = ev.target.closest ? ev.target.closest("td.cell") : null;
+      if (!td || ev.target !== td || !STEP[ev.key]) return;
+      var rows = [].filter.call(tbl.querySelectorAll("tbody tr"), function (tr) { return !tr.hidden; });
+      var grid = rows.map(function (tr) {
+        return [].filter.call(tr.querySelectorAll("td.cell"), function (c) { return !c.hidden; });
+      });
+      var r = -1, c = -1;
+      grid.forEach(function (cells, i) { var j = cells.indexOf(td); if (j >= 0) { r = i; c = j; } });
+      if (r < 0) return;
+      var nr = r + STEP[ev.key][0], nc = c + STEP[ev.key][1];
+      if (nr < 0 || nr >= grid.length || nc < 0 || nc >= grid[nr].length) return;
+      ev.preventDefault();
+      grid[nr][nc].focus();
+    });
+  });
   apply();
 })();
