@@ -5,7 +5,8 @@ import json
 import math
 
 from conftest import run_cli
-from kg.derive.budget import (activation_peak_bytes, release_default, resolve_utilization, serving_budget)
+from kg.derive.budget import (activation_peak_bytes, forward_peak_bytes, release_default, resolve_utilization,
+                              serving_budget)
 from kg.inputs.modelcfg import resolve_model
 
 GIB = 2**30
@@ -18,14 +19,19 @@ def test_activation_calibration_points_vllm_10517():
     assert activation_peak_bytes(m, 1, 29000, 256) == 29000 * 110_592
     assert activation_peak_bytes(m, 1, 20000, 256) == 20000 * 110_592
     assert abs(29000 * 110_592 / GIB / 2.99 - 1) < 0.015 and abs(20000 * 110_592 / GIB / 2.07 - 1) < 0.01
-    # a tiny profile run is bounded by the sampler: 1,024 sequences x 128,256 x 8 B of fp32 logits + probabilities
-    assert activation_peak_bytes(m, 1, 16, 1024) == 1024 * 128_256 * 8
+    # a tiny profile run is bounded by the sampler, over min(16 tokens, 1,024 seqs) = 16 requests
+    # (vllm 0.33.0 gpu_model_runner.py:5545) x 128,256 x 14 B (bf16 logits + fp32 copy + probs + noise)
+    assert activation_peak_bytes(m, 1, 16, 1024) == 16 * 128_256 * 14 == 28_729_344
 
 
 def test_moe_activation_uses_the_fused_moe_workspaces():
     m = resolve_model("Qwen/Qwen3-235B-A22B")
     # TP 4: expert ffn 1,536 / 4 = 384; 8 x (max(384, 4096) + max(768, 4096)) + 3 x 4096 = 77,824 x 2 B per token
-    assert activation_peak_bytes(m, 4, 8192, 1024) == 8192 * 77_824 * 2
+    assert forward_peak_bytes(m, 4, 8192) == 8192 * 77_824 * 2 == 1_275_068_416
+    # the sampler is larger: 1,024 requests x 151,936 x 14 B = 2,178,154,496 B (vLLM >= 0.18.0);
+    # 28 B on the sort path before 0.18.0
+    assert activation_peak_bytes(m, 4, 8192, 1024) == 1024 * 151_936 * 14 == 2_178_154_496
+    assert activation_peak_bytes(m, 4, 8192, 1024, engine_version="0.10.0") == 1024 * 151_936 * 28
 
 
 def test_release_defaults_of_gpu_memory_utilization():
@@ -48,14 +54,18 @@ def test_budget_lines_and_error_bar():
     sb = serving_budget("vllm", H100, 0.92, "test", 16_059_990_016, m, 1, 8192, 1024)
     names = [x.name for x in sb.lines]
     assert names == ["requested", "weights", "activation peak", "CUDA graphs", "non-torch"]
-    act = 8192 * 110_592  # 905,969,664 B, below the sampler's 1,024 x 128,256 x 8 = 1,050,673,152 B
-    assert sb.line("activation peak").bytes == max(act, 1024 * 128_256 * 8)
+    act = 8192 * 110_592  # 905,969,664 B, below the sampler's 1,024 x 128,256 x 14 = 1,838,678,016 B
+    assert sb.line("activation peak").bytes == max(act, 1024 * 128_256 * 14) == 1_838_678_016
     requested = -(-H100 * 0.92 // 1)
     assert sb.line("requested").bytes == requested
-    # floored to whole bytes: 60,924,236,923
-    assert sb.kv_bytes == math.floor(requested - 16_059_990_016 - 1024 * 128_256 * 8 - 0.25 * GIB - 0.35 * GIB)
-    assert sb.kv_bytes == 60_924_236_923
-    assert sb.error_bytes == 0.15 * 1024 * 128_256 * 8 + 0.25 * GIB + 0.25 * GIB + 0.3 * GIB
+    # non-torch on an 80 GB GPU at TP 1: 1.79 GiB (vLLM PR 10511's H100 log); floored to whole bytes: 58,590,043,833
+    assert sb.line("non-torch").bytes == 1.79 * GIB
+    assert sb.kv_bytes == math.floor(requested - 16_059_990_016 - 1024 * 128_256 * 14 - 0.25 * GIB - 1.79 * GIB)
+    assert sb.kv_bytes == 58_590_043_833
+    assert sb.error_bytes == 0.15 * 1024 * 128_256 * 14 + 0.25 * GIB + 0.25 * GIB + 0.6 * GIB
+    # before vLLM 0.20.0 the CUDA-graph estimate is not taken from the budget (envs.py:1635 at 0.18.0)
+    old = serving_budget("vllm", H100, 0.9, "test", 16_059_990_016, m, 1, 8192, 1024, engine_version="0.11.0")
+    assert old.line("CUDA graphs").bytes == 0 and old.line("activation peak").bytes == 1024 * 128_256 * 28
     s2 = serving_budget("sglang", H100, 0.88, "test", 16_059_990_016, m, 1)
     assert [x.name for x in s2.lines] == ["static pool", "weights", "non-torch"]
 

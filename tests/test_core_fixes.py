@@ -152,14 +152,15 @@ def test_gptq_checkpoint_is_estimated_at_4_bits_plus_group_scales():
 
 def test_gptq_field_case_now_has_kv_memory(catalog):
     # A800-40GB (no capture: vendor 40 GiB) x 0.85 = 36,507,222,016 B; weights 124,053,716,992 / 8 =
-    # 15,506,714,624 B; issue 13 subtracts the rest of the breakdown (kg.derive.budget): activation
-    # 2,048 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 318,767,104 B (< 40 GiB GPU: 2,048 batched tokens),
-    # no CUDA graphs (enforce_eager), non-torch 0.6 GiB = 644,245,094.4 B -> 20,037,495,193 B of KV;
-    # 48,128 B/token x 16 -> 26,021 blocks = 416,336 tokens
+    # 15,506,714,624 B; issue 13 subtracts the rest of the breakdown (kg.derive.budget): activation = the
+    # sampler's min(2,048, 256) = 256 requests x 151,936 x 28 B (the case's vLLM is before 0.18.0: sort path)
+    # = 1,089,077,248 B, above the forward's 2,048 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 318,767,104 B;
+    # no CUDA graphs (enforce_eager), non-torch 0.6 GiB = 644,245,094.4 B -> 19,267,185,049 B of KV;
+    # 48,128 B/token x 16 -> 25,020 blocks = 400,320 tokens
     _, d = check_json(GPTQ_CASE)
     assert d["derived"]["weight_bytes_per_gpu_estimate"] == 15_506_714_624
-    assert d["derived"]["kv_budget_bytes_per_gpu"] == 20_037_495_193
-    assert d["derived"]["kv_tokens_per_gpu"] == 416_336
+    assert d["derived"]["kv_budget_bytes_per_gpu"] == 19_267_185_049
+    assert d["derived"]["kv_tokens_per_gpu"] == 400_320
     assert "kv-budget-exhausted" not in fired(d) and "weights-do-not-fit" not in fired(d)
 
 
@@ -539,11 +540,12 @@ def test_gpu_memory_uses_the_visible_capture(catalog):
 
 def test_check_labels_the_kv_budget():
     # issue 13: the breakdown of kg.derive.budget. H200 (no capture) ceil(141 GiB x 0.9) = 136,257,837,466 B
-    # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2
-    # = 1,275,068,416 B - CUDA graphs 0.25 GiB - non-torch 0.6 GiB = 75,296,783,882 B = 70.13 GiB
+    # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation: the sampler's 1,024 requests x 151,936 x 14 B
+    # = 2,178,154,496 B (above the forward's 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 1,275,068,416 B)
+    # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB
     code, out, _ = run_cli("check", EXAMPLE)
-    assert "KV budget per GPU (estimate)               ~70.1 GiB (+-1.0 GiB)" in out
-    assert "- activation peak                        1.19 GiB" in out
+    assert "KV budget per GPU (estimate)               ~66.3 GiB (+-1.8 GiB)" in out
+    assert "- activation peak                        2.03 GiB" in out
     code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40")
     assert "KV budget per GPU (given)                  40.00 GiB" in out
 

@@ -30,11 +30,11 @@ def test_mooncake_json(mooncake_json):
     assert m["requests"] == 12_031
     assert m["prefix_reuse"]["blocks_hit"] == 105_710 and m["prefix_reuse"]["blocks_total"] == 288_500
     # H100-SXM (issue 13: the budget of kg.derive.budget, as check prints it): ceil(81,559 MiB x 0.92) =
-    # 78,679,145,186 B - 16,059,990,016 B weights - activation max(8,192 x 110,592, 1,024 x 128,256 x 8) =
-    # 1,050,673,152 B - CUDA graphs 268,435,456 B - non-torch 375,809,638.4 B = 60,924,236,923 B of KV;
-    # one 512-token block of Llama-3.1-8B is 64 MiB -> floor(60,924,236,923 / 67,108,864) = 907 blocks
-    assert d["gpu"]["kv_budget_bytes_per_gpu"] == 60_924_236_923
-    assert d["capacities"]["gpu_capacity"]["blocks"] == 907
+    # 78,679,145,186 B - 16,059,990,016 B weights - activation max(8,192 x 110,592, 1,024 x 128,256 x 14) =
+    # 1,838,678,016 B - CUDA graphs 268,435,456 B - non-torch 1.79 GiB (80 GB GPU, TP 1) = 58,590,043,833 B of KV;
+    # one 512-token block of Llama-3.1-8B is 64 MiB -> floor(58,590,043,833 / 67,108,864) = 873 blocks
+    assert d["gpu"]["kv_budget_bytes_per_gpu"] == 58_590_043_833
+    assert d["capacities"]["gpu_capacity"]["blocks"] == 873
     fired = {r["id"] for r in d["rules"] if r["fired"]}
     assert {"fit-prefix-caching", "fit-host-kv-cache", "fit-memory-first", "fit-causal-dependency",
             "fit-compact-kv-pattern"} <= fired

@@ -392,7 +392,8 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
         ep = int(ns.get("ep_size") or 1)
         moe_tp = max(1, tp // ep) if ep > 1 else 1
     return serving_budget(stack.engine or "vllm", mem, util, util_source, weights, m, tp, mnbt, seqs,
-                          bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights)
+                          bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights,
+                          engine_version=stack.engine_version)
 
 
 def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int,

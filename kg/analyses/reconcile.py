@@ -112,8 +112,8 @@ def _reconcile_vllm_v0(log: StartupLog, parts: dict[str, Any] | None, rec: Recon
         # (max_model_len <= 32K) and 256 sequences (V0 SchedulerConfig defaults)
         profiled = int(parts["ns"].get("max_num_batched_tokens") or max(mml, 2048))
         est["activation"] = activation_peak_bytes(parts["model"], parts["tp"], profiled, 256)
-        from kg.derive.budget import NON_TORCH_TP1_BYTES, NON_TORCH_TP_EXTRA_BYTES
-        est["non_torch"] = NON_TORCH_TP1_BYTES + (NON_TORCH_TP_EXTRA_BYTES if parts["tp"] > 1 else 0)
+        from kg.derive.budget import non_torch_bytes
+        est["non_torch"] = non_torch_bytes(total or 0.0, parts["tp"])[0]
     rec.weights_estimated = est.get("weights")
     rec.rows.append(Row("weights", "bytes", weights_l, None, est.get("weights"),
                         "optkg counts the linear, embedding and lm_head matrices; the engine's figure adds norms and "

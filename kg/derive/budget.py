@@ -17,24 +17,43 @@ activations and CUDA graphs live in the remaining ``1 - mem_fraction_static``
 ``pre_model_load_memory x (1 - mem_fraction_static)``), so only weights and non-torch memory come
 out of the KV share.
 
-Estimates (calibrated on public startup logs; see ``CALIBRATION``):
-- activation peak: the profile run pushes ``max_num_batched_tokens`` tokens through one layer at a
-  time, so the peak is one layer's largest intermediates: per token ``(3 x ffn_per_rank + 3 x
-  hidden) x dtype`` bytes (gate/up output, the activation, the residual stream and its norm); MoE
-  layers hold the fused-MoE workspaces ``num_experts_per_tok x (max(ffn, hidden) + max(2 x ffn,
-  hidden))`` per token (``fused_moe/experts/triton_moe.py:252-254``); or the sampler's fp32 logits and probabilities
-  for ``max_num_seqs`` requests (``max_num_seqs x vocab x 8`` bytes) when that is larger (they are
-  live after the MLP buffers are freed). Calibration, vLLM issue 10517 (Llama-3.1-8B on an RTX 3090,
-  ``peak_torch_memory - weights``): 29,000 profiled tokens 3.02 GiB predicted vs 2.99 GiB logged
-  (+1.0 %), 20,000 tokens 2.08 vs 2.07 GiB (+0.6 %).
+Estimates, per term (the profile run of vLLM V1: ``profile_run`` ``v1/worker/gpu_model_runner.py:6072-6145``
+at 0.33.0; calibration against public startup logs in ``CALIBRATION`` and tests/test_budget_calibration.py):
+- forward peak: the dummy batch is ``max_num_batched_tokens`` tokens (``_dummy_run(self.max_num_tokens,
+  is_profile=True)``) pushed through one layer at a time, so the peak is one layer's largest intermediates:
+  per token ``(3 x ffn_per_rank + 3 x hidden) x dtype`` bytes (gate/up output, the activation, the residual
+  stream and its norm); MoE layers hold the fused-MoE workspaces ``num_experts_per_tok x (max(ffn, hidden)
+  + max(2 x ffn, hidden))`` per token (``fused_moe/experts/triton_moe.py:252-254``). Fitted on vLLM issue
+  10517 (Llama-3.1-8B, RTX 3090, ``peak_torch_memory - weights``): 29,000 tokens 3.02 GiB predicted vs 2.99
+  GiB logged (+1.0 %), 20,000 tokens 2.08 vs 2.07 GiB (+0.6 %).
+- sampler peak: the dummy batch has ``R = min(max_num_batched_tokens, max_num_seqs)`` requests
+  (``gpu_model_runner.py:5545``), one logit row each (``:5861``) over the whole vocabulary (gathered across
+  TP), and ``_dummy_sampler_run`` samples them with top-k and top-p on. Bytes per (request, vocabulary
+  entry) live at the peak, by release (``sampler_bytes_per_logit``):
+  * vLLM >= 0.18.0: the logits in the model dtype (kept by the caller) + their fp32 copy
+    (``v1/sample/sampler.py:158``) + the softmax probabilities (``topk_topp_sampler.py:309``) + the
+    exponential noise ``q`` (``:616``); top-k/top-p run in place in Triton (``topk_topp_triton.py:1618``):
+    ``dtype + 12`` bytes (14 for bf16). The second, seeded warm-up call (``gpu_model_runner.py:5923``)
+    takes this native path.
+  * vLLM < 0.18.0: the PyTorch sort path (0.11.0 ``topk_topp_sampler.py:183-203``): model-dtype logits,
+    fp32 copy, sorted values (4), sort indices (int64, 8), sorted softmax (4, cumsum in place), the top-k
+    and top-p masks (1 + 1) and the scatter's output (4): ``dtype + 26`` bytes (28 for bf16).
+  The activation line is the larger of the two (the forward's intermediates are freed before sampling).
+  For a large vocabulary the sampler dominates: gpt-oss-120b at 1,024 requests x 201,088 tokens x 14 B is
+  2.68 GiB, at 28 B 5.37 GiB, against 0.66 GiB for its 8,192-token forward.
 - CUDA graphs: 0.25 GiB (vLLM V1 logs show 0.09-0.41 GiB: ``Estimated CUDA graph memory``), 0 with
-  ``enforce_eager``.
-- non-torch (CUDA context, NCCL, cuBLAS handles): 0.35 GiB at TP 1 (``non_torch_memory=0.35GiB`` in
-  vLLM issue 10517), plus 0.25 GiB for NCCL / custom all-reduce buffers when TP > 1 (an assumption,
-  within the error bar).
-The error bar is the sum of the estimated lines' errors (activation +-15 % + 0.25 GiB, graphs
-+-0.25 GiB, non-torch +-0.3 GiB): the activation model was fitted on one dense model, so MoE and
-other architectures get the wider share.
+  ``enforce_eager``, and 0 before vLLM 0.20.0, where the estimate is not taken from the KV budget
+  (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` absent before 0.18.0, default 0 in 0.18.0 ``envs.py:1635-1636``,
+  default 1 from 0.20.0 ``envs.py:1724-1725``; graphs are then captured from the memory outside the budget).
+- non-torch (CUDA context growth, NCCL, cuBLAS handles; ``non_torch_bytes``): below 70 GiB of GPU memory
+  0.35 GiB at TP 1 (``non_torch_memory=0.35GiB`` in vLLM issue 10517) plus 0.25 GiB at TP > 1; on 70 GiB+
+  GPUs 1.79 GiB at TP 1 and 3.58 GiB at TP > 1 (H100 logs in vLLM PR 10511, V0 0.6.5). Logs elsewhere
+  show 0.11 GiB (A100-40GB, V1, eager) and imply 2.3-2.6 GiB (gpt-oss-120b, H100 TP 1) and 4.5 GiB
+  (Qwen3-235B FP8, H100 TP 4 with an LMCache connector): the error bars are in ``non_torch_bytes``.
+The error bar is the sum of the estimated lines' errors (activation +-15 % + 0.25 GiB, graphs +-0.25 GiB,
+non-torch as above). The weights line is not in it: a checkpoint's kernel-specific padding (MXFP4 MoE on
+Hopper: vLLM logs 64.38-65.97 GiB for gpt-oss-120b, optkg counts 60.69 GiB) is a known gap, see
+CALIBRATION.
 """
 from __future__ import annotations
 
@@ -47,15 +66,48 @@ from kg.inputs.modelcfg import ModelFacts
 
 GIB = 1024**3
 CUDA_GRAPH_BYTES = 0.25 * GIB
-NON_TORCH_TP1_BYTES = 0.35 * GIB
-NON_TORCH_TP_EXTRA_BYTES = 0.25 * GIB
+NON_TORCH_TP1_BYTES = 0.35 * GIB           # RTX 3090 (24 GiB), vLLM issue 10517: non_torch_memory=0.35GiB
+NON_TORCH_TP_EXTRA_BYTES = 0.25 * GIB      # NCCL / custom all-reduce at TP > 1 on such a GPU (assumption)
+NON_TORCH_DATACENTER_TP1_BYTES = 1.79 * GIB  # H100 80 GB, TP 1: vLLM PR 10511 ("non_torch_memory 1.79GiB")
+NON_TORCH_DATACENTER_TP_BYTES = 3.58 * GIB   # H100 80 GB, TP 2: vLLM PR 10511 ("non_torch_memory 3.58GiB")
+DATACENTER_GPU_BYTES = 70 * GIB            # the class boundary vLLM's own defaults use (engine/arg_utils.py:2973)
+
+
+def non_torch_bytes(total_memory_bytes: float, tp_size: int) -> tuple[float, float, str]:
+    """(estimate, error, basis) of the memory outside the torch allocator after profiling, bytes per GPU:
+    0.35 GiB (+0.25 GiB at TP > 1) below 70 GiB of GPU memory; on a 70 GiB+ GPU 1.79 GiB at TP 1 and
+    3.58 GiB at TP > 1 (vLLM PR 10511's H100 logs). Error +-0.3 GiB below 70 GiB (0.11-0.35 GiB logged),
+    +-0.6 GiB at TP 1 and +-1.0 GiB at TP > 1 above (gpt-oss-120b and Qwen3-235B logs imply 2.3-4.5 GiB)."""
+    if total_memory_bytes >= DATACENTER_GPU_BYTES:
+        if tp_size > 1:
+            return NON_TORCH_DATACENTER_TP_BYTES, 1.0 * GIB, "CUDA context, cuBLAS, NCCL / custom all-reduce (H100 TP 2 log)"
+        return NON_TORCH_DATACENTER_TP1_BYTES, 0.6 * GIB, "CUDA context, cuBLAS (H100 TP 1 log)"
+    if tp_size > 1:
+        return NON_TORCH_TP1_BYTES + NON_TORCH_TP_EXTRA_BYTES, 0.5 * GIB, "CUDA context, cuBLAS, NCCL buffers (TP > 1)"
+    return NON_TORCH_TP1_BYTES, 0.3 * GIB, "CUDA context, cuBLAS"
 CALIBRATION = [
+    # dense, V0: the forward term (peak_torch - weights) and non-torch
     {"source": "https://github.com/vllm-project/vllm/issues/10517", "engine": "vllm (V0)",
      "model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "RTX 3090", "profiled_tokens": 29000,
      "logged_activation_gib": 2.99, "predicted_activation_gib": 3.02, "logged_non_torch_gib": 0.35},
     {"source": "https://github.com/vllm-project/vllm/issues/10517", "engine": "vllm (V0)",
      "model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "RTX 3090", "profiled_tokens": 20000,
      "logged_activation_gib": 2.07, "predicted_activation_gib": 2.08, "logged_non_torch_gib": 0.35},
+    # dense, V0 on H100: non-torch far above the RTX 3090's (the TP > 1 error bar)
+    {"source": "https://github.com/vllm-project/vllm/pull/10511", "engine": "vllm (V0, 0.6.5)",
+     "model": "meta-llama/Meta-Llama-3-8B", "gpu": "H100-SXM", "logged_non_torch_gib": 1.79,
+     "logged_non_torch_gib_tp2": 3.58, "logged_activation_gib": 1.26},
+    # dense, V1 (recent), A100-40GB, enforce_eager: the sampler term (256 requests x 151,936 x 14 B = 0.51 GiB)
+    {"source": "https://github.com/ovg-project/kvcached/pull/448", "engine": "vllm (V1)",
+     "model": "Qwen/Qwen2.5-0.5B", "gpu": "A100-40GB", "logged_activation_gib": 0.59,
+     "logged_non_torch_gib": 0.11},
+    # MXFP4 MoE (Marlin on Hopper), V1 0.10.x: weights logged, KV budget logged
+    {"source": "https://github.com/vllm-project/vllm/issues/23278", "engine": "vllm (V1)",
+     "model": "openai/gpt-oss-120b", "gpu": "H100-SXM", "logged_weights_gib": 65.9651,
+     "logged_kv_gib": -2.14},
+    # FP8 MoE, TP 4, V1 0.10.0: KV budget logged
+    {"source": "https://github.com/vllm-project/vllm/issues/21348", "engine": "vllm (V1)",
+     "model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "H100-SXM", "logged_kv_gib": 8.11},
 ]
 
 
@@ -89,9 +141,34 @@ class ServingBudget:
         return asdict(self)
 
 
-def activation_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_tokens: int, max_num_seqs: int,
-                          moe_tp_size: int | None = None) -> float:
-    """Estimated peak of the profile run above the weights, bytes per GPU (see module doc)."""
+def _before(engine_version: str | None, release: str) -> bool:
+    """Whether a vLLM ``engine_version`` is older than ``release`` (None or unreadable: the latest, not older)."""
+    if not engine_version:
+        return False
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(engine_version) < Version(release)
+    except InvalidVersion:
+        return False
+
+
+def sampler_bytes_per_logit(model: ModelFacts, engine_version: str | None = None) -> float:
+    """Bytes live per (request, vocabulary entry) at the peak of vLLM's dummy sampler run (module doc):
+    ``dtype + 12`` from vLLM 0.18.0 (Triton top-k/top-p), ``dtype + 26`` before (PyTorch sort path)."""
+    return float(model.dtype_bytes) + (26 if _before(engine_version, "0.18.0") else 12)
+
+
+def sampler_peak_bytes(model: ModelFacts, max_num_batched_tokens: int, max_num_seqs: int,
+                       engine_version: str | None = None) -> float:
+    """Peak of the dummy sampler run, bytes per GPU: ``min(max_num_batched_tokens, max_num_seqs)`` requests x
+    ``vocab_size`` x ``sampler_bytes_per_logit`` (vLLM 0.33.0 ``gpu_model_runner.py:5545, 5861``)."""
+    rows = min(int(max_num_batched_tokens), int(max_num_seqs))
+    return rows * float(model.vocab_size or 0) * sampler_bytes_per_logit(model, engine_version)
+
+
+def forward_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_tokens: int,
+                       moe_tp_size: int | None = None) -> float:
+    """Peak of the profile run's forward pass above the weights, bytes per GPU (module doc)."""
     b = float(model.dtype_bytes)
     h = model.hidden_size
     dense_ffn = (model.dense_intermediate_size or model.intermediate_size or 4 * h) / tp_size
@@ -104,16 +181,24 @@ def activation_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_token
         # Triton fused-MoE workspaces per token: topk x (max(ffn, hidden) + max(2 x ffn, hidden)) plus the
         # (M, hidden) output (vllm 0.33.0 model_executor/layers/fused_moe/experts/triton_moe.py:252-254)
         per_tok = max(per_tok, (topk * (max(e_ffn, h) + max(2 * e_ffn, h)) + 3 * shared + 3 * h) * b)
-    sampler = max_num_seqs * (model.vocab_size or 0) * 8
-    return max(max_num_batched_tokens * per_tok, sampler)
+    return max_num_batched_tokens * per_tok
+
+
+def activation_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_tokens: int, max_num_seqs: int,
+                          moe_tp_size: int | None = None, engine_version: str | None = None) -> float:
+    """Estimated peak of the profile run above the weights, bytes per GPU: the larger of the forward peak
+    and the sampler peak (module doc; ``engine_version`` None = the latest known vLLM)."""
+    return max(forward_peak_bytes(model, tp_size, max_num_batched_tokens, moe_tp_size),
+               sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version))
 
 
 def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilization: float, utilization_source: str,
                    weight_bytes_per_gpu: float, model: ModelFacts, tp_size: int = 1,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 1024, enforce_eager: bool = False,
                    moe_tp_size: int | None = None, weights_source: str = "kg.derive.weights",
-                   draft_weight_bytes: float = 0.0) -> ServingBudget:
-    """The budget breakdown for one GPU (see module doc). Never negative."""
+                   draft_weight_bytes: float = 0.0, engine_version: str | None = None) -> ServingBudget:
+    """The budget breakdown for one GPU (see module doc). Never negative. ``engine_version``: the vLLM
+    release (None: the latest known), which decides the sampler's bytes and whether CUDA graphs count."""
     lines = []
     if engine == "sglang":
         pool = total_memory_bytes * gpu_memory_utilization
@@ -123,9 +208,9 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
         if draft_weight_bytes:
             lines.append(BudgetLine("draft weights", draft_weight_bytes, "speculative-decoding draft per GPU",
                                     "kg.derive.drafts"))
-        nt = NON_TORCH_TP1_BYTES + (NON_TORCH_TP_EXTRA_BYTES if tp_size > 1 else 0)
-        lines.append(BudgetLine("non-torch", nt, "CUDA context, NCCL", "vLLM issue 10517 log (non_torch_memory=0.35GiB)",
-                                0.3 * GIB))
+        nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, tp_size)
+        lines.append(BudgetLine("non-torch", nt, nt_basis, "vLLM logs (PR 10511, issue 10517): SGLang's not calibrated",
+                                nt_err))
         notes = ["SGLang keeps activations and CUDA graphs outside mem_fraction_static "
                  "(kv_pool_runtime.py:58-110): they are not subtracted here"]
     else:
@@ -137,18 +222,36 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
         if draft_weight_bytes:
             lines.append(BudgetLine("draft weights", draft_weight_bytes, "speculative-decoding draft per GPU",
                                     "kg.derive.drafts"))
-        act = activation_peak_bytes(model, tp_size, max_num_batched_tokens, max_num_seqs, moe_tp_size)
-        lines.append(BudgetLine("activation peak", act,
-                                f"profile run of max_num_batched_tokens {max_num_batched_tokens:,} tokens and "
-                                f"{max_num_seqs:,} sampled sequences", "kg.derive.budget (calibrated: vLLM issue 10517)",
-                                0.15 * act + 0.25 * GIB))
-        graphs = 0.0 if enforce_eager else CUDA_GRAPH_BYTES
-        lines.append(BudgetLine("CUDA graphs", graphs, "enforce_eager: none" if enforce_eager else
-                                "estimate (logged 0.09-0.41 GiB in public vLLM V1 logs)",
-                                "vllm v1/worker/gpu_worker.py:753-757; envs.py:2219-2221", 0 if enforce_eager else 0.25 * GIB))
-        nt = NON_TORCH_TP1_BYTES + (NON_TORCH_TP_EXTRA_BYTES if tp_size > 1 else 0)
-        lines.append(BudgetLine("non-torch", nt, "CUDA context, cuBLAS" + (", NCCL buffers (TP > 1)" if tp_size > 1 else ""),
-                                "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)", 0.3 * GIB))
+        fwd = forward_peak_bytes(model, tp_size, max_num_batched_tokens, moe_tp_size)
+        smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version)
+        act = max(fwd, smp)
+        rows = min(int(max_num_batched_tokens), int(max_num_seqs))
+        per = sampler_bytes_per_logit(model, engine_version)
+        if smp >= fwd:
+            basis = (f"sampler: {rows:,} requests x vocab {model.vocab_size or 0:,} x {per:g} B "
+                     f"(above the {max_num_batched_tokens:,}-token forward's {fwd / GIB:.2f} GiB)")
+            src = ("vllm 0.33.0 v1/worker/gpu_model_runner.py:5545,5861,5923; v1/sample/sampler.py:158; "
+                   "topk_topp_sampler.py:309,616" if per == model.dtype_bytes + 12 else
+                   "vllm 0.11.0 v1/sample/sampler.py:86; v1/sample/ops/topk_topp_sampler.py:183-203")
+        else:
+            basis = (f"forward of max_num_batched_tokens {max_num_batched_tokens:,} tokens (above the sampler's "
+                     f"{rows:,} requests: {smp / GIB:.2f} GiB)")
+            src = "kg.derive.budget (calibrated: vLLM issue 10517); vllm 0.33.0 gpu_model_runner.py:6072-6145"
+        lines.append(BudgetLine("activation peak", act, basis, src, 0.15 * act + 0.25 * GIB))
+        if enforce_eager:
+            graphs, gbasis = 0.0, "enforce_eager: none"
+        elif _before(engine_version, "0.20.0"):
+            graphs, gbasis = 0.0, (f"vllm {engine_version}: not taken from the KV budget (the estimate is "
+                                   "subtracted by default from 0.20.0)")
+        else:
+            graphs, gbasis = CUDA_GRAPH_BYTES, "estimate (logged 0.09-0.41 GiB in public vLLM V1 logs)"
+        lines.append(BudgetLine("CUDA graphs", graphs, gbasis,
+                                "vllm v1/worker/gpu_worker.py:753-757; envs.py:2219-2221 (0.33.0), envs.py:1635 (0.18.0)",
+                                0.25 * GIB if graphs else 0.0))
+        nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, tp_size)
+        lines.append(BudgetLine("non-torch", nt, nt_basis,
+                                "vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
+                                else "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)", nt_err))
         notes = []
     kv = float(max(0, math.floor(lines[0].bytes - sum(x.bytes for x in lines[1:]))))
     err = sum(x.error_bytes for x in lines)
