@@ -152,3 +152,37 @@ def test_kv_flags_max_model_len_beyond_the_context():
     # at the limit: no warning
     code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--max-model-len", "131072", "--format", "json")
     assert "warnings" not in json.loads(out) and "WARNING" not in out
+
+
+def test_qwen3_next_block_with_a_float32_ssm_state():
+    # vllm 0.33.0 platforms/interface.py:1084-1104: block = align x cdiv(mamba_page, align x attention page per
+    # token). --mamba-ssm-cache-dtype float32 keeps the temporal state in fp32 (mamba_utils.py:98-110):
+    # conv (2 x 16 x 128 + 32 x 128) x 3 x 2 B = 49,152 + temporal 32 x 128 x 128 x 4 B = 2,097,152 -> 2,146,304 B
+    m = load_config_file(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json")
+    a100 = plan_kv_cache(m, max_model_len=32768, gpu_compute_capability=8.0, mamba_ssm_cache_dtype="float32")
+    # Triton GDN kernel (16-token alignment): 16 x cdiv(2,146,304, 16 x 2,048) = 16 x 66 = 1,056 tokens
+    assert a100.block_size == 1056
+    # the state page is padded to 1,056 x 2,048 = 2,162,688 B: +0.76 % (the percentage vLLM logs)
+    assert any("padded by 0.76% to the attention page (2,162,688 B)" in n for n in a100.notes)
+    # Hopper (FlashInfer GDN, align lcm(16, 64) = 64): 64 x cdiv(2,146,304, 131,072) = 64 x 17 = 1,088
+    assert plan_kv_cache(m, max_model_len=32768, mamba_ssm_cache_dtype="float32").block_size == 1088
+    # TP 4: 1 KV head (1,024 B/token), state 12,288 + 8 x 128 x 128 x 4 = 536,576 B -> 16 x 33 = 528 on Triton
+    assert plan_kv_cache(m, 4, max_model_len=32768, gpu_compute_capability=8.0,
+                         mamba_ssm_cache_dtype="float32").block_size == 528
+    # default (auto: the model's bfloat16) stays 576 on Hopper
+    assert plan_kv_cache(m, max_model_len=32768).block_size == 576
+    with pytest.raises(OptkgError, match="mamba cache dtype 'int3'"):
+        plan_kv_cache(m, max_model_len=32768, mamba_ssm_cache_dtype="int3")
+    # the flag reaches the plan from a vllm serve command and from optkg kv
+    code, out, err = run_cli("kv", "--config", str(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json"),
+                             "--max-model-len", "32768", "--mamba-ssm-cache-dtype", "float32",
+                             "--gpu-compute-capability", "8.0", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["vllm_plan"]["block_size"] == 1056
+    from kg.inputs.launch import parse_command
+    from kg.knowledge.catalog import load_catalog
+    cat, _ = load_catalog()
+    qn = str(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json")
+    st = parse_command("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct-FP8 --mamba-ssm-cache-dtype float32", cat, "vllm",
+                       model_override=qn)
+    assert st.settings["mamba_ssm_cache_dtype"] == "float32"

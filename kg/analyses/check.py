@@ -413,7 +413,8 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
             disable_sliding_window=bool(ns.get("disable_sliding_window")),
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
-            gpu_compute_capability=_compute_capability(hw) if hw else None, extra_full_layers=draft_layers)
+            gpu_compute_capability=_compute_capability(hw) if hw else None, extra_full_layers=draft_layers,
+            mamba_cache_dtype=ns.get("mamba_cache_dtype"), mamba_ssm_cache_dtype=ns.get("mamba_ssm_cache_dtype"))
     except OptkgError:
         return None
 

@@ -14,12 +14,14 @@ from kg.derive.kv_specs import plan_kv_cache
 
 def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
               kv_budget_gib: float | None = None, max_model_len: int | None = None, block_size: int | None = None,
-              max_num_batched_tokens: int | None = None) -> tuple[dict[str, Any], Any, Any]:
+              max_num_batched_tokens: int | None = None, mamba_ssm_cache_dtype: str | None = None,
+              gpu_compute_capability: float | None = None) -> tuple[dict[str, Any], Any, Any]:
     """(report dict, ``KVLayout``, vLLM plan or None) for ``model`` (ModelFacts) at ``tp``/``pp``/``dcp``.
 
     ``kv_budget_gib``: KV memory per GPU in GiB (adds ``capacity``); ``max_model_len`` tokens per
     request; ``block_size`` tokens per KV block (None: vLLM's choice for the model); ``max_num_batched_tokens``
-    tokens per scheduler step. Raises OptkgError when tp does not divide the heads, pp exceeds the
+    tokens per scheduler step; ``mamba_ssm_cache_dtype`` the SSM-state dtype of Mamba / GDN layers and
+    ``gpu_compute_capability`` the GPU's (kg.derive.kv_specs.plan_kv_cache). Raises OptkgError when tp does not divide the heads, pp exceeds the
     layers or dcp is not valid at this tp.
     """
     check_parallel_sizes(model, tp, pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
@@ -46,7 +48,8 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     plan = None
     try:
         plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, max_model_len,
-                             block_size, max_num_batched_tokens)
+                             block_size, max_num_batched_tokens, gpu_compute_capability=gpu_compute_capability,
+                             mamba_ssm_cache_dtype=mamba_ssm_cache_dtype)
     except OptkgError as e:
         out.setdefault("notes", []).append(f"no vLLM KV plan: {e}")
     if plan is not None:

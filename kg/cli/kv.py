@@ -23,6 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="tokens per scheduler step (default 8192, vllm serve on H100/H200); sliding-window layers "
                         "reserve two steps of it per request")
+    p.add_argument("--mamba-ssm-cache-dtype", default=None,
+                   help="SSM-state dtype of Mamba / Gated DeltaNet layers (auto, float32, bfloat16, float16; "
+                        "vLLM --mamba-ssm-cache-dtype): sets the state page and so the hybrid block size")
+    p.add_argument("--gpu-compute-capability", type=float, default=None,
+                   help="compute capability of the GPU (default 9.0, Hopper): picks vLLM's GDN prefill kernel, "
+                        "which decides the hybrid block alignment (64 tokens on FlashInfer, 16 on Triton)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -48,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
         from kg.core.numparse import MAX_COUNT, as_float
         as_float(args.kv_budget_gib, "--kv-budget-gib", 0, MAX_COUNT)
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
+    if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
+                                                        and 1.0 <= args.gpu_compute_capability < 100):
+        raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
-                               args.max_model_len, args.block_size, args.max_num_batched_tokens)
+                               args.max_model_len, args.block_size, args.max_num_batched_tokens,
+                               args.mamba_ssm_cache_dtype, args.gpu_compute_capability)
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
     if args.format == "json":

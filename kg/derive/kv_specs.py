@@ -129,7 +129,10 @@ class KVPlan:
         return asdict(self)
 
 
-def _gdn_state_bytes(la: dict[str, Any], tp: int, dtype_b: float) -> int:
+def _gdn_state_bytes(la: dict[str, Any], tp: int, dtype_b: float, ssm_dtype_b: float | None = None) -> int:
+    """One request's Gated DeltaNet state on one rank (bytes): the conv state in the Mamba cache dtype
+    ``dtype_b`` and the temporal (SSM) state in ``ssm_dtype_b`` (default: the conv state's dtype;
+    vllm 0.33.0 ``layers/mamba/mamba_utils.py:98-130``, ``_mamba_state_dtype``)."""
     nk, nv = la["linear_num_key_heads"], la["linear_num_value_heads"]
     dk, dv = la["linear_key_head_dim"], la["linear_value_head_dim"]
     conv_dim = dk * nk * 2 + dv * nv
@@ -137,7 +140,25 @@ def _gdn_state_bytes(la: dict[str, Any], tp: int, dtype_b: float) -> int:
         raise OptkgError(f"--tp: {tp} does not divide the Gated DeltaNet heads ({nk} key, {nv} value)")
     conv = conv_dim // tp * (la["conv_kernel"] - 1)
     temporal = nv // tp * dv * dk
-    return int((conv + temporal) * dtype_b)
+    return int(conv * dtype_b + temporal * (dtype_b if ssm_dtype_b is None else ssm_dtype_b))
+
+
+def ssm_state_dtype_bytes(model: ModelFacts, mamba_cache_dtype: str | None = None,
+                          mamba_ssm_cache_dtype: str | None = None) -> tuple[float, float | None]:
+    """(conv-state bytes per element, SSM-state bytes per element or None = the conv state's) for a GDN model.
+
+    ``mamba_cache_dtype`` auto = the model dtype; ``mamba_ssm_cache_dtype`` auto = the conv state's dtype,
+    except Qwen3.5, whose config's ``mamba_ssm_dtype`` applies (vllm 0.33.0 ``config/cache.py:296-302``,
+    ``models/config.py:953-976``). Raises OptkgError for an unknown dtype name."""
+    def size(name: str) -> float:
+        b = DTYPE_BYTES.get(name.lower())
+        if b is None:
+            raise OptkgError(f"mamba cache dtype '{name}': expected auto, float32, bfloat16 or float16")
+        return float(b)
+    conv = float(model.dtype_bytes) if not mamba_cache_dtype or mamba_cache_dtype == "auto" else size(mamba_cache_dtype)
+    ssm = mamba_ssm_cache_dtype if mamba_ssm_cache_dtype and mamba_ssm_cache_dtype != "auto" else \
+        (model.linear_attention or {}).get("ssm_cache_dtype")
+    return conv, (size(ssm) if ssm else None)
 
 
 def _mamba2_state_bytes(la: dict[str, Any], tp: int, dtype_b: float) -> int:
@@ -154,7 +175,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   max_num_batched_tokens: int | None = None, async_scheduling: bool = True,
                   hybrid_allocator: bool | None = None, disable_sliding_window: bool = False,
                   enable_prefix_caching: bool | None = None, num_speculative_tokens: int = 0,
-                  gpu_compute_capability: float | None = None, extra_full_layers: int = 0) -> KVPlan:
+                  gpu_compute_capability: float | None = None, extra_full_layers: int = 0,
+                  mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
@@ -163,6 +185,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     686-760``, ``v1/attention/backends/gdn_attn.py:34``); elsewhere the Triton kernel does not.
     ``extra_full_layers``: a draft's attention layers (EAGLE heads, MTP layers), which join the
     full-attention group with the target's page size (kg.derive.drafts).
+    ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``: vLLM's ``--mamba-cache-dtype`` /
+    ``--mamba-ssm-cache-dtype`` (None or auto: the defaults of ``ssm_state_dtype_bytes``).
     ``max_model_len`` defaults to the engine's (``ModelFacts.vllm_default_max_model_len``);
     ``max_num_batched_tokens`` to 8,192 (``vllm serve`` on H100/H200); ``block_size`` to 16 (64 for
     sparse MLA; raised for Mamba hybrids). Raises OptkgError for non-positive sizes, DCP with
@@ -229,7 +253,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         la = model.linear_attention or {}
         dtype_b = float(model.dtype_bytes)
         if la.get("kind") == "gdn":
-            state, lin_kind = _gdn_state_bytes(la, tp_size, dtype_b), "gdn"
+            conv_b, ssm_b = ssm_state_dtype_bytes(model, mamba_cache_dtype, mamba_ssm_cache_dtype)
+            state, lin_kind = _gdn_state_bytes(la, tp_size, conv_b, ssm_b), "gdn"
         elif la.get("kind") == "mamba2":
             state, lin_kind = _mamba2_state_bytes(la, tp_size, dtype_b), "mamba2"
         else:
@@ -249,8 +274,13 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
             need = align * cdiv(state, align * int(per_tok))
             if need > block:
                 notes.append(f"attention block raised to {need} tokens so its page ({need} x {int(per_tok):,} B) "
-                             f"holds one {lin_kind.upper()} state of {state:,} B (vLLM platforms/interface.py:1085-1104)")
+                             f"holds one {lin_kind.upper()} state of {state:,} B (vLLM 0.33.0 platforms/interface.py:1084-1104)")
                 block = need
+            if int(per_tok * block) > state:
+                # vLLM logs "Padding mamba page size by X% ..." (platforms/interface.py:1114-1131)
+                notes.append(f"{lin_kind.upper()} state page padded by "
+                             f"{100 * (int(per_tok * block) - state) / state:.2f}% to the attention page "
+                             f"({int(per_tok * block):,} B)")
     page = int(per_tok * block)
     prefix = True if enable_prefix_caching is None else bool(enable_prefix_caching)
     specs: list[SpecGroup] = []

@@ -383,7 +383,12 @@ def _linear_attention(c: dict[str, Any], model_type: str) -> dict[str, Any]:
     """
     keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
     if all(isinstance(c.get(k), int) for k in keys):
-        return {"kind": "gdn", **{k: c[k] for k in keys}, "conv_kernel": int(c.get("linear_conv_kernel_dim") or 4)}
+        out = {"kind": "gdn", **{k: c[k] for k in keys}, "conv_kernel": int(c.get("linear_conv_kernel_dim") or 4)}
+        if isinstance(c.get("mamba_ssm_dtype"), str) and model_type.startswith("qwen3_5"):
+            # Qwen3.5: vLLM takes the SSM-state dtype from the config's mamba_ssm_dtype when
+            # --mamba-ssm-cache-dtype is auto (vllm 0.33.0 model_executor/models/config.py:953-976)
+            out["ssm_cache_dtype"] = c["mamba_ssm_dtype"]
+        return out
     m2 = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size")
     if all(isinstance(c.get(k), int) for k in m2):
         return {"kind": "mamba2", **{k: c[k] for k in m2}, "n_groups": int(c.get("n_groups") or 1),
