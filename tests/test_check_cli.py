@@ -118,3 +118,19 @@ def test_bad_stack_file(cli, tmp_path):
     p.write_text("model: [unclosed\n")
     code, _, err = cli("check", str(p))
     assert code == 2 and "YAML error" in err
+
+
+def test_kv_replication_fix_and_dcp_text_are_per_engine(cli):
+    # trtllm-serve has no vLLM -dcp: the fix names TensorRT-LLM's attention DP (LLM-API enable_attention_dp) and the
+    # report shows no vLLM DCP sizes for it (TensorRT-LLM docs/source/features/parallel-strategy.md @65b31db)
+    for cmd in ("trtllm-serve Qwen/Qwen3-235B-A22B --tp_size 8", "trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8"):
+        code, out, _ = cli("check", "--cmd", cmd)
+        fix = next(x for x in out.splitlines() if x.strip().startswith("fix:"))
+        assert "enable_attention_dp: true" in fix and "-dcp" not in out and "--dcp-size" not in out, out
+        assert "valid DCP sizes" not in out and "DCP  " not in out and "(after DCP)" not in out
+        assert "  KV-head replication  " in out
+    d = json.loads(cli("check", "--cmd", "trtllm-serve Qwen/Qwen3-235B-A22B --tp_size 8", "--format", "json")[1])
+    assert "valid_dcp_sizes" not in d["derived"]
+    # vLLM keeps its DCP advice and sizes
+    code, out, _ = cli("check", "--cmd", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
+    assert "vLLM -dcp 2" in out and "valid DCP sizes" in out and "(after DCP)" in out

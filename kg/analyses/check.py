@@ -171,7 +171,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             "max_useful_dcp_size": max(lay.valid_dcp_sizes),
             "valid_tp_sizes": divisors(m.num_attention_heads),
         })
-        if stack.engine == "sglang":  # SGLang has no decode context parallelism: only dcp_size 1 exists
+        if stack.engine and stack.engine != "vllm":  # the DCP sizes are vLLM's (kg.derive.kv valid_dcp_sizes)
             derived.update({"valid_dcp_sizes": [1], "dcp_possible": False, "max_useful_dcp_size": 1})
         if sized:
             derived.update({
@@ -677,7 +677,7 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_"))
                and not isinstance(ns[k], dict)}
-    if stack.engine == "sglang":  # SGLang has no decode context parallelism: DCP sizes would mislead
+    if stack.engine and stack.engine != "vllm":  # vLLM's DCP sizes would mislead on another engine
         for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):
             derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])

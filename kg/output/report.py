@@ -60,7 +60,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
         rows = [("bytes/token, whole model", "kv_bytes_per_token_model"),
                 ("bytes/token per GPU", "kv_bytes_per_token_per_gpu"),
                 ("bytes/token per GPU without replication", "kv_bytes_per_token_per_gpu_unreplicated"),
-                ("KV-head replication (after DCP)", "kv_replication"),
+                ("KV-head replication (after DCP)" if "valid_dcp_sizes" in dv else "KV-head replication", "kv_replication"),
                 ("KV budget per GPU (bytes)", "kv_budget_bytes_per_gpu"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
                 ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
