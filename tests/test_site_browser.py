@@ -193,6 +193,11 @@ def test_graph_view_focuses_on_tensor_parallelism(page, site_dir, shots):
     canvas = page.locator("#cy canvas")
     assert canvas.count() >= 1
     page.screenshot(path=str(shots / "graph-tp.png"))
+    # the drawing is deterministic (breadthfirst layout, sorted input): a second load paints the same pixels
+    first = page.locator("#cy").screenshot()
+    page.reload()
+    page.wait_for_function("document.getElementById('g-status').dataset.focus === 't:tensor-parallelism'")
+    assert page.locator("#cy").screenshot() == first
     # depth 2 draws more, never the whole graph
     page.select_option("#g-depth", "2")
     page.wait_for_function("document.getElementById('g-status').textContent.includes('depth 2')")
