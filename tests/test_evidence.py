@@ -95,12 +95,15 @@ def test_engine_table_entries_carry_evidence(tmp_path: Path):
         "engine: vllm\nflags:\n"
         "  - {names: [--swap-space], set: swap_space_gib, type: number, since: '1.0.0', until: '1.1.0',\n"
         "     evidence: [{package: vllm, release: '1.0.0', path: vllm/config/cache.py, line: 4, snippet: 'swap_space: float = 4'}]}\n"
+        "env:\n"
+        "  VLLM_X: {set: x, type: boolean, since: '1.1.0', evidence: [{package: vllm, release: '1.1.0', path: vllm/envs.py, snippet: 'VLLM_X'}]}\n"
         "defaults_evidence:\n"
         "  gpu_memory_utilization:\n"
         "    - {package: vllm, release: '1.1.0', path: vllm/config/cache.py, line: 5, snippet: 'default=0.92'}\n")
     items = items_from_engine_tables(tmp_path)
     assert [(i.owner, i.versions, i.release) for i in items] == [
-        ("engine:vllm:flag --swap-space", ">=1.0.0,<1.1.0", "1.0.0"), ("engine:vllm:defaults gpu_memory_utilization", None, "1.1.0")]
+        ("engine:vllm:flag --swap-space", ">=1.0.0,<1.1.0", "1.0.0"), ("engine:vllm:env VLLM_X", ">=1.1.0", "1.1.0"),
+        ("engine:vllm:defaults gpu_memory_utilization", None, "1.1.0")]
 
 
 RULES = """ruleset: check

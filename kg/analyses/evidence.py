@@ -89,7 +89,7 @@ def items_from_rules(rules: Iterable[Any]) -> list[Item]:
 
 
 def items_from_engine_tables(folder: Path) -> list[Item]:
-    """Evidence items of ``catalog/engines/<engine>.yaml``: on ``flags`` entries (with ``since``/``until``) and in
+    """Evidence items of ``catalog/engines/<engine>.yaml``: on ``flags`` and ``env`` entries (with ``since``/``until``) and in
     ``defaults_evidence`` ({setting: [items]}) and ``evidence`` ({name: [items]})."""
     from kg.core.yamlio import load_yaml
     out = []
@@ -108,6 +108,9 @@ def items_from_engine_tables(folder: Path) -> list[Item]:
             dep = spec.get("deprecated")
             if isinstance(dep, dict) and dep.get("evidence"):
                 entries.append((f"flag {name} deprecated", {"since": dep.get("since")}, dep["evidence"]))
+        for name, spec in ((d.get("env") or {}).items() if isinstance(d.get("env"), dict) else []):
+            if isinstance(spec, dict) and spec.get("evidence"):
+                entries.append((f"env {name}", spec, spec["evidence"]))
         for key in ("defaults_evidence", "evidence"):
             table = d.get(key)
             for name, ev in (table.items() if isinstance(table, dict) else []):
