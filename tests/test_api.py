@@ -155,3 +155,14 @@ def test_stack_from_file_reads_what_check_file_reads(catalog):
     assert d["derived"]["memory"]["total_bytes"] == json.loads(
         run_cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"), "--format", "json")[1]
     )["derived"]["memory"]["total_bytes"]
+
+
+def test_bundled_model_does_not_import_huggingface_hub(tmp_path):
+    # resolving a bundled hub id with no models--<org>--<name> folder in the HF cache skips the hub library (about a
+    # third of `optkg check`'s start-up); a cached repo is still found through it (tests/test_hf_cache.py)
+    code = ("import sys; from kg.inputs.modelcfg import resolve_model; m = resolve_model('Qwen/Qwen3-32B'); "
+            "print(m.name, 'huggingface_hub' in sys.modules)")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("HF_HUB_CACHE", "OPTKG_HF_DOWNLOAD")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "HF_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["Qwen/Qwen3-32B", "False"]

@@ -543,19 +543,24 @@ def hf_cache_config(name: str, revision: str | None = None) -> Path | None:
     import os
     if not HUB_ID.match(name):
         return None
+    cache = hf_cache_dir()
+    offline = str(os.environ.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    may_download = os.environ.get("OPTKG_HF_DOWNLOAD") == "1" and not offline
+    if not may_download and not (cache / f"models--{name.replace('/', '--')}").is_dir():
+        # the hub cache keeps a repo under models--<org>--<name>: without that folder there is nothing to find,
+        # and importing huggingface_hub (a third of `optkg check`'s start-up) would be for nothing
+        return None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    cache = hf_cache_dir()
     try:
         got = try_to_load_from_cache(name, "config.json", cache_dir=str(cache), revision=revision)
     except (ValueError, OSError):
         got = None
     if isinstance(got, str):
         return Path(got)
-    offline = str(os.environ.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
-    if os.environ.get("OPTKG_HF_DOWNLOAD") == "1" and not offline:
+    if may_download:
         from huggingface_hub import hf_hub_download
         try:
             path = Path(hf_hub_download(name, "config.json", revision=revision, cache_dir=str(cache)))
