@@ -257,6 +257,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
         if budget is not None and sized:
             cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block)
+            if stack.engine == "sglang":
+                cap = _sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
             derived["kv_block_size"] = block
             derived["kv_budget_bytes_per_gpu"] = round(budget)
             derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
@@ -330,6 +332,25 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     if stack.hardware and stack.hardware.get("interconnect_bandwidth_gbps"):
         out["intranode_bandwidth_gbps"] = stack.hardware["interconnect_bandwidth_gbps"]
     return out
+
+
+def _sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
+    """SGLang's pools (kg.derive.sglang_pools): a hybrid sliding-window model gets a full pool of
+    ``budget // (full layers' bytes + ratio x sliding layers' bytes)`` tokens and an SWA pool of ratio x that;
+    the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
+    from dataclasses import replace
+
+    from kg.derive.sglang_pools import sglang_pools
+    pools = sglang_pools(m, attn_tp, budget, int(ns.get("block_size") or 1), kvdt, ns.get("swa_full_tokens_ratio"),
+                         bool(ns.get("disable_hybrid_swa_memory")))
+    derived["kv_sglang_pool"] = pools.kind
+    if pools.kind == "default":
+        return cap
+    derived["kv_sglang_full_pool_tokens"] = pools.full_tokens
+    derived["kv_sglang_swa_pool_tokens"] = pools.swa_tokens
+    tokens = pools.max_total_num_tokens
+    conc = round(tokens / cap.max_model_len, 2) if cap.max_model_len else None
+    return replace(cap, kv_tokens_per_gpu=tokens, kv_tokens_total=tokens, max_concurrency=conc)
 
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:

@@ -17,6 +17,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "gpu_memory_utilization": ("number", "fraction of GPU memory the engine may use (vLLM; SGLang mem_fraction_static)"),
     "block_size": ("integer", "KV-cache block/page size, tokens"),
     "kv_cache_dtype": ("string", "KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, int8"),
+    "swa_full_tokens_ratio": ("number", "SGLang --swa-full-tokens-ratio: SWA-pool tokens per full-pool token (default 0.8)"),
+    "disable_hybrid_swa_memory": ("boolean", "SGLang --disable-hybrid-swa-memory: one pool for every layer"),
     "mamba_cache_dtype": ("string", "Mamba / GDN conv-state dtype (vLLM --mamba-cache-dtype): auto, float32, bfloat16, float16"),
     "mamba_ssm_cache_dtype": ("string", "Mamba / GDN SSM-state dtype (vLLM --mamba-ssm-cache-dtype): auto, float32, bfloat16, float16"),
     "attention_backend": ("string", "attention kernel backend name"),

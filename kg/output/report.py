@@ -63,6 +63,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("KV-head replication (after DCP)" if "valid_dcp_sizes" in dv else "KV-head replication", "kv_replication"),
                 ("KV budget per GPU (bytes)", "kv_budget_bytes_per_gpu"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
+                ("SGLang SWA-pool tokens per GPU", "kv_sglang_swa_pool_tokens"),
                 ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
         for label, key in rows:
