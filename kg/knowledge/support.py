@@ -70,10 +70,10 @@ def _problem(path: str, msg: str) -> OptkgError:
     return OptkgError(f"{path}: {msg}")
 
 
-def load_support_file(path: Path | str) -> SupportFile:
-    """Read and check one support file. Raises OptkgError naming the file and field."""
-    doc = load_yaml(path)
-    d = doc.data
+def load_support_file(path: Path | str, data: Any = None) -> SupportFile:
+    """Read and check one support file (``data``: its parsed content, when already read). Raises OptkgError
+    naming the file and field."""
+    d = load_yaml(path).data if data is None else data
     p = str(path)
     if not isinstance(d, dict):
         raise _problem(p, "expected a mapping with engine, facts and releases")
@@ -114,7 +114,26 @@ def support_dir() -> Path:
 
 @lru_cache(maxsize=8)
 def _load_all(folder: str) -> tuple[SupportFile, ...]:
-    return tuple(load_support_file(f) for f in sorted(Path(folder).glob("*.yaml")))
+    """Every support file of ``folder``, checked. Their parsed content comes from the optkg cache (kg.core.cache,
+    checksummed JSON keyed on every file's path, size and mtime) when the files are unchanged: they are read on
+    every ``optkg check`` and YAML parsing was a large part of its start-up."""
+    import hashlib
+    from kg.core import cache
+    files = sorted(Path(folder).glob("*.yaml"))
+    try:
+        key = hashlib.sha256("\0".join(f"{f}\0{f.stat().st_size}\0{f.stat().st_mtime_ns}" for f in files)
+                             .encode()).hexdigest()[:32]
+    except OSError:
+        key = None
+    cpath = cache.cache_file(f"support-{key}.json") if key else None
+    got = cache.read_data(cpath, "support", key) if cpath else None
+    if isinstance(got, list) and len(got) == len(files):
+        return tuple(load_support_file(f, d) for f, d in zip(files, got))
+    datas = [load_yaml(f).data for f in files]
+    out = tuple(load_support_file(f, d) for f, d in zip(files, datas))  # checked before it is cached
+    if cpath:
+        cache.write_data(cpath, "support", key, datas)  # False (not cached) for data JSON cannot hold
+    return out
 
 
 def support_files(folder: Path | None = None) -> tuple[SupportFile, ...]:
