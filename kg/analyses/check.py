@@ -595,6 +595,11 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
                          ("enable_return_routed_experts", False), ("async_scheduling", False)):
         if ns.get(key) is None:
             out[key] = default
+    # the flag table's defaults for options the stack does not give, and flags given with their JSON twin
+    from kg.inputs.optiondefaults import option_facts
+    for key, default in option_facts(stack.engine, stack.engine_version, stack.settings).items():
+        if ns.get(key) is None:
+            out[key] = default
     if ns.get("all2all_backend") is None and stack.engine == "vllm":
         out["all2all_backend"] = "allgather_reducescatter"  # vLLM default (EngineArgs.all2all_backend)
     for key, default in flag_defaults(stack.engine).items():  # `default:` of the engine's flag entries

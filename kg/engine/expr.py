@@ -64,6 +64,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "divisors": divisors,
     "gcd": math.gcd,
     "aligned_divisors": aligned_divisors,
+    # text helpers for option strings ("periodic_flushing:format=hatchet" -> "periodic_flushing")
+    "lower": lambda s: str(s).lower(),
+    "split_first": lambda s, sep: str(s).split(str(sep), 1)[0],
 }
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _mul, ast.Div: operator.truediv,

@@ -271,6 +271,10 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                     raise OptkgError(f"{flag}: expects a value")
                 raw = words[i + 1]
                 i += 2
+                if spec.get("nargs") == "+":  # argparse nargs="+" (list[int] fields): every word up to the next flag
+                    while i < len(words) and not words[i].startswith("-"):
+                        raw += f" {words[i]}"
+                        i += 1
             if typ == "json" and field_path is not None:
                 from kg.core.numparse import loads_json  # no NaN, no 5,000-digit ints, no 60,000-deep arrays
                 value = dict(st.settings.get(spec.get("set"), {}) or {}) if spec.get("set") else {}
@@ -340,6 +344,11 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
     if spec.get("set") and spec["set"] != "model":
         st.settings[spec["set"]] = value
         undefault(spec["set"], None)
+    for also in spec.get("also_set") or []:  # --spec-method is also the speculative method other rules read
+        st.settings[str(also)] = value
+        undefault(str(also), None)
+        if origin:
+            st.origins[str(also)] = origin
     for key, val in ((spec.get("values_imply") or {}).get(str(value)) or {}).items():
         st.settings[key] = val
         undefault(key, None)
@@ -353,9 +362,10 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
             st.origins[key] = origin
     if typ == "json":
         for src, dst in (spec.get("fields") or {}).items():
-            if src in value:
+            found, got = _json_field(value, src)
+            if found:
                 kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
-                st.settings[dst] = _coerce(value[src], kind, f"{flag}.{src}", 1 if kind == "integer" else None)
+                st.settings[dst] = _coerce(got, kind, f"{flag}.{src}", 1 if kind == "integer" else None)
                 undefault(dst, None)
     if typ == "flag" and value is False:
         # --enable-x=false: the flag's technique is off (even an engine default), and it removes nothing
@@ -378,6 +388,19 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
         removed.add(spec["technique"])
     if spec.get("removes"):
         removed.add(spec["removes"])
+
+
+def _json_field(obj: dict[str, Any], path: str) -> tuple[bool, Any]:
+    """(found, value) of ``path`` in a JSON flag's object: the key as given (``--cc.pass_config.x v`` stores
+    ``pass_config.x``), else the dotted path through nested objects (``{"pass_config": {"x": v}}``)."""
+    if path in obj:
+        return True, obj[path]
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
 
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH", re.IGNORECASE)
