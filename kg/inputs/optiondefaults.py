@@ -9,6 +9,8 @@ Data: the flag entries of ``catalog/engines/<engine>.yaml``. An entry may carry
   unevaluable. An entry for an environment variable (``env:``) may carry ``default:`` the same way.
 - ``given_as: <setting>``: a boolean setting, true when the flag is given (``--watermark-config`` turns
   watermarking on whatever its fields).
+- ``given_value: {<derived>: <setting>}``: ``<derived>`` is the setting's value when given, else ``""``, for
+  rules that must decide without giving the setting itself a default other readers would take as given.
 - ``exclusive_with: [{json: <setting of a JSON flag>, field: <key>, since: <release>}]``: the engine
   refuses the plain flag together with that key of the JSON flag ("X and Y.key are mutually exclusive").
 
@@ -50,6 +52,9 @@ def option_facts(engine: str | None, release: str | None, settings: Mapping[str,
     for spec in table.get("flags") or []:
         if not isinstance(spec, dict) or not _holds(spec, rel):
             continue
+        for derived, source in (spec.get("given_value") or {}).items():
+            if settings.get(derived) is None:
+                out[str(derived)] = "" if settings.get(source) is None else settings[source]
         if spec.get("given_as") and settings.get(spec["given_as"]) is None:
             out[str(spec["given_as"])] = settings.get(spec.get("set")) is not None
         for name, value in (spec.get("defaults") or {}).items():
