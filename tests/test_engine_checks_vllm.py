@@ -123,3 +123,58 @@ def test_plain_commands_leave_no_new_rule_unevaluable(catalog):
         rep = kg.check(kg.stack_from_command(cmd, catalog), catalog)
         assert not [n["rule_id"] for n in rep.not_evaluable if n["rule_id"] in NEW_IDS]
         assert not [f.rule_id for f in rep.findings if f.rule_id in NEW_IDS]
+
+
+def _nvfp4_stack(gpu: str, version: str, dtype: str = "nvfp4", model: str = "meta-llama/Llama-3.1-8B"):
+    from kg.inputs.launch import parse_command
+    cat = kg.load_catalog()
+    st = parse_command(f"vllm serve {model} --kv-cache-dtype {dtype}", cat, "vllm")
+    st.hardware, st.gpu_count, st.engine_version = cat.resolve_hardware(gpu), 1, version
+    return cat, st
+
+
+@pytest.mark.parametrize("gpu, version, dtype, model, fired", [
+    # 0.24.0-0.31.0: FlashInfer's TRT-LLM FP4 kernels only (flashinfer.py:654 at 0.24.0, :502 at 0.31.0)
+    ("H100-SXM", "0.31.0", "nvfp4", "meta-llama/Llama-3.1-8B", "nvfp4-kv-cache-needs-sm100"),
+    ("B200", "0.31.0", "nvfp4", "meta-llama/Llama-3.1-8B", None),
+    # 0.32.0: FA2 path on SM80/SM90/SM120 (flashinfer.py:110), plain nvfp4 only, not at head_size 64
+    ("H100-SXM", "0.32.0", "nvfp4", "meta-llama/Llama-3.1-8B", None),
+    ("H100-SXM", "0.33.0", "nvfp4_4over6", "meta-llama/Llama-3.1-8B", "nvfp4-kv-cache-unsupported-gpu"),
+    ("H100-SXM", "0.33.0", "nvfp4", "openai/gpt-oss-120b", "nvfp4-kv-cache-unsupported-gpu"),
+    ("T4", "0.33.0", "nvfp4", "meta-llama/Llama-3.1-8B", "nvfp4-kv-cache-unsupported-gpu"),
+    ("RTX-PRO-6000", "0.33.0", "nvfp4", "meta-llama/Llama-3.1-8B", None),
+])
+def test_nvfp4_kv_cache_by_gpu_and_release(gpu, version, dtype, model, fired):
+    cat, st = _nvfp4_stack(gpu, version, dtype, model)
+    got = {f.rule_id for f in kg.check(st, cat).findings} & {"nvfp4-kv-cache-needs-sm100", "nvfp4-kv-cache-unsupported-gpu"}
+    assert got == ({fired} if fired else set())
+
+
+def test_sweep_no_longer_recommends_nvfp4_kv_where_vllm_refuses_it():
+    from kg.analyses.sweep import sweep
+    from kg.engine.rules import load_ruleset
+    cat, st = _nvfp4_stack("T4", "0.33.0", "auto")
+    res = sweep(st, cat, load_ruleset("check"), [1], None, None, ["fp8", "nvfp4"])
+    by = {c.kv_cache_dtype: c for c in res.combinations}
+    assert "nvfp4-kv-cache-unsupported-gpu" in [f["rule_id"] for f in by["nvfp4"].findings]
+    assert "nvfp4-kv-cache-unsupported-gpu" not in [f["rule_id"] for f in by["fp8"].findings]
+
+
+@pytest.mark.parametrize("gpu, version, kernel", [
+    # vLLM < 0.14.0: Marlin needs SM80 (marlin_utils.py:51 at 0.13.0 'if device_capability < 80:'),
+    # from 0.14.0 SM75 (marlin_utils.py:54 at 0.14.0, :66 at 0.33.0 'if device_capability < 75:')
+    ("T4", "0.13.0", "awq"), ("T4", "0.14.0", "awq_marlin"), ("T4", "0.33.0", "awq_marlin"),
+    ("V100", "0.33.0", "awq"), ("A100-80GB", "0.13.0", "awq_marlin"),
+])
+def test_awq_checkpoint_runs_marlin_from_sm75_since_0_14(gpu, version, kernel):
+    from kg.analyses.check import stack_facts
+    from kg.inputs.launch import parse_command
+    from kg.inputs.optiondefaults import ranged_fact
+    cat = kg.load_catalog()
+    cfg = str(paths.rules_dir() / "fixtures" / "configs" / "qwen2.5-72b-awq.json")
+    st = parse_command(f"vllm serve {cfg}", cat, "vllm")
+    st.hardware, st.gpu_count, st.engine_version = cat.resolve_hardware(gpu), 1, version
+    assert stack_facts(st)[1]["weight_quant_kernel"] == kernel
+    assert ranged_fact("vllm", "0.13.0", "marlin_min_compute_capability") == 8.0
+    assert ranged_fact("vllm", None, "marlin_min_compute_capability") == 7.5
+    assert ranged_fact("sglang", "0.5.23", "marlin_min_compute_capability") is None   # SGLang keeps 8.0 in code

@@ -519,7 +519,11 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     kernel = weight_quant
     cc = _compute_capability(stack.hardware)
     vendor = str((stack.hardware or {}).get("vendor") or "nvidia").lower()
-    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= 8.0):
+    # the Marlin kernel's lowest compute capability per release (vLLM 7.5 from 0.14.0: catalog/engines/vllm.yaml
+    # ranged_facts); SGLang's marlin_utils.py keeps 80 (0.5.23 layers/quantization/marlin_utils.py:78)
+    from kg.inputs.optiondefaults import ranged_fact
+    marlin_cc = ranged_fact(stack.engine, stack.engine_version, "marlin_min_compute_capability") or 8.0
+    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= marlin_cc):
         kernel = MARLIN_UPGRADES[ckpt]
     out["weight_quant"] = weight_quant
     out["weight_quant_kernel"] = kernel

@@ -111,6 +111,13 @@ def items_from_engine_tables(folder: Path) -> list[Item]:
         for name, spec in ((d.get("env") or {}).items() if isinstance(d.get("env"), dict) else []):
             if isinstance(spec, dict) and spec.get("evidence"):
                 entries.append((f"env {name}", spec, spec["evidence"]))
+        facts = d.get("ranged_facts") if isinstance(d.get("ranged_facts"), dict) else {}
+        for name, ranged in facts.items():  # {name: [{since, until?, value, evidence}]}
+            ranged = ranged if isinstance(ranged, list) else []
+            for j, e in enumerate(ranged):
+                if isinstance(e, dict) and e.get("evidence"):
+                    label = f"fact {name}" + (f"[{j}]" if len(ranged) > 1 else "")
+                    entries.append((label, {"since": e.get("since"), "until": e.get("until")}, e["evidence"]))
         for key in ("defaults_evidence", "evidence"):
             table = d.get(key)
             for name, ev in (table.items() if isinstance(table, dict) else []):

@@ -14,6 +14,9 @@ Data: the flag entries of ``catalog/engines/<engine>.yaml``. An entry may carry
 - ``exclusive_with: [{json: <setting of a JSON flag>, field: <key>, since: <release>}]``: the engine
   refuses the plain flag together with that key of the JSON flag ("X and Y.key are mutually exclusive").
 
+``ranged_facts: {name: [{since, until?, value, evidence}]}`` (top level of the table): an engine fact whose value
+changes with the release; ``ranged_fact(engine, release, name)`` gives the value at ``release``.
+
 ``option_facts(engine, release, settings)`` returns the defaults for settings not in ``settings`` and
 ``options_given_twice``: the plain flags (first name) whose JSON twin is given too, at releases from
 ``since``. Release ``None`` means the newest knowledge. Pure: reads the table, changes nothing.
@@ -71,3 +74,17 @@ def option_facts(engine: str | None, release: str | None, settings: Mapping[str,
             out.setdefault(str(e["set"]), e["default"])
     out["options_given_twice"] = twice
     return out
+
+
+def ranged_fact(engine: str | None, release: str | None, name: str) -> Any:
+    """The value of the table's ``ranged_facts[name]`` entry holding at ``release`` (None: the newest, open-ended
+    entry), or None when the engine's table has no such fact or no entry holds."""
+    table = _engine_tables().get(engine or "")
+    try:
+        rel = Version(str(release)) if release else None
+    except InvalidVersion:
+        rel = None
+    for entry in ((table or {}).get("ranged_facts") or {}).get(name) or []:
+        if isinstance(entry, dict) and _holds(entry, rel):
+            return entry.get("value")
+    return None
