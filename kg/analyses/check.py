@@ -476,7 +476,8 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     - Weight quantisation: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's
       ``quant_method``, else 'none'; ``weight_quant_kernel`` = what vLLM runs: a GPTQ/AWQ checkpoint
       without ``--quantization`` is upgraded to its Marlin kernel on NVIDIA GPUs of compute capability
-      >= 8.0 (or when no GPU is named) (vLLM ``GPTQMarlinConfig.override_quantization_method``);
+      >= the release's Marlin minimum (vLLM 7.5 from 0.14.0, 8.0 before: catalog/engines/vllm.yaml
+      ``ranged_facts``; SGLang 8.0), or when no GPU is named (vLLM ``GPTQMarlinConfig.override_quantization_method``);
       ``weight_is_fp8``; ``quant_family`` / ``checkpoint_quant_family`` (method without ``_marlin``);
       ``weight_block_n`` / ``weight_block_k`` from the ``weight_block_size`` setting or the checkpoint.
     - Sharded sizes per rank: ``intermediate_size_per_rank = intermediate_size / tp_size`` (dense MLP,
