@@ -305,6 +305,24 @@ def test_yaml_errors_are_problems_with_lines_and_the_run_goes_on(home: Path) -> 
     assert "YAML indents with spaces, not tabs" in r.stdout
 
 
+def test_a_file_outside_the_catalog_is_still_checked(home: Path, tmp_path: Path) -> None:
+    # tester defect: a YAML file outside catalog/techniques got only `outside-catalog`, not its YAML error
+    bad = tmp_path / "drafts" / "unclosed.yaml"
+    bad.parent.mkdir()
+    bad.write_text("id: unclosed\nname: [Unclosed\nsummary: x\n", encoding="utf-8")
+    r = optkg(["validate", str(bad), "--format", "json"], home)
+    assert r.returncode == 2
+    probs = json.loads(r.stdout)["problems"]
+    # the flow sequence opened on line 2 is still open when line 3 starts a new key: PyYAML reports line 3
+    assert [(p["code"], p["line"]) for p in probs] == [("outside-catalog", 1), ("yaml", 3)]
+    # a well-formed entry outside the catalog gets its schema problems too, not only the location
+    ok = tmp_path / "drafts" / "almost.yaml"
+    ok.write_text("id: almost\nname: Almost\nsummary: too short\n", encoding="utf-8")
+    r2 = optkg(["validate", str(ok), "--format", "json"], home)
+    codes = [p["code"] for p in json.loads(r2.stdout)["problems"]]
+    assert r2.returncode == 2 and codes[0] == "outside-catalog" and len(codes) > 1 and "yaml" not in codes
+
+
 def test_duplicate_property_id_is_reported(home: Path) -> None:
     props = home / "catalog" / "properties.yaml"
     text = props.read_text(encoding="utf-8")

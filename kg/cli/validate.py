@@ -202,10 +202,13 @@ def collect(args: argparse.Namespace) -> tuple[list, int, Path]:
         changed, deleted = changed_technique_files(args.changed_since, root)
         files += [c for c in changed if c.exists()]
     only = files if (files or getattr(args, "changed_since", None)) else None
-    cat, errors = load_catalog(root, only=only, use_cache=False)
+    techdir = (root / "techniques").resolve()
+    # a file outside the catalog is still read and checked (its YAML, schema and placeholders), as
+    # `optkg place` does for a draft; outside-catalog is reported beside its own problems
+    outside = [f for f in files if f.resolve().parent != techdir and f.suffix in (".yaml", ".yml")]
+    cat, errors = load_catalog(root, only=only, use_cache=False, extra=outside or None)
     problems = list(errors) + list(cat.warnings)
     if only is not None:
-        techdir = (root / "techniques").resolve()
         for f in files:
             if f.resolve().parent != techdir:
                 problems.append(problem(str(f), 1, 1, "", f"file is outside {root / 'techniques'}; cross-file checks "
