@@ -9,7 +9,6 @@ import json
 import math
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -55,11 +54,10 @@ def model(name: str):
 # P0-3: huge parallel sizes -----------------------------------------------------------------------
 
 def test_huge_tp_in_a_command_is_refused_at_once():
-    t0 = time.perf_counter()
+    # refused while parsing the flag (the message names its ceiling), before any loop over tp could run
     code, _, err = run_cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 99999999999999999999")
     line = one_line_error(code, err)
     assert "--tensor-parallel-size: expected a value <= 65536" in line
-    assert time.perf_counter() - t0 < 10
 
 
 def test_valid_dcp_sizes_walk_only_divisors():
@@ -68,11 +66,22 @@ def test_valid_dcp_sizes_walk_only_divisors():
     assert divisors(1) == [1] and divisors(0) == []
     # Qwen3-235B (64 query heads, 4 KV heads) at tp 65,536: dcp must divide 65,536, be <= 65,536 // 4 = 16,384
     # and divide 64 / 4 = 16 -> {1, 2, 4, 8, 16}; before the fix this looped 65,536 times per call
-    t0 = time.perf_counter()
     assert valid_dcp_sizes(model("Qwen/Qwen3-235B-A22B"), 65_536) == [1, 2, 4, 8, 16]
-    # MLA: every divisor of tp (D1 only): 2**40 has 41 divisors, found in 2**20 steps
+    # MLA: every divisor of tp (D1 only): 2**40 has 41 divisors
     assert len(valid_dcp_sizes(model("deepseek-ai/DeepSeek-V3"), 2**40)) == 41
-    assert time.perf_counter() - t0 < 2
+    # the work, counted (not timed): one trial division per i with i*i <= n, i.e. floor(sqrt(n)) of them
+    from kg.core.intmath import _divisors
+
+    class Counting(int):
+        calls = 0
+
+        def __mod__(self, other):
+            Counting.calls += 1
+            return int(self) % other
+    for n, steps in ((65_536, 256), (2**40, 2**20)):
+        Counting.calls = 0
+        assert len(_divisors.__wrapped__(Counting(n))) == n.bit_length()  # 2**k has k + 1 divisors
+        assert Counting.calls == steps
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -4,7 +4,6 @@ itself, non-UTF-8 bytes reported with the file name, runaway nesting refused -- 
 from __future__ import annotations
 
 import resource
-import time
 
 import pytest
 
@@ -50,10 +49,8 @@ def test_billion_laughs_is_refused_before_expansion(tmp_path):
     text = _bomb(9)  # 10**9 leaves if expanded; a few hundred bytes on disk
     assert len(text) < 1000
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
     with pytest.raises(OptkgError, match=rf"expands to more than {MAX_NODES} nodes.*alias bomb"):
         parse_yaml(text, "bomb.yaml")
-    assert time.perf_counter() - t0 < 2.0
     # expanding even 10**6 nodes would cost ~100 MB; the refusal happens on the composed node graph
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024 < 50
     f = tmp_path / "bomb.yaml"
@@ -78,13 +75,12 @@ def test_size_limit_is_named(tmp_path):
 
 
 def test_endless_file_stops_at_the_limit():
-    # /dev/zero reports size 0 and never ends; reading stops one byte past the limit
-    t0 = time.perf_counter()
+    # /dev/zero reports size 0 and never ends; reading stops one byte past the limit (the error is
+    # raised only after reading limit + 1 bytes, so reaching it proves the read was bounded; no timer)
     with pytest.raises(OptkgError, match=r"/dev/zero: file is over the limit of 1024 bytes"):
         read_text("/dev/zero", max_bytes=1024)
     err = one_line_error(*run_cli("kv", "--config", "/dev/zero")[::2])
     assert "/dev/zero: file is over the limit" in err
-    assert time.perf_counter() - t0 < 10
 
 
 def test_non_utf8_is_reported_with_file_and_line(tmp_path):
