@@ -71,7 +71,7 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
         try:
             ns["compute_capability"] = float(hw.get("compute_capability"))
             ns["gpu_compute_capability"] = ns["compute_capability"]  # the graph's property name
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # a GPU without a numeric compute_capability: rules reading it are "not evaluable"
             pass
         mem = _gpu_memory_bytes(hw)
         if mem:

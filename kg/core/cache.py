@@ -63,7 +63,7 @@ def _drop(path: Path) -> None:
     try:
         if path.is_symlink() or path.is_file():
             path.unlink()
-    except OSError:
+    except OSError:  # a stale entry that cannot be removed is only re-verified (and ignored) next time
         pass
 
 

@@ -69,6 +69,6 @@ def repo_path(path: str) -> str:
     if p.is_absolute():
         try:
             return p.resolve().relative_to(data_root().resolve()).as_posix()
-        except (ValueError, OSError):
+        except (ValueError, OSError):  # outside the data root (a user's own rules/catalog): shown as display_path
             pass
     return display_path(path)

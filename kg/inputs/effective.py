@@ -67,7 +67,7 @@ def _read_table(f, yaml, read_text, loader) -> Any:
     cpath = cache.cache_file(key)
     try:
         return json.loads(cpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # no cached copy yet, or a damaged one: parse the table below and re-cache it
         pass
     try:
         d = yaml.load(read_text(f), Loader=loader())  # noqa: S506 - a safe loader
@@ -116,7 +116,7 @@ def resolve_release(stack: Any) -> None:
         if Version(stack.engine_version) > Version(latest):
             stack.notes.append(f"{stack.engine} {stack.engine_version} is newer than the latest release optkg knows "
                                f"({latest}): checked with the knowledge of {latest}")
-    except InvalidVersion:
+    except InvalidVersion:  # the CLI and stack readers refuse such a version first; an API caller gets no note
         pass
 
 
