@@ -36,11 +36,55 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
+    last_error: str | None = None  # the message of the last usage error (for the --format json error object)
+
     def error(self, message: str) -> None:
         """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``."""
         text = " ".join(str(message).split())
-        sys.stderr.write(f"optkg: error: {text} (see '{self.prog} --help')\n")
+        _Parser.last_error = f"{text} (see '{self.prog} --help')"
+        sys.stderr.write(f"optkg: error: {_Parser.last_error}\n")
         raise SystemExit(2)
+
+
+ERROR_SCHEMA_VERSION = "1.0"
+
+
+def _json_requested(argv: list[str], args: argparse.Namespace | None, command: str | None) -> bool:
+    """``--format json`` was asked for and the report would have gone to stdout (no ``-o FILE``; export
+    writes to a file unless ``-o -``), from the parsed arguments, else from argv when parsing failed."""
+    if args is not None:
+        fmt, out = getattr(args, "format", None), getattr(args, "output", None)
+    else:
+        fmt = out = None
+        for i, a in enumerate(argv):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if a == "--format":
+                fmt = nxt
+            elif a.startswith("--format="):
+                fmt = a.split("=", 1)[1]
+            elif a in ("-o", "--output"):
+                out = nxt
+            elif a.startswith("--output="):
+                out = a.split("=", 1)[1]
+    if fmt != "json":
+        return False
+    if command == "export":
+        return out is not None and str(out) == "-"
+    return out is None or str(out) == "-"
+
+
+def _json_error(command: str | None, message: str) -> None:
+    """The error as a JSON object on stdout (``--format json``), beside the one-line stderr message:
+    ``{"schema_version", "kind": "error", "command", "message", "details", "exit_code": 2}``.
+    A consumer that parses stdout gets an object it can read instead of empty output."""
+    from kg.output.report import to_json
+    first, *rest = str(message).split("\n")
+    try:
+        sys.stdout.write(to_json({"schema_version": ERROR_SCHEMA_VERSION, "kind": "error", "command": command,
+                                  "message": first, "details": [r.strip() for r in rest if r.strip()], "exit_code": 2}))
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed or full: the stderr line is the report
+        return
 
 
 def _finite_float(text: str) -> float:
@@ -105,7 +149,7 @@ def _console_safe(stream):
         return _ClosedStdout()
     try:
         stream.reconfigure(errors="backslashreplace")
-    except (AttributeError, ValueError, OSError):
+    except (AttributeError, ValueError, OSError):  # not a text file stream (StringIO in tests, a detached stream)
         pass
     return TerminalWriter(stream)
 
@@ -120,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     only = first if first in COMMANDS else None
     real_out, real_err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _console_safe(real_out), _console_safe(real_err)
+    args = None
+    _Parser.last_error = None
     try:
         try:
             parser = build_parser(only)
@@ -134,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             return rc
         except OptkgError as e:
             sys.stderr.write(f"optkg: error: {e}\n")
+            if _json_requested(argv, args, only):
+                _json_error(only, str(e))
             return 2
         except KeyboardInterrupt:
             sys.stderr.write("optkg: interrupted\n")
@@ -142,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             _silence_stdout(real_out)
             return 0
         except SystemExit as e:
+            if e.code == 2 and _Parser.last_error and _json_requested(argv, args, only):
+                _json_error(only, _Parser.last_error)
             return int(e.code or 0) if isinstance(e.code, int) else 2
         except OSError as e:  # writing the output failed (stdout on a full disk, closed): not a bug
             _silence_stdout(real_out)
@@ -167,7 +217,7 @@ def _silence_stdout(real_out) -> None:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, real_out.fileno())
             os.close(devnull)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # best effort: the error line on stderr is already written
         pass
 
 
