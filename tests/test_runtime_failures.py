@@ -52,6 +52,20 @@ def _quiet(report, rule_id):
     assert rule_id not in [f.rule_id for f in report.findings]
 
 
+def _structured_fires_until(catalog, rules, cmd, engine, rule_id, version, fixed):
+    """``cmd`` serving structured outputs: ``rule_id`` fires at ``version`` and not at ``fixed`` (the
+    release with the fix, or the one where the engine path is gone). Returns (finding, stack at ``version``)."""
+    from kg.inputs.stack import add_technique
+    s = parse_command(cmd, catalog, engine)
+    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
+    s.engine_version = version
+    f = _finding(check_stack(s, catalog, rules), rule_id)
+    s.engine_version = fixed
+    _quiet(check_stack(s, catalog, rules), rule_id)
+    s.engine_version = version
+    return f, s
+
+
 # --------------------------------------------------------------------------- rule set shape
 
 def test_runtime_failure_rules_load_and_derive_applies_to(runtime_rules):
@@ -178,15 +192,10 @@ def test_vllm_9423_draft_model_v0(catalog, rules):
     # --max-model-len 8192 --speculative-model <3B draft> --num-speculative-tokens 5 on the V0 engine (0.6.6 docker)
     cmd = ("python3 -m vllm.entrypoints.openai.api_server --max-model-len 8192 --model meta-llama/Llama-3.1-70B "
            "--speculative-model neuralmagic/Llama-3.2-3B-Instruct-FP8-dynamic --num-speculative-tokens 5")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version = "0.6.6"
-    from kg.inputs.stack import add_technique
-    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
-    f = _finding(check_stack(s, catalog, rules), "vllm-v0-spec-decode-guided-decoding")
+    # quiet at 0.11.0: V0 removed, the V1 engine handles the pair
+    f, s = _structured_fires_until(catalog, rules, cmd, "vllm", "vllm-v0-spec-decode-guided-decoding", "0.6.6", "0.11.0")
     assert f.failure["reported_numbers"] == {"num_speculative_tokens": 5, "max_model_len": 8192}
     assert s.settings["max_model_len"] == 8192 and s.values()["num_speculative_tokens"] == 5
-    s.engine_version = "0.11.0"  # V0 removed: the V1 engine handles the pair
-    _quiet(check_stack(s, catalog, rules), "vllm-v0-spec-decode-guided-decoding")
 
 
 def test_vllm_10467_multistep_flashinfer_boundary(catalog, rules):
@@ -356,27 +365,15 @@ def test_vllm_54992_flashinfer_spec_ampere_tp2_k7(catalog, rules):
 def test_vllm_15554_v1_ngram_guided_tp2(catalog, rules):
     cmd = ("VLLM_USE_V1=1 vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --gpu-memory-utilization 0.7 "
            "--speculative-model [ngram] --num-speculative-tokens 3")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version = "0.8.5"
-    from kg.inputs.stack import add_technique
-    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
-    f = _finding(check_stack(s, catalog, rules), "vllm-v1-structured-output-spec-unmasked")
+    f, _ = _structured_fires_until(catalog, rules, cmd, "vllm", "vllm-v1-structured-output-spec-unmasked", "0.8.5", "0.9.0")
     assert f.failure["reported_numbers"] == {"tp_size": 2, "gpu_memory_utilization": 0.7, "num_speculative_tokens": 3}
-    s.engine_version = "0.9.0"
-    _quiet(check_stack(s, catalog, rules), "vllm-v1-structured-output-spec-unmasked")
 
 
 def test_sglang_17576_ngram_json_schema_tp2(catalog, rules):
     cmd = ("python3 -m sglang.launch_server --model Qwen/Qwen3-32B --tp 2 --dp 1 --attention-backend flashinfer "
            "--mem-fraction-static 0.6 --max-running-requests 32 --disable-radix-cache --speculative-algorithm NGRAM")
-    s = parse_command(cmd, catalog, "sglang")
-    s.engine_version = "0.5.8"
-    from kg.inputs.stack import add_technique
-    add_technique(s, catalog, "structured-output-decoding", None, "<test>")
-    f = _finding(check_stack(s, catalog, rules), "sglang-ngram-structured-output-crash")
+    f, _ = _structured_fires_until(catalog, rules, cmd, "sglang", "sglang-ngram-structured-output-crash", "0.5.8", "0.5.9")
     assert f.failure["reported_numbers"]["max_running_requests"] == 32 and f.failure["fixed_in"] == "0.5.9"
-    s.engine_version = "0.5.9"
-    _quiet(check_stack(s, catalog, rules), "sglang-ngram-structured-output-crash")
 
 
 def test_sglang_13019_spec_v2_json(catalog, rules):

@@ -132,6 +132,19 @@ def _coerce(value: Any, typ: str, where: str, minimum: float | None = None, maxi
     return value
 
 
+def _name_and_version(value: Any, field: str, example: str, at: Callable[..., str]) -> tuple[str, Any]:
+    """``field: NAME`` or ``field: {name: NAME, version: V}`` of a stack file -> (NAME, V or None).
+    Raises OptkgError at the field (``at(*path)`` gives file:line) for another shape or an unknown key."""
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise OptkgError(f"{at(field)}: {field} must be a name or {{name: {example}}}")
+    extra = sorted(set(map(str, value)) - {"name", "version"})
+    if extra:
+        raise OptkgError(f"{at(field, extra[0])}: unknown {field} field '{extra[0]}' (fields: name, version)")
+    return value["name"], value.get("version")
+
+
 def _param_specs(catalog: Catalog, tid: str) -> dict[str, dict[str, Any]]:
     return {p["name"]: p for p in catalog.techniques[tid].get("parameters") or []}
 
@@ -321,16 +334,10 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
     st = Stack(name=str(name or Path(doc.path).stem), model=model, source=doc.path)
     eng = d.get("engine")
     if eng is not None:
-        if isinstance(eng, str):
-            eng = {"name": eng}
-        if not isinstance(eng, dict) or not isinstance(eng.get("name"), str):
-            raise OptkgError(f"{at('engine')}: engine must be a name or {{name: vllm, version: '0.11.0'}}")
-        extra = sorted(set(map(str, eng)) - {"name", "version"})
-        if extra:
-            raise OptkgError(f"{at('engine', extra[0])}: unknown engine field '{extra[0]}' (fields: name, version)")
-        st.engine = resolve_engine(eng["name"], f"{at('engine', 'name')}: engine")
-        if eng.get("version") is not None:
-            st.engine_version = check_engine_version(eng["version"], f"{at('engine', 'version')}: engine version")
+        name, version = _name_and_version(eng, "engine", "vllm, version: '0.11.0'", at)
+        st.engine = resolve_engine(name, f"{at('engine', 'name')}: engine")
+        if version is not None:
+            st.engine_version = check_engine_version(version, f"{at('engine', 'version')}: engine version")
     if d.get("engine_version") is not None:
         if st.engine is None:
             raise OptkgError(f"{at('engine_version')}: engine_version needs engine: (e.g. engine: vllm)")
@@ -340,16 +347,10 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
     fw = d.get("framework")
     if fw is not None:
         from kg.inputs.runtimes import resolve_framework
-        if isinstance(fw, str):
-            fw = {"name": fw}
-        if not isinstance(fw, dict) or not isinstance(fw.get("name"), str):
-            raise OptkgError(f"{at('framework')}: framework must be a name or {{name: deepspeed, version: '0.14.4'}}")
-        extra = sorted(set(map(str, fw)) - {"name", "version"})
-        if extra:
-            raise OptkgError(f"{at('framework', extra[0])}: unknown framework field '{extra[0]}' (fields: name, version)")
-        st.framework = resolve_framework(fw["name"], f"{at('framework', 'name')}: framework")
-        if fw.get("version") is not None:
-            st.framework_version = check_engine_version(fw["version"], f"{at('framework', 'version')}: framework version",
+        name, version = _name_and_version(fw, "framework", "deepspeed, version: '0.14.4'", at)
+        st.framework = resolve_framework(name, f"{at('framework', 'name')}: framework")
+        if version is not None:
+            st.framework_version = check_engine_version(version, f"{at('framework', 'version')}: framework version",
                                                        "a version number")
     if d.get("framework_version") is not None:
         if st.framework is None:

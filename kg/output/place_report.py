@@ -4,11 +4,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 
 # ---------------------------------------------------------------------------------------------
 # renderers
+
+def _checked_stacks(d: dict[str, Any], skipped: Callable[[str, Any], None]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file name, result) of each example stack the verdict checked; ``skipped(name, reason)`` for the others."""
+    for s in d["stacks"]:
+        name = Path(s["stack"]).name
+        if s.get("status") != "checked":
+            skipped(name, s.get("reason"))
+            continue
+        yield name, s
+
 
 def render_text(d: dict[str, Any]) -> str:
     t = d["technique"]
@@ -77,11 +87,7 @@ def render_text(d: dict[str, Any]) -> str:
     out.append("example stacks (check findings that change):")
     if not d["stacks"]:
         out.append("  none given (pass --stack FILE or a folder)")
-    for s in d["stacks"]:
-        name = Path(s["stack"]).name
-        if s.get("status") != "checked":
-            out.append(f"  {name}: skipped ({s.get('reason')})")
-            continue
+    for name, s in _checked_stacks(d, lambda name, why: out.append(f"  {name}: skipped ({why})")):
         ch = s["changes"]
         ad = s["if_adopted"]
         if d.get("existing"):
@@ -155,11 +161,7 @@ def render_markdown(d: dict[str, Any]) -> str:
     out.append("")
     if not d["stacks"]:
         out.append("No example stacks given.")
-    for s in d["stacks"]:
-        name = Path(s["stack"]).name
-        if s.get("status") != "checked":
-            out.append(f"- `{name}`: skipped ({_md(s.get('reason'))})")
-            continue
+    for name, s in _checked_stacks(d, lambda name, why: out.append(f"- `{name}`: skipped ({_md(why)})")):
         out.append(f"- `{name}`: {len(s['changes'])} finding change(s) with the entry in the catalog, "
                    f"{len(s['if_adopted'])} if adopted")
         for label, changes in (("catalog", s["changes"]), ("adopted", s["if_adopted"])):

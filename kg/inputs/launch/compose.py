@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc
-from kg.inputs.launch.container import ContainerSpec, stack_from_container
+from kg.inputs.launch.container import ContainerSpec, add_container_stack
 
 
 def is_compose(doc: YamlDoc) -> bool:
@@ -89,12 +89,6 @@ def stacks_from_compose(doc: YamlDoc, catalog: Any, file_lines: list[str], *, ba
                              env=env, where=where, path=doc.path, start_line=doc.where(p)[0],
                              gpu_count=_gpus(svc, env, where),
                              roles=[r for r in ("prefill", "decode") if r in str(name).lower()])
-        st = stack_from_container(spec, catalog, file_lines, base_dir=base_dir, model_override=model_override,
-                                  resolver=resolver)
-        if st is None:
-            skipped.append(f"{where}: service {name} runs no known serving engine (skipped)")
-            continue
-        if spec.roles:
-            st.name += f" [{'/'.join(spec.roles)}]"
-        stacks.append(st)
+        add_container_stack(spec, f"service {name}", stacks, skipped, catalog, file_lines, base_dir=base_dir,
+                            model_override=model_override, resolver=resolver)
     return stacks, skipped

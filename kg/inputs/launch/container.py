@@ -100,6 +100,20 @@ def _find_line(lines: list[str], word: str, start: int) -> int | None:
     return None
 
 
+def add_container_stack(spec: ContainerSpec, what: str, stacks: list[Any], skipped: list[str], catalog: Any,
+                        file_lines: list[str], **options: Any) -> None:
+    """Append the Stack of ``spec`` to ``stacks`` (its name tagged with the container's prefill/decode
+    roles), or a note to ``skipped`` naming ``what`` (e.g. "service vllm") when it runs no known engine.
+    ``options``: base_dir, model_override, resolver as for ``stack_from_container``."""
+    st = stack_from_container(spec, catalog, file_lines, **options)
+    if st is None:
+        skipped.append(f"{spec.where}: {what} runs no known serving engine (skipped)")
+        return
+    if spec.roles:
+        st.name += f" [{'/'.join(spec.roles)}]"
+    stacks.append(st)
+
+
 def stack_from_container(spec: ContainerSpec, catalog: Any, file_lines: list[str], *,
                          base_dir: Path | None = None, model_override: str | None = None,
                          resolver: Callable[[str], Any] | None = None) -> Any | None:

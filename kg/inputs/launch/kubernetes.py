@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc
-from kg.inputs.launch.container import ContainerSpec, stack_from_container
+from kg.inputs.launch.container import ContainerSpec, add_container_stack
 
 # kind -> path of the pod spec inside the object
 POD_SPEC_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -174,12 +174,6 @@ def stacks_from_manifest(docs: list[YamlDoc], catalog: Any, file_lines: list[str
                 raise OptkgError(f"{doc.path}:{doc.where(())[0]}: a document without apiVersion/kind in a Kubernetes manifest")
             continue
         for spec in containers(doc):
-            st = stack_from_container(spec, catalog, file_lines, base_dir=base_dir, model_override=model_override,
-                                      resolver=resolver)
-            if st is None:
-                skipped.append(f"{spec.where}: container {spec.name} runs no known serving engine (skipped)")
-                continue
-            if spec.roles:
-                st.name += f" [{'/'.join(spec.roles)}]"
-            stacks.append(st)
+            add_container_stack(spec, f"container {spec.name}", stacks, skipped, catalog, file_lines, base_dir=base_dir,
+                                model_override=model_override, resolver=resolver)
     return stacks, skipped
