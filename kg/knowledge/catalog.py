@@ -258,8 +258,12 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
         problems = [p for p in problems if p.file not in gone]
         for tid in [t for t, f in files.items() if f in gone]:
             del techniques[tid], docs[tid], files[tid]
-    problems.extend(_cross_checks(techniques, docs, properties, hardware))
-    problems.extend(_condition_problems(techniques, docs, properties))
+    cross = _cross_checks(techniques, docs, properties, hardware) + _condition_problems(techniques, docs, properties)
+    if not properties and any(p.file == str(root / "properties.yaml") for p in problems):
+        # properties.yaml itself is unreadable or the wrong shape (reported above, once): every coupling
+        # through a property would otherwise add a dangling-property error naming the technique files
+        cross = [p for p in cross if p.code != "dangling-property"]
+    problems.extend(cross)
     aliases = {}
     ids_lower = {x.lower() for x in techniques}  # once, not per alias (quadratic at 10k entries)
     for tid, t in techniques.items():
