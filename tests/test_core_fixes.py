@@ -285,7 +285,8 @@ def test_kv_head_replication_fix_follows_the_engine():
 def test_engine_specific_fix_is_data():
     from kg.engine.rules import load_ruleset
     r = load_ruleset("check").by_id("kv-head-replication")
-    assert set(r.fix_by_engine) == {"vllm", "sglang"} and "{max_useful_dcp_size}" in r.fix_by_engine["vllm"]
+    # trtllm since 780a751 (attention DP in the LLM-API YAML)
+    assert set(r.fix_by_engine) == {"vllm", "sglang", "trtllm"} and "{max_useful_dcp_size}" in r.fix_by_engine["vllm"]
     assert isinstance(r.fix, str) and "SGLang --attn-dp-size" in r.fix  # the default names both
 
 
