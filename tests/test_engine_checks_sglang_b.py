@@ -44,14 +44,15 @@ def test_plain_command_decides_every_new_rule(cli):
     eff = {e["setting"]: e for e in d["effective_config"]}
     e = eff["enable_watermark"]
     assert (e["value"], e["source"], e["releases"], e["brief"]) == (False, "engine default", ">=0.5.22", True)
-    assert e["evidence"][1] == {"release": "0.5.23", "path": "sglang/srt/arg_groups/fields/exec_.py", "line": 77,
-                                "snippet": "] = False", "note": "the closing line of the enable_watermark field (line 74)"}
+    assert e["evidence"][1] == {"release": "0.5.23", "path": "sglang/srt/arg_groups/fields/exec_.py", "line": 74,
+                                "snippet": "enable_watermark: A[", "note": "default False at line 77 (] = False)"}
     assert (eff["disaggregation_mode"]["value"], eff["moe_a2a_backend"]["value"]) == ("null", "none")
     assert eff["sglang_flashinfer_megamoe_combine_dtype"]["value"] == "bf16"
     # the text report folds the plain switches into one paragraph: 32 ServerArgs switches + disaggregation_mode,
-    # moe_a2a_backend + 5 "given or not" switches + 4 SGLANG_* variables = 43, less mm_enable_dp_encoder at 0.5.23
+    # moe_a2a_backend + 5 "given or not" switches + 4 SGLANG_* variables + disaggregation_decode_enable_radix_cache
+    # = 44, less mm_enable_dp_encoder at 0.5.23
     _, text, _ = cli("check", "--sglang", LAUNCH)
-    assert "engine defaults (42; release ranges and evidence with --format json):" in text
+    assert "engine defaults (43; release ranges and evidence with --format json):" in text
     assert "enable_watermark=false" in text and "  enable_watermark " not in text
 
 
