@@ -182,10 +182,14 @@ def test_bad_axes_are_one_line_errors(argv, needle, capsys):
     assert err.startswith("optkg: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_sglang_has_no_dcp_flag(capsys):
+def test_sglang_dcp_sweep(capsys):
+    # SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml, ServerArgs at 0.5.15), so a DCP sweep runs
+    # (was refused before the flag was modelled; per-release refusal for < 0.5.15 is not done: sweep does not
+    # pass --engine-version to the launch parser's flag table yet)
     code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
-                          "--dcp", "1,2"], capsys)
-    assert code == 2 and "--dcp: the sglang flag table" in err
+                          "--engine-version", "0.5.23", "--dcp", "1,2", "--kv-budget-gib", "40", "--format", "json"],
+                         capsys)
+    assert code == 0 and len(json.loads(out)["combinations"]) == 2
     code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
                           "--tp", "4,8", "--kv-budget-gib", "40", "--format", "json"], capsys)
     assert code == 0 and len(json.loads(out)["combinations"]) == 2
