@@ -20,7 +20,11 @@ import pytest
 from conftest import REPO
 
 EXAMPLE = REPO / "examples" / "qwen3-235b-tp8.yaml"
-GROWTH_LIMIT_MIB = 8.0  # the leak grew ~1.5 MiB per call: 1,500 MiB over 1,000 calls
+# the leak grew ~1.5 MiB per call: 1,500 MiB over 1,000 calls. Without a leak the resident set still moves with the
+# allocator: measured on main at 0583102 after 5 blocks of 300 calls: -9, -38, +19, -12, +19 MiB from the start
+# (no trend), so a limit of 8 MiB failed now and then (14.7 MiB once in a CI run); 64 MiB still catches the leak
+# 23 times over.
+GROWTH_LIMIT_MIB = 64.0
 
 
 def rss_mib() -> float:
