@@ -134,5 +134,5 @@ def test_memory_warning_title_and_label_at_93_percent(cli):
 def test_markdown_names_framework_and_gpus(cli):
     code, out, _ = cli("check", "--train", JOB_70B.replace("8192", "7680"), "--model", "meta-llama/Llama-3.1-70B",
                        "--gpu", "A100-40GB", "--format", "markdown")
-    assert "Model `meta-llama/Meta-Llama-3.1-70B`, framework `megatron`, GPU `A100-40GB` x512" in out, out
+    assert "Model `meta-llama/Meta-Llama-3.1-70B`, framework `megatron`, GPUs: 512 x A100-40GB" in out, out
     assert "engine `-`" not in out and "hardware `-`" not in out

@@ -139,7 +139,10 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     ns["model_parallel_size"] = tp * pp * par["cp_size"]
     ns["world_remainder"] = par["world_size"] % ns["model_parallel_size"]
     # memory
-    if ns["has_model_shape"] and job.get("seq_length"):
+    pp_unknown = "pp_size" in job.unknown
+    if pp_unknown:
+        job.notes.append("memory per GPU not computed: the pipeline size is unknown")
+    elif ns["has_model_shape"] and job.get("seq_length"):
         try:
             mem = training_memory(job)
         except OptkgError as e:
@@ -165,11 +168,13 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
             if ns.get("gpu_memory_bytes"):
                 ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
                 ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
-    else:
+    elif not pp_unknown:
         missing = [k for k, ok in (("model shape (a HF config or --num-layers/--hidden-size)", ns["has_model_shape"]),
                                    ("seq_length", bool(job.get("seq_length")))) if not ok]
         job.notes.append("memory per GPU not computed: " + ", ".join(missing) + " not given")
     ns["is_moe"] = bool((shape.get("num_experts") or 0) > 1)
+    if pp_unknown:
+        _forget_pipeline_size(job, ns, derived)
     techniques = job_techniques(job, ns)
     ns["techniques"] = techniques
     facts = [{"kind": "training", "framework": job.framework},
@@ -178,20 +183,56 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     return facts, ns, derived
 
 
+# namespace values that follow from the pipeline size (and so from DP = world / (TP x PP x CP))
+PP_DEPENDENT = ("pp_size", "dp_size", "layers_per_stage", "layers_remainder", "vpp_from_layers", "layers_built",
+                "layers_dropped", "pp_middle_stages", "pp_middle_layers", "expected_global_batch_size",
+                "batch_consistent", "gbs_divisible", "micro_times_dp", "global_batch_remainder",
+                "derived_gradient_accumulation_steps", "derived_global_batch_size", "expert_model_size",
+                "world_remainder_expert", "model_parallel_size", "world_remainder")
+
+
+def _forget_pipeline_size(job: TrainingJob, ns: dict[str, Any], derived: dict[str, Any]) -> None:
+    """A job whose pipeline size is unknown (``job.unknown``): drop PP and what follows from it, so the
+    rules reading them are not evaluable (naming ``pp_size``/``dp_size``) instead of running on PP 1."""
+    for k in PP_DEPENDENT:
+        ns.pop(k, None)
+    derived["parallel"] = {**derived["parallel"], "pp_size": None, "dp_size": None}
+    batch = derived.get("batch")
+    if batch:  # only what the job gives: the derived member of the batch equation needs DP
+        for k in ("expected_global_batch_size", "batch_consistent", "gbs_divisible"):
+            batch.pop(k, None)
+        batch.update({"dp_size": None, "gradient_accumulation_steps": job.get("gradient_accumulation_steps"),
+                      "global_batch_size": job.get("global_batch_size")})
+        if not job.get("global_batch_size"):
+            batch.pop("tokens_per_step", None)
+
+
 def job_techniques(job: TrainingJob, ns: Mapping[str, Any]) -> list[str]:
     """Catalog technique ids the job holds (kg.inputs.training.job.JOB_TECHNIQUES over ``ns``), sorted.
 
     ``params_dtype`` counts only when the job gives it (the namespace defaults it to bf16 for sizing)."""
     from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    return sorted(_technique_states(job, ns)[0])
+
+
+def _technique_states(job: TrainingJob, ns: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """(techniques held, {technique: missing fact} for those the job leaves open). A technique is open
+    only when its condition needs a value the job made unknown (``job.unknown``: the pipeline size and
+    what follows from it); other missing facts mean "not held", as before."""
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     local = {**ns, "params_dtype": job.settings.get("params_dtype", "")}
-    out = []
+    forgotten = set(PP_DEPENDENT) if "pp_size" in job.unknown else set()
+    held, open_ = [], {}
     for tid, cond in JOB_TECHNIQUES.items():
         try:
             if evaluate(cond, local):
-                out.append(tid)
-        except (MissingFact, ExprTypeError):
+                held.append(tid)
+        except MissingFact as e:
+            if e.name in forgotten:
+                open_[tid] = e.name
+        except ExprTypeError:
             continue
-    return sorted(out)
+    return held, open_
 
 
 def _megatron_theoretical(job: TrainingJob, shape: Mapping[str, Any], par: Mapping[str, int]) -> dict[str, Any]:
@@ -280,7 +321,20 @@ def evaluate_training(job: TrainingJob, rules: RuleSet, catalog=None) -> tuple[l
     can match) over ``job``; with the namespace and the derived values."""
     facts, ns, derived = training_facts(job)
     active = active_rules(ns["techniques"], rules, catalog)
-    firings = evaluate_rules(active, facts, ns, engine=job.framework, version=job.framework_version)
+    functions = None
+    open_ = _technique_states(job, ns)[1]
+    ns["open_techniques"] = sorted(open_)
+    if open_:  # has('<technique>') of a technique the job leaves open: not evaluable, naming the fact
+        from kg.engine.expr import MissingFact
+        held = set(ns["techniques"])
+
+        def has(tid: str) -> bool:
+            if tid in open_:
+                raise MissingFact(open_[tid])
+            return tid in held
+        functions = {"has": has}
+    firings = evaluate_rules(active, facts, ns, functions=functions, engine=job.framework,
+                             version=job.framework_version)
     return firings, ns, derived
 
 
@@ -315,6 +369,11 @@ def _finding(f: Firing, ns: Mapping[str, Any], framework: str, catalog=None) -> 
         coupling = cps[0].ref
     elif r.refines:
         coupling = r.refines[0]
+    if not cps and r.techniques:
+        # no refined coupling holds on this job: name the techniques the job holds or leaves open
+        # (a stage-2 config is not about zero-3-fsdp), all of them if that leaves none
+        maybe = held | set(ns.get("open_techniques") or ())
+        techniques = [t for t in r.techniques if t in maybe] or list(r.techniques)
     return Finding(rule_id=r.id, title=r.title, severity=f.severity or "info", message=f.message,
                    techniques=techniques, facts={}, numbers=dict(f.numbers),
                    cost_dimension=r.cost_dimension, from_dimension=r.from_dimension, coordinates=[],

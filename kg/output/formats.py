@@ -373,9 +373,9 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
         stack = d.get("stack") or {}
         if d.get("kind") == "training":  # a training job names its framework and GPUs, not an engine
             fw = " ".join(str(x) for x in (stack.get("framework"), stack.get("framework_version")) if x) or "-"
-            world = ((d.get("derived") or {}).get("parallel") or {}).get("world_size")
+            from kg.output.training_report import gpus_phrase
             out.append(f"Model `{stack.get('model') or 'shape from arguments'}`, framework `{fw}`, "
-                       f"GPU `{stack.get('gpu') or 'not given'}`" + (f" x{world}" if world else ""))
+                       f"GPUs: {_md(gpus_phrase(d))}")
         else:
             out.append(f"Model `{stack.get('model')}`, engine `{stack.get('engine') or '-'}`, "
                        f"hardware `{stack.get('hardware') or '-'}`" + (f" x{stack['gpu_count']}" if stack.get("gpu_count") else ""))

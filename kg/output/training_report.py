@@ -19,6 +19,27 @@ def _gb(n: int | float | None) -> str:
     return "-" if n is None else f"{n / GB:,.2f} GB"
 
 
+def gpus_phrase(d: Mapping[str, Any]) -> str:
+    """The header's GPUs: "16 x H100-SXM", "8 GPUs (GPU model not given)", "H100-SXM, count not given
+    (the layout uses 8)" or "not given (the layout uses 8)". The count is given when the job names its
+    world size (``--count``, a launcher's ``--nproc_per_node``/``--nnodes`` ...), else the layout's
+    TP x PP x CP x DP is the number it would use."""
+    st = d.get("stack") or {}
+    s = st.get("settings") or {}
+    par = (d.get("derived") or {}).get("parallel") or {}
+    world, gpu = par.get("world_size"), st.get("gpu")
+    given = "world_size" in s or "gpus_per_node" in s
+    if given and world:
+        n = f"{world:,} GPU" + ("" if world == 1 else "s")
+        return f"{world:,} x {gpu}" if gpu else f"{n} (GPU model not given)"
+    uses = f" (the layout uses {world:,})" if world else ""
+    return f"{gpu}, count not given{uses}" if gpu else f"not given{uses}"
+
+
+def _size(v: Any) -> str:
+    return "?" if v is None else str(v)
+
+
 def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     st = d.get("stack") or {}
     der = d.get("derived") or {}
@@ -29,11 +50,17 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         fw += f" {st['framework_version']}"
     out.append(f"optkg check (training): {st.get('name') or st.get('source') or 'job'}")
     out.append(f"  framework: {fw}   model: {st.get('model') or '(shape from arguments)'}   "
-               f"GPUs: {st.get('gpu') or 'GPU not given'} x{par.get('world_size', '?')}")
+               f"GPUs: {gpus_phrase(d)}")
     if par:
         s = st.get("settings") or {}
-        line = (f"  TP {par['tp_size']} x PP {par['pp_size']} x CP {par['cp_size']} x DP {par['dp_size']} "
-                f"= {par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']} GPUs")
+        known = None not in (par["pp_size"], par["dp_size"])
+        given = "world_size" in s or "gpus_per_node" in s
+        if known:
+            n = par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']
+            tail = f"= {n:,} GPU" + ("" if n == 1 else "s")
+        else:
+            tail = f"(of {par['world_size']:,} GPUs; pipeline size unknown)" if given else "(pipeline size unknown)"
+        line = f"  TP {par['tp_size']} x PP {_size(par['pp_size'])} x CP {par['cp_size']} x DP {_size(par['dp_size'])} {tail}"
         if par.get("ep_size", 1) > 1:
             line += f", EP {par['ep_size']}"
         extras = []
@@ -55,7 +82,7 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     if ba.get("global_batch_size") or ba.get("micro_batch_size"):
         out.append("Batch")
         txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
-               f" x DP {ba.get('dp_size')} = global {ba.get('global_batch_size') or '?'} sequences")
+               f" x DP {_size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
         if ba.get("tokens_per_step"):
             txt += f"; {ba['tokens_per_step']:,} tokens per step"
         out.append(txt)

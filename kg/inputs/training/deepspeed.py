@@ -82,6 +82,45 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
         job.set("optimizer_source", "client", at("optimizer"))
     if "pipeline" in data:
         job.set("pipeline_engine", True, at("pipeline"))
+        _pipeline_stages(job, data["pipeline"], at)
+
+
+def _pipeline_stages(job: TrainingJob, pipe: Any, at) -> None:
+    """The pipeline size of a config with a ``pipeline`` section.
+
+    DeepSpeed does not take the stage count from the JSON: ``PipelineModule(num_stages=...)`` in the
+    training script sets it (deepspeed 0.19.8 runtime/pipe/module.py:173, the engine reads it back from
+    the module's grid, runtime/pipe/engine.py:108); ``get_pipeline_config`` parses ``stages`` (default
+    ``"auto"``, runtime/config.py:275) and nothing reads it. So an integer ``pipeline.stages`` is taken as
+    the PP the script passes, with a note saying so; without one (``"auto"`` or absent), and no
+    ``--pipeline-model-parallel-size`` from the command, PP is unknown (``job.unknown``): the layout, the
+    batch check and memory per GPU are then not evaluable instead of assuming PP 1.
+    """
+    if not isinstance(pipe, dict):
+        raise OptkgError(f"{at('pipeline')} must be an object")
+    stages = pipe.get("stages", "auto")
+    where = at("pipeline", "stages") if "stages" in pipe else at("pipeline")
+    if stages == "auto":
+        if "pp_size" not in job.settings:
+            job.unknown.add("pp_size")
+            job.notes.append(f"{where}: the pipeline engine is in use, but DeepSpeed takes the number of stages from "
+                             "PipelineModule(num_stages=...) in the training script (deepspeed 0.19.8 "
+                             "runtime/pipe/module.py:173), not from this config: PP is unknown, so DP, the batch "
+                             "check and memory per GPU are not evaluated (give \"pipeline\": {\"stages\": N})")
+        return
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+        raise OptkgError(f"{where} must be a positive integer or \"auto\", found {stages!r}")
+    if "pp_size" in job.settings:
+        if job.settings["pp_size"] != stages:
+            job.notes.append(f"{where}: {stages} differs from the command's pipeline size {job.settings['pp_size']}; "
+                             "DeepSpeed does not read this key (the script's PipelineModule(num_stages=...) decides), "
+                             f"so PP {job.settings['pp_size']} is used")
+        return
+    job.set("pp_size", stages, where)
+    job.notes.append(f"PP {stages} from {where}: DeepSpeed itself takes the stage count from "
+                     "PipelineModule(num_stages=...) in the training script (deepspeed 0.19.8 runtime/pipe/module.py:173) "
+                     "and does not read this key (runtime/config.py:275 only parses it); the check assumes the script "
+                     "passes the same")
 
 
 def load_deepspeed_config(path: Path | str, job: TrainingJob | None = None, model: ModelFacts | None = None) -> TrainingJob:

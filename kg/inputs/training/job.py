@@ -180,6 +180,9 @@ class TrainingJob:
     settings: dict[str, Any] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # settings the input leaves open and no default may stand in for (e.g. ``pp_size`` of a DeepSpeed
+    # pipeline engine whose stage count is set in the script): rules reading them are not evaluable
+    unknown: set[str] = field(default_factory=set)
     source: str = ""
     name: str = ""
 

@@ -76,6 +76,11 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
     model = None
     if d.get("config"):
         from kg.inputs.modelcfg import load_config_file
+        kind = training_file_kind(base / str(d["config"]))
+        if kind:  # the training config under the model's key: say which key the user must write
+            raise OptkgError(f"{at('config')}: config: {d['config']} is {kind}, not the model's config.json; "
+                             f"write it as `config_file: {d['config']}` (`config:` names the model's Hugging Face "
+                             "config.json)")
         model = load_config_file(base / str(d["config"]))
     elif d.get("model"):
         model = resolver(str(d["model"]))
@@ -87,7 +92,12 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
     else:
         job = TrainingJob(framework=fw, model=model)
     if d.get("config_file"):
-        load_training_file(base / str(d["config_file"]), catalog, resolver, job=job)
+        cf = base / str(d["config_file"])
+        if cf.exists() and not training_file_kind(cf) and _looks_like_model_config(cf):
+            raise OptkgError(f"{at('config_file')}: config_file: {d['config_file']} is a model's config.json, not a "
+                             f"training config; write it as `config: {d['config_file']}` (`config_file:` names a "
+                             "DeepSpeed JSON, an accelerate config or a torchtitan TOML)")
+        load_training_file(cf, catalog, resolver, job=job)
     job.framework = fw
     job.source = path
     job.name = str(d.get("name") or Path(path).stem)
@@ -171,6 +181,34 @@ def load_training_file(path: Path | str, catalog, resolver, job: TrainingJob | N
         return job_from_stack_doc(doc, str(p), catalog, resolver)
     raise OptkgError(f"{p}: not a training config (expected a DeepSpeed JSON, an accelerate config, a torchtitan "
                      "TOML or a stack YAML with `framework:`)")
+
+
+def training_file_kind(path: Path | str) -> str | None:
+    """"a DeepSpeed config", "an accelerate config" or "a torchtitan TOML" for a training config file
+    ``config_file:`` may name (by suffix and content), else None; never raises."""
+    p = Path(path)
+    if p.suffix == ".toml":
+        return "a torchtitan TOML"
+    try:
+        from kg.core.yamlio import load_yaml
+        data = load_yaml(p).data
+    except (OptkgError, OSError):
+        return None
+    from kg.inputs.training.deepspeed import looks_like_deepspeed_config
+    if looks_like_deepspeed_config(data):
+        return "a DeepSpeed config"
+    if isinstance(data, dict) and "distributed_type" in data:
+        return "an accelerate config"
+    return None
+
+
+def _looks_like_model_config(path: Path) -> bool:
+    try:
+        from kg.core.yamlio import load_yaml
+        data = load_yaml(path).data
+    except (OptkgError, OSError):
+        return False
+    return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
 
 
 def is_training_file(path: Path | str) -> bool:
