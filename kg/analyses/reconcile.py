@@ -136,17 +136,21 @@ def _reconcile_vllm_v0(log: StartupLog, parts: dict[str, Any] | None, rec: Recon
     if parts and total is not None and util is not None:
         kv_est = max(0.0, total * util - est["weights"] - est["activation"] - est["non_torch"])
     rec.kv_bytes_logged = kv_l
+    rep_text = (f" = {total / GIB:.2f} x {util:g} - {g('peak_torch') / GIB:.2f} - {g('non_torch') / GIB:.2f} GiB = "
+                f"{kv_rep / GIB:.3f} GiB" if kv_rep is not None else "")
     rec.rows.append(Row("KV cache memory", "bytes", kv_l, kv_rep, kv_est,
-                        "reproduced: total x utilization - peak_torch - non_torch (the logged parts, each rounded to "
-                        "0.01 GiB); estimated: the same with optkg's weights, activation and non-torch estimates"))
+                        f"reproduced: total x utilization - peak_torch - non_torch{rep_text} (the logged parts, each "
+                        "rounded to 0.01 GiB); estimated: the same with optkg's weights, activation and non-torch estimates"))
     if parts:
         per_block = parts["layout"].bytes_per_token_per_gpu * block
         blocks_l = g("num_gpu_blocks")
-        rec.rows.append(Row("GPU blocks", "blocks", blocks_l,
-                            math.floor(kv_l / per_block) if kv_l is not None else None,
+        blocks_rep = math.floor(kv_l / per_block) if kv_l is not None else None
+        rec.rows.append(Row("GPU blocks", "blocks", blocks_l, blocks_rep,
                             math.floor(kv_est / per_block) if kv_est is not None else None,
-                            f"floor(KV memory / {per_block:,.0f} B per {block}-token block); the logged GiB is rounded "
-                            f"to 0.01 GiB (+-{0.005 * GIB / per_block:.1f} blocks)"))
+                            "floor(KV memory / {:,.0f} B per {}-token block){}; the logged GiB is rounded to 0.01 GiB "
+                            "(+-{:.1f} blocks)".format(per_block, block, "" if blocks_rep is None else
+                                                       f": reproduced from the logged {kv_l / GIB:.2f} GiB = {blocks_rep:,}",
+                                                       0.005 * GIB / per_block)))
         tok_rep = int(blocks_l) * block if blocks_l is not None else None
         tok_est = math.floor(kv_est / per_block) * block if kv_est is not None else None
         rec.rows.append(Row("KV token limit (# GPU blocks x block_size)", "tokens", g("kv_token_limit"), tok_rep, tok_est,
@@ -156,7 +160,9 @@ def _reconcile_vllm_v0(log: StartupLog, parts: dict[str, Any] | None, rec: Recon
             conc_rep = round(blocks_l * block / mml, 2) if blocks_l is not None else None
             conc_est = round(tok_est / mml, 2) if tok_est is not None else None
             rec.rows.append(Row(f"max concurrency at {mml:,} tokens", "x", g("max_concurrency"), conc_rep, conc_est,
-                                "V0: GPU blocks x block_size / max_model_len"))
+                                "V0: GPU blocks x block_size / max_model_len" + (
+                                    f" = {int(blocks_l):,} x {block} / {mml:,} = {blocks_l * block / mml:.4f}"
+                                    if blocks_l is not None else "")))
             if tok_rep is not None and tok_rep < mml:
                 rec.notes.append(f"max_model_len {mml:,} does not fit: the cache holds {tok_rep:,} tokens "
                                  f"({int(blocks_l):,} blocks x {block}); vLLM V0 refuses to start")
@@ -194,14 +200,20 @@ def _reconcile_vllm_v1(log: StartupLog, parts: dict[str, Any] | None, stack, rec
     if plan is not None:
         rep = plan.capacity(kv_l) if kv_l is not None else None
         est = plan.capacity(sb.kv_bytes) if sb is not None else None
+        worked = (f" = int({rep['num_blocks']:,} / {plan.blocks_per_request:,} x {plan.max_model_len:,}) = "
+                  f"{rep['kv_cache_size_tokens']:,} from the logged memory" if rep else "")
         rec.rows.append(Row("GPU KV cache size", "tokens", g("kv_cache_tokens"), rep["kv_cache_size_tokens"] if rep else None,
                             est["kv_cache_size_tokens"] if est else None,
-                            f"int(max concurrency x max_model_len {plan.max_model_len:,}); {plan.bytes_per_block:,} B per "
-                            f"{plan.block_size}-token block; the log's memory line is one rank's, rounded to 0.01 GiB, while "
-                            "every rank gets the smallest rank's block count (vllm 0.33.0 v1/core/kv_cache_planning.py:1580)"))
+                            f"int(num_blocks / blocks per request x max_model_len){worked} (the unrounded concurrency, "
+                            f"vllm 0.33.0 v1/core/kv_cache_utils.py:1120-1128); num_blocks = floor(KV memory / "
+                            f"{plan.bytes_per_block:,} B per {plan.block_size}-token block); the log's memory line is one "
+                            "rank's, rounded to 0.01 GiB, while every rank gets the smallest rank's block count "
+                            "(vllm 0.33.0 v1/core/kv_cache_planning.py:1580)"))
         rec.rows.append(Row(f"max concurrency at {plan.max_model_len:,} tokens", "x", g("max_concurrency"),
                             rep["max_concurrency"] if rep else None, est["max_concurrency"] if est else None,
-                            f"num_blocks / {plan.blocks_per_request:,} blocks per request"))
+                            f"num_blocks / {plan.blocks_per_request:,} blocks per request, rounded to 2 decimals as logged"
+                            + (f" ({rep['num_blocks']:,} / {plan.blocks_per_request:,} = {rep['max_concurrency_exact']:.4f})"
+                               if rep else "")))
 
 
 def _reconcile_sglang(log: StartupLog, parts: dict[str, Any] | None, stack, rec: Reconciliation) -> None:
@@ -212,11 +224,16 @@ def _reconcile_sglang(log: StartupLog, parts: dict[str, Any] | None, stack, rec:
     rec.kv_bytes_logged = (k + v) if k is not None and v is not None else kvs
     page = int(parts["ns"].get("block_size") or 1) if parts else 1
     rep = None
+    worked = ""
     if parts and (k is not None or kvs is not None):
         lay = parts["layout"]
         per_tok_layer = lay.bytes_per_token_layer_per_rank
         cell_k = lay.layers_per_rank * per_tok_layer / (1 if kvs is not None else 2)
         rep = math.floor((k if k is not None else kvs) / cell_k) - page
+        m = parts["model"]
+        cell = (f"{lay.kv_heads_per_rank} x {m.head_dim} x {lay.kv_element_bytes:g}" if not m.is_mla and kvs is None
+                else f"{cell_k / lay.layers_per_rank:,.0f}")
+        worked = f": floor({(k if k is not None else kvs) / GIB:.2f} GiB / ({lay.layers_per_rank} x {cell} B)) - {page} = {rep:,}"
     sb = None
     if parts and stack.hardware:
         total = gpu_memory_bytes(stack.hardware)
@@ -231,9 +248,9 @@ def _reconcile_sglang(log: StartupLog, parts: dict[str, Any] | None, stack, rec:
                         (f"optkg: {' - '.join(x.name for x in sb.lines)} at mem_fraction_static {sb.gpu_memory_utilization:g}"
                          f"; +-{sb.error_bytes / GIB:.2f} GiB") if sb else ""))
     rec.rows.append(Row("#tokens", "tokens", g("kv_cache_tokens"), rep, est,
-                        "reproduced from the logged K size: K / (layers x KV heads x head_dim x bytes) - page_size "
-                        "(each layer's buffer has #tokens + page_size rows, memory_pool.py:2574); the logged GB has "
-                        "two decimals (+-0.005 GiB)"))
+                        f"reproduced from the logged K size: floor(K / (layers x KV heads x head_dim x bytes)) - page_size"
+                        f"{worked} (each layer's buffer has #tokens + page_size rows, memory_pool.py:2574); the logged GB "
+                        "(SGLang's GB is 2^30 bytes, memory_pool.py:116) has two decimals (+-0.005 GiB)"))
 
 
 def reconcile(log: StartupLog, stack=None) -> Reconciliation:

@@ -216,6 +216,7 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     dp = int(vals.get("dp_size") or 1)
     combos: list[Combination] = []
     budget_source = None
+    default_mml = None
     for tp, pp, dcp, kvdt in itertools.product(axes["tp_size"], axes["pp_size"], axes["dcp_size"], axes["kv_cache_dtype"]):
         st = _copy_stack(base)
         applier.apply(st, "tp_size", tp)
@@ -225,6 +226,7 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
         rep = check_stack(st, catalog, rules)
         d = rep.derived
         budget_source = budget_source or d.get("kv_budget_source")
+        default_mml = default_mml or d.get("max_model_len_effective")
         findings = [{"rule_id": f.rule_id, "severity": f.severity} for f in rep.findings]
         blocking = [f.rule_id for f in rep.findings if SEVERITY_ORDER.get(f.severity, 0) >= threshold]
         gpus = tp * pp * dp
@@ -264,7 +266,13 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     if budget_source is None:
         notes.append("no KV budget: pass --gpu (estimate) or --kv-budget-gib for KV tokens and concurrency")
     elif vals.get("max_model_len") is None:
-        notes.append("pass --max-model-len for max concurrency")
+        if any(c.kv.get("max_concurrency") is not None for c in combos):
+            # the column is filled at the length the engine runs with when none is given (kg.analyses.check)
+            notes.append(f"max concurrency at the engine's default max_model_len {default_mml:,} tokens "
+                         "(the model's context limit); pass --max-model-len for another length"
+                         if default_mml else "max concurrency at the engine's default max_model_len")
+        else:
+            notes.append("pass --max-model-len for max concurrency")
     return SweepResult(describe_stack(base), axes, combos, base.gpu_count, budget_source, notes)
 
 

@@ -46,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
             raise OptkgError(f"{flag}: expected a positive integer, found {v}")
     if args.kv_cache_dtype is not None and not str(args.kv_cache_dtype).strip():
         raise OptkgError("--kv-cache-dtype: empty value (give one such as auto or fp8, or drop the flag)")
-    if args.max_model_len is not None and args.max_model_len < 1:
-        raise OptkgError(f"--max-model-len: expected a positive integer, found {args.max_model_len}")
+    if args.max_model_len is not None:  # the check every stack input runs (check refuses the same values)
+        from kg.inputs.stack import checked_setting
+        args.max_model_len = checked_setting("max_model_len", args.max_model_len, "--max-model-len")
     if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
         raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
     if args.kv_budget_gib is not None:
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
         if "num_blocks" in c:
             print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
-            print(f"  {f'blocks per request at {plan.max_model_len:,}':<37}{c['blocks_per_request']:,}"
+            print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
                   f"  ({'; '.join(f'{g.kind} x{g.layers}' for g in plan.specs)}; "
                   f"{plan.max_in_flight_tokens:,} tokens in flight)")
             print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")

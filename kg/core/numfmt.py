@@ -21,6 +21,10 @@ The styles differ on purpose; each keeps the output its readers and golden files
   so the columns of a sweep compare at a glance; booleans as Python prints them.
 - ``DIAGRAM`` (stack-diagram edge labels): ``%.4g`` without separators (short labels inside the
   drawing), lists and tuples as ``{a, b}``.
+
+``fmt_pct(fraction, decimals)`` writes a fraction as a percentage (``1.13496`` -> ``113%``), rounding once,
+exactly as a rule message's ``{x:.0%}`` does: a number shown in two places must reach both unrounded
+(rounding it to 3 decimals first turned 1.13496 into 1.135 and printed 114% beside 113%).
 """
 from __future__ import annotations
 
@@ -83,3 +87,13 @@ def fmt_num(v: Any, style: NumStyle = REPORT) -> str:
     if style.seqs and isinstance(v, style.seqs):
         return "{" + ", ".join(fmt_num(x, style) for x in v) + "}"
     return str(v)
+
+
+def fmt_pct(fraction: float | None, decimals: int = 0, none: str = "-") -> str:
+    """``fraction`` (1.0 = 100 %) as ``113%`` (``decimals`` digits after the point), rounded once with
+    Python's ``%`` format, the rounding of a rule template's ``{x:.0%}``; ``none`` for None, ``inf``/``nan`` as such."""
+    if fraction is None:
+        return none
+    if isinstance(fraction, float) and not math.isfinite(fraction):
+        return str(fraction)
+    return f"{fraction:.{int(decimals)}%}"

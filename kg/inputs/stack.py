@@ -175,6 +175,15 @@ def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, A
     stack.techniques[tid] = checked
 
 
+def checked_setting(key: str, value: Any, where: str) -> Any:
+    """``value`` of the base setting ``key`` checked and converted as every stack input checks it (type,
+    ``SETTING_MINIMUM``, ``SETTING_MAXIMUM``, counts at most ``kg.core.numparse.MAX_COUNT``), so ``optkg kv``
+    refuses what ``check`` refuses with the same message. Raises OptkgError '<where>: <key>: expected ...'."""
+    typ = BASE_SETTINGS[key][0]
+    lo = SETTING_MINIMUM.get(key, 0) if typ in ("integer", "number") else None
+    return _coerce(value, typ, f"{where}: {key}", lo, SETTING_MAXIMUM.get(key))
+
+
 def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog | None = None) -> None:
     """Set one checked setting (type, minimum, maximum; ``kv_cache_dtype`` against the engine's values)."""
     if key in PARALLEL_DEFAULTS:
@@ -197,9 +206,7 @@ def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog
         near = get_close_matches(key, list(BASE_SETTINGS) + list(PARALLEL_DEFAULTS) + extra, n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
-    typ = BASE_SETTINGS[key][0]
-    lo = SETTING_MINIMUM.get(key, 0) if typ in ("integer", "number") else None
-    stack.settings[key] = _coerce(value, typ, f"{where}: {key}", lo, SETTING_MAXIMUM.get(key))
+    stack.settings[key] = checked_setting(key, value, where)
     if key == "kv_cache_dtype":
         _check_file_kv_dtype(stack, stack.settings[key], where)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from kg.core.numfmt import fmt_pct
 from kg.core.paths import repo_path
 from kg.output.report import summary_line
 
@@ -102,7 +103,7 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
         gpu = d.get("gpu_memory_bytes")
         total = f"  {'total':<30} {_gb(mem['total_bytes']):>12}"
         if gpu:
-            total += f"   of {_gb(gpu)} ({mem['total_bytes'] / gpu:.0%})"
+            total += f"   of {_gb(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
         out.append(total)
         if mem.get("cpu_offload_bytes"):
             out.append(f"  {'on the host (offload)':<30} {_gb(mem['cpu_offload_bytes']):>12}")

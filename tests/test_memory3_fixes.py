@@ -1,0 +1,105 @@
+"""Issue 13 tester findings on main, each with the value worked out by hand (session 3, lane memory3).
+
+1. sweep's max-concurrency note when the column is filled at the engine's default max_model_len;
+2. ``optkg kv`` refuses a max_model_len the way ``check`` does (one shared check, same message, exit 2);
+3. one percentage rounding for one quantity (training memory: report line and rule message);
+4. reconcile's explanations state the formula with the numbers it prints.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO, run_cli
+from kg.core.numfmt import fmt_pct
+
+LOGS = REPO / "tests/fixtures/logs"
+QWEN = "Qwen/Qwen3-235B-A22B"
+
+
+def test_sweep_says_which_max_model_len_its_concurrency_column_uses():
+    code, out, err = run_cli("sweep", "--vllm", f"vllm serve {QWEN}", "--tp", "8", "--gpu", "H200", "--count", "8",
+                             "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["combinations"][0]["max_concurrency"] == 37.65  # the column is filled ...
+    # ... at Qwen3-235B-A22B's max_position_embeddings 40,960 (no RoPE scaling), the length vLLM runs with
+    assert d["notes"] == ["max concurrency at the engine's default max_model_len 40,960 tokens (the model's context "
+                          "limit); pass --max-model-len for another length"]
+
+
+def test_sweep_keeps_the_hint_when_the_column_is_empty():
+    # SGLang: check computes no concurrency without a given max_model_len, so the column is '-'
+    code, out, err = run_cli("sweep", "--sglang", f"python -m sglang.launch_server --model-path {QWEN}", "--tp", "8",
+                             "--gpu", "H200", "--count", "8")
+    assert code == 0, err
+    assert "note: pass --max-model-len for max concurrency" in out
+
+
+@pytest.mark.parametrize("value, message", [
+    ("100000000000000000000000", "--max-model-len: max_model_len: expected a value <= 1e+15, found 100000000000000000000000"),
+    ("0", "--max-model-len: max_model_len: expected a value >= 1, found 0"),
+])
+def test_kv_refuses_max_model_len_as_check_does(value, message):
+    cfg = str(REPO / "catalog/models/Qwen__Qwen3-32B.json")
+    code, out, err = run_cli("kv", "--config", cfg, "--tp", "8", "--max-model-len", value, "--kv-budget-gib", "30")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"optkg: error: {message}"]
+    code2, out2, err2 = run_cli("check", "--vllm", "vllm serve Qwen/Qwen3-32B", "--max-model-len", value, "--gpu", "H100")
+    assert code2 == 2 and err2.strip().splitlines() == [f"optkg: error: {message}"]
+
+
+def test_fmt_pct_rounds_once():
+    # 1.13496 is 113 %; rounding to 3 decimals first (1.135) printed 114 % beside it
+    assert fmt_pct(1.13496) == "113%" and fmt_pct(1.20549760540) == "121%"
+    assert fmt_pct(0.5, 1) == "50.0%" and fmt_pct(None) == "-" and fmt_pct(float("inf")) == "inf"
+
+
+def test_training_memory_percentage_is_one_number():
+    # Llama-3.1-70B, TP 8, seq 4,096, micro-batch 1 on an H100-SXM (85.52 GB): 103.10 GB per GPU = 1.20550 of the
+    # GPU -> 121 %. The rule rounded the fraction to 1.205 first and its message said 120 % under a 121 % total line.
+    cmd = ("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --tensor-model-parallel-size 8 "
+           "--pipeline-model-parallel-size 1 --bf16 --micro-batch-size 1 --global-batch-size 1024 --seq-length 4096 "
+           "--use-distributed-optimizer")
+    code, out, err = run_cli("check", "--train", cmd, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100")
+    assert "of 85.52 GB (121%)" in out
+    assert "against 85.52 GB on the H100-SXM (121%)" in out and "(120%)" not in out
+
+
+def _reconcile(*argv):
+    code, out, err = run_cli("reconcile", *argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_reconcile_v1_explanation_matches_its_numbers():
+    d = _reconcile(str(LOGS / "vllm-21348-qwen3-235b-fp8-tp4.log"), "--vllm",
+                   "vllm serve Qwen/Qwen3-235B-A22B-FP8 --tensor-parallel-size 4", "--config",
+                   str(REPO / "tests/fixtures/field_cases/configs/qwen3-235b-a22b-fp8.json"), "--gpu", "H100-SXM",
+                   "--engine-version", "0.10.0")
+    r = {x["quantity"]: x for x in d["logs"][0]["rows"]}
+    # floor(8.11 GiB / 770,048 B) = 11,308 blocks; int(11,308 / 2,560 x 40,960) = 180,928 (the unrounded 4.4172,
+    # not the 4.42 shown: 4.42 x 40,960 would be 181,043)
+    size = r["GPU KV cache size"]
+    assert size["reproduced"] == 180_928 == 11_308 * 16
+    assert "int(num_blocks / blocks per request x max_model_len) = int(11,308 / 2,560 x 40,960) = 180,928" in size["explanation"]
+    conc = r["max concurrency at 40,960 tokens"]
+    assert conc["reproduced"] == 4.42 and "(11,308 / 2,560 = 4.4172)" in conc["explanation"]
+
+
+def test_reconcile_v0_and_sglang_explanations_match_their_numbers():
+    d = _reconcile(str(LOGS / "vllm-10517-llama31-8b-rtx3090-29k.log"), "--vllm",
+                   "vllm serve meta-llama/Llama-3.1-8B --max-model-len 29000")
+    r = {x["quantity"]: x for x in d["logs"][0]["rows"]}
+    assert "= 23.58 x 0.9 - 17.98 - 0.35 GiB = 2.892 GiB" in r["KV cache memory"]["explanation"]
+    assert r["GPU blocks"]["reproduced"] == 1_479  # floor(2.89 x 2^30 / 2,097,152) = floor(1,479.68)
+    assert "reproduced from the logged 2.89 GiB = 1,479" in r["GPU blocks"]["explanation"]
+    assert "= 1,478 x 16 / 29,000 = 0.8154" in r["max concurrency at 29,000 tokens"]["explanation"]
+    d = _reconcile(str(LOGS / "sglang-21348-qwen3-235b-fp8-tp4.log"), "--sglang",
+                   "python3 -m sglang.launch_server --model Qwen/Qwen3-235B-A22B-FP8 --tp 4 --mem-fraction-static 0.93",
+                   "--config", str(REPO / "tests/fixtures/field_cases/configs/qwen3-235b-a22b-fp8.json"), "--gpu", "H100-SXM")
+    r = {x["quantity"]: x for x in d["logs"][0]["rows"]}
+    # 8.23 x 2^30 / (94 layers x 1 head x 128 x 2 B) = 367,224.9 -> 367,224 - page 1
+    assert r["#tokens"]["reproduced"] == 367_223
+    assert "floor(8.23 GiB / (94 x 1 x 128 x 2 B)) - 1 = 367,223" in r["#tokens"]["explanation"]
