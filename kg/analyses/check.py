@@ -24,6 +24,7 @@ from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
 from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
+from kg.derive.budget import weight_share_bytes
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
@@ -213,7 +214,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         mem = gpu_memory_bytes(hw) if hw else None
         if mem is not None:
             derived["gpu_memory_bytes"] = round(mem)
-            derived["gpu_memory_usable_bytes"] = round(mem * util)
+            derived["gpu_memory_usable_bytes"] = round(weight_share_bytes(engine, mem, util))  # trtllm: the device
             expert_shards = tp
             if "expert-parallelism" in stack.techniques:
                 ep = int(ns.get("ep_size") or 1)
@@ -228,7 +229,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["weight_bytes_attention_replicated_per_gpu"] = round(extra)
             derived["weight_bytes_per_gpu_estimate"] = round(weights)
             derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m, scheme=scheme))
-            derived["weights_exceed_gpu_memory"] = weights > mem * util
+            derived["weights_exceed_gpu_memory"] = weights > derived["gpu_memory_usable_bytes"]
         budget = None
         if ns.get("kv_budget_gib") is not None:
             budget = float(ns["kv_budget_gib"]) * GIB
@@ -370,7 +371,8 @@ def serving_defaults(stack: Stack, ns: dict[str, Any]) -> tuple[int, int]:
     from kg.derive.kv_specs import default_max_num_batched_tokens
     hw = stack.hardware or {}
     gib = float(hw["memory_gib"]) if hw.get("memory_gib") else None
-    mnbt = ns.get("max_num_batched_tokens") or default_max_num_batched_tokens(gib, str(hw.get("id") or ""))
+    mnbt = ns.get("max_num_batched_tokens") or (8192 if stack.engine == "trtllm" else  # BuildConfig.max_num_tokens
+                                                default_max_num_batched_tokens(gib, str(hw.get("id") or "")))
     seqs = ns.get("max_num_seqs") or (256 if mnbt == 2048 else 1024)
     return int(mnbt), int(seqs)
 

@@ -11,6 +11,19 @@ estimate is subtracted by default (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`
 ``gpu_memory_utilization`` defaults per release come from the effective configuration's release table
 (catalog/engines/releases/vllm.yaml: 0.92 from 0.20.0, 0.33.0 ``config/cache.py:215``; 0.9 before).
 
+TensorRT-LLM (``trtllm-serve --kv_cache_free_gpu_memory_fraction`` / ``KvCacheConfig.free_gpu_memory_fraction``,
+default 0.9): the fraction is of the memory *free after* the profiling run, not of the total. ``KvCacheCreator.
+configure_kv_cache_capacity`` measures ``peak_memory`` = torch peak (weights + activations + the temporary
+estimation KV) + the memory outside torch (NCCL, CUDA graphs), and ``_cal_max_memory`` sizes the cache as
+``(total_gpu_memory - peak_memory + allocated_bytes) x fraction`` (NVIDIA/TensorRT-LLM
+``tensorrt_llm/_torch/pyexecutor/_util.py``, the PyTorch backend ``trtllm-serve`` runs by default; read in the
+public repository, release not pinned: the 1.2.1 wheel's index is not reachable from here). So
+
+    available_kv = (total - weights - activation peak - CUDA graphs - non-torch) x free_gpu_memory_fraction
+
+and the weights must fit the whole device, not ``fraction x total``. The profile batch is
+``max_num_tokens`` tokens (``BuildConfig.max_num_tokens``, default 8,192).
+
 SGLang (``mem_fraction_static``): the static pool (weights + KV) is ``total x mem_fraction_static``;
 activations and CUDA graphs live in the remaining ``1 - mem_fraction_static``
 (``model_executor/model_runner_components/kv_pool_runtime.py:58-110``: headroom
@@ -192,6 +205,48 @@ def activation_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_token
                sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version))
 
 
+TRTLLM_SOURCE = ("TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_memory: (total_gpu_memory "
+                 "- peak_memory + allocated_bytes) x fraction (public repository; release not pinned)")
+
+
+def weight_share_bytes(engine: str | None, total_memory_bytes: float, gpu_memory_utilization: float) -> float:
+    """The memory the weights must fit in, bytes per GPU: the whole device for TensorRT-LLM (its fraction is
+    of the memory left after loading, module doc), ``total x gpu_memory_utilization`` for vLLM and SGLang."""
+    if engine == "trtllm":
+        return float(total_memory_bytes)
+    return total_memory_bytes * gpu_memory_utilization
+
+
+def _trtllm_lines(total: float, fraction: float, utilization_source: str, weights: float, draft: float,
+                  model: ModelFacts, tp_size: int, max_num_batched_tokens: int, enforce_eager: bool,
+                  moe_tp_size: int | None, weights_source: str) -> tuple[list[BudgetLine], list[str]]:
+    """TensorRT-LLM's lines (module doc): the device, what the profiling run holds, and the (1 - fraction)
+    share of the remaining free memory it leaves unallocated, so that ``lines[0] - sum(rest)`` is the cache."""
+    lines = [BudgetLine("device memory", total, f"total {total / GIB:.2f} GiB (torch.cuda.mem_get_info total)",
+                        TRTLLM_SOURCE)]
+    lines.append(BudgetLine("weights", weights, "estimated weights per GPU", weights_source))
+    if draft:
+        lines.append(BudgetLine("draft weights", draft, "speculative-decoding draft per GPU", "kg.derive.drafts"))
+    fwd = forward_peak_bytes(model, tp_size, max_num_batched_tokens, moe_tp_size)
+    lines.append(BudgetLine("activation peak", fwd, f"forward of max_num_tokens {max_num_batched_tokens:,} tokens "
+                            "(optkg's vLLM-calibrated estimate; not calibrated on TensorRT-LLM logs)",
+                            "kg.derive.budget; TensorRT-LLM KvCacheCreator profiling run", 0.15 * fwd + 0.25 * GIB))
+    graphs = 0.0 if enforce_eager else CUDA_GRAPH_BYTES
+    lines.append(BudgetLine("CUDA graphs", graphs, "estimate (vLLM logs); TensorRT-LLM counts them in the memory "
+                            "outside torch", "kg.derive.budget", 0.25 * GIB if graphs else 0.0))
+    nt, nt_err, nt_basis = non_torch_bytes(total, tp_size)
+    lines.append(BudgetLine("non-torch", nt, nt_basis, "vLLM logs (PR 10511, issue 10517): TensorRT-LLM's not calibrated",
+                            nt_err))
+    free = max(0.0, total - sum(x.bytes for x in lines[1:]))
+    lines.append(BudgetLine("held back", (1 - fraction) * free,
+                            f"(1 - free_gpu_memory_fraction {fraction:g}) x {free / GIB:.2f} GiB free after the "
+                            f"profiling run ({utilization_source})", TRTLLM_SOURCE))
+    notes = [f"TensorRT-LLM applies free_gpu_memory_fraction {fraction:g} to the memory free after loading and "
+             "profiling (weights, activations, NCCL and CUDA graphs), not to the device total as vLLM's "
+             "gpu_memory_utilization"]
+    return lines, notes
+
+
 def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilization: float, utilization_source: str,
                    weight_bytes_per_gpu: float, model: ModelFacts, tp_size: int = 1,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 1024, enforce_eager: bool = False,
@@ -200,7 +255,11 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
     """The budget breakdown for one GPU (see module doc). Never negative. ``engine_version``: the vLLM
     release (None: the latest known), which decides the sampler's bytes and whether CUDA graphs count."""
     lines = []
-    if engine == "sglang":
+    if engine == "trtllm":
+        lines, notes = _trtllm_lines(total_memory_bytes, gpu_memory_utilization, utilization_source,
+                                     weight_bytes_per_gpu, draft_weight_bytes, model, tp_size, max_num_batched_tokens,
+                                     enforce_eager, moe_tp_size, weights_source)
+    elif engine == "sglang":
         pool = total_memory_bytes * gpu_memory_utilization
         lines.append(BudgetLine("static pool", pool, f"total {total_memory_bytes / GIB:.2f} GiB x mem_fraction_static "
                                 f"{gpu_memory_utilization:g}", utilization_source))
@@ -301,10 +360,16 @@ def resolve_utilization(engine: str | None, engine_version: str | None, value: A
     if given is None:
         given = value is not None and (table_default is None or float(value) != float(table_default))
     if value is not None and given:
+        if engine == "trtllm":
+            return float(value), ("given (--kv_cache_free_gpu_memory_fraction / --free_gpu_memory_fraction / "
+                                  "kv_cache_config.free_gpu_memory_fraction): a fraction of the memory free after loading")
         return float(value), "given (--gpu-memory-utilization / --mem-fraction-static / stack file)"
     rd = release_default(engine or "", "gpu_memory_utilization", engine_version)
     if rd is not None:
         return float(rd[0]), rd[1]
+    if value is not None and engine == "trtllm":
+        return float(value), ("trtllm default free_gpu_memory_fraction (catalog/engines/trtllm.yaml defaults: serve.py "
+                              "--kv_cache_free_gpu_memory_fraction default=0.9), a fraction of the memory free after loading")
     if value is not None:
         return float(value), f"{engine} default (catalog/engines/{engine}.yaml defaults)"
     return 0.92, "vLLM 0.33.0 default assumed (config/cache.py:215): no engine named"
