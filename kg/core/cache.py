@@ -129,3 +129,31 @@ def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         return False
+
+
+def source_digest(files: list[Path]) -> str:
+    """sha256 over the names and bytes of ``files`` (in the order given): the key of data built from them."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f).encode())
+        h.update(b"\0")
+        h.update(Path(f).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def built_from(kind: str, files: list[Path], build: Any) -> Any:
+    """``build()`` (plain data parsed from ``files``), served from a content-keyed entry when one is valid.
+
+    The entry is ``<kind>-<digest>.json`` keyed on every byte of ``files`` (``source_digest``), so an edit
+    to any of them rebuilds it; reading it goes through ``read_data`` (private folder, no links, checksum),
+    so a planted or damaged entry is only a miss. ``build`` raises as it would without a cache (its
+    errors are never cached). Used for the shipped engine and release tables that every ``check`` reads.
+    """
+    key = source_digest(files)
+    path = cache_file(f"{kind}-{key[:32]}.json")
+    data = read_data(path, kind, key)
+    if data is None:
+        data = build()
+        write_data(path, kind, key, data)
+    return data

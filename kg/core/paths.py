@@ -8,6 +8,7 @@ in, then ``kg/_data`` (the wheel build copies catalog/ and rules/ there).
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -18,6 +19,13 @@ def data_root() -> Path:
     env = os.environ.get("OPTKG_HOME")
     if env:
         return Path(env)
+    return _installed_root()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_root() -> Path:
+    """The checkout the package sits in when it holds catalog/ and rules/, else the bundled kg/_data
+    (decided once per process: every engine-table lookup asks, hundreds of times per ``sweep``)."""
     checkout = _PKG.parent
     if (checkout / "catalog" / "axes.yaml").is_file() and (checkout / "rules").is_dir():
         return checkout
@@ -72,3 +80,31 @@ def repo_path(path: str) -> str:
         except (ValueError, OSError):  # outside the data root (a user's own rules/catalog): shown as display_path
             pass
     return display_path(path)
+
+
+_LISTED: dict[str, tuple[int, list[str]]] = {}
+
+
+def yaml_files_stamp(folder: Path | str) -> tuple[list[str], tuple]:
+    """(the paths of the ``*.yaml`` files directly in ``folder``, sorted; a stamp of their names, sizes and mtimes).
+
+    The stamp changes when a file is added, removed or rewritten, so a per-process copy of data parsed
+    from them can be kept while it is equal. The listing is redone only when the folder's own mtime
+    changes (a file added, removed or renamed); otherwise the stamp costs one ``os.stat`` per file:
+    ``check`` and ``sweep`` ask for the engine and release tables hundreds of times per run.
+    """
+    d = os.fspath(folder)
+    try:
+        dm = os.stat(d).st_mtime_ns
+        hit = _LISTED.get(d)
+        if hit is None or hit[0] != dm:
+            names = sorted(e.path for e in os.scandir(d) if e.name.endswith(".yaml") and e.is_file())
+            _LISTED[d] = hit = (dm, names)
+        stamp = []
+        for f in hit[1]:
+            st = os.stat(f)
+            stamp.append((f, st.st_size, st.st_mtime_ns))
+    except OSError:  # the folder or a file went away meanwhile: list it again next time
+        _LISTED.pop(d, None)
+        return [], ()
+    return list(hit[1]), tuple(stamp)

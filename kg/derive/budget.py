@@ -318,20 +318,10 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
 
 
 def engine_table(engine: str) -> dict[str, Any] | None:
-    """catalog/engines/<engine>.yaml as data (parsed once per file version), or None when there is none."""
-    from kg.core import paths
-    f = paths.catalog_dir() / "engines" / f"{engine}.yaml"
-    if not engine or not f.is_file():
-        return None
-    st = f.stat()
-    return _load_table(str(f), st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=16)
-def _load_table(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
-    from kg.core.yamlio import load_yaml
-    data = load_yaml(path).data
-    return data if isinstance(data, dict) else {}
+    """catalog/engines/<engine>.yaml as data (the tables ``kg.inputs.stack`` reads once per file version,
+    through the content-keyed cache), or None when there is none."""
+    from kg.inputs.stack import _engine_tables
+    return _engine_tables().get(engine) if engine else None
 
 
 def release_default(engine: str, key: str, version: str | None) -> tuple[Any, str] | None:

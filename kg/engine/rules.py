@@ -496,7 +496,24 @@ def _specifiers(spec: str) -> SpecifierSet:
     return SpecifierSet(spec)
 
 
+_VERSION_OK: dict[tuple[str, str | None, str | None], tuple[Rule, tuple[bool, str]]] = {}
+
+
 def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
+    """(whether ``rule`` applies to ``engine`` at ``version``, why not). Memoised per rule object, engine and
+    version: a sweep asks the same question for every rule of every stack."""
+    key = (rule.id, engine, version)
+    hit = _VERSION_OK.get(key)
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    if len(_VERSION_OK) > 65536:
+        _VERSION_OK.clear()
+    res = _version_ok_uncached(rule, engine, version)
+    _VERSION_OK[key] = (rule, res)
+    return res
+
+
+def _version_ok_uncached(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
     at = rule.applies_to
     if not at:
         return True, ""

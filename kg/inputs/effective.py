@@ -40,45 +40,30 @@ _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
 def release_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions)."""
-    files = sorted((paths.catalog_dir() / "engines" / "releases").glob("*.yaml"))
-    key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    files, key = paths.yaml_files_stamp(paths.catalog_dir() / "engines" / "releases")
     if key not in _TABLES:
-        import yaml
+        from kg.core import cache
 
-        from kg.core.yamlio import _loader_class, read_text
-        out = {}
-        for f in files:
-            d = _read_table(f, yaml, read_text, _loader_class)
-            if not isinstance(d, dict) or not isinstance(d.get("engine"), str):
-                raise OptkgError(f"{f}:1: a release table needs `engine:` and `releases:`")
-            out[d["engine"]] = d
+        def build() -> dict[str, dict[str, Any]]:
+            import yaml
+
+            from kg.core.yamlio import _loader_class, read_text
+            out = {}
+            for f in files:
+                try:
+                    d = yaml.load(read_text(f), Loader=_loader_class())  # noqa: S506 - a safe loader
+                except yaml.YAMLError as e:
+                    raise OptkgError(f"{f}: not valid YAML ({str(e).splitlines()[0]})") from None
+                if not isinstance(d, dict) or not isinstance(d.get("engine"), str):
+                    raise OptkgError(f"{f}:1: a release table needs `engine:` and `releases:`")
+                out[d["engine"]] = d
+            return out
+        # shipped data read on every check (no line map needed): parsed with the safe loader, then served
+        # from a content-keyed, checksummed cache entry (kg.core.cache.built_from)
+        out = cache.built_from("release-tables", files, build)
         _TABLES.clear()
         _TABLES[key] = out
     return _TABLES[key]
-
-
-def _read_table(f, yaml, read_text, loader) -> Any:
-    """One release table: from a JSON copy in the optkg cache keyed on the file's size and mtime, else
-    parsed with the C safe loader (shipped data read on every check; no line map needed) and cached."""
-    import json
-    st = f.stat()
-    from kg.core import cache
-    key = f"releases-{f.stem}-{st.st_size}-{st.st_mtime_ns}.json"
-    cpath = cache.cache_file(key)
-    try:
-        return json.loads(cpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # no cached copy yet, or a damaged one: parse the table below and re-cache it
-        pass
-    try:
-        d = yaml.load(read_text(f), Loader=loader())  # noqa: S506 - a safe loader
-    except yaml.YAMLError as e:
-        raise OptkgError(f"{f}: not valid YAML ({str(e).splitlines()[0]})") from None
-    try:
-        from kg.core.yamlio import atomic_write
-        atomic_write(cpath, json.dumps(d, default=str))
-    except (OSError, OptkgError, TypeError):
-        pass  # an unwritable cache only costs speed
-    return d
 
 
 def known_releases(engine: str | None) -> list[str]:

@@ -440,16 +440,20 @@ COMMAND_ENGINES = ("vllm", "sglang")  # engines whose launch commands ``parse_co
 
 def _engine_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/*.yaml`` by engine id (read once per set of file versions)."""
-    files = sorted((paths.catalog_dir() / "engines").glob("*.yaml"))
-    key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    files, key = paths.yaml_files_stamp(paths.catalog_dir() / "engines")
     if key not in _TABLES:
-        out = {}
-        for f in files:
-            t = load_yaml(f).data
-            bad = engine_table_problems(t)
-            if bad:
-                raise OptkgError(f"{f}: {bad[0]}")
-            out[t["engine"]] = t
+        from kg.core import cache
+
+        def build() -> dict[str, dict[str, Any]]:
+            out = {}
+            for f in files:
+                t = load_yaml(f).data
+                bad = engine_table_problems(t)
+                if bad:
+                    raise OptkgError(f"{f}: {bad[0]}")
+                out[t["engine"]] = t
+            return out
+        out = cache.built_from("engine-tables", files, build)  # parsing them is most of a warm `check`
         _TABLES.clear()
         _TABLES[key] = out
     return _TABLES[key]

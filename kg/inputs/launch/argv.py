@@ -87,7 +87,9 @@ def release_options(engine: str) -> dict[str, Any] | None:
         return None
     stamp = f.stat().st_mtime_ns
     if _OPTIONS.get(engine, (None,))[0] != stamp:
-        _OPTIONS[engine] = (stamp, load_yaml(f).data)
+        from kg.core import cache
+        # ~1,700 entries: parsing the YAML was most of a warm `check --vllm`; a content-keyed entry serves it
+        _OPTIONS[engine] = (stamp, cache.built_from(f"release-options-{engine}", [f], lambda: load_yaml(f).data))
     return _OPTIONS[engine][1]
 
 

@@ -1,0 +1,95 @@
+"""The content-keyed cache of the shipped tables every ``check`` reads (kg.core.cache.built_from) and the
+folder stamp that decides when a per-process copy is stale (kg.core.paths.yaml_files_stamp)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kg.core import cache, paths
+from kg.core.errors import OptkgError
+
+
+@pytest.fixture()
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("OPTKG_CACHE_DIR", str(d))
+    return d
+
+
+def test_built_from_serves_the_entry_and_rebuilds_after_an_edit(tmp_path, cache_dir):
+    src = tmp_path / "t.yaml"
+    src.write_text("a: 1\n")
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"a": int(src.read_text().split(":")[1])}
+
+    assert cache.built_from("demo", [src], build) == {"a": 1}
+    assert cache.built_from("demo", [src], build) == {"a": 1}
+    assert len(calls) == 1  # the second call read the entry
+    entries = list(cache_dir.glob("demo-*.json"))
+    assert len(entries) == 1
+    src.write_text("a: 2\n")  # same size: a content key, not a size/mtime key, sees the change
+    assert cache.built_from("demo", [src], build) == {"a": 2}
+    assert len(calls) == 2
+
+
+def test_a_planted_entry_is_a_miss(tmp_path, cache_dir):
+    src = tmp_path / "t.yaml"
+    src.write_text("a: 1\n")
+    key = cache.source_digest([src])
+    entry = cache_dir / f"demo-{key[:32]}.json"
+    # right name, right key, but the payload was edited after the checksum: rebuilt from the source
+    header = {"optkg_cache": cache.FORMAT, "optkg": cache._version(), "kind": "demo", "key": key, "sha256": "0" * 64}
+    entry.write_text(json.dumps(header) + "\n" + json.dumps({"a": 666}))
+    assert cache.built_from("demo", [src], lambda: {"a": 1}) == {"a": 1}
+
+
+def test_build_errors_are_not_cached(tmp_path, cache_dir):
+    src = tmp_path / "t.yaml"
+    src.write_text("x\n")
+
+    def bad():
+        raise OptkgError(f"{src}:1: broken")
+
+    for _ in range(2):
+        with pytest.raises(OptkgError, match="broken"):
+            cache.built_from("demo", [src], bad)
+    assert not list(cache_dir.glob("demo-*.json"))
+
+
+def test_folder_stamp_changes_on_rewrite_add_and_remove(tmp_path):
+    d = tmp_path / "engines"
+    d.mkdir()
+    (d / "a.yaml").write_text("engine: a\n")
+    (d / "notes.txt").write_text("not a table\n")
+    files, s1 = paths.yaml_files_stamp(d)
+    assert [os.path.basename(f) for f in files] == ["a.yaml"]
+    assert paths.yaml_files_stamp(d)[1] == s1
+    (d / "a.yaml").write_text("engine: a, longer\n")
+    files, s2 = paths.yaml_files_stamp(d)
+    assert s2 != s1
+    (d / "b.yaml").write_text("engine: b\n")
+    files, s3 = paths.yaml_files_stamp(d)
+    assert [os.path.basename(f) for f in files] == ["a.yaml", "b.yaml"] and s3 != s2
+    (d / "a.yaml").unlink()
+    files, _ = paths.yaml_files_stamp(d)
+    assert [os.path.basename(f) for f in files] == ["b.yaml"]
+    assert paths.yaml_files_stamp(tmp_path / "missing") == ([], ())
+
+
+def test_engine_release_and_option_tables_come_from_the_cache_on_a_warm_check(cache_dir):
+    from kg.cli import main
+    from kg.inputs import effective, stack
+    from kg.inputs.launch import argv
+    for memo in (stack._TABLES, effective._TABLES, argv._OPTIONS):  # per-process copies from earlier tests
+        memo.clear()
+    assert main(["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H100-SXM", "--count", "8",
+                 "--fail-on", "never", "--format", "json"]) == 0
+    kinds = sorted(p.name.rsplit("-", 1)[0] for p in cache_dir.glob("*.json"))
+    for kind in ("engine-tables", "release-tables", "release-options-vllm"):
+        assert kind in kinds, kinds
