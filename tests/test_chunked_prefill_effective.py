@@ -57,3 +57,24 @@ def test_no_enable_prefix_caching_is_given_false(capsys):
     e = _effective(out, "enable_prefix_caching")
     assert (e["value"], e["source"]) == (False, "given")
     assert "prefix-caching" not in out["stack"]["techniques"]
+
+
+def test_stack_file_both_sides_of_the_effective_setting(tmp_path, capsys):
+    # the same stack YAML without the `chunked-prefill` technique, 8,192 batched tokens < max_model_len 40,960:
+    # held with the engine default (vLLM 0.33.0 runs chunked prefill), fired when the file turns it off
+    base = ("name: t\nmodel: Qwen/Qwen3-235B-A22B\nengine: {name: vllm, version: 0.33.0}\nhardware: {gpu: H200, count: 8}\n"
+            "techniques: [{tensor-parallelism: {tp_size: 8}}]\n"
+            "settings: {max_num_batched_tokens: 8192, max_model_len: 40960%s}\n")
+    on, off = tmp_path / "on.yaml", tmp_path / "off.yaml"
+    on.write_text(base % "")
+    off.write_text(base % ", enable_chunked_prefill: false")
+    _, out = _check([str(on)], capsys)
+    assert RULE not in _ids(out)
+    assert RULE in {h["rule"] for h in out.get("not_fired", [])} or RULE not in {u["rule_id"] for u in out["not_evaluable"]}
+    assert (_effective(out, "enable_chunked_prefill")["value"], _effective(out, "enable_chunked_prefill")["source"]) \
+        == (True, "engine default")
+    code, out = _check([str(off)], capsys)
+    assert code == 1 and RULE in _ids(out)
+    f = next(f for f in out["findings"] if f["rule_id"] == RULE)
+    assert f["numbers"] == {"max_num_batched_tokens": 8192, "max_model_len": 40960}
+    assert _effective(out, "enable_chunked_prefill")["value"] is False

@@ -68,3 +68,53 @@ def test_readme_python_block_runs_as_written(checkout: Path, i: int):
     p = subprocess.run([sys.executable, "-c", "\n".join(PYTHON[: i + 1])], cwd=checkout, capture_output=True, text=True, timeout=300,
                        env=env_for(checkout, checkout.parent / "cache"))
     assert p.returncode == 0, p.stderr
+
+
+def _demo_command() -> list[str]:
+    """The optkg arguments of the Makefile's `demo:` recipe (`$(BIN)/optkg check ... || test $$? -eq 1`)."""
+    recipe = re.search(r"^demo:.*\n\t(.+)$", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M).group(1)
+    words = shlex.split(recipe.split("||")[0])
+    assert words[0].endswith("/optkg"), recipe
+    return words[1:]
+
+
+def shown_lines_match(shown: list[str], real: list[str]) -> str | None:
+    """None when every line of ``shown`` is a line of ``real`` in order; else the first line that is not.
+
+    A `...` line stands for lines left out (without one, the next shown line must be the next real line);
+    a line ending in ` [...]`, ` <...>` or ` ...` stands for a real line starting with the text before it."""
+    j, gap = 0, True
+    for line in shown:
+        if line == "...":
+            gap = True
+            continue
+        prefix = next((line[: -len(m)] for m in (" [...]", " <...>", " ...") if line.endswith(m)), None)
+        ok = (lambda r: r.startswith(prefix)) if prefix is not None else (lambda r: r == line)  # noqa: E731
+        while gap and j < len(real) and not ok(real[j]):
+            j += 1
+        if j >= len(real) or not ok(real[j]):
+            return line
+        j, gap = j + 1, False
+    return None
+
+
+def test_readme_demo_output_is_what_make_demo_prints(monkeypatch, capsys):
+    # the README shows `make demo`'s output abridged; every line it shows must be printed, in that order, now
+    from kg.cli import main
+    block = README.split("`make demo` prints", 1)[1].split("```\n", 2)[1]
+    shown = block.splitlines()
+    assert len([x for x in shown if x != "..."]) >= 30
+    monkeypatch.chdir(REPO)
+    code = main(_demo_command())
+    real = capsys.readouterr().out.splitlines()
+    assert code in (0, 1)
+    assert shown_lines_match(shown, real) is None, shown_lines_match(shown, real)
+    assert real[-1] == shown[-1]  # the summary line in full
+
+
+def test_shown_lines_match_fails_on_a_stale_line():
+    real = ["a", "b 1 [x]", "c", "d"]
+    assert shown_lines_match(["a", "b 1 [...]", "...", "d"], real) is None
+    assert shown_lines_match(["a", "c"], real) == "c"  # a left-out line needs `...`
+    assert shown_lines_match(["a", "...", "d 2"], real) == "d 2"
+    assert shown_lines_match(["b 2 [...]"], real) == "b 2 [...]"

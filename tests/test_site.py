@@ -337,6 +337,24 @@ def test_export_site_cli(cli, tmp_path):
     assert code == 2 and "drop" in err
 
 
+def test_export_site_refuses_a_symlinked_folder(cli, tmp_path):
+    # -o onto a link to a folder would write the pages into the folder it points to: refused (one line, exit 2,
+    # nothing written) unless --force, as a symlinked -o file is; a dangling link is refused even with --force
+    from kg.cli.export import refuse_linked_folder
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target, target_is_directory=True)
+    for what in (["site"], ["--all"]):
+        code, out, err = cli("export", *what, "-o", str(tmp_path / "link"))
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"-o {tmp_path / 'link'}: is a symbolic link to {target}; refusing to write through it" in err
+        assert list(target.iterdir()) == []
+    refuse_linked_folder(tmp_path / "link", force=True)  # --force writes into the target
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    code, _, err = cli("export", "site", "-o", str(tmp_path / "dangling"), "--force")
+    assert code == 2 and "which does not exist" in err and not (tmp_path / "gone").exists()
+
+
 def test_check_format_html(cli, tmp_path):
     out = tmp_path / "report.html"
     code, _, err = cli("check", str(REPO / "examples" / "qwen3-235b-tp8.yaml"), "--format", "html", "-o", str(out))

@@ -66,6 +66,18 @@ def _filters(args: argparse.Namespace):
     return Filters.from_lists(args.stage, args.layer, args.dimension, args.tag, args.status)
 
 
+def refuse_linked_folder(out: Path, force: bool) -> None:
+    """OptkgError when the output folder ``out`` is a symbolic link (to a folder): writing would land in the
+    folder it points to, not the one asked for; ``--force`` writes there (as for a file, naming the target)."""
+    import os
+    if out.is_symlink() and not out.exists():
+        raise OptkgError(f"-o {out}: is a symbolic link to {os.path.realpath(out)}, which does not exist; "
+                         "refusing to write through it")
+    if out.is_symlink() and not force:
+        raise OptkgError(f"-o {out}: is a symbolic link to {os.path.realpath(out)}; refusing to write through it "
+                         "(remove the link, give the target folder, or pass --force)")
+
+
 def _run_all(args: argparse.Namespace, catalog) -> int:
     from kg.output.diagrams.exportall import export_all
     if args.format or args.focus or args.depth is not None or args.gaps or args.combined or args.no_combined:
@@ -73,6 +85,8 @@ def _run_all(args: argparse.Namespace, catalog) -> int:
     if not _filters(args).is_empty():
         raise OptkgError("--all draws the whole catalog; drop the --stage/--layer/--dimension/--tag/--status filters")
     out = args.output or Path("exports")
+    if not args.check:
+        refuse_linked_folder(out, args.force)
     if not args.check and not out.exists() and out.parent.is_dir():
         out.mkdir()  # the folder asked for, and nothing above it
     problems = export_all(catalog, out, args.rules, check=args.check, force=args.force,
@@ -94,6 +108,8 @@ def _run_site(args: argparse.Namespace) -> int:
         raise OptkgError("`optkg export site` writes the whole explorer (its filters are on the pages); "
                          "drop --format/--focus/--depth/--gaps/--combined/--engine and the filters")
     out = args.output or Path("site")
+    if not args.check:
+        refuse_linked_folder(out, args.force)
     if out.exists() and not out.is_dir():
         raise OptkgError(f"-o {out}: not a folder (the site is a folder of pages)")
     if not out.exists() and not args.check and not out.parent.is_dir():
