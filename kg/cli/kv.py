@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kv_cache_dtype is not None and not str(args.kv_cache_dtype).strip():
         raise OptkgError("--kv-cache-dtype: empty value (give one such as auto or fp8, or drop the flag)")
     if args.max_model_len is not None:  # the check every stack input runs (check refuses the same values)
-        from kg.inputs.stack import checked_setting
+        from kg.inputs.settingcheck import checked_setting
         args.max_model_len = checked_setting("max_model_len", args.max_model_len, "--max-model-len")
     if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
         raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
