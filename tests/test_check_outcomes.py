@@ -97,3 +97,24 @@ def test_unknown_gpu_in_a_stack_file(cli, tmp_path):
     d = json.loads(out)
     assert any("s.yaml:2: unknown GPU 'Z9000'" in n for n in d["notes"])
     assert "weights-do-not-fit" in {u["rule_id"] for u in d["not_evaluable"]}
+
+
+def test_rules_about_an_absent_draft_or_an_unquantised_checkpoint_hold_instead_of_missing_facts():
+    # `vllm serve Qwen/Qwen3-235B-A22B -tp 8 --nnodes 1` on 8 H100s: no speculative decoding (draft_kind 'none'),
+    # a BF16 checkpoint (checkpoint_quant_family 'none'), one node: these rules are decided, not "missing a fact"
+    from conftest import run_cli
+
+    def check_json(argv):
+        code, out, err = run_cli("check", *argv, "--format", "json")
+        assert code in (0, 1), err
+        return json.loads(out)
+    d = check_json(["--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --nnodes 1", "--gpu", "H100-SXM", "--count", "8"])
+    missing = {x["rule_id"] for x in d["not_evaluable"]}
+    for rid in ("draft-context-shorter-than-max-model-len", "quantization-method-mismatch", "tp-spans-nodes",
+                "ep-spans-nodes"):
+        assert rid not in missing, rid
+        assert rid not in {f["rule_id"] for f in d["findings"]}, rid
+    assert d["derived"]["draft_kind"] == "none"
+    # without --nnodes the nodes stay unknown: vLLM before 0.11.1 (and Ray clusters) span nodes without the flag
+    d = check_json(["--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H100-SXM", "--count", "8"])
+    assert "tp-spans-nodes" in {x["rule_id"] for x in d["not_evaluable"]}

@@ -206,6 +206,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             if draft.max_position_embeddings:
                 derived["draft_max_position_embeddings"] = draft.max_position_embeddings
             stack.notes.extend(n for n in draft.notes if n not in stack.notes)
+        elif not any(str(n).startswith("draft not sized") for n in stack.notes):
+            derived["draft_kind"] = "none"  # no draft model (no speculative decoding, or ngram / suffix)
         hw = stack.hardware
         block = int(ns.get("block_size") or 16)
         util, util_source = engine_utilization(stack, ns)
@@ -322,6 +324,11 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         world = tp * pp * (1 if (stack.engine == "sglang" and "dp-attention" in stack.techniques) else dp)
         per_node = max(1, (stack.gpu_count or world) // nnodes)
     if per_node is None:
+        if nnodes == 1 and "nnodes" in ns:
+            # one node (the engines' default --nnodes 1): no TP or EP group can leave it. What a node holds is
+            # not known, so gpus_per_node stays unset (a TP larger than the node's GPUs fails at start-up).
+            out["nnodes"] = 1
+            out["tp_spans_nodes"] = out["ep_spans_nodes"] = False
         return out
     out["nnodes"] = nnodes
     out["gpus_per_node"] = int(per_node)
@@ -534,6 +541,8 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out["quant_family"] = weight_quant.replace("_marlin", "")
     if ckpt:
         out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
+    elif m is not None:
+        out["checkpoint_quant_family"] = "none"  # the config names no quantisation method (an unquantised checkpoint)
     block = _parse_block(ns.get("weight_block_size")) if ns.get("weight_block_size") is not None else None
     if block:
         out["weight_block_n"], out["weight_block_k"] = block
