@@ -384,6 +384,8 @@ def _linear_attention(c: dict[str, Any], model_type: str) -> dict[str, Any]:
     keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
     if all(isinstance(c.get(k), int) for k in keys):
         out = {"kind": "gdn", **{k: c[k] for k in keys}, "conv_kernel": int(c.get("linear_conv_kernel_dim") or 4)}
+        if isinstance(c.get("mamba_ssm_dtype"), str):  # SGLang reads it for every model (configs/mamba_utils.py:71-90)
+            out["config_mamba_ssm_dtype"] = c["mamba_ssm_dtype"]
         if isinstance(c.get("mamba_ssm_dtype"), str) and model_type.startswith("qwen3_5"):
             # Qwen3.5: vLLM takes the SSM-state dtype from the config's mamba_ssm_dtype when
             # --mamba-ssm-cache-dtype is auto (vllm 0.33.0 model_executor/models/config.py:953-976)
@@ -391,9 +393,12 @@ def _linear_attention(c: dict[str, Any], model_type: str) -> dict[str, Any]:
         return out
     m2 = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size")
     if all(isinstance(c.get(k), int) for k in m2):
-        return {"kind": "mamba2", **{k: c[k] for k in m2}, "n_groups": int(c.get("n_groups") or 1),
-                "conv_kernel": int(c.get("conv_kernel") or 4),
-                "ssm_cache_dtype": str(c.get("mamba_ssm_cache_dtype") or "float32")}
+        out = {"kind": "mamba2", **{k: c[k] for k in m2}, "n_groups": int(c.get("n_groups") or 1),
+               "conv_kernel": int(c.get("conv_kernel") or 4),
+               "ssm_cache_dtype": str(c.get("mamba_ssm_cache_dtype") or "float32")}
+        if isinstance(c.get("mamba_ssm_dtype"), str):
+            out["config_mamba_ssm_dtype"] = c["mamba_ssm_dtype"]
+        return out
     return {}
 
 

@@ -18,7 +18,8 @@ SETTING_MINIMUM: dict[str, float] = {
     "num_speculative_tokens": 1, "draft_tp_size": 1, "cp_kv_cache_interleave_size": 1, "flash_attn_version": 1,
     "max_num_partial_prefills": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 1,
     "gpu_memory_utilization": 0.01,
-    "max_lora_rank": 1, "lora_adapter_rank": 1, "num_scheduler_steps": 1,
+    "max_lora_rank": 1, "lora_adapter_rank": 1, "num_scheduler_steps": 1, "max_mamba_cache_size": 1,
+    "mamba_full_memory_ratio": 0.001,
 }
 SETTING_MAXIMUM: dict[str, float] = {"gpu_memory_utilization": 1}
 

@@ -64,6 +64,12 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("KV budget per GPU (bytes)", "kv_budget_bytes_per_gpu"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
                 ("SGLang SWA-pool tokens per GPU", "kv_sglang_swa_pool_tokens"),
+                ("SGLang Mamba state per request (bytes)", "kv_sglang_mamba_state_bytes_per_request"),
+                ("SGLang Mamba pool per GPU (bytes)", "kv_sglang_mamba_pool_bytes"),
+                ("SGLang Mamba state slots per GPU", "kv_sglang_max_mamba_cache_size"),
+                ("SGLang Mamba slots per running request", "kv_sglang_mamba_slots_per_request"),
+                ("max running requests (Mamba-capped)" if dv.get("max_running_requests_capped_by_mamba")
+                 else "max running requests", "max_running_requests"),
                 ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
         for label, key in rows:
