@@ -55,35 +55,26 @@ def test_finding_points_at_flag_line(cli, tmp_path):
     assert f"file={f},line={line}" in out
 
 
-PD = """\
+def _deployment(name: str, tp: int, extra: str = "") -> str:
+    """One vLLM Deployment of the prefill/decode pair below (NixlConnector KV transfer, H100 node label)."""
+    return f"""\
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: qwen-prefill}
+metadata: {{name: {name}}}
 spec:
   template:
     spec:
-      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
       containers:
         - name: vllm
           image: vllm/vllm-openai:v0.11.0
-          args: ["Qwen/Qwen3-235B-A22B", "--tensor-parallel-size", "8",
-                 "--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}']
-          resources: {limits: {nvidia.com/gpu: 8}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: qwen-decode}
-spec:
-  template:
-    spec:
-      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
-      containers:
-        - name: vllm
-          image: vllm/vllm-openai:v0.11.0
-          args: ["Qwen/Qwen3-235B-A22B", "--tensor-parallel-size", "4", "--decode-context-parallel-size", "1",
-                 "--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}']
-          resources: {limits: {nvidia.com/gpu: 4}}
+          args: ["Qwen/Qwen3-235B-A22B", "--tensor-parallel-size", "{tp}",{extra}
+                 "--kv-transfer-config", '{{"kv_connector":"NixlConnector","kv_role":"kv_both"}}']
+          resources: {{limits: {{nvidia.com/gpu: {tp}}}}}
 """
+
+
+PD = _deployment("qwen-prefill", 8) + "---\n" + _deployment("qwen-decode", 4, ' "--decode-context-parallel-size", "1",')
 
 
 def test_prefill_decode_pair_gives_two_reports(cli, tmp_path):

@@ -52,13 +52,21 @@ def _quiet(report, rule_id):
     assert rule_id not in [f.rule_id for f in report.findings]
 
 
+def _command_stack(catalog, cmd, engine, version, gpu=None):
+    """The stack of the launch command ``cmd`` for ``engine`` at release ``version`` (on catalog GPU ``gpu``)."""
+    s = parse_command(cmd, catalog, engine)
+    s.engine_version = version
+    if gpu:
+        s.hardware = catalog.hardware[gpu]
+    return s
+
+
 def _structured_fires_until(catalog, rules, cmd, engine, rule_id, version, fixed):
     """``cmd`` serving structured outputs: ``rule_id`` fires at ``version`` and not at ``fixed`` (the
     release with the fix, or the one where the engine path is gone). Returns (finding, stack at ``version``)."""
     from kg.inputs.stack import add_technique
-    s = parse_command(cmd, catalog, engine)
+    s = _command_stack(catalog, cmd, engine, version)
     add_technique(s, catalog, "structured-output-decoding", None, "<test>")
-    s.engine_version = version
     f = _finding(check_stack(s, catalog, rules), rule_id)
     s.engine_version = fixed
     _quiet(check_stack(s, catalog, rules), rule_id)
@@ -153,8 +161,7 @@ def test_failure_block_only_on_runtime_failure_rules(tmp_path):
 
 def test_vllm_2847_rank_64_adapter_default_max_rank(catalog, rules):
     # issue 2847: "LoRA rank 64 is greater than max_lora_rank 16"; the workaround --max-lora-rank 64 works
-    s = parse_command("vllm serve meta-llama/Llama-3.1-8B --enable-lora", catalog, "vllm")
-    s.engine_version = "0.5.0"
+    s = _command_stack(catalog, "vllm serve meta-llama/Llama-3.1-8B --enable-lora", "vllm", "0.5.0")
     s.settings["lora_adapter_rank"] = 64
     f = _finding(check_stack(s, catalog, rules), "vllm-lora-adapter-rank-above-max")
     assert f.kind == "runtime-failure" and f.severity == "error"
@@ -168,8 +175,7 @@ def test_vllm_27969_eagle3_tp8_json_object(catalog, rules):
     cmd = ("vllm serve meta-llama/Llama-3.1-8B -tp 8 --speculative-config "
            "'{\"method\": \"eagle3\", \"model\": \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", \"num_speculative_tokens\": 4, "
            "\"max_model_len\": 2048}'")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version = "0.11.0"
+    s = _command_stack(catalog, cmd, "vllm", "0.11.0")
     from kg.inputs.stack import add_technique
     add_technique(s, catalog, "structured-output-decoding", None, "<test>")  # the requests carry json_object
     f = _finding(check_stack(s, catalog, rules), "vllm-v1-spec-decode-structured-output-crash")
@@ -226,8 +232,7 @@ def test_sglang_10846_eagle3_radix_cache_numbers(catalog, rules):
     cmd = ("python3 -m sglang.launch_server --model meta-llama/Llama-3.1-8B --speculative-algorithm EAGLE3 "
            "--speculative-draft-model-path lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B --speculative-num-steps 2 "
            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --dtype float16")
-    s = parse_command(cmd, catalog, "sglang")
-    s.engine_version = "0.5.2"
+    s = _command_stack(catalog, cmd, "sglang", "0.5.2")
     f = _finding(check_stack(s, catalog, rules), "sglang-eagle-radix-cache-acceptance")
     rn = f.failure["reported_numbers"]
     assert (rn["acceptance_without_radix"], rn["acceptance_with_radix"]) == (2.39, 2.26)
@@ -302,20 +307,17 @@ def test_bad_support_files_name_file_and_field(tmp_path, doc, expect):
 # --------------------------------------------------------------------------- batch 2: reporters' stacks
 
 def test_vllm_38652_mla_fp8_kv_judge_scores(catalog, rules):
-    s = parse_command("vllm serve deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8 --max-model-len 8192 -tp 8", catalog, "vllm")
-    s.engine_version = "0.18.1"
+    s = _command_stack(catalog, "vllm serve deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8 --max-model-len 8192 -tp 8", "vllm", "0.18.1")
     f = _finding(check_stack(s, catalog, rules), "vllm-mla-fp8-kv-garbled")
     rn = f.failure["reported_numbers"]
     assert round(rn["judge_score_bf16_kv"] - rn["judge_score_fp8_kv"], 2) == 3.54   # 4.61 -> 1.07 on MLA
     assert round(rn["gqa_control_bf16"] - rn["gqa_control_fp8"], 2) == 0.03        # 4.74 -> 4.71 on GQA
-    q = parse_command("vllm serve Qwen/Qwen3-235B-A22B --kv-cache-dtype fp8 -tp 8", catalog, "vllm")
-    q.engine_version = "0.18.1"
+    q = _command_stack(catalog, "vllm serve Qwen/Qwen3-235B-A22B --kv-cache-dtype fp8 -tp 8", "vllm", "0.18.1")
     _quiet(check_stack(q, catalog, rules), "vllm-mla-fp8-kv-garbled")
 
 
 def test_vllm_11252_gemma2_xformers_soft_cap_50(catalog, rules):
-    s = parse_command("VLLM_ATTENTION_BACKEND=XFORMERS vllm serve google/gemma-2-9b-it", catalog, "vllm")
-    s.engine_version = "0.6.5"
+    s = _command_stack(catalog, "VLLM_ATTENTION_BACKEND=XFORMERS vllm serve google/gemma-2-9b-it", "vllm", "0.6.5")
     f = _finding(check_stack(s, catalog, rules), "vllm-xformers-ignores-softcap")
     assert f.numbers == {"attn_logit_softcapping": 50.0} and f.failure["outcome"] == "wrong-output"
     s.engine_version = "0.6.4.post1"   # refused at startup there (support data: softcap_refusing_backends)
@@ -334,8 +336,7 @@ def test_vllm_25502_gemma2_h100_fa3(catalog, rules):
 def test_vllm_22103_cascade_a100_10_of_18(catalog, rules):
     cmd = ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --max-model-len 32768 --max-num-seqs 16 "
            "--enforce-eager")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version, s.hardware = "0.10.2", catalog.hardware["A100-80GB"]
+    s = _command_stack(catalog, cmd, "vllm", "0.10.2", gpu="A100-80GB")
     f = _finding(check_stack(s, catalog, rules), "vllm-cascade-attention-ampere-accuracy")
     rn = f.failure["reported_numbers"]
     assert round(rn["correct_a100"] / rn["questions"], 4) == 0.5556 and rn["correct_a100_no_cascade"] == 18
@@ -345,8 +346,7 @@ def test_vllm_22103_cascade_a100_10_of_18(catalog, rules):
 
 
 def test_vllm_26130_flashinfer_cascade_hang_b200(catalog, rules):
-    s = parse_command("vllm serve Qwen/Qwen3-32B", catalog, "vllm")
-    s.engine_version, s.hardware = "0.10.2", catalog.hardware["B200"]
+    s = _command_stack(catalog, "vllm serve Qwen/Qwen3-32B", "vllm", "0.10.2", gpu="B200")
     f = _finding(check_stack(s, catalog, rules), "vllm-flashinfer-cascade-prefix-hang")
     assert f.failure["reported_numbers"]["prefix_cache_hit_rate_pct"] == 89.9 and f.failure["outcome"] == "hang"
     s.engine_version = "0.11.0"
@@ -356,8 +356,7 @@ def test_vllm_26130_flashinfer_cascade_hang_b200(catalog, rules):
 def test_vllm_54992_flashinfer_spec_ampere_tp2_k7(catalog, rules):
     cmd = ("vllm serve meta-llama/Llama-3.1-8B -tp 2 --attention-backend FLASHINFER --speculative-config "
            "'{\"method\": \"eagle3\", \"model\": \"x\", \"num_speculative_tokens\": 7}'")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version, s.hardware = "0.27.0", catalog.hardware["A100-80GB"]
+    s = _command_stack(catalog, cmd, "vllm", "0.27.0", gpu="A100-80GB")
     f = _finding(check_stack(s, catalog, rules), "vllm-flashinfer-spec-decode-eager-fallback")
     assert f.numbers == {"num_speculative_tokens": 7} and f.failure["reported_numbers"]["slowdown_pct"] == 16
 
@@ -436,8 +435,7 @@ def test_vllm_8985_multistep_json_mode_8_steps(catalog, rules):
 def test_sglang_23006_pp2_one_running_request(catalog, rules):
     cmd = ("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --moe-runner-backend triton --disable-cuda-graph "
            "--chunked-prefill-size 64 --max-running-requests 1 --pp-size 2")
-    s = parse_command(cmd, catalog, "sglang")
-    s.engine_version = "0.5.10"
+    s = _command_stack(catalog, cmd, "sglang", "0.5.10")
     f = _finding(check_stack(s, catalog, rules), "sglang-pp-chunked-prefill-hang")
     rn = f.failure["reported_numbers"]
     assert f.numbers == {"pp_size": 2}
@@ -483,8 +481,7 @@ def test_sglang_spec_v2_default_per_release():
 def test_vllm_29373_ray_tp8_pp2_timeout_300s(catalog, rules):
     cmd = ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 --dtype bfloat16 "
            "--gpu-memory-utilization 0.9 --trust-remote-code")
-    s = parse_command(cmd, catalog, "vllm")
-    s.engine_version = "0.11.0"
+    s = _command_stack(catalog, cmd, "vllm", "0.11.0")
     s.settings["distributed_executor_backend"] = "ray"   # --distributed-executor-backend ray
     f = _finding(check_stack(s, catalog, rules), "vllm-ray-pp-compiled-graph-timeout")
     assert f.numbers == {"pp_size": 2, "tp_size": 8} and f.failure["reported_numbers"]["channel_timeout_s"] == 300
@@ -500,8 +497,7 @@ def test_vllm_10432_multistep_max_tokens_zero(catalog, rules):
 
 
 def test_vllm_8230_prefix_caching_055(catalog, rules):
-    s = parse_command("vllm serve meta-llama/Llama-3.1-8B --enable-prefix-caching", catalog, "vllm")
-    s.engine_version = "0.5.5"
+    s = _command_stack(catalog, "vllm serve meta-llama/Llama-3.1-8B --enable-prefix-caching", "vllm", "0.5.5")
     f = _finding(check_stack(s, catalog, rules), "vllm-055-prefix-caching-illegal-memory-access")
     assert f.failure["affected"] == "==0.5.5" and f.failure["outcome"] == "crash"
 

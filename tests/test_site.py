@@ -412,3 +412,80 @@ def test_check_format_html_one_section_per_container(cli, tmp_path):
     assert html.count('<section class="report"') == 2 and html.count("<svg") == 2
     assert 'href="https://example.org/optkg/technique-tensor-parallelism.html"' in html
     assert "optkg export site -o https" not in html  # the hint names a folder only for a relative --site-url
+
+
+# ---------------------------------------------------------------------------------------------
+# check --format html of a training job (issue 16: it was refused with exit 2)
+
+JOB_70B = ("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py --tensor-model-parallel-size 8 "
+           "--pipeline-model-parallel-size 4 --sequence-parallel --use-distributed-optimizer --bf16 "
+           "--micro-batch-size 1 --global-batch-size 1024 --seq-length 8192 --recompute-granularity selective")
+
+
+def _cells(html: str, cls: str) -> list[list[str]]:
+    """Rows of the table of class ``cls`` as text cells."""
+    t = re.search(rf'<table class="{cls}">(.*?)</table>', html, flags=re.S).group(1)
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", row, flags=re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", t.split("</thead>")[-1], flags=re.S)]
+
+
+def test_check_format_html_training_job(cli, tmp_path):
+    out = tmp_path / "train.html"
+    code, _, err = cli("check", "--train", JOB_70B, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100",
+                       "--format", "html", "-o", str(out))
+    assert code == 0, err
+    html = out.read_text()
+    p = _parse(html.encode())
+    assert p.scripts == [] and html.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in html
+    mem = {r[0]: r[1:] for r in _cells(html, "memory")}
+    # the same numbers as the text report (tests/test_training_check_cli.py)
+    assert mem["model states"][0] == "15.33 GB" and mem["activations"][0] == "26.27 GB"
+    assert mem["total"] == ["41.60 GB", "of 85.52 GB (49%)"]
+    assert dict((r[0], r[1]) for r in _cells(html, "layout"))["data parallel (DP)"] == "16"
+    assert {"Megatron-LM theoretical memory", "llm-analysis 0.2.2"} <= {r[0] for r in _cells(html, "anchors")}
+    for tid in ("tensor-parallelism", "pipeline-parallelism", "sequence-parallelism"):
+        assert f'href="site/technique-{tid}.html"' in html
+    text = " ".join(p.text)
+    assert "512 x H100-SXM" in text
+    assert not re.search(r"KV|kv-cache|concurrency|max_model_len|inference|serving", text)
+    assert "<svg" not in html  # no stack diagram for a training job
+
+
+def test_check_format_html_training_findings_link_their_techniques(cli, tmp_path):
+    cfg = tmp_path / "ds_config.json"
+    cfg.write_text(json.dumps({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4,
+                               "gradient_accumulation_steps": 16, "zero_optimization": {"stage": 2},
+                               "pipeline": {"stages": 4}}))
+    out = tmp_path / "r.html"
+    code, _, err = cli("check", str(cfg), "--model", "meta-llama/Llama-3.1-8B", "--count", "16", "--gpu", "H100",
+                       "--format", "html", "--site-url", "../exports/site", "-o", str(out))
+    assert code == 1, err
+    html = out.read_text()
+    art = re.search(r'<article class="finding error" data-rule="deepspeed-zero-with-pipeline-engine">(.*?)</article>',
+                    html, flags=re.S).group(1)
+    assert 'href="../exports/site/technique-zero-2.html"' in art
+    assert 'href="../exports/site/technique-pipeline-parallelism.html"' in art and "zero-3-fsdp" not in art
+    assert "Could not be evaluated (2)" in html and "<code>training-memory-exceeds-gpu</code>" in html
+    assert "Memory per GPU not computed" in html
+
+
+def test_training_html_escapes_hostile_text():
+    from kg.output.site.report_training import render_training_html
+    d = {"kind": "training", "stack": {"name": EVIL, "framework": "deepspeed", "framework_version": EVIL, "model": EVIL,
+                                       "gpu": EVIL, "source": EVIL, "settings": {"world_size": 8, "zero_stage": 2},
+                                       "techniques": ["zero-2"]},
+         "derived": {"parallel": {"tp_size": 1, "pp_size": 1, "cp_size": 1, "ep_size": 1, "dp_size": 8, "world_size": 8},
+                     "batch": {"micro_batch_size": 1, "global_batch_size": 8, "dp_size": 8}},
+         "findings": [{"rule_id": "r1", "severity": "error", "title": EVIL, "message": EVIL, "mechanism": EVIL,
+                       "fix": EVIL, "fixes": [], "techniques": ["zero-2"], "numbers": {"x": EVIL},
+                       "sources": [{"title": EVIL, "url": "javascript:alert(1)"}], "rule_file": "rules/x.yaml",
+                       "rule_line": 3}],
+         "not_evaluable": [{"rule_id": "r2", "missing": [EVIL], "needs": [EVIL], "reason": EVIL}],
+         "notes": [EVIL], "in_effect": [{"message": EVIL, "coupling": EVIL}], "ignored_flags": [EVIL],
+         "outcomes": {"fired": 1, "held": 0, "not_evaluable": 1, "not_applicable": 0}}
+    html = render_training_html(d, "site/")
+    p = _parse(html.encode())
+    assert p.scripts == [] and "img" not in p.tags
+    assert "javascript:" not in " ".join(p.hrefs)
+    assert EVIL in "".join(p.text) and f"8 x {EVIL}" in "".join(p.text)
+    assert 'href="site/technique-zero-2.html"' in html

@@ -46,6 +46,10 @@ def site_dir(catalog, tmp_path_factory, cli_module) -> Path:
     code, _, err = cli_module("check", str(REPO / "examples" / "qwen3-235b-tp8.yaml"), "--format", "html",
                               "-o", str(root / "report.html"))
     assert code == 0, err
+    code, _, err = cli_module("check", str(REPO / "tests" / "fixtures" / "training_cases" / "ds_zero2.json"),
+                              "--model", "meta-llama/Llama-3.1-8B", "--count", "8", "--gpu", "H100",
+                              "--format", "html", "-o", str(root / "training.html"))
+    assert code in (0, 1), err
     return root
 
 
@@ -241,6 +245,15 @@ def test_check_report_links_its_finding_to_the_technique(page, site_dir, shots):
     assert page.text_content("h1").startswith("Tensor parallelism")
 
 
+def test_training_report_shows_its_layout_and_links_its_techniques(page, site_dir, shots):
+    page.goto(_url(site_dir, "training.html"))
+    assert page.locator("table.layout").is_visible() and page.locator("section.report.training").count() == 1
+    assert page.locator("table.kv").count() == 0  # a training report has no KV-cache table
+    page.screenshot(path=str(shots / "training.png"))
+    page.locator('table.stack a.tech:text("zero-2")').first.click()
+    assert page.url.endswith("/site/technique-zero-2.html")
+
+
 def test_matrix_release_choice(page, site_dir):
     page.goto(_url(site_dir, "site/matrix-vllm.html"))
     rows = page.locator("table.matrix tbody tr")
@@ -299,7 +312,7 @@ CONTRAST_JS = """() => {
 
 
 @pytest.mark.parametrize("name", ["site/index.html", "site/technique-tensor-parallelism.html", "site/matrix-vllm.html",
-                                  "site/graph.html#focus=t:tensor-parallelism", "report.html"])
+                                  "site/graph.html#focus=t:tensor-parallelism", "report.html", "training.html"])
 def test_text_contrast_is_at_least_4_5(page, site_dir, name):
     """WCAG 2.1 AA: every visible text element against its background, computed in the browser."""
     page.goto(_url(site_dir, name))

@@ -47,14 +47,18 @@ def _annotated_arg(ann: ast.AST) -> ast.AST | None:
     return None
 
 
+def _nodes(path: Path) -> list[ast.AST]:
+    """Every node of one source file's syntax tree (``ast.walk`` order); none for a file that does not parse."""
+    try:
+        return list(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    except (SyntaxError, UnicodeDecodeError):
+        return []
+
+
 def options_in(path: Path, rel: str, classes: tuple[str, ...]) -> dict[str, int]:
     """Option string -> first line in one source file."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError):
-        return {}
     out: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
             for a in node.args:
                 s = _str(a)
@@ -91,12 +95,8 @@ def options_in(path: Path, rel: str, classes: tuple[str, ...]) -> dict[str, int]
 def env_in(path: Path, prefixes: tuple[str, ...]) -> dict[str, int]:
     """Environment variable name -> line: string keys of dict literals (vLLM ``environment_variables``) and class
     attributes (SGLang ``class Envs``) named with the engine's prefix."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError):
-        return {}
     out: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Dict):
             for k in node.keys:
                 s = _str(k) if k is not None else None

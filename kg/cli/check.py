@@ -55,9 +55,6 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_clean_catalog(args)
     from kg.cli.check_training import run_training, wants_training
     if wants_training(args):
-        if args.format == "html":
-            raise OptkgError("--format html renders serving checks; a training job has text, json, sarif, "
-                             "markdown and github")
         return run_training(args, catalog)
     rules = kg.load_rules("check", args.rules)
     stacks = stacks_from_args(args, catalog, unknown_gpu_ok=True)

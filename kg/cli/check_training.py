@@ -116,8 +116,15 @@ def run_training(args: argparse.Namespace, catalog) -> int:
         if not args.explain:
             d.pop("not_fired", None)
         text = to_json(d)
+    elif args.format == "html":
+        from kg.output.site.assets import stylesheet
+        from kg.output.site.report_training import render_training_html
+        text = render_training_html(d, args.site_url, css=stylesheet())
     else:
         from kg.output.formats import render
         text = render(args.format, "check", d)
     write_output(text, args.output, force=args.force)
+    if args.format == "html" and args.output is not None and str(args.output) != "-":
+        import sys
+        sys.stderr.write(f"wrote {args.output} (technique links point into {args.site_url})\n")
     return fail_code(d["findings"], args.fail_on)

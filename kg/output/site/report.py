@@ -43,8 +43,10 @@ def check_site_url(url: str) -> str:
     return u if u.endswith("/") else u + "/"
 
 
-def _tech(tid: str, site: str) -> str:
+def tech_link(tid: str, site: str) -> str:
+    """A technique id as a link to its explorer page under ``site`` (the checked --site-url)."""
     return f'<a class="tech" href="{esc(site)}technique-{esc(tid)}.html">{esc(tid)}</a>'
+
 
 
 def _kv(dv: dict[str, Any]) -> str:
@@ -68,7 +70,9 @@ def _kv(dv: dict[str, Any]) -> str:
     return table(["Quantity", "Value"], rows, "kv") if rows else "<p>No KV-cache derivation for this stack.</p>"
 
 
-def _finding(f: dict[str, Any], site: str) -> str:
+def finding_html(f: dict[str, Any], site: str) -> str:
+    """One finding (a ``findings[]`` item of a check or training report) as an ``<article>``, its techniques
+    and catalog fixes linked to their pages."""
     sev = f.get("severity") or ""
     parts = [f'<h3><span class="sev-{esc(sev)}">{esc(_SEV.get(sev, sev.upper()))}</span> '
              f'<code>{esc(f.get("rule_id"))}</code>: {esc(f.get("title"))}</h3>', f"<p>{esc(f.get('message'))}</p>"]
@@ -87,13 +91,13 @@ def _finding(f: dict[str, Any], site: str) -> str:
             c = coords.get(tid)
             where = (f" [{'/'.join(c.get('stages', []))} × {'-'.join(c.get('layers', []))} × {c.get('dimension', '?')}]"
                      if c else "")
-            items.append(_tech(tid, site) + esc(where))
+            items.append(tech_link(tid, site) + esc(where))
         dl.append(("techniques", ", ".join(items)))
     if f.get("mechanism"):
         dl.append(("why", esc(f["mechanism"])))
     if f.get("fix") or f.get("fixes"):
         fx = esc(f.get("fix") or "")
-        links = ", ".join(_tech(x["technique"], site) for x in f.get("fixes") or [] if x.get("technique"))
+        links = ", ".join(tech_link(x["technique"], site) for x in f.get("fixes") or [] if x.get("technique"))
         dl.append(("fix", fx + (f" (catalog: {links})" if links else "")))
     if f.get("coupling") and not f.get("rule_line"):
         dl.append(("coupling", esc(f"{f['coupling']} ({_short_path(f.get('rule_file'))})")))
@@ -121,7 +125,7 @@ def _inline_svg(svg: str) -> str:
 def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
     s = d["stack"]
     assumed = " (assumed: the latest release optkg knows)" if s.get("engine_version_assumed") else ""
-    techs = ", ".join(_tech(k, site) + (esc(" (" + ", ".join(f"{a}={b}" for a, b in v.items()) + ")") if v else "")
+    techs = ", ".join(tech_link(k, site) + (esc(" (" + ", ".join(f"{a}={b}" for a, b in v.items()) + ")") if v else "")
                       for k, v in (s.get("techniques") or {}).items())
     head = '<table class="stack"><tbody>' + "".join(f'<tr><th scope="row">{k}</th><td>{v}</td></tr>' for k, v in (
         ("model", esc(f"{s.get('model')} ({s.get('attention')})")),
@@ -142,7 +146,7 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
                    "below): this is not a clean bill of health.</p>")
     else:
         verdict = ""
-    finds = "".join(_finding(f, site) for f in fs)
+    finds = "".join(finding_html(f, site) for f in fs)
     ne = table(["Rule", "Missing facts", "Reason"], [
         [f"<code>{esc(u['rule_id'])}</code>", esc(", ".join(u.get("needs") or u.get("missing") or ["?"])),
          esc(u.get("reason") or "")] for u in unknown], "ne") if unknown else "<p>None: every rule that applies was evaluated.</p>"
@@ -169,6 +173,12 @@ def render_check_html(reports: list[dict[str, Any]], svgs: list[str | None], sit
     site = check_site_url(site_url)
     title = reports[0]["stack"].get("name") if len(reports) == 1 else f"{len(reports)} serving containers"
     body = "".join(_stack(d, svgs[i] if i < len(svgs) else None, site, i) for i, d in enumerate(reports))
+    return report_page(title, body, site, css)
+
+
+def report_page(title: str, body: str, site: str, css: str = "") -> str:
+    """The check report's page frame around ``body`` (HTML): inline ``css``, no script, a Content-Security-Policy
+    that loads nothing, and the note on where technique links point (``site``, already checked)."""
     return ("<!DOCTYPE html>\n"
             '<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
