@@ -103,3 +103,22 @@ def test_reconcile_v0_and_sglang_explanations_match_their_numbers():
     # 8.23 x 2^30 / (94 layers x 1 head x 128 x 2 B) = 367,224.9 -> 367,224 - page 1
     assert r["#tokens"]["reproduced"] == 367_223
     assert "floor(8.23 GiB / (94 x 1 x 128 x 2 B)) - 1 = 367,223" in r["#tokens"]["explanation"]
+
+
+def test_longest_request_leaves_out_the_null_block():
+    # tester finding 5 ("3,012 blocks where 3,011 fit"): vLLM >= 0.29.0 checks one request and estimates the longest
+    # against the budget less the null block BlockPool holds back (vllm 0.33.0 v1/core/kv_cache_planning.py:170-176,
+    # 1533-1541); the allocation and "GPU KV cache size" still use every block
+    from kg.derive.kv import kv_capacity, kv_layout
+    from kg.derive.kv_specs import null_block_bytes
+    from kg.inputs.modelcfg import resolve_model
+    lay = kv_layout(resolve_model("meta-llama/Llama-3.1-8B"))  # 131,072 B/token, 2 MiB per 16-token block
+    assert kv_capacity(lay, 2**30).max_model_len_that_fits == 8192
+    assert kv_capacity(lay, 2**30, null_block_bytes=2 * 2**20).max_model_len_that_fits == 8176  # 511 blocks
+    assert null_block_bytes("vllm", None, 2 * 2**20) == null_block_bytes("vllm", "0.29.0", 2 * 2**20) == 2 * 2**20
+    assert null_block_bytes("vllm", "0.28.0", 2 * 2**20) == 0 == null_block_bytes("sglang", None, 2 * 2**20)
+    # optkg kv, Qwen3-32B TP 8 (32,768 B/token): 30 GiB = 61,440 blocks, 61,439 usable -> 983,024 tokens
+    code, out, err = run_cli("kv", "--config", str(REPO / "catalog/models/Qwen__Qwen3-32B.json"), "--tp", "8",
+                             "--kv-budget-gib", "30", "--max-model-len", "40960", "--format", "json")
+    cap = json.loads(out)["capacity"]
+    assert (cap["num_blocks"], cap["max_model_len_that_fits"]) == (61_440, 983_024)

@@ -259,7 +259,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["kv_max_in_flight_tokens"] = plan.max_in_flight_tokens
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
         if budget is not None and sized:
-            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block)
+            from kg.derive.kv_specs import null_block_bytes
+            null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan is not None
+                                    else lay_dcp.bytes_per_token_per_gpu * block)
+            derived["kv_null_block_bytes"] = round(null)
+            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)
             if stack.engine == "sglang":
                 cap = _sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
             derived["kv_block_size"] = block

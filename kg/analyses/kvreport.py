@@ -9,7 +9,7 @@ from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
-from kg.derive.kv_specs import plan_kv_cache
+from kg.derive.kv_specs import null_block_bytes, plan_kv_cache
 
 
 def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
@@ -57,7 +57,9 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
         out.setdefault("notes", []).extend(plan.notes)
     if kv_budget_gib is not None:
         block = plan.block_size if plan is not None else (block_size or 16)
-        cap = kv_capacity(lay, kv_budget_gib * GIB, max_model_len, block).to_dict()
+        # the longest request vLLM (latest release) accepts: the budget less the null block (kg.derive.kv_specs)
+        null = null_block_bytes("vllm", None, plan.bytes_per_block if plan is not None else lay.bytes_per_token_per_gpu * block)
+        cap = kv_capacity(lay, kv_budget_gib * GIB, max_model_len, block, null).to_dict()
         if plan is not None:
             # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
             pc = plan.capacity(kv_budget_gib * GIB)

@@ -242,8 +242,12 @@ class KVCapacity:
 
 
 def kv_capacity(layout: KVLayout, kv_budget_bytes_per_gpu: float, max_model_len: int | None = None,
-                block_size: int = 16) -> KVCapacity:
-    """Tokens that fit in ``kv_budget_bytes_per_gpu`` and max concurrency at ``max_model_len`` (see module doc)."""
+                block_size: int = 16, null_block_bytes: float = 0.0) -> KVCapacity:
+    """Tokens that fit in ``kv_budget_bytes_per_gpu`` and max concurrency at ``max_model_len`` (see module doc).
+
+    ``null_block_bytes``: memory the engine holds back from the one-request check and its length estimate
+    (vLLM >= 0.29.0 keeps one pool block as the null block, kg.derive.kv_specs.null_block_bytes); the longest
+    request that fits is searched in the budget less that block."""
     if kv_budget_bytes_per_gpu < 0:
         raise OptkgError(f"KV budget must be >= 0 bytes, found {kv_budget_bytes_per_gpu}")
     _check_positive("block_size", block_size)
@@ -256,7 +260,7 @@ def kv_capacity(layout: KVLayout, kv_budget_bytes_per_gpu: float, max_model_len:
         _check_positive("max_model_len", max_model_len)
         per_req = sequence_bytes_per_gpu(layout, max_model_len)
         conc = round(kv_budget_bytes_per_gpu / per_req, 2) if per_req else None
-    fits = longest_sequence_that_fits(layout, kv_budget_bytes_per_gpu, block_size)
+    fits = longest_sequence_that_fits(layout, max(0.0, kv_budget_bytes_per_gpu - null_block_bytes), block_size)
     return KVCapacity(kv_budget_bytes_per_gpu, block_size, tokens, total, max_model_len, conc, fits)
 
 

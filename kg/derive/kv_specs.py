@@ -78,6 +78,22 @@ def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str =
     return MNBT_SMALL
 
 
+def null_block_bytes(engine: str | None, engine_version: str | None, bytes_per_block: float) -> float:
+    """Bytes vLLM holds back from its one-request startup check and its max-model-len estimate: one pool block,
+    the null block ``BlockPool`` keeps (vLLM 0.33.0 ``v1/core/kv_cache_planning.py:170-176, 1533-1541``; from
+    0.29.0, ``v1/core/kv_cache_utils.py:975``). 0 for other engines and older releases (None: the latest)."""
+    if (engine or "vllm") != "vllm":
+        return 0.0
+    if engine_version:
+        from packaging.version import InvalidVersion, Version
+        try:
+            if Version(engine_version) < Version("0.29.0"):
+                return 0.0
+        except InvalidVersion:
+            pass  # an unreadable release is treated as the latest, as elsewhere
+    return float(bytes_per_block)
+
+
 def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True) -> int:
     """``VllmConfig.max_concurrent_batches`` (vLLM 0.33.0 ``config/vllm.py:588-599``, V1 model runner)."""
     if async_scheduling and pp_size <= 1:
