@@ -22,9 +22,11 @@ from typing import Any
 
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
+from kg.core.errors import OptkgError
 from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
+from kg.derive.kv_specs import null_block_bytes
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
@@ -259,11 +261,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["kv_max_in_flight_tokens"] = plan.max_in_flight_tokens
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
         if budget is not None and sized:
-            from kg.derive.kv_specs import null_block_bytes
-            null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan is not None
-                                    else lay_dcp.bytes_per_token_per_gpu * block)
+            null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan else lay_dcp.bytes_per_token_per_gpu * block)
+            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)  # vLLM's null block held back
             derived["kv_null_block_bytes"] = round(null)
-            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)
             if stack.engine == "sglang":
                 cap = _sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
             derived["kv_block_size"] = block
@@ -352,7 +352,6 @@ def _sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: floa
     the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
     from dataclasses import replace
 
-    from kg.core.errors import OptkgError
     from kg.derive.sglang_pools import sglang_pools
     try:
         pools = sglang_pools(m, attn_tp, budget, int(ns.get("block_size") or 1), kvdt, ns.get("swa_full_tokens_ratio"),
@@ -415,7 +414,6 @@ def serving_defaults(stack: Stack, ns: dict[str, Any]) -> tuple[int, int]:
 
 def stack_draft(stack: Stack, ns: dict[str, Any], m, tp: int, kvdt: str):
     """The speculative-decoding draft of the stack (kg.derive.drafts), or None; an unresolvable draft is a note."""
-    from kg.core.errors import OptkgError
     from kg.derive.drafts import draft_facts
     from kg.inputs.modelcfg import config_dict, resolve_model
     method, name = ns.get("speculative_method"), ns.get("speculative_model")
@@ -459,7 +457,6 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
               draft_layers: int = 0):
     """vLLM V1's KV plan for the stack (kg.derive.kv_specs), with ``vllm serve``'s defaults for the GPU;
     None when the plan cannot be made (e.g. a DCP size the sliding-window layers refuse)."""
-    from kg.core.errors import OptkgError
     from kg.derive.kv_specs import plan_kv_cache
     hw = stack.hardware or {}
     mnbt, _ = serving_defaults(stack, ns)
