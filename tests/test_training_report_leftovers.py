@@ -116,3 +116,21 @@ def test_stack_config_file_key_names_config(cli, tmp_path):
     assert code == 2 and err.count("\n") == 1
     assert "job.yaml:2: config_file: config.json is a model's config.json, not a training config; write it as " \
            "`config: config.json`" in err
+
+
+TRL_FSDP = ("torchrun --nproc_per_node 8 sft.py --model_name_or_path meta-llama/Llama-3.1-8B "
+            "--fsdp 'full_shard auto_wrap' {extra}--use_peft --lora_r 16 --bf16 True")
+FROZEN = "fsdp-frozen-params-without-use-orig-params"
+
+
+def test_trainer_fsdp_flags_keep_the_trainers_use_orig_params_default(cli, tmp_path, monkeypatch):
+    # HF Trainer / TRL --fsdp: TrainingArguments passes use_orig_params "true" unless --fsdp_config says otherwise
+    # (transformers 5.24.0 training_args.py:2876-2877); accelerate's FSDP1 default (false) is for its own config file
+    _, out, _ = cli("check", "--train", TRL_FSDP.format(extra=""), "--format", "json", "--explain")
+    d = json.loads(out)
+    assert d["stack"]["settings"]["use_orig_params"] is True and FROZEN not in {f["rule_id"] for f in d["findings"]}
+    assert {x["rule"]: x["outcome"] for x in d["not_fired"]}[FROZEN] == "held"
+    (tmp_path / "fc.json").write_text('{"use_orig_params": false}')
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("check", "--train", TRL_FSDP.format(extra="--fsdp_config fc.json "), "--format", "json")
+    assert code == 1 and FROZEN in {f["rule_id"] for f in json.loads(out)["findings"]}

@@ -211,7 +211,6 @@ def job_techniques(job: TrainingJob, ns: Mapping[str, Any]) -> list[str]:
     """Catalog technique ids the job holds (kg.inputs.training.job.JOB_TECHNIQUES over ``ns``), sorted.
 
     ``params_dtype`` counts only when the job gives it (the namespace defaults it to bf16 for sizing)."""
-    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     return sorted(_technique_states(job, ns)[0])
 
 

@@ -163,6 +163,11 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
         if target == "_fsdp":
             job.framework = "fsdp"
             _fsdp_options(job, val, w)
+            if "use_orig_params" not in job.settings:
+                # TrainingArguments passes use_orig_params from --fsdp_config, default "true" (transformers 5.24.0
+                # training_args.py:2876-2877; accelerate's own FSDP1 default is false); an --fsdp_config read
+                # below may still set it
+                job.set("use_orig_params", True, f"{w}: TrainingArguments default use_orig_params true")
         elif target == "_fsdp_config":
             state["fsdp_config"] = val
         elif target == "_deepspeed":
