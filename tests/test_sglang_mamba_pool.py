@@ -99,3 +99,20 @@ def test_check_shows_the_mamba_pool_for_sglang_hybrids():
                               str(QWEN3_NEXT), "--gpu", "H100", "--count", "4")
     assert "SGLang Mamba state per request (bytes)     9,879,552" in text
     assert "max running requests (Mamba-capped)" in text
+
+
+def test_kv_engine_sglang_shows_the_pools():
+    # the same 20 GiB at TP 4 as test_gdn_pools_from_the_memory_ratio, through optkg kv
+    code, out, err = run_cli("kv", "--config", str(QWEN3_NEXT), "--tp", "4", "--kv-budget-gib", "20",
+                             "--engine", "sglang", "--format", "json")
+    assert code == 0, err
+    sp = json.loads(out)["sglang_pools"]
+    assert (sp["kind"], sp["max_total_num_tokens"]) == ("hybrid-mamba", 920_754)
+    assert (sp["mamba"]["max_mamba_cache_size"], sp["mamba"]["max_running_requests"]) == (525, 105)
+    code, text, err = run_cli("kv", "--config", str(QWEN3_NEXT), "--tp", "4", "--kv-budget-gib", "20", "--engine", "sglang")
+    assert "SGLang max running requests          105  (capped by the Mamba pool: 5 slots per request, extra_buffer)" in text
+    # a dense model: SGLang's default pool, 20 GiB / (64 layers x 1 head x 256 x 2 B) = 655,360 tokens
+    code, out, err = run_cli("kv", "--model", "Qwen/Qwen3-32B", "--tp", "8", "--kv-budget-gib", "20", "--engine", "sglang",
+                             "--format", "json")
+    sp = json.loads(out)["sglang_pools"]
+    assert (sp["kind"], sp["max_total_num_tokens"], sp["mamba"]) == ("default", 655_360, None)

@@ -71,3 +71,16 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
                 cap["kv_tokens_per_gpu"] = cap["kv_tokens_total"] = pc["kv_cache_size_tokens"]
         out["capacity"] = cap
     return out, lay, plan
+
+
+def sglang_pool_report(model, tp: int, kv_budget_gib: float, kv_cache_dtype: str = "auto",
+                       mamba_ssm_dtype: str | None = None, context_len: int | None = None) -> dict[str, Any]:
+    """SGLang 0.5.23's pools on one rank from ``kv_budget_gib`` of KV memory (kg.derive.sglang_pools): the token
+    pool and, for hybrid models, the SWA pool or the Mamba / GDN state pool with its running-request cap.
+    ``context_len``: ``--context-length`` (default: the model's). Raises OptkgError for a pool SGLang refuses."""
+    from dataclasses import asdict
+
+    from kg.derive.sglang_pools import sglang_pools
+    p = sglang_pools(model, tp, kv_budget_gib * GIB, 1, kv_cache_dtype, mamba_ssm_dtype=mamba_ssm_dtype,
+                     context_len=context_len or model.sglang_context_length)
+    return asdict(p)

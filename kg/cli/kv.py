@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-compute-capability", type=float, default=None,
                    help="compute capability of the GPU (default 9.0, Hopper): picks vLLM's GDN prefill kernel, "
                         "which decides the hybrid block alignment (64 tokens on FlashInfer, 16 on Triton)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                   help="sglang: also SGLang 0.5.23's pools for --kv-budget-gib (the token pool over the full-attention "
+                        "layers; the SWA pool or the Mamba / GDN state pool and the running requests it allows)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -61,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
                                args.max_model_len, args.block_size, args.max_num_batched_tokens,
                                args.mamba_ssm_cache_dtype, args.gpu_compute_capability)
+    if args.engine == "sglang" and args.kv_budget_gib is not None:
+        from kg.analyses.kvreport import sglang_pool_report
+        out["sglang_pools"] = sglang_pool_report(model, args.tp, args.kv_budget_gib, args.kv_cache_dtype,
+                                                 args.mamba_ssm_cache_dtype, args.max_model_len)
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
     if args.format == "json":
@@ -108,4 +115,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'longest request that fits':<37}{c['max_model_len_that_fits']:,} tokens")
         if c["max_concurrency"] is not None:
             print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
+    sp = out.get("sglang_pools")
+    if sp:
+        label = f"SGLang token pool ({sp['kind']})"
+        print(f"  {label:<37}{sp['max_total_num_tokens']:,} tokens")
+        if sp["swa_tokens"]:
+            print(f"  {'SGLang SWA pool':<37}{sp['swa_tokens']:,} tokens")
+        mp = sp.get("mamba")
+        if mp:
+            print(f"  {'SGLang Mamba state per request':<37}{mp['state_bytes_per_request']:,} bytes ({mp['ssm_dtype']} SSM state)")
+            print(f"  {'SGLang Mamba state slots':<37}{mp['max_mamba_cache_size']:,} ({mp['memory_bytes'] / 2**30:,.2f} GiB, "
+                  f"taken before the token pool)")
+            print(f"  {'SGLang max running requests':<37}{mp['max_running_requests']:,}"
+                  + (f"  (capped by the Mamba pool: {mp['slots_per_request']} slots per request, {mp['strategy']})"
+                     if mp["capped_by_mamba"] else ""))
     return 0
