@@ -116,3 +116,18 @@ def test_kv_engine_sglang_shows_the_pools():
                              "--format", "json")
     sp = json.loads(out)["sglang_pools"]
     assert (sp["kind"], sp["max_total_num_tokens"], sp["mamba"]) == ("default", 655_360, None)
+
+
+@pytest.mark.parametrize("logged_slots, strategy, requested, logged_cap, source", [
+    # "max_running_requests is capped to 12 by the mamba state cache (max_mamba_cache_size=64, 5 state slots per
+    # request)": Qwen3.8-27B, --mamba-radix-cache-strategy extra_buffer, 16 requests asked for
+    (64, "extra_buffer", 16, 12, "https://github.com/MiaAI-Lab/Qwen3.8-27B-SGLang-DGX-Spark/issues/7"),
+    # "... capped to 9 by the mamba state cache (max_mamba_cache_size=47, 5 state slots per request)": Qwen3.5-27B
+    # hybrid FP8, SGLang 0.5.19, --max-running-requests 32, default radix cache (auto -> extra_buffer)
+    (47, None, 32, 9, "https://github.com/sgl-project/sglang/issues/38846"),
+])
+def test_logged_mamba_caps(logged_slots, strategy, requested, logged_cap, source):
+    # the cap depends on the slots and the strategy only: K // (3 + 2 tracking slots with the overlap scheduler)
+    p = sglang_pools(qwen3_next(), 4, 20 * GIB, max_mamba_cache_size=logged_slots, mamba_radix_cache_strategy=strategy,
+                     max_running_requests=requested, context_len=32_768)
+    assert (p.mamba.slots_per_request, p.mamba.max_running_requests, p.mamba.capped_by_mamba) == (5, logged_cap, True)
