@@ -115,10 +115,9 @@ DRIVERS = {"nemo", "verl", "openrlhf", "trl"}
 # the newest release of each distribution whose source the evidence was read in (/work/dl): an open range
 # claims the fact still holds there
 NEWEST = {"megatron-core": "0.16.1", "deepspeed": "0.19.8", "torchtitan": "0.3.0", "transformers": "5.24.0",
-          "accelerate": "1.15.0", "transformer-engine": "2.20.2"}
-# named exceptions, each with its reason (reported as open in issue 16)
-UNBOUNDED = {"fsdp-frozen-params-without-use-orig-params":
-             "the refusal is PyTorch FSDP1's (torch/distributed/fsdp/_flat_param.py); no torch release is unpacked here"}
+          "accelerate": "1.15.0", "transformer-engine": "2.20.2", "torch": "2.14.1"}
+# named exceptions, each with its reason: none left
+UNBOUNDED: dict[str, str] = {}
 
 
 def test_training_rules_carry_release_evidence():
@@ -126,7 +125,8 @@ def test_training_rules_carry_release_evidence():
     # releases it holds for (a lower bound, an upper one where a release changed it), with evidence inside the
     # range, a `role: changed` item outside it, and an item at the newest release read when the range is open.
     # megatron-core items verified with `optkg evidence --engine megatron-core --wheel-dir ... --offline` (32 of 32);
-    # the deepspeed items against the 0.8.3 / 0.14.0 / 0.16.0 / 0.19.2 / 0.19.3 / 0.19.8 sdists
+    # the deepspeed items against the 0.8.3 / 0.14.0 / 0.16.0 / 0.19.2 / 0.19.3 / 0.19.8 sdists, torch against
+    # the 2.1.0 / 2.5.1 / 2.14.1 wheels (macOS arm64 builds: the Python sources are the same on every platform)
     from kg.engine.rules import load_rules
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
