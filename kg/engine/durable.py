@@ -19,6 +19,9 @@ How the engine's limits are kept (same notes):
   ``8`` never compare equal and no type confusion reaches the C code (pitfall 7).
 - Actions take one parameter (two would make them asynchronous, pitfall 8) and only record the
   match; an exception inside an action is collected and re-raised on the calling thread.
+- A match is remembered per ruleset chunk, keyed on the candidate facts projected on the chunk's
+  pattern keys (equality patterns match equal projections alike): a sweep over 2,048 stacks asserts
+  the same technique/model/hardware shapes each time and reaches durable-rules once per shape.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from durable import engine as _durable
 
 CHUNK = 40
 MAX_PROPS = 250
+MEMO_MAX = 4096  # remembered matches per compiled ruleset (bounded memory for a long process)
 
 
 class EngineError(RuntimeError):
@@ -95,6 +99,9 @@ class CompiledRules:
         self._results: list[tuple[str, dict[str, Any]]] = []
         self._errors: list[BaseException] = []
         self._lock = threading.Lock()
+        # (chunk, the candidate facts projected on the chunk's pattern keys) -> [(rule id, fact ids)]: a pattern
+        # is a conjunction of equalities on those keys, so equal projections match alike (see ``match``)
+        self._memo: dict[tuple[int, tuple], list[tuple[str, list[str]]]] = {}
         digest = hashlib.sha1(json.dumps(self._rules, sort_keys=True, default=str).encode()).hexdigest()[:10]
         with _host_lock:
             host = _get_host()
@@ -107,6 +114,7 @@ class CompiledRules:
                 host.register_rulesets({name: self._definition(part)})
                 self._chunks.append((name, part))
                 self._tagged.append(self._signatures(part))
+        self._keys = [tuple(sorted({k for ks in t for k in ks})) for t in self._tagged]
 
     # -- compilation ---------------------------------------------------------------------
     def _definition(self, part: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -179,21 +187,31 @@ class CompiledRules:
         host = _get_host()
         found: list[tuple[str, list[int]]] = []
         with self._lock, _host_lock:
-            for (name, part), tagged in zip(self._chunks, self._tagged):
+            for j, ((name, part), tagged) in enumerate(zip(self._chunks, self._tagged)):
                 mine = [e for e in encoded if self._can_match(e, tagged)]
                 if not mine:
                     continue
-                self._results, self._errors = [], []
-                try:
-                    with contextlib.suppress(_durable.MessageNotHandledException):
-                        host.assert_facts(name, mine)
-                finally:
-                    with contextlib.suppress(_durable.MessageNotHandledException):
-                        host.retract_facts(name, mine)
-                if self._errors:
-                    raise EngineError(f"rule action failed: {self._errors[0]!r}")
-                for rid, m in self._results:
-                    found.append((rid, [index[m[f"p{i}"]["id"]] for i in range(len(m))]))
+                # a sweep asserts the same technique/model/hardware facts for every combination: what durable
+                # matched depends only on the pattern keys' values, so an equal projection reuses its answer
+                keys = self._keys[j]
+                memo_key = (j, tuple((e["id"], tuple(e.get(k) for k in keys)) for e in mine))
+                hit = self._memo.get(memo_key)
+                if hit is None:
+                    self._results, self._errors = [], []
+                    try:
+                        with contextlib.suppress(_durable.MessageNotHandledException):
+                            host.assert_facts(name, mine)
+                    finally:
+                        with contextlib.suppress(_durable.MessageNotHandledException):
+                            host.retract_facts(name, mine)
+                    if self._errors:
+                        raise EngineError(f"rule action failed: {self._errors[0]!r}")
+                    hit = [(rid, [m[f"p{i}"]["id"] for i in range(len(m))]) for rid, m in self._results]
+                    if len(self._memo) >= MEMO_MAX:
+                        self._memo.clear()
+                    self._memo[memo_key] = hit
+                for rid, ids in hit:
+                    found.append((rid, [index[i] for i in ids]))
         found = sorted(set((rid, tuple(ix)) for rid, ix in found), key=lambda x: (self._order[x[0]], x[1]))
         return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]
 
