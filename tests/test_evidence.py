@@ -186,3 +186,38 @@ def test_shipped_engine_check_lists():
     assert all(r["status"] != "unmapped" for f in files.values() for r in f["rows"])
     doc = (REPO / "docs" / "engine-checks.md").read_text()
     assert "| vllm | 0.33.0 | 36 | 34 | 94.4 % |" in doc and "| sglang | 0.5.23 | 69 | 65 | 94.2 % |" in doc
+
+
+UNPINNED_RULE = """  - id: demo-unpinned
+    title: demo
+    severity: warning
+    applies_to: {engines: [trtllm], versions: ">=0.16.0"}
+    evidence_unpinned: "the wheel is a stub sdist whose build downloads from an unreachable index"
+    match: [{kind: model}]
+    message: m
+    sources: [{title: s, url: "https://example.org"}]
+"""
+
+
+def test_cli_lists_unpinned_rules_and_never_counts_them_found(wheels: Path, tmp_path: Path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(RULES + UNPINNED_RULE)
+    (tmp_path / "catalog" / "engines").mkdir(parents=True)
+    base = [sys.executable, "-m", "kg.cli", "evidence", "--rules", str(rules), "--catalog", str(tmp_path / "catalog"),
+            "--wheel-dir", str(wheels), "--offline", "--cache-dir", str(tmp_path / "cache")]
+    only = subprocess.run(base + ["--engine", "trtllm"], capture_output=True, text=True, cwd=REPO)
+    assert only.returncode == 0, only.stderr
+    assert only.stdout.splitlines() == [
+        "optkg evidence: 0 item(s) checked for trtllm (each item at its own release)",
+        "found 0, moved 0, gone 0",
+        "unpinned: 1 engine rule(s) rest on public docs or issues, not on a released source (nothing verified):",
+        "  demo-unpinned: the wheel is a stub sdist whose build downloads from an unreachable index"]
+    js = subprocess.run(base + ["--engine", "trtllm", "--format", "json"], capture_output=True, text=True, cwd=REPO)
+    import json
+    doc = json.loads(js.stdout)
+    assert doc["summary"]["found"] == 0 and doc["rules_unpinned"] == [
+        {"rule": "demo-unpinned", "reason": "the wheel is a stub sdist whose build downloads from an unreachable index"}]
+    # the vLLM items are checked as before; the trtllm rule is not listed for another engine
+    vllm = subprocess.run(base + ["--engine", "vllm", "--release", "1.0.0"], capture_output=True, text=True, cwd=REPO)
+    assert vllm.returncode == 0 and vllm.stdout.splitlines()[-1] == "found 1, moved 0, gone 0"

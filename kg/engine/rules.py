@@ -117,6 +117,9 @@ RULE_FILE_SCHEMA: dict[str, Any] = {
                     "evidence": EVIDENCE_SCHEMA,
                     # an engine rule whose release scope is not checked yet: why (``optkg validate`` warns)
                     "evidence_todo": {"type": "string", "minLength": 10},
+                    # an engine rule no released source could back: why, what was tried, and the public doc or issue
+                    # (in ``sources``) it rests on; ``optkg evidence`` and docs/engine-checks.md list it as unpinned
+                    "evidence_unpinned": {"type": "string", "minLength": 20},
                     "parent": {"type": "string"},
                     "message": {"type": "string"},
                     "mechanism": {"type": "string"},
@@ -176,6 +179,7 @@ class Rule:
     failure: dict[str, Any] = field(default_factory=dict)  # runtime-failure rules only (see _FAILURE)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     evidence_todo: str = ""
+    evidence_unpinned: str = ""  # why no released source backs this engine rule (RULE_FILE_SCHEMA)
     refines: list[str] = field(default_factory=list)  # coupling refs a hand rule refines (RULE_FILE_SCHEMA)
     coupling: str | None = None  # set on rules generated from a catalog coupling: that coupling's ref
     file: str = ""
@@ -373,8 +377,11 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
                     problems.append(Problem(str(f), line, col, f"rules[{i}].applies_to.versions",
                                             f"rule '{r.id}': '{spec}' is not a version range (e.g. '>=0.6,<0.8')", "rule-version"))
                     bad = True
+            if r.evidence_unpinned and r.evidence:
+                problems.append(Problem(str(f), line, col, f"rules[{i}].evidence_unpinned",
+                                        f"rule '{r.id}': evidence_unpinned with evidence items: keep one of them", "rule-scope"))
             if not bad and getattr(r, 'kind', 'startup') != 'runtime-failure' and not (r.evidence_todo and not r.evidence):
-                for fld, msg in scope_problems(r.applies_to, r.evidence):
+                for fld, msg in scope_problems(r.applies_to, r.evidence, unpinned=bool(r.evidence_unpinned)):
                     problems.append(Problem(str(f), line, col, f"rules[{i}].{fld}", f"rule '{r.id}': {msg}", "rule-scope"))
             if not bad:
                 rules.append(r)

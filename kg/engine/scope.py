@@ -76,10 +76,12 @@ def contains(spec: str, release: str) -> bool:
 
 
 def scope_problems(applies_to: Mapping[str, Any] | None, evidence: Iterable[Mapping[str, Any]] | None,
-                   pinned: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+                   pinned: Mapping[str, str] | None = None, unpinned: bool = False) -> list[tuple[str, str]]:
     """What an engine fact lacks: bounds, evidence, evidence outside the range, no check at the newest release.
 
     ``applies_to``: {engines: [...], versions: str | {engine: str}}; facts without engines need nothing.
+    ``unpinned``: the fact says why no released source backs it (a rule's ``evidence_unpinned``); its release
+    range is still checked (a lower bound, from the public report it rests on), the evidence items are not.
     Returns [(field, message)], empty when the scope is complete.
     """
     at = applies_to or {}
@@ -95,7 +97,7 @@ def scope_problems(applies_to: Mapping[str, Any] | None, evidence: Iterable[Mapp
         extra = sorted(set(versions) - set(engines))
         if extra:
             out.append(("applies_to.versions", f"ranges for engines not in applies_to.engines: {', '.join(extra)}"))
-    if not items:
+    if not items and not unpinned:
         out.append(("evidence", "an engine fact needs evidence: [{package, release, path, snippet}] from the released source"))
     for eng in engines:
         spec = spec_for(versions, eng)
@@ -112,6 +114,8 @@ def scope_problems(applies_to: Mapping[str, Any] | None, evidence: Iterable[Mapp
             continue
         if not lower:
             out.append(("applies_to.versions", f"{eng} range '{spec}' has no lower bound (the first release it holds for)"))
+        if unpinned and not items:
+            continue
         if items and not mine:
             out.append(("evidence", f"no evidence item from package '{pkg}' for engine {eng}"))
         for e in mine:

@@ -322,6 +322,8 @@ def rules_markdown(cat: Catalog, rules_dir: Path, out_dir: Path, rulesets: dict 
                 out.append(f"- **Applies to**: {', '.join(at.get('engines') or ['any engine'])}"
                            + (f" {at['versions']}" if isinstance(at.get("versions"), str) else
                               f" ({'; '.join(f'{k} {v}' for k, v in at['versions'].items())})" if at.get("versions") else ""))
+            if getattr(r, "evidence_unpinned", ""):
+                out.append(f"- **Evidence**: unpinned (no released source verified): {_md(r.evidence_unpinned)}")
             if r.mechanism:
                 out.append(f"- **Why**: {_md(r.mechanism)}")
             if getattr(r, "kind", "startup") == "runtime-failure":
@@ -375,9 +377,11 @@ def render_docs(catalog_root: Path, rules_dir: Path, out_dir: Path) -> dict[Path
     if checks_dir.is_dir() and any(checks_dir.glob("*.yaml")):
         from kg.output.engine_checks_doc import engine_checks_markdown
         ids = {r.id for rs in rulesets.values() for r in rs.rules}
+        unpinned = {r.id: (list((r.applies_to or {}).get("engines") or []), r.evidence_unpinned)
+                    for rs in rulesets.values() for r in rs.rules if r.evidence_unpinned}
         # the common header first: `optkg docs` only replaces files that start with it (kg.core.outdir)
         docs[out_dir / "engine-checks.md"] = (HEADER.format(what="catalog/engines/checks/*.yaml and rules/*.yaml") + "\n\n"
-                                              + engine_checks_markdown(checks_dir, ids, out_dir))
+                                              + engine_checks_markdown(checks_dir, ids, out_dir, unpinned))
     return docs
 
 
