@@ -73,3 +73,28 @@ def test_formats_from_the_cli_for_all_three_kinds(tmp_path: Path) -> None:
     assert "**Verdict:** " in pm.stdout
     vj = json.loads(optkg(["validate", "--format", "json", "--select", "error"], home).stdout)
     assert vj["schema_version"] == "1.0" and vj["kind"] == "validate"
+
+
+CHECK_NOT_EVALUABLE = {
+    "schema_version": "1.1", "kind": "check", "stack": {"name": "Qwen/Qwen3-32B (vllm)", "model": "Qwen/Qwen3-32B"},
+    "findings": [], "outcomes": {"fired": 0, "held": 41, "not_evaluable": 2},
+    "not_evaluable": [{"rule_id": "weights-do-not-fit", "needs": ["hardware"], "missing": ["hardware"]},
+                      {"rule_id": "flashinfer-head-size", "needs": ["attention_backend"], "missing": ["attention_backend"]}],
+    "suppressed": 0,
+}
+
+
+def test_ci_formats_never_say_no_findings_when_rules_could_not_be_evaluated() -> None:
+    # tester finding (2026-12-01): github/markdown/SARIF said "no findings" where text said 15 rules could not run
+    summary = "Qwen/Qwen3-32B (vllm): 0 finding(s) · 41 rules held · 2 could not be evaluated (missing: attention_backend, hardware)"
+    gh = render("github", "check", CHECK_NOT_EVALUABLE).splitlines()
+    assert gh == [f"::notice title=optkg check::{summary}"]
+    md = render("markdown", "check", CHECK_NOT_EVALUABLE)
+    assert "no findings" not in md.lower()
+    assert "<summary>2 rule(s) could not be evaluated</summary>" in md
+    assert "- `weights-do-not-fit`: missing hardware" in md
+    sarif = json.loads(render("sarif", "check", CHECK_NOT_EVALUABLE))
+    props = sarif["runs"][0]["properties"]["optkg"]
+    assert props["summary"] == summary
+    assert props["not_evaluable"] == [{"rule_id": "weights-do-not-fit", "missing": ["hardware"]},
+                                      {"rule_id": "flashinfer-head-size", "missing": ["attention_backend"]}]

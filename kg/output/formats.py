@@ -181,7 +181,12 @@ def _check_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str
                        details + [f"stack: {source or stack.get('name')}"], f.get("fingerprint", ""), [])
         results.append(r)
     n = len(results)
-    summary = f"{stack.get('name', 'stack')}: {n} finding(s)" if n else f"{stack.get('name', 'stack')}: no findings"
+    name = stack.get('name', 'stack')
+    if d.get("outcomes"):  # fired / held / not evaluable: never "no findings" when rules could not run
+        from kg.output.report import summary_line
+        summary = f"{name}: {summary_line(d)}"
+    else:
+        summary = f"{name}: {n} finding(s)" if n else f"{name}: no findings"
     return results, list(rules.values()), summary
 
 
@@ -290,7 +295,11 @@ def to_sarif(kind: str, d: dict[str, Any]) -> dict[str, Any]:
             "originalUriBaseIds": {"SRCROOT": {"uri": Path.cwd().as_uri() + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": out_results,
-            "properties": {"optkg": {"kind": kind, "schema_version": d.get("schema_version"), "summary": summary}},
+            "properties": {"optkg": {"kind": kind, "schema_version": d.get("schema_version"), "summary": summary,
+                                     **({"not_evaluable": [{"rule_id": u.get("rule_id"),
+                                                            "missing": list(u.get("needs") or u.get("missing") or [])}
+                                                           for u in d.get("not_evaluable") or []]}
+                                        if kind == "check" else {})}},
         }],
     }
 
@@ -333,6 +342,19 @@ def _md_loc(r: Result) -> str:
     return f"`{name}:{r.line}:{r.column}`" if r.line else f"`{name}`"
 
 
+def _md_not_evaluable(d: dict[str, Any]) -> list[str]:
+    """The rules that could not be evaluated, with the facts each lacked (a collapsed list), or []."""
+    unknown = d.get("not_evaluable") or []
+    if not unknown:
+        return []
+    out = ["", f"<details><summary>{len(unknown)} rule(s) could not be evaluated</summary>", ""]
+    for u in unknown:
+        miss = ", ".join(u.get("needs") or u.get("missing") or []) or "a comparison of mismatched types"
+        out.append(f"- `{_md(str(u.get('rule_id')))}`: missing {_md(miss)}")
+    out += ["", "</details>"]
+    return out
+
+
 def to_markdown(kind: str, d: dict[str, Any]) -> str:
     """A pull-request comment."""
     results, _, summary = _ADAPTERS[kind](d)
@@ -350,6 +372,7 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
         else:  # never a bare "No findings" when rules could not be evaluated (kg.output.report.summary_line)
             from kg.output.report import summary_line
             out.append(_md(summary_line(d)) if d.get("outcomes") else "No findings.")
+        out += _md_not_evaluable(d) if kind == "check" else []
         return "\n".join(out) + "\n"
     if kind == "validate":
         out.append("| Severity | Location | Field | Problem | Hint |")
@@ -399,6 +422,7 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
                 out.append(f"- source: [{_md(s.get('title'))}]({_md(s.get('url'))})")
             out.append("")
         out.append("</details>")
+        out += _md_not_evaluable(d)
     if d.get("suppressed"):
         out.append("")
         out.append(f"_{d['suppressed']} suppressed by --select/--ignore/--baseline._")
