@@ -122,3 +122,22 @@ def test_longest_request_leaves_out_the_null_block():
                              "--kv-budget-gib", "30", "--max-model-len", "40960", "--format", "json")
     cap = json.loads(out)["capacity"]
     assert (cap["num_blocks"], cap["max_model_len_that_fits"]) == (61_440, 983_024)
+
+
+def test_fit_prefix_cache_leaves_out_the_null_block():
+    # the block pool never caches its null block (vllm 0.33.0 v1/core/block_pool.py:191): 0.125 GiB of Llama-3.1-8B KV
+    # is 64 blocks of 16 tokens, 63 usable = 1,008 tokens = 1 whole 512-token trace block (it printed 2)
+    from kg.analyses.fit import capacity_bytes
+    from kg.analyses.fitmeasure import measure_trace
+    from kg.derive.kv import cacheable_tokens, kv_layout
+    from kg.inputs.modelcfg import resolve_model
+    lay = kv_layout(resolve_model("meta-llama/Llama-3.1-8B"))
+    assert cacheable_tokens(lay, 2**27) == 63 * 16 and cacheable_tokens(lay, 2 * 2**20) == 0
+    m = measure_trace(REPO / "rules/fixtures/traces/small_prefix.jsonl")
+    assert capacity_bytes(m, lay, 2**27)["gpu_capacity"]["blocks"] == 1
+    assert capacity_bytes(m, lay, 2**27 + 2 * 2**20)["gpu_capacity"]["blocks"] == 2
+    # Qwen3-235B TP 8 on an H200 (fit's budget 74,221,994,640 B): 96,386 blocks - 1 = 1,542,160 tokens = 3,012.03 trace
+    # blocks -> 3,012 (what fit prints for the Mooncake trace); at exactly 96,384 blocks it is 3,011, not 3,012
+    lay8 = kv_layout(resolve_model("Qwen/Qwen3-235B-A22B"), 8)
+    assert cacheable_tokens(lay8, 74_221_994_640) // 512 == 3_012
+    assert cacheable_tokens(lay8, 96_384 * 770_048) // 512 == 3_011

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kg.core.errors import OptkgError
+from kg.derive.kv import cacheable_tokens
 from kg.analyses.fitmeasure import DEFINITIONS, TraceMeasurement, measure_trace
 from kg.engine.rules import Firing, RuleSet, evaluate_rules, load_ruleset
 
@@ -239,12 +240,11 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
 
 
 def capacity_bytes(m: TraceMeasurement, layout, budget: float | None) -> dict[str, Any]:
-    """Each LRU capacity point in KV bytes per GPU and for the parallel group, with its tier; the GPU's capacity in blocks.
+    """Each LRU capacity point in KV bytes per GPU and for the parallel group, with its tier; the GPU's capacity in
+    trace blocks (kg.derive.kv.cacheable_tokens: vLLM's 16-token blocks less its null block).
 
-    bytes per GPU = blocks x block_size x KV bytes per token per GPU (after DCP sharding; an upper
-    bound for sliding-window layers); group = per GPU x tp_size x pp_size (what a host tier for
-    the whole group holds); tier = 'gpu' when the per-GPU bytes fit the budget, else 'host'.
-    """
+    bytes per GPU = blocks x block_size x KV bytes per token per GPU (after DCP sharding; an upper bound for sliding-window
+    layers); group = per GPU x tp_size x pp_size (a host tier for the whole group); tier 'gpu' when it fits the budget."""
     s = m.summary
     bs = s["block_size"]
     per_tok = layout.bytes_per_token_per_gpu_effective
@@ -262,7 +262,7 @@ def capacity_bytes(m: TraceMeasurement, layout, budget: float | None) -> dict[st
             out[f"capacity_{share}"] = {"blocks": c, "kv_bytes_per_gpu": b, "kv_bytes_group": b * group,
                                         "tier": None if budget is None else ("gpu" if b <= budget else "host")}
     if budget is not None and per_tok:
-        gpu_blocks = int(budget // (bs * per_tok))
+        gpu_blocks = cacheable_tokens(layout, budget) // bs  # vLLM's 16-token blocks less its null block
         hb, ht = m.hit_ratio_at(gpu_blocks)
         out["gpu_capacity"] = {"blocks": gpu_blocks, "hit_ratio_blocks": hb, "hit_ratio_tokens": ht}
     return out
@@ -493,12 +493,12 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
                     ns[f"capacity_{share}_kv_bytes_per_gpu"] = c * bs * per_tok
                     ns[f"capacity_{share}_kv_bytes_group"] = c * bs * per_tok * group
             if budget is not None and per_tok:
-                gpu_blocks = int(budget // (bs * per_tok))
+                gpu_blocks = (gpu_tokens := cacheable_tokens(lay, budget)) // bs  # whole blocks less the null block
                 ns["gpu_capacity_blocks"] = gpu_blocks
                 if measurement is not None and measurement.prefix_measurable:
                     ns["lru_hit_ratio_at_gpu_capacity"] = measurement.hit_ratio_at(gpu_blocks)[1]
                     # GPU cache plus a host tier as large as a server's DRAM per GPU (rules/fit.yaml)
-                    host_blocks = int((budget + th["host_dram_per_gpu_gib"] * 2**30) // (bs * per_tok))
+                    host_blocks = int((gpu_tokens + th["host_dram_per_gpu_gib"] * 2**30 // per_tok) // bs)
                     ns["lru_hit_ratio_with_host_dram"] = measurement.hit_ratio_at(host_blocks)[1]
                 if "capacity_90_kv_bytes_per_gpu" in ns:
                     ns.update(_host_tier_size(ns, th, group))

@@ -264,6 +264,18 @@ def kv_capacity(layout: KVLayout, kv_budget_bytes_per_gpu: float, max_model_len:
     return KVCapacity(kv_budget_bytes_per_gpu, block_size, tokens, total, max_model_len, conc, fits)
 
 
+def cacheable_tokens(layout: KVLayout, kv_budget_bytes_per_gpu: float, block_size: int = 16) -> int:
+    """Tokens vLLM V1's block pool can keep for the prefix cache, scheduler-wide: the budget's whole
+    ``block_size``-token blocks less the null block ``BlockPool`` never hands out (vLLM 0.33.0
+    ``v1/core/block_pool.py:191``, ``self.null_block = self.free_block_queue.popleft()``), times ``dcp_size``."""
+    if kv_budget_bytes_per_gpu < 0:
+        raise OptkgError(f"KV budget must be >= 0 bytes, found {kv_budget_bytes_per_gpu}")
+    _check_positive("block_size", block_size)
+    per_block = layout.bytes_per_token_per_gpu * block_size
+    blocks = int(kv_budget_bytes_per_gpu // per_block) if per_block else 0
+    return max(0, blocks - 1) * block_size * layout.dcp_size
+
+
 def request_kv_bytes_per_gpu(layout: KVLayout, seq_len: int, block_size: int = 16) -> float:
     """KV bytes vLLM reserves on one GPU for one request of ``seq_len`` tokens (whole blocks).
 
