@@ -25,7 +25,8 @@ from kg.derive.training_memory import GB, batch_arithmetic, training_memory
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
 from kg.inputs.training.job import JOB_TECHNIQUES, SETTINGS, TrainingJob
 
-SCHEMA_VERSION = "1.1"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques
+SCHEMA_VERSION = "1.2"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques;
+# 1.2: derived.parallel.pp_size/dp_size and derived.batch.dp_size are null when the pipeline size is unknown
 _DEFAULTS = {"integer": 0, "number": 0, "boolean": False, "string": ""}
 SHAPE_SETTINGS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
                   "vocab_size", "swiglu", "untie_embeddings_and_output_weights", "normalization", "num_experts",
