@@ -42,7 +42,7 @@ HARDWARE_FACTS = frozenset({
     "gpu_memory_bytes", "gpu_memory_usable_bytes", "weight_bytes_per_gpu_estimate", "weight_bytes_total_estimate",
     "weights_exceed_gpu_memory", "kv_block_size", "kv_budget_bytes_per_gpu", "kv_tokens_per_gpu", "kv_tokens_total",
     "max_concurrency", "max_model_len_that_fits", "kv_request_bytes_at_max_model_len",
-    "kv_tokens_per_gpu_if_unreplicated", "flash_attn_version_effective", "hardware",
+    "kv_tokens_per_gpu_if_unreplicated", "flash_attn_version_effective", "hardware", "kv_null_block_bytes",
 })
 
 
