@@ -118,3 +118,18 @@ def test_rules_about_an_absent_draft_or_an_unquantised_checkpoint_hold_instead_o
     # without --nnodes the nodes stay unknown: vLLM before 0.11.1 (and Ray clusters) span nodes without the flag
     d = check_json(["--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H100-SXM", "--count", "8"])
     assert "tp-spans-nodes" in {x["rule_id"] for x in d["not_evaluable"]}
+
+
+def test_a_condition_false_without_the_absent_facts_holds():
+    # fp8-weights-without-fp8-hardware on a BF16 model with no GPU: `weight_is_fp8 and ...` is false whatever
+    # the hardware fact would say, so the rule held (tester finding 11); with FP8 weights it still needs hardware
+    rs = RuleSet("check", [
+        _rule("fp8-needs-hw", [{"kind": "model"}, {"kind": "hardware"}], "weight_is_fp8 and compute_capability < 8.9"),
+        _rule("true-without-hw", [{"kind": "model"}, {"kind": "hardware"}], "tp_size > 1"),
+    ], {})
+    facts = [{"kind": "stack", "engine": "vllm"}, {"kind": "model", "attention": "gqa"}]
+    for fp8, want in ((False, ("held", [])), (True, ("not_evaluable", ["hardware"]))):
+        got = {f.rule.id: (f.outcome, f.missing) for f in
+               evaluate_rules(rs, facts, {"tp_size": 8, "weight_is_fp8": fp8}, engine="vllm")}
+        assert got["fp8-needs-hw"] == want, fp8
+        assert got["true-without-hw"] == ("not_evaluable", ["hardware"])  # true needs the hardware to decide

@@ -328,6 +328,13 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         world = tp * pp * (1 if (stack.engine == "sglang" and "dp-attention" in stack.techniques) else dp)
         per_node = max(1, (stack.gpu_count or world) // nnodes)
     if per_node is None:
+        ep = int(ns.get("ep_size") or 1)
+        if "expert-parallelism" in stack.techniques and ep <= 1:
+            ep = int(ns.get("tp_size") or 1) * int(ns.get("dp_size") or 1)
+        if int(ns.get("tp_size") or 1) == 1:
+            out["tp_spans_nodes"] = False  # one GPU per TP group: nothing to span
+        if ep == 1:
+            out["ep_spans_nodes"] = False
         if nnodes == 1 and "nnodes" in ns:
             # one node (the engines' default --nnodes 1): no TP or EP group can leave it. What a node holds is
             # not known, so gpus_per_node stays unset (a TP larger than the node's GPUs fails at start-up).

@@ -580,6 +580,16 @@ def _missing_names(rule: Rule, local: Mapping[str, Any]) -> list[str]:
     return sorted(n for n in read if local.get(n) is None and n not in ("true", "false", "True", "False"))
 
 
+def _false_without(rule: Rule, ns: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]]) -> bool:
+    """True when ``rule``'s condition is already false on the stack-wide facts ``ns`` alone (before any fact of
+    a kind it matches on is known): then the rule holds whatever those facts would say. A condition that
+    needs a missing fact, or is true, or cannot be compared, decides nothing."""
+    try:
+        return not evaluate(rule.condition, ns, functions)
+    except (MissingFact, ExprTypeError, ZeroDivisionError, ValueError, TypeError, OverflowError):
+        return False
+
+
 def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[str, Any],
                    functions: Mapping[str, Callable[..., Any]] | None = None,
                    engine: str | None = None, version: str | None = None,
@@ -617,6 +627,11 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
                 present_techs = {f.get("technique") for f in facts if f.get("kind") == "technique"}
                 fact_kinds = {f.get("kind") for f in facts}
             outcome, kinds = _unmatched(r, present_techs, fact_kinds)
+            if kinds and r.condition and _false_without(r, ns, functions):
+                # decided without the absent facts (`weight_is_fp8 and <hardware ...>` on a BF16 model): held
+                out.append(Firing(r, False, f"condition is false whatever the {' and '.join(kinds)} facts: "
+                                            f"{r.condition}"))
+                continue
             if kinds:
                 why = f"needs {' and '.join(kinds)} facts, which this input does not provide"
             else:
