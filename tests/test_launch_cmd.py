@@ -205,3 +205,19 @@ def test_registry_plug_in(catalog):
         assert detect("vllm serve Qwen/Qwen3-32B --served-model-name torchrun", catalog)[0].name == "vllm"
     finally:
         _REGISTRY.pop("example-torchrun", None)
+
+
+def test_an_option_given_twice_is_noted_with_the_value_the_engine_keeps(cli):
+    # tester finding 18: argparse keeps the last occurrence; optkg said nothing about the first
+    code, out, err = cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B --max-model-len 4096 --max-model-len 8192",
+                         "--gpu", "H100-SXM", "--format", "json")
+    d = json.loads(out)
+    assert code in (0, 1), err
+    assert ("--vllm: --max-model-len is given twice (--max-model-len 4096, then --max-model-len 8192): the engine's "
+            "parser keeps the last, 8192") in d["notes"]
+
+
+def test_cli_options_are_not_matched_by_prefix(cli):
+    # tester finding 14: `optkg kv --gpu H200` was read as --gpu-compute-capability H200
+    code, out, err = cli("kv", "--model", "Qwen/Qwen3-32B", "--gpu", "H200")
+    assert code == 2 and "unrecognized arguments: --gpu H200" in err and "Traceback" not in err

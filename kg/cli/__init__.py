@@ -38,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class _Parser(argparse.ArgumentParser):
     last_error: str | None = None  # the message of the last usage error (for the --format json error object)
 
+    def __init__(self, *args, **kwargs) -> None:
+        # no silent prefixes: `optkg kv --gpu H200` must not be read as --gpu-compute-capability
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:
         """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``."""
         text = " ".join(str(message).split())

@@ -222,6 +222,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     removed: set[str] = set()
     model_name = None
     i = 0
+    given: dict[str, tuple[str, Any]] = {}  # canonical flag -> (as typed, value): a repeated option is noted
     while i < len(words):
         w = words[i]
         if not w.startswith("-") or w == "-":
@@ -301,6 +302,12 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 if str(value).lower() not in vm:
                     raise OptkgError(f"{flag}: expected one of {', '.join(map(str, spec['value_map']))}, found {raw!r}")
                 value = vm[str(value).lower()]
+        if typ != "json" and spec.get("nargs") != "+":
+            prev = given.get(name)
+            if prev is not None and prev[1] != value:  # argparse stores the last occurrence of an option
+                st.notes.append(f"{label}: {name} is given twice ({prev[0]} {prev[1]}, then {typed} {value}): "
+                                f"the engine's parser keeps the last, {value}")
+            given[name] = (typed, value)
         apply_flag(st, catalog, engine, spec, value, flag, removed, by_value_tids, origin=typed)
         if spec.get("set") == "model":
             model_name = value
