@@ -6,8 +6,9 @@ GitHub Actions workflow command (a newline followed by ``::error::``), or inject
 rendered markdown page (``<script>``, ``<img onerror=...>``, ``javascript:`` links). Each sink gets
 its own function; use the one for the place the text is written:
 
-- ``terminal(s)``: C0/C1 control characters (ESC, BEL, CSI ...), DEL and the bidirectional-override
-  characters are shown as ``\\x1b`` / ``\\u202e``; newlines and tabs are kept (a whole report).
+- ``terminal(s)``: C0/C1 control characters (ESC, BEL, CSI ...), DEL, the bidirectional-override
+  characters and the invisible ones (zero-width space/joiners, word joiner, BOM, soft hyphen) are shown as
+  ``\\x1b`` / ``\\u202e`` / ``\\u200b``; newlines and tabs are kept (a whole report).
 - ``one_line(s)``: like ``terminal`` and also escapes line and paragraph breaks, for a value that
   must stay on its line (a report title, a table cell, an annotation title).
 - ``markdown(s)``: one line, HTML special characters escaped (``&lt;script&gt;`` renders as text),
@@ -27,6 +28,8 @@ from typing import Any
 # C0 controls except TAB and LF, DEL, C1 controls, and the bidi overrides/isolates (Trojan Source)
 _CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 0x7F, *range(0x80, 0xA0)]}
 _CONTROL.update({c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]})
+# invisible characters: a GPU name 'H100\u200b' must not print exactly like 'H100' next to "unknown GPU"
+_CONTROL.update({c: f"\\u{c:04x}" for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00AD)})
 _LINES = dict(_CONTROL)
 _LINES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\x85", 0x0B: "\\x0b",
                0x0C: "\\x0c"})
