@@ -25,6 +25,12 @@ LAUNCHER_FLAGS = {
     "--num_machines": "num_nodes", "--num-machines": "num_nodes",
     "--config_file": "config_file", "--config-file": "config_file",
 }
+# accelerate launch switches (store_true in accelerate 1.15.0 commands/launch.py, e.g. --multi_gpu :177,
+# --use_deepspeed :254, --use_fsdp :260): never take a value
+LAUNCHER_SWITCHES = {"--quiet", "-q", "--cpu", "--multi_gpu", "--tpu", "--enable_cpu_affinity", "--dynamo_use_fullgraph",
+                     "--dynamo_use_dynamic", "--dynamo_use_regional_compilation", "--use_deepspeed", "--use_fsdp",
+                     "--use_parallelism_config", "--use_megatron_lm", "--same_network", "--no_python", "--tpu_cluster",
+                     "--tpu_use_sudo", "--debug"}
 
 
 @dataclass
@@ -37,6 +43,8 @@ class Command:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
+    # every launcher flag as written before the script: name -> value ("" for a switch), e.g. accelerate's --use_fsdp
+    launcher_raw: dict[str, str] = field(default_factory=dict)
 
 
 def split_command(text: str, where: str) -> Command:
@@ -95,9 +103,11 @@ def split_command(text: str, where: str) -> Command:
             break
         if t.startswith("-"):
             name, eq, val = t.partition("=")
-            takes = not eq and i + 1 < len(seg) and not seg[i + 1].startswith("-") and not seg[i + 1].endswith(".py")
+            takes = not eq and i + 1 < len(seg) and not seg[i + 1].startswith("-") and not seg[i + 1].endswith(".py") \
+                and name not in LAUNCHER_SWITCHES
             if takes:
                 val = seg[i + 1]
+            cmd.launcher_raw[name] = val
             if name in LAUNCHER_FLAGS:
                 cmd.launcher_args[LAUNCHER_FLAGS[name]] = val
             else:

@@ -133,9 +133,78 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
         if "optimizer_source" not in job.settings:
             # no ds_config file with an `optimizer` section: the training script builds the optimizer
             job.set("optimizer_source", "client", at("deepspeed_config"))
+        if dc.get("gradient_accumulation_steps") is not None:
+            job.set("gradient_accumulation_steps", dc["gradient_accumulation_steps"],
+                    at("deepspeed_config", "gradient_accumulation_steps"))
         for key, setting in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
             if dc.get(key) is not None:
                 job.set(setting, str(dc[key]).lower(), at("deepspeed_config", key))
+
+
+# accelerate launch's own flags -> the accelerate config key they stand for (accelerate 1.15.0 commands/launch.py:
+# --mixed_precision :190, --num_processes :198, --num_machines :201, --use_deepspeed :254, --use_fsdp :260,
+# --deepspeed_config_file :411, --zero_stage :417, --offload_optimizer_device :424, --offload_param_device :431,
+# --gradient_accumulation_steps :452, --fsdp_version :514, --fsdp_offload_params :521, --fsdp_sharding_strategy :534,
+# --fsdp_reshard_after_forward :540, --fsdp_use_orig_params :578, --fsdp_activation_checkpointing :600); the command
+# line wins over --config_file (launch.py:1236-1246 fills only what the command left unset)
+ACCELERATE_CLI: dict[str, tuple[str, ...]] = {
+    "--mixed_precision": ("mixed_precision",),
+    "--num_processes": ("num_processes",), "--num_machines": ("num_machines",),
+    "--deepspeed_config_file": ("deepspeed_config", "deepspeed_config_file"),
+    "--zero_stage": ("deepspeed_config", "zero_stage"),
+    "--offload_optimizer_device": ("deepspeed_config", "offload_optimizer_device"),
+    "--offload_param_device": ("deepspeed_config", "offload_param_device"),
+    "--gradient_accumulation_steps": ("deepspeed_config", "gradient_accumulation_steps"),
+    "--fsdp_version": ("fsdp_config", "fsdp_version"),
+    "--fsdp_offload_params": ("fsdp_config", "fsdp_offload_params"),
+    "--fsdp_sharding_strategy": ("fsdp_config", "fsdp_sharding_strategy"),
+    "--fsdp_reshard_after_forward": ("fsdp_config", "fsdp_reshard_after_forward"),
+    "--fsdp_use_orig_params": ("fsdp_config", "fsdp_use_orig_params"),
+    "--fsdp_activation_checkpointing": ("fsdp_config", "fsdp_activation_checkpointing"),
+}
+
+
+def _accelerate_cli(job: TrainingJob, raw: dict[str, str], where: str, base_dir: Path) -> list[str]:
+    """Apply ``accelerate launch``'s own flags (``raw``: flag -> value as written) like the same keys of an
+    accelerate config file; returns the flags read."""
+    norm = {k.replace("-", "_").replace("__", "--", 1) if k.startswith("--") else k: v for k, v in raw.items()}
+    used = [k for k in norm if k in ACCELERATE_CLI or k in ("--use_fsdp", "--use_deepspeed")]
+    if not used:
+        return []
+    data: dict[str, Any] = {}
+    flag_of: dict[tuple[str, ...], str] = {}
+    for flag, path in ACCELERATE_CLI.items():
+        if flag in norm:
+            if not norm[flag]:
+                raise OptkgError(f"{where}: accelerate launch {flag} needs a value")
+            val: Any = norm[flag]
+            if path[-1] in ("fsdp_offload_params", "fsdp_use_orig_params", "fsdp_activation_checkpointing"):
+                val = str(val).lower()
+            node = data
+            for k in path[:-1]:
+                node = node.setdefault(k, {})
+            node[path[-1]] = val
+            flag_of[path] = flag
+    if "--use_fsdp" in norm:
+        data["distributed_type"] = "FSDP"
+        fc = data.setdefault("fsdp_config", {})
+        if "fsdp_use_orig_params" not in fc and "use_orig_params" not in job.settings:
+            fc["fsdp_use_orig_params"] = "true"  # --fsdp_use_orig_params default "true" (launch.py:578-580)
+            flag_of[("fsdp_config", "fsdp_use_orig_params")] = "--use_fsdp (--fsdp_use_orig_params default true)"
+        flag_of.setdefault(("fsdp_config",), "--use_fsdp")
+    elif "--use_deepspeed" in norm:
+        data["distributed_type"] = "DEEPSPEED"
+        flag_of.setdefault(("deepspeed_config",), "--use_deepspeed")
+    elif job.framework in ("fsdp", "deepspeed"):
+        data.setdefault("fsdp_config", {})
+        data["distributed_type"] = "FSDP" if job.framework == "fsdp" else "DEEPSPEED"  # from --config_file
+    fc = data.get("fsdp_config")
+    if data.get("distributed_type") == "FSDP" and "fsdp_sharding_strategy" not in fc \
+            and "fsdp_reshard_after_forward" not in fc and job.get("fsdp_sharding"):
+        fc["fsdp_sharding_strategy"] = job.get("fsdp_sharding").upper()  # from --config_file
+    apply_accelerate_config(job, data, f"{where}: accelerate launch",
+                            lambda path: (" " + flag_of.get(tuple(path), flag_of.get(tuple(path[:1]), "")),), base_dir)
+    return used
 
 
 def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "--cmd", base_dir: Path | None = None,
@@ -156,6 +225,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             raise OptkgError(f"{where}: accelerate config '{cmd.launcher_args['config_file']}' not found")
         doc = load_yaml(p)
         apply_accelerate_config(job, doc.data, str(p), doc.where, p.parent)
+    read_cli = _accelerate_cli(job, cmd.launcher_raw, where, base) if cmd.launcher == "accelerate" else []
     state: dict[str, Any] = {}
 
     def apply(target: str, val: Any, flag: str) -> None:
@@ -227,5 +297,5 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             job.model = resolver(state["model"])
         except OptkgError as e:
             job.notes.append(f"--model_name_or_path {state['model']}: {e}")
-    job.ignored.extend(cmd.ignored)
+    job.ignored.extend(n for n in cmd.ignored if n.replace("-", "_").replace("__", "--", 1) not in read_cli)
     return job
