@@ -54,3 +54,27 @@ def test_accelerate_launch_sharding_codes_offload_and_deepspeed_flags(tmp_path):
     assert (job.framework, job.get("fsdp_sharding"), job.get("world_size")) == ("fsdp", "full_shard", 16)
     job = parse_training_command("accelerate launch --config_file fsdp.yaml --num_processes 8 train.py", base_dir=tmp_path)
     assert (job.get("fsdp_sharding"), job.get("world_size")) == ("no_shard", 8)
+
+
+DS_PIPE = '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}, ' \
+          '"bf16": {"enabled": true}, "pipeline": {"stages": 4}}'
+
+
+def test_deepspeed_config_flag_reads_the_json_like_deepspeed(cli, tmp_path):
+    # DeepSpeed's add_config_arguments: a --deepspeed switch and --deepspeed_config FILE (deepspeed 0.19.8
+    # deepspeed/__init__.py:628-633), the form of its CIFAR tutorial
+    (tmp_path / "ds.json").write_text(DS_PIPE)
+    for flags in ("--deepspeed_config ds.json", "--deepspeed_config=ds.json", "--deepspeed --deepspeed_config ds.json",
+                  "--deepspeed ds.json"):
+        job = parse_training_command(f"deepspeed --num_gpus 16 train.py {flags}", base_dir=tmp_path)
+        assert (job.framework, job.get("zero_stage"), job.get("pp_size"), job.get("global_batch_size")) == ("deepspeed", 2, 4, 16), flags
+        assert job.parallel()["dp_size"] == 16 // 4 == 4 and job.ignored == [], flags
+    ds = tmp_path / "ds.json"
+    code, d = _json(cli, "--train", f"deepspeed --num_gpus 16 train.py --deepspeed_config {ds}",
+                    "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "A100-80GB")
+    assert code == 1 and [f["rule_id"] for f in d["findings"] if f["severity"] == "error"] == ["deepspeed-zero-with-pipeline-engine"]
+    assert d["ignored_flags"] == []
+    # the other side: the same launch without a DeepSpeed config is a plain Trainer job; nothing to fire
+    code, d = _json(cli, "--train", "deepspeed --num_gpus 16 train.py", "--model", "meta-llama/Meta-Llama-3.1-8B",
+                    "--gpu", "A100-80GB")
+    assert not [f for f in d["findings"] if f["rule_id"] == "deepspeed-zero-with-pipeline-engine"]

@@ -130,7 +130,9 @@ def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callab
 
     - ``value``: takes the next token (or ``=value``) and calls ``apply(target, value, flag)``;
     - ``true`` / ``false``: a switch setting ``target`` to True / False;
-    - ``const:<v>``: a switch setting ``target`` to ``<v>``.
+    - ``const:<v>``: a switch setting ``target`` to ``<v>``;
+    - ``maybe``: takes the next token as a value unless it is another flag or the end, else calls
+      ``apply(target, None, flag)`` (DeepSpeed's ``--deepspeed`` switch vs HF's ``--deepspeed ds.json``).
 
     Unknown flags go to ``ignored`` (users paste whole commands). A value flag at the end of the
     command is an OptkgError naming the flag.
@@ -148,6 +150,12 @@ def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callab
             i += 1
             continue
         kind, target = spec
+        if kind == "maybe":
+            if not eq and (i + 1 >= len(args) or args[i + 1].startswith("-")):
+                apply(target, None, name)
+                i += 1
+                continue
+            kind = "value"
         if kind == "value":
             if not eq:
                 if i + 1 >= len(args):

@@ -33,7 +33,10 @@ V, T = "value", "true"
 FLAGS: dict[str, tuple[str, Any]] = {
     "--fsdp": (V, "_fsdp"),
     "--fsdp_config": (V, "_fsdp_config"),
-    "--deepspeed": (V, "_deepspeed"),
+    # HF TrainingArguments' --deepspeed FILE; DeepSpeed's own add_config_arguments has a --deepspeed switch and
+    # --deepspeed_config FILE (deepspeed 0.19.8 deepspeed/__init__.py:628-633), the form of its tutorials
+    "--deepspeed": ("maybe", "_deepspeed"),
+    "--deepspeed_config": (V, "_deepspeed"),
     "--gradient_checkpointing": (T, "_gc"),
     "--gradient_checkpointing_kwargs": (V, "_gc_kwargs"),
     "--per_device_train_batch_size": (V, "micro_batch_size"),
@@ -242,6 +245,8 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             state["fsdp_config"] = val
         elif target == "_deepspeed":
             job.framework = "deepspeed"
+            if val is None:
+                return  # DeepSpeed's --deepspeed switch: the file comes with --deepspeed_config
             from kg.inputs.training.deepspeed import load_deepspeed_config
             p = Path(str(val))
             p = p if p.is_absolute() else base / p
