@@ -31,6 +31,7 @@ from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weigh
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
+from kg.analyses.v0_capacity import apply_v0_blocks, uses_v0
 from kg.inputs.support_ns import support_namespace
 
 SCHEMA_VERSION = "1.1"  # 1.1: outcomes (fired / held / not evaluable) and not_evaluable[] added
@@ -288,6 +289,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     # deployment serves dp_size times one pool's concurrency
                     derived["max_concurrency_per_attention_group"] = cap.max_concurrency
                     derived["max_concurrency"] = round(cap.max_concurrency * dp_attn, 2)
+            if uses_v0(engine, stack.engine_version, ns.get("vllm_use_v1")):  # V0 counts whole blocks
+                apply_v0_blocks(derived, ns, block, stack.engine_version)
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
             if plan is not None:
                 derived["kv_request_bytes_at_max_model_len"] = plan.blocks_per_request * plan.bytes_per_block
@@ -572,17 +575,7 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         out["flash_attn_version_effective"] = int(ns["flash_attn_version"])
     elif cc is not None and vendor == "nvidia" and 8.0 <= cc < 10.0:
         out["flash_attn_version_effective"] = 3 if cc >= 9.0 else 2
-    v0 = False
-    if (stack.engine or "") == "vllm":
-        if ns.get("vllm_use_v1") is not None:
-            v0 = int(ns["vllm_use_v1"]) == 0
-        elif stack.engine_version:
-            from packaging.version import InvalidVersion, Version
-            try:
-                v0 = Version(stack.engine_version) < Version("0.8.0")
-            except InvalidVersion:
-                v0 = False
-    out["engine_uses_v0"] = v0
+    out["engine_uses_v0"] = v0 = uses_v0(stack.engine, stack.engine_version, ns.get("vllm_use_v1"))
     # vLLM V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221)
     if (stack.engine == "vllm" and not v0 and ns.get("attention_backend") is None and stack.engine_version
             and m is not None and not m.is_mla):

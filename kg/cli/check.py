@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         budget, where = logged_kv_budget(log)
         for stack in stacks:
             set_setting(stack, "kv_budget_gib", budget / 2**30, "--kv-budget-from")
+            blocks = log.values.get("num_gpu_blocks")
+            if log.generation == "v0" and blocks is not None:  # V0 logs whole blocks (kg.analyses.v0_capacity)
+                set_setting(stack, "kv_num_blocks", int(blocks.value), "--kv-budget-from")
             stack.notes.append(f"KV budget per GPU from {where}")
     from kg.inputs.launch.registry import finding_location
     texts, dicts = [], []

@@ -29,6 +29,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "max_num_batched_tokens": ("integer", "tokens per scheduler step"),
     "max_num_seqs": ("integer", "max concurrent sequences"),
     "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
+    "kv_num_blocks": ("integer", "GPU KV-cache blocks (vLLM V0 '# GPU blocks', as logged); overrides the count from the budget"),
     "enforce_eager": ("boolean", "disable CUDA graphs"),
     "dtype": ("string", "model dtype override"),
     "nnodes": ("integer", "nodes the engine spans (vLLM/SGLang --nnodes)"),

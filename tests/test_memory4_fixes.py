@@ -1,0 +1,43 @@
+"""Issue 13 tester findings (tester-3 report, session 4, lane memory4), each with the value worked out by hand
+or read from the engine's released source.
+
+1. vLLM V0 refuses a max_model_len above block_size x num_gpu_blocks (vllm 0.6.4 worker/worker.py:486-504):
+   rule max-model-len-exceeds-kv-blocks-v0, and V0's capacity counted in whole blocks (tester item 1, 15).
+"""
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, run_cli
+
+LOGS = REPO / "tests/fixtures/logs"
+LOG_10517 = LOGS / "vllm-10517-llama31-8b-rtx3090-29k.log"
+CMD_29K = "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 29000"
+
+
+def _check(*args: str) -> dict:
+    code, out, err = run_cli("check", "--vllm", CMD_29K, "--gpu", "RTX-3090", "--engine-version", "0.6.4", *args,
+                             "--format", "json")
+    assert code == 1, err  # an error finding
+    return json.loads(out)
+
+
+def test_v0_refusal_fires_on_optkgs_own_budget():
+    d = _check()
+    # V0 counts whole blocks: 1,692 blocks x 16 tokens = 27,072 (not 27,064), 27,072 / 29,000 = 0.93
+    assert d["derived"]["kv_num_blocks"] == 1692
+    assert d["derived"]["kv_tokens_per_gpu"] == 27072 and d["derived"]["max_concurrency"] == 0.93
+    f = {x["rule_id"]: x for x in d["findings"]}["max-model-len-exceeds-kv-blocks-v0"]
+    assert f["severity"] == "error"
+    assert f["numbers"] == {"max_model_len": 29000, "kv_token_limit": 27072, "num_gpu_blocks": 1692, "block_size": 16}
+
+
+def test_v0_refusal_fires_with_the_logged_blocks_of_vllm_10517():
+    d = _check("--count", "1", "--kv-budget-from", str(LOG_10517))
+    # the log: "# GPU blocks: 1478" and "... larger than the maximum number of tokens that can be stored in
+    # KV cache (23648)" = 1,478 x 16; "Maximum concurrency for 29000 tokens per request: 0.82x"
+    assert d["derived"]["kv_num_blocks"] == 1478
+    assert d["derived"]["kv_tokens_per_gpu"] == 23648 and d["derived"]["max_concurrency"] == 0.82
+    f = {x["rule_id"]: x for x in d["findings"]}["max-model-len-exceeds-kv-blocks-v0"]
+    assert f["numbers"]["kv_token_limit"] == 23648 and f["numbers"]["num_gpu_blocks"] == 1478
+    assert "(29000) is larger than the maximum number of tokens that can be stored in KV cache (23648)" in f["message"]
