@@ -78,6 +78,20 @@ def test_newer_than_known_release_gets_the_newest_knowledge(cli):
     assert eff["gpu_memory_utilization"]["value"] == 0.92
 
 
+@pytest.mark.parametrize("version, tail", [
+    ("0.0.1", "it is older than every known release, so the rules and defaults bounded from a known release on do "
+              "not apply to it"),
+    ("0.7.4", "release-bounded rules and defaults are matched against 0.7.4 as given (between 0.7.3 and 0.8.0)"),
+])
+def test_release_not_in_the_list_gets_one_note(cli, version, tail):
+    d, _ = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", version)
+    notes = [n for n in d["notes"] if "not in optkg's release list" in n]
+    assert notes == [f"release {version} is not in optkg's release list for vllm (known: 0.4.0-0.33.0); {tail}"]
+    # a listed release gets none
+    d, _ = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", "0.7.3")
+    assert not [n for n in d["notes"] if "not in optkg's release list" in n]
+
+
 def test_given_settings_win(cli):
     _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --gpu-memory-utilization 0.8 "
                     "--max-num-seqs 64", "--gpu", "H200")

@@ -98,9 +98,23 @@ def resolve_release(stack: Any) -> None:
                            "(pass --engine-version or engine_version: to check another)")
         return
     try:
-        if Version(stack.engine_version) > Version(latest):
+        given = Version(stack.engine_version)
+        if given > Version(latest):
             stack.notes.append(f"{stack.engine} {stack.engine_version} is newer than the latest release optkg knows "
                                f"({latest}): checked with the knowledge of {latest}")
+            return
+        known = known_releases(stack.engine)
+        if known and given not in {Version(r) for r in known}:
+            first = known[0]
+            if given < Version(first):
+                where = (f"it is older than every known release, so the rules and defaults bounded from a known "
+                         f"release on do not apply to it")
+            else:
+                below = max((r for r in known if Version(r) < given), key=Version)
+                above = min((r for r in known if Version(r) > given), key=Version)
+                where = f"release-bounded rules and defaults are matched against {stack.engine_version} as given (between {below} and {above})"
+            stack.notes.append(f"release {stack.engine_version} is not in optkg's release list for {stack.engine} "
+                               f"(known: {first}-{latest}); {where}")
     except InvalidVersion:  # the CLI and stack readers refuse such a version first; an API caller gets no note
         pass
 
