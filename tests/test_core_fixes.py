@@ -271,10 +271,15 @@ def test_kv_head_replication_fix_follows_the_engine():
     # SGLang >= 0.5.22 spells DP attention --attn-dp-size; since 0.5.15 it has --dcp-size (not vLLM's -dcp)
     assert "--attn-dp-size 2" in f["fix"] and "--enable-dp-attention --dp 2" in f["fix"]
     assert "vLLM -dcp" not in f["fix"] and "--dcp-size" in f["fix"]
-    assert f["numbers"]["suggested_dcp_sizes"] == [1]
-    assert "valid_dcp_sizes" not in d["derived"] and "dcp_possible" not in d["derived"]
+    # SGLang 0.5.23's own DCP sizes (changed on purpose, tester finding: the numbers said {1} while the fix named
+    # --dcp-size): 4 KV heads over tp 8 -> dcp 1 or 2 (kg.derive.kv.valid_dcp_sizes_sglang)
+    assert f["numbers"]["suggested_dcp_sizes"] == [1, 2]
+    assert d["derived"]["valid_dcp_sizes"] == [1, 2] and d["derived"]["dcp_possible"] is True
     code, out, _ = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8")
-    assert "valid DCP sizes" not in out and "DCP   " not in out
+    assert "valid DCP sizes                            {1, 2}" in out
+    # before SGLang had --dcp-size (0.5.15) no DCP size is offered
+    _, d = check_json("--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8", "--engine-version", "0.5.14")
+    assert fired(d)["kv-head-replication"]["numbers"]["suggested_dcp_sizes"] == [1] and "valid_dcp_sizes" not in d["derived"]
     _, d = check_json("--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
     assert "(vLLM -dcp 2)" in fired(d)["kv-head-replication"]["fix"]
     assert fired(d)["kv-head-replication"]["numbers"]["suggested_dcp_sizes"] == [1, 2]

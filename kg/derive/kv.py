@@ -99,6 +99,30 @@ def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
     return [d for d in divisors(tp_size) if d <= tp_size // h and group % d == 0]
 
 
+# SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml); before it DCP is impossible there
+SGLANG_DCP_SINCE = "0.5.15"
+
+
+def valid_dcp_sizes_sglang(model: ModelFacts, tp_size: int) -> list[int]:
+    """DCP sizes SGLang (0.5.15 on) splits a TP group into: ``[1]`` means DCP is impossible.
+
+    SGLang 0.5.23 builds each DCP group from ``dcp_size`` consecutive ranks of a TP group
+    (distributed/parallel_state.py:2719-2725), so ``dcp_size`` divides ``tp_size``; KV heads then shard over
+    ``tp_size // dcp_size`` groups (configs/model_config.py:1700-1711 get_num_kv_heads): an MLA latent (one KV head)
+    is cached once per DCP group at every divisor, a GQA model only while each rank still holds its group's heads
+    (``dcp_size <= tp_size / H_kv``, the condition attention_hook.py:67-71 states). Sliding-window models are left at
+    ``[1]`` as for vLLM (not checked in SGLang's source).
+    """
+    if model.num_sliding_layers or tp_size < 2:
+        return [1]
+    if model.is_mla:
+        return divisors(tp_size)
+    h = model.num_key_value_heads
+    if not tp_size > h:
+        return [1]
+    return [d for d in divisors(tp_size) if d <= tp_size // h]
+
+
 def divisors(n: int) -> list[int]:
     """All positive divisors of n, ascending (O(sqrt(n)), n at most ``kg.core.intmath.MAX_DIVISOR_INPUT``).
 
