@@ -393,8 +393,11 @@ def test_vllm_14117_pp_with_mtp(run, command):
     assert f.severity == "error" and f.numbers["pp_size"] == 2
     cmd = command("vllm", "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
                           "--num-speculative-tokens 1 --quantization fp8 --max-model-len 32768 --max-num-seqs 16",
-                  config=REPO / "catalog" / "models" / "deepseek-ai__DeepSeek-V3.json")
+                  config=REPO / "catalog" / "models" / "deepseek-ai__DeepSeek-V3.json", version="0.7.3")
     assert "speculative-decoding-pipeline-parallel" in fired(cmd)
+    # V1 drafts on the last PP rank; from 0.14.0 to 0.29.x the MTP class lacks SupportsPP (issue 52069)
+    v26 = run("vllm-14117-pp-with-mtp", lambda d: d["engine"].update(version="0.26.0"))
+    assert "mtp-draft-without-pipeline-parallel-support" in fired(v26) and "speculative-decoding-pipeline-parallel" not in fired(v26)
 
 
 def test_rules_chain_tp_divisibility_to_pp_to_speculative_decoding(run):
@@ -404,8 +407,9 @@ def test_rules_chain_tp_divisibility_to_pp_to_speculative_decoding(run):
     first = run("vllm-11797-heads-not-divisible-by-tp", lambda d: d["techniques"].append(sd))
     f = finding(first, "heads-not-divisible-by-tp")
     assert [x["technique"] for x in f.fixes] == ["pipeline-parallelism"]
+    # the PP x SD refusal is the V0 spec-decode worker's (0.6.5-0.9.x): the chain is checked on 0.7.3
     second = run("vllm-11797-heads-not-divisible-by-tp", lambda d: d.update(techniques=[
-        {"tensor-parallelism": {"tp_size": 4}}, {"pipeline-parallelism": {"pp_size": 2}}, sd]))
+        {"tensor-parallelism": {"tp_size": 4}}, {"pipeline-parallelism": {"pp_size": 2}}, sd], engine={"name": "vllm", "version": "0.7.3"}))
     assert "heads-not-divisible-by-tp" not in fired(second)
     assert finding(second, "speculative-decoding-pipeline-parallel").numbers["pp_size"] == 2
 

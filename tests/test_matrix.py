@@ -49,7 +49,7 @@ def test_speculative_decoding_x_lora_is_conditional_on_old_vllm(matrix):
     assert c["mark"] == "conditional"
     assert c["engines"] == ["vllm"]
     assert c["rule"] == "speculative-decoding-lora"
-    assert c["condition"] == "[vllm <0.11.1]"
+    assert c["condition"] == "[vllm >=0.4.2,<0.11.1]"  # lower bound: the first wheel with the check (0.4.2)
     assert any(s["url"] == "https://github.com/vllm-project/vllm/pull/21068" for s in c["sources"])
 
 
@@ -88,9 +88,11 @@ def test_flash_attention_x_paged_attention_is_conditional_on_the_backend(matrix,
 def test_other_pairs_from_the_rules(matrix):
     # DCP x KV connector (LMCache issue 1732) and PP x speculative decoding (vLLM and SGLang)
     assert cell(matrix, "decode-context-parallelism", "kv-cache-connector")["mark"] == "conflict"
+    # changed on purpose (issue 14): vLLM refuses PP x SD only in its V0 worker (0.6.5-0.9.x, a conditional rule);
+    # SGLang 0.5.21+ refuses it outside EAGLE on prefill nodes / SGLANG_ENABLE_PP_SPEC
     pp = cell(matrix, "pipeline-parallelism", "speculative-decoding")
-    assert pp["mark"] == "conflict" and pp["rule"] == "speculative-decoding-pipeline-parallel"
-    assert pp["engines"] == ["sglang", "vllm"]
+    assert pp["mark"] == "conflict" and pp["rule"] == "sglang-speculative-decoding-pipeline-parallel"
+    assert pp["engines"] == ["sglang"]
     # a numeric relation between two sizes makes a pair conditional, not a conflict
     assert cell(matrix, "fp8-block-quantization", "tensor-parallelism")["mark"] == "conditional"
 
