@@ -23,7 +23,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
 from kg.core.errors import OptkgError
-from kg.derive.kv import (GIB, SGLANG_DCP_SINCE, UnmodelledKVDtype, divisors, gpu_memory_bytes, valid_dcp_sizes_sglang,
+from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, engine_dcp_sizes, engine_has_dcp, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
 from kg.derive.kv_specs import null_block_bytes
@@ -105,17 +105,6 @@ class Report:
         return d
 
 
-
-def _release_at_least(stack: Stack, release: str) -> bool:
-    """Whether the stack's engine release (the latest known when none is given) is ``release`` or newer."""
-    from packaging.version import InvalidVersion, Version
-    from kg.inputs.effective import latest_release
-    v = stack.engine_version or latest_release(stack.engine)
-    try:
-        return v is not None and Version(str(v)) >= Version(release)
-    except InvalidVersion:
-        return False
-
 def _compute_capability(hw: dict[str, Any] | None) -> float | None:
     cc = (hw or {}).get("compute_capability")
     try:
@@ -186,11 +175,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             "max_useful_dcp_size": max(lay.valid_dcp_sizes),
             "valid_tp_sizes": divisors(m.num_attention_heads),
         })
-        if stack.engine == "sglang" and _release_at_least(stack, SGLANG_DCP_SINCE):  # SGLang's own DCP groups
-            sg = valid_dcp_sizes_sglang(m, tp_kv)
+        if stack.engine and stack.engine != "vllm":  # the sizes above are vLLM's; SGLang has its own (kg.derive.kv)
+            sg = engine_dcp_sizes(stack.engine, stack.engine_version, m, tp_kv)
             derived.update({"valid_dcp_sizes": sg, "dcp_possible": len(sg) > 1, "max_useful_dcp_size": max(sg)})
-        elif stack.engine and stack.engine != "vllm":  # the DCP sizes are vLLM's (kg.derive.kv valid_dcp_sizes)
-            derived.update({"valid_dcp_sizes": [1], "dcp_possible": False, "max_useful_dcp_size": 1})
         if sized:
             derived.update({
                 "kv_bytes_per_token_model": lay.bytes_per_token_model,
@@ -723,8 +710,8 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_"))
                and not isinstance(ns[k], dict)}
-    if stack.engine and stack.engine != "vllm" and not (stack.engine == "sglang" and _release_at_least(stack, SGLANG_DCP_SINCE)):
-        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):  # vLLM's sizes would mislead there
+    if stack.engine and stack.engine != "vllm" and not engine_has_dcp(stack.engine, stack.engine_version):
+        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):  # no DCP on that engine (release)
             derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
     return Report(describe_stack(stack), findings, derived,

@@ -123,6 +123,25 @@ def valid_dcp_sizes_sglang(model: ModelFacts, tp_size: int) -> list[int]:
     return [d for d in divisors(tp_size) if d <= tp_size // h]
 
 
+def engine_has_dcp(engine: str, version: str | None) -> bool:
+    """Whether ``engine`` at ``version`` (None: the latest release optkg knows) has decode context parallelism
+    besides vLLM: SGLang from ``SGLANG_DCP_SINCE``."""
+    if engine != "sglang":
+        return False
+    from packaging.version import InvalidVersion, Version
+    from kg.inputs.effective import latest_release
+    v = version or latest_release(engine)
+    try:
+        return v is not None and Version(str(v)) >= Version(SGLANG_DCP_SINCE)
+    except InvalidVersion:
+        return False
+
+
+def engine_dcp_sizes(engine: str, version: str | None, model: ModelFacts, tp_size: int) -> list[int]:
+    """DCP sizes of a non-vLLM engine (``[1]``: none), see ``valid_dcp_sizes_sglang``."""
+    return valid_dcp_sizes_sglang(model, tp_size) if engine_has_dcp(engine, version) else [1]
+
+
 def divisors(n: int) -> list[int]:
     """All positive divisors of n, ascending (O(sqrt(n)), n at most ``kg.core.intmath.MAX_DIVISOR_INPUT``).
 
