@@ -41,3 +41,23 @@ def test_v0_refusal_fires_with_the_logged_blocks_of_vllm_10517():
     f = {x["rule_id"]: x for x in d["findings"]}["max-model-len-exceeds-kv-blocks-v0"]
     assert f["numbers"]["kv_token_limit"] == 23648 and f["numbers"]["num_gpu_blocks"] == 1478
     assert "(29000) is larger than the maximum number of tokens that can be stored in KV cache (23648)" in f["message"]
+
+
+def test_capacity_uses_the_kv_dtype_the_engine_stores_when_fp8_is_ignored():
+    # tester item 6: vLLM 0.7.3 V1 FLASH_ATTN keeps a 16-bit cache for --kv-cache-dtype fp8
+    # (rule fp8-kv-ignored-by-flash-attn); Llama-3.1-8B BF16 KV = 32 layers x 8 heads x 128 x 2 x 2 B = 131,072 B/token
+    cmd = ("VLLM_USE_V1=1 VLLM_ATTENTION_BACKEND=FLASH_ATTN vllm serve meta-llama/Meta-Llama-3.1-8B "
+           "--kv-cache-dtype fp8")
+    code, out, err = run_cli("check", "--vllm", cmd, "--gpu", "H100", "--count", "1", "--engine-version", "0.7.3",
+                             "--format", "json")
+    assert code == 1, err
+    d = json.loads(out)
+    f = {x["rule_id"]: x for x in d["findings"]}["fp8-kv-ignored-by-flash-attn"]
+    assert f["numbers"]["kv_bytes_per_token_per_gpu_actual"] == 131072
+    assert f["numbers"]["kv_bytes_per_token_per_gpu_expected"] == 65536
+    dv = d["derived"]
+    # the table follows the actual 131,072 B/token: 16 x 131,072 = 2 MiB blocks, half the FP8 count
+    # (42,430 FP8 blocks -> 21,215; 21,215 x 16 = 339,440 tokens; 21,215 / 8,192 blocks per 131,072-token request = 2.59)
+    assert dv["kv_bytes_per_token_per_gpu"] == 131072 and dv["kv_bytes_per_token_per_gpu_requested"] == 65536
+    assert dv["kv_num_blocks"] == 21215 and dv["kv_tokens_per_gpu"] == 339440 and dv["max_concurrency"] == 2.59
+    assert any("KV capacity at the dtype the engine stores (auto: bfloat16)" in n for n in d["notes"])

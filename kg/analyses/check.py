@@ -31,6 +31,7 @@ from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weigh
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
+from kg.analyses.kv_actual import STORED_KV_DTYPE, stored_kv_capacity
 from kg.analyses.v0_capacity import apply_v0_blocks, uses_v0
 from kg.inputs.support_ns import support_namespace
 
@@ -698,6 +699,12 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     effective = effective_configuration(stack)
     facts, ns = stack_facts(stack)
     firings = _evaluate(rules, facts, ns, stack, catalog)
+    stored = stored_kv_capacity(stack, {f.rule.id for f in firings if f.fired}, stack_facts)
+    if stored is not None:  # capacity (table and rules) at the KV dtype the engine stores; the rule saying so stays
+        keep = {f.rule.id: f for f in firings if f.rule.id in STORED_KV_DTYPE}
+        ns = {**ns, **stored[0], "kv_bytes_per_token_per_gpu_requested": ns.get("kv_bytes_per_token_per_gpu")}
+        stack.notes.append(stored[1])
+        firings = [keep.get(f.rule.id, f) for f in _evaluate(rules, facts, ns, stack, catalog)]
     # an informational effect coupling that applies (DCP causes communication volume when dcp_size > 1) is
     # "in effect", listed apart from findings: nothing to fix
     notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}
