@@ -1,4 +1,6 @@
 """Invisible characters in user values are shown escaped at every text sink (kg.core.textsafe)."""
+
+
 def test_invisible_characters_are_shown_escaped_at_the_terminal(cli):
     # tester finding 8: `--gpu 'H100\u200b'` printed "unknown GPU 'H100'", indistinguishable from a known GPU
     from kg.core.textsafe import one_line, terminal
