@@ -78,3 +78,28 @@ def test_deepspeed_config_flag_reads_the_json_like_deepspeed(cli, tmp_path):
     code, d = _json(cli, "--train", "deepspeed --num_gpus 16 train.py", "--model", "meta-llama/Meta-Llama-3.1-8B",
                     "--gpu", "A100-80GB")
     assert not [f for f in d["findings"] if f["rule_id"] == "deepspeed-zero-with-pipeline-engine"]
+
+
+TT = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+      '[parallelism]\ndata_parallel_shard_degree = {shard}\ntensor_parallel_degree = {tp}\n')
+ZERO1_INFO = "coupling-zero-1-requires-data-parallelism"
+
+
+def test_torchtitan_without_a_shard_group_holds_no_zero_1(cli, tmp_path):
+    from kg.inputs.training.torchtitan import parse_torchtitan_toml
+    # torchtitan 0.3.0 parallel_dims.py:680-693: fully_shard only when dp_shard > 1 or cp > 1
+    assert parse_torchtitan_toml(TT.format(shard=1, tp=8), "a.toml").get("fsdp_sharding") == "no_shard"
+    assert parse_torchtitan_toml(TT.format(shard=8, tp=1), "b.toml").get("fsdp_sharding") == "full_shard"
+    assert parse_torchtitan_toml(TT.format(shard=-1, tp=8), "c.toml", world_size=8).get("fsdp_sharding") == "no_shard"
+    assert parse_torchtitan_toml(TT.format(shard=-1, tp=8), "d.toml", world_size=16).get("fsdp_sharding") == "full_shard"
+    (tmp_path / "tp8.toml").write_text(TT.format(shard=1, tp=8))
+    code, d = _json(cli, str(tmp_path / "tp8.toml"), "--gpu", "H100")
+    assert ZERO1_INFO not in [f["rule_id"] for f in d["findings"]]
+    (tmp_path / "fsdp8.toml").write_text(TT.format(shard=8, tp=1))
+    code, d = _json(cli, str(tmp_path / "fsdp8.toml"), "--gpu", "H100")
+    assert ZERO1_INFO not in [f["rule_id"] for f in d["findings"]]
+    # the other side: a real ZeRO-1 at DP 1 still gets the coupling's note
+    (tmp_path / "z1.json").write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}')
+    code, d = _json(cli, "--train", f"deepspeed --num_gpus 1 train.py --deepspeed {tmp_path / 'z1.json'}",
+                    "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100")
+    assert ZERO1_INFO in [f["rule_id"] for f in d["findings"]]

@@ -63,8 +63,14 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
         job.set("fp8", True, f"{name}: model.converters")
     mp = tr.get("mixed_precision_param")
     job.set("params_dtype", {"float32": "fp32", "float16": "fp16"}.get(mp, "bf16"), f"{name}: training.mixed_precision_param")
-    job.set("fsdp_sharding", "full_shard" if (job.get("dp_shard_size") or shard == -1 or shard is None) else "no_shard",
-            f"{name}: parallelism.data_parallel_shard_degree")
+    # torchtitan applies fully_shard only when FSDP is enabled: dp_shard > 1 or cp > 1 (0.3.0
+    # distributed/parallel_dims.py:680-693); data_parallel_shard_degree 1 is plain TP/PP, no ZeRO-style sharding
+    if shard in (-1, None) and world_size:
+        rest = (job.get("tp_size") or 1) * (job.get("pp_size") or 1) * (job.get("cp_size") or 1) * \
+            (job.get("dp_replicate_size") or 1)
+        shard = world_size // rest if world_size % rest == 0 else -1
+    fsdp = shard in (-1, None) or shard > 1 or (job.get("cp_size") or 1) > 1
+    job.set("fsdp_sharding", "full_shard" if fsdp else "no_shard", f"{name}: parallelism.data_parallel_shard_degree")
     if world_size:
         job.set("world_size", world_size, f"{name}: world size")
     key = (model.get("name"), str(model.get("flavor")))
