@@ -103,3 +103,26 @@ def test_torchtitan_without_a_shard_group_holds_no_zero_1(cli, tmp_path):
     code, d = _json(cli, "--train", f"deepspeed --num_gpus 1 train.py --deepspeed {tmp_path / 'z1.json'}",
                     "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100")
     assert ZERO1_INFO in [f["rule_id"] for f in d["findings"]]
+
+
+MEG = ("torchrun --nproc_per_node 8 --nnodes {n} pretrain_gpt.py --tensor-model-parallel-size 8 "
+       "--pipeline-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 16 --seq-length 4096")
+
+
+def test_one_world_size_per_report(cli):
+    # torchrun --nnodes 3 x --nproc_per_node 8 = 24 GPUs; DP = 24 / (TP 8 x PP 2 x CP 1) is not whole
+    code, out, _ = cli("check", "--train", MEG.format(n=3), "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100")
+    assert "GPUs: 24 x H100-SXM" in out
+    assert "TP 8 x PP 2 x CP 1 x DP ? (TP x PP x CP = 16 does not divide the world size 24 GPUs)" in out
+    assert "micro 1 x grad-accum 16 x DP ? = global 16 sequences" in out
+    assert "world_size 24 is not divisible by TP 8 x PP 2 x CP 1 = 16" in out and "= 16 GPUs" not in out
+    # --count disagreeing with the launcher: said once, and the count is the report's one world size
+    code, out, _ = cli("check", "--train", MEG.format(n=3), "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100",
+                       "--count", "16")
+    assert out.count("--count 16 replaces the job's own world size 24") == 1
+    assert "GPUs: 16 x H100-SXM" in out and "TP 8 x PP 2 x CP 1 x DP 1 = 16 GPUs" in out and "world_size 24" not in out
+    # the other side: 2 nodes x 8 = 16 = TP x PP, DP 1, no note
+    code, out, _ = cli("check", "--train", MEG.format(n=2), "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100",
+                       "--count", "16")
+    assert "TP 8 x PP 2 x CP 1 x DP 1 = 16 GPUs" in out and "replaces the job's own world size" not in out
+    assert "micro 1 x grad-accum 16 x DP 1 = global 16 sequences" in out

@@ -83,6 +83,10 @@ def build_job(args: argparse.Namespace, catalog):
     if args.count is not None:
         if args.count < 1:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")
+        par = job.parallel()
+        if ("world_size" in job.settings or "gpus_per_node" in job.settings) and par["world_size"] != args.count:
+            job.notes.append(f"--count {args.count} replaces the job's own world size {par['world_size']} "
+                             "(launcher --nnodes x --nproc_per_node, --num_processes or the config)")
         job.set("world_size", args.count, "--count")
     if getattr(args, "framework_version", None):
         from kg.inputs.stack import check_engine_version

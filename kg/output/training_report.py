@@ -52,16 +52,25 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     out.append(f"optkg check (training): {st.get('name') or st.get('source') or 'job'}")
     out.append(f"  framework: {fw}   model: {st.get('model') or '(shape from arguments)'}   "
                f"GPUs: {gpus_phrase(d)}")
+    mismatch = False
     if par:
         s = st.get("settings") or {}
         known = None not in (par["pp_size"], par["dp_size"])
         given = "world_size" in s or "gpus_per_node" in s
+        dp_txt = _size(par["dp_size"])
         if known:
             n = par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']
             tail = f"= {n:,} GPU" + ("" if n == 1 else "s")
+            mp = par['tp_size'] * par['pp_size'] * par['cp_size']
+            if given and par.get("world_size") and n != par["world_size"]:
+                # DP = world / (TP x PP x CP) (Megatron-core parallel_state.initialize_model_parallel): the one world
+                # size of this report is the job's; a layout that does not divide it has no whole DP
+                mismatch = True
+                dp_txt = "?"
+                tail = f"(TP x PP x CP = {mp:,} does not divide the world size {par['world_size']:,} GPUs)"
         else:
             tail = f"(of {par['world_size']:,} GPUs; pipeline size unknown)" if given else "(pipeline size unknown)"
-        line = f"  TP {par['tp_size']} x PP {_size(par['pp_size'])} x CP {par['cp_size']} x DP {_size(par['dp_size'])} {tail}"
+        line = f"  TP {par['tp_size']} x PP {_size(par['pp_size'])} x CP {par['cp_size']} x DP {dp_txt} {tail}"
         if par.get("ep_size", 1) > 1:
             line += f", EP {par['ep_size']}"
         extras = []
@@ -83,7 +92,7 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     if ba.get("global_batch_size") or ba.get("micro_batch_size"):
         out.append("Batch")
         txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
-               f" x DP {_size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
+               f" x DP {'?' if mismatch else _size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
         if ba.get("tokens_per_step"):
             txt += f"; {ba['tokens_per_step']:,} tokens per step"
         out.append(txt)
