@@ -126,3 +126,19 @@ def test_one_world_size_per_report(cli):
                        "--count", "16")
     assert "TP 8 x PP 2 x CP 1 x DP 1 = 16 GPUs" in out and "replaces the job's own world size" not in out
     assert "micro 1 x grad-accum 16 x DP 1 = global 16 sequences" in out
+
+
+def test_deepspeed_missing_grad_accum_is_derived_not_a_silent_zero(cli):
+    from conftest import REPO
+    ds = str(REPO / "tests/fixtures/training_cases/ds_zero2.json")  # train_batch_size 16, micro 4, no grad accum
+    code, out, _ = cli("check", ds, "--model", "meta-llama/Llama-3.1-8B", "--count", "8")
+    # deepspeed 0.19.8 runtime/config.py:621-622: grad_acc = 16 // 4 // 8 = 0, then :600 asserts grad_acc > 0
+    assert code == 1 and "16 != 4 x 0 x 8 = 0 (gradient_accumulation_steps not set: DeepSpeed derives it as " \
+        "train_batch_size // micro_batch_per_gpu // world_size, rounding down; train_batch_size is below micro x world_size, " \
+        "so it is 0 and DeepSpeed stops at \"Gradient accumulation steps: 0 has to be greater than 0\"" in out
+    code, out, _ = cli("check", ds, "--model", "meta-llama/Llama-3.1-8B", "--count", "3")
+    assert code == 1 and "16 != 4 x 1 x 3 = 12 (gradient_accumulation_steps not set: DeepSpeed derives it as " \
+        "train_batch_size // micro_batch_per_gpu // world_size, rounding down, runtime/config.py:621-622)." in out
+    # the other side: 16 = 4 x 4 x 1 derives 4 and holds; a given grad accum gets no derivation text
+    code, out, _ = cli("check", ds, "--model", "meta-llama/Llama-3.1-8B", "--count", "1")
+    assert "deepspeed-batch-size-mismatch" not in out and "micro 4 x grad-accum 4 x DP 1 = global 16 sequences" in out
