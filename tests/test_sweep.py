@@ -183,9 +183,7 @@ def test_bad_axes_are_one_line_errors(argv, needle, capsys):
 
 
 def test_sglang_dcp_sweep(capsys):
-    # SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml, ServerArgs at 0.5.15), so a DCP sweep runs
-    # (was refused before the flag was modelled; per-release refusal for < 0.5.15 is not done: sweep does not
-    # pass --engine-version to the launch parser's flag table yet)
+    # SGLang has --dcp-size from 0.5.15 (catalog/engines/options/sglang.yaml: since 0.5.15), so a DCP sweep runs there
     code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
                           "--engine-version", "0.5.23", "--dcp", "1,2", "--kv-budget-gib", "40", "--format", "json"],
                          capsys)
@@ -193,6 +191,33 @@ def test_sglang_dcp_sweep(capsys):
     code, out, err = run(["sweep", "--sglang", f"python -m sglang.launch_server --model-path {MODEL}",
                           "--tp", "4,8", "--kv-budget-gib", "40", "--format", "json"], capsys)
     assert code == 0 and len(json.loads(out)["combinations"]) == 2
+
+
+@pytest.mark.parametrize("engine, cmd, before, first", [
+    ("sglang", f"python -m sglang.launch_server --model-path {MODEL}", "0.5.14", "0.5.15"),
+    ("vllm", f"vllm serve {MODEL}", "0.9.1", "0.10.2"),  # -dcp from 0.10.2 (the first scanned vLLM release with it)
+])
+def test_dcp_sweep_follows_the_release_flag_list(capsys, engine, cmd, before, first):
+    # the sweep's flag table is the release's: a release without the DCP flag refuses the axis (exit 2), the
+    # first release with it runs both values
+    code, out, err = run(["sweep", f"--{engine}", cmd, "--engine-version", before, "--dcp", "1,2",
+                          "--kv-budget-gib", "40"], capsys)
+    assert code == 2 and f"has no flag that sets dcp_size at release {before}" in err
+    code, out, err = run(["sweep", f"--{engine}", cmd, "--engine-version", first, "--dcp", "1,2",
+                          "--kv-budget-gib", "40", "--format", "json"], capsys)
+    assert code == 0 and len(json.loads(out)["combinations"]) == 2
+
+
+def test_check_notes_a_flag_the_release_lacks(capsys):
+    # --engine-version reaches the --sglang parser: --dcp-size (0.5.15-) on 0.5.10 is named as refused
+    code, out, err = run(["check", "--sglang", f"python -m sglang.launch_server --model-path {MODEL} --tp 8 --dcp-size 2",
+                          "--engine-version", "0.5.10", "--format", "json"], capsys)
+    notes = json.loads(out)["notes"]
+    assert ("--sglang: --dcp-size is not an option of sglang 0.5.10: that release refuses it ('unrecognized "
+            "arguments'); it exists in sglang 0.5.15–0.5.23") in notes
+    code, out, err = run(["check", "--sglang", f"python -m sglang.launch_server --model-path {MODEL} --tp 8 --dcp-size 2",
+                          "--engine-version", "0.5.15", "--format", "json"], capsys)
+    assert not [n for n in json.loads(out)["notes"] if "is not an option of" in n]
 
 
 def test_output_file_is_not_overwritten_without_force(tmp_path, capsys):

@@ -127,13 +127,22 @@ class SweepResult:
         }
 
 
-def _flag_specs(engine: str | None) -> dict[str, dict[str, Any]]:
-    """setting name -> flag spec of the engine's flag table (vLLM's when the engine is unknown)."""
+def _flag_specs(engine: str | None, version: str | None = None) -> dict[str, dict[str, Any]]:
+    """setting name -> flag spec of the engine's flag table (vLLM's when the engine is unknown), keeping only the
+    flags the release ``version`` has (``catalog/engines/options/<engine>.yaml``, as the launch parser reads it):
+    SGLang 0.5.10 has no --dcp-size (from 0.5.15), so a DCP sweep there is refused."""
+    from kg.inputs.launch.argv import present_at, release_for, release_options
     from kg.inputs.stack import _engine_tables
     tables = _engine_tables()
     table = tables.get(engine or "") or tables.get("vllm") or {"flags": []}
+    data = release_options(engine or "vllm") if version else None
+    release = release_for(data, version)[0] if data else None
+    opts = (data or {}).get("options") or {}
     out: dict[str, dict[str, Any]] = {}
     for spec in table.get("flags") or []:
+        names = [n for n in spec.get("names") or [] if n in opts]
+        if release and names and not any(present_at(opts[n], release) for n in names):
+            continue  # the release has none of this entry's spellings
         if spec.get("set") in AXES and spec["set"] not in out:
             out[spec["set"]] = spec
     return out
@@ -149,8 +158,9 @@ class _Applier:
 
     def __init__(self, base: Stack, catalog: Catalog):
         self.catalog = catalog
-        self.specs = _flag_specs(base.engine)
+        self.specs = _flag_specs(base.engine, base.engine_version)
         self.engine = base.engine or "vllm"
+        self.version = base.engine_version
         # techniques that take each setting as a parameter (their parameter mirrors the setting)
         self.param_owners: dict[str, list[str]] = {}
         for name in AXES:
@@ -159,8 +169,9 @@ class _Applier:
 
     def check_supported(self, name: str, values: list[Any], default: Any) -> None:
         if name not in self.specs and any(v != default for v in values):
+            at = f" at release {self.version}" if self.version else ""
             raise OptkgError(f"{AXES[name]}: the {self.engine} flag table (catalog/engines/{self.engine}.yaml) has no "
-                             f"flag that sets {name}, so {self.engine} cannot run it; sweep only {default}")
+                             f"flag that sets {name}{at}, so {self.engine} cannot run it; sweep only {default}")
 
     def apply(self, st: Stack, name: str, value: Any) -> None:
         from kg.engine.expr import evaluate

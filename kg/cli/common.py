@@ -90,7 +90,9 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
         engine, text = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
         label = f"--{engine}"
         try:
-            lz, launch = detect(text, catalog, label=label, model_override=override, resolver=resolver)
+            # --engine-version reaches the parser, so the release's option list decides which flags it has
+            lz, launch = detect(text, catalog, label=label, model_override=override, resolver=resolver,
+                                engine_version=getattr(args, "engine_version", None))
         except OptkgError:
             lz = None  # a bare list of flags (or not a command at all): the engine's own parser decides
         if lz is not None and (lz.name == engine or lz.kind == "container"):
