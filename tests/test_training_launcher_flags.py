@@ -2,6 +2,9 @@
 the config files they stand for, one world size per report, no 0 invented for a missing batch factor."""
 import json
 
+import pytest
+
+from kg.core.errors import OptkgError
 from kg.inputs.training import parse_training_command
 
 ACC = ("accelerate launch --num_processes 8 {flags} train.py --max_seq_length 4096 --per_device_train_batch_size 2")
@@ -142,3 +145,22 @@ def test_deepspeed_missing_grad_accum_is_derived_not_a_silent_zero(cli):
     # the other side: 16 = 4 x 4 x 1 derives 4 and holds; a given grad accum gets no derivation text
     code, out, _ = cli("check", ds, "--model", "meta-llama/Llama-3.1-8B", "--count", "1")
     assert "deepspeed-batch-size-mismatch" not in out and "micro 4 x grad-accum 4 x DP 1 = global 16 sequences" in out
+
+
+def test_torchtitan_field_errors_name_file_and_line(cli, tmp_path):
+    from kg.inputs.training.torchtitan import parse_torchtitan_toml, toml_line
+    text = '[model]\nname = "llama3"\n\n[parallelism]\n# 16 GPUs\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = "eight"\n'
+    with pytest.raises(OptkgError, match=r"^bad1.toml:7: parallelism.tensor_parallel_degree: tp_size must be an integer, found 'eight'$"):
+        parse_torchtitan_toml(text, "bad1.toml")
+    assert (toml_line(text, "parallelism"), toml_line(text, "parallelism.data_parallel_shard_degree"),
+            toml_line(text, "model.name"), toml_line(text, "training.seq_len")) == (4, 6, 2, None)
+    # dotted keys at the root and quoted keys count too; a table given as a value names its line
+    assert toml_line('parallelism.tensor_parallel_degree = 8\n', "parallelism.tensor_parallel_degree") == 1
+    assert toml_line('[ "parallelism" ]\n"pipeline_parallel_degree" = 2\n', "parallelism.pipeline_parallel_degree") == 2
+    with pytest.raises(OptkgError, match=r"^t.toml:2: parallelism: \[parallelism\] must be a table$"):
+        parse_torchtitan_toml('# job\nparallelism = 3\n', "t.toml")
+    # the CLI: one line, exit 2
+    (tmp_path / "bad1.toml").write_text(text)
+    code, out, err = cli("check", str(tmp_path / "bad1.toml"))
+    assert code == 2 and err.strip().endswith("bad1.toml:7: parallelism.tensor_parallel_degree: tp_size must be an integer, found 'eight'")
+    assert len(err.strip().splitlines()) == 1

@@ -11,6 +11,7 @@ The model comes from the flavor: llama3 8B / 70B / 405B map onto the bundled Lla
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,34 @@ from kg.inputs.training.job import TrainingJob
 
 FLAVORS = {("llama3", "8B"): "meta-llama/Llama-3.1-8B", ("llama3", "70B"): "meta-llama/Llama-3.1-70B",
            ("llama3", "405B"): "meta-llama/Llama-3.1-405B"}
+
+
+_HEADER = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^((?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+))*)\s*=")
+
+
+def _dotted(raw: str) -> str:
+    return ".".join(p.strip().strip("\"'") for p in re.findall(r"\"[^\"]*\"|'[^']*'|[^.]+", raw))
+
+
+def toml_line(text: str, dotted: str) -> int | None:
+    """1-based line of the key ``dotted`` (``parallelism.tensor_parallel_degree``) or of the table header
+    ``dotted`` in TOML ``text``; None when not found. tomllib keeps no positions, so this scans the text:
+    table headers set the current table, ``key =`` lines (bare, quoted or dotted keys) are matched under it.
+    Multi-line strings are not tracked (a ``key =`` line inside one could match; only error messages use it)."""
+    cur = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        st = line.strip()
+        m = _HEADER.match(st)
+        if m:
+            cur = _dotted(m.group(1))
+            if cur == dotted:
+                return n
+            continue
+        m = _KEY.match(st)
+        if m and (f"{cur}.{_dotted(m.group(1))}" if cur else _dotted(m.group(1))) == dotted:
+            return n
+    return None
 
 
 def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_size: int | None = None) -> TrainingJob:
@@ -34,13 +63,17 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     par = d.get("parallelism") or {}
     tr = d.get("training") or {}
     ac = d.get("activation_checkpoint") or {}
+    def at(key: str) -> str:
+        """``file:line: key`` like the YAML readers (``file: key`` when the line is not found)."""
+        line = toml_line(text, key)
+        return f"{name}:{line}: {key}" if line else f"{name}: {key}"
     for sec, val in (("model", model), ("parallelism", par), ("training", tr), ("activation_checkpoint", ac)):
         if not isinstance(val, dict):
-            raise OptkgError(f"{name}: [{sec}] must be a table")
+            raise OptkgError(f"{at(sec)}: [{sec}] must be a table")
 
     def put(setting: str, value: Any, key: str) -> None:
         if value is not None:
-            job.set(setting, value, f"{name}: {key}")
+            job.set(setting, value, at(key))
     put("tp_size", par.get("tensor_parallel_degree"), "parallelism.tensor_parallel_degree")
     put("pp_size", par.get("pipeline_parallel_degree"), "parallelism.pipeline_parallel_degree")
     put("cp_size", par.get("context_parallel_degree"), "parallelism.context_parallel_degree")
@@ -56,8 +89,8 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     mode = ac.get("mode")
     if mode is not None:
         if mode not in ("none", "selective", "full"):
-            raise OptkgError(f"{name}: activation_checkpoint.mode must be none, selective or full, found {mode!r}")
-        job.set("recompute_granularity", mode, f"{name}: activation_checkpoint.mode")
+            raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective or full, found {mode!r}")
+        job.set("recompute_granularity", mode, at("activation_checkpoint.mode"))
     conv = model.get("converters") or []
     if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
         job.set("fp8", True, f"{name}: model.converters")
