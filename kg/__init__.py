@@ -206,9 +206,16 @@ def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_
                     ("max_num_batched_tokens", batched)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise OptkgError(f"kv: {name} must be a positive integer, found {v!r}")
+    # the checks every stack input and `optkg kv` run on these values (nan, inf, strings, negatives: OptkgError)
+    from kg.core.numparse import MAX_COUNT, as_float
+    from kg.inputs.settingcheck import checked_setting
+    budget, mml = pick(kv_budget_gib, "kv_budget_gib", None), pick(max_model_len, "max_model_len", None)
+    if budget is not None:
+        budget = as_float(checked_setting("kv_budget_gib", budget, "kv"), "kv: kv_budget_gib", 0, MAX_COUNT)
+    if mml is not None:
+        mml = checked_setting("max_model_len", mml, "kv")
     out, _, _ = kv_report(model, tp, pp, dcp, pick(kv_cache_dtype, "kv_cache_dtype", None) or "auto",
-                          pick(kv_budget_gib, "kv_budget_gib", None), pick(max_model_len, "max_model_len", None),
-                          block, batched)
+                          budget, mml, block, batched)
     return out
 
 

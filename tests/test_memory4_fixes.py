@@ -61,3 +61,20 @@ def test_capacity_uses_the_kv_dtype_the_engine_stores_when_fp8_is_ignored():
     assert dv["kv_bytes_per_token_per_gpu"] == 131072 and dv["kv_bytes_per_token_per_gpu_requested"] == 65536
     assert dv["kv_num_blocks"] == 21215 and dv["kv_tokens_per_gpu"] == 339440 and dv["max_concurrency"] == 2.59
     assert any("KV capacity at the dtype the engine stores (auto: bfloat16)" in n for n in d["notes"])
+
+
+def test_api_kv_checks_its_numbers_like_the_cli():
+    # tester item 9: nan / inf budgets and a nan max_model_len were raw ValueErrors; "10" built a 2 GiB string
+    import pytest
+
+    import kg
+    for kw, msg in (({"kv_budget_gib": float("nan")}, "kv: kv_budget_gib: expected a finite number, found nan"),
+                    ({"kv_budget_gib": float("inf")}, "kv: kv_budget_gib: expected a finite number, found inf"),
+                    ({"kv_budget_gib": -1}, "kv: kv_budget_gib: expected a value >= 0, found -1"),
+                    ({"max_model_len": float("nan")}, "kv: max_model_len: expected an integer, found nan")):
+        with pytest.raises(kg.OptkgError) as e:
+            kg.kv("Qwen/Qwen3-32B", **kw)
+        assert str(e.value) == msg
+    # a numeric string is read the way a stack file's value is: Qwen3-32B 64 layers x 8 KV heads x 128 x 2 x 2 B
+    # = 262,144 B/token; 10 GiB / 262,144 = 40,960 tokens
+    assert kg.kv("Qwen/Qwen3-32B", kv_budget_gib="10")["capacity"]["kv_tokens_per_gpu"] == 40960
