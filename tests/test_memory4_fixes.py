@@ -78,3 +78,25 @@ def test_api_kv_checks_its_numbers_like_the_cli():
     # a numeric string is read the way a stack file's value is: Qwen3-32B 64 layers x 8 KV heads x 128 x 2 x 2 B
     # = 262,144 B/token; 10 GiB / 262,144 = 40,960 tokens
     assert kg.kv("Qwen/Qwen3-32B", kv_budget_gib="10")["capacity"]["kv_tokens_per_gpu"] == 40960
+
+
+def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
+    # tester item 16: the budget said "given (...)" while the effective configuration said 0.92 engine default
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("model: Qwen/Qwen3-235B-A22B\nengine: {name: vllm, version: '0.33.0'}\nhardware: {gpu: H200, count: 8}\n"
+                     "techniques:\n  - tensor-parallelism: {tp_size: 8}\n  - paged-kv-cache\nsettings:\n  max_model_len: 32768\n")
+    code, out, err = run_cli("check", str(stack), "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    want = "vllm 0.33.0 default: vllm >=0.20.0 default (vllm/config/cache.py:66 at vllm 0.20.0)"
+    assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.92
+    assert d["derived"]["kv_budget_utilization_source"] == want
+    assert d["derived"]["kv_budget_breakdown"][0]["source"].endswith(want)
+    eff = {e["setting"]: e for e in d["effective_config"]}["gpu_memory_utilization"]
+    assert eff["source"] == "engine default" and eff["value"] == 0.92
+    # given in the file: still 'given'
+    stack.write_text(stack.read_text() + "  gpu_memory_utilization: 0.9\n")
+    code, out, err = run_cli("check", str(stack), "--format", "json")
+    d = json.loads(out)
+    assert d["derived"]["kv_budget_utilization_source"].startswith("given (")
+    assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.9

@@ -25,6 +25,8 @@ Errors: OptkgError for an unreadable table (file:line).
 """
 from __future__ import annotations
 
+import contextlib
+
 from functools import lru_cache
 from typing import Any
 
@@ -196,9 +198,11 @@ def effective_configuration(stack: Any) -> list[dict[str, Any]]:
             continue
         e, value = chosen
         stack.settings[name] = value
-        defaulted = (getattr(stack, "defaulted", None) or {}).get("settings")
-        if isinstance(defaulted, dict) and name in defaulted:
-            defaulted[name] = value  # still a default (the release's), not given: setting_given stays false
+        # still a default (the release's), not given: setting_given stays false, also for a stack file that
+        # does not name the setting (new dicts: the caller's stack is not changed)
+        old = getattr(stack, "defaulted", None) or {}
+        with contextlib.suppress(AttributeError):  # a stack-like object without the field
+            stack.defaulted = {**old, "settings": {**(old.get("settings") or {}), name: value}}
         for params in stack.techniques.values():  # technique parameters mirror the settings they came from
             if name in params:
                 params[name] = value
