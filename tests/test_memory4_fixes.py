@@ -100,3 +100,15 @@ def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
     d = json.loads(out)
     assert d["derived"]["kv_budget_utilization_source"].startswith("given (")
     assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.9
+
+
+def test_sglang_dp_attention_total_is_labelled_by_dp_and_reconcile_header_names_the_engine_once():
+    # tester item 17: the total multiplies one pool by dp_size (8 schedulers), not by dcp
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+                             "--tp 8 --dp 8 --enable-dp-attention", "--gpu", "H200", "--count", "8")
+    assert code in (0, 1), err
+    assert "KV tokens, all pools (x dp 8)              4,013,328" in out  # 501,666 per pool x 8
+    assert "scheduler-wide (x dcp)" not in out
+    code, out, err = run_cli("reconcile", str(LOGS / "sglang-21348-qwen3-235b-fp8-tp4.log"))
+    assert code == 0, err
+    assert out.splitlines()[0] == f"optkg reconcile: {LOGS / 'sglang-21348-qwen3-235b-fp8-tp4.log'}  (sglang)"

@@ -284,6 +284,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 # SGLang --dp N runs N schedulers, each with its own KV pool (N attention groups of
                 # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
                 derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
+                derived["kv_tokens_total_basis"] = f"x dp {dp_attn}: one pool per scheduler"
             if cap.max_concurrency is not None:
                 derived["max_concurrency"] = cap.max_concurrency if plan is None else pc["max_concurrency"]
                 if stack.engine == "sglang" and dp_attn > 1:

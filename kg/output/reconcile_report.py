@@ -24,7 +24,8 @@ def render_text(d: dict[str, Any]) -> str:
     from tabulate import tabulate
     out = []
     for r in d["logs"]:
-        out.append(f"optkg reconcile: {r['log']}  ({r['engine']} {r['generation']}"
+        gen = "" if r["generation"] == r["engine"] else f" {r['generation']}"  # SGLang logs have no generation
+        out.append(f"optkg reconcile: {r['log']}  ({r['engine']}{gen}"
                    f"{', ' + r['model'] if r.get('model') else ''})")
         rows = [[x["quantity"], _v(x["logged"], x["unit"]), _v(x["reproduced"], x["unit"]) + _pct(x["reproduced_diff_pct"]),
                  _v(x["estimated"], x["unit"]) + _pct(x["estimated_diff_pct"])] for x in r["rows"]]

@@ -70,7 +70,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("SGLang Mamba slots per running request", "kv_sglang_mamba_slots_per_request"),
                 ("max running requests (Mamba-capped)" if dv.get("max_running_requests_capped_by_mamba")
                  else "max running requests", "max_running_requests"),
-                ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
+                (f"KV tokens, all pools ({dv['kv_tokens_total_basis'].split(':')[0]})" if dv.get("kv_tokens_total_basis")
+                 else "KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
         for label, key in rows:
             if key == "kv_budget_bytes_per_gpu" and key in dv:
