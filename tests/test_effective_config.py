@@ -48,8 +48,10 @@ def test_vllm_0_5_1_does_not_assume_prefix_caching(cli):
     d, eff = _check(cli, "--vllm", cmd, "--engine-version", "0.5.1")
     assert "prefix-caching" not in d["stack"]["techniques"] and "chunked-prefill" not in d["stack"]["techniques"]
     e = eff["enable_prefix_caching"]
-    assert (e["value"], e["source"], e["releases"]) == (False, "engine default", "<0.8.0")
-    assert e["evidence"][0] == {"release": "0.5.1", "path": "vllm/engine/arg_utils.py", "line": 44,
+    assert (e["value"], e["source"], e["releases"]) == (False, "engine default", ">=0.4.0,<0.8.0")
+    assert e["evidence"][0] == {"release": "0.4.0.post1", "path": "vllm/engine/arg_utils.py", "line": 30,
+                                "snippet": "enable_prefix_caching: bool = False"}  # the range's lower bound
+    assert e["evidence"][1] == {"release": "0.5.1", "path": "vllm/engine/arg_utils.py", "line": 44,
                                 "snippet": "enable_prefix_caching: bool = False"}
     # V0 scheduler: 256 sequences; without chunked prefill max(max_model_len, 2048) = 131,072 tokens
     assert eff["max_num_seqs"]["value"] == 256 and eff["max_num_batched_tokens"]["value"] == 131072
@@ -115,7 +117,7 @@ def test_every_default_cites_the_released_source():
             assert ev["snippet"] in x["lines"][ev["line"] - x["first_line"]], (e["setting"], ev)
             checked += 1
     # 34 + the 0.33.0 lines of the five open-ended defaults (vllm_use_v1, max_num_seqs 256, max_num_batched_tokens x3)
-    assert checked == 39
+    assert checked == 46  # 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults
 
 
 def test_excerpts_are_the_released_text():
@@ -141,3 +143,13 @@ def test_fit_and_check_use_the_same_scheduler_default(catalog, cli):
         fit_value, _ = scheduler_limit(th, {"gpu": gpu, "gpu_name": hw.get("name"), "gpu_memory_gib": hw.get("memory_gib")})
         _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--gpu", gpu)
         assert eff["max_num_seqs"]["value"] == fit_value, gpu
+
+
+def test_chunked_prefill_budget_before_0_4_2_is_the_non_chunked_one(cli):
+    # vLLM 0.4.0.post1 config.py:562 sizes max_num_batched_tokens as max(max_model_len, 2048) whether chunked prefill
+    # is on or not; the 512-token chunk budget arrives in 0.4.2 (config.py:621)
+    cmd = "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 4096 --enable-chunked-prefill"
+    _, eff = _check(cli, "--vllm", cmd, "--engine-version", "0.4.1")
+    assert eff["max_num_batched_tokens"]["value"] == 4096
+    _, eff = _check(cli, "--vllm", cmd, "--engine-version", "0.4.2")
+    assert eff["max_num_batched_tokens"]["value"] == 512
