@@ -112,3 +112,16 @@ def test_sglang_dp_attention_total_is_labelled_by_dp_and_reconcile_header_names_
     code, out, err = run_cli("reconcile", str(LOGS / "sglang-21348-qwen3-235b-fp8-tp4.log"))
     assert code == 0, err
     assert out.splitlines()[0] == f"optkg reconcile: {LOGS / 'sglang-21348-qwen3-235b-fp8-tp4.log'}  (sglang)"
+
+
+def test_kv_budget_from_shows_the_logged_token_count_beside_optkgs():
+    # tester item 15: vLLM issue 21348 logs "GPU KV cache size: 178,880 tokens"; optkg's count from the logged
+    # 8.11 GiB is 180,928 (the log rounds the memory to 0.01 GiB): both are shown
+    log = LOGS / "vllm-21348-qwen3-235b-fp8-tp4.log"
+    code, out, err = run_cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 4 --max-model-len 40960",
+                             "--kv-budget-from", str(log), "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    assert d["derived"]["kv_tokens_per_gpu"] == 180928
+    assert (f"the log's GPU KV cache size: 178,880 tokens ({log}:2); the KV tokens in the table are optkg's from the "
+            "logged KV memory") in d["notes"]

@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
             if log.generation == "v0" and blocks is not None:  # V0 logs whole blocks (kg.analyses.v0_capacity)
                 set_setting(stack, "kv_num_blocks", int(blocks.value), "--kv-budget-from")
             stack.notes.append(f"KV budget per GPU from {where}")
+            tokens = log.values.get("kv_cache_tokens")
+            if tokens is not None:  # the engine's own count, beside optkg's from the logged memory (the table)
+                stack.notes.append(f"the log's GPU KV cache size: {int(tokens.value):,} tokens ({log.path}:{tokens.line}); "
+                                   "the KV tokens in the table are optkg's from the logged KV memory")
     from kg.inputs.launch.registry import finding_location
     texts, dicts = [], []
     for stack in stacks:
