@@ -22,7 +22,7 @@ STACKS = [
     ("vllm", "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 -dcp 16"),                     # dcp 16 does not divide tp 8: invalid DCP
     ("sglang", "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3.1-8B --tp 3"),  # 32 heads / 8 KV heads not divisible by 3
 ]
-N = 1000
+N = 400  # 100 rounds of the 4 stacks (was 1,000: cut to keep make test under five minutes on two cores)
 RSS_GROWTH_LIMIT_MIB = 10
 
 
@@ -39,7 +39,7 @@ def _fresh(engine: str, cmd: str, cache) -> list:
     return _key(json.loads(p.stdout))
 
 
-def test_one_thousand_alternating_checks_match_fresh_processes(tmp_path):
+def test_four_hundred_alternating_checks_match_fresh_processes(tmp_path):
     expected = [_fresh(e, c, tmp_path / "cache") for e, c in STACKS]
     assert len({json.dumps(x) for x in expected}) == len(STACKS), "the stacks must differ in their findings"
     assert expected[0] and not expected[1] and expected[2] and expected[3]
