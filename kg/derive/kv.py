@@ -88,6 +88,12 @@ def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
 
     Walks only the divisors of ``tp_size`` (O(sqrt(tp_size))), so a huge tp_size cannot stall.
     """
+    return _dcp_sizes(model, tp_size, query_groups_divide=True)
+
+
+def _dcp_sizes(model: ModelFacts, tp_size: int, query_groups_divide: bool) -> list[int]:
+    """The divisors ``d`` of ``tp_size`` a DCP group may take: every one for MLA; for GQA only when TP replicates
+    KV heads (tp_size > H_kv) and ``d <= tp_size / H_kv``, and (vLLM) ``d`` divides the query heads per KV head."""
     if model.num_sliding_layers or tp_size < 2:
         return [1]
     if model.is_mla:
@@ -96,7 +102,7 @@ def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
     if not tp_size > h:
         return [1]
     group = model.num_attention_heads // h
-    return [d for d in divisors(tp_size) if d <= tp_size // h and group % d == 0]
+    return [d for d in divisors(tp_size) if d <= tp_size // h and (not query_groups_divide or group % d == 0)]
 
 
 # SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml); before it DCP is impossible there
@@ -113,14 +119,7 @@ def valid_dcp_sizes_sglang(model: ModelFacts, tp_size: int) -> list[int]:
     (``dcp_size <= tp_size / H_kv``, the condition attention_hook.py:67-71 states). Sliding-window models are left at
     ``[1]`` as for vLLM (not checked in SGLang's source).
     """
-    if model.num_sliding_layers or tp_size < 2:
-        return [1]
-    if model.is_mla:
-        return divisors(tp_size)
-    h = model.num_key_value_heads
-    if not tp_size > h:
-        return [1]
-    return [d for d in divisors(tp_size) if d <= tp_size // h]
+    return _dcp_sizes(model, tp_size, query_groups_divide=False)
 
 
 def engine_has_dcp(engine: str, version: str | None) -> bool:
