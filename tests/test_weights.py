@@ -160,3 +160,46 @@ def test_per_gpu_split_uses_the_scheme():
     m = resolve_model("meta-llama/Meta-Llama-3.1-70B")
     s = weight_scheme(m, quantization="fp8")
     assert weight_bytes_per_gpu(m, 4, 1, None, s) == 72_653_736_128 / 4
+
+
+def test_online_fp8_shorthands_per_tensor_block_channel():
+    """vLLM >= 0.20.0 online shorthands (config/quantization.py:195-209 at 0.33.0): fp8_per_tensor is what
+    `--quantization fp8` on an unquantised checkpoint becomes (model_loader/weight_utils.py:355-362);
+    fp8_per_block stores one fp32 scale per 128 x 128 tile; fp8_per_channel one per output row."""
+    m = resolve_model("meta-llama/Meta-Llama-3.1-70B")
+    assert estimate_weight_bytes(m, scheme=weight_scheme(m, quantization="fp8_per_tensor")) == 72_653_736_128
+    # 68,451,041,280 x (1 + 4 / 16,384) + 2,101,346,304 x 2 = 68,467,752,960 + 4,202,692,608 (no per-tensor scales)
+    s = weight_scheme(m, quantization="fp8_per_block")
+    assert s.bytes_per_param["attention"] == 1.000244140625 and s.per_tensor_scale_bytes == 0.0
+    assert estimate_weight_bytes(m, scheme=s) == 72_670_445_568
+    # per channel: 1 + 4 / hidden_size 8,192 = 1.00048828125 per linear parameter
+    c = weight_scheme(m, quantization="fp8_per_channel")
+    assert c.bytes_per_param["dense_mlp"] == 1.00048828125
+    assert estimate_weight_bytes(m, scheme=c) == 68_451_041_280 + 33_423_360 + 4_202_692_608
+
+
+def test_online_fp8_is_per_tensor_so_block_rules_hold():
+    """Tester finding 11: online `--quantization fp8` on Llama-3.1-70B was mapped to block FP8, leaving
+    weight_block_size / moe_intermediate_size unknown; it is per-tensor FP8 (fp8-inference-kernels), so the
+    block rules hold and the online-deprecation note fires on 0.33.0."""
+    d = check_json("--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4 --quantization fp8", "--gpu", "H100",
+                   "--count", "4")
+    techs = d["stack"]["techniques"]
+    assert "fp8-inference-kernels" in techs and "fp8-block-quantization" not in techs
+    missing = {n["rule_id"] for n in d["not_evaluable"]}
+    assert not {r for r in missing if "fp8" in r}, missing
+    assert "fp8-online-quantization-deprecated" in {f["rule_id"] for f in d["findings"]}
+    assert d["derived"]["weight_bytes_total_estimate"] == 72_653_736_128
+
+
+def test_shared_expert_rule_holds_for_moe_without_shared_experts():
+    """fp8-block-shared-expert-misaligned was 'not evaluable' on Qwen3-235B-A22B (no shared expert)."""
+    d = check_json("--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --quantization fp8_per_block", "--gpu", "H200",
+                   "--count", "8")
+    assert "fp8-block-shared-expert-misaligned" not in {n["rule_id"] for n in d["not_evaluable"]}
+    assert "fp8-block-quantization" in d["stack"]["techniques"]
+    # 1536 / 8 = 192, not a multiple of the shorthand's 128 x 128 block, before vLLM 0.29.0's refinement
+    d = check_json("--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --quantization fp8_per_block", "--gpu", "H200",
+                   "--count", "8", "--engine-version", "0.28.0")
+    f = {x["rule_id"]: x for x in d["findings"]}["fp8-block-moe-misaligned"]
+    assert f["numbers"]["moe_intermediate_size_per_rank"] == 192 and f["numbers"]["remainder"] == 64

@@ -33,6 +33,7 @@ from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
 from kg.analyses.kv_actual import STORED_KV_DTYPE, stored_kv_capacity
 from kg.analyses.v0_capacity import apply_v0_blocks, uses_v0
+from kg.analyses.weightfacts import compute_capability, dtype_facts, weight_quant_facts
 from kg.inputs.support_ns import support_namespace
 
 SCHEMA_VERSION = "1.1"  # 1.1: outcomes (fired / held / not evaluable) and not_evaluable[] added
@@ -104,14 +105,6 @@ class Report:
         if explain:
             d["not_fired"] = self.not_fired
         return d
-
-
-def _compute_capability(hw: dict[str, Any] | None) -> float | None:
-    cc = (hw or {}).get("compute_capability")
-    try:
-        return float(cc) if cc is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -308,7 +301,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ns["gpu"] = hw["id"]
         ns["gpu_vendor"] = hw.get("vendor")
         ns["gpu_memory_gib"] = hw.get("memory_gib")
-        ns["gpu_compute_capability"] = _compute_capability(hw)
+        ns["gpu_compute_capability"] = compute_capability(hw)
         ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
     if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
         ns["gpu_count"] = stack.gpu_count
@@ -446,37 +439,17 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
             disable_sliding_window=bool(ns.get("disable_sliding_window")),
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
-            gpu_compute_capability=_compute_capability(hw) if hw else None, extra_full_layers=draft_layers,
+            gpu_compute_capability=compute_capability(hw) if hw else None, extra_full_layers=draft_layers,
             mamba_cache_dtype=ns.get("mamba_cache_dtype"), mamba_ssm_cache_dtype=ns.get("mamba_ssm_cache_dtype"))
     except OptkgError:
         return None
 
 
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
-FP8_WEIGHT_METHODS = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8")
-MARLIN_UPGRADES = {"gptq": "gptq_marlin", "awq": "awq_marlin"}
-
-
 def _exact_div(a: int, b: int) -> int | float:
     """a / b as an int when it divides exactly, else the float quotient (e.g. 29568 / 2 = 14784, 1536 / 8 = 192)."""
     q = a / b
     return int(q) if q == int(q) else q
-
-
-def _parse_block(value: Any) -> list[int] | None:
-    """'[128, 128]', '128x128', [128, 128] or 128 -> [block_n, block_k]; None when unreadable."""
-    import re
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, int) for x in value):
-        return [int(value[0]), int(value[1])]
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return [value, value]
-    if isinstance(value, str):
-        nums = [int(x) for x in re.findall(r"\d+", value)]
-        if len(nums) == 2:
-            return nums
-        if len(nums) == 1:
-            return [nums[0], nums[0]]
-    return None
 
 
 def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
@@ -484,21 +457,15 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
 
     - Effective settings: ``kv_cache_dtype`` / ``speculative_method`` lower-cased; ``has_sliding_window``
       false when the model has no effective window or ``disable_sliding_window`` is set;
-      ``dtype_effective`` (the ``dtype`` setting unless 'auto', else the model's torch_dtype).
-    - Weight quantisation: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's
-      ``quant_method``, else 'none'; ``weight_quant_kernel`` = what vLLM runs: a GPTQ/AWQ checkpoint
-      without ``--quantization`` is upgraded to its Marlin kernel on NVIDIA GPUs of compute capability
-      >= the release's Marlin minimum (vLLM 7.5 from 0.14.0, 8.0 before: catalog/engines/vllm.yaml
-      ``ranged_facts``; SGLang 8.0), or when no GPU is named (vLLM ``GPTQMarlinConfig.override_quantization_method``);
-      ``weight_is_fp8``; ``quant_family`` / ``checkpoint_quant_family`` (method without ``_marlin``);
-      ``weight_block_n`` / ``weight_block_k`` from the ``weight_block_size`` setting or the checkpoint.
+      dtype and weight quantisation facts from kg.analyses.weightfacts (``dtype_effective``, ``dtype_loaded``,
+      ``weight_quant``, ``weight_quant_kernel``, ``weight_is_fp8``, ``weight_is_fp8_block``, block shape ...).
     - Sharded sizes per rank: ``intermediate_size_per_rank = intermediate_size / tp_size`` (dense MLP,
       column-parallel gate/up, row-parallel down); ``moe_tp_size`` = tp_size without expert parallelism,
       ``tp_size // ep_size`` with an explicit ep_size (SGLang), 1 with vLLM's --enable-expert-parallel
       (experts are split whole over EP = TP x DP ranks); ``moe_intermediate_size_per_rank =
       moe_intermediate_size / moe_tp_size``; ``shared_expert_intermediate_size_per_rank =
       shared_expert_intermediate_size / tp_size``. Values are ints when they divide, else floats.
-      ``ep_size_effective``; ``has_dense_mlp`` (some layer has a dense MLP).
+      ``ep_size_effective``; ``has_dense_mlp`` (some layer has a dense MLP); ``has_shared_experts``.
     - ``draft_tp_size_effective``: draft_tp_size, else 1 for mlp_speculator, else tp_size (vLLM
       ``SpeculativeConfig._verify_and_get_draft_tp``).
     - ``flash_attn_version_effective``: flash_attn_version, else 3 on compute capability 9.x and 2 on
@@ -519,36 +486,12 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         sm = str(ns["speculative_method"]).lower()
         out["speculative_method"] = "mtp" if sm == "nextn" else sm
     out["has_sliding_window"] = bool(m is not None and m.sliding_window) and not bool(ns.get("disable_sliding_window"))
-    dt = str(ns.get("dtype") or "auto").lower()
-    if dt == "auto" and m is not None:
-        dt = m.dtype.lower()
-    out["dtype_effective"] = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32"}.get(dt, dt)
+    out.update(dtype_facts(stack, ns))
     if ns.get("attention_backend") is not None:
         out["attention_backend"] = str(ns["attention_backend"])
-    # weight quantisation
-    explicit = str(ns.get("quantization") or "").lower() or None
-    ckpt = (m.quant_method or "").lower() if m is not None and m.quant_method else None
-    weight_quant = explicit or ckpt or "none"
-    kernel = weight_quant
-    cc = _compute_capability(stack.hardware)
+    out.update(weight_quant_facts(stack, ns))
+    cc = compute_capability(stack.hardware)
     vendor = str((stack.hardware or {}).get("vendor") or "nvidia").lower()
-    # the Marlin kernel's lowest compute capability per release (vLLM 7.5 from 0.14.0: catalog/engines/vllm.yaml
-    # ranged_facts); SGLang's marlin_utils.py keeps 80 (0.5.23 layers/quantization/marlin_utils.py:78)
-    from kg.inputs.optiondefaults import ranged_fact
-    marlin_cc = ranged_fact(stack.engine, stack.engine_version, "marlin_min_compute_capability") or 8.0
-    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= marlin_cc):
-        kernel = MARLIN_UPGRADES[ckpt]
-    out["weight_quant"] = weight_quant
-    out["weight_quant_kernel"] = kernel
-    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
-    out["quant_family"] = weight_quant.replace("_marlin", "")
-    if ckpt:
-        out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
-    elif m is not None:
-        out["checkpoint_quant_family"] = "none"  # the config names no quantisation method (an unquantised checkpoint)
-    block = _parse_block(ns.get("weight_block_size")) if ns.get("weight_block_size") is not None else None
-    if block:
-        out["weight_block_n"], out["weight_block_k"] = block
     # expert parallelism and per-rank sizes
     ep = int(ns.get("ep_size") or 1)
     if "expert-parallelism" in techs:
@@ -566,6 +509,7 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         if m.shared_expert_intermediate_size:
             out["shared_expert_intermediate_size_per_rank"] = _exact_div(m.shared_expert_intermediate_size, tp)
         out["has_dense_mlp"] = not m.is_moe or m.num_moe_layers < m.num_hidden_layers
+        out["has_shared_experts"] = bool(m.shared_expert_intermediate_size)
         out["num_redundant_experts"] = int(ns.get("num_redundant_experts") or 0)
     # speculative decoding
     if "speculative-decoding" in techs or ns.get("speculative_method") or ns.get("speculative_model"):

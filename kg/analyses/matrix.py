@@ -62,7 +62,7 @@ MARK_SYMBOL = {"ok": "✅", "conditional": "⚠️", "conflict": "❌"}
 # Names in the check namespace that describe the situation rather than a choice of the two techniques:
 # derivations from the model and its KV layout (kg.analyses.check.stack_facts / engine_facts), hardware, release.
 MODEL_DERIVED = {
-    "attention", "is_moe", "has_sliding_window", "has_dense_mlp", "model_name", "dtype_effective",
+    "attention", "is_moe", "has_sliding_window", "has_dense_mlp", "model_name", "dtype_effective", "dtype_explicit", "model_dtype", "dtype_loaded", "has_shared_experts", "weight_is_fp8_block",
     "intermediate_size_per_rank", "moe_intermediate_size_per_rank", "shared_expert_intermediate_size_per_rank",
     "weight_block_n", "weight_block_k", "checkpoint_quant_family", "weight_bytes_per_param",
     "kv_heads_per_rank", "kv_replication_tp", "kv_replication", "kv_bytes_per_token_model",

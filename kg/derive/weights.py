@@ -9,7 +9,8 @@ Where the bytes per parameter come from (first that applies; ``WeightScheme.sour
 1. the checkpoint's ``quantization_config`` in config.json, else ModelOpt's separate
    ``hf_quant_config.json`` beside it (vLLM 0.33.0 ``transformers_utils/config.py:951-962``);
    ``--quantization`` must agree with it (vLLM ``ModelConfig._verify_quantization``);
-2. ``--quantization fp8`` / ``bitsandbytes`` on an unquantised checkpoint: quantised while loading;
+2. ``--quantization fp8`` (= ``fp8_per_tensor``), ``fp8_per_tensor`` / ``fp8_per_block`` / ``fp8_per_channel``
+   (vLLM >= 0.20.0 / 0.24.0 online shorthands) or ``bitsandbytes`` on an unquantised checkpoint: quantised while loading;
 3. the model dtype (``--dtype`` unless ``auto``, else ``torch_dtype``).
 An ``expert_dtype`` setting (e.g. ``fp4``) overrides the experts' bytes only.
 
@@ -266,12 +267,21 @@ def weight_scheme(model: ModelFacts, quantization: str | None = None, dtype: str
                            "(ModelConfig._verify_quantization); sized as the checkpoint")
         elif q:
             s.source += f" (--quantization {q} agrees)"
-    elif q in ("fp8", "ptpc_fp8", "fbgemm_fp8"):
+    elif q in ("fp8", "ptpc_fp8", "fbgemm_fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel"):
+        # online FP8 (vLLM 0.33.0 config/quantization.py:195-209: fp8_per_tensor / fp8_per_block (128 x 128) /
+        # fp8_per_channel quantise linear and MoE weights; `fp8` on an unquantised checkpoint is fp8_per_tensor,
+        # model_loader/weight_utils.py:355-362)
         bpp = {g: dt for g in GROUPS}
+        per_matrix = 4.0
+        q_b = 1.0
+        if q == "fp8_per_block":
+            q_b, per_matrix = 1.0 + 4.0 / (128 * 128), 0.0
+        elif q == "fp8_per_channel":
+            q_b, per_matrix = 1.0 + 4.0 / max(1, model.hidden_size), 0.0
         for g in LINEAR_GROUPS:
-            bpp[g] = 1.0
+            bpp[g] = q_b
         s = WeightScheme(q, f"--quantization {q} on an unquantised checkpoint: linear and expert weights cast to "
-                            "FP8 while loading, embeddings and lm_head kept", bpp, 4.0)
+                            "FP8 while loading, embeddings and lm_head kept", bpp, per_matrix)
     elif q == "bitsandbytes":
         bpp = {g: dt for g in GROUPS}
         for g in LINEAR_GROUPS:

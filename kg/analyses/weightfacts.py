@@ -1,0 +1,129 @@
+"""What the weights are loaded as: the dtype and the weight quantisation facts rules read.
+
+``dtype_facts``: ``dtype_effective`` (the ``dtype`` setting unless 'auto', else the model's torch_dtype),
+``dtype_explicit`` (a ``dtype`` other than auto was given), ``model_dtype`` (the checkpoint's) and
+``dtype_loaded`` (vLLM >= 0.9.0 with auto loads a bfloat16 checkpoint as float16 below compute capability 8.0:
+0.9.0 ``config.py:3086-3101``, 0.33.0 ``config/model.py:2444-2460``; otherwise ``dtype_effective``).
+
+``weight_quant_facts``: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's ``quant_method``,
+else 'none'; ``weight_quant_kernel`` = what vLLM runs (a GPTQ/AWQ checkpoint without ``--quantization`` is
+upgraded to its Marlin kernel on NVIDIA GPUs of compute capability >= the release's Marlin minimum, or when no GPU
+is named: vLLM ``GPTQMarlinConfig.override_quantization_method``); ``weight_is_fp8``; ``quant_family`` /
+``checkpoint_quant_family`` (method without ``_marlin``); ``weight_block_n`` / ``weight_block_k`` from the
+``weight_block_size`` setting or the ``fp8_per_block`` shorthand (the checkpoint's come with the model facts);
+``weight_is_fp8_block`` (FP8 with a known block shape; False when the FP8 is known to be per-tensor; absent when
+that cannot be told).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.inputs.stack import Stack
+
+# vLLM >= 0.20.0 also takes the online shorthands fp8_per_tensor / fp8_per_block (fp8_per_channel from 0.24.0):
+# model_executor/layers/quantization/__init__.py:42-43 at 0.20.0
+FP8_WEIGHT_METHODS = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8",
+                      "fp8_per_tensor", "fp8_per_block", "fp8_per_channel")
+MARLIN_UPGRADES = {"gptq": "gptq_marlin", "awq": "awq_marlin"}
+
+
+def _at_least(version: str | None, floor: str) -> bool:
+    """``version >= floor``; an absent or unparsable version counts as the latest release (True)."""
+    from packaging.version import InvalidVersion, Version
+    if not version:
+        return True
+    try:
+        return Version(version) >= Version(floor)
+    except InvalidVersion:
+        return True
+
+
+def _parse_block(value: Any) -> list[int] | None:
+    """'[128, 128]', '128x128', [128, 128] or 128 -> [block_n, block_k]; None when unreadable."""
+    import re
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, int) for x in value):
+        return [int(value[0]), int(value[1])]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return [value, value]
+    if isinstance(value, str):
+        nums = [int(x) for x in re.findall(r"\d+", value)]
+        if len(nums) == 2:
+            return nums
+        if len(nums) == 1:
+            return [nums[0], nums[0]]
+    return None
+
+
+def compute_capability(hw: dict[str, Any] | None) -> float | None:
+    """The hardware entry's ``compute_capability`` as a float (e.g. 9.0), None when absent or unreadable."""
+    cc = (hw or {}).get("compute_capability")
+    try:
+        return float(cc) if cc is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
+    """The dtype facts of ``stack`` (see the module doc); ``ns`` is the check namespace built so far."""
+    out: dict[str, Any] = {}
+    m = stack.model
+    dt = str(ns.get("dtype") or "auto").lower()
+    if dt == "auto" and m is not None:
+        dt = m.dtype.lower()
+    out["dtype_effective"] = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32"}.get(dt, dt)
+    # stack.settings, not ns: ns["dtype"] falls back to the model's own dtype (ModelFacts.dtype)
+    given_dt = str(stack.settings.get("dtype") or "auto").lower()
+    out["dtype_explicit"] = given_dt != "auto"
+    if m is not None:
+        out["model_dtype"] = {"half": "float16", "bf16": "bfloat16"}.get(m.dtype.lower(), m.dtype.lower())
+    # the dtype the weights are loaded in: with --dtype auto, vLLM 0.9.0+ falls back to the platform's first
+    # supported dtype (float16 below compute capability 8.0) when the checkpoint's is not supported
+    # (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep the checkpoint's
+    loaded = out["dtype_effective"]
+    cc_dt = compute_capability(stack.hardware)
+    if (not out["dtype_explicit"] and loaded == "bfloat16" and cc_dt is not None and cc_dt < 8.0
+            and stack.engine == "vllm" and _at_least(stack.engine_version, "0.9.0")):
+        loaded = "float16"
+    out["dtype_loaded"] = loaded
+    return out
+
+
+def weight_quant_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
+    """The weight quantisation facts of ``stack`` (see the module doc)."""
+    out: dict[str, Any] = {}
+    m = stack.model
+    # weight quantisation
+    explicit = str(ns.get("quantization") or "").lower() or None
+    ckpt = (m.quant_method or "").lower() if m is not None and m.quant_method else None
+    weight_quant = explicit or ckpt or "none"
+    kernel = weight_quant
+    cc = compute_capability(stack.hardware)
+    vendor = str((stack.hardware or {}).get("vendor") or "nvidia").lower()
+    # the Marlin kernel's lowest compute capability per release (vLLM 7.5 from 0.14.0: catalog/engines/vllm.yaml
+    # ranged_facts); SGLang's marlin_utils.py keeps 80 (0.5.23 layers/quantization/marlin_utils.py:78)
+    from kg.inputs.optiondefaults import ranged_fact
+    marlin_cc = ranged_fact(stack.engine, stack.engine_version, "marlin_min_compute_capability") or 8.0
+    if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= marlin_cc):
+        kernel = MARLIN_UPGRADES[ckpt]
+    out["weight_quant"] = weight_quant
+    out["weight_quant_kernel"] = kernel
+    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
+    out["quant_family"] = weight_quant.replace("_marlin", "")
+    if ckpt:
+        out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
+    elif m is not None:
+        out["checkpoint_quant_family"] = "none"  # the config names no quantisation method (an unquantised checkpoint)
+    block = _parse_block(ns.get("weight_block_size")) if ns.get("weight_block_size") is not None else None
+    if not block and weight_quant == "fp8_per_block":
+        block = [128, 128]  # vLLM >= 0.20.0 online shorthand: kFp8Static128BlockSym (config/quantization.py:199-202 at 0.33.0)
+    if block:
+        out["weight_block_n"], out["weight_block_k"] = block
+    # block-wise FP8: a block shape is known (setting, checkpoint or shorthand); per-tensor FP8 is known when the
+    # weights are FP8 without one: online `--quantization fp8` on an unquantised checkpoint is per-tensor (vLLM 0.33.0
+    # model_loader/weight_utils.py:355-362 -> fp8_per_tensor; Fp8Config() before 0.31.0 has weight_block_size None),
+    # as is an FP8 checkpoint config without weight_block_size (quantization/fp8.py:163)
+    has_block = bool(block) or ns.get("weight_block_n") is not None
+    if has_block or not out["weight_is_fp8"] or weight_quant in ("fp8_per_tensor", "fp8_per_channel") or \
+            (m is not None and (ckpt is None or ckpt in FP8_WEIGHT_METHODS)):
+        out["weight_is_fp8_block"] = out["weight_is_fp8"] and has_block
+    return out
