@@ -27,6 +27,7 @@ from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, engine_dcp_sizes, en
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
 from kg.derive.kv_specs import null_block_bytes
+from kg.derive.encoder_cache import cross_attention_summary
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
@@ -256,6 +257,14 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                                                  f"blocks/request)" for s in plan.specs)
                 derived["kv_max_in_flight_tokens"] = plan.max_in_flight_tokens
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
+                cross = cross_attention_summary(m, tp_kv, lay.kv_element_bytes, plan.max_num_batched_tokens,
+                                                plan.block_size)
+                if cross:  # encoder-decoder (Whisper): the cross-attention cache each request reserves
+                    derived["kv_cross_attention_layers"] = cross["layers"]
+                    derived["kv_cross_bytes_per_encoder_token_per_gpu"] = cross["bytes_per_encoder_token_per_gpu"]
+                    derived["kv_cross_encoder_tokens_per_request"] = cross["encoder_tokens_reserved_per_request"]
+                    derived["kv_cross_blocks_per_request"] = cross["blocks_per_request"]
+                    derived["kv_cross_blocks_total_per_request"] = plan.blocks_per_request
         if budget is not None and sized:
             null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan else lay_dcp.bytes_per_token_per_gpu * block)
             cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)  # vLLM's null block held back

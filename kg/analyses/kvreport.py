@@ -9,6 +9,7 @@ from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
+from kg.derive.encoder_cache import cross_attention_summary, longest_decoder_request
 from kg.derive.kv_specs import null_block_bytes, plan_kv_cache
 
 
@@ -55,6 +56,9 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     if plan is not None:
         out["vllm_plan"] = plan.to_dict()
         out.setdefault("notes", []).extend(plan.notes)
+        cross = cross_attention_summary(model, tp, lay.kv_element_bytes, plan.max_num_batched_tokens, plan.block_size)
+        if cross:
+            out["cross_attention"] = cross
     if kv_budget_gib is not None:
         block = plan.block_size if plan is not None else (block_size or 16)
         # the longest request vLLM (latest release) accepts: the budget less the null block (kg.derive.kv_specs)
@@ -69,6 +73,10 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
                 cap["max_concurrency"] = pc["max_concurrency"]
             if dcp == 1:
                 cap["kv_tokens_per_gpu"] = cap["kv_tokens_total"] = pc["kv_cache_size_tokens"]
+            if out.get("cross_attention"):  # a decoder request shares the pool with its cross-attention blocks
+                cap["max_model_len_that_fits"] = longest_decoder_request(
+                    plan.bytes_per_block, plan.blocks_per_request, out["cross_attention"]["blocks_per_request"],
+                    plan.block_size, kv_budget_gib * GIB, null)
         out["capacity"] = cap
     return out, lay, plan
 

@@ -101,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
     if L.dcp_size > 1:
         print(f"  KV bytes per context token per GPU   {L.bytes_per_token_per_gpu_effective:,.0f}  (DCP-sharded)")
     print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
+    ca = out.get("cross_attention")
+    if ca:
+        label = f"cross-attention (x{ca['layers']} layers)"
+        print(f"  {label:<37}{ca['bytes_per_encoder_token_per_gpu']:,} bytes/encoder token"
+              f" per GPU; {ca['encoder_tokens_reserved_per_request']:,} encoder tokens ({ca['blocks_per_request']:,} blocks)"
+              " reserved per request")
     if "capacity" in out:
         c = out["capacity"]
         print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")

@@ -27,6 +27,7 @@ Blocks one request of ``max_model_len`` reserves (``max_memory_usage_bytes``):
 - sliding window: ``cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block) + 1``
   (``kv_cache_interface.py:918-955``);
 - chunked local: ``cdiv(min(chunk + max_in_flight_tokens, max_model_len), block)`` (``:864-888``);
+- cross-attention (encoder-decoder): ``cdiv(max_num_batched_tokens, block)`` (kg.derive.encoder_cache);
 - Mamba / GDN: 2 pages with prefix caching (``mamba_cache_mode == "align"``, on by default for
   hybrids) else 1, plus one per speculative token (``:1135-1141``).
 ``max_in_flight_tokens = batches_in_flight x max_num_batched_tokens``; async scheduling (default on)
@@ -54,6 +55,8 @@ from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.derive.kv import MLA_PACKED_BYTES, kv_element_bytes, kv_heads_per_rank
+from kg.derive.encoder_cache import (ENCODER_DECODER_SCHEDULING_NOTE, cross_attention_blocks_per_request,
+                                    cross_attention_note, encoder_decoder_batched_tokens)
 from kg.inputs.modelcfg import DTYPE_BYTES, ModelFacts
 
 # vLLM 0.33.0 engine/arg_utils.py:2970-3006: `vllm serve` (OPENAI_API_SERVER) max_num_batched_tokens
@@ -105,7 +108,7 @@ def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True) -> int:
 class SpecGroup:
     """Layers of one KV-cache spec on one rank. ``page_bytes`` is one block of one layer (bytes)."""
 
-    kind: str                 # full | sliding | chunked | mla | mla+indexer | gdn | mamba2
+    kind: str                 # full | sliding | chunked | mla | mla+indexer | gdn | mamba2 | cross
     layers: int
     page_bytes: int
     blocks_per_request: int
@@ -214,7 +217,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     mml = max_model_len or model.vllm_default_max_model_len or model.derived_max_model_len
     if not mml:
         raise OptkgError(f"{model.name}: no max_model_len given and the config has no length key")
-    mnbt = max_num_batched_tokens or MNBT_H100
+    mnbt = max_num_batched_tokens or (encoder_decoder_batched_tokens(MNBT_H100, int(mml), 1024)
+                                      if model.is_encoder_decoder else MNBT_H100)
     nb = batches_in_flight(pp_size, async_scheduling)
     in_flight = nb * mnbt
     notes: list[str] = []
@@ -247,6 +251,10 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     if extra_full_layers:
         counts["full"] = counts.get("full", 0) + int(extra_full_layers)
         notes.append(f"{extra_full_layers} draft layer(s) cached beside the target's (speculative decoding)")
+    if model.num_cross_attention_layers:  # encoder-decoder: one cross-attention cache per decoder layer
+        counts["cross"] = math.ceil(model.num_cross_attention_layers / pp_size)
+        notes.append(cross_attention_note(model, mnbt, block_size or 16))
+        notes.append(ENCODER_DECODER_SCHEDULING_NOTE)
     # page per token per attention layer
     if model.is_mla:
         packed = MLA_PACKED_BYTES.get(kvdt)
@@ -308,6 +316,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
             return cdiv(min((model.attention_chunk_size or 0) + in_flight, mml), block)
         if kind in ("linear", "mamba"):
             return (2 + checkpoint_pages if prefix else 1) + num_speculative_tokens
+        if kind == "cross":
+            return cross_attention_blocks_per_request(mnbt, block)
         return cdiv(cdiv(mml, dcp_size), block)
 
     for kind, n in counts.items():

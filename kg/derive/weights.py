@@ -323,6 +323,8 @@ def group_params(model: ModelFacts) -> dict[str, int]:
     else:
         kvh = model.num_key_value_heads if not model.is_mla else max(1, H // 4)
         attn = H * d * h + kvh * d * h + kvh * vd * h + H * vd * h
+    if model.is_encoder_decoder:
+        return _encoder_decoder_params(model, attn)
     n_moe = model.num_moe_layers if model.is_moe else 0
     dense_inter = model.dense_intermediate_size or model.intermediate_size or 4 * h
     experts = shared = router = 0
@@ -342,6 +344,25 @@ def group_params(model: ModelFacts) -> dict[str, int]:
         "embedding": emb,
         "lm_head": 0 if model.tie_word_embeddings else emb,
     }
+
+
+def _encoder_decoder_params(model: ModelFacts, attn: int) -> dict[str, int]:
+    """Whisper-style encoder-decoder: decoder layers hold self- and cross-attention (``attn`` each) and a
+    two-matrix MLP (fc1, fc2: ``2*h*ffn``); encoder layers one attention and the same MLP with
+    ``encoder_ffn_dim``; embeddings ``vocab*h`` plus the decoder's ``max_target_positions`` and the
+    encoder's ``max_source_positions`` position tables (transformers ``WhisperDecoderLayer`` /
+    ``WhisperEncoderLayer``; vLLM 0.33.0 ``models/whisper.py:440-470, 556-563, 603-611``); the
+    two encoder convolutions (``num_mel_bins*h*3 + h*h*3``) are not counted. Whisper-large-v3:
+    1,536,888,320 parameters, 3,073,776,640 B at FP16 (published: 1.55 B parameters; the convolutions,
+    biases and norms are the rest)."""
+    h = model.hidden_size
+    dec, enc = model.num_hidden_layers, model.num_encoder_layers
+    ffn = model.intermediate_size or 4 * h
+    enc_ffn = model.encoder_ffn_dim or ffn
+    emb = h * (model.vocab_size or 0) + h * ((model.derived_max_model_len or 0) + (model.max_source_positions or 0))
+    return {"attention": attn * (2 * dec + enc), "dense_mlp": 2 * h * (ffn * dec + enc_ffn * enc), "experts": 0,
+            "shared_experts": 0, "router": 0, "embedding": emb,
+            "lm_head": 0 if model.tie_word_embeddings else h * (model.vocab_size or 0)}
 
 
 def weight_matrices(model: ModelFacts) -> int:

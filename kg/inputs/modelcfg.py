@@ -47,8 +47,9 @@ MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp",
 DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
                "float8_e4m3fn": 1, "fp8": 1, "int8": 1}
 # vLLM _get_and_verify_max_len possible_keys (vllm/config/model.py); SGLang CONTEXT_LENGTH_KEYS (in order)
+# (vLLM 0.33.0 transformers_utils/model_arch_config_convertor.py:374-392 adds Whisper's max_target_positions)
 VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                    "max_sequence_length", "max_seq_length", "seq_len")
+                    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 
 
@@ -107,6 +108,12 @@ class ModelFacts:
     vision_hidden_size: int | None = None
     vision_num_hidden_layers: int | None = None
     vision_tp_split: bool = False
+    # encoder-decoder models (Whisper; kg.derive.encoder_cache): the KV fields above describe the decoder
+    is_encoder_decoder: bool = False
+    num_cross_attention_layers: int = 0           # decoder layers with a cross-attention (encoder K/V) cache
+    num_encoder_layers: int = 0                   # encoder layers: no KV cache in vLLM
+    encoder_ffn_dim: int | None = None
+    max_source_positions: int | None = None       # encoder positions (Whisper: 1,500 audio frames per 30 s)
     architecture: str | None = None               # first of config.json ``architectures`` (the class engines load)
     attn_logit_softcapping: float | None = None   # attention-logit soft-cap (Gemma-2), applied inside attention
     source: str = ""
@@ -192,6 +199,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         for k in ("torch_dtype", "quantization_config", "model_type"):
             if k not in c and k in top:
                 c[k] = top[k]
+    encdec = _encoder_decoder_view(c, name)
+    if encdec:
+        c = {**c, **encdec["text"]}
     heads = _int(c, "num_attention_heads", name, required=True) or _int(c, "n_head", name)
     if not heads:
         raise OptkgError(f"{name}: 'num_attention_heads' must be at least 1")
@@ -316,8 +326,42 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         derived_max_model_len=vllm_max_model_len(c, name), vllm_default_max_model_len=vllm_default_max_model_len(c),
         sglang_context_length=sglang_context_length(c, name),
         architecture=_architecture(top), attn_logit_softcapping=_softcap(c),
-        source=name, warnings=warnings,
+        source=name, warnings=warnings, **(encdec["facts"] if encdec else {}),
     )
+
+
+def _encoder_decoder_view(c: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The decoder seen as a text model, for a Whisper-style encoder-decoder config (``is_encoder_decoder``
+    with ``d_model``, ``decoder_layers``, ``decoder_attention_heads``), else None.
+
+    vLLM 0.33.0 caches K/V of the decoder only: each decoder layer has a self-attention layer (full attention,
+    ``num_kv_heads = max(1, heads / tp)``, ``head_dim = d_model / heads``) and a cross-attention layer
+    (``CrossAttention``, ``CrossAttentionSpec``) over the encoder output; the encoder's attention is
+    ``MMEncoderAttention`` and holds no cache (``model_executor/models/whisper.py:157-240, 284-301, 448-454``).
+    transformers maps ``num_attention_heads`` / ``num_hidden_layers`` to the *encoder* (WhisperConfig
+    ``attribute_map``), so the decoder keys are read here. Returns ``{"text": keys for parse_config, "facts":
+    ModelFacts fields}``."""
+    if c.get("is_encoder_decoder") is not True:
+        return None
+    keys = ("d_model", "decoder_layers", "decoder_attention_heads")
+    if not all(isinstance(c.get(k), int) and not isinstance(c.get(k), bool) for k in keys):
+        return None
+    heads = _int(c, "decoder_attention_heads", name)
+    layers = _int(c, "decoder_layers", name)
+    d_model = _int(c, "d_model", name)
+    if not heads or not layers:
+        raise OptkgError(f"{name}: 'decoder_attention_heads' and 'decoder_layers' must be at least 1")
+    text = {"num_attention_heads": heads, "num_key_value_heads": heads, "num_hidden_layers": layers,
+            "hidden_size": d_model, "head_dim": None, "layer_types": None}
+    if str(c.get("model_type") or "") == "whisper":
+        text["tie_word_embeddings"] = True  # vLLM ties proj_out to the decoder embeddings (models/whisper.py:977-983)
+    if isinstance(c.get("decoder_ffn_dim"), int):
+        text["intermediate_size"] = c["decoder_ffn_dim"]
+    facts = {"is_encoder_decoder": True, "num_cross_attention_layers": layers,
+             "num_encoder_layers": _opt_int(c, "encoder_layers", name) or 0,
+             "encoder_ffn_dim": _opt_int(c, "encoder_ffn_dim", name),
+             "max_source_positions": _opt_int(c, "max_source_positions", name)}
+    return {"text": text, "facts": facts}
 
 
 LAYER_TYPE_KINDS = {"full_attention": "full", "attention": "full", "global": "full", "sliding_attention": "sliding",

@@ -157,6 +157,8 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     # vision tower of a multimodal config (kg.inputs.vision)
     "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",
     "vision_tp_split",
+    # encoder-decoder models (Whisper; kg.derive.encoder_cache)
+    "is_encoder_decoder", "num_cross_attention_layers", "num_encoder_layers", "encoder_ffn_dim", "max_source_positions",
     # read by the runtime-failure rules (kg.inputs.support_ns)
     "architecture", "attn_logit_softcapping",
     # properties

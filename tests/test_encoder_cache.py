@@ -1,0 +1,113 @@
+"""Cross-attention and encoder caches as vLLM 0.33.0 builds them (kg.derive.encoder_cache; issue 13).
+Every number is worked by hand from the vLLM 0.33.0 lines cited in kg/derive/encoder_cache.py and the
+bundled openai/whisper-large-v3 config (catalog/models/SOURCES.md)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from kg.core.errors import OptkgError
+from kg.derive.encoder_cache import (cross_attention_blocks_per_request, encoder_budget,
+                                     encoder_decoder_batched_tokens, model_mm_tokens_per_item)
+from kg.derive.kv_specs import plan_kv_cache
+from kg.derive.weights import estimate_weight_bytes, group_params
+from kg.inputs.modelcfg import resolve_model
+
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    return resolve_model("openai/whisper-large-v3")
+
+
+def test_whisper_config_reads_the_decoder(whisper):
+    m = whisper
+    # WhisperConfig maps num_attention_heads / num_hidden_layers to the encoder; vLLM caches the decoder:
+    # 20 decoder heads (num_kv_heads = heads / tp, models/whisper.py:181), head_dim 1280 / 20 = 64
+    assert (m.num_attention_heads, m.num_key_value_heads, m.head_dim, m.num_hidden_layers) == (20, 20, 64, 32)
+    assert (m.is_encoder_decoder, m.num_cross_attention_layers, m.num_encoder_layers) == (True, 32, 32)
+    # max_target_positions is one of vLLM's length keys (model_arch_config_convertor.py:374-392): 448
+    assert (m.derived_max_model_len, m.vllm_default_max_model_len, m.max_source_positions) == (448, 448, 1500)
+    assert m.layer_kinds == ["full"] * 32 and m.dtype == "float16" and m.tie_word_embeddings
+
+
+def test_whisper_plan_groups_self_and_cross_layers(whisper):
+    p = plan_kv_cache(whisper)
+    # page = 20 heads x (64 + 64) x 2 B x 16 tokens = 81,920 B for self and cross layers alike
+    assert [(s.kind, s.layers, s.page_bytes, s.blocks_per_request, s.groups) for s in p.specs] == [
+        ("full", 32, 81_920, 28, 1), ("cross", 32, 81_920, 512, 1)]
+    # self: cdiv(448, 16) = 28; cross: cdiv(max_num_encoder_input_tokens = max_num_batched_tokens 8,192, 16) = 512
+    assert (p.max_num_batched_tokens, p.group_size, p.bytes_per_block, p.blocks_per_request) == (8192, 32, 2_621_440, 540)
+    c = p.capacity(30 * GIB)
+    # 32,212,254,720 // 2,621,440 = 12,288 blocks; 12,288 / 540 = 22.7556; int(22.7556 x 448) = 10,194
+    assert (c["num_blocks"], c["max_concurrency"], c["kv_cache_size_tokens"]) == (12_288, 22.76, 10_194)
+    assert any("not the encoder's 1,500 positions" in n for n in p.notes)
+    assert any("without chunked prefill and prefix caching" in n for n in p.notes)
+
+
+def test_cross_blocks_follow_max_num_batched_tokens(whisper):
+    assert cross_attention_blocks_per_request(8192, 16) == 512
+    assert cross_attention_blocks_per_request(1500, 16) == 94  # what the kv_cache_interface.py:1226 comment implies
+    p = plan_kv_cache(whisper, max_num_batched_tokens=2048)
+    assert [s.blocks_per_request for s in p.specs] == [28, 128] and p.blocks_per_request == 156
+    # TP 2: 10 heads per rank, page 40,960 B; the blocks per request do not change
+    p2 = plan_kv_cache(whisper, tp_size=2)
+    assert (p2.bytes_per_block, p2.blocks_per_request) == (32 * 40_960, 540)
+
+
+def test_encoder_decoder_default_batched_tokens():
+    # arg_utils.py:3190-3225, chunked prefill off: min(max_num_seqs x max_model_len, max(max_model_len, default))
+    assert encoder_decoder_batched_tokens(8192, 448, 1024) == 8192
+    assert encoder_decoder_batched_tokens(8192, 448, 1) == 448
+    assert encoder_decoder_batched_tokens(2048, 4096, 256) == 4096
+
+
+def test_whisper_encoder_budget_and_refusal(whisper):
+    tok, src = model_mm_tokens_per_item(whisper)
+    assert tok == {"audio": 1500} and "max_source_positions" in src
+    b = encoder_budget(tok, 8192, 448, 1024, whisper.hidden_size, 2, limits={"audio": 1},
+                       chunked_prefill=False, chunked_mm_input=False)
+    # compute = cache = max(8,192, 1,500); per prompt max(1, min(1, 448 // 1500)) = 1;
+    # requests min(1,024, 8,192 // 1,500) = 5; items max(1, min(8,192 // 1,500, 5 x 1)) = 5
+    assert (b.modality, b.compute_budget, b.cache_size, b.items_per_prompt, b.items_profiled) == ("audio", 8192, 8192, 1, 5)
+    assert b.profiled_bytes == 5 * 1500 * 1280 * 2 == 19_200_000
+    # --max-num-seqs 1 makes max_num_batched_tokens 448 < 1,500: vLLM refuses (encoder_cache_manager.py:362-371)
+    with pytest.raises(OptkgError, match="larger than max_num_batched_tokens 448"):
+        encoder_budget(tok, 448, 448, 1, 1280, 2, chunked_prefill=False, chunked_mm_input=False)
+    off = encoder_budget(tok, 8192, 448, 1024, 1280, 2, limits={"audio": 0})
+    assert (off.modality, off.cache_size, off.profiled_bytes) == (None, 0, 0) and "not initialise" in off.notes[0]
+
+
+def test_whisper_weights_count_encoder_and_cross_attention(whisper):
+    g = group_params(whisper)
+    # attention 4 x 1280^2 x (2 x 32 decoder + 32 encoder) = 629,145,600; MLP 2 x 1280 x 5120 x 64 = 838,860,800;
+    # embeddings 51,866 x 1280 + 1280 x (448 + 1500) = 68,881,920; proj_out tied
+    assert (g["attention"], g["dense_mlp"], g["embedding"], g["lm_head"]) == (629_145_600, 838_860_800, 68_881_920, 0)
+    assert estimate_weight_bytes(whisper) == 3_073_776_640
+
+
+def test_whisper_kv_and_check_print_vllms_numbers():
+    code, out, err = run_cli("kv", "--model", "openai/whisper-large-v3", "--kv-budget-gib", "30", "--max-model-len", "448",
+                             "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    ca, c = d["cross_attention"], d["capacity"]
+    assert (ca["layers"], ca["bytes_per_encoder_token_per_gpu"], ca["encoder_tokens_reserved_per_request"],
+            ca["blocks_per_request"]) == (32, 163_840, 8192, 512)
+    assert (c["num_blocks"], c["blocks_per_request"], c["max_concurrency"], c["gpu_kv_cache_size_tokens"]) == (
+        12_288, 540, 22.76, 10_194)
+    # (30 GiB - one null block) // 2,621,440 = 12,287 blocks, less 512 cross blocks, x 16 tokens
+    assert c["max_model_len_that_fits"] == (12_287 - 512) * 16 == 188_400
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
+                             "--gpu", "H100-SXM", "--format", "json")
+    assert code in (0, 1), err
+    dv = json.loads(out)["derived"]
+    assert (dv["kv_blocks_per_request"], dv["kv_cross_blocks_per_request"], dv["kv_cross_encoder_tokens_per_request"],
+            dv["max_concurrency"], dv["kv_tokens_per_gpu"]) == (540, 512, 8192, 22.76, 10_194)
+    assert dv["weight_bytes_per_gpu_estimate"] == 3_073_776_640
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
+                             "--gpu", "H100-SXM")
+    assert "cross-attn encoder tokens per request" in out and "8,192" in out
