@@ -163,7 +163,8 @@ def test_output_file(tmp_path):
 
 def test_model_given_as_a_config_path():
     # --model accepts a config.json path (and --config the same file): an MHA model of 524,288 B/token
-    # (32 layers x 32 KV heads x 256 x 2 B); 16 GiB holds 32,768 tokens of one sequence
+    # (32 layers x 32 KV heads x 256 x 2 B); 16 GiB holds 2,048 blocks of 16 tokens, one sequence all but vLLM's
+    # null block: 2,047 x 16 = 32,752 tokens
     cfg = str(REPO / "rules" / "fixtures" / "configs" / "llama2-7b-like-mha.json")
     outs = []
     for flag in ("--model", "--config"):
@@ -171,7 +172,7 @@ def test_model_given_as_a_config_path():
         assert code == 0, err
         d = json.loads(out)
         assert d["model"]["attention"] == "mha" and d["model"]["kv_bytes_per_token_per_gpu"] == 524_288
-        assert d["cost_curve"]["knee_seq_len"] == 32_768
+        assert d["cost_curve"]["knee_seq_len"] == 32_752
         # causal from the config's architectures (LlamaForCausalLM)
         assert d["triangle"]["parallel_granularity"]["value"] == "layer"
         outs.append(d["features"]["knee_batch_p50"])
@@ -183,13 +184,15 @@ def test_scheduler_and_context_limits_in_the_text():
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--max-num-seqs", "8")
     assert code == 0, err
-    # Llama-3.1-8B: 131,072 B/token -> 16 GiB holds 131,072 tokens, exactly max_position_embeddings 131,072
-    assert ("knee: one sequence up to 131,072 tokens (KV memory and the model's max_position_embeddings both end "
-            "there)") in out
+    # Llama-3.1-8B: 131,072 B/token -> 16 GiB holds 8,192 blocks = 131,072 tokens; one sequence all but the null
+    # block: 131,056, just under max_position_embeddings 131,072
+    assert ("knee: one sequence up to 131,056 tokens (KV memory binds; the model's max_position_embeddings would "
+            "allow 131,072)") in out
     assert "scheduler limit: 8 sequences (given with --max-num-seqs)" in out
     flat = " ".join(out.split())
     assert "throughput: at up to 8 concurrent requests (the scheduler limit; the KV knee is 113 median requests)" in flat
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--max-model-len", "8192")
-    assert "knee: one sequence up to 8,192 tokens (--max-model-len binds; KV memory alone would hold 131,072)" in out
+    assert ("knee: one sequence up to 8,192 tokens (--max-model-len binds; KV memory alone would hold 131,056, the "
+            "GPU KV cache's 131,072 tokens less vLLM's null block)") in out
     assert run_cli("fit", SMALL, "--max-num-seqs", "0")[0] == 2

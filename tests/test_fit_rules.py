@@ -79,29 +79,31 @@ def test_thresholds_can_be_overridden(catalog, fit_rules):
 
 
 def test_cost_curve_knees_llama_8b():
-    # Llama-3.1-8B: 32 layers x 8 KV heads x 256 x 2 B = 131,072 B/token. 16 GiB / 131,072 B = 131,072 tokens.
+    # Llama-3.1-8B: 32 layers x 8 KV heads x 256 x 2 B = 131,072 B/token. 16 GiB / (131,072 B x 16) = 8,192
+    # blocks = 131,072 tokens (the GPU KV cache size); one request gets the blocks less vLLM's null block:
+    # 8,191 x 16 = 131,056 tokens (the number check derives as max_model_len_that_fits)
     lay = kv_layout(resolve_model("meta-llama/Llama-3.1-8B"))
     cc = cost_curve(lay, 16 * GIB, {"request_len_p50": 8192, "request_len_p99": 32768, "request_len_max": 40000})
-    assert cc["knee_seq_len"] == 131_072
+    assert (cc["knee_seq_len"], cc["kv_tokens_per_gpu"]) == (131_056, 131_072)
     # p50 request = 8,192 x 131,072 B = 1 GiB -> 16 fit; p99 = 4 GiB -> 4
     assert cc["knee_batch"] == {"p50": 16, "p99": 4}
     assert cc["by_seq_len"][0] == {"seq_len": 1024, "kv_bytes_per_gpu": 1024 * 131_072}
-    # the curve runs past the knee: 1,024 .. 262,144 (first power of two above 131,072)
-    assert cc["by_seq_len"][-1]["seq_len"] == 262_144
+    # the curve runs past the knee: 1,024 .. 131,072 (first power of two above 131,056)
+    assert cc["by_seq_len"][-1]["seq_len"] == 131_072
     assert cc["by_batch"]["points"][4] == {"batch": 16, "kv_bytes_per_gpu": 16 * GIB}
 
 
 def test_cost_curve_with_dcp_and_sliding_window():
     # Qwen3-235B-A22B at TP 8, DCP 2: 1 KV head per rank, 94 layers x 256 x 2 B = 48,128 B per token per rank,
-    # and each rank holds ceil(L / 2) tokens: 48,128 x ceil(L/2) <= 16 GiB = 17,179,869,184
-    # -> ceil(L/2) <= floor(17,179,869,184 / 48,128) = floor(356,962.04) = 356,962 -> L <= 713,924.
+    # and each rank holds ceil(L / 2) tokens in 16-token blocks of 770,048 B; 16 GiB = 17,179,869,184 B less the null
+    # block (770,048) = 17,179,099,136 -> floor(/ 770,048) = 22,309 blocks -> ceil(L/2) <= 356,944 -> L <= 713,888.
     lay = kv_layout(resolve_model("Qwen/Qwen3-235B-A22B"), 8, 1, 2)
-    assert cost_curve(lay, 16 * GIB, {})["knee_seq_len"] == 713_924
+    assert cost_curve(lay, 16 * GIB, {})["knee_seq_len"] == 713_888
     # gpt-oss-120b: 36 layers, 18 slide with a 128-token window, 8 KV heads x (64 + 64) x 2 B = 2,048 B/token/layer.
-    # bytes(L) = 18 x 2,048 x L + 18 x 2,048 x min(128, L) = 36,864 x (L + 128) <= 1 GiB = 1,073,741,824
-    # -> L + 128 <= 29,127 -> L <= 28,999
+    # whole 16-token blocks: bytes(L) = 36,864 x (16 ceil(L/16) + 128) <= 1 GiB less the null block (36 x 2,048 x 16 =
+    # 1,179,648) = 1,072,562,176 -> 16 ceil(L/16) + 128 <= floor(29,095.1) = 29,095 -> ceil(L/16) <= 1,810 -> L <= 28,960
     lay = kv_layout(resolve_model("openai/gpt-oss-120b"))
-    assert cost_curve(lay, GIB, {})["knee_seq_len"] == 28_999
+    assert cost_curve(lay, GIB, {})["knee_seq_len"] == 28_960
 
 
 def test_invalid_dcp_is_an_input_error():
@@ -211,13 +213,16 @@ def test_single_sequence_is_capped_by_the_context_limit():
     from kg.analyses.fit import seq_limit_text
     model = resolve_model("Qwen/Qwen3-235B-A22B")  # max_position_embeddings 40,960
     lay = kv_layout(model, 8)
-    # memory knee at TP 8: 48,128 B/token/GPU into 16 GiB -> floor(17,179,869,184 / 48,128) = 356,962 tokens
+    # memory knee at TP 8: 48,128 B/token/GPU x 16 = 770,048 B/block; 16 GiB = 17,179,869,184 B holds 22,310 blocks
+    # (356,960 tokens, the GPU KV cache); one request: 22,310 less vLLM's null block = 22,309 x 16 = 356,944 tokens
     cc = cost_curve(lay, 16 * GIB, {}, 40960, "max_position_embeddings")
-    assert (cc["knee_seq_len"], cc["seq_len_limit"], cc["seq_len_limit_by"]) == (356_962, 40_960, "max_position_embeddings")
-    assert seq_limit_text(cc) == "up to 40,960 tokens (max_position_embeddings binds; KV memory alone would hold 356,962)"
+    assert (cc["knee_seq_len"], cc["seq_len_limit"], cc["seq_len_limit_by"]) == (356_944, 40_960, "max_position_embeddings")
+    assert seq_limit_text(cc) == ("up to 40,960 tokens (max_position_embeddings binds; KV memory alone would hold "
+                                  "356,944, the GPU KV cache's 356,960 tokens less vLLM's null block)")
     # an engine context above the knee: memory binds
     cc = cost_curve(lay, 16 * GIB, {}, 500_000, "--max-model-len")
-    assert seq_limit_text(cc) == "up to 356,962 tokens (KV memory binds; the model's --max-model-len would allow 500,000)"
+    assert seq_limit_text(cc) == "up to 356,944 tokens (KV memory binds; the model's --max-model-len would allow 500,000)"
+
     # model_context reads max_position_embeddings unless --max-model-len is given
     assert model_context(model, tp=8)["context_limit"] == 40960
     assert model_context(model, tp=8, max_model_len=32768)["context_limit_by"] == "--max-model-len"

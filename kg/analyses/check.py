@@ -242,8 +242,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             budget = sb.kv_bytes
             derived["kv_budget_breakdown"] = [dict(x.__dict__) for x in sb.lines]
             derived["kv_budget_error_bytes"] = round(sb.error_bytes)
-            derived["kv_budget_source"] = ("estimated: " + " - ".join(x.name for x in sb.lines)
-                                           + f" (kg.derive.budget; +-{sb.error_bytes / GIB:.2f} GiB)")
+            derived["kv_budget_source"] = sb.source_text()
         plan = None
         if sized and engine != "sglang" and derived.get("max_model_len_effective"):
             plan = vllm_plan(stack, ns, m, tp_kv, pp, dcp, kvdt, derived["max_model_len_effective"],

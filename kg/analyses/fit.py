@@ -167,23 +167,22 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         ctx["gpu_memory_usable_bytes"] = total * util
         ctx["budget_source"] = (f"{hardware.get('id')}: {total / GIB:.2f} GiB x gpu_memory_utilization {util:g} - "
                                 + " - ".join(f"{x.name} {x.bytes / GIB:.2f} GiB" for x in sb.lines[1:])
-                                + f" (kg.derive.budget, +-{sb.error_bytes / GIB:.2f} GiB)")
+                                + f" (kg.derive.budget; {sb.error_text})")
     return ctx
 
 
-def _max_len_within(layout, budget: float, cap: int = 1 << 31) -> int | None:
-    """Largest sequence length whose KV fits ``budget`` bytes per GPU (None when even ``cap`` fits: window-bounded)."""
-    from kg.derive.kv import sequence_bytes_per_gpu
-    if sequence_bytes_per_gpu(layout, cap) <= budget:
-        return None
-    lo, hi = 0, cap
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sequence_bytes_per_gpu(layout, mid) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _max_len_within(layout, budget: float) -> tuple[int | None, int]:
+    """(longest single request whose KV fits ``budget`` bytes per GPU, the GPU KV cache size in tokens).
+
+    The derivation ``check`` and ``sweep`` use (kg.derive.kv.kv_capacity): whole 16-token blocks, and vLLM's null
+    block held back from the one-request estimate (vLLM >= 0.29.0, kg.derive.kv_specs.null_block_bytes; fit
+    sizes for the latest vLLM). The first is None when even 2**40 tokens fit (window-bounded layers)."""
+    from kg.derive.kv import LONGEST_LIMIT, kv_capacity
+    from kg.derive.kv_specs import null_block_bytes
+    block = 16
+    cap = kv_capacity(layout, budget, None, block, null_block_bytes("vllm", None, layout.bytes_per_token_per_gpu * block))
+    fits = cap.max_model_len_that_fits
+    return (None if fits >= LONGEST_LIMIT else fits), cap.kv_tokens_per_gpu
 
 
 def cost_curve(layout, budget: float | None, features: Mapping[str, Any], context_limit: int | None = None,
@@ -196,13 +195,14 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     Sequence lengths: powers of two from 1,024 up to at least 131,072, the longest request and
     the first power of two past the knee (at most 2**24);
     batch sizes: powers of two from 1 up to at least 1,024 and twice the knee. knee_seq_len: the
-    longest single sequence whose KV fits the budget; knee_batch_pNN: floor(budget / KV bytes of
+    longest single sequence whose KV fits the budget (whole blocks, less vLLM's null block: ``_max_len_within``,
+    the number ``check`` derives as max_model_len_that_fits); kv_tokens_per_gpu: the GPU KV cache size; knee_batch_pNN: floor(budget / KV bytes of
     one request of the pNN request length). Bytes follow kg.derive.kv.sequence_bytes_per_gpu (sliding
     layers capped at the window, DCP-sharded).
     """
     from kg.derive.kv import sequence_bytes_per_gpu
     longest = int(features.get("request_len_max") or 0)
-    knee = _max_len_within(layout, budget) if budget is not None else None
+    knee, cache_tokens = _max_len_within(layout, budget) if budget is not None else (None, None)
     top = max(1 << 17, 1 << max(10, (max(longest, 1) - 1).bit_length()))
     if knee:
         top = max(top, min(1 << 24, 1 << (knee.bit_length())))
@@ -222,6 +222,7 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     out["context_limit"], out["context_limit_by"] = context_limit, context_limit_by if context_limit else None
     if budget is not None:
         out["knee_seq_len"] = knee
+        out["kv_tokens_per_gpu"] = cache_tokens  # vLLM's "GPU KV cache size" (whole blocks), as check prints it
         for q in ("p50", "p99"):
             v = features.get(f"request_len_{q}")
             if v:
@@ -642,7 +643,9 @@ def seq_limit_text(cc: Mapping[str, Any]) -> str:
         other = (f"; the model's {cc.get('context_limit_by')} would allow {ctx_lim:,}" if ctx_lim else
                  "; no context limit known (pass --max-model-len)")
         return f"up to {lim:,} tokens (KV memory binds{other})"
-    mem = (f"KV memory alone would hold {knee:,}" if knee is not None else
+    cache = cc.get("kv_tokens_per_gpu")
+    mem = (f"KV memory alone would hold {knee:,}" + (f", the GPU KV cache's {cache:,} tokens less vLLM's null block"
+                                                     if cache and cache > knee else "") if knee is not None else
            "KV memory does not bound it (window-bounded layers)" if "knee_seq_len" in cc else "no GPU budget given")
     return f"up to {lim:,} tokens ({by} binds; {mem})"
 

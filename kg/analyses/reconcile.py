@@ -196,7 +196,7 @@ def _reconcile_vllm_v1(log: StartupLog, parts: dict[str, Any] | None, stack, rec
             rec.rows.append(Row(name, "bytes", g(key), None, line.bytes if line else None, line.basis if line else ""))
     rec.rows.append(Row("KV cache memory", "bytes", kv_l, None, sb.kv_bytes if sb else None,
                         (f"optkg: {' - '.join(x.name for x in sb.lines)} at gpu_memory_utilization {sb.gpu_memory_utilization:g}"
-                         f" ({sb.utilization_source}); +-{sb.error_bytes / GIB:.2f} GiB") if sb else ""))
+                         f" ({sb.utilization_source}); {sb.error_text}") if sb else ""))
     if plan is not None:
         rep = plan.capacity(kv_l) if kv_l is not None else None
         est = plan.capacity(sb.kv_bytes) if sb is not None else None
@@ -246,7 +246,7 @@ def _reconcile_sglang(log: StartupLog, parts: dict[str, Any] | None, stack, rec:
         est = math.floor(sb.kv_bytes / parts["layout"].bytes_per_token_per_gpu) // page * page
     rec.rows.append(Row("KV cache memory (K + V)", "bytes", rec.kv_bytes_logged, None, sb.kv_bytes if sb else None,
                         (f"optkg: {' - '.join(x.name for x in sb.lines)} at mem_fraction_static {sb.gpu_memory_utilization:g}"
-                         f"; +-{sb.error_bytes / GIB:.2f} GiB") if sb else ""))
+                         f"; {sb.error_text}") if sb else ""))
     rec.rows.append(Row("#tokens", "tokens", g("kv_cache_tokens"), rep, est,
                         f"reproduced from the logged K size: floor(K / (layers x KV heads x head_dim x bytes)) - page_size"
                         f"{worked} (each layer's buffer has #tokens + page_size rows, memory_pool.py:2574); the logged GB "

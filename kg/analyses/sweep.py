@@ -226,7 +226,6 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     threshold = SEVERITY_ORDER[invalid_on]
     dp = int(vals.get("dp_size") or 1)
     combos: list[Combination] = []
-    budget_source = None
     default_mml = None
     for tp, pp, dcp, kvdt in itertools.product(axes["tp_size"], axes["pp_size"], axes["dcp_size"], axes["kv_cache_dtype"]):
         st = _copy_stack(base)
@@ -236,7 +235,6 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
         applier.apply(st, "kv_cache_dtype", kvdt)
         rep = check_stack(st, catalog, rules)
         d = rep.derived
-        budget_source = budget_source or d.get("kv_budget_source")
         default_mml = default_mml or d.get("max_model_len_effective")
         findings = [{"rule_id": f.rule_id, "severity": f.severity} for f in rep.findings]
         blocking = [f.rule_id for f in rep.findings if SEVERITY_ORDER.get(f.severity, 0) >= threshold]
@@ -257,7 +255,8 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
         # a combination the rules already refuse says so through its rules (which may state the same fact)
         reasons = [f"rule {r}" for r in blocking] or fit_reasons
         kv = {k: d.get(k) for k in ("kv_bytes_per_token_per_gpu", "kv_replication", "kv_budget_bytes_per_gpu",
-                                    "kv_tokens_per_gpu", "kv_tokens_total", "max_concurrency")}
+                                    "kv_budget_source", "kv_budget_error_bytes", "kv_tokens_per_gpu", "kv_tokens_total",
+                                    "max_concurrency")}
         # SGLang --dp without DP attention: the dp replicas' pools (in kv_tokens_total) sit on tp x pp x dp GPUs
         pool_gpus = tp * pp * (dp if st.engine == "sglang" and "dp-attention" not in st.techniques else 1)
         kv["unique_kv_tokens_per_gpu"] = (int(d["kv_tokens_total"] // pool_gpus)
@@ -273,6 +272,12 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     combos.sort(key=key)
     for i, c in enumerate(combos, 1):
         c.rank = i
+    # the header's budget is the best row's, as check prints it for that stack (the error bar grows with TP:
+    # non-torch memory, kg.derive.budget.non_torch_bytes); rows with another budget say so in their JSON
+    sources = [c.kv.get("kv_budget_source") for c in combos if c.kv.get("kv_budget_source")]
+    budget_source = sources[0] if sources else None
+    if budget_source is not None and len(set(sources)) > 1:
+        budget_source = f"rank 1: {budget_source}; other rows differ (kv_budget_source in --format json)"
     notes = []
     if budget_source is None:
         notes.append("no KV budget: pass --gpu (estimate) or --kv-budget-gib for KV tokens and concurrency")

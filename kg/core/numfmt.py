@@ -97,3 +97,10 @@ def fmt_pct(fraction: float | None, decimals: int = 0, none: str = "-") -> str:
     if isinstance(fraction, float) and not math.isfinite(fraction):
         return str(fraction)
     return f"{fraction:.{int(decimals)}%}"
+
+
+def fmt_error_gib(error_bytes: float) -> str:
+    """An estimate's error bar in GiB (2**30 bytes) as every report prints it: ``'+-1.80 GiB'`` (two decimals).
+    The serving budget's (kg.derive.budget.ServingBudget.error_text) goes through here in check, sweep, fit,
+    reconcile and the HTML report, so one stack shows one text."""
+    return f"+-{float(error_bytes) / 2**30:.2f} GiB"

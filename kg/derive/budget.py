@@ -75,6 +75,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kg.core.numfmt import fmt_error_gib
 from kg.inputs.modelcfg import ModelFacts
 
 GIB = 1024**3
@@ -146,6 +147,16 @@ class ServingBudget:
     kv_bytes: float
     error_bytes: float
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def error_text(self) -> str:
+        """``kg.core.numfmt.fmt_error_gib(self.error_bytes)``: '+-1.80 GiB'."""
+        return fmt_error_gib(self.error_bytes)
+
+    def source_text(self) -> str:
+        """What the budget is, in one line (check's ``kv_budget_source``, sweep's header, fit's source):
+        'estimated: requested - weights - ... (kg.derive.budget; +-1.80 GiB)'."""
+        return "estimated: " + " - ".join(x.name for x in self.lines) + f" (kg.derive.budget; {self.error_text})"
 
     def line(self, name: str) -> BudgetLine | None:
         return next((x for x in self.lines if x.name == name), None)

@@ -338,8 +338,11 @@ def request_kv_bytes_per_gpu(layout: KVLayout, seq_len: int, block_size: int = 1
     return full + sw
 
 
+LONGEST_LIMIT = 1 << 40  # tokens: the search's upper end (a window-bounded layout fits any length)
+
+
 def longest_sequence_that_fits(layout: KVLayout, kv_budget_bytes_per_gpu: float, block_size: int = 16,
-                               limit: int = 1 << 40) -> int:
+                               limit: int = LONGEST_LIMIT) -> int:
     """Longest single request (tokens) whose KV fits in the per-GPU budget (vLLM ``estimate_max_model_len``:
     a binary search over ``request_kv_bytes_per_gpu``); 0 when not even one token fits."""
     if request_kv_bytes_per_gpu(layout, 1, block_size) > kv_budget_bytes_per_gpu:

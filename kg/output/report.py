@@ -9,7 +9,7 @@ import json
 import textwrap
 from typing import Any
 
-from kg.core.numfmt import REPORT, fmt_num
+from kg.core.numfmt import REPORT, fmt_error_gib, fmt_num
 from kg.core.paths import repo_path
 from kg.core.textsafe import one_line
 
@@ -81,8 +81,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
                 gib = dv[key] / 2**30
                 if str(dv.get("kv_budget_source", "")).startswith("estimated"):
-                    err = (dv.get("kv_budget_error_bytes") or 0) / 2**30
-                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB (+-{err:.1f} GiB)")
+                    err = fmt_error_gib(dv.get("kv_budget_error_bytes") or 0)
+                    out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB ({err})")
                     for i, line in enumerate(dv.get("kv_budget_breakdown") or []):
                         sign = "" if i == 0 else "- "
                         out.append(f"    {sign + line['name']:<40} {line['bytes'] / 2**30:,.2f} GiB  {line['basis']}"

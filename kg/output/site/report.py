@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kg.core.numfmt import REPORT, fmt_num
+from kg.core.numfmt import REPORT, fmt_error_gib, fmt_num
 from kg.output.report import summary_line
 from kg.output.site.html import esc, sources_list, table
 
@@ -57,8 +57,8 @@ def _kv(dv: dict[str, Any]) -> str:
         if key == "kv_replication" and "kv_budget_bytes_per_gpu" in dv:
             gib = dv["kv_budget_bytes_per_gpu"] / 2**30
             if str(dv.get("kv_budget_source", "")).startswith("estimated"):
-                err = (dv.get("kv_budget_error_bytes") or 0) / 2**30
-                rows.append([esc("KV budget per GPU (estimate)"), esc(f"~{gib:,.1f} GiB (+-{err:.1f} GiB)")])
+                err = fmt_error_gib(dv.get("kv_budget_error_bytes") or 0)
+                rows.append([esc("KV budget per GPU (estimate)"), esc(f"~{gib:,.1f} GiB ({err})")])
                 for i, line in enumerate(dv.get("kv_budget_breakdown") or []):
                     rows.append([esc(("" if i == 0 else "− ") + line["name"]),
                                  esc(f"{line['bytes'] / 2**30:,.2f} GiB  {line['basis']} [{line['source']}]")])
