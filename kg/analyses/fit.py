@@ -179,10 +179,8 @@ def _max_len_within(layout, budget: float) -> tuple[int | None, int]:
     sizes for the latest vLLM). The first is None when even 2**40 tokens fit (window-bounded layers)."""
     from kg.derive.kv import LONGEST_LIMIT, kv_capacity
     from kg.derive.kv_specs import null_block_bytes
-    block = 16
-    cap = kv_capacity(layout, budget, None, block, null_block_bytes("vllm", None, layout.bytes_per_token_per_gpu * block))
-    fits = cap.max_model_len_that_fits
-    return (None if fits >= LONGEST_LIMIT else fits), cap.kv_tokens_per_gpu
+    cap = kv_capacity(layout, budget, None, 16, null_block_bytes("vllm", None, layout.bytes_per_token_per_gpu * 16))
+    return (None if cap.max_model_len_that_fits >= LONGEST_LIMIT else cap.max_model_len_that_fits), cap.kv_tokens_per_gpu
 
 
 def cost_curve(layout, budget: float | None, features: Mapping[str, Any], context_limit: int | None = None,
@@ -195,9 +193,8 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     Sequence lengths: powers of two from 1,024 up to at least 131,072, the longest request and
     the first power of two past the knee (at most 2**24);
     batch sizes: powers of two from 1 up to at least 1,024 and twice the knee. knee_seq_len: the
-    longest single sequence whose KV fits the budget (whole blocks, less vLLM's null block: ``_max_len_within``,
-    the number ``check`` derives as max_model_len_that_fits); kv_tokens_per_gpu: the GPU KV cache size; knee_batch_pNN: floor(budget / KV bytes of
-    one request of the pNN request length). Bytes follow kg.derive.kv.sequence_bytes_per_gpu (sliding
+    longest single sequence whose KV fits the budget (``_max_len_within``: check's max_model_len_that_fits);
+    kv_tokens_per_gpu: the GPU KV cache size; knee_batch_pNN: floor(budget / KV bytes of one pNN request). Bytes follow kg.derive.kv.sequence_bytes_per_gpu (sliding
     layers capped at the window, DCP-sharded).
     """
     from kg.derive.kv import sequence_bytes_per_gpu
