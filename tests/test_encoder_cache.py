@@ -75,7 +75,7 @@ def test_whisper_encoder_budget_and_refusal(whisper):
     assert (b.modality, b.compute_budget, b.cache_size, b.items_per_prompt, b.items_profiled) == ("audio", 8192, 8192, 1, 5)
     assert b.profiled_bytes == 5 * 1500 * 1280 * 2 == 19_200_000
     # --max-num-seqs 1 makes max_num_batched_tokens 448 < 1,500: vLLM refuses (encoder_cache_manager.py:362-371)
-    with pytest.raises(OptkgError, match="larger than max_num_batched_tokens 448"):
+    with pytest.raises(OptkgError, match="more than max_num_batched_tokens 448"):
         encoder_budget(tok, 448, 448, 1, 1280, 2, chunked_prefill=False, chunked_mm_input=False)
     off = encoder_budget(tok, 8192, 448, 1024, 1280, 2, limits={"audio": 0})
     assert (off.modality, off.cache_size, off.profiled_bytes) == (None, 0, 0) and "not initialise" in off.notes[0]
@@ -111,3 +111,38 @@ def test_whisper_kv_and_check_print_vllms_numbers():
     code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
                              "--gpu", "H100-SXM")
     assert "cross-attn encoder tokens per request" in out and "8,192" in out
+
+
+GEMMA_MM = "tests/fixtures/model_configs/gemma-3-27b-it-mm.json"
+
+
+def test_gemma3_encoder_cache_line_in_the_budget():
+    from conftest import REPO
+    cfg = str(REPO / GEMMA_MM)
+    code, out, err = run_cli("check", "--vllm", "vllm serve google/gemma-3-27b-it", "--config", cfg, "--gpu", "H100-SXM",
+                             "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    line = next(x for x in d["derived"]["kv_budget_breakdown"] if x["name"] == "encoder cache (profiled)")
+    # chunked prefill on: per prompt max(1, min(999, 131,072 // 256)) = 512; items max(1, min(8,192 // 256, 1,024 x 512))
+    # = 32; 32 x 256 tokens x hidden 5,376 x 2 B (bf16) = 88,080,384 B
+    assert line["bytes"] == 88_080_384 and line["basis"].startswith("32 image item(s) x 256 tokens")
+    for flag in ("--limit-mm-per-prompt '{\"image\": 0}'", "--language-model-only"):
+        code, out, err = run_cli("check", "--vllm", f"vllm serve google/gemma-3-27b-it {flag}", "--config", cfg,
+                                 "--gpu", "H100-SXM", "--format", "json")
+        d = json.loads(out)
+        assert not any(x["name"] == "encoder cache (profiled)" for x in d["derived"]["kv_budget_breakdown"]), flag
+        assert any("does not initialise the encoder cache" in n for n in d["notes"]), flag
+
+
+def test_multimodal_model_without_a_fixed_item_size_reports_tokens_only():
+    from conftest import REPO
+    from kg.derive.encoder_cache import stack_encoder_budget
+    from kg.inputs.modelcfg import parse_config
+    cfg = json.loads((REPO / GEMMA_MM).read_text())
+    del cfg["mm_tokens_per_image"]
+    m = parse_config(cfg, "gemma-without-mm-tokens")
+    b, notes = stack_encoder_budget(m, 8192, 131072, 1024)
+    assert b is None and "max(max_num_batched_tokens 8,192" in notes[0] and "not estimated here" in notes[0]
+    # a text-only model: nothing
+    assert stack_encoder_budget(resolve_model("Qwen/Qwen3-32B"), 8192, 40960, 1024) == (None, [])

@@ -378,15 +378,21 @@ def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:
                                setting_given(stack, "gpu_memory_utilization"))
 
 
-def serving_defaults(stack: Stack, ns: dict[str, Any]) -> tuple[int, int]:
+def serving_defaults(stack: Stack, ns: dict[str, Any], m=None) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs the engine runs with (given, else vllm serve's GPU defaults:
-    vLLM 0.33.0 engine/arg_utils.py:2970-3006)."""
+    vLLM 0.33.0 engine/arg_utils.py:2970-3006; an encoder-decoder ``m`` without chunked prefill:
+    kg.derive.encoder_cache.encoder_decoder_batched_tokens)."""
     from kg.derive.kv_specs import default_max_num_batched_tokens
     hw = stack.hardware or {}
     gib = float(hw["memory_gib"]) if hw.get("memory_gib") else None
     mnbt = ns.get("max_num_batched_tokens") or (8192 if stack.engine == "trtllm" else  # BuildConfig.max_num_tokens
                                                 default_max_num_batched_tokens(gib, str(hw.get("id") or "")))
     seqs = ns.get("max_num_seqs") or (256 if mnbt == 2048 else 1024)
+    mml = ns.get("max_model_len") or (m.vllm_default_max_model_len if m is not None else None)
+    from kg.inputs.effective import setting_given
+    if m is not None and m.is_encoder_decoder and mml and not setting_given(stack, "max_num_batched_tokens"):
+        from kg.derive.encoder_cache import encoder_decoder_batched_tokens
+        mnbt = encoder_decoder_batched_tokens(int(mnbt), int(mml), int(seqs))
     return int(mnbt), int(seqs)
 
 
@@ -421,14 +427,28 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
                  tp: int, draft_weights: float = 0.0):
     """The KV budget breakdown of kg.derive.budget for this stack."""
     from kg.derive.budget import serving_budget
-    mnbt, seqs = serving_defaults(stack, ns)
+    mnbt, seqs = serving_defaults(stack, ns, m)
     moe_tp = tp
     if "expert-parallelism" in stack.techniques:
         ep = int(ns.get("ep_size") or 1)
         moe_tp = max(1, tp // ep) if ep > 1 else 1
+    enc = None
+    if (stack.engine or "vllm") == "vllm":
+        from kg.derive.encoder_cache import stack_encoder_budget
+        try:
+            enc, enc_notes = stack_encoder_budget(m, mnbt, int(ns.get("max_model_len") or m.vllm_default_max_model_len
+                                                               or 0) or mnbt, seqs, ns.get("limit_mm_per_prompt"),
+                                                  bool(ns.get("language_model_only")))
+        except OptkgError as e:
+            enc_notes = [str(e)]
+        stack.notes.extend(n for n in enc_notes if n not in stack.notes)
     return serving_budget(stack.engine or "vllm", mem, util, util_source, weights, m, tp, mnbt, seqs,
                           bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights,
-                          engine_version=stack.engine_version)
+                          engine_version=stack.engine_version,
+                          encoder_profile_bytes=enc.profiled_bytes if enc else 0.0,
+                          encoder_profile_basis=(f"{enc.items_profiled} {enc.modality} item(s) x {enc.tokens_per_item:,} "
+                                                 f"tokens x hidden {m.hidden_size:,} x {m.dtype_bytes} B (encoder budget "
+                                                 f"{min(enc.compute_budget, enc.cache_size):,} tokens)") if enc else "")
 
 
 def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int,
@@ -437,7 +457,7 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
     None when the plan cannot be made (e.g. a DCP size the sliding-window layers refuse)."""
     from kg.derive.kv_specs import plan_kv_cache
     hw = stack.hardware or {}
-    mnbt, _ = serving_defaults(stack, ns)
+    mnbt, _ = serving_defaults(stack, ns, m)
     spec_tokens = int(ns.get("num_speculative_tokens") or 0)
     try:
         return plan_kv_cache(

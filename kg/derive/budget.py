@@ -262,9 +262,12 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
                    weight_bytes_per_gpu: float, model: ModelFacts, tp_size: int = 1,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 1024, enforce_eager: bool = False,
                    moe_tp_size: int | None = None, weights_source: str = "kg.derive.weights",
-                   draft_weight_bytes: float = 0.0, engine_version: str | None = None) -> ServingBudget:
+                   draft_weight_bytes: float = 0.0, engine_version: str | None = None,
+                   encoder_profile_bytes: float = 0.0, encoder_profile_basis: str = "") -> ServingBudget:
     """The budget breakdown for one GPU (see module doc). Never negative. ``engine_version``: the vLLM
-    release (None: the latest known), which decides the sampler's bytes and whether CUDA graphs count."""
+    release (None: the latest known), which decides the sampler's bytes and whether CUDA graphs count.
+    ``encoder_profile_bytes``: the multimodal encoder outputs vLLM's profile run holds (kg.derive.encoder_cache),
+    a line of its own beside the activation peak (vLLM only)."""
     lines = []
     if engine == "trtllm":
         lines, notes = _trtllm_lines(total_memory_bytes, gpu_memory_utilization, utilization_source,
@@ -308,6 +311,12 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
                      f"{rows:,} requests: {smp / GIB:.2f} GiB)")
             src = "kg.derive.budget (calibrated: vLLM issue 10517); vllm 0.33.0 gpu_model_runner.py:6072-6145"
         lines.append(BudgetLine("activation peak", act, basis, src, 0.15 * act + 0.25 * GIB))
+        if encoder_profile_bytes:
+            # the profile run keeps the dummy encoder outputs alive through the forward and sampler runs; the
+            # encoder tower's own peak is not modelled: the error bar is the line itself
+            lines.append(BudgetLine("encoder cache (profiled)", encoder_profile_bytes, encoder_profile_basis,
+                                    "vllm 0.33.0 v1/worker/gpu_model_runner.py:6072-6145; "
+                                    "v1/core/encoder_cache_manager.py:333-380", encoder_profile_bytes))
         if enforce_eager:
             graphs, gbasis = 0.0, "enforce_eager: none"
         elif _before(engine_version, "0.20.0"):

@@ -114,13 +114,13 @@ def encoder_budget(tokens_per_item: dict[str, int], max_num_batched_tokens: int,
     basis = "vLLM 0.33.0 v1/core/encoder_cache_manager.py:333-380, multimodal/encoder_budget.py:144-186"
     if not active:
         return EncoderBudget(None, 0, 0, 0, 0, 0, 0, basis, [
-            "every modality is limited to 0 by --limit-mm-per-prompt: vLLM does not initialise the encoder cache "
+            "every modality is limited to 0 (--limit-mm-per-prompt, or --language-model-only): vLLM does not initialise the encoder cache "
             "and profiles no encoder (encoder_cache_manager.py:354-360)"])
     modality = max(active.items(), key=lambda x: (x[1], x[0]))[0]  # encoder_budget.py:188-192
     tok = int(active[modality])
     if not chunked_mm_input and tok > max_num_batched_tokens:
-        raise OptkgError(f"a {modality} item of {tok:,} encoder tokens is larger than max_num_batched_tokens "
-                         f"{max_num_batched_tokens:,} and chunked multimodal input is off: vLLM refuses to start "
+        raise OptkgError(f"one {modality} item is {tok:,} encoder tokens, more than max_num_batched_tokens "
+                         f"{max_num_batched_tokens:,}, and chunked multimodal input is off: vLLM refuses to start "
                          "(vllm 0.33.0 v1/core/encoder_cache_manager.py:362-371); raise --max-num-batched-tokens")
     compute = max(max_num_encoder_input_tokens(max_num_batched_tokens), tok)
     cache = max(max_num_batched_tokens, tok)
@@ -191,3 +191,46 @@ def longest_decoder_request(bytes_per_block: int, blocks_per_request: int, cross
     ``((available - null) // bytes_per_block - cross_blocks) x block_size`` (0 when they do not fit)."""
     blocks = int((available_bytes - null_bytes) // bytes_per_block) if bytes_per_block else 0
     return max(0, blocks - cross_blocks) * block_size
+
+
+def mm_limits(limit_mm_per_prompt: Any, language_model_only: bool = False) -> dict[str, int]:
+    """Per-prompt item limits by modality from ``--limit-mm-per-prompt`` (``{"image": 2}`` or
+    ``{"image": {"count": 2, ...}}``, vLLM 0.33.0 ``config/multimodal.py:471-495``); every modality 0 with
+    ``--language-model-only`` (``:700-701``). A modality not named keeps vLLM's default (999, ``:703-707``)."""
+    if language_model_only:
+        return {"image": 0, "video": 0, "audio": 0}
+    out: dict[str, int] = {}
+    if isinstance(limit_mm_per_prompt, dict):
+        for k, v in limit_mm_per_prompt.items():
+            if isinstance(v, dict):
+                v = v.get("count")
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                out[str(k)] = v
+    return out
+
+
+def stack_encoder_budget(model: Any, max_num_batched_tokens: int, max_model_len: int, max_num_seqs: int,
+                         limit_mm_per_prompt: Any = None, language_model_only: bool = False
+                         ) -> tuple[EncoderBudget | None, list[str]]:
+    """The encoder budget of a multimodal or encoder-decoder model under a vLLM stack, and the notes the
+    report carries: (None, []) for a text-only model; (None, [why]) when the tokens per item are not in
+    config.json (the budget in tokens is then ``max(max_num_batched_tokens, tokens per item)`` and its bytes
+    stay inside vLLM's measured activation peak). Raises OptkgError where vLLM refuses to start."""
+    multimodal = bool(getattr(model, "vision_model_type", None)) or bool(getattr(model, "is_encoder_decoder", False))
+    if not multimodal:
+        return None, []
+    encdec = bool(getattr(model, "is_encoder_decoder", False))
+    limits = mm_limits(limit_mm_per_prompt, language_model_only)
+    if encdec and "audio" not in limits:
+        limits["audio"] = 1  # Whisper supports one audio per prompt (models/whisper.py:700-701)
+    tokens, src = model_mm_tokens_per_item(model)
+    if not tokens:
+        if limits and all(v == 0 for v in limits.values()):
+            return encoder_budget({}, max_num_batched_tokens, max_model_len, max_num_seqs, 0, 0), []
+        return None, [f"multimodal encoder cache: budget max(max_num_batched_tokens {max_num_batched_tokens:,}, the "
+                      f"largest item's tokens) tokens (vllm 0.33.0 v1/core/encoder_cache_manager.py:333-380); {src}, so "
+                      "the bytes of the profiled encoder outputs are not estimated here: vLLM measures them inside "
+                      "its activation peak (v1/worker/gpu_model_runner.py:6072-6145)"]
+    b = encoder_budget(tokens, max_num_batched_tokens, max_model_len, max_num_seqs, model.hidden_size,
+                       float(model.dtype_bytes), limits, chunked_prefill=not encdec, chunked_mm_input=not encdec)
+    return b, list(b.notes)

@@ -114,6 +114,7 @@ class ModelFacts:
     num_encoder_layers: int = 0                   # encoder layers: no KV cache in vLLM
     encoder_ffn_dim: int | None = None
     max_source_positions: int | None = None       # encoder positions (Whisper: 1,500 audio frames per 30 s)
+    mm_tokens_per_image: int | None = None        # encoder output tokens per image (Gemma-3: 256), when config.json fixes it
     architecture: str | None = None               # first of config.json ``architectures`` (the class engines load)
     attn_logit_softcapping: float | None = None   # attention-logit soft-cap (Gemma-2), applied inside attention
     source: str = ""
@@ -326,6 +327,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         derived_max_model_len=vllm_max_model_len(c, name), vllm_default_max_model_len=vllm_default_max_model_len(c),
         sglang_context_length=sglang_context_length(c, name),
         architecture=_architecture(top), attn_logit_softcapping=_softcap(c),
+        mm_tokens_per_image=_opt_int(top, "mm_tokens_per_image", name) if isinstance(top.get("vision_config"), dict) else None,
         source=name, warnings=warnings, **(encdec["facts"] if encdec else {}),
     )
 

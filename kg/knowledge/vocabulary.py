@@ -113,6 +113,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "mm_encoder_fp8_scale_path": ("string", "vLLM file of FP8 scales for the vision encoder attention"),
     "mm_encoder_fp8_scale_save_path": ("string", "vLLM file to save dynamically computed encoder FP8 scales to"),
     "language_model_only": ("boolean", "vLLM serves a multimodal model's language part only"),
+    "limit_mm_per_prompt": ("object", "vLLM --limit-mm-per-prompt JSON: items per prompt by modality (0 turns one off)"),
     "use_replayssm": ("boolean", "vLLM ReplaySSM state handling for Mamba layers"),
     "profiler_config": ("object", "vLLM --profiler-config JSON"),
     "profiler": ("string", "vLLM profiler kind (torch, cuda, proton)"),
@@ -159,6 +160,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "vision_tp_split",
     # encoder-decoder models (Whisper; kg.derive.encoder_cache)
     "is_encoder_decoder", "num_cross_attention_layers", "num_encoder_layers", "encoder_ffn_dim", "max_source_positions",
+    "mm_tokens_per_image",
     # read by the runtime-failure rules (kg.inputs.support_ns)
     "architecture", "attn_logit_softcapping",
     # properties
