@@ -158,7 +158,7 @@ def test_repeated_flags_last_wins(catalog):
     assert st.settings["tp_size"] == 1 and "tensor-parallelism" not in st.techniques
     assert st.settings["max_model_len"] == 4096
     st = parse_launch("vllm serve Qwen/Qwen3-32B -q awq -q fp8", catalog)
-    assert "fp8-block-quantization" in st.techniques and "awq-quantization" not in st.techniques
+    assert "fp8-inference-kernels" in st.techniques and "awq-quantization" not in st.techniques
     st = parse_launch("vllm serve Qwen/Qwen3-32B --no-enable-prefix-caching --enable-prefix-caching", catalog)
     assert "prefix-caching" in st.techniques
 
