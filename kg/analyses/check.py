@@ -255,6 +255,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["kv_groups"] = "; ".join(f"{s.kind} x{s.layers} ({s.groups} group(s), {s.blocks_per_request} "
                                                  f"blocks/request)" for s in plan.specs)
                 derived["kv_max_in_flight_tokens"] = plan.max_in_flight_tokens
+                derived["kv_layer_groups"] = plan.groups_text()
+                if plan.hybrid_reason:
+                    derived["kv_hybrid_manager"] = plan.hybrid_reason
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
                 cross = cross_attention_summary(m, tp_kv, lay.kv_element_bytes, plan.max_num_batched_tokens,
                                                 plan.block_size)
@@ -281,6 +284,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 derived["kv_tokens_total"] = pc["kv_cache_size_tokens"]
                 derived["kv_tokens_per_gpu"] = pc["kv_cache_size_tokens"] if dcp == 1 else pc["num_blocks"] * plan.block_size
                 derived["max_concurrency_at_max_model_len_effective"] = pc["max_concurrency"]
+            # what kv_tokens_total multiplies the per-GPU pool by: the DCP group (vLLM "Multiplying the GPU KV cache
+            # size by the dcp_world_size", SGLang DCP alike); SGLang --dp: the dp pools (below)
+            derived["kv_tokens_total_basis"] = f"x dcp {dcp}: one pool, its tokens sharded over the DCP group"
             if stack.engine == "sglang" and dp_attn > 1:
                 # SGLang --dp N runs N schedulers, each with its own KV pool (N attention groups of
                 # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
@@ -296,6 +302,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             if uses_v0(engine, stack.engine_version, ns.get("vllm_use_v1")):  # V0 counts whole blocks
                 apply_v0_blocks(derived, ns, block, stack.engine_version)
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
+            if plan is not None and plan.window_bounded():  # hybrid chunked / sliding groups: their blocks stop growing
+                derived["max_model_len_that_fits"] = plan.longest_request(budget - null)
             if plan is not None:
                 derived["kv_request_bytes_at_max_model_len"] = plan.blocks_per_request * plan.bytes_per_block
             elif derived.get("max_model_len_effective"):
@@ -463,7 +471,10 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
         return plan_kv_cache(
             m, tp, pp, dcp, kvdt, mml, int(ns["block_size"]) if ns.get("block_size") else None, int(mnbt),
             async_scheduling=ns.get("async_scheduling") is not False,
-            hybrid_allocator=False if ns.get("disable_hybrid_kv_cache_manager") else None,
+            hybrid_allocator=None if ns.get("disable_hybrid_kv_cache_manager") is None
+            else not ns["disable_hybrid_kv_cache_manager"], engine_version=stack.engine_version,
+            chunked_hybrid_env=ns.get("chunked_local_attn_hybrid_kv_cache"),
+            speculative_method=ns.get("speculative_method"),
             disable_sliding_window=bool(ns.get("disable_sliding_window")),
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,

@@ -16,13 +16,16 @@ from kg.derive.kv_specs import null_block_bytes, plan_kv_cache
 def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
               kv_budget_gib: float | None = None, max_model_len: int | None = None, block_size: int | None = None,
               max_num_batched_tokens: int | None = None, mamba_ssm_cache_dtype: str | None = None,
-              gpu_compute_capability: float | None = None) -> tuple[dict[str, Any], Any, Any]:
+              gpu_compute_capability: float | None = None, engine_version: str | None = None,
+              disable_hybrid_kv_cache_manager: bool | None = None) -> tuple[dict[str, Any], Any, Any]:
     """(report dict, ``KVLayout``, vLLM plan or None) for ``model`` (ModelFacts) at ``tp``/``pp``/``dcp``.
 
     ``kv_budget_gib``: KV memory per GPU in GiB (adds ``capacity``); ``max_model_len`` tokens per
     request; ``block_size`` tokens per KV block (None: vLLM's choice for the model); ``max_num_batched_tokens``
     tokens per scheduler step; ``mamba_ssm_cache_dtype`` the SSM-state dtype of Mamba / GDN layers and
-    ``gpu_compute_capability`` the GPU's (kg.derive.kv_specs.plan_kv_cache). Raises OptkgError when tp does not divide the heads, pp exceeds the
+    ``gpu_compute_capability`` the GPU's; ``engine_version`` the vLLM release (None: the latest optkg knows) and
+    ``disable_hybrid_kv_cache_manager`` vLLM's flag (True / False / None), which decide the hybrid KV-cache
+    manager and the tokens in flight (kg.derive.kv_specs.plan_kv_cache). Raises OptkgError when tp does not divide the heads, pp exceeds the
     layers or dcp is not valid at this tp.
     """
     check_parallel_sizes(model, tp, pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
@@ -50,7 +53,9 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     try:
         plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, max_model_len,
                              block_size, max_num_batched_tokens, gpu_compute_capability=gpu_compute_capability,
-                             mamba_ssm_cache_dtype=mamba_ssm_cache_dtype)
+                             mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, engine_version=engine_version,
+                             hybrid_allocator=None if disable_hybrid_kv_cache_manager is None
+                             else not disable_hybrid_kv_cache_manager)
     except OptkgError as e:
         out.setdefault("notes", []).append(f"no vLLM KV plan: {e}")
     if plan is not None:
@@ -62,7 +67,8 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     if kv_budget_gib is not None:
         block = plan.block_size if plan is not None else (block_size or 16)
         # the longest request vLLM (latest release) accepts: the budget less the null block (kg.derive.kv_specs)
-        null = null_block_bytes("vllm", None, plan.bytes_per_block if plan is not None else lay.bytes_per_token_per_gpu * block)
+        null = null_block_bytes("vllm", engine_version,
+                                plan.bytes_per_block if plan is not None else lay.bytes_per_token_per_gpu * block)
         cap = kv_capacity(lay, kv_budget_gib * GIB, max_model_len, block, null).to_dict()
         if plan is not None:
             # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
@@ -77,6 +83,8 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
                 cap["max_model_len_that_fits"] = longest_decoder_request(
                     plan.bytes_per_block, plan.blocks_per_request, out["cross_attention"]["blocks_per_request"],
                     plan.block_size, kv_budget_gib * GIB, null)
+            elif plan.window_bounded():
+                cap["max_model_len_that_fits"] = plan.longest_request(kv_budget_gib * GIB - null)
         out["capacity"] = cap
     return out, lay, plan
 

@@ -29,6 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-compute-capability", type=float, default=None,
                    help="compute capability of the GPU (default 9.0, Hopper): picks vLLM's GDN prefill kernel, "
                         "which decides the hybrid block alignment (64 tokens on FlashInfer, 16 on Triton)")
+    p.add_argument("--engine-version", default=None,
+                   help="vLLM release (default: the latest optkg knows): decides the hybrid KV-cache manager for chunked "
+                        "local attention (Llama-4: off by default in 0.10.1-0.13.0, on from 0.14.0) and the tokens "
+                        "in flight a sliding / chunked layer reserves (two batches from 0.26.0, one before)")
+    p.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM's flag: size sliding-window and chunked layers as full attention (--no-...: "
+                        "ask for the manager explicitly; vLLM >= 0.13.0 refuses to start where it cannot have it)")
     p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
                    help="sglang: also SGLang 0.5.23's pools for --kv-budget-gib (the token pool over the full-attention "
                         "layers; the SWA pool or the Mamba / GDN state pool and the running requests it allows)")
@@ -63,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
                                args.max_model_len, args.block_size, args.max_num_batched_tokens,
-                               args.mamba_ssm_cache_dtype, args.gpu_compute_capability)
+                               args.mamba_ssm_cache_dtype, args.gpu_compute_capability,
+                               _engine_version(args.engine_version), args.disable_hybrid_kv_cache_manager)
     if args.engine == "sglang" and args.kv_budget_gib is not None:
         from kg.analyses.kvreport import sglang_pool_report
         out["sglang_pools"] = sglang_pool_report(model, args.tp, args.kv_budget_gib, args.kv_cache_dtype,
@@ -107,17 +115,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {label:<37}{ca['bytes_per_encoder_token_per_gpu']:,} bytes/encoder token"
               f" per GPU; {ca['encoder_tokens_reserved_per_request']:,} encoder tokens ({ca['blocks_per_request']:,} blocks)"
               " reserved per request")
+    if plan is not None:
+        print(f"  {'KV layer groups (vLLM)':<37}{plan.groups_text()}")
+        if plan.hybrid_reason:
+            print(f"  {'hybrid KV-cache manager (vLLM)':<37}{plan.hybrid_reason}")
+        if plan.refused:
+            print(f"WARNING hybrid-kv-cache-manager-refused: {plan.refused}")
     if "capacity" in out:
         c = out["capacity"]
         print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
         if "num_blocks" in c:
             print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
             print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
-                  f"  ({'; '.join(f'{g.kind} x{g.layers}' for g in plan.specs)}; "
-                  f"{plan.max_in_flight_tokens:,} tokens in flight)")
+                  f"  ({' + '.join(f'{g.groups} x {g.blocks_per_request:,} {g.kind}' if g.groups > 1 else f'{g.blocks_per_request:,} {g.kind}' for g in plan.specs)}"
+                  f"; {plan.max_in_flight_tokens:,} tokens in flight)")
             print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
         print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
-        print(f"  KV tokens, scheduler-wide (x dcp)    {c['kv_tokens_total']:,}")
+        print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
         print(f"  {'longest request that fits':<37}{c['max_model_len_that_fits']:,} tokens")
         if c["max_concurrency"] is not None:
             print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
@@ -136,3 +150,15 @@ def run(args: argparse.Namespace) -> int:
                   + (f"  (capped by the Mamba pool: {mp['slots_per_request']} slots per request, {mp['strategy']})"
                      if mp["capped_by_mamba"] else ""))
     return 0
+
+
+def _engine_version(value: str | None) -> str | None:
+    """``--engine-version`` as a release string (None: the latest optkg knows); OptkgError when unreadable."""
+    if value is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise OptkgError(f"--engine-version: expected a release such as 0.13.0, found {value!r}") from None
+    return value

@@ -39,8 +39,10 @@ group size is the smallest layer count per spec (the largest when max < 1.5 x mi
 type gets ``cdiv(layers, group_size)`` groups. Hybrid Mamba models raise the attention block until
 ``block x attention page per token >= Mamba page`` (in multiples of the kernel alignment, 16 for
 FlashAttention) and pad the Mamba page to it (``platforms/interface.py:1085-1131``). With the hybrid
-allocator off (``--disable-hybrid-kv-cache-manager``, or by default for models with
-``attention_chunk_size``, ``config/vllm.py:2235-2256``) sliding and chunked layers are sized as full.
+allocator off sliding and chunked layers are sized as full (``unify_hybrid_kv_cache_specs``,
+``kv_cache_planning.py:853-876``); ``hybrid_manager`` says when it is off (per release, see there).
+Llama-4 Scout (12 NoPE full + 36 chunked layers of one page size): two buckets, group size 12
+(36 >= 1.5 x 12), so 1 full group + 3 chunked groups of 12 layers each.
 
 Capacity: ``bytes_per_block = group_size x page`` (``kv_cache_planning.py:574-605``);
 ``num_blocks = available // bytes_per_block``; max concurrency ``num_blocks / sum(blocks per request
@@ -97,11 +99,137 @@ def null_block_bytes(engine: str | None, engine_version: str | None, bytes_per_b
     return float(bytes_per_block)
 
 
-def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True) -> int:
-    """``VllmConfig.max_concurrent_batches`` (vLLM 0.33.0 ``config/vllm.py:588-599``, V1 model runner)."""
+def _release(engine_version: str | None):
+    """``packaging`` Version of a vLLM release; None for no release (the latest) or an unreadable one."""
+    if not engine_version:
+        return None
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(str(engine_version))
+    except InvalidVersion:
+        return None  # an unreadable release is treated as the latest, as elsewhere
+
+
+def _at_least(engine_version: str | None, release: str) -> bool:
+    from packaging.version import Version
+    v = _release(engine_version)
+    return v is None or v >= Version(release)
+
+
+# Releases from which sliding-window and chunked-local layers reserve every batch in flight
+# (``VllmConfig.max_in_flight_tokens``, vllm 0.26.0 config/vllm.py:525-533); before, one batch of
+# ``max_num_batched_tokens`` (vllm 0.25.0 v1/kv_cache_interface.py:495, :561).
+IN_FLIGHT_SINCE = "0.26.0"
+
+
+def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True, engine_version: str | None = None) -> int:
+    """Batches whose tokens a sliding-window / chunked layer reserves: ``VllmConfig.max_concurrent_batches``
+    (vLLM 0.33.0 ``config/vllm.py:588-599``, V1 model runner) from 0.26.0; 1 before (the specs read
+    ``max_num_batched_tokens`` itself, vllm 0.25.0 ``v1/kv_cache_interface.py:495, 561``)."""
+    if not _at_least(engine_version, IN_FLIGHT_SINCE):
+        return 1
     if async_scheduling and pp_size <= 1:
         return 2
     return pp_size
+
+
+# "GPU KV cache size: N tokens" is int(max_concurrency x max_model_len) from 0.21.0 (vllm 0.21.0
+# v1/core/kv_cache_utils.py:1700-1708: "a naive num_blocks // num_groups * block_size formula underestimates
+# capacity" for sliding / chunked groups); before, num_blocks // groups x block x dcp (0.20.0 :1694-1708,
+# 0.14.0 :1287-1305).
+KV_SIZE_FROM_CONCURRENCY_SINCE = "0.21.0"
+
+CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+# The variable's default: read from 0.10.1 with default "0" (vllm 0.10.1 envs.py:1140-1142; 0.13.0
+# envs.py:1432-1434), "1" from 0.14.0 (vllm 0.14.0 envs.py:1468-1470; 0.33.0 envs.py:1931-1933).
+CHUNKED_HYBRID_ENV_SINCE, CHUNKED_HYBRID_ENV_ON_SINCE = "0.10.1", "0.14.0"
+# SpeculativeConfig.use_eagle() per release: the methods that turn the manager off for chunked attention
+# (vllm 0.10.0 config.py:3046; 0.10.2 config/__init__.py:2394-2395; 0.11.0 config/speculative.py:562;
+# 0.20.0 speculative.py:970 adds dflash (0.19.0 :858 lacks it); 0.25.0 speculative.py:1242 adds dspark
+# (0.24.0 :1110 lacks it); 0.33.0 speculative.py:2120).
+EAGLE_METHODS = (("0.25.0", ("eagle", "eagle3", "mtp", "dflash", "dspark")),
+                 ("0.20.0", ("eagle", "eagle3", "mtp", "dflash")),
+                 ("0.11.0", ("eagle", "eagle3", "mtp")),
+                 ("0.10.2", ("eagle", "eagle3", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp")),
+                 ("0.0", ("eagle", "eagle3", "deepseek_mtp")))
+
+
+def eagle_method(method: str | None, engine_version: str | None = None) -> bool:
+    """Whether ``method`` (``--speculative-config`` method) is one ``SpeculativeConfig.use_eagle()`` counts at
+    the release (None: the latest). From 0.11.0 vLLM folds ``*_mtp`` / ``nextn`` methods into ``mtp``."""
+    m = str(method or "").lower()
+    if not m:
+        return False
+    for since, methods in EAGLE_METHODS:
+        if _at_least(engine_version, since):
+            if "mtp" in methods and (m.endswith("_mtp") or m == "nextn"):
+                m = "mtp"
+            return m in methods
+    return False
+
+
+@dataclass
+class HybridDecision:
+    """Whether vLLM's hybrid KV-cache manager is on, and why (``reason``); ``refused``: why vLLM refuses
+    to start with this configuration (None when it starts)."""
+
+    on: bool
+    reason: str
+    refused: str | None = None
+
+
+def hybrid_manager(model: ModelFacts, engine_version: str | None = None, chunked_env: bool | None = None,
+                   speculative_method: str | None = None, disable_flag: bool | None = None) -> HybridDecision:
+    """vLLM's decision on the hybrid KV-cache manager (``VllmConfig.__post_init__``: vllm 0.33.0
+    ``config/vllm.py:2223-2294``; 0.14.0 :945-985; 0.13.0 :890-935; 0.10.2 config/__init__.py:3527-3555;
+    0.10.0 config.py:4656-4677).
+
+    ``engine_version``: the vLLM release (None: the latest optkg knows); ``chunked_env``: the value of
+    ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` given in the launch command (None: not given, the
+    release default); ``speculative_method``: ``--speculative-config`` method; ``disable_flag``:
+    ``--disable-hybrid-kv-cache-manager`` (True), ``--no-disable-hybrid-kv-cache-manager`` (False) or None.
+
+    - ``--disable-hybrid-kv-cache-manager`` always turns it off.
+    - A model with ``attention_chunk_size``: off with an EAGLE-family speculative method (``eagle_method``);
+      else off when the variable is 0 — given, or the release default (0 from 0.10.1 to 0.13.0, 1 from
+      0.14.0); releases before 0.10.1 do not read it and keep the manager on.
+    - ``--no-disable-hybrid-kv-cache-manager`` where the rules above turn it off: vLLM >= 0.13.0 raises
+      ValueError ("explicitly enabled but is not supported", 0.33.0 ``config/vllm.py:2281-2290``); older
+      releases store False as their default and turn it off anyway.
+    Not modelled: KV connectors without HMA support (``--kv-transfer-config``), ``--kv-events-config``
+    (<= 0.14.0) and non-GPU platforms, which also turn it off."""
+    if disable_flag:
+        return HybridDecision(False, "off: --disable-hybrid-kv-cache-manager (always respected, vllm 0.33.0 "
+                                     "config/vllm.py:2227, 2257-2294)")
+    if not model.attention_chunk_size:
+        return HybridDecision(True, "on: vLLM's default")
+    need_off, why = False, ""
+    if eagle_method(speculative_method, engine_version):
+        need_off = True
+        why = (f"off: chunked local attention with the {speculative_method} speculative config (EAGLE-family: "
+               "SpeculativeConfig.use_eagle(), vllm 0.33.0 config/vllm.py:2239-2245)")
+    elif _at_least(engine_version, CHUNKED_HYBRID_ENV_SINCE):
+        default_on = _at_least(engine_version, CHUNKED_HYBRID_ENV_ON_SINCE)
+        where = ("vllm 0.33.0 envs.py:1931-1933, default 1 from 0.14.0" if default_on
+                 else "vllm 0.13.0 envs.py:1432-1434, default 0 from 0.10.1 to 0.13.0")
+        if chunked_env is None:
+            need_off = not default_on
+            why = (f"{'on' if default_on else 'off'}: the release default {CHUNKED_HYBRID_ENV}="
+                   f"{int(default_on)} ({where}; config/vllm.py:2246-2255 at 0.33.0)")
+        else:
+            need_off = not chunked_env
+            why = (f"{'on' if chunked_env else 'off'}: {CHUNKED_HYBRID_ENV}={int(bool(chunked_env))} in the "
+                   f"command (release default {int(default_on)}: {where})")
+    else:
+        why = ("on: vllm < 0.10.1 turns it off for chunked local attention only with EAGLE "
+               "(vllm 0.10.0 config.py:4670-4677)" + (f"; {CHUNKED_HYBRID_ENV} is not read there"
+                                                     if chunked_env is not None else ""))
+    if disable_flag is False and need_off:
+        if _at_least(engine_version, "0.13.0"):
+            return HybridDecision(False, why, "vLLM refuses to start: the hybrid KV-cache manager is enabled "
+                                  "explicitly (--no-disable-hybrid-kv-cache-manager) but " + why.split(": ", 1)[1]
+                                  + " (ValueError, vllm 0.33.0 config/vllm.py:2281-2290)")
+    return HybridDecision(not need_off, why)
 
 
 @dataclass
@@ -133,6 +261,55 @@ class KVPlan:
     bytes_per_block: int
     blocks_per_request: int
     notes: list[str] = field(default_factory=list)
+    hybrid_reason: str = ""          # why the hybrid KV-cache manager is on or off (HybridDecision.reason)
+    refused: str | None = None       # why vLLM refuses to start with this configuration
+    dcp_size: int = 1
+    engine_version: str | None = None  # the vLLM release planned for (None: the latest optkg knows)
+
+    def window_bounded(self) -> bool:
+        """Whether the groups, not the per-token layout, decide the longest request: chunked-local or sliding-window
+        groups (the hybrid KV-cache manager on), whose blocks stop growing past the window; no Mamba state."""
+        return bool(self.hybrid_allocator and not any(s.kind in ("gdn", "mamba2") for s in self.specs)
+                    and any(s.kind in ("chunked", "sliding") for s in self.specs))
+
+    def request_blocks(self, seq_len: int) -> int:
+        """Pool blocks one request of ``seq_len`` tokens reserves, summed over the groups (the per-spec formulas
+        of the module doc at ``max_model_len = seq_len``; vllm 0.33.0 ``_max_memory_usage_bytes_from_groups``,
+        ``kv_cache_planning.py:1253-1285``)."""
+        L, blk, fl = int(seq_len), self.block_size, self.max_in_flight_tokens
+        total = 0
+        for s in self.specs:
+            if s.kind == "sliding":
+                b = cdiv(min((s.window or 0) - 1 + fl, L), blk) + 1
+            elif s.kind == "chunked":
+                b = cdiv(min((s.window or 0) + fl, L), blk)
+            elif s.kind in ("gdn", "mamba2", "cross"):  # per-request state / encoder blocks: not per token
+                b = s.blocks_per_request
+            else:
+                b = cdiv(cdiv(L, self.dcp_size), blk)
+            total += s.groups * b
+        return total
+
+    def longest_request(self, available_bytes: float) -> int:
+        """The longest request (tokens) whose blocks fit ``available_bytes`` (give the budget less the null block
+        where the release holds it back): vLLM's binary search (``_estimate_max_model_len_from_groups``,
+        ``kv_cache_planning.py:1288-1334``), here not capped at ``max_model_len``. 0 when one token does not fit."""
+        if not self.bytes_per_block or self.request_blocks(1) * self.bytes_per_block > available_bytes:
+            return 0
+        lo, hi = 1, 1 << 31
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.request_blocks(mid) * self.bytes_per_block <= available_bytes:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def groups_text(self) -> str:
+        """The layer groups as the allocator forms them, e.g. ``full x12 + chunked x36 (4 groups of 12 layers)``."""
+        kinds = " + ".join(f"{s.kind} x{s.layers}" for s in self.specs)
+        n = sum(s.groups for s in self.specs)
+        return kinds + (f" ({n} groups of {self.group_size} layers)" if n > 1 else "")
 
     def capacity(self, available_bytes: float) -> dict[str, Any]:
         """``num_blocks``, ``max_concurrency`` (2 decimals, as logged) and ``kv_cache_size_tokens``."""
@@ -140,8 +317,12 @@ class KVPlan:
             raise OptkgError(f"KV budget must be >= 0 bytes, found {available_bytes}")
         num_blocks = int(available_bytes // self.bytes_per_block) if self.bytes_per_block else 0
         conc = num_blocks / self.blocks_per_request if self.blocks_per_request else 0.0
+        if _at_least(self.engine_version, KV_SIZE_FROM_CONCURRENCY_SINCE):
+            tokens = int(conc * self.max_model_len)
+        else:  # num_blocks // groups x block (x dcp): vllm 0.20.0 kv_cache_utils.py:1694-1708
+            tokens = num_blocks // max(1, sum(s.groups for s in self.specs)) * self.block_size * self.dcp_size
         return {"num_blocks": num_blocks, "max_concurrency": round(conc, 2),
-                "max_concurrency_exact": conc, "kv_cache_size_tokens": int(conc * self.max_model_len),
+                "max_concurrency_exact": conc, "kv_cache_size_tokens": tokens,
                 "fits_one_request": available_bytes - self.bytes_per_block >= self.bytes_per_block * self.blocks_per_request}
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,8 +376,16 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   hybrid_allocator: bool | None = None, disable_sliding_window: bool = False,
                   enable_prefix_caching: bool | None = None, num_speculative_tokens: int = 0,
                   gpu_compute_capability: float | None = None, extra_full_layers: int = 0,
-                  mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None) -> KVPlan:
+                  mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None,
+                  engine_version: str | None = None, chunked_hybrid_env: bool | None = None,
+                  speculative_method: str | None = None) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
+
+    ``hybrid_allocator``: False for ``--disable-hybrid-kv-cache-manager``, True for
+    ``--no-disable-hybrid-kv-cache-manager``, None to let vLLM decide; the decision (``hybrid_manager``) also
+    reads ``engine_version`` (the vLLM release, None: the latest optkg knows), ``chunked_hybrid_env``
+    (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` as given, None: the release default) and
+    ``speculative_method``. ``engine_version`` also sets the batches in flight (``batches_in_flight``).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
     SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
@@ -219,7 +408,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         raise OptkgError(f"{model.name}: no max_model_len given and the config has no length key")
     mnbt = max_num_batched_tokens or (encoder_decoder_batched_tokens(MNBT_H100, int(mml), 1024)
                                       if model.is_encoder_decoder else MNBT_H100)
-    nb = batches_in_flight(pp_size, async_scheduling)
+    nb = batches_in_flight(pp_size, async_scheduling, engine_version)
     in_flight = nb * mnbt
     notes: list[str] = []
     kvdt = (kv_cache_dtype or "auto").lower()
@@ -231,11 +420,14 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     kinds = list(model.layer_kinds or ["full"] * model.num_hidden_layers)
     per_stage = math.ceil(len(kinds) / pp_size)
     kinds = kinds[:per_stage]
-    if hybrid_allocator is None:
-        hybrid_allocator = not bool(model.attention_chunk_size)
-        if model.attention_chunk_size:
-            notes.append("the hybrid KV-cache manager is off by default for chunked local attention "
-                         "(vLLM config/vllm.py:2235-2256): chunked layers are sized as full attention")
+    decision = hybrid_manager(model, engine_version, chunked_hybrid_env, speculative_method,
+                              None if hybrid_allocator is None else not hybrid_allocator)
+    hybrid_allocator = decision.on
+    if decision.refused:
+        notes.append(decision.refused)
+    if model.attention_chunk_size:
+        notes.append(f"hybrid KV-cache manager {decision.reason}" + (
+            "" if decision.on else ": chunked layers are sized as full attention (kv_cache_planning.py:853-876)"))
     if disable_sliding_window:
         kinds = ["full" if k == "sliding" else k for k in kinds]
     if not hybrid_allocator:
@@ -345,4 +537,5 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         bytes_per_block = group_size * page
         total_bpr = sum(s.groups * s.blocks_per_request for s in specs)
     return KVPlan(block, int(mml), mnbt, nb, in_flight, bool(hybrid_allocator), kvdt, specs, group_size,
-                  bytes_per_block, total_bpr, notes)
+                  bytes_per_block, total_bpr, notes, decision.reason if model.attention_chunk_size else "",
+                  decision.refused, dcp_size, engine_version)

@@ -52,6 +52,10 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "enable_dp_attention": ("boolean", "SGLang DP attention on"),
     "enable_hierarchical_cache": ("boolean", "SGLang host KV cache tier on"),
     "disable_sliding_window": ("boolean", "treat sliding-window layers as full attention"),
+    "disable_hybrid_kv_cache_manager": ("boolean", "vLLM --disable-hybrid-kv-cache-manager (false: "
+                                        "--no-disable-hybrid-kv-cache-manager, the manager asked for explicitly)"),
+    "chunked_local_attn_hybrid_kv_cache": ("boolean", "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the "
+                                           "command (0: the hybrid KV-cache manager off for chunked local attention)"),
     "flash_attn_version": ("integer", "FlashAttention major version (2, 3, 4)"),
     "vllm_use_v1": ("integer", "VLLM_USE_V1"),
     "swap_space_gib": ("number", "CPU swap space per GPU, GiB"),

@@ -65,6 +65,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("cross-attn encoder tokens per request", "kv_cross_encoder_tokens_per_request"),
                 ("KV blocks per request (self + cross)", "kv_cross_blocks_total_per_request"),
                 ("KV budget per GPU (bytes)", "kv_budget_bytes_per_gpu"),
+                ("KV layer groups (vLLM)", "kv_layer_groups"),
+                ("hybrid KV-cache manager (vLLM)", "kv_hybrid_manager"),
+                ("blocks per request at max_model_len", "kv_blocks_per_request"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
                 ("SGLang SWA-pool tokens per GPU", "kv_sglang_swa_pool_tokens"),
                 ("SGLang Mamba state per request (bytes)", "kv_sglang_mamba_state_bytes_per_request"),
@@ -73,9 +76,12 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("SGLang Mamba slots per running request", "kv_sglang_mamba_slots_per_request"),
                 ("max running requests (Mamba-capped)" if dv.get("max_running_requests_capped_by_mamba")
                  else "max running requests", "max_running_requests"),
-                (f"KV tokens, all pools ({dv['kv_tokens_total_basis'].split(':')[0]})" if dv.get("kv_tokens_total_basis")
-                 else "KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
+                (f"KV tokens, all pools ({dv['kv_tokens_total_basis'].split(':')[0]})"
+                 if str(dv.get("kv_tokens_total_basis", "")).startswith("x dp")
+                 else f"KV tokens, scheduler-wide ({str(dv.get('kv_tokens_total_basis') or 'x dcp').split(':')[0]})",
+                 "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
+        hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
         for label, key in rows:
             if key == "kv_budget_bytes_per_gpu" and key in dv:
                 # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
@@ -89,6 +95,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                                    f" [{line['source']}]")
                 else:
                     out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
+            elif key in ("kv_layer_groups", "kv_blocks_per_request") and not hybrid_groups:
+                continue  # one kind of layer: the groups say nothing the rows above do not
             elif key in dv:
                 out.append(f"  {label:<42} {fmt_num(dv[key], REPORT)}")
         if "valid_dcp_sizes" in dv:

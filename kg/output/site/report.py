@@ -52,6 +52,9 @@ def tech_link(tid: str, site: str) -> str:
 def _kv(dv: dict[str, Any]) -> str:
     rows = []
     for label, key in _KV_ROWS:
+        if key == "kv_tokens_total" and dv.get("kv_tokens_total_basis"):  # x dcp N, or x dp N for SGLang's pools
+            basis = str(dv["kv_tokens_total_basis"]).split(":")[0]
+            label = f"KV tokens, all pools ({basis})" if basis.startswith("x dp") else f"KV tokens, scheduler-wide ({basis})"
         if key in dv:
             rows.append([esc(label), esc(fmt_num(dv[key], REPORT))])
         if key == "kv_replication" and "kv_budget_bytes_per_gpu" in dv:
