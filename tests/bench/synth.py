@@ -93,8 +93,8 @@ def make_catalog(out: Path, n: int, src_root: Path) -> dict[str, Any]:
     # rules: shipped + synthetic, one check rule per TECHNIQUES_PER_RULE techniques
     rdir = out / "rules"
     shutil.copytree(src_root / "rules", rdir, ignore=shutil.ignore_patterns("__pycache__"))
-    shipped = [r for f in sorted(rdir.glob("*.yaml")) for r in (_load(f) or {}).get("rules") or []
-               if (_load(f) or {}).get("ruleset") == "check"]
+    docs = [_load(f) or {} for f in sorted(rdir.glob("*.yaml"))]  # each file parsed once
+    shipped = [r for d in docs if d.get("ruleset") == "check" for r in d.get("rules") or []]
     want = max(0, n // TECHNIQUES_PER_RULE - len(shipped))
     rules = []
     for j in range(min(want, m)):
