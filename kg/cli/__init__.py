@@ -12,6 +12,7 @@ import argparse
 import importlib.util
 import importlib
 import os
+import re
 import sys
 
 # command name -> (module, one-line help). The module is imported lazily.
@@ -118,6 +119,16 @@ def _available() -> dict[str, tuple[str, str]]:
     return out
 
 
+_RST_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
+
+
+def plain_description(doc: str | None, fallback: str) -> str:
+    """A command module's docstring as ``--help`` shows it: the first paragraph, lines joined (argparse wraps it
+    again), in plain text: RST roles (``:class:`X` ``) and literals (````x````) lose their markup."""
+    text = " ".join((doc or "").strip().split("\n\n", 1)[0].split()) or fallback
+    return _RST_ROLE.sub(r"\1", text).replace("``", "")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``optkg`` parser; with ``only`` (the command on the line) just that command's sub-parser is built:
     each argparse parser costs ~2 ms of start-up (gettext lookups), and ``optkg kv`` is benchmarked."""
@@ -126,7 +137,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (mod, help_) in (_available() if not only else {only: COMMANDS[only]}).items():
         module = importlib.import_module(mod)
-        sp = sub.add_parser(name, help=help_, description=(module.__doc__ or help_).strip().splitlines()[0])
+        sp = sub.add_parser(name, help=help_, description=plain_description(module.__doc__, help_))
         module.add_arguments(sp)
         _finite_floats(sp)
         sp.set_defaults(_run=module.run)
