@@ -146,3 +146,18 @@ def test_multimodal_model_without_a_fixed_item_size_reports_tokens_only():
     assert b is None and "max(max_num_batched_tokens 8,192" in notes[0] and "not estimated here" in notes[0]
     # a text-only model: nothing
     assert stack_encoder_budget(resolve_model("Qwen/Qwen3-32B"), 8192, 40960, 1024) == (None, [])
+
+
+def test_whisper_budget_is_one_number_in_check_fit_and_sweep():
+    from conftest import REPO
+    small = str(REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl")
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--gpu", "H100-SXM", "--format", "json")
+    check = json.loads(out)["derived"]
+    code, out, err = run_cli("fit", small, "--model", "openai/whisper-large-v3", "--gpu", "H100-SXM", "--format", "json")
+    fit = json.loads(out)["cost_curve"]
+    code, out, err = run_cli("sweep", "--vllm", "vllm serve openai/whisper-large-v3", "--tp", "1", "--gpu", "H100-SXM",
+                             "--format", "json")
+    row = json.loads(out)["combinations"][0]
+    assert check["kv_budget_bytes_per_gpu"] == round(fit["budget_bytes_per_gpu"]) == row["kv_budget_bytes_per_gpu"]
+    enc = next(x for x in check["kv_budget_breakdown"] if x["name"] == "encoder cache (profiled)")
+    assert enc["bytes"] == 19_200_000 and "encoder cache (profiled)" in row["kv_budget_source"]

@@ -440,23 +440,13 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
     if "expert-parallelism" in stack.techniques:
         ep = int(ns.get("ep_size") or 1)
         moe_tp = max(1, tp // ep) if ep > 1 else 1
-    enc = None
-    if (stack.engine or "vllm") == "vllm":
-        from kg.derive.encoder_cache import stack_encoder_budget
-        try:
-            enc, enc_notes = stack_encoder_budget(m, mnbt, int(ns.get("max_model_len") or m.vllm_default_max_model_len
-                                                               or 0) or mnbt, seqs, ns.get("limit_mm_per_prompt"),
-                                                  bool(ns.get("language_model_only")))
-        except OptkgError as e:
-            enc_notes = [str(e)]
-        stack.notes.extend(n for n in enc_notes if n not in stack.notes)
-    return serving_budget(stack.engine or "vllm", mem, util, util_source, weights, m, tp, mnbt, seqs,
-                          bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights,
-                          engine_version=stack.engine_version,
-                          encoder_profile_bytes=enc.profiled_bytes if enc else 0.0,
-                          encoder_profile_basis=(f"{enc.items_profiled} {enc.modality} item(s) x {enc.tokens_per_item:,} "
-                                                 f"tokens x hidden {m.hidden_size:,} x {m.dtype_bytes} B (encoder budget "
-                                                 f"{min(enc.compute_budget, enc.cache_size):,} tokens)") if enc else "")
+    sb = serving_budget(stack.engine or "vllm", mem, util, util_source, weights, m, tp, mnbt, seqs,
+                        bool(ns.get("enforce_eager")), moe_tp, draft_weight_bytes=draft_weights,
+                        engine_version=stack.engine_version, max_model_len=ns.get("max_model_len"),
+                        limit_mm_per_prompt=ns.get("limit_mm_per_prompt"),
+                        language_model_only=bool(ns.get("language_model_only")))
+    stack.notes.extend(n for n in sb.encoder_notes if n not in stack.notes)  # kg.derive.encoder_cache
+    return sb
 
 
 def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, kvdt: str, mml: int,

@@ -147,6 +147,7 @@ class ServingBudget:
     kv_bytes: float
     error_bytes: float
     notes: list[str] = field(default_factory=list)
+    encoder_notes: list[str] = field(default_factory=list)  # the multimodal encoder budget (kg.derive.encoder_cache)
 
     @property
     def error_text(self) -> str:
@@ -263,11 +264,29 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 1024, enforce_eager: bool = False,
                    moe_tp_size: int | None = None, weights_source: str = "kg.derive.weights",
                    draft_weight_bytes: float = 0.0, engine_version: str | None = None,
-                   encoder_profile_bytes: float = 0.0, encoder_profile_basis: str = "") -> ServingBudget:
+                   max_model_len: int | None = None, limit_mm_per_prompt: Any = None,
+                   language_model_only: bool = False) -> ServingBudget:
     """The budget breakdown for one GPU (see module doc). Never negative. ``engine_version``: the vLLM
     release (None: the latest known), which decides the sampler's bytes and whether CUDA graphs count.
-    ``encoder_profile_bytes``: the multimodal encoder outputs vLLM's profile run holds (kg.derive.encoder_cache),
-    a line of its own beside the activation peak (vLLM only)."""
+    A multimodal or encoder-decoder model on vLLM gets an "encoder cache (profiled)" line: the dummy encoder
+    outputs vLLM's profile run holds (kg.derive.encoder_cache.stack_encoder_budget, from ``max_model_len``
+    (default: the model's), ``limit_mm_per_prompt`` and ``language_model_only``); its notes are ``encoder_notes``."""
+    encoder_bytes, encoder_basis, encoder_notes = 0.0, "", []
+    if engine not in ("trtllm", "sglang"):
+        from kg.core.errors import OptkgError
+        from kg.derive.encoder_cache import stack_encoder_budget
+        try:
+            enc, encoder_notes = stack_encoder_budget(
+                model, int(max_num_batched_tokens), int(max_model_len or model.vllm_default_max_model_len
+                                                        or max_num_batched_tokens), int(max_num_seqs),
+                limit_mm_per_prompt, language_model_only)
+        except OptkgError as e:  # vLLM refuses to start (an item over max_num_batched_tokens)
+            enc, encoder_notes = None, [str(e)]
+        if enc is not None and enc.profiled_bytes:
+            encoder_bytes = float(enc.profiled_bytes)
+            encoder_basis = (f"{enc.items_profiled} {enc.modality} item(s) x {enc.tokens_per_item:,} tokens x hidden "
+                             f"{model.hidden_size:,} x {model.dtype_bytes} B (encoder budget "
+                             f"{min(enc.compute_budget, enc.cache_size):,} tokens)")
     lines = []
     if engine == "trtllm":
         lines, notes = _trtllm_lines(total_memory_bytes, gpu_memory_utilization, utilization_source,
@@ -311,12 +330,12 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
                      f"{rows:,} requests: {smp / GIB:.2f} GiB)")
             src = "kg.derive.budget (calibrated: vLLM issue 10517); vllm 0.33.0 gpu_model_runner.py:6072-6145"
         lines.append(BudgetLine("activation peak", act, basis, src, 0.15 * act + 0.25 * GIB))
-        if encoder_profile_bytes:
+        if encoder_bytes:
             # the profile run keeps the dummy encoder outputs alive through the forward and sampler runs; the
             # encoder tower's own peak is not modelled: the error bar is the line itself
-            lines.append(BudgetLine("encoder cache (profiled)", encoder_profile_bytes, encoder_profile_basis,
+            lines.append(BudgetLine("encoder cache (profiled)", encoder_bytes, encoder_basis,
                                     "vllm 0.33.0 v1/worker/gpu_model_runner.py:6072-6145; "
-                                    "v1/core/encoder_cache_manager.py:333-380", encoder_profile_bytes))
+                                    "v1/core/encoder_cache_manager.py:333-380", encoder_bytes))
         if enforce_eager:
             graphs, gbasis = 0.0, "enforce_eager: none"
         elif _before(engine_version, "0.20.0"):
@@ -334,7 +353,8 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
         notes = []
     kv = float(max(0, math.floor(lines[0].bytes - sum(x.bytes for x in lines[1:]))))
     err = sum(x.error_bytes for x in lines)
-    return ServingBudget(engine or "vllm", gpu_memory_utilization, utilization_source, lines, kv, err, notes)
+    return ServingBudget(engine or "vllm", gpu_memory_utilization, utilization_source, lines, kv, err, notes,
+                         encoder_notes)
 
 
 def engine_table(engine: str) -> dict[str, Any] | None:
