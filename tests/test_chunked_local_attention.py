@@ -164,3 +164,39 @@ def test_check_and_sweep_show_the_same_numbers():
     assert code in (0, 1), err
     s = json.loads(out)["combinations"][0]
     assert (s["kv_tokens_total"], s["max_concurrency"]) == (d["kv_tokens_total"], d["max_concurrency"]) == (6_510_490, 6.51)
+
+
+def test_fit_knee_and_locality_follow_the_chunked_groups():
+    # fit sizes for the latest vLLM: its knee is check's longest request (the groups' blocks, less the null block)
+    from kg.analyses.fit import cost_curve, model_context
+    ctx = model_context(resolve_model(SCOUT), tp=8, kv_budget_gib=40)
+    assert ctx["plan"] is not None and ctx["plan"].groups_text() == "chunked x36 + full x12 (4 groups of 12 layers)"
+    cc = cost_curve(ctx["layout"], ctx["budget_bytes"], {}, plan=ctx["plan"])
+    assert cc["knee_seq_len"] == 6_916_752 == _check(SERVE)["max_model_len_that_fits"]
+    # 1,048,576 tokens: (65,536 + 3 x 1,536) blocks x 98,304 B = 6,895,435,776 B
+    assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[1 << 20] == 6_895_435_776
+    code, out, err = run_cli("fit", "rules/fixtures/traces/small_prefix.jsonl", "--model", SCOUT, "--tp", "8",
+                             "--kv-budget-gib", "40")
+    assert code in (0, 1), err
+    assert "knee: one sequence up to 6,916,752 tokens" in out
+    assert "state locality: mixed (36 of 48 layers attend within 8192-token chunks" in out
+
+
+def test_sglang_holds_chunked_layers_in_its_swa_pool():
+    # SGLang 0.5.23 gives Llama-4 the hybrid SWA pool (is_hybrid_swa_model, model_config.py:2651-2690) with the 36
+    # chunked layers as a sliding window of attention_chunk_size (load_model_utils.py:152-156): per layer 1 KV head x
+    # 256 x 2 B = 512 B/token; cell 12 x 512 + 0.8 x 36 x 512 = 20,889.6 B; 42,949,672,960 // 20,889.6 = 2,056,031
+    # full-pool tokens; SWA int(2,056,031 x 0.8) = 1,644,824
+    code, out, err = run_cli("kv", "--model", SCOUT, "--tp", "8", "--kv-budget-gib", "40", "--engine", "sglang")
+    assert code == 0, err
+    assert "SGLang token pool (hybrid-swa)       2,056,031 tokens" in out
+    assert "SGLang SWA pool                      1,644,824 tokens" in out
+    assert ("SGLang pools serve                   full x12 + swa x36 (chunked local attention held as a 8,192-token "
+            "sliding window: sglang 0.5.23 load_model_utils.py:152-156") in out
+    code, out, err = run_cli("check", "--sglang", f"python -m sglang.launch_server --model-path {SCOUT} --tp 8 "
+                             "--context-length 1000000", "--kv-budget-gib", "40", "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)["derived"]
+    assert (d["kv_sglang_full_pool_tokens"], d["kv_sglang_swa_pool_tokens"], d["max_concurrency"]) == (
+        2_056_031, 1_644_824, 2.06)  # the full pool bounds a 1,000,000-token request: 2,056,031 / 1e6
+    assert d["kv_sglang_pool_layers"].startswith("full x12 + swa x36 (chunked local attention")

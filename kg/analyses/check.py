@@ -358,6 +358,8 @@ def _sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: floa
         t = pools.max_total_num_tokens
         conc = round(min(t / cap.max_model_len, mp.max_running_requests), 2) if cap.max_model_len else None
         return replace(cap, kv_tokens_per_gpu=t, kv_tokens_total=t, max_concurrency=conc)
+    if pools.layers:
+        derived["kv_sglang_pool_layers"] = pools.layers
     derived["kv_sglang_full_pool_tokens"] = pools.full_tokens
     derived["kv_sglang_swa_pool_tokens"] = pools.swa_tokens
     tokens = pools.max_total_num_tokens

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 from kg.core.errors import OptkgError
 from kg.derive.kv import cacheable_tokens
 from kg.analyses.fitmeasure import DEFINITIONS, TraceMeasurement, measure_trace
+from kg.analyses.fitcurve import cost_curve, window_plan
 from kg.engine.rules import Firing, RuleSet, evaluate_rules, load_ruleset
 
 SCHEMA_VERSION = "1.0"
@@ -129,7 +130,8 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         raise OptkgError(f"--dcp: {dcp} is not valid for {model.name} at tp {tp} (valid: {base.valid_dcp_sizes})")
     lay = kv_layout(model, tp, pp, dcp, kv_cache_dtype) if dcp > 1 else base
     ctx: dict[str, Any] = {"model": model, "layout": lay, "budget_bytes": None, "budget_source": None, "gpu": None,
-                           "context_limit": None, "context_limit_by": None}
+                           "context_limit": None, "context_limit_by": None,
+                           "plan": window_plan(model, tp, pp, dcp, kv_cache_dtype, hardware)}
     if max_model_len is not None:
         if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
             raise OptkgError(f"--max-model-len: expected a positive number of tokens, found {max_model_len!r}")
@@ -169,72 +171,6 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
                                 + " - ".join(f"{x.name} {x.bytes / GIB:.2f} GiB" for x in sb.lines[1:])
                                 + f" (kg.derive.budget; {sb.error_text})")
     return ctx
-
-
-def _max_len_within(layout, budget: float) -> tuple[int | None, int]:
-    """(longest single request whose KV fits ``budget`` bytes per GPU, the GPU KV cache size in tokens).
-
-    The derivation ``check`` and ``sweep`` use (kg.derive.kv.kv_capacity): whole 16-token blocks, and vLLM's null
-    block held back from the one-request estimate (vLLM >= 0.29.0, kg.derive.kv_specs.null_block_bytes; fit
-    sizes for the latest vLLM). The first is None when even 2**40 tokens fit (window-bounded layers)."""
-    from kg.derive.kv import LONGEST_LIMIT, kv_capacity
-    from kg.derive.kv_specs import null_block_bytes
-    cap = kv_capacity(layout, budget, None, 16, null_block_bytes("vllm", None, layout.bytes_per_token_per_gpu * 16))
-    return (None if cap.max_model_len_that_fits >= LONGEST_LIMIT else cap.max_model_len_that_fits), cap.kv_tokens_per_gpu
-
-
-def cost_curve(layout, budget: float | None, features: Mapping[str, Any], context_limit: int | None = None,
-               context_limit_by: str | None = None) -> dict[str, Any]:
-    """KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50 request length), and the knees.
-
-    ``seq_len_limit``: the longest single sequence, min(memory knee, ``context_limit``), and
-    ``seq_len_limit_by``: 'KV memory' or ``context_limit_by`` (None without either limit).
-
-    Sequence lengths: powers of two from 1,024 up to at least 131,072, the longest request and
-    the first power of two past the knee (at most 2**24);
-    batch sizes: powers of two from 1 up to at least 1,024 and twice the knee. knee_seq_len: the
-    longest single sequence whose KV fits the budget (``_max_len_within``: check's max_model_len_that_fits);
-    kv_tokens_per_gpu: the GPU KV cache size; knee_batch_pNN: floor(budget / KV bytes of one pNN request). Bytes follow kg.derive.kv.sequence_bytes_per_gpu (sliding
-    layers capped at the window, DCP-sharded).
-    """
-    from kg.derive.kv import sequence_bytes_per_gpu
-    longest = int(features.get("request_len_max") or 0)
-    knee, cache_tokens = _max_len_within(layout, budget) if budget is not None else (None, None)
-    top = max(1 << 17, 1 << max(10, (max(longest, 1) - 1).bit_length()))
-    if knee:
-        top = max(top, min(1 << 24, 1 << (knee.bit_length())))
-    seq = []
-    L = 1024
-    while L <= top:
-        seq.append({"seq_len": L, "kv_bytes_per_gpu": sequence_bytes_per_gpu(layout, L)})
-        L *= 2
-    out: dict[str, Any] = {"kv_bytes_per_token_per_gpu": layout.bytes_per_token_per_gpu_effective,
-                           "by_seq_len": seq, "budget_bytes_per_gpu": budget}
-    ref = features.get("request_len_p50")
-    knee_b: dict[str, int] = {}
-    limits = [(x, by) for x, by in ((knee if budget is not None else None, "KV memory"),
-                                    (context_limit, context_limit_by or "context limit")) if x is not None]
-    lim = min(limits, key=lambda t: t[0]) if limits else (None, None)
-    out["seq_len_limit"], out["seq_len_limit_by"] = lim
-    out["context_limit"], out["context_limit_by"] = context_limit, context_limit_by if context_limit else None
-    if budget is not None:
-        out["knee_seq_len"] = knee
-        out["kv_tokens_per_gpu"] = cache_tokens  # vLLM's "GPU KV cache size" (whole blocks), as check prints it
-        for q in ("p50", "p99"):
-            v = features.get(f"request_len_{q}")
-            if v:
-                knee_b[q] = int(budget // sequence_bytes_per_gpu(layout, int(v)))
-        out["knee_batch"] = knee_b
-    if ref:
-        per = sequence_bytes_per_gpu(layout, int(ref))
-        top_b = max(1024, 2 * knee_b.get("p50", 0))
-        bs = []
-        b = 1
-        while b <= top_b:
-            bs.append({"batch": b, "kv_bytes_per_gpu": per * b})
-            b *= 2
-        out["by_batch"] = {"seq_len": int(ref), "points": bs}
-    return out
 
 
 def capacity_bytes(m: TraceMeasurement, layout, budget: float | None) -> dict[str, Any]:
@@ -281,9 +217,11 @@ def _triangle(ns: Mapping[str, Any], th: Mapping[str, float], causal_source: str
     elif model is not None:
         if model.sliding_window and model.num_sliding_layers >= model.num_hidden_layers:
             sl = ("local", f"every layer of {model.name} uses a {model.sliding_window}-token sliding window")
-        elif model.sliding_window:
+        elif model.sliding_window or model.attention_chunk_size:
             sl = ("mixed", f"{model.num_sliding_layers} of {model.num_hidden_layers} layers slide "
-                           f"({model.sliding_window}-token window), the rest attend globally")
+                           f"({model.sliding_window}-token window), the rest attend globally" if model.sliding_window else
+                  f"{model.layer_kinds.count('chunked')} of {model.num_hidden_layers} layers attend within "
+                  f"{model.attention_chunk_size}-token chunks (chunked local attention), the rest globally")
         else:
             sl = ("global", f"{model.name} attends globally in every layer; whether the task tolerates a window "
                             "is not known (pass --attention-locality)")
@@ -455,7 +393,7 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
             ns["sliding_window"] = model.sliding_window
         facts.append({"kind": "model", "attention": model.attention, "has_sliding_window": bool(model.sliding_window)})
         budget = ctx.get("budget_bytes")
-        curve = cost_curve(lay, budget, features, ctx.get("context_limit"), ctx.get("context_limit_by"))
+        curve = cost_curve(lay, budget, features, ctx.get("context_limit"), ctx.get("context_limit_by"), ctx.get("plan"))
         derived["cost_curve"] = curve
         if ctx.get("context_limit"):
             ns["context_limit"], ns["context_limit_by"] = ctx["context_limit"], ctx["context_limit_by"]

@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {label:<37}{sp['max_total_num_tokens']:,} tokens")
         if sp["swa_tokens"]:
             print(f"  {'SGLang SWA pool':<37}{sp['swa_tokens']:,} tokens")
+        if sp.get("layers"):
+            print(f"  {'SGLang pools serve':<37}{sp['layers']}")
         mp = sp.get("mamba")
         if mp:
             print(f"  {'SGLang Mamba state per request':<37}{mp['state_bytes_per_request']:,} bytes ({mp['ssm_dtype']} SSM state)")

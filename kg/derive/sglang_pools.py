@@ -93,6 +93,7 @@ class SGLangPools:
     swa_full_tokens_ratio: float | None
     source: str
     mamba: "SGLangMambaPool | None" = None
+    layers: str = ""              # the layers each pool serves, e.g. "full x12 + swa x36 (...)"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,7 +214,20 @@ def sglang_pools(model: ModelFacts, attn_tp_size: int, available_bytes: float, p
     cell = per_tok * full_layers + ratio * per_tok * swa_layers
     full = int(avail // cell) // page * page
     swa = int(full * ratio) // page * page
-    return SGLangPools("hybrid-swa", full, full, swa, cell, ratio, "sglang 0.5.23 pool_configurator.py:797-805, 881-893, 907-916")
+    return SGLangPools("hybrid-swa", full, full, swa, cell, ratio, "sglang 0.5.23 pool_configurator.py:797-805, 881-893, 907-916",
+                       layers=pool_layers(model, full_layers, swa_layers))
+
+
+def pool_layers(model: ModelFacts, full_layers: int, swa_layers: int) -> str:
+    """Which layers SGLang's full and SWA pools serve. Llama-4's chunked local attention goes to the SWA pool as a
+    sliding window of ``attention_chunk_size`` tokens (sglang 0.5.23
+    ``model_executor/model_runner_components/load_model_utils.py:152-156``; its layers ``(i + 1) % 4 != 0``,
+    ``configs/model_config.py:2705-2711``), not as vLLM's chunk-aligned ChunkedLocalAttentionSpec."""
+    out = f"full x{full_layers} + swa x{swa_layers}"
+    if "chunked" in (model.layer_kinds or []):
+        out += (f" (chunked local attention held as a {model.attention_chunk_size:,}-token sliding window: "
+                "sglang 0.5.23 load_model_utils.py:152-156, model_config.py:2705-2711)")
+    return out
 
 
 def _mamba_hybrid_pools(model: ModelFacts, attn_tp: int, rest: float, page: int, per_tok: float, kinds: list[str],

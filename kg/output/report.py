@@ -70,6 +70,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                 ("blocks per request at max_model_len", "kv_blocks_per_request"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
                 ("SGLang SWA-pool tokens per GPU", "kv_sglang_swa_pool_tokens"),
+                ("SGLang pools' layers", "kv_sglang_pool_layers"),
                 ("SGLang Mamba state per request (bytes)", "kv_sglang_mamba_state_bytes_per_request"),
                 ("SGLang Mamba pool per GPU (bytes)", "kv_sglang_mamba_pool_bytes"),
                 ("SGLang Mamba state slots per GPU", "kv_sglang_max_mamba_cache_size"),
