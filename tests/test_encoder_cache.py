@@ -161,3 +161,18 @@ def test_whisper_budget_is_one_number_in_check_fit_and_sweep():
     assert check["kv_budget_bytes_per_gpu"] == round(fit["budget_bytes_per_gpu"]) == row["kv_budget_bytes_per_gpu"]
     enc = next(x for x in check["kv_budget_breakdown"] if x["name"] == "encoder cache (profiled)")
     assert enc["bytes"] == 19_200_000 and "encoder cache (profiled)" in row["kv_budget_source"]
+
+
+def test_cross_attention_reservation_by_release(whisper):
+    # vLLM 0.10.2-0.12.0 set max_num_encoder_input_tokens to the encoder length (0.12.0 config/vllm.py:736-741):
+    # cdiv(1,500, 16) = 94 cross blocks; from 0.13.0 it is max_num_batched_tokens (config/scheduler.py:226): 512
+    old = plan_kv_cache(whisper, engine_version="0.12.0")
+    assert [s.blocks_per_request for s in old.specs] == [28, 94] and old.blocks_per_request == 122
+    assert [s.blocks_per_request for s in plan_kv_cache(whisper, engine_version="0.13.0").specs] == [28, 512]
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--engine-version", "0.12.0",
+                             "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--format", "json")
+    dv = json.loads(out)["derived"]
+    # 12,288 blocks / 122 = 100.72x; before 0.21.0 "GPU KV cache size" is num_blocks // groups x block
+    # (kg.derive.kv_specs KV_SIZE_FROM_CONCURRENCY_SINCE): 12,288 // 2 x 16 = 98,304 tokens
+    assert (dv["kv_cross_encoder_tokens_per_request"], dv["kv_blocks_per_request"], dv["max_concurrency"],
+            dv["kv_tokens_per_gpu"]) == (1500, 122, 100.72, 98_304)

@@ -260,7 +260,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     derived["kv_hybrid_manager"] = plan.hybrid_reason
                 stack.notes.extend(n for n in plan.notes if n not in stack.notes)
                 cross = cross_attention_summary(m, tp_kv, lay.kv_element_bytes, plan.max_num_batched_tokens,
-                                                plan.block_size)
+                                                plan.block_size, stack.engine_version)
                 if cross:  # encoder-decoder (Whisper): the cross-attention cache each request reserves
                     derived["kv_cross_attention_layers"] = cross["layers"]
                     derived["kv_cross_bytes_per_encoder_token_per_gpu"] = cross["bytes_per_encoder_token_per_gpu"]

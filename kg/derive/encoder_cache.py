@@ -16,7 +16,9 @@ Cross-attention (encoder-decoder models: ``WhisperForConditionalGeneration``,
   ``max_num_batched_tokens`` (``config/scheduler.py:306``), not to the encoder's positions: the
   "e.g., 1500 for Whisper" comment at ``kv_cache_interface.py:1226`` is not what the value is. With
   ``vllm serve``'s 8,192 batched tokens a Whisper request reserves 512 cross-attention blocks of 16 tokens
-  against 28 self-attention blocks for its 448 decoder tokens;
+  against 28 self-attention blocks for its 448 decoder tokens. The comment was true for vLLM 0.10.2-0.12.0,
+  which set ``max_num_encoder_input_tokens`` to the encoder length (1,500: 94 blocks; 0.12.0
+  ``config/vllm.py:736-741``); 0.13.0 dropped that override (``cross_attention_encoder_tokens``);
 - encoder-decoder models run without chunked prefill and prefix caching (``config/scheduler.py:295-304``,
   ``config/model.py:2229-2233``), so a defaulted ``max_num_batched_tokens`` is
   ``min(max_num_seqs x max_model_len, max(max_model_len, default))`` (``engine/arg_utils.py:3190-3225``);
@@ -63,6 +65,23 @@ def max_num_encoder_input_tokens(max_num_batched_tokens: int) -> int:
     if isinstance(max_num_batched_tokens, bool) or not isinstance(max_num_batched_tokens, int) or max_num_batched_tokens < 1:
         raise OptkgError(f"max_num_batched_tokens must be a positive integer, found {max_num_batched_tokens!r}")
     return max_num_batched_tokens
+
+
+def cross_attention_encoder_tokens(model: Any, max_num_batched_tokens: int, engine_version: str | None = None) -> int:
+    """Encoder tokens a request's cross-attention cache reserves, by vLLM release: from 0.13.0
+    ``max_num_batched_tokens`` (``max_num_encoder_input_tokens``, 0.13.0 ``config/scheduler.py:226``, 0.33.0
+    ``:306``, no encoder-decoder override left); 0.10.2-0.12.0 the encoder length (``max_source_positions``,
+    1,500 for Whisper: 0.12.0 ``config/vllm.py:736-741`` sets ``max_num_encoder_input_tokens`` from
+    ``get_encdec_max_encoder_len``; 0.10.2 ``v1/kv_cache_interface.py:233-235`` reads it directly).
+    ``engine_version`` None: the latest release optkg knows."""
+    if engine_version and getattr(model, "max_source_positions", None):
+        from packaging.version import InvalidVersion, Version
+        try:
+            if Version(engine_version) < Version("0.13.0"):
+                return int(model.max_source_positions)
+        except InvalidVersion:
+            pass  # unreadable: treated as the latest, as elsewhere
+    return max_num_encoder_input_tokens(max_num_batched_tokens)
 
 
 def cross_attention_blocks_per_request(max_num_batched_tokens: int, block_size: int) -> int:
@@ -152,7 +171,7 @@ def model_mm_tokens_per_item(model: Any) -> tuple[dict[str, int], str]:
 
 
 def cross_attention_summary(model: Any, tp_size: int, kv_element_bytes: float, max_num_batched_tokens: int,
-                            block_size: int = 16) -> dict[str, Any] | None:
+                            block_size: int = 16, engine_version: str | None = None) -> dict[str, Any] | None:
     """The cross-attention cache of an encoder-decoder model on one TP rank, or None for other models:
     layers, bytes per encoder token, encoder tokens and blocks reserved per request, bytes per request."""
     n = int(getattr(model, "num_cross_attention_layers", 0) or 0)
@@ -160,23 +179,28 @@ def cross_attention_summary(model: Any, tp_size: int, kv_element_bytes: float, m
         return None
     heads = max(1, model.num_key_value_heads // tp_size)  # models/whisper.py:181: max(1, heads // tp)
     per_tok_layer = heads * (model.head_dim + model.v_head_dim) * kv_element_bytes
-    enc = max_num_encoder_input_tokens(max_num_batched_tokens)
-    blocks = cross_attention_blocks_per_request(max_num_batched_tokens, block_size)
+    enc = cross_attention_encoder_tokens(model, max_num_batched_tokens, engine_version)
+    blocks = cross_attention_blocks_per_request(enc, block_size)
     return {"layers": n, "bytes_per_encoder_token_per_gpu": int(per_tok_layer * n),
             "encoder_tokens_reserved_per_request": enc, "encoder_positions": model.max_source_positions,
             "blocks_per_request": blocks, "bytes_per_request": int(blocks * block_size * per_tok_layer * n),
-            "basis": "cdiv(max_num_encoder_input_tokens = max_num_batched_tokens, block) pages per layer "
-                     "(vllm 0.33.0 v1/kv_cache_interface.py:1221-1229, config/scheduler.py:306)"}
+            "basis": "cdiv(max_num_encoder_input_tokens, block) pages per layer: max_num_batched_tokens from vLLM 0.13.0, "
+                     "the encoder length before (vllm 0.33.0 v1/kv_cache_interface.py:1221-1229, config/scheduler.py:306)"}
 
 
-def cross_attention_note(model: Any, max_num_batched_tokens: int, block_size: int) -> str:
+def cross_attention_note(model: Any, encoder_tokens: int, block_size: int, max_num_batched_tokens: int) -> str:
     """The line the KV plan carries for an encoder-decoder model (what each request reserves, and why)."""
-    blocks = cross_attention_blocks_per_request(max_num_batched_tokens, block_size)
-    pos = f", not the encoder's {model.max_source_positions:,} positions" if model.max_source_positions else ""
+    blocks = cross_attention_blocks_per_request(encoder_tokens, block_size)
     enc = f"; the {model.num_encoder_layers} encoder layers hold no KV" if model.num_encoder_layers else ""
+    if encoder_tokens == max_num_batched_tokens:
+        pos = f", not the encoder's {model.max_source_positions:,} positions" if model.max_source_positions else ""
+        why = ("max_num_encoder_input_tokens = max_num_batched_tokens, vllm 0.33.0 config/scheduler.py:306, "
+               "v1/kv_cache_interface.py:1221-1229; from 0.13.0")
+    else:
+        pos = ""
+        why = "the encoder length: vLLM 0.10.2-0.12.0 set max_num_encoder_input_tokens from it (0.12.0 config/vllm.py:736-741)"
     return (f"cross-attention x{model.num_cross_attention_layers}: each request reserves cdiv(max_num_encoder_input_tokens "
-            f"{max_num_batched_tokens:,}, {block_size}) = {blocks:,} blocks per layer (max_num_encoder_input_tokens = "
-            f"max_num_batched_tokens, vllm 0.33.0 config/scheduler.py:306, v1/kv_cache_interface.py:1221-1229){pos}{enc}")
+            f"{encoder_tokens:,}, {block_size}) = {blocks:,} blocks per layer ({why}){pos}{enc}")
 
 
 ENCODER_DECODER_SCHEDULING_NOTE = (

@@ -27,7 +27,8 @@ Blocks one request of ``max_model_len`` reserves (``max_memory_usage_bytes``):
 - sliding window: ``cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block) + 1``
   (``kv_cache_interface.py:918-955``);
 - chunked local: ``cdiv(min(chunk + max_in_flight_tokens, max_model_len), block)`` (``:864-888``);
-- cross-attention (encoder-decoder): ``cdiv(max_num_batched_tokens, block)`` (kg.derive.encoder_cache);
+- cross-attention (encoder-decoder): ``cdiv(max_num_batched_tokens, block)``; the encoder length before 0.13.0
+  (kg.derive.encoder_cache.cross_attention_encoder_tokens);
 - Mamba / GDN: 2 pages with prefix caching (``mamba_cache_mode == "align"``, on by default for
   hybrids) else 1, plus one per speculative token (``:1135-1141``).
 ``max_in_flight_tokens = batches_in_flight x max_num_batched_tokens``; async scheduling (default on)
@@ -58,7 +59,8 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.derive.kv import MLA_PACKED_BYTES, kv_element_bytes, kv_heads_per_rank
 from kg.derive.encoder_cache import (ENCODER_DECODER_SCHEDULING_NOTE, cross_attention_blocks_per_request,
-                                    cross_attention_note, encoder_decoder_batched_tokens)
+                                    cross_attention_encoder_tokens, cross_attention_note,
+                                    encoder_decoder_batched_tokens)
 from kg.inputs.modelcfg import DTYPE_BYTES, ModelFacts
 
 # vLLM 0.33.0 engine/arg_utils.py:2970-3006: `vllm serve` (OPENAI_API_SERVER) max_num_batched_tokens
@@ -445,7 +447,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         notes.append(f"{extra_full_layers} draft layer(s) cached beside the target's (speculative decoding)")
     if model.num_cross_attention_layers:  # encoder-decoder: one cross-attention cache per decoder layer
         counts["cross"] = math.ceil(model.num_cross_attention_layers / pp_size)
-        notes.append(cross_attention_note(model, mnbt, block_size or 16))
+        enc_tokens = cross_attention_encoder_tokens(model, mnbt, engine_version)
+        notes.append(cross_attention_note(model, enc_tokens, block_size or 16, mnbt))
         notes.append(ENCODER_DECODER_SCHEDULING_NOTE)
     # page per token per attention layer
     if model.is_mla:
@@ -509,7 +512,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         if kind in ("linear", "mamba"):
             return (2 + checkpoint_pages if prefix else 1) + num_speculative_tokens
         if kind == "cross":
-            return cross_attention_blocks_per_request(mnbt, block)
+            return cross_attention_blocks_per_request(cross_attention_encoder_tokens(model, mnbt, engine_version), block)
         return cdiv(cdiv(mml, dcp_size), block)
 
     for kind, n in counts.items():
