@@ -308,3 +308,62 @@ def logged_kv_budget(log: StartupLog) -> tuple[float, str]:
             return x.value, f"{log.path}:{x.line}"
     raise OptkgError(f"{log.path}: the log names no KV-cache memory (vLLM 'Available KV cache memory' / "
                      "'kv_cache_size=', SGLang 'K size' / 'KV size')")
+
+
+def _name_key(name: str) -> str:
+    """A model name reduced for comparison: the last path part (a Hugging Face cache folder
+    ``models--org--name`` to ``name``), lower case, letters and digits only ('Meta-Llama-3.1-8B' -> 'metallama318b')."""
+    last = name.rstrip("/").rsplit("/", 1)[-1]
+    if last.startswith("models--"):
+        last = last.split("--")[-1]
+    return "".join(c for c in last.lower() if c.isalnum())
+
+
+BYTES_PER_TOKEN_TOLERANCE = 0.10  # the log rounds memory to 0.01 GiB; V1 counts whole blocks (vllm-21348: +1.2 %)
+
+
+def log_stack_mismatch(log: StartupLog, stack) -> list[str]:
+    """Why the log's KV budget is not this stack's (empty when nothing says so): the model the log names
+    differs from the stack's (compared by ``_name_key``, one containing the other: 'Qwen3-235B-A22B-FP8' is
+    Qwen3-235B-A22B's checkpoint; a name without a digit such as '/data/model' is not compared), its TP size
+    differs, or the KV bytes per token per GPU the log implies (KV memory / its token or block count) are off
+    the stack's (kg.derive.kv.kv_layout) by more than ``BYTES_PER_TOKEN_TOLERANCE``: another model, TP size or
+    KV dtype. Only full-attention models are checked that way (sliding-window and state layers change the count)."""
+    out = []
+    m = stack.model
+    vals = stack.values()
+    name = m.name if m is not None else None
+    if log.model is not None and name:
+        a, b = _name_key(log.model.text), _name_key(name)
+        if any(c.isdigit() for c in a) and a not in b and b not in a:
+            out.append(f"the log's model is '{log.model.text}' (line {log.model.line}), the stack runs {name}")
+    tp = int(vals.get("tp_size") or 1)
+    lt = log.values.get("tp_size")
+    if lt is not None and int(lt.value) != tp:
+        out.append(f"the log's tensor_parallel_size is {int(lt.value)} (line {lt.line}), the stack's tp_size {tp}")
+    if m is None or out or m.num_sliding_layers or any(k not in ("full",) for k in m.layer_kinds):
+        return out
+    try:
+        mem, _ = logged_kv_budget(log)
+    except OptkgError:
+        return out
+    tokens = log.values.get("kv_cache_tokens")
+    blocks = log.values.get("num_gpu_blocks")
+    if log.engine == "vllm" and blocks is not None:
+        count, basis = blocks.value * int(vals.get("block_size") or 16), f"{int(blocks.value):,} blocks (line {blocks.line})"
+    elif tokens is not None:
+        count, basis = tokens.value, f"{int(tokens.value):,} tokens (line {tokens.line})"
+    else:
+        return out
+    from kg.derive.kv import kv_layout
+    try:
+        lay = kv_layout(m, tp, int(vals.get("pp_size") or 1), int(vals.get("dcp_size") or 1),
+                        str(vals.get("kv_cache_dtype") or "auto"))
+    except OptkgError:
+        return out
+    own = lay.bytes_per_token_per_gpu / (lay.dcp_size if log.engine == "vllm" and blocks is None else 1)
+    logged = mem / count if count else 0.0
+    if own and logged and abs(logged / own - 1) > BYTES_PER_TOKEN_TOLERANCE:
+        out.append(f"the log holds {basis} in {mem / GIB:.2f} GiB, {logged:,.0f} B per token per GPU; the stack's "
+                   f"{name} at tp {tp} stores {own:,.0f} (another model, TP size or KV dtype)")
+    return out

@@ -14,7 +14,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_stack_args(p)
     add_catalog_arg(p)
     p.add_argument("--kv-budget-from", type=__import__("pathlib").Path, metavar="LOG",
-                   help="use the KV-cache memory a vLLM/SGLang startup log reports as the KV budget per GPU")
+                   help="use the KV-cache memory a vLLM/SGLang startup log reports as the KV budget per GPU (refused when "
+                        "the log is of another model, TP size or KV layout, unless --accept-log-mismatch)")
+    p.add_argument("--accept-log-mismatch", action="store_true",
+                   help="--kv-budget-from: take the log's budget even when its model, TP size or bytes per token "
+                        "differ from the stack's")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--fail-on", choices=SEVERITIES, default="error",
                    help="exit 1 when a finding is at or above this severity (default: error)")
@@ -73,6 +77,14 @@ def run(args: argparse.Namespace) -> int:
                 # mem_fraction_static; vLLM: blocks after profiling): one's budget does not carry over
                 raise OptkgError(f"{args.kv_budget_from}: --kv-budget-from: a {log.engine} startup log for a "
                                  f"{stack.engine} stack ({stack.name}); give a log of the same engine")
+        from kg.analyses.reconcile import log_stack_mismatch
+        for stack in stacks:
+            why = log_stack_mismatch(log, stack)
+            if why and not args.accept_log_mismatch:
+                raise OptkgError(f"{args.kv_budget_from}: --kv-budget-from: the log is not of this stack ({stack.name}): "
+                                 + "; ".join(why) + " (--accept-log-mismatch takes it anyway)")
+            if why:
+                stack.notes.append("--kv-budget-from log of another stack, taken (--accept-log-mismatch): " + "; ".join(why))
         budget, where = logged_kv_budget(log)
         for stack in stacks:
             set_setting(stack, "kv_budget_gib", budget / 2**30, "--kv-budget-from")

@@ -24,6 +24,9 @@ class StartupLog:
     engine: str                    # vllm | sglang
     generation: str                # vllm: "v0" or "v1"; sglang: "sglang"
     values: dict[str, LoggedValue] = field(default_factory=dict)
+    # the model the engine loaded when the log names it (vLLM "with config: model='...'" / non-default args
+    # 'model': '...', SGLang model_path='...'), with its line; its TP size is ``values["tp_size"]``
+    model: LoggedValue | None = None
 
     def get(self, key: str) -> float | None:
         v = self.values.get(key)

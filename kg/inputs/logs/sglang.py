@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
-from kg.inputs.logs.vllm import NUM, _f
+from kg.inputs.logs.vllm import NUM, _f, logged_model
 
 PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(rf"KV Cache is allocated\..*?#tokens: {NUM}"), [("kv_cache_tokens", 1, 1)]),
@@ -23,13 +23,19 @@ PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(rf"max_total_num_tokens={NUM}"), [("kv_cache_tokens", 1, 1)]),
     (re.compile(rf"max_running_requests={NUM}"), [("max_running_requests", 1, 1)]),
     (re.compile(rf"context_len={NUM}"), [("max_model_len", 1, 1)]),
+    # the server_args line: ServerArgs(model_path='...', ..., tp_size=4, ...) or, in 0.5.23, a dict
+    # (entrypoints/engine.py:311 logs server_args.resolved_dict())
+    (re.compile(r"server_args=.*?(?:[(, ]tp_size=|'tp_size': )([0-9]+)"), [("tp_size", 1, 1)]),
 ]
+MODEL_PATTERNS = [re.compile(r"server_args=(?:ServerArgs\(model_path='|\{.*?'model_path': ')([^']+)'")]
 
 
 def parse(lines: list[str], path: str) -> StartupLog | None:
     """The SGLang values in ``lines`` (first occurrence of each key), or None when there are none."""
     values: dict[str, LoggedValue] = {}
+    model = None
     for i, raw in enumerate(lines, 1):
+        model = model or logged_model(raw, i, MODEL_PATTERNS)
         for rx, keys in PATTERNS:
             m = rx.search(raw)
             if m:
@@ -37,4 +43,4 @@ def parse(lines: list[str], path: str) -> StartupLog | None:
                     values.setdefault(key, LoggedValue(_f(m.group(group)) * scale, i, raw.strip()[:300]))
     if "kv_cache_tokens" not in values:
         return None
-    return StartupLog(path, "sglang", "sglang", values)
+    return StartupLog(path, "sglang", "sglang", values, model)

@@ -60,17 +60,23 @@ PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
                 rf"memory \({NUM} GiB\)\. Based on the available memory, the estimated maximum model length is {NUM}"),
      [("max_model_len", 1, 1), ("kv_request_memory", 2, GIB), ("kv_cache_memory", 3, GIB),
       ("max_model_len_that_fits", 4, 1)]),
+    # the engine config line (vLLM 0.33.0 v1/engine/core.py:140, 0.6.4 engine/llm_engine.py:250) and the
+    # non-default args dict (entrypoints: 'tensor_parallel_size': 2)
+    (re.compile(r"(?:(?<![A-Za-z_'])tensor_parallel_size=|'tensor_parallel_size': )([0-9]+)"), [("tp_size", 1, 1)]),
 ]
+MODEL_PATTERNS = [re.compile(r"with config: model='([^']+)'"), re.compile(r"'model': '([^']+)'")]
 V0_MARKERS = ("Memory profiling results:", "# GPU blocks:", "GPU blocks:", "maximum number of tokens that can be stored")
 
 
 def parse(lines: list[str], path: str) -> StartupLog | None:
     """The vLLM values in ``lines`` (first occurrence of each key, i.e. rank 0's), or None when there are none."""
     values: dict[str, LoggedValue] = {}
+    model = None
     v0 = False
     for i, raw in enumerate(lines, 1):
         if "KV Cache is allocated" in raw:  # an SGLang line
             continue
+        model = model or logged_model(raw, i, MODEL_PATTERNS)
         for rx, keys in PATTERNS:
             m = rx.search(raw)
             if not m:
@@ -82,4 +88,13 @@ def parse(lines: list[str], path: str) -> StartupLog | None:
     sizing = {"kv_cache_memory", "kv_cache_tokens", "num_gpu_blocks", "kv_token_limit", "max_concurrency"}
     if not sizing & set(values):
         return None
-    return StartupLog(path, "vllm", "v0" if v0 else "v1", values)
+    return StartupLog(path, "vllm", "v0" if v0 else "v1", values, model)
+
+
+def logged_model(raw: str, line: int, patterns) -> LoggedValue | None:
+    """The model a log line names (``LoggedValue`` whose ``text`` is the name, ``value`` 0), or None."""
+    for rx in patterns:
+        m = rx.search(raw)
+        if m:
+            return LoggedValue(0.0, line, m.group(1)[:300])
+    return None
