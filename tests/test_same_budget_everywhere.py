@@ -83,3 +83,31 @@ def test_given_budget_whole_blocks_by_hand():
                              "--format", "json")
     cc = json.loads(out)["cost_curve"]
     assert (cc["kv_tokens_per_gpu"], cc["knee_seq_len"]) == (131_072, 131_056)
+
+
+def test_kv_gpu_agrees_with_check(llama70):
+    # optkg kv --gpu: the budget check estimates for `vllm serve MODEL -tp 4` on the GPU (kg.derive.budget.gpu_default_budget)
+    check, _, _ = llama70
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100", "--count", "4",
+                             "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["gpu"] == {"id": "H100-SXM", "count": 4}
+    assert d["kv_budget"]["kv_bytes"] == check["kv_budget_bytes_per_gpu"]
+    assert d["kv_budget"]["source"] == check["kv_budget_source"]
+    c = d["capacity"]
+    assert (c["num_blocks"], c["kv_tokens_per_gpu"], c["max_model_len_that_fits"]) == (28_573, 457_168, 457_152)
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100")
+    assert "KV budget per GPU (estimate)         ~34.9 GiB (+-1.76 GiB) on H100-SXM" in out
+    assert "GPU KV cache size (vLLM)             457,168 tokens" in out
+
+
+def test_kv_gpu_input_errors():
+    # a bare number is not a GPU name (it used to be read as --gpu-compute-capability)
+    code, out, err = run_cli("kv", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "8.0")
+    assert code == 2 and err.count("\n") == 1
+    assert "--gpu: '8.0' is a number; give a GPU name from catalog/hardware" in err
+    code, out, err = run_cli("kv", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H1000")
+    assert code == 2 and "unknown GPU 'H1000'" in err
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100", "--count", "2")
+    assert code == 2 and "--count: 2 GPU(s) cannot hold tp 4 x pp 1 = 4" in err

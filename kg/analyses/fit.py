@@ -123,7 +123,7 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
     (``context_limit``, ``context_limit_by``). Raises OptkgError for a tp/pp size the model does not
     allow (kg.derive.kv.check_parallel_sizes, as ``optkg kv``), a DCP size the model does not allow, a GPU entry without ``memory_gib``, or a ``max_model_len`` that is not a positive integer.
     """
-    from kg.derive.kv import GIB, check_parallel_sizes, kv_layout, weight_bytes_per_gpu
+    from kg.derive.kv import GIB, check_parallel_sizes, kv_layout
     check_parallel_sizes(model, tp, pp)  # same tp/pp checks as `optkg kv` (OptkgError naming the valid sizes)
     base = kv_layout(model, tp, pp, 1, kv_cache_dtype)
     if dcp > 1 and dcp not in base.valid_dcp_sizes:
@@ -153,16 +153,11 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         mem = hardware.get("memory_gib")
         if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem <= 0:
             raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
-        # the budget kg.analyses.check prints for the same stack (kg.derive.budget): visible memory x the
-        # engine's gpu_memory_utilization - weights - activation peak - CUDA graphs - non-torch
-        from kg.derive.budget import resolve_utilization, serving_budget
+        # the budget kg.analyses.check prints for the same stack (kg.derive.budget.gpu_default_budget)
+        from kg.derive.budget import gpu_default_budget
         from kg.derive.kv import gpu_memory_bytes
-        from kg.derive.kv_specs import default_max_num_batched_tokens
-        util, util_source = resolve_utilization("vllm", None, gpu_memory_utilization)
-        total = gpu_memory_bytes(hardware)
-        weights = weight_bytes_per_gpu(model, tp, pp)
-        mnbt = default_max_num_batched_tokens(float(mem), str(hardware.get("id") or ""))
-        sb = serving_budget("vllm", total, util, util_source, weights, model, tp, mnbt, 256 if mnbt == 2048 else 1024)
+        sb = gpu_default_budget(model, hardware, tp, pp, gpu_memory_utilization)
+        total, util, weights = gpu_memory_bytes(hardware), sb.gpu_memory_utilization, sb.lines[1].bytes
         ctx["budget_bytes"] = sb.kv_bytes
         ctx["budget_breakdown"] = sb.to_dict()
         ctx["weight_bytes_per_gpu_estimate"] = weights

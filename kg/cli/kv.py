@@ -17,6 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-cache-dtype", default="auto",
                    help="auto (model dtype), bfloat16, fp8, fp8_e4m3, fp8_e5m2, int8, nvfp4, fp4_e2m1, fp8_ds_mla (MLA)")
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB -> tokens and concurrency")
+    p.add_argument("--gpu", help="a catalog GPU (H100-SXM, A100-80GB, ...): the KV budget check estimates for `vllm serve "
+                                 "MODEL -tp N` on it (visible memory x the release's gpu_memory_utilization - weights - "
+                                 "activation peak - CUDA graphs - non-torch), its compute capability and batch defaults")
+    p.add_argument("--count", type=int, default=None, help="GPUs available (must hold tp x pp)")
     p.add_argument("--max-model-len", type=int, help="tokens per request for max concurrency")
     p.add_argument("--block-size", type=int, default=None,
                    help="KV block size in tokens (default 16; vLLM uses 64 for sparse MLA and raises it for Mamba hybrids)")
@@ -65,6 +69,29 @@ def run(args: argparse.Namespace) -> int:
         from kg.core.numparse import MAX_COUNT, as_float
         as_float(args.kv_budget_gib, "--kv-budget-gib", 0, MAX_COUNT)
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
+    hardware, budget = None, None
+    if args.count is not None and (args.count < 1 or args.count < args.tp * args.pp):
+        raise OptkgError(f"--count: {args.count} GPU(s) cannot hold tp {args.tp} x pp {args.pp} = {args.tp * args.pp}"
+                         if args.count >= 1 else f"--count: expected a positive integer, found {args.count}")
+    if args.gpu is not None:
+        import re
+        if re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", args.gpu):
+            raise OptkgError(f"--gpu: '{args.gpu}' is a number; give a GPU name from catalog/hardware (H100-SXM, "
+                             f"A100-80GB, ...), or --gpu-compute-capability {args.gpu.strip()} for the capability alone")
+        from kg.derive.budget import gpu_default_budget
+        from kg.derive.kv import check_parallel_sizes
+        from kg.derive.kv_specs import default_max_num_batched_tokens
+        from kg.knowledge.catalog import load_catalog
+        hardware = load_catalog()[0].resolve_hardware(args.gpu)
+        if args.gpu_compute_capability is None and hardware.get("compute_capability") is not None:
+            args.gpu_compute_capability = float(hardware["compute_capability"])
+        if args.max_num_batched_tokens is None:
+            mem = hardware.get("memory_gib")
+            args.max_num_batched_tokens = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware["id"]))
+        if args.kv_budget_gib is None:
+            check_parallel_sizes(model, args.tp, args.pp)
+            budget = gpu_default_budget(model, hardware, args.tp, args.pp)
+            args.kv_budget_gib = budget.kv_bytes / 2**30
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
@@ -78,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
                                                  args.mamba_ssm_cache_dtype, args.max_model_len)
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
+    if hardware is not None:
+        out["gpu"] = {"id": hardware["id"], "count": args.count}
+    if budget is not None:
+        out["kv_budget"] = {"source": budget.source_text(), "kv_bytes": budget.kv_bytes, "error_bytes": budget.error_bytes,
+                            "lines": [dict(x.__dict__) for x in budget.lines]}
     if args.format == "json":
         print(to_json(out), end="")
         return 0
@@ -123,7 +155,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"WARNING hybrid-kv-cache-manager-refused: {plan.refused}")
     if "capacity" in out:
         c = out["capacity"]
-        print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
+        if budget is not None:  # the lines check prints for the same stack (kg.derive.budget)
+            print(f"  {'KV budget per GPU (estimate)':<37}~{budget.kv_bytes / 2**30:,.1f} GiB ({budget.error_text}) on "
+                  f"{hardware['id']}" + (f" x{args.count}" if args.count else ""))
+            for i, line in enumerate(budget.lines):
+                print(f"    {('' if i == 0 else '- ') + line.name:<33}{line.bytes / 2**30:,.2f} GiB  {line.basis}")
+        else:
+            print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
         if "num_blocks" in c:
             print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
             print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"

@@ -357,6 +357,26 @@ def serving_budget(engine: str, total_memory_bytes: float, gpu_memory_utilizatio
                          encoder_notes)
 
 
+def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int = 1, pp_size: int = 1,
+                       gpu_memory_utilization: float | None = None, engine_version: str | None = None) -> ServingBudget:
+    """The vLLM budget of ``vllm serve MODEL -tp N -pp M`` on ``hardware`` (a catalog/hardware entry) with the
+    engine's defaults, as ``check`` derives it for that stack: visible memory (kg.derive.kv.gpu_memory_bytes) x
+    the release's gpu_memory_utilization - weights (kg.derive.weights) - activation peak at ``vllm serve``'s
+    max_num_batched_tokens / max_num_seqs for the GPU - CUDA graphs - non-torch. ``optkg kv --gpu`` and ``fit``
+    use it. Raises OptkgError when the entry has no memory."""
+    from kg.core.errors import OptkgError
+    from kg.derive.kv import gpu_memory_bytes, weight_bytes_per_gpu
+    from kg.derive.kv_specs import default_max_num_batched_tokens
+    total = gpu_memory_bytes(hardware)
+    if not total or total <= 0:
+        raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
+    util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization)
+    mem = hardware.get("memory_gib")
+    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""))
+    return serving_budget("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,
+                          tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version)
+
+
 def engine_table(engine: str) -> dict[str, Any] | None:
     """catalog/engines/<engine>.yaml as data (the tables ``kg.inputs.stack`` reads once per file version,
     through the content-keyed cache), or None when there is none."""
