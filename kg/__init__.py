@@ -172,7 +172,8 @@ def check(stack: "Stack | TrainingJob", catalog: "Catalog | None" = None,
 def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_size: int | None = None,
        dcp_size: int | None = None, kv_cache_dtype: str | None = None, *, kv_budget_gib: float | None = None,
        max_model_len: int | None = None, block_size: int | None = None,
-       max_num_batched_tokens: int | None = None) -> dict[str, Any]:
+       max_num_batched_tokens: int | None = None, engine_version: str | None = None,
+       disable_hybrid_kv_cache_manager: bool | None = None) -> dict[str, Any]:
     """The KV-cache layout of a model at a parallel layout (what ``optkg kv --format json`` prints).
 
     ``model``: a bundled hub id, a config.json (or a folder holding one), a ``ModelFacts`` or a ``Stack``
@@ -183,7 +184,9 @@ def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_
     for the whole model and per GPU, ``kv_heads_per_rank``, ``replication_factor``, ``valid_dcp_sizes``
     ...), ``vllm_plan`` (vLLM V1's per-layer plan: block size in tokens, blocks per request) and, with
     ``kv_budget_gib`` (GiB of KV memory per GPU), ``capacity`` (KV tokens per GPU and in total, GPU
-    blocks, the longest request that fits, max concurrency at ``max_model_len`` tokens). Raises
+    blocks, the longest request that fits, max concurrency at ``max_model_len`` tokens). ``engine_version`` (the vLLM
+    release; a Stack's own by default, else the latest optkg knows) and ``disable_hybrid_kv_cache_manager`` decide
+    the hybrid KV-cache manager (Llama-4's chunked layers) and the tokens in flight (kg.derive.kv_specs). Raises
     OptkgError for sizes the model cannot take (tp_size must divide the attention heads ...).
     Formulas and sources: kg.derive.kv, kg.derive.kv_specs.
     """
@@ -192,6 +195,7 @@ def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_
     ns: dict[str, Any] = {}
     if hasattr(model, "values") and hasattr(model, "model"):  # a Stack: settings and technique parameters
         ns = model.values()
+        engine_version = engine_version or getattr(model, "engine_version", None)
         model = model.model
         if model is None:
             raise OptkgError("kv: the stack names no model")
@@ -215,7 +219,9 @@ def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_
     if mml is not None:
         mml = checked_setting("max_model_len", mml, "kv")
     out, _, _ = kv_report(model, tp, pp, dcp, pick(kv_cache_dtype, "kv_cache_dtype", None) or "auto",
-                          budget, mml, block, batched)
+                          budget, mml, block, batched, engine_version=None if engine_version is None else str(engine_version),
+                          disable_hybrid_kv_cache_manager=pick(disable_hybrid_kv_cache_manager,
+                                                               "disable_hybrid_kv_cache_manager", None))
     return out
 
 

@@ -200,3 +200,28 @@ def test_sglang_holds_chunked_layers_in_its_swa_pool():
     assert (d["kv_sglang_full_pool_tokens"], d["kv_sglang_swa_pool_tokens"], d["max_concurrency"]) == (
         2_056_031, 1_644_824, 2.06)  # the full pool bounds a 1,000,000-token request: 2,056,031 / 1e6
     assert d["kv_sglang_pool_layers"].startswith("full x12 + swa x36 (chunked local attention")
+
+
+def test_group_size_rule_per_release():
+    # gpt-oss-120b (18 sliding + 18 full layers) with one EAGLE layer: 18 sliding + 19 full. 19 < 1.25 x 18 and
+    # < 1.5 x 18: one group of 19 each from 0.12.0; before 0.12.0 the group size is always the smallest count (18),
+    # so the 19 full layers take cdiv(19, 18) = 2 groups (0.11.1 kv_cache_utils.py:974)
+    from kg.derive.kv_specs import group_size_max_ratio
+    assert (group_size_max_ratio("0.11.1"), group_size_max_ratio("0.12.0"), group_size_max_ratio("0.17.0"),
+            group_size_max_ratio("0.18.0"), group_size_max_ratio(None)) == (None, 1.25, 1.25, 1.5, 1.5)
+    m = resolve_model("openai/gpt-oss-120b")
+    new = plan_kv_cache(m, max_model_len=131072, extra_full_layers=1)
+    old = plan_kv_cache(m, max_model_len=131072, extra_full_layers=1, engine_version="0.11.1")
+    assert (new.group_size, [s.groups for s in new.specs]) == (19, [1, 1])
+    assert (old.group_size, [s.groups for s in old.specs]) == (18, [1, 2])
+    # 0.11.1: one batch in flight: sliding cdiv(128 - 1 + 8,192, 16) + 1 = 521; full cdiv(131,072, 16) = 8,192 x 2
+    assert old.blocks_per_request == 521 + 2 * 8192
+
+
+def test_python_api_takes_the_release_and_the_flag():
+    import kg
+    assert kg.kv(SCOUT, 8, kv_budget_gib=40, max_model_len=1_000_000)["capacity"]["max_concurrency"] == 6.51
+    assert kg.kv(SCOUT, 8, kv_budget_gib=40, max_model_len=1_000_000, engine_version="0.13.0")["capacity"][
+        "max_concurrency"] == 1.75
+    out = kg.kv(SCOUT, 8, kv_budget_gib=40, max_model_len=1_000_000, disable_hybrid_kv_cache_manager=True)
+    assert out["vllm_plan"]["hybrid_reason"].startswith("off: --disable-hybrid") and out["capacity"]["max_concurrency"] == 1.75

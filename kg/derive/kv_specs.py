@@ -141,6 +141,20 @@ def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True, engine_ve
 # 0.14.0 :1287-1305).
 KV_SIZE_FROM_CONCURRENCY_SINCE = "0.21.0"
 
+# The hybrid allocator's group size is the smallest layer count per spec, or the largest when max < ratio x min:
+# ratio 1.5 from 0.18.0 (vllm 0.18.0 v1/core/kv_cache_utils.py:1043; 0.33.0 v1/core/kv_cache_planning.py:524),
+# 1.25 in 0.12.0-0.17.x (0.12.0 kv_cache_utils.py:1017; 0.17.0 :1043), always the smallest before (0.11.1 :974).
+GROUP_SIZE_MAX_RATIO = (("0.18.0", 1.5), ("0.12.0", 1.25))
+
+
+def group_size_max_ratio(engine_version: str | None = None) -> float | None:
+    """The release's ratio below which the largest layer count sets the group size (None: never; see above)."""
+    for since, ratio in GROUP_SIZE_MAX_RATIO:
+        if _at_least(engine_version, since):
+            return ratio
+    return None
+
+
 CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 # The variable's default: read from 0.10.1 with default "0" (vllm 0.10.1 envs.py:1140-1142; 0.13.0
 # envs.py:1432-1434), "1" from 0.14.0 (vllm 0.14.0 envs.py:1468-1470; 0.33.0 envs.py:1931-1933).
@@ -534,7 +548,8 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         total_bpr = s.blocks_per_request
     else:
         lo, hi = min(s.layers for s in specs), max(s.layers for s in specs)
-        group_size = hi if hi < lo * 1.5 else lo
+        ratio = group_size_max_ratio(engine_version)
+        group_size = hi if ratio is not None and hi < lo * ratio else lo
         for s in specs:
             s.groups = cdiv(s.layers, group_size)
         bytes_per_block = group_size * page
