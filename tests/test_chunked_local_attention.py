@@ -225,3 +225,15 @@ def test_python_api_takes_the_release_and_the_flag():
         "max_concurrency"] == 1.75
     out = kg.kv(SCOUT, 8, kv_budget_gib=40, max_model_len=1_000_000, disable_hybrid_kv_cache_manager=True)
     assert out["vllm_plan"]["hybrid_reason"].startswith("off: --disable-hybrid") and out["capacity"]["max_concurrency"] == 1.75
+
+
+def test_kv_gpu_budget_follows_the_engine_version():
+    # kv --gpu estimates the budget check estimates for the same release (0.11.0: utilization 0.9, no CUDA-graph line)
+    code, out, err = run_cli("kv", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM", "--engine-version", "0.11.0",
+                             "--max-model-len", "32768", "--format", "json")
+    assert code == 0, err
+    kv_budget = json.loads(out)["kv_budget"]["kv_bytes"]
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768",
+                             "--engine-version", "0.11.0", "--gpu", "H100-SXM", "--format", "json")
+    assert code in (0, 1), err
+    assert round(kv_budget) == json.loads(out)["derived"]["kv_budget_bytes_per_gpu"]

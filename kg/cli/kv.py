@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
             args.max_num_batched_tokens = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware["id"]))
         if args.kv_budget_gib is None:
             check_parallel_sizes(model, args.tp, args.pp)
-            budget = gpu_default_budget(model, hardware, args.tp, args.pp)
+            budget = gpu_default_budget(model, hardware, args.tp, args.pp,
+                                        engine_version=_engine_version(args.engine_version))
             args.kv_budget_gib = budget.kv_bytes / 2**30
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):

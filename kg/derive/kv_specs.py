@@ -43,7 +43,9 @@ FlashAttention) and pad the Mamba page to it (``platforms/interface.py:1085-1131
 allocator off sliding and chunked layers are sized as full (``unify_hybrid_kv_cache_specs``,
 ``kv_cache_planning.py:853-876``); ``hybrid_manager`` says when it is off (per release, see there).
 Llama-4 Scout (12 NoPE full + 36 chunked layers of one page size): two buckets, group size 12
-(36 >= 1.5 x 12), so 1 full group + 3 chunked groups of 12 layers each.
+(36 >= 1.5 x 12), so 1 full group + 3 chunked groups of 12 layers each — the "(FullAttention x 12)
+(ChunkedLocalAttention x 12) x 3" groups of vLLM PR 21761, which added the environment variable (default off
+for a ~2 ms latency cost of building the chunked metadata three times); the default became "1" in 0.14.0.
 
 Capacity: ``bytes_per_block = group_size x page`` (``kv_cache_planning.py:574-605``);
 ``num_blocks = available // bytes_per_block``; max concurrency ``num_blocks / sum(blocks per request
