@@ -176,3 +176,12 @@ def test_cross_attention_reservation_by_release(whisper):
     # (kg.derive.kv_specs KV_SIZE_FROM_CONCURRENCY_SINCE): 12,288 // 2 x 16 = 98,304 tokens
     assert (dv["kv_cross_encoder_tokens_per_request"], dv["kv_blocks_per_request"], dv["max_concurrency"],
             dv["kv_tokens_per_gpu"]) == (1500, 122, 100.72, 98_304)
+
+
+def test_whisper_with_one_sequence_is_refused_at_startup():
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3 --max-num-seqs 1", "--gpu", "H100-SXM",
+                             "--format", "json")
+    assert code == 1, err
+    f = next(f for f in json.loads(out)["findings"] if f["rule_id"] == "encoder-item-exceeds-batched-tokens")
+    # min(1 x 448, max(448, 8,192)) = 448 batched tokens < 1,500 encoder tokens of one 30 s audio
+    assert f["numbers"] == {"encoder_tokens_per_item": 1500, "max_num_batched_tokens": 448}

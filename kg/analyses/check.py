@@ -27,7 +27,7 @@ from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, engine_dcp_sizes, en
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
 from kg.derive.kv_specs import null_block_bytes
-from kg.derive.encoder_cache import cross_attention_summary
+from kg.derive.encoder_cache import cross_attention_summary, encoder_item_facts
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.inputs.launch.argv import flag_defaults
@@ -267,6 +267,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     derived["kv_cross_encoder_tokens_per_request"] = cross["encoder_tokens_reserved_per_request"]
                     derived["kv_cross_blocks_per_request"] = cross["blocks_per_request"]
                     derived["kv_cross_blocks_total_per_request"] = plan.blocks_per_request
+        if engine == "vllm":  # rules/capacity.yaml encoder-item-exceeds-batched-tokens (kg.derive.encoder_cache)
+            derived.update(encoder_item_facts(m, serving_defaults(stack, ns, m)[0]))
         if budget is not None and sized:
             null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan else lay_dcp.bytes_per_token_per_gpu * block)
             cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)  # vLLM's null block held back

@@ -258,3 +258,14 @@ def stack_encoder_budget(model: Any, max_num_batched_tokens: int, max_model_len:
     b = encoder_budget(tokens, max_num_batched_tokens, max_model_len, max_num_seqs, model.hidden_size,
                        float(model.dtype_bytes), limits, chunked_prefill=not encdec, chunked_mm_input=not encdec)
     return b, list(b.notes)
+
+
+def encoder_item_facts(model: Any, max_num_batched_tokens: int) -> dict[str, Any]:
+    """Facts for the startup refusal of an encoder item larger than ``max_num_batched_tokens`` when chunked
+    multimodal input is off (every encoder-decoder model from vLLM 0.10.2: 0.33.0 ``config/scheduler.py:295-298``,
+    ``v1/core/encoder_cache_manager.py:362-371``): ``encoder_tokens_per_item`` (0 when not known from config.json),
+    ``encoder_chunked_mm_input_disabled``, ``encoder_max_num_batched_tokens``. Present for every model."""
+    tokens, _ = model_mm_tokens_per_item(model)
+    return {"encoder_tokens_per_item": max(tokens.values()) if tokens else 0,
+            "encoder_chunked_mm_input_disabled": bool(getattr(model, "is_encoder_decoder", False)),
+            "encoder_max_num_batched_tokens": int(max_num_batched_tokens)}
