@@ -237,3 +237,24 @@ def test_kv_gpu_budget_follows_the_engine_version():
                              "--engine-version", "0.11.0", "--gpu", "H100-SXM", "--format", "json")
     assert code in (0, 1), err
     assert round(kv_budget) == json.loads(out)["derived"]["kv_budget_bytes_per_gpu"]
+
+
+def test_kv_connector_turns_the_manager_off_as_the_release_does():
+    # gpt-oss-120b (18 sliding + 18 full, 8 KV heads x (64 + 64) x 2 B x 16 = 32,768 B per layer per block) at 131,072:
+    # LMCacheConnectorV1 does not subclass SupportsHMA (0.33.0) -> manager off -> full x36: 36 x 32,768 = 1,179,648 B
+    # per block; 42,949,672,960 // 1,179,648 = 36,408 blocks; 8,192 per request -> 4.44x
+    from kg.derive.kv_specs import connector_supports_hma
+    serve = "vllm serve openai/gpt-oss-120b --max-model-len 131072 --kv-transfer-config "
+    d = _check(serve + """'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'""")
+    assert (d["kv_layer_groups"], d["kv_num_blocks"], d["max_concurrency"]) == ("full x36", 36_408, 4.44)
+    assert d["kv_hybrid_manager"].startswith("off: the LMCacheConnectorV1 KV connector does not subclass SupportsHMA")
+    d = _check(serve + """'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'""")
+    assert d["kv_layer_groups"] == "sliding x18 + full x18 (2 groups of 18 layers)" and "kv_hybrid_manager" not in d
+    # before 0.22.0 any connector turns it off, unless asked for from 0.13.0
+    m = resolve_model("openai/gpt-oss-120b")
+    assert not hybrid_manager(m, "0.21.0", kv_connector="NixlConnector").on
+    assert hybrid_manager(m, "0.21.0", kv_connector="NixlConnector", disable_flag=False).on
+    assert not hybrid_manager(m, "0.12.0", kv_connector="NixlConnector", disable_flag=False).on
+    assert hybrid_manager(m, None, kv_connector=None).on and hybrid_manager(m, None, kv_connector="").on
+    assert connector_supports_hma("NixlPullConnector", "0.24.0") and not connector_supports_hma("NixlPullConnector", "0.23.0")
+    assert connector_supports_hma("MoRIIOConnector", "0.30.0") and not connector_supports_hma("MoRIIOConnector", "0.29.0")

@@ -469,6 +469,7 @@ def vllm_plan(stack: Stack, ns: dict[str, Any], m, tp: int, pp: int, dcp: int, k
             else not ns["disable_hybrid_kv_cache_manager"], engine_version=stack.engine_version,
             chunked_hybrid_env=ns.get("chunked_local_attn_hybrid_kv_cache"),
             speculative_method=ns.get("speculative_method"),
+            kv_connector=(str(ns.get("kv_connector") or "") if "kv-cache-connector" in stack.techniques else None),
             disable_sliding_window=bool(ns.get("disable_sliding_window")),
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,

@@ -186,6 +186,23 @@ def eagle_method(method: str | None, engine_version: str | None = None) -> bool:
     return False
 
 
+# KV connectors (registered --kv-transfer-config kv_connector names) whose class subclasses SupportsHMA, by the
+# release they appear from (grep of kv_connector/v1 + factory.py registrations in each released wheel): before
+# 0.22.0 any connector turns the manager off unless it is asked for (0.21.0 config/vllm.py:1340-1350; before 0.13.0
+# always: 0.10.2 config/__init__.py:3535-3537); from 0.22.0 only one without SupportsHMA (0.22.0
+# config/vllm.py:1469-1478; 0.33.0 :2257-2280 with factory.py:132-146). MultiConnector: when all its children are.
+HMA_CONNECTORS = (("0.33.0", ("UMBPStoreConnector",)), ("0.30.0", ("MoRIIOConnector", "HiSparseConnector")),
+                  ("0.24.0", ("NixlPullConnector", "NixlPushConnector")),
+                  ("0.22.0", ("MultiConnector", "ExampleHiddenStatesConnector", "MooncakeConnector",
+                              "MooncakeStoreConnector", "SimpleCPUOffloadConnector", "OffloadingConnector",
+                              "DecodeBenchConnector", "NixlConnector")))
+
+
+def connector_supports_hma(connector: str, engine_version: str | None = None) -> bool:
+    """Whether vLLM keeps the hybrid KV-cache manager with this KV connector at the release (table above)."""
+    return any(_at_least(engine_version, since) and connector in names for since, names in HMA_CONNECTORS)
+
+
 @dataclass
 class HybridDecision:
     """Whether vLLM's hybrid KV-cache manager is on, and why (``reason``); ``refused``: why vLLM refuses
@@ -197,7 +214,8 @@ class HybridDecision:
 
 
 def hybrid_manager(model: ModelFacts, engine_version: str | None = None, chunked_env: bool | None = None,
-                   speculative_method: str | None = None, disable_flag: bool | None = None) -> HybridDecision:
+                   speculative_method: str | None = None, disable_flag: bool | None = None,
+                   kv_connector: str | None = None) -> HybridDecision:
     """vLLM's decision on the hybrid KV-cache manager (``VllmConfig.__post_init__``: vllm 0.33.0
     ``config/vllm.py:2223-2294``; 0.14.0 :945-985; 0.13.0 :890-935; 0.10.2 config/__init__.py:3527-3555;
     0.10.0 config.py:4656-4677).
@@ -214,11 +232,22 @@ def hybrid_manager(model: ModelFacts, engine_version: str | None = None, chunked
     - ``--no-disable-hybrid-kv-cache-manager`` where the rules above turn it off: vLLM >= 0.13.0 raises
       ValueError ("explicitly enabled but is not supported", 0.33.0 ``config/vllm.py:2281-2290``); older
       releases store False as their default and turn it off anyway.
-    Not modelled: KV connectors without HMA support (``--kv-transfer-config``), ``--kv-events-config``
-    (<= 0.14.0) and non-GPU platforms, which also turn it off."""
+    - ``kv_connector`` (the ``--kv-transfer-config`` connector; "" when set but unnamed, None when not set): before
+      0.22.0 any connector turns it off unless asked for (before 0.13.0 even then); from 0.22.0 one that does not
+      subclass SupportsHMA (``HMA_CONNECTORS``; an unnamed one is assumed to).
+    Not modelled: ``--kv-events-config`` (<= 0.14.0) and non-GPU platforms, which also turn it off."""
     if disable_flag:
         return HybridDecision(False, "off: --disable-hybrid-kv-cache-manager (always respected, vllm 0.33.0 "
                                      "config/vllm.py:2227, 2257-2294)")
+    if kv_connector is not None and _at_least(engine_version, "0.9.1") and not (
+            disable_flag is False and _at_least(engine_version, "0.13.0")):
+        if not _at_least(engine_version, "0.22.0"):
+            return HybridDecision(False, "off: --kv-transfer-config sets a KV connector"
+                                  + (f" ({kv_connector})" if kv_connector else "") + ", which turns it off before vLLM "
+                                  "0.22.0 (0.21.0 config/vllm.py:1340-1350)")
+        if kv_connector and not connector_supports_hma(kv_connector, engine_version):
+            return HybridDecision(False, f"off: the {kv_connector} KV connector does not subclass SupportsHMA "
+                                  "(vllm 0.33.0 config/vllm.py:2257-2280, kv_connector/factory.py:132-146)")
     if not model.attention_chunk_size:
         return HybridDecision(True, "on: vLLM's default")
     need_off, why = False, ""
@@ -396,14 +425,14 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   gpu_compute_capability: float | None = None, extra_full_layers: int = 0,
                   mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None,
                   engine_version: str | None = None, chunked_hybrid_env: bool | None = None,
-                  speculative_method: str | None = None) -> KVPlan:
+                  speculative_method: str | None = None, kv_connector: str | None = None) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
 
     ``hybrid_allocator``: False for ``--disable-hybrid-kv-cache-manager``, True for
     ``--no-disable-hybrid-kv-cache-manager``, None to let vLLM decide; the decision (``hybrid_manager``) also
     reads ``engine_version`` (the vLLM release, None: the latest optkg knows), ``chunked_hybrid_env``
     (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` as given, None: the release default) and
-    ``speculative_method``. ``engine_version`` also sets the batches in flight (``batches_in_flight``).
+    ``speculative_method`` and ``kv_connector``. ``engine_version`` also sets the batches in flight (``batches_in_flight``).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
     SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
@@ -439,13 +468,13 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     per_stage = math.ceil(len(kinds) / pp_size)
     kinds = kinds[:per_stage]
     decision = hybrid_manager(model, engine_version, chunked_hybrid_env, speculative_method,
-                              None if hybrid_allocator is None else not hybrid_allocator)
+                              None if hybrid_allocator is None else not hybrid_allocator, kv_connector)
     hybrid_allocator = decision.on
     if decision.refused:
         notes.append(decision.refused)
-    if model.attention_chunk_size:
+    if model.attention_chunk_size or (not decision.on and model.sliding_window and not disable_sliding_window):
         notes.append(f"hybrid KV-cache manager {decision.reason}" + (
-            "" if decision.on else ": chunked layers are sized as full attention (kv_cache_planning.py:853-876)"))
+            "" if decision.on else ": sliding-window and chunked layers are sized as full attention (kv_cache_planning.py:853-876)"))
     if disable_sliding_window:
         kinds = ["full" if k == "sliding" else k for k in kinds]
     if not hybrid_allocator:
@@ -557,5 +586,6 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         bytes_per_block = group_size * page
         total_bpr = sum(s.groups * s.blocks_per_request for s in specs)
     return KVPlan(block, int(mml), mnbt, nb, in_flight, bool(hybrid_allocator), kvdt, specs, group_size,
-                  bytes_per_block, total_bpr, notes, decision.reason if model.attention_chunk_size else "",
+                  bytes_per_block, total_bpr, notes, decision.reason if model.attention_chunk_size or (
+                      not decision.on and model.sliding_window) else "",
                   decision.refused, dcp_size, engine_version)
