@@ -185,3 +185,16 @@ def test_whisper_with_one_sequence_is_refused_at_startup():
     f = next(f for f in json.loads(out)["findings"] if f["rule_id"] == "encoder-item-exceeds-batched-tokens")
     # min(1 x 448, max(448, 8,192)) = 448 batched tokens < 1,500 encoder tokens of one 30 s audio
     assert f["numbers"] == {"encoder_tokens_per_item": 1500, "max_num_batched_tokens": 448}
+
+
+def test_sglang_whisper_pool_sizes_every_layer_id(whisper):
+    from kg.derive.sglang_pools import sglang_pools
+    # SGLang 0.5.23: encoder 32 + decoder self 32 + cross 32 = 96 layers per token cell (model_config.py:1591-1601):
+    # 96 x 20 heads x (64 + 64) x 2 B = 491,520 B; 30 GiB / 491,520 B = 65,536 tokens
+    p = sglang_pools(whisper, 1, 30 * GIB)
+    assert (p.kind, p.cell_bytes, p.max_total_num_tokens) == ("encoder-decoder", 491_520, 65_536)
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path openai/whisper-large-v3 "
+                             "--context-length 448", "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--format", "json")
+    dv = json.loads(out)["derived"]
+    # each request: 1,500 encoder placeholder tokens + 448 decoder tokens (models/whisper.py:421-429): 65,536 / 1,948
+    assert (dv["kv_tokens_per_gpu"], dv["max_concurrency"]) == (65_536, 33.64)

@@ -365,7 +365,8 @@ def _sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: floa
     derived["kv_sglang_full_pool_tokens"] = pools.full_tokens
     derived["kv_sglang_swa_pool_tokens"] = pools.swa_tokens
     tokens = pools.max_total_num_tokens
-    conc = round(tokens / cap.max_model_len, 2) if cap.max_model_len else None
+    per_req = (cap.max_model_len or 0) + (m.max_source_positions or 0 if pools.kind == "encoder-decoder" else 0)
+    conc = round(tokens / per_req, 2) if cap.max_model_len else None  # Whisper: encoder placeholders + decoder tokens
     return replace(cap, kv_tokens_per_gpu=tokens, kv_tokens_total=tokens, max_concurrency=conc)
 
 

@@ -269,3 +269,20 @@ def encoder_item_facts(model: Any, max_num_batched_tokens: int) -> dict[str, Any
     return {"encoder_tokens_per_item": max(tokens.values()) if tokens else 0,
             "encoder_chunked_mm_input_disabled": bool(getattr(model, "is_encoder_decoder", False)),
             "encoder_max_num_batched_tokens": int(max_num_batched_tokens)}
+
+
+SGLANG_WHISPER_SOURCE = ("sglang 0.5.23 configs/model_config.py:1591-1601 (num_attention_layers = encoder_layers + "
+                         "2 x decoder_layers), model_runner_components/layer_setup.py:213-220, models/whisper.py:204-208, "
+                         "421-429")
+
+
+def sglang_pool_layer_count(model: Any) -> int:
+    """Layers SGLang 0.5.23 sizes every token cell of its KV pool for: Whisper's layer ids run over the encoder
+    (no cache, but "attention backend needs buffer to exist"), the decoder's self-attention and its
+    cross-attention, so ``encoder_layers + 2 x decoder_layers`` (32 + 64 = 96 for large-v3), against vLLM's
+    2 x 32 (``configs/model_config.py:1591-1601``; ``layer_setup.py:213-220`` takes the larger of that and
+    ``num_hidden_layers``). Each request also holds ``max_source_positions`` placeholder tokens for the
+    encoder K/V before its decoder tokens (``models/whisper.py:421-429``)."""
+    if not getattr(model, "is_encoder_decoder", False):
+        return int(model.num_hidden_layers)
+    return max(int(model.num_encoder_layers), int(model.num_encoder_layers) + 2 * int(model.num_hidden_layers))

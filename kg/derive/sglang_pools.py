@@ -85,7 +85,7 @@ class SGLangPools:
     """SGLang's token pools on one rank: ``max_total_num_tokens`` (the logged ``#tokens``), and for a
     hybrid sliding-window model the full and SWA pools (tokens) with the bytes one full-pool token costs."""
 
-    kind: str                     # default | hybrid-swa | all-swa | hybrid-mamba
+    kind: str                     # default | hybrid-swa | all-swa | hybrid-mamba | encoder-decoder
     max_total_num_tokens: int
     full_tokens: int
     swa_tokens: int
@@ -200,6 +200,11 @@ def sglang_pools(model: ModelFacts, attn_tp_size: int, available_bytes: float, p
         return _mamba_hybrid_pools(model, attn_tp_size, avail, page, per_tok, kinds, max_mamba_cache_size,
                                    mamba_full_memory_ratio, mamba_ssm_dtype, mamba_radix_cache_strategy, radix_cache,
                                    overlap_schedule, max_running_requests, context_len, attn_dp_size)
+    if model.is_encoder_decoder:  # Whisper: one cell per token for every layer id (kg.derive.encoder_cache)
+        from kg.derive.encoder_cache import SGLANG_WHISPER_SOURCE, sglang_pool_layer_count
+        cell = per_tok * sglang_pool_layer_count(model)
+        tokens = int(avail // cell) // page * page if cell else 0
+        return SGLangPools("encoder-decoder", tokens, tokens, 0, cell, None, SGLANG_WHISPER_SOURCE)
     if disable_hybrid_swa_memory or not is_sglang_hybrid_swa(model):
         cell = per_tok * model.num_hidden_layers
         tokens = int(avail // cell) // page * page if cell else 0
