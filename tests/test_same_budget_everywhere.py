@@ -111,3 +111,22 @@ def test_kv_gpu_input_errors():
     assert code == 2 and "unknown GPU 'H1000'" in err
     code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100", "--count", "2")
     assert code == 2 and "--count: 2 GPU(s) cannot hold tp 4 x pp 1 = 4" in err
+
+
+def test_visible_memory_per_gpu():
+    # the memory the engine sees (catalog memory_visible_mib, sources in each entry), else the vendor figure
+    from kg.derive.kv import gpu_memory_bytes
+    from kg.knowledge.catalog import load_catalog
+    cat, _ = load_catalog()
+    mib = {h: hw.get("memory_visible_mib") for h, hw in cat.hardware.items()}
+    assert {h: v for h, v in mib.items() if v} == {
+        "H100-SXM": 81_559, "L40S": 46_068,                     # nvidia-smi captures (nvidia_gpu_exporter)
+        "RTX-3090": 24_146,                                      # vLLM issue 10517: total_gpu_memory=23.58GiB
+        "RTX-4090": 24_564,                                      # nvidia-smi, RLinf#255
+        "A100-80GB": 81_920, "A100-40GB": 40_960, "A10": 23_028, "L4": 23_034, "T4": 15_360}  # modal-client#2797
+    assert round(gpu_memory_bytes(cat.resolve_hardware("RTX-3090")) / 2**30, 2) == 23.58
+    # the rest use the vendor figure read as GiB (no public capture sourced yet)
+    assert sorted(h for h, v in mib.items() if not v) == [
+        "A10G", "A800-40GB", "B200", "GB200", "GH200", "H100-PCIe", "H20", "H200", "H800", "L20", "MI250X", "MI300X",
+        "MI325X", "MI355X", "RTX-PRO-6000", "V100"]
+    assert gpu_memory_bytes(cat.resolve_hardware("H200")) == 141 * 2**30
