@@ -115,8 +115,14 @@ def test_rules_about_an_absent_draft_or_an_unquantised_checkpoint_hold_instead_o
         assert rid not in missing, rid
         assert rid not in {f["rule_id"] for f in d["findings"]}, rid
     assert d["derived"]["draft_kind"] == "none"
-    # without --nnodes the nodes stay unknown: vLLM before 0.11.1 (and Ray clusters) span nodes without the flag
+    # without --nnodes the node size comes from the hardware entry (the DGX H100 node of 8 GPUs, tester-4 #10)
+    # and the report says so; a GPU without one (L40S) leaves the nodes unknown: vLLM before 0.11.1 (and Ray
+    # clusters) span nodes without the flag
     d = check_json(["--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H100-SXM", "--count", "8"])
+    assert "tp-spans-nodes" not in {x["rule_id"] for x in d["not_evaluable"]}
+    assert d["derived"]["nodes_assumed"] == ("1 node(s) of 8 GPUs (H100-SXM node (catalog/hardware); "
+                                             "--nnodes / gpus_per_node say otherwise)")
+    d = check_json(["--vllm", "vllm serve Qwen/Qwen3-32B -tp 4", "--gpu", "L40S", "--count", "4"])
     assert "tp-spans-nodes" in {x["rule_id"] for x in d["not_evaluable"]}
 
 

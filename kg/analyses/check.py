@@ -324,7 +324,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
         ns["gpu_count"] = stack.gpu_count
     from kg.analyses.nodefacts import node_facts
-    ns.update(node_facts(stack, ns))
+    nodes = node_facts(stack, ns)
+    ns.update(nodes)
+    if nodes.get("gpus_per_node_source"):  # the node size came from the hardware entry, not from the launch
+        derived["nodes_assumed"] = (f"{nodes['nnodes']} node(s) of {nodes['gpus_per_node']} GPUs "
+                                    f"({nodes['gpus_per_node_source']}; --nnodes / gpus_per_node say otherwise)")
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
     ns.update(support_namespace(stack, ns))  # per-release support data (catalog/support/)
@@ -695,7 +699,7 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     unknown = {e["setting"]: e["why"] for e in effective if e["source"] == "unknown"}
     not_evaluable = [not_evaluable_entry(f, stack, unknown) for f in firings if f.outcome == "not_evaluable"]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
-    derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_"))
+    derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_", "nodes_"))
                and not isinstance(ns[k], dict)}
     if stack.engine and stack.engine != "vllm" and not engine_has_dcp(stack.engine, stack.engine_version):
         for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):  # no DCP on that engine (release)

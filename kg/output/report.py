@@ -51,9 +51,11 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     out.append(one_line(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
                f"{' ' + s['engine_version'] if s.get('engine_version') else ''}{assumed}   hardware: {s['hardware'] or '-'}")
                + f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
+    dv = d.get("derived") or {}
+    if dv.get("nodes_assumed"):
+        out.append(_wrap(f"nodes: {dv['nodes_assumed']}", "  "))
     techs = ", ".join(f"{k}({', '.join(f'{a}={b}' for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
     out.append(_wrap(f"techniques: {techs or '-'}", "  "))
-    dv = d.get("derived") or {}
     if dv:
         out.append("")
         out.append("KV cache")
