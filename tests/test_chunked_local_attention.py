@@ -258,3 +258,14 @@ def test_kv_connector_turns_the_manager_off_as_the_release_does():
     assert hybrid_manager(m, None, kv_connector=None).on and hybrid_manager(m, None, kv_connector="").on
     assert connector_supports_hma("NixlPullConnector", "0.24.0") and not connector_supports_hma("NixlPullConnector", "0.23.0")
     assert connector_supports_hma("MoRIIOConnector", "0.30.0") and not connector_supports_hma("MoRIIOConnector", "0.29.0")
+
+
+def test_mamba_hybrid_without_the_manager_is_a_refusal():
+    from kg.inputs.modelcfg import load_config_file
+    from conftest import REPO
+    m = load_config_file(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json")
+    p = plan_kv_cache(m, 4, max_model_len=32768, hybrid_allocator=False)
+    assert p.refused and "Failed to promote local KV cache specs to one unified type" in p.refused
+    assert plan_kv_cache(m, 4, max_model_len=32768).refused is None
+    # a connector without SupportsHMA does the same to a Mamba hybrid (vLLM's warning: "hybrid SSM models ... will fail")
+    assert plan_kv_cache(m, 4, max_model_len=32768, kv_connector="LMCacheConnectorV1").refused

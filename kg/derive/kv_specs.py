@@ -487,6 +487,12 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
             notes.append("Mamba-1 layers are not modelled; their state is not counted")
             continue
         counts[k] = counts.get(k, 0) + 1
+    if not decision.on and (counts.get("linear") or counts.get("mamba")) and not decision.refused:
+        decision.refused = (f"vLLM refuses to start: with the hybrid KV-cache manager {decision.reason}, the Mamba / "
+                            "linear-attention state cannot be unified with the attention layers (ValueError 'Failed to "
+                            "promote local KV cache specs to one unified type', vllm 0.33.0 v1/core/kv_cache_planning.py:"
+                            "810-814; 0.14.0 v1/core/kv_cache_utils.py:1198-1205)")
+        notes.append(decision.refused)
     if extra_full_layers:
         counts["full"] = counts.get("full", 0) + int(extra_full_layers)
         notes.append(f"{extra_full_layers} draft layer(s) cached beside the target's (speculative decoding)")
