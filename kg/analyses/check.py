@@ -391,8 +391,25 @@ def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:
     from kg.derive.budget import engine_table, resolve_utilization
     from kg.inputs.effective import setting_given
     table_default = ((engine_table(stack.engine or "") or {}).get("defaults") or {}).get("gpu_memory_utilization")
+    given = setting_given(stack, "gpu_memory_utilization")
+    if stack.engine == "sglang" and not given and stack.hardware and stack.model is not None:
+        # SGLang computes its default mem_fraction_static from the GPU (kg.derive.sglang_memfrac, >= 0.5.18)
+        from kg.derive.kv import gpu_memory_bytes
+        from kg.derive.sglang_memfrac import default_mem_fraction
+        dp = int(ns.get("dp_size") or 1)
+        mf = default_mem_fraction(
+            gpu_memory_bytes(stack.hardware), int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1),
+            is_mla=bool(stack.model.is_mla),
+            attn_dp_size=dp if "dp-attention" in stack.techniques else 1,
+            chunked_prefill_size=ns.get("chunked_prefill_size") if setting_given(stack, "chunked_prefill_size") else None,
+            max_running_requests=ns.get("max_num_seqs") if setting_given(stack, "max_num_seqs") else None,
+            cuda_graph_disabled="cuda-graphs" not in stack.techniques,
+            deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version)
+        if mf is not None:
+            return mf.fraction, (f"{mf.basis()} [sglang 0.5.23 srt/arg_groups/memory_hook.py:281-399; "
+                                 f"0.5.18 srt/server_args.py:4969-4980, 5082-5118]")
     return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"), table_default,
-                               setting_given(stack, "gpu_memory_utilization"))
+                               given)
 
 
 def serving_defaults(stack: Stack, ns: dict[str, Any], m=None) -> tuple[int, int]:
@@ -705,7 +722,17 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
         for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):  # no DCP on that engine (release)
             derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
-    return Report(describe_stack(stack), findings, derived,
+    shown = describe_stack(stack)
+    if str(ns.get("kv_budget_utilization_source") or "").startswith("SGLang default"):
+        # the fraction SGLang computes replaces the table's placeholder wherever the report shows it
+        for params in shown["techniques"].values():
+            if "gpu_memory_utilization" in params:
+                params["gpu_memory_utilization"] = ns["kv_budget_gpu_memory_utilization"]
+        for e in effective:
+            if e.get("setting") == "gpu_memory_utilization":
+                e["value"] = ns["kv_budget_gpu_memory_utilization"]
+                e["why"] = ns["kv_budget_utilization_source"]
+    return Report(shown, findings, derived,
                   [{"rule": f.rule.id, "reason": f.reason, "outcome": f.outcome} for f in firings if not f.fired],
                   list(stack.ignored), notes, not_evaluable, outcomes, effective, in_effect)
 

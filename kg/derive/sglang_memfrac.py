@@ -1,0 +1,116 @@
+"""SGLang's default ``mem_fraction_static``: computed from the GPU's memory, not a constant.
+
+When ``--mem-fraction-static`` is not given, SGLang reserves memory for activations and CUDA graphs and
+gives the rest to the static pool (weights + KV):
+
+    mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3)      (MiB; gpu_mem = nvidia-smi memory.total)
+
+    reserved_mem = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + graph reserve,
+                   at least 10 GiB on GPUs above 60 GiB, plus 2 GiB for DeepEP all-to-all buffers
+    graph reserve = decode max_bs x 2
+                    (+ max_bs x attn_dp x 3, and + max_bs x attn_dp x 1.5 when max_bs > 300, under DP attention)
+                    + 8 MiB per prefill capture size (breakable prefill CUDA graphs, the CUDA default), or
+                      1.5 GiB instead on MLA models
+
+``chunked_prefill_size`` and the decode ``max_bs`` default by GPU memory: < 20 GiB 2,048 / 8; < 35 GiB 4,096 /
+48 (160 at TP >= 4) from 0.5.20 (2,048 / 24 (80) before); < 60 GiB 4,096 / 32 (160); < 160 GiB 8,192 / 256 (512);
+else 16,384 / 512. The prefill capture sizes run 4..32 by 4, 48..256 by 16, 288..512 by 32, 576..1024 by 64,
+1280..4096 by 256, 4608.. by 512 up to the prefill max_bs (the chunked prefill size, at most 8,192 on MLA).
+
+Source: SGLang 0.5.23 ``srt/arg_groups/memory_hook.py:88-170`` (buckets), ``:231-265`` (prefill max_bs),
+``:281-327`` (the fraction), ``:358-399`` (graph reserve), ``:402-414`` (DeepEP), ``arg_groups/cuda_graph_hook.py:480-497``
+(capture sizes), ``model_executor/cuda_graph_config.py:119-123`` (breakable prefill graphs on CUDA); the same
+terms in 0.5.18 ``srt/server_args.py:4830-4889, 4969-4980, 5082-5118``. Releases before 0.5.18 computed it
+with other terms and are not modelled here (``default_mem_fraction`` returns None for them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 2**20
+SINCE = "0.5.18"
+
+
+@dataclass
+class MemFraction:
+    """The computed default and how: ``fraction`` (3 decimals, as SGLang rounds), ``reserved_mib`` and its
+    ``terms`` (name -> MiB), ``chunked_prefill_size`` and decode ``max_bs`` the GPU bucket gave."""
+
+    fraction: float
+    reserved_mib: float
+    terms: dict[str, float]
+    chunked_prefill_size: int
+    max_bs: int
+
+    def basis(self) -> str:
+        parts = " + ".join(f"{k} {v:,.0f}" for k, v in self.terms.items() if v)
+        return (f"SGLang default: (GPU - reserved {self.reserved_mib:,.0f} MiB) / GPU = {self.fraction:g}; "
+                f"reserved = {parts} MiB")
+
+
+def _older(version: str | None, than: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+    if not version:
+        return False
+    try:
+        return Version(version) < Version(than)
+    except InvalidVersion:
+        return False
+
+
+def gpu_defaults(gpu_mem_mib: float, tp_size: int, engine_version: str | None = None) -> tuple[int, int]:
+    """(chunked_prefill_size, decode max_bs) SGLang picks for a GPU of ``gpu_mem_mib`` MiB (module doc)."""
+    small_tp = tp_size < 4
+    if gpu_mem_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:
+        if _older(engine_version, "0.5.20"):
+            return 2048, 24 if small_tp else 80
+        return 4096, 48 if small_tp else 160
+    if gpu_mem_mib < 60 * 1024:
+        return 4096, 32 if small_tp else 160
+    if gpu_mem_mib < 160 * 1024:
+        return 8192, 256 if small_tp else 512
+    return 16384, 512
+
+
+def prefill_capture_sizes(max_bs: int) -> list[int]:
+    """Token counts SGLang captures breakable prefill graphs for (cuda_graph_hook.py:480-497 at 0.5.23)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [s for s in sizes if s <= max_bs]
+
+
+def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 1, *, is_mla: bool = False,
+                         attn_dp_size: int = 1, chunked_prefill_size: int | None = None,
+                         max_running_requests: int | None = None, cuda_graph_disabled: bool = False,
+                         deepep: bool = False, engine_version: str | None = None) -> MemFraction | None:
+    """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
+    releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention."""
+    if _older(engine_version, SINCE):
+        return None
+    gpu_mib = gpu_mem_bytes / MIB
+    cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
+    cps = int(chunked_prefill_size) if chunked_prefill_size else cps_default
+    if max_running_requests is not None and max_bs > int(max_running_requests):
+        max_bs = int(max_running_requests)  # memory_hook.py:172-178
+    terms: dict[str, float] = {"base": 512.0, "activations 1.5 x tokens": max(cps, 2048) * 1.5,
+                               "tp x pp / 8 x 1024": tp_size * pp_size / 8 * 1024}
+    graph = 0.0
+    if not cuda_graph_disabled:
+        graph += max_bs * 2
+        if attn_dp_size > 1:
+            graph += max_bs * attn_dp_size * 3 + (max_bs * attn_dp_size * 1.5 if max_bs > 300 else 0)
+        if is_mla:
+            graph += 1.5 * 1024
+        else:
+            graph += len(prefill_capture_sizes(cps)) * 8
+    terms["CUDA graphs"] = graph
+    reserved = sum(terms.values())
+    if gpu_mib > 60 * 1024 and reserved < 10 * 1024:
+        terms["floor to 10 GiB"] = 10 * 1024 - reserved
+        reserved = 10 * 1024
+    if deepep and not cuda_graph_disabled:
+        terms["DeepEP buffers"] = 2 * 1024
+        reserved += 2 * 1024
+    return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)

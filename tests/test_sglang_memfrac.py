@@ -1,0 +1,53 @@
+"""SGLang's computed default mem_fraction_static (kg.derive.sglang_memfrac; tester-4 #2): SGLang 0.5.23
+srt/arg_groups/memory_hook.py:281-399 (0.5.18 srt/server_args.py:4969-4980, 5082-5118), worked by hand."""
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+from kg.derive.sglang_memfrac import MIB, default_mem_fraction, gpu_defaults, prefill_capture_sizes
+
+
+def test_h100_tp8_gqa_model():
+    # H100: nvidia-smi memory.total 81,559 MiB -> chunked_prefill 8,192, decode max_bs 512 (TP >= 4)
+    # prefill capture sizes up to 8,192: 8 + 14 + 8 + 8 + 12 + 8 = 58 -> 464 MiB; decode 512 x 2 = 1,024
+    assert len(prefill_capture_sizes(8192)) == 58
+    mf = default_mem_fraction(81559 * MIB, 8)
+    # 512 + 1.5 x 8,192 + 8 / 8 x 1,024 + (1,024 + 464) = 15,312 MiB; (81,559 - 15,312) / 81,559 = 0.8123 -> 0.812
+    assert mf.reserved_mib == 15312 and mf.fraction == 0.812
+    assert (mf.chunked_prefill_size, mf.max_bs) == (8192, 512)
+
+
+def test_h200_mla_with_dp_attention():
+    # DeepSeek-V3 (MLA) on H200 (143,771 MiB), TP 8 with DP attention over 8 groups: graph reserve
+    # 512 x 2 + 512 x 8 x 3 + 512 x 8 x 1.5 (max_bs > 300) + 1.5 GiB (MLA prefill graphs) = 20,992 MiB
+    mf = default_mem_fraction(143771 * MIB, 8, is_mla=True, attn_dp_size=8)
+    assert mf.reserved_mib == 512 + 12288 + 1024 + 20992
+    assert mf.fraction == round((143771 - 34816) / 143771, 3) == 0.758
+
+
+def test_small_gpus_floor_and_release_buckets():
+    # RTX 4090 (24,564 MiB) TP 1: 4,096 / 48 from 0.5.20, 2,048 / 24 before; no 10 GiB floor below 60 GiB
+    assert gpu_defaults(24564, 1, "0.5.23") == (4096, 48) and gpu_defaults(24564, 1, "0.5.19") == (2048, 24)
+    mf = default_mem_fraction(24564 * MIB, 1)
+    # 512 + 1.5 x 4,096 + 1 / 8 x 1,024 + (48 x 2 + 8 MiB x 50 capture sizes up to 4,096) = 7,280 MiB
+    assert len(prefill_capture_sizes(4096)) == 50 and mf.reserved_mib == 512 + 6144 + 128 + 96 + 400
+    # a small reserve on a large GPU is raised to 10 GiB: --disable-cuda-graph, chunked prefill 2,048 on H100 TP 1
+    mf = default_mem_fraction(81559 * MIB, 1, chunked_prefill_size=2048, cuda_graph_disabled=True)
+    assert mf.reserved_mib == 10240 and mf.fraction == round((81559 - 10240) / 81559, 3)
+    assert default_mem_fraction(81559 * MIB, 8, engine_version="0.5.17") is None  # not modelled before 0.5.18
+
+
+def test_check_uses_it_for_the_static_pool():
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B "
+                             "--tp 8", "--gpu", "H100", "--count", "8", "--format", "json")
+    d = json.loads(out)
+    assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.812
+    assert d["derived"]["kv_budget_utilization_source"].startswith("SGLang default")
+    pool = {x["name"]: x for x in d["derived"]["kv_budget_breakdown"]}["static pool"]
+    assert pool["bytes"] == 81559 * MIB * 0.812
+    assert d["stack"]["techniques"]["paged-kv-cache"]["gpu_memory_utilization"] == 0.812
+    # a given --mem-fraction-static is kept
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B "
+                             "--tp 8 --mem-fraction-static 0.85", "--gpu", "H100", "--count", "8", "--format", "json")
+    assert json.loads(out)["derived"]["kv_budget_gpu_memory_utilization"] == 0.85
