@@ -218,6 +218,7 @@ def test_an_option_given_twice_is_noted_with_the_value_the_engine_keeps(cli):
 
 
 def test_cli_options_are_not_matched_by_prefix(cli):
-    # tester finding 14: `optkg kv --gpu H200` was read as --gpu-compute-capability H200
-    code, out, err = cli("kv", "--model", "Qwen/Qwen3-32B", "--gpu", "H200")
-    assert code == 2 and "unrecognized arguments: --gpu H200" in err and "Traceback" not in err
+    # tester finding 14: `optkg kv --gpu H200` was read as --gpu-compute-capability H200 (kv has its own --gpu
+    # now, so a prefix of another option is the case): --kv-budget is not --kv-budget-gib
+    code, out, err = cli("kv", "--model", "Qwen/Qwen3-32B", "--kv-budget", "10")
+    assert code == 2 and "unrecognized arguments: --kv-budget 10" in err and "Traceback" not in err
