@@ -114,8 +114,12 @@ def model_is_causal(model) -> tuple[bool | None, str]:
 
 def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
                   hardware: Mapping[str, Any] | None = None, kv_budget_gib: float | None = None,
-                  gpu_memory_utilization: float | None = None, max_model_len: int | None = None) -> dict[str, Any]:
+                  gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
+                  engine_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KV layout of ``model`` under tp/pp/dcp and the GPU's KV budget (bytes) when a GPU or budget is given.
+
+    ``engine_args``: keyword arguments of ``stack_serving_budget`` (``catalog`` and the engine flags); when
+    given with a GPU, the budget is the one ``optkg check`` prints for that ``vllm serve`` stack.
 
     Budget: ``kv_budget_gib`` when given; else ``memory_gib x gpu_memory_utilization - estimated
     weights per GPU`` (kg.derive.kv.kv_budget_bytes, weight_bytes_per_gpu: what kg.analyses.check uses). Context limit (tokens of
@@ -153,10 +157,15 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         mem = hardware.get("memory_gib")
         if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem <= 0:
             raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
-        # the budget kg.analyses.check prints for the same stack (kg.derive.budget.gpu_default_budget)
+        # the budget kg.analyses.check prints for the same stack (kg.derive.budget.gpu_default_budget, or the
+        # `vllm serve` stack of the engine flags through check itself: stack_serving_budget)
         from kg.derive.budget import gpu_default_budget
         from kg.derive.kv import gpu_memory_bytes
-        sb = gpu_default_budget(model, hardware, tp, pp, gpu_memory_utilization)
+        if engine_args and engine_args.get("catalog") is not None:
+            sb = stack_serving_budget(model, hardware, tp, pp, gpu_memory_utilization=gpu_memory_utilization,
+                                      kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, **engine_args)
+        else:
+            sb = gpu_default_budget(model, hardware, tp, pp, gpu_memory_utilization)
         total, util, weights = gpu_memory_bytes(hardware), sb.gpu_memory_utilization, sb.lines[1].bytes
         ctx["budget_bytes"] = sb.kv_bytes
         ctx["budget_breakdown"] = sb.to_dict()
@@ -166,6 +175,48 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
                                 + " - ".join(f"{x.name} {x.bytes / GIB:.2f} GiB" for x in sb.lines[1:])
                                 + f" (kg.derive.budget; {sb.error_text})")
     return ctx
+
+
+def stack_serving_budget(model, hardware: Mapping[str, Any], tp: int = 1, pp: int = 1, *, catalog,
+                         gpu_memory_utilization: float | None = None, kv_cache_dtype: str = "auto",
+                         max_model_len: int | None = None, max_num_seqs: int | None = None,
+                         quantization: str | None = None, engine_version: str | None = None,
+                         speculative_config: str | None = None, kv_cache_memory_bytes: str | None = None,
+                         num_gpu_blocks_override: int | None = None):
+    """The ServingBudget (kg.derive.budget) ``optkg check`` derives for ``vllm serve MODEL -tp N -pp M`` with
+    the given flags on ``hardware``: the command goes through the vLLM flag table (kg.inputs.launch) and
+    check's stack facts (kg.analyses.check.stack_facts), so weights (``--quantization``), the draft
+    (``--speculative-config``), the sampler's requests (``--max-num-seqs``) and the release
+    (``engine_version``) are check's. Raises OptkgError for a flag value vLLM refuses, or when the
+    stack has no budget (e.g. a KV dtype optkg does not size)."""
+    import shlex
+    from kg.analyses.check import stack_facts
+    from kg.derive.budget import BudgetLine, ServingBudget
+    from kg.inputs.launch import parse_command
+    from kg.inputs.stack import check_engine_version
+    argv = ["vllm", "serve", str(model.name or "model"), "-tp", str(tp), "-pp", str(pp)]
+    for flag, v in (("--gpu-memory-utilization", gpu_memory_utilization), ("--max-num-seqs", max_num_seqs),
+                    ("--max-model-len", max_model_len), ("--quantization", quantization),
+                    ("--speculative-config", speculative_config), ("--kv-cache-memory-bytes", kv_cache_memory_bytes),
+                    ("--num-gpu-blocks-override", num_gpu_blocks_override)):
+        if v is not None:
+            argv += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    if kv_cache_dtype and kv_cache_dtype != "auto":
+        argv += ["--kv-cache-dtype", kv_cache_dtype]
+    st = parse_command(shlex.join(argv), catalog, "vllm", None, "fit", resolver=lambda _name: model)
+    st.model, st.hardware = model, dict(hardware)
+    st.gpu_count = tp * pp
+    if engine_version:
+        st.engine_version = check_engine_version(engine_version, "--engine-version")
+    _facts, ns = stack_facts(st)
+    rows = ns.get("kv_budget_breakdown")
+    if not rows:
+        raise OptkgError(f"fit: no KV budget for {' '.join(argv[2:])} on {hardware.get('id')} "
+                         f"({'; '.join(st.notes) or 'see optkg check'})")
+    lines = [BudgetLine(**r) for r in rows]
+    kv = float(ns.get("kv_budget_bytes_per_gpu", max(0.0, lines[0].bytes - sum(x.bytes for x in lines[1:]))))
+    return ServingBudget("vllm", float(ns["kv_budget_gpu_memory_utilization"]), str(ns["kv_budget_utilization_source"]),
+                         lines, kv, float(ns.get("kv_budget_error_bytes") or 0.0))
 
 
 def capacity_bytes(m: TraceMeasurement, layout, budget: float | None) -> dict[str, Any]:
@@ -673,10 +724,14 @@ def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: i
                   causal: bool | None = None, session_length: float | None = None,
                   attention_locality: str | None = None, catalog=None, ruleset: RuleSet | None = None,
                   thresholds: Mapping[str, float] | None = None, max_model_len: int | None = None,
-                  max_num_seqs: int | None = None) -> tuple[dict[str, Any], list[Firing], TraceMeasurement]:
-    """Measure ``path`` and evaluate the fit (the Python API behind ``optkg fit``)."""
+                  max_num_seqs: int | None = None,
+                  engine_args: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[Firing], TraceMeasurement]:
+    """Measure ``path`` and evaluate the fit (the Python API behind ``optkg fit``). ``engine_args``: the
+    vLLM flags of ``stack_serving_budget`` besides ``max_num_seqs`` (``quantization``, ``engine_version``,
+    ``speculative_config`` ...); with a GPU the budget is check's for that stack."""
+    eargs = {"catalog": catalog, "max_num_seqs": max_num_seqs, **(engine_args or {})} if catalog is not None else None
     ctx = model_context(model, tp, pp, dcp, kv_cache_dtype, hardware, kv_budget_gib, gpu_memory_utilization,
-                        max_model_len) if model is not None else None
+                        max_model_len, eargs) if model is not None else None
     m = measure_trace(path, trace_format, block_size)
     report, firings = evaluate_fit(workload_features(m), ctx, m, catalog=catalog, ruleset=ruleset, causal=causal,
                                    session_length=session_length, attention_locality=attention_locality,

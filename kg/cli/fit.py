@@ -1,6 +1,7 @@
 """Context fit of techniques to a request trace: measurements, the checklist, the triangle and the patterns.
 
-``optkg fit TRACE [--model M | --config C] [--gpu G | --kv-budget-gib X] [--max-model-len N] [--max-num-seqs N] [--causal yes|no]
+``optkg fit TRACE [--model M | --config C] [--gpu G | --kv-budget-gib X] [--max-model-len N] [--max-num-seqs N] [--quantization Q]
+[--speculative-config JSON] [--engine-version X.Y.Z] [--causal yes|no]
 [--session-length N] [--attention-locality local|global] [--format text|json|markdown]
 [--plot out.png [--force]] [--verbose]``. TRACE is a Mooncake JSONL trace (prefix-block hashes)
 or an Azure LLM inference CSV (token counts only). Exit codes: 0 done (or no finding at or above
@@ -47,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the engine's context limit (default: the model's max_position_embeddings)")
     p.add_argument("--max-num-seqs", type=int, metavar="N",
                    help="the scheduler's batch limit (default: vLLM's default for --gpu, see rules/fit.yaml)")
+    p.add_argument("--quantization", metavar="METHOD",
+                   help="vLLM --quantization (fp8, awq, ...): the weights of the budget, as check sizes them")
+    p.add_argument("--speculative-config", metavar="JSON",
+                   help="vLLM --speculative-config: its draft's weights come off the budget, as in check")
+    p.add_argument("--engine-version", metavar="X.Y.Z",
+                   help="the vLLM release (default: the latest known): its defaults and sampler decide the budget")
     p.add_argument("--causal", type=_yes_no, metavar="yes|no",
                    help="strict causal dependency (default: from the model's architectures, else unknown)")
     p.add_argument("--session-length", type=float, metavar="TURNS", help="average turns per session (conversation)")
@@ -134,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
             dcp=args.dcp, kv_cache_dtype=args.kv_cache_dtype, hardware=hardware, kv_budget_gib=args.kv_budget_gib,
             gpu_memory_utilization=args.gpu_memory_utilization, causal=args.causal, session_length=args.session_length,
             attention_locality=args.attention_locality, catalog=catalog, ruleset=ruleset, thresholds=thresholds,
-            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs)
+            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+            engine_args={"quantization": args.quantization, "speculative_config": args.speculative_config,
+                         "engine_version": args.engine_version})
     except PartialTraceError as e:
         if args.verbose and e.partial is not None:
             sys.stdout.write(render_partial_text(e.partial.summary))
