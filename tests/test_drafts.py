@@ -49,3 +49,14 @@ def test_unresolvable_draft_is_a_note():
     code, out, err = run_cli("check", "--vllm", cmd, "--format", "json")
     assert code in (0, 1), err
     assert any(n.startswith("draft not sized: unknown model 'nobody/no-such-draft'") for n in json.loads(out)["notes"])
+
+
+def test_a_missing_local_draft_path_is_an_input_error():
+    """Tester-4 #14: a draft given as a path that does not exist was a note ('draft not sized') and the draft
+    rules went 'not evaluable'; the engine would fail to open it, so it is a one-line error with exit 2."""
+    from conftest import run_cli
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --speculative-config "
+                             "'{\"method\": \"eagle3\", \"model\": \"/nonexistent/head\", \"num_speculative_tokens\": 3}'",
+                             "--gpu", "H100", "--count", "1")
+    assert code == 2 and err.strip() == ("optkg: error: --speculative-config: the draft model path '/nonexistent/head' "
+                                         "does not exist")

@@ -448,6 +448,13 @@ def stack_draft(stack: Stack, ns: dict[str, Any], m, tp: int, kvdt: str):
         if base is not None and not Path(x).expanduser().exists() and (base / x).exists():
             return resolve_model(str(base / x))
         return resolve_model(x)
+    if name and str(name).startswith(("/", "./", "../", "~")):
+        # a local path the engine would open: missing is the user's input error, not a draft optkg cannot size
+        from pathlib import Path
+        p = Path(str(name)).expanduser()
+        if not p.exists() and not (base is not None and (base / str(name)).exists()):
+            where = stack.origins.get("speculative_model", "speculative model")
+            raise OptkgError(f"{where}: the draft model path '{name}' does not exist")
     try:
         return draft_facts(str(method or ""), str(name) if name else None, m, tp,
                            int(ns["draft_tp_size"]) if ns.get("draft_tp_size") else None, resolver, kvdt,
