@@ -12,7 +12,8 @@ is named: vLLM ``GPTQMarlinConfig.override_quantization_method``); ``weight_is_f
 ``checkpoint_quant_family`` (method without ``_marlin``); ``weight_block_n`` / ``weight_block_k`` from the
 ``weight_block_size`` setting or the ``fp8_per_block`` shorthand (the checkpoint's come with the model facts);
 ``weight_is_fp8_block`` (FP8 with a known block shape; False when the FP8 is known to be per-tensor; absent when
-that cannot be told).
+that cannot be told); with an explicit vLLM ``--quantization``: ``quantization_known_to_release`` (the name is one the
+release accepts, kg.inputs.quantmethods), ``quantization_methods_of_release`` and ``quantization_methods_release``.
 """
 from __future__ import annotations
 
@@ -105,6 +106,17 @@ def weight_quant_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     marlin_cc = ranged_fact(stack.engine, stack.engine_version, "marlin_min_compute_capability") or 8.0
     if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= marlin_cc):
         kernel = MARLIN_UPGRADES[ckpt]
+    if stack.engine == "vllm" and not explicit:
+        out["quantization_known_to_release"] = True  # no --quantization: no name for the release to refuse
+    if explicit and stack.engine == "vllm":
+        # the names this release accepts (catalog/engines/values/vllm-quantization.yaml): vLLM's ModelConfig
+        # refuses any other ("Unknown quantization method")
+        from kg.inputs.quantmethods import methods_at
+        known = methods_at(stack.engine, stack.engine_version)
+        if known is not None:
+            out["quantization_known_to_release"] = explicit in known[0]
+            out["quantization_methods_of_release"] = ", ".join(sorted(known[0]))
+            out["quantization_methods_release"] = known[1]
     out["weight_quant"] = weight_quant
     out["weight_quant_kernel"] = kernel
     out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
