@@ -139,3 +139,14 @@ def test_a_condition_false_without_the_absent_facts_holds():
                evaluate_rules(rs, facts, {"tp_size": 8, "weight_is_fp8": fp8}, engine="vllm")}
         assert got["fp8-needs-hw"] == want, fp8
         assert got["true-without-hw"] == ("not_evaluable", ["hardware"])  # true needs the hardware to decide
+
+
+def test_sglang_without_context_length_holds_the_context_limit_rule():
+    # tester-4 #16: SGLang stacks listed max-model-len-exceeds-max-position-embeddings as 'missing max_model_len';
+    # without --context-length SGLang runs at the derived limit itself, which cannot exceed it
+    from conftest import run_cli
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B "
+                             "--tp 8", "--gpu", "H100", "--count", "8", "--format", "json")
+    d = json.loads(out)
+    assert "max-model-len-exceeds-max-position-embeddings" not in {x["rule_id"] for x in d["not_evaluable"]}
+    assert d["derived"]["max_model_len_effective"] == d["derived"]["max_model_len_limit"] == 40960
