@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 from packaging.version import Version
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 REL = "vllm/model_executor/layers/quantization/__init__.py"
 
 
@@ -50,20 +52,9 @@ def scan(dl: Path) -> dict:
             found = names_in(f)
             if found:
                 releases[d.name[len("vllm-"):]] = found
+    from engine_options import _ranges  # the same since / until / absent_in / evidence walk as the options table
     order = sorted(releases, key=Version)
-    methods: dict[str, dict] = {}
-    for name in sorted({n for r in releases.values() for n in r}):
-        present = [r for r in order if name in releases[r]]
-        last = present[-1]
-        entry: dict = {"since": present[0]}
-        after = [r for r in order if Version(r) > Version(last)]
-        if after:
-            entry["until"] = after[0]
-        gaps = [r for r in order if Version(present[0]) < Version(r) < Version(last) and r not in present]
-        if gaps:
-            entry["absent_in"] = gaps
-        entry["evidence"] = {"package": "vllm", "release": last, "path": REL, "line": releases[last][name]}
-        methods[name] = entry
+    methods = _ranges({r: {n: (REL, line) for n, line in found.items()} for r, found in releases.items()}, "vllm")
     return {"engine": "vllm", "value_of": "--quantization", "scanned": order, "methods": methods}
 
 

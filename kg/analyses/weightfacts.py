@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kg.core.relcmp import older_than
 from kg.inputs.stack import Stack
 
 # vLLM >= 0.20.0 also takes the online shorthands fp8_per_tensor / fp8_per_block (fp8_per_channel from 0.24.0):
@@ -26,17 +27,6 @@ from kg.inputs.stack import Stack
 FP8_WEIGHT_METHODS = ("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8",
                       "fp8_per_tensor", "fp8_per_block", "fp8_per_channel")
 MARLIN_UPGRADES = {"gptq": "gptq_marlin", "awq": "awq_marlin"}
-
-
-def _at_least(version: str | None, floor: str) -> bool:
-    """``version >= floor``; an absent or unparsable version counts as the latest release (True)."""
-    from packaging.version import InvalidVersion, Version
-    if not version:
-        return True
-    try:
-        return Version(version) >= Version(floor)
-    except InvalidVersion:
-        return True
 
 
 def _parse_block(value: Any) -> list[int] | None:
@@ -83,7 +73,7 @@ def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     loaded = out["dtype_effective"]
     cc_dt = compute_capability(stack.hardware)
     if (not out["dtype_explicit"] and loaded == "bfloat16" and cc_dt is not None and cc_dt < 8.0
-            and stack.engine == "vllm" and _at_least(stack.engine_version, "0.9.0")):
+            and stack.engine == "vllm" and not older_than(stack.engine_version, "0.9.0")):
         loaded = "float16"
     out["dtype_loaded"] = loaded
     return out

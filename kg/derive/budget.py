@@ -168,13 +168,8 @@ class ServingBudget:
 
 def _before(engine_version: str | None, release: str) -> bool:
     """Whether a vLLM ``engine_version`` is older than ``release`` (None or unreadable: the latest, not older)."""
-    if not engine_version:
-        return False
-    from packaging.version import InvalidVersion, Version
-    try:
-        return Version(engine_version) < Version(release)
-    except InvalidVersion:
-        return False
+    from kg.core.relcmp import older_than
+    return older_than(engine_version, release)
 
 
 def sampler_bytes_per_logit(model: ModelFacts, engine_version: str | None = None) -> float:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kg.core.relcmp import older_than
+
 MIB = 2**20
 SINCE = "0.5.18"
 
@@ -48,23 +50,13 @@ class MemFraction:
                 f"reserved = {parts} MiB")
 
 
-def _older(version: str | None, than: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-    if not version:
-        return False
-    try:
-        return Version(version) < Version(than)
-    except InvalidVersion:
-        return False
-
-
 def gpu_defaults(gpu_mem_mib: float, tp_size: int, engine_version: str | None = None) -> tuple[int, int]:
     """(chunked_prefill_size, decode max_bs) SGLang picks for a GPU of ``gpu_mem_mib`` MiB (module doc)."""
     small_tp = tp_size < 4
     if gpu_mem_mib < 20 * 1024:
         return 2048, 8
     if gpu_mem_mib < 35 * 1024:
-        if _older(engine_version, "0.5.20"):
+        if older_than(engine_version, "0.5.20"):
             return 2048, 24 if small_tp else 80
         return 4096, 48 if small_tp else 160
     if gpu_mem_mib < 60 * 1024:
@@ -87,7 +79,7 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
                          deepep: bool = False, engine_version: str | None = None) -> MemFraction | None:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
     releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention."""
-    if _older(engine_version, SINCE):
+    if older_than(engine_version, SINCE):
         return None
     gpu_mib = gpu_mem_bytes / MIB
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)

@@ -8,22 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.inputs.launch.argv import present_at, release_for
+from kg.inputs.launch.argv import generated_table, present_at, release_for
 
 _TABLES: dict[str, tuple[int, dict[str, Any]]] = {}
 
 
 def _table(engine: str) -> dict[str, Any] | None:
-    from kg.core import paths
-    from kg.core.yamlio import load_yaml
-    f = paths.catalog_dir() / "engines" / "values" / f"{engine}-quantization.yaml"
-    if not f.is_file():
-        return None
-    stamp = f.stat().st_mtime_ns
-    if _TABLES.get(engine, (None,))[0] != stamp:
-        from kg.core import cache
-        _TABLES[engine] = (stamp, cache.built_from(f"quantization-values-{engine}", [f], lambda: load_yaml(f).data))
-    return _TABLES[engine][1]
+    return generated_table("values", f"{engine}-quantization.yaml", f"quantization-values-{engine}", _TABLES)
 
 
 def methods_at(engine: str | None, version: str | None) -> tuple[set[str], str] | None:
