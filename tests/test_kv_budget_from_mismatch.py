@@ -83,3 +83,19 @@ def test_sglang_server_args_name_the_model_and_tp(tmp_path):
         p.write_text(line + "\nKV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB\n")
         log = read_startup_log(p)
         assert (log.model.text, log.get("tp_size")) == ("Qwen/Qwen3-235B-A22B-FP8", 4)
+
+
+def test_a_v0_log_without_a_release_says_how_to_size_it_as_v0():
+    # tester-4 #16: the 10517 V0 log (1,478 blocks) on a stack without --engine-version was sized as V1 (23,657
+    # tokens) with no word why; the note names the logged blocks and the flag
+    from conftest import REPO, run_cli
+    log = REPO / "tests" / "fixtures" / "logs" / "vllm-10517-llama31-8b-rtx3090-29k.log"
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 29000",
+                             "--gpu", "RTX-3090", "--count", "1", "--kv-budget-from", str(log))
+    assert "the log is from vLLM's V0 engine (1,478 GPU blocks" in out and "--engine-version 0.6.4" in out
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 29000",
+                             "--gpu", "RTX-3090", "--count", "1", "--kv-budget-from", str(log), "--engine-version", "0.6.4",
+                             "--format", "json")
+    import json
+    d = json.loads(out)
+    assert d["derived"]["kv_tokens_per_gpu"] == 23_648  # 1,478 blocks x 16 tokens, as the log says

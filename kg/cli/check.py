@@ -91,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
             blocks = log.values.get("num_gpu_blocks")
             if log.generation == "v0" and blocks is not None:  # V0 logs whole blocks (kg.analyses.v0_capacity)
                 set_setting(stack, "kv_num_blocks", int(blocks.value), "--kv-budget-from")
+                if stack.engine_version_assumed or not stack.engine_version:
+                    stack.notes.append(f"the log is from vLLM's V0 engine ({int(blocks.value):,} GPU blocks, "
+                                       f"{log.path}:{blocks.line}) but no --engine-version was given, so the stack is "
+                                       "sized as the newest (V1) release; pass the log's release (e.g. "
+                                       "--engine-version 0.6.4) to size it as V0 does")
             stack.notes.append(f"KV budget per GPU from {where}")
             tokens = log.values.get("kv_cache_tokens")
             if tokens is not None:  # the engine's own count, beside optkg's from the logged memory (the table)
