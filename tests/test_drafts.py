@@ -60,3 +60,13 @@ def test_a_missing_local_draft_path_is_an_input_error():
                              "--gpu", "H100", "--count", "1")
     assert code == 2 and err.strip() == ("optkg: error: --speculative-config: the draft model path '/nonexistent/head' "
                                          "does not exist")
+
+
+def test_the_table_shows_the_drafts_bytes_per_token():
+    """Tester-4 #16: the table said 131,072 B/token while the token count used 135,168 (target + the EAGLE3
+    head's one layer: 8 KV heads x 128 x 2 (K, V) x 2 B = 4,096)."""
+    from conftest import run_cli
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --speculative-config "
+                             f"'{{\"method\": \"eagle3\", \"model\": \"{EAGLE3}\", \"num_speculative_tokens\": 3}}'",
+                             "--gpu", "H100", "--count", "1")
+    assert "  + the draft's bytes/token per GPU          4,096" in out

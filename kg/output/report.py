@@ -61,6 +61,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
         out.append("KV cache")
         rows = [("bytes/token, whole model", "kv_bytes_per_token_model"),
                 ("bytes/token per GPU", "kv_bytes_per_token_per_gpu"),
+                ("+ the draft's bytes/token per GPU", "draft_kv_bytes_per_token_per_gpu"),
                 ("bytes/token per GPU without replication", "kv_bytes_per_token_per_gpu_unreplicated"),
                 ("KV-head replication (after DCP)" if "valid_dcp_sizes" in dv else "KV-head replication", "kv_replication"),
                 ("cross-attn bytes/encoder token per GPU", "kv_cross_bytes_per_encoder_token_per_gpu"),
