@@ -117,7 +117,7 @@ def test_every_default_cites_the_released_source():
             assert ev["snippet"] in x["lines"][ev["line"] - x["first_line"]], (e["setting"], ev)
             checked += 1
     # 34 + the 0.33.0 lines of the five open-ended defaults (vllm_use_v1, max_num_seqs 256, max_num_batched_tokens x3)
-    assert checked == 46  # 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults
+    assert checked == 48  # 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults + the V2-runner async entry (2)
 
 
 def test_excerpts_are_the_released_text():

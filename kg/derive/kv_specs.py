@@ -32,7 +32,8 @@ Blocks one request of ``max_model_len`` reserves (``max_memory_usage_bytes``):
 - Mamba / GDN: 2 pages with prefix caching (``mamba_cache_mode == "align"``, on by default for
   hybrids) else 1, plus one per speculative token (``:1135-1141``).
 ``max_in_flight_tokens = batches_in_flight x max_num_batched_tokens``; async scheduling (default on)
-keeps 2 batches in flight at PP 1, PP batches otherwise (``config/vllm.py:588-609``).
+keeps PP + 1 batches in flight on the V2 model runner (the default from 0.29.0, per model before:
+kg.inputs.vllm_runner), on V1 2 at PP 1 and PP batches otherwise (``config/vllm.py:588-599``).
 
 Grouping (``v1/core/kv_cache_planning.py:1113-1200``, ``:416-556``): identical specs form one group
 of all layers; MLA plus indexer form one group whose page is the sum of both pages; otherwise the
@@ -126,12 +127,17 @@ def _at_least(engine_version: str | None, release: str) -> bool:
 IN_FLIGHT_SINCE = "0.26.0"
 
 
-def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True, engine_version: str | None = None) -> int:
+def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True, engine_version: str | None = None,
+                      v2_runner: bool = False) -> int:
     """Batches whose tokens a sliding-window / chunked layer reserves: ``VllmConfig.max_concurrent_batches``
-    (vLLM 0.33.0 ``config/vllm.py:588-599``, V1 model runner) from 0.26.0; 1 before (the specs read
-    ``max_num_batched_tokens`` itself, vllm 0.25.0 ``v1/kv_cache_interface.py:495, 561``)."""
+    (vLLM 0.33.0 ``config/vllm.py:588-599``) from 0.26.0: with async scheduling ``pp_size + 1`` on the V2 model
+    runner (kg.inputs.vllm_runner says which runner a release picks), 2 at PP 1 on V1, else ``pp_size`` (V1 turns
+    async scheduling off under PP, ``:1651-1666``); 1 before 0.26.0 (the specs read ``max_num_batched_tokens``
+    itself, vllm 0.25.0 ``v1/kv_cache_interface.py:495, 561``)."""
     if not _at_least(engine_version, IN_FLIGHT_SINCE):
         return 1
+    if async_scheduling and v2_runner:
+        return pp_size + 1
     if async_scheduling and pp_size <= 1:
         return 2
     return pp_size
@@ -312,6 +318,8 @@ class KVPlan:
     refused: str | None = None       # why vLLM refuses to start with this configuration
     dcp_size: int = 1
     engine_version: str | None = None  # the vLLM release planned for (None: the latest optkg knows)
+    model_runner: str = "V1"         # the GPU model runner vLLM picks (V1 / V2; kg.inputs.vllm_runner)
+    model_runner_reason: str = ""
 
     def window_bounded(self) -> bool:
         """Whether the groups, not the per-token layout, decide the longest request: chunked-local or sliding-window
@@ -425,14 +433,17 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   gpu_compute_capability: float | None = None, extra_full_layers: int = 0,
                   mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None,
                   engine_version: str | None = None, chunked_hybrid_env: bool | None = None,
-                  speculative_method: str | None = None, kv_connector: str | None = None) -> KVPlan:
+                  speculative_method: str | None = None, kv_connector: str | None = None,
+                  model_runner_v2: bool | None = None) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
 
     ``hybrid_allocator``: False for ``--disable-hybrid-kv-cache-manager``, True for
     ``--no-disable-hybrid-kv-cache-manager``, None to let vLLM decide; the decision (``hybrid_manager``) also
     reads ``engine_version`` (the vLLM release, None: the latest optkg knows), ``chunked_hybrid_env``
     (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` as given, None: the release default) and
-    ``speculative_method`` and ``kv_connector``. ``engine_version`` also sets the batches in flight (``batches_in_flight``).
+    ``speculative_method`` and ``kv_connector``. ``engine_version`` also sets the batches in flight (``batches_in_flight``),
+    with the model runner the release picks for the model (``model_runner_v2`` None; True / False:
+    ``VLLM_USE_V2_MODEL_RUNNER`` given; kg.inputs.vllm_runner).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
     SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
@@ -455,7 +466,9 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         raise OptkgError(f"{model.name}: no max_model_len given and the config has no length key")
     mnbt = max_num_batched_tokens or (encoder_decoder_batched_tokens(MNBT_H100, int(mml), 1024)
                                       if model.is_encoder_decoder else MNBT_H100)
-    nb = batches_in_flight(pp_size, async_scheduling, engine_version)
+    from kg.inputs.vllm_runner import model_uses_v2_runner
+    v2, runner_why = model_uses_v2_runner(model, engine_version, speculative_method, pp_size, model_runner_v2)
+    nb = batches_in_flight(pp_size, async_scheduling, engine_version, bool(v2))
     in_flight = nb * mnbt
     notes: list[str] = []
     kvdt = (kv_cache_dtype or "auto").lower()
@@ -594,4 +607,4 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     return KVPlan(block, int(mml), mnbt, nb, in_flight, bool(hybrid_allocator), kvdt, specs, group_size,
                   bytes_per_block, total_bpr, notes, decision.reason if model.attention_chunk_size or (
                       not decision.on and model.sliding_window) else "",
-                  decision.refused, dcp_size, engine_version)
+                  decision.refused, dcp_size, engine_version, "V2" if v2 else "V1", runner_why)

@@ -145,6 +145,12 @@ def _facts(stack: Any) -> dict[str, Any]:
     mml = ns.get("max_model_len") or (m.derived_max_model_len if m is not None and stack.engine == "vllm" else None)
     if mml:
         ns["max_model_len_effective"] = int(mml)
+    if stack.engine == "vllm":  # the GPU model runner the release picks (kg.inputs.vllm_runner)
+        from kg.inputs.vllm_runner import model_uses_v2_runner
+        v2, _ = model_uses_v2_runner(m, stack.engine_version, ns.get("speculative_method"),
+                                     int(ns.get("pp_size") or 1))
+        if v2 is not None:
+            ns["vllm_model_runner_v2"] = v2
     return ns
 
 
