@@ -236,6 +236,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             budget = float(ns["kv_budget_gib"]) * GIB
             derived["kv_budget_source"] = "given (kv_budget_gib)"
             derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
+        elif ns.get("kv_cache_memory_bytes") is not None and engine == "vllm":
+            # vLLM reserves exactly this for the KV cache and skips the memory profile and gpu_memory_utilization
+            # (0.33.0 v1/worker/gpu_worker.py:656-675): no estimate, no error bar
+            budget = float(ns["kv_cache_memory_bytes"])
+            derived["kv_budget_source"] = "given (--kv-cache-memory-bytes)"
         elif mem is not None:
             sb = stack_budget(stack, ns, m, mem, util, util_source, derived["weight_bytes_per_gpu_estimate"], tp,
                               derived.get("draft_weight_bytes_per_gpu_estimate", 0))
@@ -250,6 +255,13 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                              (draft.layers if draft is not None else 0))
             if plan is not None:
                 block = plan.block_size
+                if ns.get("num_gpu_blocks_override") is not None and engine == "vllm":
+                    # the block count replaces the one the budget gives (0.33.0 v1/core/kv_cache_planning.py:240-247,
+                    # 681-682): the KV memory is that many blocks of the plan
+                    n = int(ns["num_gpu_blocks_override"])
+                    budget = float(n * plan.bytes_per_block)
+                    derived["kv_budget_source"] = (f"given (--num-gpu-blocks-override {n:,} blocks x "
+                                                   f"{plan.bytes_per_block:,} B per block)")
                 derived["kv_blocks_per_request"] = plan.blocks_per_request
                 derived["kv_bytes_per_block"] = plan.bytes_per_block
                 derived["kv_groups"] = "; ".join(f"{s.kind} x{s.layers} ({s.groups} group(s), {s.blocks_per_request} "

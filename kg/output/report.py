@@ -98,7 +98,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                         out.append(f"    {sign + line['name']:<40} {line['bytes'] / 2**30:,.2f} GiB  {line['basis']}"
                                    f" [{line['source']}]")
                 else:
-                    out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB")
+                    src = str(dv.get("kv_budget_source") or "")
+                    how = src[len("given "):] if src.startswith("given (") else ""  # (--kv-cache-memory-bytes)
+                    out.append(f"  {'KV budget per GPU (given)':<42} {gib:,.2f} GiB" + (f"  {how}" if how else ""))
             elif key in ("kv_layer_groups", "kv_blocks_per_request") and not hybrid_groups:
                 continue  # one kind of layer: the groups say nothing the rows above do not
             elif key in dv:

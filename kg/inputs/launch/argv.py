@@ -114,6 +114,41 @@ def release_for(data: dict[str, Any], version: str | None) -> tuple[str, bool]:
     return (below[-1] if below else scanned[0]), False
 
 
+HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def human_readable_int(raw: str, rule: dict[str, Any], release: str | None, flag: str, st: Stack,
+                       setting: str | None) -> str | int | None:
+    """vLLM's ``human_readable_int`` (0.33.0 utils/argparse_utils.py:30-94) for a flag whose table entry has
+    ``human_readable: {since, t_since?, auto_since?}``, from ``since`` on (before it the word goes to the integer
+    check, as vLLM's ``int`` refused it): ``k/m/g/t`` are decimal (``25.6k`` = 25,600), ``K/M/G/T`` binary
+    (``32K`` = 32,768; no decimals); ``t``/``T`` from ``t_since``. From ``auto_since``, ``auto`` and ``-1``
+    mean "fit to memory" (human_readable_int_or_auto): returns None, sets ``<setting>_auto`` and notes it.
+    ``release`` None: the newest. Raises OptkgError naming the flag for a decimal with a binary suffix."""
+    from packaging.version import Version
+
+    def holds(key: str) -> bool:
+        return bool(rule.get(key)) and (release is None or Version(release) >= Version(str(rule[key])))
+    word = raw.strip()
+    if holds("auto_since") and (word == "-1" or word.lower() == "auto"):
+        if setting:
+            st.settings[f"{setting}_auto"] = True
+            st.origins[f"{setting}_auto"] = f"{flag} {word}"
+        st.notes.append(f"{flag} {word}: vLLM sets it to the longest context that fits in the KV memory "
+                        f"(human_readable_int_or_auto, from vllm {rule['auto_since']})")
+        return None
+    m = HUMAN_INT.fullmatch(word)
+    if not m or not holds("since") or (m.group(2) in "tT" and not holds("t_since")):
+        return raw
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** {"k": 3, "m": 6, "g": 9, "t": 12}[suffix])
+    if "." in number:
+        raise OptkgError(f"{flag}: decimals are not allowed with the binary suffix {suffix} (vLLM refuses "
+                         f"{word!r}); did you mean {number}{suffix.lower()}?")
+    return int(number) * 2 ** {"K": 10, "M": 20, "G": 30, "T": 40}[suffix]
+
+
 def present_at(entry: dict[str, Any], release: str) -> bool:
     """Whether an option/env entry (since, until, absent_in) holds at ``release``."""
     from packaging.version import Version
@@ -302,7 +337,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 hi = spec.get("maximum")
                 if spec.get("set") in PARALLEL_DEFAULTS:
                     hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
-                value = _coerce(raw, typ, flag, spec.get("minimum"), hi)
+                if spec.get("human_readable") and isinstance(raw, str):
+                    raw = human_readable_int(raw, spec["human_readable"], release, flag, st, spec.get("set"))
+                value = raw if raw is None else _coerce(raw, typ, flag, spec.get("minimum"), hi)
+                if value is None:  # 'auto' / -1: the engine fits it (see human_readable_int); i is past the value
+                    continue
             if spec.get("value_map"):
                 vm = {str(k).lower(): v for k, v in spec["value_map"].items()}
                 if str(value).lower() not in vm:
