@@ -237,8 +237,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived["kv_budget_source"] = "given (kv_budget_gib)"
             derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
         elif ns.get("kv_cache_memory_bytes") is not None and engine == "vllm":
-            # vLLM reserves exactly this for the KV cache and skips the memory profile and gpu_memory_utilization
-            # (0.33.0 v1/worker/gpu_worker.py:656-675): no estimate, no error bar
+            # vLLM reserves exactly this, skipping the profile and gpu_memory_utilization (0.33.0 gpu_worker.py:656-675)
             budget = float(ns["kv_cache_memory_bytes"])
             derived["kv_budget_source"] = "given (--kv-cache-memory-bytes)"
         elif mem is not None:
@@ -256,8 +255,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             if plan is not None:
                 block = plan.block_size
                 if ns.get("num_gpu_blocks_override") is not None and engine == "vllm":
-                    # the block count replaces the one the budget gives (0.33.0 v1/core/kv_cache_planning.py:240-247,
-                    # 681-682): the KV memory is that many blocks of the plan
+                    # the block count replaces the budget's (0.33.0 v1/core/kv_cache_planning.py:240-247, 681-682)
                     n = int(ns["num_gpu_blocks_override"])
                     budget = float(n * plan.bytes_per_block)
                     derived["kv_budget_source"] = (f"given (--num-gpu-blocks-override {n:,} blocks x "
