@@ -88,7 +88,8 @@ class ModelFacts:
     vocab_size: int | None = None
     expert_intermediate_size: int | None = None   # FFN size of one routed expert (see module doc)
     dense_intermediate_size: int | None = None    # FFN size of the dense (non-MoE) layers
-    tie_word_embeddings: bool = False             # lm_head shares the embedding matrix (only when the config says true)
+    tie_word_embeddings: bool = False             # lm_head shares the embedding matrix (config key, else transformers' default)
+    tie_word_embeddings_source: str = ""          # where the tie came from: "config.json", a transformers default, vLLM
     q_lora_rank: int | None = None                # MLA query low-rank size (None: full q projection)
     qk_nope_head_dim: int | None = None           # MLA per-head non-RoPE query/key size
     quant_modules_not_converted: list[str] = field(default_factory=list)  # quantization_config.modules_to_not_convert
@@ -319,7 +320,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,
-        tie_word_embeddings=c.get("tie_word_embeddings", top.get("tie_word_embeddings")) is True,
+        **_tie_word_embeddings(c, top, model_type),
         q_lora_rank=_int(c, "q_lora_rank", name) if is_mla else None,
         qk_nope_head_dim=_int(c, "qk_nope_head_dim", name) if is_mla else None,
         quant_modules_not_converted=[str(x) for x in qc.get("modules_to_not_convert") or []
@@ -330,6 +331,41 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         mm_tokens_per_image=_opt_int(top, "mm_tokens_per_image", name) if isinstance(top.get("vision_config"), dict) else None,
         source=name, warnings=warnings, **(encdec["facts"] if encdec else {}),
     )
+
+
+# vLLM model classes that compute the logits from embed_tokens whatever the config says (vLLM 0.33.0).
+VLLM_ALWAYS_TIED = {"gemma2": "vllm 0.33.0 model_executor/models/gemma2.py:368 (logits from embed_tokens)"}
+
+
+def tie_word_embeddings_defaults() -> dict[str, tuple[bool, str]]:
+    """transformers' class default of ``tie_word_embeddings`` per config ``model_type``:
+    ``{model_type: (tied, "transformers 5.24.0 path:line")}`` (catalog/models/defaults/tie_word_embeddings.yaml)."""
+    global _TIE_DEFAULTS
+    if _TIE_DEFAULTS is None:
+        from kg.core.yamlio import load_yaml
+        data = load_yaml(bundled_models_dir() / "defaults" / "tie_word_embeddings.yaml").data
+        rel = str(data.get("release") or "transformers")
+        _TIE_DEFAULTS = {str(k): (tied, f"{rel} {v}") for tied, key in ((True, "tied"), (False, "untied"))
+                         for k, v in (data.get(key) or {}).items()}
+    return _TIE_DEFAULTS
+
+
+_TIE_DEFAULTS: dict[str, tuple[bool, str]] | None = None
+
+
+def _tie_word_embeddings(c: dict[str, Any], top: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """``tie_word_embeddings`` and its source. The config's key when present (text config, then top level); else the
+    default of the transformers config class for that ``model_type`` (vLLM reads the attribute of the transformers
+    config object, so a missing key takes the class default: True for gemma2, configuration_gemma2.py:82, and
+    gemma3_text, configuration_gemma3.py:88, in transformers 5.24.0); an unknown model type stays untied.
+    vLLM's Gemma-2 ties whatever the config says (VLLM_ALWAYS_TIED)."""
+    if model_type in VLLM_ALWAYS_TIED:
+        return {"tie_word_embeddings": True, "tie_word_embeddings_source": VLLM_ALWAYS_TIED[model_type]}
+    value = c.get("tie_word_embeddings", top.get("tie_word_embeddings"))
+    if isinstance(value, bool):
+        return {"tie_word_embeddings": value, "tie_word_embeddings_source": "config.json"}
+    tied, src = tie_word_embeddings_defaults().get(model_type, (False, ""))
+    return {"tie_word_embeddings": tied, "tie_word_embeddings_source": f"{src} (default; not in config.json)" if src else ""}
 
 
 def _encoder_decoder_view(c: dict[str, Any], name: str) -> dict[str, Any] | None:
