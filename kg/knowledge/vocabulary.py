@@ -157,7 +157,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "sliding_window", "num_sliding_layers", "num_full_layers", "intermediate_size", "moe_intermediate_size",
     "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "quant_method", "weight_block_size",
     "quant_group_size", "quant_bits", "checkpoint_kv_scales", "num_moe_layers", "max_position_embeddings",
-    "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "q_lora_rank",
+    "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",
     "attention_chunk_size", "index_head_dim", "num_nextn_predict_layers", "layer_kinds", "linear_attention",
