@@ -70,3 +70,63 @@ def test_tie_default_table_and_explicit_key():
     # lm_head is not counted when tied: 2 x vocab x hidden less than the untied weights
     untied = parse_config(dict(base, model_type="gemma", tie_word_embeddings=False), "x")
     assert estimate_weight_bytes(untied) - estimate_weight_bytes(m) == 100 * 64 * 2
+
+
+# #1 ModelOpt kv_cache_quant_algo FP8: vLLM resolves --kv-cache-dtype auto to fp8_e4m3 (kg.derive.kv_dtype; 0.33.0
+# engine/arg_utils.py:2297, utils/torch_utils.py:443-516, :78-81; first in 0.14.0, nvfp4 mapped from 0.20.0).
+# Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 65,536 B/token (131,072 at BF16).
+MODELOPT_FP8 = str(REPO / "tests/fixtures/quant_configs/llama31-8b-modelopt-fp8")
+MODELOPT_NVFP4 = str(REPO / "tests/fixtures/quant_configs/llama31-8b-modelopt-nvfp4")
+
+
+def _check_json(args: list[str]) -> dict:
+    code, out, err = run_cli("check", *args, "--format", "json")
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("path", [MODELOPT_FP8, MODELOPT_NVFP4])
+def test_modelopt_fp8_kv_auto_is_fp8_on_vllm_033(path):
+    d = _check_json(["--vllm", f"vllm serve {path}", "--gpu", "H100", "--count", "1"])["derived"]
+    assert d["kv_bytes_per_token_model"] == 65_536 and d["kv_cache_dtype"] == "fp8_e4m3"
+    assert d["kv_cache_dtype_checkpoint"] == "kv_cache_quant_algo FP8" and ">=0.14.0" in d["kv_cache_dtype_source"]
+    code, out, _ = run_cli("check", "--vllm", f"vllm serve {MODELOPT_FP8} --kv-cache-dtype auto", "--gpu", "H100",
+                           "--count", "1")
+    assert "KV-cache dtype                             fp8_e4m3 (auto: checkpoint kv_cache_quant_algo FP8;" in out
+
+
+def test_modelopt_fp8_kv_auto_by_release_and_explicit_dtype():
+    base = ["--vllm", f"vllm serve {MODELOPT_FP8}", "--gpu", "H100", "--count", "1"]
+    assert _check_json(base + ["--engine-version", "0.13.0"])["derived"]["kv_bytes_per_token_model"] == 131_072
+    assert _check_json(base + ["--engine-version", "0.14.0"])["derived"]["kv_bytes_per_token_model"] == 65_536
+    # a dtype the user names is kept (vLLM resolves only 'auto')
+    d = _check_json(["--vllm", f"vllm serve {MODELOPT_FP8} --kv-cache-dtype bfloat16", "--gpu", "H100", "--count", "1"])
+    assert d["derived"]["kv_bytes_per_token_model"] == 131_072 and "kv_cache_dtype_checkpoint" not in d["derived"]
+
+
+def test_modelopt_kv_resolution_table():
+    from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
+    m = resolve_model(MODELOPT_FP8)
+    assert vllm_auto_kv_cache_dtype(m, "vllm", "0.33.0", "auto")["dtype"] == "fp8_e4m3"
+    assert vllm_auto_kv_cache_dtype(m, "sglang", "0.5.23", "auto") is None
+    assert vllm_auto_kv_cache_dtype(m, "vllm", "0.13.0", None) is None
+    nv = parse_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                       "quantization_config": {"quant_method": "modelopt_fp4", "kv_cache_quant_algo": "NVFP4"}}, "x")
+    assert vllm_auto_kv_cache_dtype(nv, "vllm", "0.19.0", "auto") is None  # nvfp4 joins the map in 0.20.0
+    assert vllm_auto_kv_cache_dtype(nv, "vllm", "0.20.0", "auto")["dtype"] == "nvfp4"
+    # compressed-tensors kv_cache_scheme: fp8 from 0.22.0, at attention-layer build (attention.py:287-291 at 0.33.0)
+    ct = parse_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                       "quantization_config": {"quant_method": "compressed-tensors",
+                                               "kv_cache_scheme": {"num_bits": 8, "type": "float", "dynamic": False}}}, "x")
+    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.33.0", "auto")["dtype"] == "fp8"
+    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.21.0", "auto") is None
+    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.33.0", "fp8_e5m2") is None
+
+
+def test_kv_command_follows_the_checkpoint():
+    code, out, err = run_cli("kv", "--config", MODELOPT_FP8 + "/config.json", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["layout"]["bytes_per_token_model"] == 65_536 and d["kv_cache_dtype_from_checkpoint"]["dtype"] == "fp8_e4m3"
+    code, out, err = run_cli("kv", "--config", MODELOPT_FP8 + "/config.json", "--engine-version", "0.13.0", "--format", "json")
+    assert json.loads(out)["layout"]["bytes_per_token_model"] == 131_072

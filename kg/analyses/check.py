@@ -23,6 +23,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
 from kg.core.errors import OptkgError
+from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
 from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, engine_dcp_sizes, engine_has_dcp, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
@@ -149,6 +150,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if "dp-attention" in stack.techniques and dp_attn > 1 and tp % dp_attn == 0:
             tp_kv = tp // dp_attn
             derived["attention_tp_size"] = tp_kv
+        auto_kv = vllm_auto_kv_cache_dtype(m, stack.engine, stack.engine_version, ns.get("kv_cache_dtype"))
+        if auto_kv:  # vLLM stores the checkpoint's KV format for 'auto' (kg.derive.kv_dtype)
+            ns["kv_cache_dtype"] = auto_kv["dtype"]
+            derived["kv_cache_dtype_checkpoint"] = auto_kv["checkpoint"]
+            derived["kv_cache_dtype_source"] = auto_kv["source"]
         kvdt = str(ns.get("kv_cache_dtype") or "auto")
         sized = True
         try:

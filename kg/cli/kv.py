@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import load_config_file, resolve_model
     from kg.output.report import to_json
+    from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
 
     for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size),
                     ("--max-num-batched-tokens", args.max_num_batched_tokens)):
@@ -96,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
+    auto_kv = vllm_auto_kv_cache_dtype(model, args.engine or "vllm", _engine_version(args.engine_version),
+                                       args.kv_cache_dtype)
+    if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.derive.kv_dtype)
+        args.kv_cache_dtype = auto_kv["dtype"]
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
                                args.max_model_len, args.block_size, args.max_num_batched_tokens,
                                args.mamba_ssm_cache_dtype, args.gpu_compute_capability,
@@ -106,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
                                                  args.mamba_ssm_cache_dtype, args.max_model_len)
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
+    if auto_kv:
+        out["kv_cache_dtype_from_checkpoint"] = auto_kv
     if hardware is not None:
         out["gpu"] = {"id": hardware["id"], "count": args.count}
     if budget is not None:
@@ -130,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
         else f"{L.kv_element_bytes:g} bytes/element"
     print(f"  tp_size {L.tp_size}  pp_size {L.pp_size}  dcp_size {L.dcp_size}  kv_cache_dtype {L.kv_cache_dtype}"
-          f" ({per_layer})")
+          f" ({per_layer})" + (f", auto from checkpoint {auto_kv['checkpoint']} ({auto_kv['source']})" if auto_kv else ""))
     print(f"  KV bytes/token, whole model          {L.bytes_per_token_model:,.0f}")
     if model.is_mla:
         print(f"  {'latent copies (one per TP rank)':<37}{L.tp_size}")

@@ -86,6 +86,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                  "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency")]
         hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
+        if dv.get("kv_cache_dtype_checkpoint"):  # vLLM's 'auto' follows the checkpoint's KV format (kg.derive.kv_dtype)
+            out.append(one_line(f"  {'KV-cache dtype':<42} {dv.get('kv_cache_dtype')} (auto: checkpoint"
+                                f" {dv['kv_cache_dtype_checkpoint']}; {dv.get('kv_cache_dtype_source')})"))
         for label, key in rows:
             if key == "kv_budget_bytes_per_gpu" and key in dv:
                 # the budget is an estimate unless the user gave it: say so, in GiB, not to the byte
