@@ -1,18 +1,16 @@
 """``optkg check``: a stack -> facts -> rule engine -> findings.
 
-``stack_facts`` turns a Stack into (engine facts, flat namespace). The namespace holds every
-model field, hardware fact, setting and technique parameter, plus the KV derivations of kg.derive.kv
-(``kv_replication``, ``kv_bytes_per_token_per_gpu``, ``valid_dcp_sizes``, capacity and
-concurrency when the hardware or a KV budget is known), the capacity facts the startup rules of
-rules/capacity.yaml read (``gpu_memory_bytes`` from the hardware's ``memory_visible_mib`` else
-``memory_gib``; ``weight_bytes_per_gpu_estimate`` / ``weights_exceed_gpu_memory``;
-``max_model_len_limit`` = the engine's context limit, ``max_model_len_effective`` = the given
-max_model_len else that limit; ``kv_request_bytes_at_max_model_len``, ``max_model_len_that_fits``;
-``gpus_required``), and the engine facts of ``engine_facts``
-(effective settings, weight quantisation and kernel, per-rank sharded sizes, draft TP, FlashAttention
-version, engine generation). ``check_stack`` runs the ``check``
-ruleset and returns a Report of Findings, each tracing back to its rule, the catalog entries
-involved, their coordinates, the dimension the cost lands in, its numbers, fixes and sources.
+``stack_facts`` turns a Stack into (engine facts, flat namespace). The namespace holds every model field, hardware
+fact, setting and technique parameter, plus the KV derivations of kg.derive.kv (``kv_replication``,
+``kv_bytes_per_token_per_gpu``, ``valid_dcp_sizes``, capacity and concurrency when the hardware or a KV budget is
+known), the capacity facts the startup rules of rules/capacity.yaml read (``gpu_memory_bytes`` from the hardware's
+``memory_visible_mib`` else ``memory_gib``; ``weight_bytes_per_gpu_estimate`` / ``weights_exceed_gpu_memory``;
+``max_model_len_limit`` = the engine's context limit, ``max_model_len_effective`` = the given max_model_len else
+that limit; ``kv_request_bytes_at_max_model_len``, ``max_model_len_that_fits``; ``gpus_required``), and the engine
+facts of ``engine_facts`` (effective settings, weight quantisation and kernel, per-rank sharded sizes, draft TP,
+FlashAttention version, engine generation). ``check_stack`` runs the ``check`` ruleset and returns a Report of
+Findings, each tracing back to its rule, the catalog entries involved, their coordinates, the dimension the cost
+lands in, its numbers, fixes and sources.
 """
 from __future__ import annotations
 
@@ -23,7 +21,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import names_in
 from kg.core.errors import OptkgError
-from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
+from kg.derive.kv_dtype import apply_vllm_auto_kv_cache_dtype
 from kg.derive.kv import (GIB, UnmodelledKVDtype, divisors, engine_dcp_sizes, engine_has_dcp, gpu_memory_bytes,
                  kv_capacity, kv_layout, request_kv_bytes_per_gpu)
 from kg.derive.budget import weight_share_bytes
@@ -150,11 +148,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if "dp-attention" in stack.techniques and dp_attn > 1 and tp % dp_attn == 0:
             tp_kv = tp // dp_attn
             derived["attention_tp_size"] = tp_kv
-        auto_kv = vllm_auto_kv_cache_dtype(m, stack.engine, stack.engine_version, ns.get("kv_cache_dtype"))
-        if auto_kv:  # vLLM stores the checkpoint's KV format for 'auto' (kg.derive.kv_dtype)
-            ns["kv_cache_dtype"] = auto_kv["dtype"]
-            derived["kv_cache_dtype_checkpoint"] = auto_kv["checkpoint"]
-            derived["kv_cache_dtype_source"] = auto_kv["source"]
+        apply_vllm_auto_kv_cache_dtype(m, stack.engine, stack.engine_version, ns, derived)  # 'auto' = checkpoint's
         kvdt = str(ns.get("kv_cache_dtype") or "auto")
         sized = True
         try:

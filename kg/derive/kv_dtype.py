@@ -73,3 +73,13 @@ def vllm_auto_kv_cache_dtype(model: Any, engine: str | None, version: str | None
             return {"dtype": dtype, "checkpoint": f"{key} {algo.upper()}",
                     "source": SOURCE.format(v=f">={first}")}
     return None
+
+
+def apply_vllm_auto_kv_cache_dtype(model: Any, engine: str | None, version: str | None, ns: dict[str, Any],
+                                   derived: dict[str, Any]) -> None:
+    """Set ``ns["kv_cache_dtype"]`` to what vLLM stores for 'auto' (``vllm_auto_kv_cache_dtype``) and record
+    ``kv_cache_dtype_checkpoint`` / ``kv_cache_dtype_source`` in ``derived``; nothing when it does not apply."""
+    got = vllm_auto_kv_cache_dtype(model, engine, version, ns.get("kv_cache_dtype"))
+    if got:
+        ns["kv_cache_dtype"] = got["dtype"]
+        derived.update(kv_cache_dtype_checkpoint=got["checkpoint"], kv_cache_dtype_source=got["source"])
