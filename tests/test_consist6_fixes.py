@@ -93,3 +93,16 @@ def test_human_readable_integers_per_release():
     d = json.loads(out)
     assert d["stack"]["settings"]["max_model_len_auto"] is True
     assert any("longest context that fits in the KV memory" in n for n in d["notes"])
+
+
+def test_fit_takes_the_given_kv_memory_as_check():
+    # #5 in fit: the same budgets as check above (10 x 2**30 B; 5,000 blocks x 2,097,152 B)
+    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100",
+                             "--kv-cache-memory-bytes", "10G", "--format", "json")
+    assert code == 0, err
+    g = json.loads(out)["gpu"]
+    assert g["kv_budget_bytes_per_gpu"] == 10 * 2**30 and g["budget_source"] == "given (--kv-cache-memory-bytes)"
+    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100",
+                             "--num-gpu-blocks-override", "5000", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["gpu"]["kv_budget_bytes_per_gpu"] == 10_485_760_000

@@ -166,9 +166,13 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
                                       kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, **engine_args)
         else:
             sb = gpu_default_budget(model, hardware, tp, pp, gpu_memory_utilization)
-        total, util, weights = gpu_memory_bytes(hardware), sb.gpu_memory_utilization, sb.lines[1].bytes
+        total, util = gpu_memory_bytes(hardware), sb.gpu_memory_utilization
         ctx["budget_bytes"] = sb.kv_bytes
         ctx["budget_breakdown"] = sb.to_dict()
+        if len(sb.lines) == 1:  # given by a flag (--kv-cache-memory-bytes, --num-gpu-blocks-override)
+            ctx["budget_source"] = sb.lines[0].name
+            return ctx
+        weights = sb.lines[1].bytes
         ctx["weight_bytes_per_gpu_estimate"] = weights
         ctx["gpu_memory_usable_bytes"] = total * util
         ctx["budget_source"] = (f"{hardware.get('id')}: {total / GIB:.2f} GiB x gpu_memory_utilization {util:g} - "
@@ -210,6 +214,11 @@ def stack_serving_budget(model, hardware: Mapping[str, Any], tp: int = 1, pp: in
         st.engine_version = check_engine_version(engine_version, "--engine-version")
     _facts, ns = stack_facts(st)
     rows = ns.get("kv_budget_breakdown")
+    src = str(ns.get("kv_budget_source") or "")
+    if src.startswith("given (") and ns.get("kv_budget_bytes_per_gpu") is not None:  # --kv-cache-memory-bytes ...
+        kv = float(ns["kv_budget_bytes_per_gpu"])
+        return ServingBudget("vllm", float(ns["kv_budget_gpu_memory_utilization"]),
+                             str(ns["kv_budget_utilization_source"]), [BudgetLine(src, kv, src, "vllm (given)")], kv, 0.0)
     if not rows:
         raise OptkgError(f"fit: no KV budget for {' '.join(argv[2:])} on {hardware.get('id')} "
                          f"({'; '.join(st.notes) or 'see optkg check'})")

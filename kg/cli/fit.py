@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="vLLM --quantization (fp8, awq, ...): the weights of the budget, as check sizes them")
     p.add_argument("--speculative-config", metavar="JSON",
                    help="vLLM --speculative-config: its draft's weights come off the budget, as in check")
+    p.add_argument("--kv-cache-memory-bytes", metavar="BYTES",
+                   help="vLLM --kv-cache-memory-bytes (10G, 10g, 10737418240): the KV budget itself, as in check")
+    p.add_argument("--num-gpu-blocks-override", type=int, metavar="N",
+                   help="vLLM --num-gpu-blocks-override: the KV blocks, as in check")
     p.add_argument("--engine-version", metavar="X.Y.Z",
                    help="the vLLM release (default: the latest known): its defaults and sampler decide the budget")
     p.add_argument("--causal", type=_yes_no, metavar="yes|no",
@@ -143,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
             attention_locality=args.attention_locality, catalog=catalog, ruleset=ruleset, thresholds=thresholds,
             max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
             engine_args={"quantization": args.quantization, "speculative_config": args.speculative_config,
-                         "engine_version": args.engine_version})
+                         "engine_version": args.engine_version, "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
+                         "num_gpu_blocks_override": args.num_gpu_blocks_override})
     except PartialTraceError as e:
         if args.verbose and e.partial is not None:
             sys.stdout.write(render_partial_text(e.partial.summary))
