@@ -130,3 +130,21 @@ def test_kv_command_follows_the_checkpoint():
     assert d["layout"]["bytes_per_token_model"] == 65_536 and d["kv_cache_dtype_from_checkpoint"]["dtype"] == "fp8_e4m3"
     code, out, err = run_cli("kv", "--config", MODELOPT_FP8 + "/config.json", "--engine-version", "0.13.0", "--format", "json")
     assert json.loads(out)["layout"]["bytes_per_token_model"] == 131_072
+
+
+# #11 --revision in the launch command picks the HF-cache snapshot (vLLM --revision, engine/arg_utils.py:986 at 0.33.0);
+# a revision the cache does not hold is a one-line input error (exit 2), not main.
+def test_launch_revision_reads_that_snapshot(tmp_path, monkeypatch):
+    from test_hf_cache import MISTRAL, make_cache
+    cfg = json.loads(MISTRAL.read_text())
+    make_cache(tmp_path, "org/model", cfg)
+    make_cache(tmp_path, "org/model", dict(cfg, num_hidden_layers=16), rev="def456",
+               commit="fedcba9876543210fedcba9876543210fedcba98")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    for rev, layers in (("", 32), (" --revision def456", 16)):
+        d = _check_json(["--vllm", f"vllm serve org/model{rev}", "--gpu", "H100", "--count", "1"])
+        # Mistral-7B: 8 KV heads x 128 x 2 x 2 B = 4,096 B per token per layer
+        assert d["derived"]["kv_bytes_per_token_model"] == 4_096 * layers
+        assert not any("--revision" in x for x in d["ignored_flags"])
+    code, out, err = run_cli("check", "--vllm", "vllm serve org/model --revision nosuch", "--gpu", "H100")
+    assert code == 2 and "--revision nosuch" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -675,6 +675,9 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
         facts.name = name
         return facts
     cached = hf_cache_config(name, revision)
+    if cached is None and revision and HUB_ID.match(name) and (hf_cache_dir() / f"models--{name.replace('/', '--')}").is_dir():
+        raise OptkgError(f"--revision {revision}: model '{name}' has no snapshot at that revision in the Hugging Face "
+                         f"cache ({hf_cache_dir()}); download it or give the revision the cache holds")
     if cached is not None:
         facts = load_config_file(cached)
         facts.name = name

@@ -35,6 +35,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_num_blocks": ("integer", "GPU KV-cache blocks (vLLM V0 '# GPU blocks', as logged); overrides the count from the budget"),
     "enforce_eager": ("boolean", "disable CUDA graphs"),
     "dtype": ("string", "model dtype override"),
+    "model_revision": ("string", "Hugging Face revision of the model (vLLM/SGLang --revision): branch, tag or commit"),
     "nnodes": ("integer", "nodes the engine spans (vLLM/SGLang --nnodes)"),
     "gpus_per_node": ("integer", "GPUs in one node (one NVLink domain), when the node count does not say"),
     # named by catalog/techniques/gang-scheduling.yaml; known here so gpus_per_node is not offered as its typo fix

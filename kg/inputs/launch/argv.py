@@ -374,7 +374,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     target = model_override or model_name or model_from
     if target is None:
         raise OptkgError(f"{label}: no model in the command (give it as `vllm serve <model>` / --model-path, or pass --config)")
-    st.model = load_config_file(target) if model_override else resolver(target)
+    rev = st.settings.get("model_revision")  # --revision: config.json at that revision (HF cache)
+    st.model = load_config_file(target) if model_override else resolver(target, str(rev)) if rev else resolver(target)
     st.name = f"{Path(target).name if model_override else target} ({engine})"
     return st
 
