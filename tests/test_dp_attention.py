@@ -29,3 +29,15 @@ def test_dp_attention_replicates_attention_weights_and_multiplies_concurrency():
 def test_without_dp_attention_nothing_is_replicated():
     d = derived("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --context-length 32768")
     assert "weight_bytes_attention_replicated_per_gpu" not in d and "max_concurrency_per_attention_group" not in d
+
+
+def test_vllm_data_parallel_shows_the_deployment_total():
+    # tester-4 #15: vLLM -dp 16 runs 16 engine cores, each with its own KV cache and scheduler; the report showed one
+    # engine's numbers only. 236,112 tokens x 16 = 3,777,792; 1.44 x 16 = 23.04
+    import json
+    from conftest import run_cli
+    code, out, err = run_cli("check", "--vllm", "vllm serve deepseek-ai/DeepSeek-V3 -tp 1 -dp 16 --enable-expert-parallel "
+                             "--nnodes 2", "--gpu", "H100", "--count", "16", "--format", "json")
+    d = json.loads(out)["derived"]
+    assert d["kv_tokens_all_dp_engines"] == d["kv_tokens_total"] * 16 == 3_777_792
+    assert d["max_concurrency_all_dp_engines"] == round(d["max_concurrency"] * 16, 2) == 23.04

@@ -248,3 +248,15 @@ def test_max_model_len_that_does_not_fit_is_marked(capsys):
     assert by[1]["reasons"] in (["one request of max_model_len 32768 tokens does not fit in the KV cache "
                                  "(max concurrency 0.68)"], ["rule max-model-len-exceeds-kv-capacity"])
     assert by[2]["max_concurrency"] == 1.36 and by[2]["fits"] and by[2]["rank"] == 1
+
+
+def test_sglang_dp_attention_needs_tp_gpus_not_tp_times_dp():
+    # tester-4 #3: DP attention splits the TP group (SGLang layers/dp_attention.py: attn_tp = tp / dp), so
+    # DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention runs on 8 GPUs, as check sizes it
+    import json
+    from conftest import run_cli
+    code, out, err = run_cli("sweep", "--sglang", "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+                             "--enable-dp-attention --dp 8", "--tp", "8", "--gpu", "H200", "--count", "8", "--format", "json")
+    assert code in (0, 1), err
+    c = json.loads(out)["combinations"][0]
+    assert c["gpus_needed"] == 8 and c["fits"] is True

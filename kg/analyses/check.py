@@ -33,6 +33,7 @@ from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
 from kg.analyses.kv_actual import STORED_KV_DTYPE, stored_kv_capacity
 from kg.analyses.v0_capacity import apply_v0_blocks, uses_v0
+from kg.analyses.sglang_capacity import sglang_capacity
 from kg.analyses.weightfacts import compute_capability, dtype_facts, weight_quant_facts
 from kg.inputs.support_ns import support_namespace
 
@@ -284,7 +285,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)  # vLLM's null block held back
             derived["kv_null_block_bytes"] = round(null)
             if stack.engine == "sglang":
-                cap = _sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
+                cap = sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
             derived["kv_block_size"] = block
             derived["kv_budget_bytes_per_gpu"] = round(budget)
             derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
@@ -304,6 +305,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 # tp / N ranks under DP attention, else N replicas of tp ranks): the total counts every pool
                 derived["kv_tokens_total"] = cap.kv_tokens_total * dp_attn
                 derived["kv_tokens_total_basis"] = f"x dp {dp_attn}: one pool per scheduler"
+            elif stack.engine == "vllm" and dp_attn > 1:  # vLLM -dp N: N engine cores, each with its own KV cache
+                derived["kv_tokens_all_dp_engines"] = derived["kv_tokens_total"] * dp_attn
             if cap.max_concurrency is not None:
                 derived["max_concurrency"] = cap.max_concurrency if plan is None else pc["max_concurrency"]
                 if stack.engine == "sglang" and dp_attn > 1:
@@ -311,6 +314,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     # deployment serves dp_size times one pool's concurrency
                     derived["max_concurrency_per_attention_group"] = cap.max_concurrency
                     derived["max_concurrency"] = round(cap.max_concurrency * dp_attn, 2)
+                elif stack.engine == "vllm" and dp_attn > 1:  # each engine core admits its own requests
+                    derived["max_concurrency_all_dp_engines"] = round(derived["max_concurrency"] * dp_attn, 2)
             if uses_v0(engine, stack.engine_version, ns.get("vllm_use_v1")):  # V0 counts whole blocks
                 apply_v0_blocks(derived, ns, block, stack.engine_version)
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits
@@ -346,52 +351,6 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
     return facts, ns
-
-
-def _sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
-    """SGLang's pools (kg.derive.sglang_pools): a hybrid sliding-window model gets a full pool of
-    ``budget // (full layers' bytes + ratio x sliding layers' bytes)`` tokens and an SWA pool of ratio x that;
-    the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
-    from dataclasses import replace
-
-    from kg.derive.sglang_pools import sglang_pools
-    try:
-        pools = sglang_pools(m, attn_tp, budget, int(ns.get("block_size") or 1), kvdt, ns.get("swa_full_tokens_ratio"),
-                             bool(ns.get("disable_hybrid_swa_memory")), **_sglang_mamba_args(m, attn_tp, ns))
-    except OptkgError as e:  # a Mamba pool SGLang refuses at startup: no KV tokens, say why
-        derived["kv_sglang_pool"] = f"hybrid-mamba, refused: {e}"
-        return replace(cap, kv_tokens_per_gpu=0, kv_tokens_total=0, max_concurrency=None)
-    derived["kv_sglang_pool"] = pools.kind
-    if pools.kind == "default":
-        return cap
-    if pools.mamba is not None:  # the Mamba / GDN state pool: its slots bound the running requests
-        mp = pools.mamba
-        derived.update({"kv_sglang_mamba_state_bytes_per_request": mp.state_bytes_per_request,
-                        "kv_sglang_max_mamba_cache_size": mp.max_mamba_cache_size,
-                        "kv_sglang_mamba_pool_bytes": mp.memory_bytes, "kv_sglang_mamba_slots_per_request": mp.slots_per_request,
-                        "max_running_requests": mp.max_running_requests,
-                        "max_running_requests_capped_by_mamba": mp.capped_by_mamba})
-        t = pools.max_total_num_tokens
-        conc = round(min(t / cap.max_model_len, mp.max_running_requests), 2) if cap.max_model_len else None
-        return replace(cap, kv_tokens_per_gpu=t, kv_tokens_total=t, max_concurrency=conc)
-    if pools.layers:
-        derived["kv_sglang_pool_layers"] = pools.layers
-    derived["kv_sglang_full_pool_tokens"] = pools.full_tokens
-    derived["kv_sglang_swa_pool_tokens"] = pools.swa_tokens
-    tokens = pools.max_total_num_tokens
-    per_req = (cap.max_model_len or 0) + (m.max_source_positions or 0 if pools.kind == "encoder-decoder" else 0)
-    conc = round(tokens / per_req, 2) if cap.max_model_len else None  # Whisper: encoder placeholders + decoder tokens
-    return replace(cap, kv_tokens_per_gpu=tokens, kv_tokens_total=tokens, max_concurrency=conc)
-
-
-def _sglang_mamba_args(m, attn_tp: int, ns: dict[str, Any]) -> dict[str, Any]:
-    """The Mamba-pool settings of an SGLang stack for kg.derive.sglang_pools (defaults where not given)."""
-    return {"max_mamba_cache_size": ns.get("max_mamba_cache_size"), "mamba_full_memory_ratio": ns.get("mamba_full_memory_ratio"),
-            "mamba_ssm_dtype": ns.get("mamba_ssm_cache_dtype"), "mamba_radix_cache_strategy": ns.get("mamba_radix_cache_strategy"),
-            "radix_cache": "prefix-caching" in (ns.get("techniques") or []),
-            "overlap_schedule": not ns.get("disable_overlap_schedule"), "max_running_requests": ns.get("max_num_seqs"),
-            "context_len": ns.get("max_model_len") or m.sglang_context_length,
-            "attn_dp_size": max(1, int(ns.get("tp_size") or 1) // max(1, attn_tp))}
 
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:

@@ -13,7 +13,8 @@ facts change). Per combination:
 
 - ``valid``: no finding at or above ``invalid_on`` (default ``error``: the engine would refuse to
   start, e.g. ``dcp-invalid-size``, ``heads-not-divisible-by-tp``). This is the rules' verdict only.
-- ``fits``: ``gpus_needed = tp_size * pp_size * dp_size`` is at most the GPU count (when given), the
+- ``fits``: ``gpus_needed = tp_size * pp_size * dp_size`` (SGLang DP attention: ``tp_size * pp_size``, the dp
+  attention groups split the TP group) is at most the GPU count (when given), the
   KV budget holds at least one block (the estimated weights leave memory for the cache), and one
   request of ``max_model_len`` fits in it (max concurrency >= 1; vLLM refuses to start otherwise).
   ``reasons``: the blocking rules (``rule <id>``) or, for a combination the rules allow, why it
@@ -238,10 +239,14 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
         default_mml = default_mml or d.get("max_model_len_effective")
         findings = [{"rule_id": f.rule_id, "severity": f.severity} for f in rep.findings]
         blocking = [f.rule_id for f in rep.findings if SEVERITY_ORDER.get(f.severity, 0) >= threshold]
-        gpus = tp * pp * dp
+        # SGLang DP attention splits the TP group into dp attention groups (ServerArgs._handle_data_parallelism,
+        # layers/dp_attention.py: attn_tp = tp / dp), so it runs on tp x pp GPUs, as check's gpus_required
+        dp_attn = st.engine == "sglang" and "dp-attention" in st.techniques
+        gpus = tp * pp * (1 if dp_attn else dp)
         fit_reasons = []
         if base.gpu_count is not None and gpus > base.gpu_count:
-            fit_reasons.append(f"needs {gpus} GPUs (tp {tp} x pp {pp} x dp {dp}); the stack has {base.gpu_count}")
+            how = f"tp {tp} x pp {pp}" + (f", dp {dp} attention groups inside TP" if dp_attn else f" x dp {dp}")
+            fit_reasons.append(f"needs {gpus} GPUs ({how}); the stack has {base.gpu_count}")
         if d.get("kv_budget_bytes_per_gpu") == 0:
             fit_reasons.append("no KV-cache memory left per GPU (estimated weights fill the budget)"
                                if str(d.get("kv_budget_source", "")).startswith("estimated") else "the KV budget is 0")

@@ -84,7 +84,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                  if str(dv.get("kv_tokens_total_basis", "")).startswith("x dp")
                  else f"KV tokens, scheduler-wide ({str(dv.get('kv_tokens_total_basis') or 'x dcp').split(':')[0]})",
                  "kv_tokens_total"),
-                ("max concurrency at max_model_len", "max_concurrency")]
+                ("max concurrency at max_model_len", "max_concurrency"),
+                ("KV tokens, all DP engines", "kv_tokens_all_dp_engines"),
+                ("max concurrency, all DP engines", "max_concurrency_all_dp_engines")]
         hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
         if dv.get("kv_cache_dtype_checkpoint"):  # vLLM's 'auto' follows the checkpoint's KV format (kg.derive.kv_dtype)
             out.append(one_line(f"  {'KV-cache dtype':<42} {dv.get('kv_cache_dtype')} (auto: checkpoint"

@@ -1,0 +1,52 @@
+"""SGLang's KV capacity for check: its pools (kg.derive.sglang_pools) in place of vLLM's per-token layout."""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.core.errors import OptkgError
+
+
+def sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
+    """SGLang's pools (kg.derive.sglang_pools): a hybrid sliding-window model gets a full pool of
+    ``budget // (full layers' bytes + ratio x sliding layers' bytes)`` tokens and an SWA pool of ratio x that;
+    the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
+    from dataclasses import replace
+
+    from kg.derive.sglang_pools import sglang_pools
+    try:
+        pools = sglang_pools(m, attn_tp, budget, int(ns.get("block_size") or 1), kvdt, ns.get("swa_full_tokens_ratio"),
+                             bool(ns.get("disable_hybrid_swa_memory")), **sglang_mamba_args(m, attn_tp, ns))
+    except OptkgError as e:  # a Mamba pool SGLang refuses at startup: no KV tokens, say why
+        derived["kv_sglang_pool"] = f"hybrid-mamba, refused: {e}"
+        return replace(cap, kv_tokens_per_gpu=0, kv_tokens_total=0, max_concurrency=None)
+    derived["kv_sglang_pool"] = pools.kind
+    if pools.kind == "default":
+        return cap
+    if pools.mamba is not None:  # the Mamba / GDN state pool: its slots bound the running requests
+        mp = pools.mamba
+        derived.update({"kv_sglang_mamba_state_bytes_per_request": mp.state_bytes_per_request,
+                        "kv_sglang_max_mamba_cache_size": mp.max_mamba_cache_size,
+                        "kv_sglang_mamba_pool_bytes": mp.memory_bytes, "kv_sglang_mamba_slots_per_request": mp.slots_per_request,
+                        "max_running_requests": mp.max_running_requests,
+                        "max_running_requests_capped_by_mamba": mp.capped_by_mamba})
+        t = pools.max_total_num_tokens
+        conc = round(min(t / cap.max_model_len, mp.max_running_requests), 2) if cap.max_model_len else None
+        return replace(cap, kv_tokens_per_gpu=t, kv_tokens_total=t, max_concurrency=conc)
+    if pools.layers:
+        derived["kv_sglang_pool_layers"] = pools.layers
+    derived["kv_sglang_full_pool_tokens"] = pools.full_tokens
+    derived["kv_sglang_swa_pool_tokens"] = pools.swa_tokens
+    tokens = pools.max_total_num_tokens
+    per_req = (cap.max_model_len or 0) + (m.max_source_positions or 0 if pools.kind == "encoder-decoder" else 0)
+    conc = round(tokens / per_req, 2) if cap.max_model_len else None  # Whisper: encoder placeholders + decoder tokens
+    return replace(cap, kv_tokens_per_gpu=tokens, kv_tokens_total=tokens, max_concurrency=conc)
+
+
+def sglang_mamba_args(m, attn_tp: int, ns: dict[str, Any]) -> dict[str, Any]:
+    """The Mamba-pool settings of an SGLang stack for kg.derive.sglang_pools (defaults where not given)."""
+    return {"max_mamba_cache_size": ns.get("max_mamba_cache_size"), "mamba_full_memory_ratio": ns.get("mamba_full_memory_ratio"),
+            "mamba_ssm_dtype": ns.get("mamba_ssm_cache_dtype"), "mamba_radix_cache_strategy": ns.get("mamba_radix_cache_strategy"),
+            "radix_cache": "prefix-caching" in (ns.get("techniques") or []),
+            "overlap_schedule": not ns.get("disable_overlap_schedule"), "max_running_requests": ns.get("max_num_seqs"),
+            "context_len": ns.get("max_model_len") or m.sglang_context_length,
+            "attn_dp_size": max(1, int(ns.get("tp_size") or 1) // max(1, attn_tp))}
