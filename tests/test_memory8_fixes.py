@@ -86,3 +86,25 @@ def test_gpt_oss_pp2_v2_at_0_33_0_v1_at_0_28_0():
     p = plan_kv_cache(m, pp_size=2, max_model_len=131072, engine_version="0.28.0")
     assert (p.model_runner, p.blocks_per_request) == ("V1", 9225)
     assert model_uses_v2_runner(m, "0.28.0")[0] is False
+
+
+# ---- #9: fit sizes sliding-window models with vLLM's per-layer plan, as kv and check do ------------------------
+
+def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
+    trace = REPO.parent / "shared/data/traces/azure_llm_inference_2023_code.csv"
+    code, out, err = run_cli("fit", str(trace), "--model", "openai/gpt-oss-120b", "--gpu", "H100", "--tp", "1",
+                             "--format", "json")
+    assert code in (0, 1), err
+    cc = json.loads(out)["cost_curve"]
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/gpt-oss-120b", "--gpu", "H100", "--count", "1",
+                             "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)["derived"]
+    assert cc["budget_bytes_per_gpu"] == d["kv_budget_bytes_per_gpu"] == 8_437_735_097
+    # 18 layers x 16 tokens x 8 heads x (64 + 64) x 2 B = 589,824 B per block: 14,305 blocks, 14,304 without the
+    # null block; the sliding group keeps cdiv(127 + 2 x 8,192, 16) + 1 = 1,033, the full group 13,271 x 16 tokens
+    assert cc["knee_seq_len"] == d["max_model_len_that_fits"] == 212_336
+    # GPU KV cache size at 131,072: int(14,305 / (8,192 + 1,033) x 131,072) = 203,250 (not 114,432 from 73,728 B/token)
+    assert cc["kv_tokens_per_gpu"] == d["kv_tokens_per_gpu"] == 203_250
+    # one 131,072-token request reserves 9,225 blocks = 5,441,126,400 B (5.07 GiB), not 131,072 x 73,728 B (4.50 GiB)
+    assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[131072] == 9225 * 589_824

@@ -53,6 +53,9 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     knee, cache_tokens = _max_len_within(layout, budget) if budget is not None else (None, None)
     if plan is not None and budget is not None:  # the groups' reservation, less the null block (as check)
         knee = plan.longest_request(budget - plan.bytes_per_block)
+        if context_limit:  # "GPU KV cache size" as vLLM logs it at max_model_len = the context limit (kg.derive.kv_specs)
+            cache_tokens = int(int(budget // plan.bytes_per_block) / plan.request_blocks(int(context_limit))
+                               * int(context_limit))
 
     def sequence_bytes_per_gpu(lay, n: int) -> float:
         return plan.request_blocks(n) * plan.bytes_per_block if plan is not None else _seq_bytes(lay, n)
