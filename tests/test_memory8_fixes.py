@@ -108,3 +108,38 @@ def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
     assert cc["kv_tokens_per_gpu"] == d["kv_tokens_per_gpu"] == 203_250
     # one 131,072-token request reserves 9,225 blocks = 5,441,126,400 B (5.07 GiB), not 131,072 x 73,728 B (4.50 GiB)
     assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[131072] == 9225 * 589_824
+
+
+# ---- #16: labels ------------------------------------------------------------------------------------------------
+
+def test_dcp_line_names_the_reason_that_applies():
+    code, out, err = run_cli("check", "--vllm", "vllm serve mistralai/Mistral-7B-v0.1", "--config", str(MISTRAL),
+                             "--gpu", "H100-SXM")
+    assert code in (0, 1), err
+    assert ("impossible here (32 of 32 layers use a sliding window (4,096 tokens), and vLLM refuses DCP with "
+            "sliding-window layers)") in out
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4", "--gpu", "H100-SXM",
+                             "--count", "4")
+    assert code in (0, 1), err
+    assert "impossible here (needs tp_size > num_key_value_heads for GQA/MHA: tp 4, 8 KV heads)" in out
+
+
+def test_kv_longest_request_is_no_sentinel_and_not_above_the_model_limit():
+    code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768")
+    assert code == 0, err
+    assert "2,147,483,648" not in out
+    assert "any length up to max_model_len (32,768 tokens for this model)" in out
+    # gpt-oss-120b at 10 GiB: the groups would hold 274,720 tokens, the config allows 131,072
+    code, out, err = run_cli("kv", "--model", "openai/gpt-oss-120b", "--kv-budget-gib", "10")
+    assert code == 0, err
+    assert "131,072 tokens (the model's limit; KV memory alone would hold 274,720)" in out
+
+
+def test_tokens_in_flight_only_for_window_groups():
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--kv-budget-gib", "10")
+    assert code == 0, err
+    assert "(8,192 full)" in out and "in flight" not in out
+    code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768",
+                             "--pp", "2")
+    assert code == 0, err
+    assert "(1,793 sliding; 24,576 tokens in flight, V2 model runner)" in out

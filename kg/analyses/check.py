@@ -174,6 +174,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if stack.engine and stack.engine != "vllm":  # the sizes above are vLLM's; SGLang has its own (kg.derive.kv)
             sg = engine_dcp_sizes(stack.engine, stack.engine_version, m, tp_kv)
             derived.update({"valid_dcp_sizes": sg, "dcp_possible": len(sg) > 1, "max_useful_dcp_size": max(sg)})
+        if not derived["dcp_possible"]:  # why only size 1 (the report's DCP line)
+            from kg.derive.kv import dcp_impossible_reason
+            derived["dcp_impossible_reason"] = dcp_impossible_reason(m, tp_kv) or "the engine accepts no larger size"
         if sized:
             derived.update({
                 "kv_bytes_per_token_model": lay.bytes_per_token_model,
@@ -695,7 +698,7 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
     derived = {k: ns[k] for k in sorted(ns) if k.startswith(("kv_", "valid_", "dcp_", "max_", "weight_", "draft_", "nodes_"))
                and not isinstance(ns[k], dict)}
     if stack.engine and stack.engine != "vllm" and not engine_has_dcp(stack.engine, stack.engine_version):
-        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size"):  # no DCP on that engine (release)
+        for k in ("valid_dcp_sizes", "dcp_possible", "max_useful_dcp_size", "dcp_impossible_reason"):  # no DCP there
             derived.pop(k, None)
     notes = list(stack.notes) + (stack.model.warnings if stack.model else [])
     shown = describe_stack(stack)

@@ -174,11 +174,21 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
             print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
                   f"  ({' + '.join(f'{g.groups} x {g.blocks_per_request:,} {g.kind}' if g.groups > 1 else f'{g.blocks_per_request:,} {g.kind}' for g in plan.specs)}"
-                  f"; {plan.max_in_flight_tokens:,} tokens in flight)")
+                  + (f"; {plan.max_in_flight_tokens:,} tokens in flight, {plan.model_runner} model runner"
+                     if any(g.kind in ("sliding", "chunked") for g in plan.specs) else "") + ")")
             print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
         print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
         print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
-        print(f"  {'longest request that fits':<37}{c['max_model_len_that_fits']:,} tokens")
+        fits, limit = c["max_model_len_that_fits"], out.get("max_model_len_limit")
+        if plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
+            upto = f" ({limit:,} tokens for this model)" if limit else ""
+            print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
+                  "the sliding / chunked groups stop growing past the window")
+        elif limit and fits > limit:
+            print(f"  {'longest request that fits':<37}{limit:,} tokens (the model's limit; KV memory alone "
+                  f"would hold {fits:,})")
+        else:
+            print(f"  {'longest request that fits':<37}{fits:,} tokens")
         if c["max_concurrency"] is not None:
             print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
     sp = out.get("sglang_pools")

@@ -105,6 +105,23 @@ def _dcp_sizes(model: ModelFacts, tp_size: int, query_groups_divide: bool) -> li
     return [d for d in divisors(tp_size) if d <= tp_size // h and (not query_groups_divide or group % d == 0)]
 
 
+def dcp_impossible_reason(model: ModelFacts, tp_size: int) -> str | None:
+    """Why ``_dcp_sizes`` leaves only DCP size 1 for ``model`` at ``tp_size`` (None when a larger size exists):
+    the sliding-window layers (vLLM refuses DCP with them), TP 1, or a GQA/MHA model whose TP does not replicate
+    its KV heads (tp_size <= num_key_value_heads)."""
+    if len(_dcp_sizes(model, tp_size, query_groups_divide=True)) > 1:
+        return None
+    if model.num_sliding_layers:
+        return (f"{model.num_sliding_layers} of {model.num_hidden_layers} layers use a sliding window "
+                f"({model.sliding_window:,} tokens), and vLLM refuses DCP with sliding-window layers")
+    if tp_size < 2:
+        return "tp_size 1: DCP splits a TP group"
+    if not model.is_mla and not tp_size > model.num_key_value_heads:
+        return (f"needs tp_size > num_key_value_heads for GQA/MHA: tp {tp_size}, "
+                f"{model.num_key_value_heads} KV heads")
+    return "no divisor of tp_size divides the query heads per KV head"
+
+
 # SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml); before it DCP is impossible there
 SGLANG_DCP_SINCE = "0.5.15"
 

@@ -114,8 +114,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             if dv.get("dcp_possible"):
                 out.append(f"  {'valid DCP sizes':<42} {fmt_num(dv['valid_dcp_sizes'], REPORT)}")
             else:
-                out.append(f"  {'DCP':<42} impossible here (needs tp_size > num_key_value_heads for GQA/MHA;"
-                           " no sliding-window layers)")
+                why = dv.get("dcp_impossible_reason") or ("needs tp_size > num_key_value_heads for GQA/MHA,"
+                                                          " and no sliding-window layers")
+                out.append(f"  {'DCP':<42} impossible here ({why})")
     eff = d.get("effective_config") or []
     if eff:
         out.append("")
