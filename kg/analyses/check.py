@@ -168,15 +168,12 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             "kv_replication": lay_dcp.replication_factor,
             "valid_dcp_sizes": lay.valid_dcp_sizes,
             "dcp_possible": lay.dcp_possible,
-            "max_useful_dcp_size": max(lay.valid_dcp_sizes),
+            "max_useful_dcp_size": max(lay.valid_dcp_sizes), "dcp_impossible_reason": lay.dcp_impossible_reason,
             "valid_tp_sizes": divisors(m.num_attention_heads),
         })
         if stack.engine and stack.engine != "vllm":  # the sizes above are vLLM's; SGLang has its own (kg.derive.kv)
             sg = engine_dcp_sizes(stack.engine, stack.engine_version, m, tp_kv)
             derived.update({"valid_dcp_sizes": sg, "dcp_possible": len(sg) > 1, "max_useful_dcp_size": max(sg)})
-        if not derived["dcp_possible"]:  # why only size 1 (the report's DCP line)
-            from kg.derive.kv import dcp_impossible_reason
-            derived["dcp_impossible_reason"] = dcp_impossible_reason(m, tp_kv) or "the engine accepts no larger size"
         if sized:
             derived.update({
                 "kv_bytes_per_token_model": lay.bytes_per_token_model,

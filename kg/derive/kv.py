@@ -217,6 +217,7 @@ class KVLayout:
     bytes_per_token_per_gpu_effective: float     # per context token after DCP sharding (per_gpu / dcp)
     valid_dcp_sizes: list[int] = field(default_factory=list)
     dcp_possible: bool = False
+    dcp_impossible_reason: str | None = None  # why only DCP size 1 (dcp_impossible_reason), None when larger ones exist
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -269,6 +270,7 @@ def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: i
         bytes_per_token_per_gpu_unreplicated=unrep_layer_b * layers_rank,
         bytes_per_token_per_gpu_effective=per_gpu / dcp_size,
         valid_dcp_sizes=dcps, dcp_possible=len(dcps) > 1,
+        dcp_impossible_reason=None if len(dcps) > 1 else dcp_impossible_reason(model, tp_size),
     )
 
 
