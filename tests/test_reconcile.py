@@ -115,3 +115,21 @@ def test_kv_budget_from_refuses_the_other_engines_log():
     code, out, err = run_cli("check", "--sglang", "python3 -m sglang.launch_server --model meta-llama/Llama-3.1-8B",
                              "--kv-budget-from", str(LOGS / "vllm-21348-qwen3-235b-fp8-tp4.log"))
     assert code == 2 and "a vllm startup log for a sglang stack" in err
+
+
+def test_reconcile_refuses_another_models_log_and_names_the_engine_it_lacks():
+    # tester-4 #13: the 10517 Llama-8B log against a Qwen3-235B command was compared (weights +630 %) without a
+    # word; now one line, exit 2 (as check --kv-budget-from), unless --accept-log-mismatch
+    from conftest import REPO, run_cli
+    logs = REPO / "tests" / "fixtures" / "logs"
+    code, out, err = run_cli("reconcile", str(logs / "vllm-10517-llama31-8b-rtx3090-29k.log"), "--vllm",
+                             "vllm serve Qwen/Qwen3-235B-A22B -tp 4", "--gpu", "H100")
+    assert code == 2 and "the log is not of the --vllm command's stack" in err and "131,221 B per token" in err
+    code, out, err = run_cli("reconcile", str(logs / "vllm-10517-llama31-8b-rtx3090-29k.log"), "--vllm",
+                             "vllm serve Qwen/Qwen3-235B-A22B -tp 4", "--gpu", "H100", "--accept-log-mismatch")
+    assert code == 0, err
+    # an SGLang log with only a --vllm command: the note says which command it needs
+    code, out, err = run_cli("reconcile", str(logs / "sglang-21348-qwen3-235b-fp8-tp4.log"), "--vllm",
+                             "vllm serve Qwen/Qwen3-235B-A22B -tp 4")
+    assert code == 0 and "this is a sglang log and only a --vllm command was given" in out
+    assert "no --vllm/--sglang command" not in out

@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the commands)")
     p.add_argument("--gpu", help="GPU name, for optkg's own budget estimate (H100-SXM, H200, ...)")
     p.add_argument("--engine-version", help="engine release the logs came from (engine defaults per release)")
+    p.add_argument("--accept-log-mismatch", action="store_true",
+                   help="compare even when the log's model, TP size or KV bytes per token say it is not the command's stack")
     p.add_argument("--format", choices=("text", "json"), default="text")
     add_catalog_arg(p)
 
@@ -42,9 +44,23 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_clean_catalog(args)
     stacks = {"vllm": _stack(args.vllm, "vllm", args, catalog), "sglang": _stack(args.sglang, "sglang", args, catalog)}
     recs = []
+    from kg.analyses.reconcile import log_stack_mismatch
     for path in args.logs:
         log = read_startup_log(path)
-        recs.append(reconcile(log, stacks.get(log.engine)))
+        stack = stacks.get(log.engine)
+        if stack is not None:
+            why = log_stack_mismatch(log, stack)
+            if why and not args.accept_log_mismatch:
+                raise OptkgError(f"{path}: the log is not of the --{log.engine} command's stack ({stack.name}): "
+                                 + "; ".join(why) + " (--accept-log-mismatch compares anyway)")
+        rec = reconcile(log, stack)
+        other = [e for e, st in stacks.items() if st is not None and e != log.engine]
+        if stack is None and other:
+            rec.notes = [n for n in rec.notes if not n.startswith("no --vllm/--sglang command")]
+            rec.notes.append(f"this is a {log.engine} log and only a --{other[0]} command was given (it is compared "
+                             f"with {other[0]} logs): pass --{log.engine} CMD for optkg's estimate; only the logged "
+                             "numbers are shown")
+        recs.append(rec)
     if not recs:
         raise OptkgError("no log given")
     comparison = []
