@@ -143,3 +143,12 @@ def test_tokens_in_flight_only_for_window_groups():
                              "--pp", "2")
     assert code == 0, err
     assert "(1,793 sliding; 24,576 tokens in flight, V2 model runner)" in out
+
+
+def test_techniques_line_shows_the_block_the_engine_uses():
+    # DeepSeek-V3.2 sparse MLA: 64-token blocks (0.33.0 v1/attention/backends/mla/flashattn_mla_sparse.py:50-51)
+    code, out, err = run_cli("check", "--vllm", "vllm serve deepseek-ai/DeepSeek-V3.2-Exp -tp 8", "--config",
+                             str(REPO / "tests/fixtures/model_configs/deepseek-v3.2-exp.json"), "--gpu", "H200",
+                             "--count", "8")
+    assert code in (0, 1), err
+    assert "paged-kv-cache(block_size=64 (engine; table 16)" in " ".join(out.split())

@@ -54,7 +54,11 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     dv = d.get("derived") or {}
     if dv.get("nodes_assumed"):
         out.append(_wrap(f"nodes: {dv['nodes_assumed']}", "  "))
-    techs = ", ".join(f"{k}({', '.join(f'{a}={b}' for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
+    eng_block = dv.get("kv_block_size")  # the block the engine plans with (raised for sparse MLA / Mamba hybrids)
+
+    def param(a: str, b: Any) -> str:
+        return f"{a}={eng_block} (engine; table {b})" if a == "block_size" and eng_block and eng_block != b else f"{a}={b}"
+    techs = ", ".join(f"{k}({', '.join(param(a, b) for a, b in v.items())})" if v else k for k, v in s["techniques"].items())
     out.append(_wrap(f"techniques: {techs or '-'}", "  "))
     if dv:
         out.append("")
