@@ -3,7 +3,6 @@ from collections import defaultdict
 
 import pytest
 
-from kg.knowledge.catalog import load_catalog
 from kg.analyses.fixtures import run_case
 from kg.engine.fixtures import load_fixture_cases
 from kg.engine.rules import RULESET_KINDS, load_rules

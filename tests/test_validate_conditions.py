@@ -1,17 +1,17 @@
-"""Second tester round, items 1, 7, 8, 21 (select suggestion, place header) and 22.
+"""optkg validate on coupling conditions: syntax errors with their position, typos with a suggestion, baselines
+that hide warnings but never errors; --select and place on an entry with problems.
 
 Each test builds its own catalog copy under tmp_path (tests/catalog_copy.py) and runs the CLI on it.
 """
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from catalog_copy import copy_catalog, optkg
-from kg.core.errors import OptkgError
+from conftest import run_cli
 
 DCP = "catalog/techniques/decode-context-parallelism.yaml"
 # line 49 of the shipped file is "    condition: dcp_size > 1" (couplings[0]); the problem points at
@@ -114,47 +114,12 @@ def test_place_header_names_entry_with_problems(home):
     assert "the entry has problems" in r.stdout
 
 
-def test_export_format_disagreeing_with_suffix(home):
-    r = optkg(["export", "map", "--format", "png", "-o", "x.svg"], home)
-    assert r.returncode == 2
-    assert r.stderr == ("optkg: error: --format png disagrees with the suffix of -o x.svg (svg); "
-                        "drop --format or name the file *.png\n")
-    assert not (home / "x.svg").exists()
-
-
-def test_export_format_agreeing_with_suffix_writes(home):
-    r = optkg(["export", "map", "--format", "dot", "-o", "x.gv"], home)
-    assert r.returncode == 0
-    assert (home / "x.gv").read_text().lstrip().startswith(("digraph", "strict digraph", "graph"))
-
-
-def test_atomic_write_refuses_symlink(tmp_path):
-    from kg.core.yamlio import atomic_write
-    real = tmp_path / "real.txt"
-    real.write_text("old")
-    link = tmp_path / "link.txt"
-    link.symlink_to(real)
-    with pytest.raises(OptkgError) as e:
-        atomic_write(link, "new", force=True)
-    assert str(e.value).startswith(f"{link}: is a symbolic link to {os.path.realpath(real)}; ")
-    assert "\n" not in str(e.value)
-    assert real.read_text() == "old" and link.is_symlink()
-
-
-def test_atomic_write_refuses_dangling_symlink(tmp_path):
-    from kg.core.yamlio import atomic_write
-    target = tmp_path / "nowhere" / ".." / "created.txt"
-    link = tmp_path / "dangling.txt"
-    link.symlink_to(tmp_path / "created.txt")
-    with pytest.raises(OptkgError, match=f"symbolic link to {tmp_path / 'created.txt'}"):
-        atomic_write(link, "x", force=True)
-    assert not (tmp_path / "created.txt").exists() and link.is_symlink()
-    del target
-
-
-def test_cli_output_symlink_with_force_is_refused(home):
-    (home / "victim.txt").write_text("keep")
-    (home / "out.svg").symlink_to(home / "victim.txt")
-    r = optkg(["export", "map", "-o", "out.svg", "--force"], home)
-    assert r.returncode == 2 and "is a symbolic link to" in r.stderr and r.stderr.count("\n") == 1
-    assert (home / "victim.txt").read_text() == "keep"
+def test_new_outside_the_catalog_suggests_place_then_move(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "new").mkdir()
+    code, out, err = run_cli("new", "zz-outside", "-o", "new")
+    assert code == 0, err
+    assert "`optkg place new/zz-outside.yaml`" in out and "then move it to" in out
+    assert "optkg validate new/zz-outside.yaml" not in out
+    text = (tmp_path / "new" / "zz-outside.yaml").read_text()
+    assert "(after moving it there)" in text

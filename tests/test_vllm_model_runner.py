@@ -1,5 +1,6 @@
-"""tester-4 defects taken by lane memory8 (/work/coord/tester-4.md). Every value is worked from the vLLM
-release source cited beside it (wheels under /work/dl/vllm-X)."""
+"""vLLM's V2 model runner per release and the batches it keeps in flight under pipeline parallelism, which set
+how many blocks a sliding-window group holds per request. Every value is worked from the vLLM release source
+cited beside it."""
 from __future__ import annotations
 
 import json
@@ -13,8 +14,6 @@ from kg.inputs.vllm_runner import model_uses_v2_runner, uses_v2_model_runner
 
 MISTRAL = REPO / "tests/fixtures/field_cases/configs/mistral-7b-v0.1.json"
 
-
-# ---- #7: the V2 model runner and the batches in flight under PP ---------------------------------------------
 
 @pytest.mark.parametrize("version, arch, moe, expected", [
     ("0.21.0", "Qwen3ForCausalLM", False, False),     # envs.py:251 VLLM_USE_V2_MODEL_RUNNER: bool = False
@@ -86,69 +85,3 @@ def test_gpt_oss_pp2_v2_at_0_33_0_v1_at_0_28_0():
     p = plan_kv_cache(m, pp_size=2, max_model_len=131072, engine_version="0.28.0")
     assert (p.model_runner, p.blocks_per_request) == ("V1", 9225)
     assert model_uses_v2_runner(m, "0.28.0")[0] is False
-
-
-# ---- #9: fit sizes sliding-window models with vLLM's per-layer plan, as kv and check do ------------------------
-
-def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
-    trace = REPO.parent / "shared/data/traces/azure_llm_inference_2023_code.csv"
-    code, out, err = run_cli("fit", str(trace), "--model", "openai/gpt-oss-120b", "--gpu", "H100", "--tp", "1",
-                             "--format", "json")
-    assert code in (0, 1), err
-    cc = json.loads(out)["cost_curve"]
-    code, out, err = run_cli("check", "--vllm", "vllm serve openai/gpt-oss-120b", "--gpu", "H100", "--count", "1",
-                             "--format", "json")
-    assert code in (0, 1), err
-    d = json.loads(out)["derived"]
-    assert cc["budget_bytes_per_gpu"] == d["kv_budget_bytes_per_gpu"] == 8_437_735_097
-    # 18 layers x 16 tokens x 8 heads x (64 + 64) x 2 B = 589,824 B per block: 14,305 blocks, 14,304 without the
-    # null block; the sliding group keeps cdiv(127 + 2 x 8,192, 16) + 1 = 1,033, the full group 13,271 x 16 tokens
-    assert cc["knee_seq_len"] == d["max_model_len_that_fits"] == 212_336
-    # GPU KV cache size at 131,072: int(14,305 / (8,192 + 1,033) x 131,072) = 203,250 (not 114,432 from 73,728 B/token)
-    assert cc["kv_tokens_per_gpu"] == d["kv_tokens_per_gpu"] == 203_250
-    # one 131,072-token request reserves 9,225 blocks = 5,441,126,400 B (5.07 GiB), not 131,072 x 73,728 B (4.50 GiB)
-    assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[131072] == 9225 * 589_824
-
-
-# ---- #16: labels ------------------------------------------------------------------------------------------------
-
-def test_dcp_line_names_the_reason_that_applies():
-    code, out, err = run_cli("check", "--vllm", "vllm serve mistralai/Mistral-7B-v0.1", "--config", str(MISTRAL),
-                             "--gpu", "H100-SXM")
-    assert code in (0, 1), err
-    assert ("impossible here (32 of 32 layers use a sliding window (4,096 tokens), and vLLM refuses DCP with "
-            "sliding-window layers)") in out
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4", "--gpu", "H100-SXM",
-                             "--count", "4")
-    assert code in (0, 1), err
-    assert "impossible here (needs tp_size > num_key_value_heads for GQA/MHA: tp 4, 8 KV heads)" in out
-
-
-def test_kv_longest_request_is_no_sentinel_and_not_above_the_model_limit():
-    code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768")
-    assert code == 0, err
-    assert "2,147,483,648" not in out
-    assert "any length up to max_model_len (32,768 tokens for this model)" in out
-    # gpt-oss-120b at 10 GiB: the groups would hold 274,720 tokens, the config allows 131,072
-    code, out, err = run_cli("kv", "--model", "openai/gpt-oss-120b", "--kv-budget-gib", "10")
-    assert code == 0, err
-    assert "131,072 tokens (the model's limit; KV memory alone would hold 274,720)" in out
-
-
-def test_tokens_in_flight_only_for_window_groups():
-    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--kv-budget-gib", "10")
-    assert code == 0, err
-    assert "(8,192 full)" in out and "in flight" not in out
-    code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768",
-                             "--pp", "2")
-    assert code == 0, err
-    assert "(1,793 sliding; 24,576 tokens in flight, V2 model runner)" in out
-
-
-def test_techniques_line_shows_the_block_the_engine_uses():
-    # DeepSeek-V3.2 sparse MLA: 64-token blocks (0.33.0 v1/attention/backends/mla/flashattn_mla_sparse.py:50-51)
-    code, out, err = run_cli("check", "--vllm", "vllm serve deepseek-ai/DeepSeek-V3.2-Exp -tp 8", "--config",
-                             str(REPO / "tests/fixtures/model_configs/deepseek-v3.2-exp.json"), "--gpu", "H200",
-                             "--count", "8")
-    assert code in (0, 1), err
-    assert "paged-kv-cache(block_size=64 (engine; table 16)" in " ".join(out.split())

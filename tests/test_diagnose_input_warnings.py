@@ -1,4 +1,5 @@
-"""Second tester round for `optkg diagnose` (items 3, 6, 9, 10, 11, 16, 17), on the shared captures."""
+"""optkg diagnose on the shared captures: captures that disagree, several engines or machines, a --gpu that differs
+from the metrics, an unbundled model, threshold files and DCGM field-list hints."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ def _json(cli, *argv):
     return code, (json.loads(out) if out else None), err
 
 
-def test_item3_load_and_idle_capture_disagree_in_either_order(cli):
+def test_load_and_idle_capture_disagree_in_either_order(cli):
     # GPU 0 utilization.gpu reads 100 % in the load capture and 0 % in the idle one: gap 1.0 >= 0.50
     for files in ((LOAD, IDLE), (IDLE, LOAD)):
         code, d, _ = _json(cli, *files)
@@ -28,7 +29,7 @@ def test_item3_load_and_idle_capture_disagree_in_either_order(cli):
         assert "GPU 0 gpu_util 0%" in v["message"] and "vs 100%" in v["message"] and "(gap 100%)" in v["message"]
 
 
-def test_item6_unbundled_model_keeps_tp_and_max_len(cli):
+def test_unbundled_model_keeps_tp_and_max_len(cli):
     code, d, err = _json(cli, VLLM, "--vllm", "vllm serve facebook/opt-125m --max-model-len 2048 --tensor-parallel-size 2")
     assert code == 0 and err == ""
     assert (d["readings"]["tp_size"], d["readings"]["max_model_len"]) == (2, 2048)
@@ -36,20 +37,20 @@ def test_item6_unbundled_model_keeps_tp_and_max_len(cli):
     assert d["readings"]["model_mismatch"] is False  # metrics label model_name facebook/opt-125m too
 
 
-def test_item9_before_after_of_different_engines_is_an_error(cli):
+def test_before_after_of_different_engines_is_an_error(cli):
     code, out, err = cli("diagnose", "--before", str(VLLM), "--after", str(SGLANG), "--window", "30")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "(vllm) and the later scrape(s) (sglang) share no engine" in err
 
 
-def test_item9_two_engines_warn_naming_both(cli):
+def test_two_engines_warn_naming_both(cli):
     code, d, _ = _json(cli, VLLM, SGLANG)
     w = next(x for x in d["input_warnings"] if x["rule_id"] == "inputs-several-engines")
     assert f"sglang ({SGLANG})" in w["message"] and f"vllm ({VLLM})" in w["message"]
     assert "Only sglang is diagnosed" in w["message"]
 
 
-def test_item10_gpu_flag_differs_from_metrics(cli):
+def test_gpu_flag_differs_from_metrics(cli):
     code, d, _ = _json(cli, LOAD, "--vllm", "vllm serve Qwen/Qwen3-32B", "--gpu", "L40S")
     w = next(x for x in d["input_warnings"] if x["rule_id"] == "metrics-gpu-mismatch")
     assert "runs on L40S (NVIDIA L40S 48GB), but the metrics name NVIDIA H100 80GB HBM3" in w["message"]
@@ -57,7 +58,7 @@ def test_item10_gpu_flag_differs_from_metrics(cli):
     assert not any(x["rule_id"] == "metrics-gpu-mismatch" for x in d["input_warnings"])
 
 
-def test_item11_mixed_machines_text_is_separated(cli):
+def test_mixed_machines_text_is_separated(cli):
     code, d, _ = _json(cli, T4, LOAD)
     w = next(x for x in d["input_warnings"] if x["rule_id"] == "inputs-mixed-machines")
     # the GPU-model list ends, then '; hosts: ' starts the host list (was run together)
@@ -65,7 +66,7 @@ def test_item11_mixed_machines_text_is_separated(cli):
         f"Tesla T4 ({T4}); hosts: 424773df46e0" in w["message"]
 
 
-def test_item16_duplicate_and_unordered_thresholds(cli, tmp_path):
+def test_duplicate_and_unordered_thresholds(cli, tmp_path):
     dup = tmp_path / "dup.yaml"
     dup.write_text("idle_util: 0.01\nidle_util: 0.02\n")
     code, out, err = cli("diagnose", str(LOAD), "--thresholds", str(dup))
@@ -76,7 +77,7 @@ def test_item16_duplicate_and_unordered_thresholds(cli, tmp_path):
     assert code == 2 and err == f"optkg: error: {bad}:1: idle_util (0.9) must be below neither_wall_util (0.1)\n"
 
 
-def test_item17_field_list_hints(cli):
+def test_field_list_hints(cli):
     # dcp-metrics-included.csv: SM_ACTIVE commented out, DRAM_ACTIVE enabled; nvidia-smi gives coarse readings
     code, d, _ = _json(cli, FIELDS, LOAD)
     items = {i["id"]: i for g in d["checklist"]["groups"] for i in g["items"]}

@@ -1,8 +1,11 @@
-"""tester-4 defects taken by lane consist6 (/work/coord/tester-4.md #8, #5, #3, #15, #13, #12): exact values."""
+"""Where the KV budget comes from and that check and fit agree on it: the engine's memory fraction and its
+source, the visible GPU memory, FP8 weights, the sampler's share, --kv-cache-memory-bytes and
+--num-gpu-blocks-override."""
 from __future__ import annotations
 
 import json
 
+from cli_helpers import EXAMPLE
 from conftest import REPO, run_cli
 
 SMALL = str(REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl")
@@ -73,28 +76,6 @@ def test_num_gpu_blocks_override_is_the_block_count():
     assert d["kv_budget_bytes_per_gpu"] == 10_485_760_000
 
 
-def test_human_readable_integers_per_release():
-    # #12: vLLM's human_readable_int (0.33.0 utils/argparse_utils.py:30-94): k decimal, K binary; --max-model-len
-    # from 0.8.5, --max-num-batched-tokens from 0.9.1; 'auto' / -1 from 0.14.0 (the engine fits it: noted)
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 32k "
-                             "--max-num-batched-tokens 16K", "--gpu", "H100", "--format", "json")
-    assert code in (0, 1), err
-    st = json.loads(out)["stack"]["settings"]
-    assert (st["max_model_len"], st["max_num_batched_tokens"]) == (32_000, 16_384)
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 32k",
-                             "--engine-version", "0.8.0", "--gpu", "H100")
-    assert code == 2 and "expected an integer, found '32k'" in err
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 1.5K",
-                             "--gpu", "H100")
-    assert code == 2 and "decimals are not allowed with the binary suffix K" in err
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len -1",
-                             "--gpu", "H100", "--format", "json")
-    assert code in (0, 1), err
-    d = json.loads(out)
-    assert d["stack"]["settings"]["max_model_len_auto"] is True
-    assert any("longest context that fits in the KV memory" in n for n in d["notes"])
-
-
 def test_fit_takes_the_given_kv_memory_as_check():
     # #5 in fit: the same budgets as check above (10 x 2**30 B; 5,000 blocks x 2,097,152 B)
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100",
@@ -106,3 +87,66 @@ def test_fit_takes_the_given_kv_memory_as_check():
                              "--num-gpu-blocks-override", "5000", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["gpu"]["kv_budget_bytes_per_gpu"] == 10_485_760_000
+
+
+def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
+    trace = REPO.parent / "shared/data/traces/azure_llm_inference_2023_code.csv"
+    code, out, err = run_cli("fit", str(trace), "--model", "openai/gpt-oss-120b", "--gpu", "H100", "--tp", "1",
+                             "--format", "json")
+    assert code in (0, 1), err
+    cc = json.loads(out)["cost_curve"]
+    code, out, err = run_cli("check", "--vllm", "vllm serve openai/gpt-oss-120b", "--gpu", "H100", "--count", "1",
+                             "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)["derived"]
+    assert cc["budget_bytes_per_gpu"] == d["kv_budget_bytes_per_gpu"] == 8_437_735_097
+    # 18 layers x 16 tokens x 8 heads x (64 + 64) x 2 B = 589,824 B per block: 14,305 blocks, 14,304 without the
+    # null block; the sliding group keeps cdiv(127 + 2 x 8,192, 16) + 1 = 1,033, the full group 13,271 x 16 tokens
+    assert cc["knee_seq_len"] == d["max_model_len_that_fits"] == 212_336
+    # GPU KV cache size at 131,072: int(14,305 / (8,192 + 1,033) x 131,072) = 203,250 (not 114,432 from 73,728 B/token)
+    assert cc["kv_tokens_per_gpu"] == d["kv_tokens_per_gpu"] == 203_250
+    # one 131,072-token request reserves 9,225 blocks = 5,441,126,400 B (5.07 GiB), not 131,072 x 73,728 B (4.50 GiB)
+    assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[131072] == 9225 * 589_824
+
+
+def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
+    # tester item 16: the budget said "given (...)" while the effective configuration said 0.92 engine default
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("model: Qwen/Qwen3-235B-A22B\nengine: {name: vllm, version: '0.33.0'}\nhardware: {gpu: H200, count: 8}\n"
+                     "techniques:\n  - tensor-parallelism: {tp_size: 8}\n  - paged-kv-cache\nsettings:\n  max_model_len: 32768\n")
+    code, out, err = run_cli("check", str(stack), "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    want = "vllm 0.33.0 default: vllm >=0.20.0 default (vllm/config/cache.py:66 at vllm 0.20.0)"
+    assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.92
+    assert d["derived"]["kv_budget_utilization_source"] == want
+    assert d["derived"]["kv_budget_breakdown"][0]["source"].endswith(want)
+    eff = {e["setting"]: e for e in d["effective_config"]}["gpu_memory_utilization"]
+    assert eff["source"] == "engine default" and eff["value"] == 0.92
+    # given in the file: still 'given'
+    stack.write_text(stack.read_text() + "  gpu_memory_utilization: 0.9\n")
+    code, out, err = run_cli("check", str(stack), "--format", "json")
+    d = json.loads(out)
+    assert d["derived"]["kv_budget_utilization_source"].startswith("given (")
+    assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.9
+
+
+def test_gpu_memory_uses_the_visible_capture(catalog):
+    from kg.derive.kv import gpu_memory_bytes
+    assert gpu_memory_bytes(catalog.resolve_hardware("H100-SXM")) == 81_559 * 2**20  # 85,520,809,984
+    assert gpu_memory_bytes(catalog.resolve_hardware("L40S")) == 46_068 * 2**20      # 48,305,405,952
+    assert gpu_memory_bytes(catalog.resolve_hardware("H200")) == 141 * 2**30         # no capture: vendor figure
+
+
+def test_check_labels_the_kv_budget():
+    # issue 13: the breakdown of kg.derive.budget. H200 (no capture) ceil(141 GiB x 0.9) = 136,257,837,466 B
+    # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation: the sampler's 1,024 requests x 151,936 x 14 B
+    # = 2,178,154,496 B (above the forward's 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 1,275,068,416 B)
+    # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB.
+    # Error bar (kg.derive.budget, the text sweep and fit print too): activation 0.15 x 2.03 + 0.25 = 0.554 GiB
+    # + graphs 0.25 + non-torch 1.0 = 1.80 GiB
+    code, out, _ = run_cli("check", EXAMPLE)
+    assert "KV budget per GPU (estimate)               ~66.3 GiB (+-1.80 GiB)" in out
+    assert "- activation peak                        2.03 GiB" in out
+    code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40")
+    assert "KV budget per GPU (given)                  40.00 GiB" in out
