@@ -9,7 +9,7 @@ from kg.inputs.modelcfg import bundled_model_ids, load_config_file, parse_config
 
 def test_every_bundled_config_parses():
     ids = bundled_model_ids()
-    assert len(ids) == 16  # + openai/whisper-large-v3 (encoder-decoder, issue 13)
+    assert len(ids) == 89  # 17 + 71 from the aiconfigurator-core 0.12.0 wheel + tiiuae/falcon-40b (legacy names)
     for i in ids:
         m = resolve_model(i)
         assert m.num_hidden_layers > 0 and m.num_key_value_heads >= 1

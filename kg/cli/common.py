@@ -108,7 +108,8 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
         for s in stacks:
             s.notes.extend(skipped)
     elif args.config:
-        st = Stack(name=args.config.name, model=load_config_file(args.config), source=str(args.config))
+        m = load_config_file(args.config)
+        st = Stack(name=m.name if m.name != str(args.config) else args.config.name, model=m, source=str(args.config))
     else:
         raise OptkgError("nothing to check: give a stack file, --cmd \"vllm serve ...\", --vllm, --sglang or --config")
     if stacks is None:

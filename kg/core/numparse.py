@@ -151,14 +151,17 @@ def depth_ok(text: str, limit: int) -> bool:
     return True
 
 
-def loads_json(text: str, what: str, inline: bool = False) -> Any:
+def loads_json(text: str, what: str, inline: bool = False, nonfinite: bool = False) -> Any:
     """Parse JSON strictly (see module doc). Raises OptkgError '<what>: ...'; JSON syntax errors
     become ``<what>:<line>:<col>: invalid JSON (...)`` for a file, or with ``inline`` (a flag's value)
-    ``<what>: invalid JSON (<msg> at column <col>)``."""
+    ``<what>: invalid JSON (<msg> at column <col>)``. ``nonfinite``: the constants ``Infinity`` / ``NaN``
+    are read as floats, as Python's json (and so transformers) reads a Hugging Face config.json
+    (NemotronH's ``time_step_limit: [0.0, Infinity]``); the fields optkg reads refuse them one by one."""
     if not depth_ok(text, MAX_JSON_DEPTH):
         raise OptkgError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_int=bounded_int, parse_float=_finite_float)
+        return json.loads(text, parse_constant=float if nonfinite else _refuse_constant, parse_int=bounded_int,
+                          parse_float=_finite_float)
     except json.JSONDecodeError as e:
         if inline:
             raise OptkgError(f"{what}: invalid JSON ({e.msg} at column {e.colno})") from None

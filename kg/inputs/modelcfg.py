@@ -162,7 +162,7 @@ def _softcap(c: dict[str, Any]) -> float | None:
 MAX_COUNT = 1_000_000  # heads, layers, experts: loops walk these (bounded-work rule); real models have < 1,000
 MAX_SIZE = 2**40  # dimensions and vocabulary: far past any real model
 COUNT_KEYS = {"num_attention_heads", "n_head", "num_hidden_layers", "n_head_kv", "num_kv_heads", "num_key_value_heads",
-              "multi_query_group_num", "num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
+              "multi_query_group_num", "num_attention_groups", "num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
               "first_k_dense_replace", "decoder_sparse_step", "max_window_layers", "interleave_moe_layer_step",
               "n_shared_experts"}
 
@@ -201,20 +201,27 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         for k in ("torch_dtype", "quantization_config", "model_type"):
             if k not in c and k in top:
                 c[k] = top[k]
+    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys
+    c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
+    for k in set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS):  # config.json may hold Infinity / NaN (nonfinite)
+        if isinstance(c.get(k), float) and not math.isfinite(c[k]):
+            raise OptkgError(f"{name}: '{k}' must be a finite number of tokens, found "
+                             f"{'NaN' if math.isnan(c[k]) else 'Infinity'}")
     encdec = _encoder_decoder_view(c, name)
     if encdec:
         c = {**c, **encdec["text"]}
-    heads = _int(c, "num_attention_heads", name, required=True) or _int(c, "n_head", name)
+    heads = _int(c, "num_attention_heads", name, required=True)
     if not heads:
         raise OptkgError(f"{name}: 'num_attention_heads' must be at least 1")
     layers = _int(c, "num_hidden_layers", name, required=True)
     hidden = _int(c, "hidden_size", name) or 0
     kv = None
-    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):
+    for key in kv_head_keys():  # vLLM's CONFIG_FIELD_ALIASES['total_num_kv_heads'], in order
         if c.get(key) is not None:
             kv = _int(c, key, name)
             break
-    if c.get("multi_query") is True:
+    mq = falcon_multi_query(c, str(c.get("model_type") or ""))
+    if mq if mq is not None else c.get("multi_query") is True:
         kv = 1
     if kv is None:
         kv = heads
@@ -234,7 +241,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     rope = _int(c, "qk_rope_head_dim", name)
     is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
     dtype = str(c.get("torch_dtype") or c.get("dtype") or top.get("torch_dtype") or "bfloat16")
-    warnings = []
+    warnings = list(alias_notes)
     if dtype.lower() not in DTYPE_BYTES:
         raise OptkgError(f"{name}: torch_dtype {dtype!r} is not a dtype optkg knows "
                          f"(expected one of {', '.join(sorted(DTYPE_BYTES))})")
@@ -404,7 +411,8 @@ def _encoder_decoder_view(c: dict[str, Any], name: str) -> dict[str, Any] | None
 
 LAYER_TYPE_KINDS = {"full_attention": "full", "attention": "full", "global": "full", "sliding_attention": "sliding",
                     "sliding_window": "sliding", "local": "sliding", "chunked_attention": "chunked",
-                    "linear_attention": "linear", "mamba": "mamba", "mamba2": "mamba"}
+                    "linear_attention": "linear", "mamba": "mamba", "mamba2": "mamba",
+                    "moe": "none", "mlp": "none"}  # NemotronH layers_block_type: MoE / MLP blocks hold no cache
 
 
 def layer_kinds(c: dict[str, Any], model_type: str, layers: int, has_window: bool) -> list[str]:
@@ -568,14 +576,15 @@ def sglang_context_length(c: dict[str, Any], name: str = "config.json") -> int |
     return None
 
 
-def load_config_file(path: Path | str) -> ModelFacts:
-    """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields."""
+def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFacts:
+    """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields.
+    ``hf_quant``: where the ModelOpt ``hf_quant_config.json`` is (default: beside config.json)."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     text = read_text(p, max_bytes=8 * 1024 * 1024)
-    cfg = loads_json(text, str(p))  # no NaN/Infinity, no 5,000-digit integers, no 100,000-deep arrays
-    hq = p.parent / "hf_quant_config.json"
+    cfg = loads_json(text, str(p), nonfinite=True)  # no 5,000-digit integers, no 100,000-deep arrays
+    hq = hf_quant or p.parent / "hf_quant_config.json"
     hq_cfg = None
     if isinstance(cfg, dict) and not isinstance(cfg.get("quantization_config"), dict) and hq.is_file():
         # ModelOpt <= 0.29 writes its quantisation beside config.json; vLLM reads it when config.json
@@ -585,9 +594,29 @@ def load_config_file(path: Path | str) -> ModelFacts:
             raise OptkgError(f"{hq}: expected a JSON object")
         cfg = dict(cfg, quantization_config=hq_cfg)
     facts = parse_config(cfg, str(p))
+    facts.name = model_id_for(p, cfg)
     if hq_cfg is not None:
         facts.quantization_config_source = "hf_quant_config.json (ModelOpt)"
     return facts
+
+
+def model_id_for(p: Path, cfg: Any) -> str:
+    """The model id a config.json file stands for, for report headers: a bundled file's hub id, a Hugging Face
+    cache snapshot's ``org/name`` (``models--org--name/snapshots/<rev>/config.json``), the ``_name_or_path`` a
+    transformers serialisation keeps (when it is a hub id), else the path as given."""
+    try:
+        if p.resolve().parent == bundled_models_dir().resolve():
+            return p.stem.replace("__", "/", 1)
+    except OSError:
+        pass
+    parts = p.parts
+    for i, part in enumerate(parts[:-2]):
+        if part.startswith("models--") and parts[i + 1] == "snapshots" and part.count("--") >= 2:
+            return part[len("models--"):].replace("--", "/", 1)
+    nop = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
+    if isinstance(nop, str) and HUB_ID.match(nop):
+        return nop
+    return str(p)
 
 
 def bundled_models_dir() -> Path:
@@ -601,6 +630,27 @@ def _norm(s: str) -> str:
 def bundled_model_ids() -> list[str]:
     """Hub ids of the bundled configs (file ``org__name.json`` -> ``org/name``)."""
     return sorted(f.stem.replace("__", "/", 1) for f in bundled_models_dir().glob("*.json"))
+
+
+def load_bundled(f: Path) -> ModelFacts:
+    """A bundled config by file, with its ModelOpt ``hf_quant/<same name>`` beside it when there is one; the
+    facts are named by the hub id, not the path."""
+    facts = load_config_file(f, bundled_models_dir() / "hf_quant" / f.name)
+    facts.name = f.stem.replace("__", "/", 1)
+    return facts
+
+
+def closest_model_ids(name: str, n: int = 3) -> list[str]:
+    """The bundled hub ids nearest to ``name`` (difflib on the normalised names, the org ignored as a fallback)."""
+    import difflib
+    ids = bundled_model_ids()
+    by_norm = {_norm(i): i for i in ids}
+    got = difflib.get_close_matches(_norm(name), list(by_norm), n=n, cutoff=0.6)
+    if not got:
+        tail = {_norm(i.split("/", 1)[1]): i for i in ids}
+        got = [tail[k] for k in difflib.get_close_matches(_norm(name.split("/")[-1]), list(tail), n=n, cutoff=0.6)]
+        return got
+    return [by_norm[k] for k in got]
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -672,7 +722,8 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
     p = Path(name).expanduser()
     if p.is_dir() or (p.is_file() and p.suffix == ".json"):
         facts = load_config_file(p)
-        facts.name = name
+        if not HUB_ID.match(facts.name):
+            facts.name = name  # no model id known: the path as the user gave it
         return facts
     cached = hf_cache_config(name, revision)
     if cached is None and revision and HUB_ID.match(name) and (hf_cache_dir() / f"models--{name.replace('/', '--')}").is_dir():
@@ -688,13 +739,13 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
     for f in sorted(bundled_models_dir().glob("*.json")):
         hub = f.stem.replace("__", "/", 1)
         if _norm(hub) in (want, want_alt):
-            facts = load_config_file(f)
-            facts.name = hub
-            return facts
+            return load_bundled(f)
+    near = closest_model_ids(name)
     raise OptkgError(
         f"unknown model '{name}': not a folder with config.json, not in the Hugging Face cache ({hf_cache_dir()}) "
-        f"and not a bundled config "
-        f"(bundled: {', '.join(bundled_model_ids())}); pass --config path/to/config.json"
+        f"and not one of the {len(bundled_model_ids())} bundled configs"
+        + (f" (closest: {', '.join(near)})" if near else "")
+        + "; `optkg models` lists them; pass --config path/to/config.json"
     )
 
 
@@ -705,12 +756,12 @@ def config_dict(name: str, base_dir: Path | str | None = None) -> dict[str, Any]
         p = cand / "config.json" if cand.is_dir() else cand
         if p.is_file() and p.suffix == ".json":
             try:
-                d = loads_json(read_text(p, max_bytes=8 * 1024 * 1024), str(p))
+                d = loads_json(read_text(p, max_bytes=8 * 1024 * 1024), str(p), nonfinite=True)
             except OptkgError:
                 return {}
             return d if isinstance(d, dict) else {}
     want = _norm(name)
     for f in sorted(bundled_models_dir().glob("*.json")):
         if _norm(f.stem.replace("__", "/", 1)) == want:
-            return loads_json(read_text(f, max_bytes=8 * 1024 * 1024), str(f))
+            return loads_json(read_text(f, max_bytes=8 * 1024 * 1024), str(f), nonfinite=True)
     return {}

@@ -376,7 +376,10 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         raise OptkgError(f"{label}: no model in the command (give it as `vllm serve <model>` / --model-path, or pass --config)")
     rev = st.settings.get("model_revision")  # --revision: config.json at that revision (HF cache)
     st.model = load_config_file(target) if model_override else resolver(target, str(rev)) if rev else resolver(target)
-    st.name = f"{Path(target).name if model_override else target} ({engine})"
+    named = model_name or model_from  # the command's model id names the report, also when --config gives the shape
+    if model_override and named:
+        st.model.name = str(named)
+    st.name = f"{named or st.model.name} ({engine})" if model_override else f"{target} ({engine})"
     return st
 
 

@@ -1,0 +1,78 @@
+"""Legacy and alias attribute names in a ``config.json``, read as the engines read them.
+
+vLLM and SGLang load a config through a config class: transformers' own for the ``model_type``, or a class vLLM
+registers over it. Such a class answers ``config.num_attention_heads`` with the value stored under another key when
+its ``attribute_map`` says so (GPT-2's ``n_head``, Falcon-40B's legacy ``RWConfig``: ``n_head``, ``n_layer``,
+``n_head_kv``). The table ``catalog/models/defaults/attribute_aliases.yaml`` is generated from the released wheels by
+``tools/model_aliases.py`` (each entry with ``path:line``); nothing here is written by hand except what the table
+cannot hold: vLLM's Falcon classes (defaults and the Falcon-40B hack) and NemotronH's derived layer count, each cited.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_TABLE: dict[str, Any] | None = None
+# canonical names optkg sizes the model with: reading one of these through an alias is worth a note in the report
+NOTED = {"num_attention_heads", "num_hidden_layers", "num_kv_heads", "num_key_value_heads", "hidden_size", "head_dim",
+         "max_position_embeddings", "layer_types", "intermediate_size", "vocab_size", "new_decoder_architecture"}
+
+FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")  # vllm 0.34.0 model_arch_config_convertor.py:846, 872-873
+RW_TYPES = ("RefinedWeb", "RefinedWebModel")  # vllm 0.34.0 transformers_utils/config.py:156-157 (RWConfig)
+
+
+def alias_table() -> dict[str, Any]:
+    """The generated table: ``{"releases", "model_types": {mt: {"map", "source"}}, "engine_field_aliases"}``."""
+    global _TABLE
+    if _TABLE is None:
+        from kg.core import paths
+        from kg.core.yamlio import load_yaml
+        _TABLE = load_yaml(paths.catalog_dir() / "models" / "defaults" / "attribute_aliases.yaml").data or {}
+    return _TABLE
+
+
+def kv_head_keys() -> tuple[str, ...]:
+    """The keys vLLM tries in order for the number of KV heads (``CONFIG_FIELD_ALIASES['total_num_kv_heads']``)."""
+    got = (alias_table().get("engine_field_aliases") or {}).get("total_num_kv_heads") or {}
+    return tuple(got.get("names") or ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"))
+
+
+def apply_aliases(c: dict[str, Any], model_type: str) -> tuple[dict[str, Any], list[str]]:
+    """``c`` with every canonical name the model type's config class maps filled from the key it is stored under.
+
+    A key already present under its canonical name is kept. Returns the new dict and one line per key read through
+    an alias (``num_attention_heads <- n_head (source)``), for the report's model notes."""
+    entry = (alias_table().get("model_types") or {}).get(model_type)
+    if not entry:
+        return c, []
+    out = dict(c)
+    notes = []
+    for canonical, stored in (entry.get("map") or {}).items():
+        if canonical not in c and stored in c and c[stored] is not None:
+            out[canonical] = c[stored]
+            notes.append(f"{canonical} <- {stored}")
+    if model_type in RW_TYPES:
+        # RWConfig: n_head_kv None -> 1 (configs/falcon.py:71); hidden_size 8192 forces the new decoder
+        # architecture "Hack for falcon-40b" (configs/falcon.py:77-79), vllm 0.34.0
+        if out.get("n_head_kv") is None:
+            out["n_head_kv"] = 1
+        if out.get("hidden_size") == 8192 and not out.get("new_decoder_architecture"):
+            out["new_decoder_architecture"] = True
+            notes.append("new_decoder_architecture <- True (hidden_size 8192: vLLM's RWConfig 'hack for falcon-40b')")
+        if "multi_query" not in out:
+            out["multi_query"] = True  # RWConfig default (configs/falcon.py:48)
+    if model_type == "nemotron_h" and isinstance(out.get("layers_block_type"), list):
+        # NemotronHConfig.num_hidden_layers is len(layers_block_type); a num_hidden_layers key is ignored
+        # (transformers 5.24.0 models/nemotron_h/configuration_nemotron_h.py:238-253)
+        out["num_hidden_layers"] = len(out["layers_block_type"])
+    shown = [n for n in notes if n.split(" <- ")[0] in NOTED]
+    if not shown:
+        return out, []
+    return out, [f"config.json keys read through the {model_type} config class: {', '.join(shown)} ({entry.get('source', '')})"]
+
+
+def falcon_multi_query(c: dict[str, Any], model_type: str) -> bool | None:
+    """For Falcon model types, whether vLLM caches one KV head: ``multi_query`` unless ``new_decoder_architecture``
+    (vllm 0.34.0 ``model_arch_config_convertor.py:508-524``). None for other model types."""
+    if model_type not in FALCON_TYPES:
+        return None
+    return bool(c.get("multi_query")) and not bool(c.get("new_decoder_architecture"))
