@@ -19,6 +19,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("kg.cli.check", "check a serving or training stack (file, --cmd, --train, --vllm or --sglang) for coupling findings"),
     "kv": ("kg.cli.kv", "KV-cache derivations for a model under TP/PP/DCP"),
+    "models": ("kg.cli.models", "list the bundled model configs (hub id, shape, context limit, source)"),
     "reconcile": ("kg.cli.reconcile", "optkg's memory estimate beside each number of a vLLM/SGLang startup log"),
     "sweep": ("kg.cli.sweep", "evaluate many TP/DCP/KV-dtype combinations in one process"),
     "validate": ("kg.cli.validate", "validate catalog files (all problems in one pass)"),
@@ -44,9 +45,20 @@ class _Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse, but an unknown option names the closest option of the command it was given to."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from kg.cli.didyoumean import unrecognized
+            message, target = unrecognized(extras, self, getattr(ns, "command", None))
+            target.error(message)
+        return ns
+
     def error(self, message: str) -> None:
-        """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``."""
-        text = " ".join(str(message).split())
+        """One line on stderr, exit 2: ``optkg: error: <message> (see 'optkg <command> --help')``.
+        A mistyped command or choice gets the closest valid one (kg.cli.didyoumean)."""
+        from kg.cli.didyoumean import invalid_choice
+        text = invalid_choice(" ".join(str(message).split()))
         _Parser.last_error = f"{text} (see '{self.prog} --help')"
         sys.stderr.write(f"optkg: error: {_Parser.last_error}\n")
         raise SystemExit(2)
