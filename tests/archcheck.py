@@ -8,7 +8,7 @@ by a whole string constant (``"kg.analyses.check"`` or ``"kg.analyses.check:run_
 files must stay cheap (kg/__init__.py imports nothing heavy at import time), and the test checks
 their own imports like any module's.
 
-Layers (docs/architecture.md, /work/coord/LAYOUT.md): core 0 < engine 1 < knowledge 2 < inputs 3 <
+Layers (docs/architecture.md, /work/coord/LAYOUT.md): core 0 < engine 1 < knowledge 2 < inputs 3 = frameworks 3 <
 derive 4 < analyses 5 < output 6 < kg/__init__ 7 < cli 8; a module may import its own layer or lower
 ones, and nothing outside kg.cli imports kg.cli.
 
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import networkx as nx
 
-RANKS = {"core": 0, "engine": 1, "knowledge": 2, "inputs": 3, "derive": 4, "analyses": 5, "output": 6,
-         "cli": 8}
+# kg.frameworks (one package per training framework) reads inputs and declares memory terms: the inputs rank
+RANKS = {"core": 0, "engine": 1, "knowledge": 2, "inputs": 3, "frameworks": 3, "derive": 4, "analyses": 5,
+         "output": 6, "cli": 8}
 API_RANK = 7  # kg/__init__.py
 MAX_LINES = 800
 # module -> why it may be longer than MAX_LINES (keep empty unless truly necessary)

@@ -7,8 +7,8 @@ import pytest
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import resolve_model
 from kg.inputs.training import detect_command, load_training_file, parse_training_command
-from kg.inputs.training.deepspeed import parse_deepspeed_text
-from kg.inputs.training.torchtitan import parse_torchtitan_toml
+from kg.frameworks.deepspeed.reader import parse_deepspeed_text
+from kg.frameworks.torchtitan.reader import parse_torchtitan_toml
 
 MEGATRON = ("GPUS_PER_NODE=8 torchrun --nproc_per_node $GPUS_PER_NODE --nnodes 4 pretrain_gpt.py \\\n"
             " --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 \\\n"

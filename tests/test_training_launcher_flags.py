@@ -89,7 +89,7 @@ ZERO1_INFO = "coupling-zero-1-requires-data-parallelism"
 
 
 def test_torchtitan_without_a_shard_group_holds_no_zero_1(cli, tmp_path):
-    from kg.inputs.training.torchtitan import parse_torchtitan_toml
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_toml
     # torchtitan 0.3.0 parallel_dims.py:680-693: fully_shard only when dp_shard > 1 or cp > 1
     assert parse_torchtitan_toml(TT.format(shard=1, tp=8), "a.toml").get("fsdp_sharding") == "no_shard"
     assert parse_torchtitan_toml(TT.format(shard=8, tp=1), "b.toml").get("fsdp_sharding") == "full_shard"
@@ -148,7 +148,7 @@ def test_deepspeed_missing_grad_accum_is_derived_not_a_silent_zero(cli):
 
 
 def test_torchtitan_field_errors_name_file_and_line(cli, tmp_path):
-    from kg.inputs.training.torchtitan import parse_torchtitan_toml, toml_line
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_toml, toml_line
     text = '[model]\nname = "llama3"\n\n[parallelism]\n# 16 GPUs\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = "eight"\n'
     with pytest.raises(OptkgError, match=r"^bad1.toml:7: parallelism.tensor_parallel_degree: tp_size must be an integer, found 'eight'$"):
         parse_torchtitan_toml(text, "bad1.toml")

@@ -5,9 +5,9 @@ import pytest
 
 from kg.core.errors import OptkgError
 from kg.derive.training_memory import (
-    deepspeed_zero2_estimate, deepspeed_zero3_estimate, in_flight_microbatches,
-    korthikanti_activation_bytes_per_layer, megatron_theoretical_memory, padded_vocab_size, param_counts,
-    zero_paper_model_states)
+    in_flight_microbatches, korthikanti_activation_bytes_per_layer, param_counts, zero_paper_model_states)
+from kg.frameworks.deepspeed.memory import deepspeed_zero2_estimate, deepspeed_zero3_estimate
+from kg.frameworks.megatron.memory import megatron_theoretical_memory, padded_vocab_size
 
 PSI = 7_500_000_000
 LLAMA70 = dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64, num_query_groups=8,

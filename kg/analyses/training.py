@@ -23,6 +23,7 @@ from kg.analyses.check import Finding
 from kg.core.errors import OptkgError
 from kg.derive.training_memory import GB, batch_arithmetic, training_memory
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
+from kg.frameworks.registry import get as framework_of
 from kg.inputs.training.job import JOB_TECHNIQUES, SETTINGS, TrainingJob
 
 SCHEMA_VERSION = "1.2"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques;
@@ -60,8 +61,8 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     if ns.get("num_layers") and ns.get("hidden_size"):
         ns.setdefault("num_experts", 0)
         ns.setdefault("num_moe_layers", 0)
-    if job.framework == "deepspeed" and par["pp_size"] > 1:
-        ns["pipeline_engine"] = True  # DeepSpeed's pipeline parallelism is its PipelineEngine (runtime/pipe/engine.py)
+    fw = framework_of(job.framework)
+    ns.update(fw.implied_settings(job, par))
     ns["framework"] = job.framework
     ns["framework_version"] = job.framework_version or ""
     ns["has_model_shape"] = bool(shape.get("num_layers") and shape.get("hidden_size"))
@@ -158,14 +159,10 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
             for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
                       "optimizer_bytes"):
                 ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
-            if job.framework in ("megatron", "nemo", "verl"):
-                derived["megatron_theoretical"] = _megatron_theoretical(job, shape, par)
+            derived.update(fw.cross_checks(job, mem, shape, par))  # the framework's own estimator(s)
             la = _llm_analysis(job, md)
             if la:
                 derived["llm_analysis"] = la
-            zs = job.get("zero_stage") or 0
-            if job.framework == "deepspeed" and zs in (2, 3) and par["tp_size"] == 1 and par["pp_size"] == 1:
-                derived["deepspeed_estimator"] = _deepspeed_estimate(job, mem, zs, par)
             if ns.get("gpu_memory_bytes"):
                 ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
                 ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
@@ -235,26 +232,6 @@ def _technique_states(job: TrainingJob, ns: Mapping[str, Any]) -> tuple[list[str
     return held, open_
 
 
-def _megatron_theoretical(job: TrainingJob, shape: Mapping[str, Any], par: Mapping[str, int]) -> dict[str, Any]:
-    """What Megatron-LM's report_theoretical_memory prints for these arguments (MiB), and its formula."""
-    from kg.derive.training_memory import MIB, megatron_theoretical_memory, padded_vocab_size
-    mbs = job.get("micro_batch_size") or 1
-    nmb = job.get("global_batch_size") // (mbs * par["dp_size"]) if job.get("global_batch_size") else None
-    r = megatron_theoretical_memory(
-        shape, tp=par["tp_size"], pp=par["pp_size"], dp=par["dp_size"], seq_length=job.get("seq_length"),
-        micro_batch_size=mbs, padded_vocab=padded_vocab_size(shape.get("vocab_size") or 0, par["tp_size"],
-                                                             job.get("make_vocab_size_divisible_by", 128)),
-        vpp=job.get("vpp_size") or None, num_microbatches=nmb, sequence_parallel=bool(job.get("sequence_parallel")),
-        recompute_granularity=job.get("recompute_granularity", "none"),
-        distributed_optimizer=bool(job.get("distributed_optimizer")), ep=par["ep_size"], etp=job.get("etp_size") or None,
-        world_size=par["world_size"])
-    return {"weight_and_optimizer_bytes": round(r.weight_and_optimizer_bytes), "activation_bytes": round(r.activation_bytes),
-            "weight_and_optimizer_mib": round(float(r.weight_and_optimizer_bytes / MIB), 2),
-            "activation_mib": round(float(r.activation_bytes / MIB), 2), "total_mib": round(float(r.total_bytes / MIB), 2),
-            "formula": r.formula,
-            "source": "NVIDIA/Megatron-LM@d98e8a64 megatron/training/theoretical_memory_usage.py (recomputed)"}
-
-
 def _llm_analysis(job: TrainingJob, md: Mapping[str, Any]) -> dict[str, Any] | None:
     """llm-analysis 0.2.2's activation accounting of ``job`` beside optkg's (kg.derive.training_memory.
     llm_analysis_activations), with the terms that make them differ and which one this report uses."""
@@ -282,29 +259,6 @@ def _llm_analysis(job: TrainingJob, md: Mapping[str, Any]) -> dict[str, Any] | N
             "logits_bytes": int(la.logits), "total_bytes": total,
             "difference": round(md["total_bytes"] / total - 1, 4), "why": why,
             "source": "llm-analysis 0.2.2 llm_analysis/analysis.py LLMAnalysis.training (recomputed, defaults)"}
-
-
-def _deepspeed_estimate(job: TrainingJob, mem, stage: int, par: Mapping[str, int]) -> dict[str, Any]:
-    """DeepSpeed's own model-state estimate for the same job, and why it differs from the breakdown."""
-    from kg.derive.training_memory import deepspeed_zero2_estimate, deepspeed_zero3_estimate, padded_vocab_size, param_counts
-    gpn = job.get("gpus_per_node") or min(par["world_size"], 8)
-    nodes = max(1, par["world_size"] // gpn)
-    off = job.get("offload_optimizer", "none") != "none"
-    if stage == 2:
-        b = deepspeed_zero2_estimate(mem.total_params, gpn, nodes, cpu_offload=off)
-        formula = "2Ψ" if off else "2Ψ + 18Ψ/N"
-        where = "deepspeed/runtime/zero/stage_1_and_2.py:4017 (deepspeed 0.19.8)"
-    else:
-        shape = job.shape()
-        largest = param_counts(shape, shape.get("vocab_size") or 0).largest_layer
-        b = deepspeed_zero3_estimate(mem.total_params, largest, gpn, nodes, cpu_offload=off,
-                                     cpu_offload_params=job.get("offload_param", "none") != "none")
-        formula = "4 x largest layer + 18Ψ/N" if not off else "4 x largest layer (+ 2Ψ/N without parameter offload)"
-        where = "deepspeed/runtime/zero/stage3.py:4016 (deepspeed 0.19.8)"
-    return {"bytes": b, "formula": formula, "source": where,
-            "why": "DeepSpeed counts 18 bytes per partitioned parameter (2 fp16 grads + 4 fp32 grads + 4 fp32 "
-                   "weights + 8 Adam) and, for ZeRO-3, a 4-byte buffer of the largest layer; this breakdown uses the "
-                   "ZeRO paper's K = 12 with 16-bit gradients and a 16-bit gathered unit"}
 
 
 def active_rules(job_techniques: list[str], rules: RuleSet, catalog=None) -> RuleSet:
@@ -470,8 +424,8 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     else:
         raise OptkgError("training fixture: give `command`, `file` or `stack`")
     if data.get("framework"):
-        from kg.inputs.training.job import resolve_framework
-        job.framework = resolve_framework(str(data["framework"])) or job.framework
+        from kg.frameworks.registry import resolve
+        job.framework = resolve(str(data["framework"])) or job.framework
     if data.get("framework_version"):
         job.framework_version = str(data["framework_version"])
     if data.get("gpu"):

@@ -8,18 +8,9 @@ names the accounting it follows, because published estimators count differently:
   gradients and KΨ optimizer states (K = 12: fp32 master weights, momentum, variance).
   Per GPU: baseline (2 + 2 + K)Ψ; P_os 2Ψ + 2Ψ + KΨ/N_d; P_os+g 2Ψ + (2 + K)Ψ/N_d;
   P_os+g+p (2 + 2 + K)Ψ/N_d.
-- **DeepSpeed's own estimators** (deepspeed 0.19.8 ``deepspeed/runtime/zero/stage_1_and_2.py:4017``
-  ``estimate_zero2_model_states_mem_needs`` and ``stage3.py:4016``
-  ``estimate_zero3_model_states_mem_needs``): ZeRO-2 GPU = 2Ψ + int(18Ψ/N) (18 = 2 fp16 grads +
-  4 fp32 grads + 4 fp32 params + 8 Adam states); ZeRO-3 GPU = 4 × largest layer + int(18Ψ/N);
-  with CPU offload ZeRO-2 keeps 2Ψ, ZeRO-3 4 × largest layer (+ 2Ψ/N without param offload).
-  They differ from the paper by counting an fp32 gradient copy (4 bytes) in the partitioned part,
-  and ZeRO-3 by a gathered-layer working buffer instead of the paper's nothing.
-- **Megatron-LM** ``megatron/training/theoretical_memory_usage.py`` (NVIDIA/Megatron-LM @00caa53a):
-  18 bytes/parameter (2 bf16 weights + 4 fp32 main grads + 12 Adam) or 6 + 12/DP with
-  ``--use-distributed-optimizer``, on the most loaded shard ((layers/PP + embedding)/TP);
-  activations from Korthikanti Table 2 with the MLP generalised (18 + 4·ffn/h) under SP + selective
-  recompute, else ``s·b·h·(10 + 24/t)`` × 1.05. ``megatron_theoretical_memory`` reproduces it.
+- **the framework's own estimators**, recomputed in its package: DeepSpeed's ZeRO-2/3
+  ``estimate_*_model_states_mem_needs`` (kg.frameworks.deepspeed.memory), Megatron-LM's
+  ``theoretical_memory_usage.py`` (kg.frameworks.megatron.memory); shown beside this breakdown.
 - **Korthikanti et al. 2022** ("Reducing Activation Recomputation in Large Transformer Models",
   Table 2 and §4): activation bytes per layer ``s·b·h·(34 + 5·a·s/h)`` without parallelism;
   ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` with TP; ``s·b·h/t·(34 + 5·a·s/h)`` with TP + SP;
@@ -36,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.frameworks.registry import get as framework_of
 
 GB = 10**9
 MIB = 2**20
@@ -63,30 +55,6 @@ def zero_paper_model_states(psi: int, n_d: int, stage: int, k: int = 12) -> Frac
     p, n = Fraction(psi), Fraction(n_d)
     return {0: (4 + k) * p, 1: 4 * p + k * p / n, 2: 2 * p + (2 + k) * p / n, 3: (4 + k) * p / n}[stage]
 
-
-def deepspeed_zero2_estimate(total_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1,
-                             cpu_offload: bool = False) -> int:
-    """GPU bytes by DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (0.19.8, stage_1_and_2.py:4017).
-
-    No offload: ``2Ψ + int(18Ψ / N)``; CPU offload: ``2Ψ``.
-    """
-    n = num_nodes * num_gpus_per_node
-    return int(2 * total_params) if cpu_offload else int(2 * total_params + int(18 * total_params / n))
-
-
-def deepspeed_zero3_estimate(total_params: int, largest_layer_params: int, num_gpus_per_node: int = 1,
-                             num_nodes: int = 1, cpu_offload: bool = False, cpu_offload_params: bool = False) -> int:
-    """GPU bytes by DeepSpeed's ``estimate_zero3_model_states_mem_needs`` (0.19.8, stage3.py:4016).
-
-    ``4 × largest_layer_params`` always (the gathered fp32-sized working buffer), plus
-    ``int(18Ψ/N)`` without offload, ``int(2Ψ/N)`` with optimizer offload only, nothing more with
-    parameter offload too.
-    """
-    n = num_nodes * num_gpus_per_node
-    largest = 4 * largest_layer_params
-    if cpu_offload:
-        return int(largest if cpu_offload_params else largest + int(2 * total_params / n))
-    return int(largest + int(18 * total_params / n))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,12 +98,6 @@ def in_flight_microbatches(pp: int, vpp: int | None = None, num_microbatches: in
 
 # ---------------------------------------------------------------------------------------------
 # parameters (Megatron's counting: no biases, no router, GQA projections)
-
-def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = 128) -> int:
-    """Megatron pads the vocabulary to a multiple of ``make_vocab_size_divisible_by × tp``
-    (megatron/training/tokenizer/tokenizer.py ``_vocab_size_with_padding``)."""
-    multiple = divisible_by * tp
-    return int(math.ceil(vocab_size / multiple) * multiple)
 
 
 @dataclass
@@ -196,100 +158,6 @@ def param_counts(shape: dict[str, Any], padded_vocab: int) -> ParamCounts:
 
 
 # ---------------------------------------------------------------------------------------------
-# Megatron-LM theoretical memory, reproduced
-
-@dataclass
-class MegatronTheoretical:
-    """Megatron-LM ``report_theoretical_memory`` values (bytes; ``*_mib`` as it prints them)."""
-
-    weight_and_optimizer_bytes: Fraction
-    activation_bytes: Fraction
-    formula: str
-
-    @property
-    def total_bytes(self) -> Fraction:
-        return self.weight_and_optimizer_bytes + self.activation_bytes
-
-    def mib(self) -> dict[str, float]:
-        return {"weight_and_optimizer": float(self.weight_and_optimizer_bytes / MIB),
-                "activation": float(self.activation_bytes / MIB), "total": float(self.total_bytes / MIB)}
-
-
-def megatron_theoretical_memory(shape: dict[str, Any], *, tp: int, pp: int, dp: int, seq_length: int,
-                                micro_batch_size: int, padded_vocab: int, vpp: int | None = None,
-                                num_microbatches: int | None = None, sequence_parallel: bool = False,
-                                recompute_granularity: str = "none", distributed_optimizer: bool = False,
-                                ep: int = 1, etp: int | None = None, world_size: int | None = None) -> MegatronTheoretical:
-    """Megatron-LM's theoretical memory footprint (NVIDIA/Megatron-LM @d98e8a64, 2026-08-22,
-    ``megatron/training/theoretical_memory_usage.py``), recomputed in exact fractions.
-
-    Weight + optimizer on the most loaded shard: TP-sharded parameters (attention, dense MLP,
-    shared experts) (block/PP + embedding)/TP (+ embedding/TP again when untied and PP = 1),
-    replicated ones (norms, routers, final norm) /PP, routed experts /PP/(ETP·EP); × 18 bytes, or
-    6 + 12/DP with the distributed optimizer (experts: 12/expert-DP, expert-DP = world/(ETP·EP·PP)).
-    Activations (first pipeline stage): with SP and selective recompute ``s·b·h·(18 + 4·ffn/h)·L``,
-    else ``s·b·h·(10 + 24/t)·L``; plus ``8·s·b·PP`` (embedding input) and ``s·b·h·PP`` (embedding
-    dropout); × the interleaving penalty or min(1, m/PP); plus the output layer when PP = 1; then
-    ``/t`` (SP branch) or ``× 1.05``. MLA, MTP and hybrid models are not modelled here.
-    """
-    h, L, a = shape["hidden_size"], shape["num_layers"], shape["num_attention_heads"]
-    g = shape.get("num_query_groups") or a
-    d = shape.get("kv_channels") or h // a
-    f = shape.get("ffn_hidden_size") or 4 * h
-    norm = 1 if shape.get("normalization", "RMSNorm") == "RMSNorm" else 2
-    gl = Fraction(3, 2) if shape.get("swiglu") else Fraction(1)
-    E = shape.get("num_experts") if (shape.get("num_experts") or 0) > 1 else None
-    n_moe = shape.get("num_moe_layers", L) if E else 0
-    n_dense = L - n_moe
-    attn = Fraction(2 * h * h) * (1 + Fraction(g, a)) * Fraction(d * a, h)
-    dense_mlp = 2 * h * f * gl
-    shared = 2 * h * (shape.get("moe_shared_expert_intermediate_size") or 0) * gl
-    routed = 2 * h * (shape.get("moe_ffn_hidden_size") or 0) * (E or 0) * gl
-    ln = 2 * h * norm
-    router = h * E if E else 0
-    emb = h * padded_vocab
-    tp_block = (attn + dense_mlp) * n_dense + (attn + shared) * n_moe
-    rep_block = ln * n_dense + (ln + router) * n_moe + norm * h
-    exp_block = routed * n_moe
-    etp = etp or tp
-    tp_shard = (tp_block / pp + emb) / tp
-    if shape.get("untie_embeddings_and_output_weights", True) and pp == 1:
-        tp_shard += Fraction(emb, tp)
-    rep_shard = rep_block / pp
-    exp_shard = exp_block / pp / (etp * ep)
-    world = world_size or tp * pp * dp
-
-    def per_param(n: int) -> Fraction:
-        return Fraction(18) if not distributed_optimizer else 6 + Fraction(12, n)
-    w_o = (tp_shard + rep_shard) * per_param(dp) + exp_shard * per_param(max(1, world // (etp * ep * pp)))
-    s, b = seq_length, micro_batch_size
-    sbh = s * b * h
-    with_sp = sequence_parallel and recompute_granularity == "selective"
-    if with_sp:
-        act = Fraction(sbh) * (18 + 4 * Fraction(f, h)) * L
-        formula = "s*b*h*(18 + 4*ffn/h) per layer (Korthikanti Table 2, SP + selective), /TP"
-    else:
-        act = Fraction(sbh) * (10 + Fraction(24, tp)) * L
-        formula = "s*b*h*(10 + 24/t) per layer (Korthikanti Table 2, TP without SP), x1.05"
-        if sequence_parallel:  # Megatron-LM takes its SP formula only with selective recompute (:466 at d98e8a64)
-            formula = ("s*b*h*(10 + 24/t) per layer, x1.05: Megatron-LM's without-SP formula, which it applies to an "
-                       f"SP job unless recompute is selective (here: {recompute_granularity}; "
-                       "theoretical_memory_usage.py:466)")
-    act += 8 * s * b * pp + sbh * pp
-    if vpp is not None:
-        act *= 1 + Fraction(pp - 1, pp * vpp)
-    elif pp > 1 and num_microbatches is not None:
-        act *= min(Fraction(1), Fraction(num_microbatches, pp))
-    if pp == 1:
-        if with_sp:
-            act += Fraction(sbh) * 4 * (1 + Fraction(padded_vocab, h))
-        else:
-            act += (Fraction(s * b * padded_vocab, tp) + sbh) * 2
-    act = act / tp if with_sp else act * Fraction(105, 100)
-    return MegatronTheoretical(w_o, act, formula)
-
-
-# ---------------------------------------------------------------------------------------------
 # optkg's breakdown for a training job
 
 @dataclass
@@ -308,6 +176,7 @@ class TrainingMemory:
     accounting: list[str] = field(default_factory=list)
     cpu_bytes: int = 0
     working_buffer: int = 0
+    counts: ParamCounts | None = None   # the parameter counts sized (for the frameworks' own estimators)
 
     @property
     def model_states(self) -> int:
@@ -369,10 +238,9 @@ def training_memory(job: Any) -> TrainingMemory:
     tp, pp, cp, ep, dp = par["tp_size"], par["pp_size"], par["cp_size"], par["ep_size"], par["dp_size"]
     if not g("seq_length"):
         raise OptkgError("training memory: seq_length is not known (give --seq-length / seq_len)")
-    framework = job.framework
+    fw = framework_of(job.framework)
     vocab = shape.get("vocab_size") or 0
-    padded = padded_vocab_size(vocab, tp, g("make_vocab_size_divisible_by", 128)) if framework in ("megatron", "nemo") \
-        else vocab
+    padded = fw.padded_vocab(vocab, tp, job)
     pc = param_counts(shape, padded)
     acc: list[str] = []
     # parameters on the most loaded rank
@@ -385,11 +253,11 @@ def training_memory(job: Any) -> TrainingMemory:
     other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
     emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1) + (pc.final_norm if pp == 1 else 0)
     params = int((Fraction(other + emb_first) + Fraction(expert_share, ep)) / tp)
-    acc.append("parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, routed experts /EP")
+    words = fw.wording()
+    acc.append(words["params"])
     wbytes = DTYPE_BYTES[g("params_dtype", "bf16")]
     mixed = wbytes < 4
-    gdefault = "fp32" if framework in ("megatron", "nemo") else g("params_dtype", "bf16")
-    gbytes = DTYPE_BYTES[g("grad_dtype", gdefault)]
+    gbytes = DTYPE_BYTES[g("grad_dtype", fw.grad_dtype_default(job))]
     opt = str(g("optimizer", "adam")).lower()
     obytes = OPTIMIZER_STATE_BYTES.get(opt, 8) + (4 if mixed else 0)
     peft = g("peft")
@@ -406,27 +274,11 @@ def training_memory(job: Any) -> TrainingMemory:
     optim = trainable * obytes
     acc.append(f"model states: {wbytes} B weights + {gbytes} B gradients + {obytes} B optimizer ({opt}"
                f"{', incl. 4 B fp32 master' if mixed else ''}) per parameter")
-    # sharding
+    # sharding: what the framework partitions over which group
     zero = g("zero_stage", 0) or 0
-    fsdp = g("fsdp_sharding")
-    group = dp
-    if fsdp in ("hybrid_shard", "hybrid_shard_zero2"):
-        group = g("dp_shard_size") or g("gpus_per_node") or min(dp, 8)
-        acc.append(f"FSDP {fsdp}: sharded within groups of {group} GPUs, replicated across groups")
-    elif g("dp_shard_size"):
-        group = g("dp_shard_size")
-    level = 0
-    if g("distributed_optimizer"):
-        level = 1
-        acc.append(f"Megatron distributed optimizer: optimizer states /DP {dp}")
-    if zero:
-        level = max(level, zero)
-        acc.append(f"ZeRO-{zero}: partitioned over DP {group}")
-    if fsdp:
-        level = max(level, {"full_shard": 3, "hybrid_shard": 3, "shard_grad_op": 2, "hybrid_shard_zero2": 2,
-                            "no_shard": 0}[fsdp])
-        if fsdp in ("full_shard", "shard_grad_op"):
-            acc.append(f"FSDP {fsdp}: sharded over DP {group}")
+    sharding = fw.sharding(job, dp)
+    level, group = sharding.level, sharding.group
+    acc.extend(sharding.lines)
     buffer = 0
     if level >= 1:
         optim = optim // group
@@ -434,7 +286,7 @@ def training_memory(job: Any) -> TrainingMemory:
         grads = grads // group
     if level >= 3:
         weights = weights // group
-        buffer = pc.largest_layer * wbytes // tp
+        buffer = fw.gathered_unit_params(pc, shape) * wbytes // tp
         acc.append("ZeRO-3/FSDP: + one gathered unit (largest layer) in the params dtype")
     cpu = 0
     if g("offload_optimizer", "none") != "none":
@@ -450,7 +302,7 @@ def training_memory(job: Any) -> TrainingMemory:
     # activations
     s = g("seq_length") // cp
     b = g("micro_batch_size", 1) or 1
-    sp = bool(g("sequence_parallel")) or (framework in ("torchtitan",) and tp > 1)
+    sp = bool(g("sequence_parallel")) or fw.implies_sequence_parallel(job, tp)
     recompute = g("recompute_granularity", "none")
     flash = g("use_flash_attn", True)
     act_shape = dict(shape)
@@ -483,9 +335,9 @@ def training_memory(job: Any) -> TrainingMemory:
     acc.append(f"activations: Korthikanti et al. 2022 Table 2 per layer ({'SP' if sp else 'no SP'}, "
                f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}), "
                f"s = {g('seq_length')}/{cp} CP, x {layers_first} layers x {float(inflight):g} micro-batches in flight"
-               f" ({'interleaved' if vpp and vpp > 1 else '1F1B'})")
+               f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule']})")
     return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,
-                          float(inflight), params, pc.total, acc, int(cpu), int(buffer))
+                          float(inflight), params, pc.total, acc, int(cpu), int(buffer), pc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kg.derive.training_memory import (korthikanti_activation_bytes_per_layer, llm_analysis_activations,  # noqa: E402
-                                       megatron_theoretical_memory, training_memory, zero_paper_model_states)
+                                       training_memory, zero_paper_model_states)
+from kg.frameworks.megatron.memory import megatron_theoretical_memory  # noqa: E402
 from kg.inputs.modelcfg import resolve_model  # noqa: E402
 from kg.inputs.training import parse_training_command  # noqa: E402
 

@@ -16,6 +16,11 @@ from kg.core.errors import OptkgError
 
 MAX_COMMAND_CHARS = 200_000
 LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "python", "python3", "srun", "mpirun", "tune")
+# launchers with a subcommand before their own flags (`accelerate launch ...`)
+LAUNCHER_SUBCOMMANDS = {"accelerate": "launch"}
+# `python -m <module>` that is a launcher: module -> the launcher it is
+LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
+                    "accelerate.commands.launch": "accelerate"}
 # launcher flags that size the job: name -> canonical setting (torchrun, deepspeed, accelerate launch)
 LAUNCHER_FLAGS = {
     "--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
@@ -78,17 +83,15 @@ def split_command(text: str, where: str) -> Command:
         if head in LAUNCHERS or head.startswith("python"):
             cmd.launcher = head
             i += 1
-            if head == "accelerate" and i < len(seg) and seg[i] == "launch":
+            if i < len(seg) and head in LAUNCHER_SUBCOMMANDS and seg[i] == LAUNCHER_SUBCOMMANDS[head]:
                 i += 1
             while head.startswith("python") and i < len(seg) and seg[i] in ("-u", "-O", "-OO", "-B", "-E", "-s", "-I"):
                 i += 1  # interpreter switches before -m
             if head.startswith("python") and i + 1 < len(seg) and seg[i] == "-m":
                 mod = seg[i + 1]
                 i += 2
-                if mod in ("torch.distributed.run", "torch.distributed.launch"):
-                    cmd.launcher = "torchrun"
-                elif mod in ("accelerate.commands.launch",):
-                    cmd.launcher = "accelerate"
+                if mod in LAUNCHER_MODULES:
+                    cmd.launcher = LAUNCHER_MODULES[mod]
                 else:
                     cmd.script = mod
     while i < len(seg) and cmd.script is None:

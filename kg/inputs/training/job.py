@@ -22,21 +22,6 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import ModelFacts
 
-# framework ids as catalog/frameworks/ names them (graph lane), plus the RL/fine-tuning drivers
-FRAMEWORKS = ("megatron", "deepspeed", "fsdp", "hf-trainer", "torchtitan", "nemo", "transformer-engine", "verl",
-              "openrlhf", "trl")
-FRAMEWORK_ALIASES = {"megatron-lm": "megatron", "megatron-core": "megatron", "mcore": "megatron",
-                     "transformers": "hf-trainer", "accelerate": "hf-trainer", "hf": "hf-trainer",
-                     "trainer": "hf-trainer", "fsdp2": "fsdp", "pytorch-fsdp": "fsdp", "te": "transformer-engine",
-                     "transformerengine": "transformer-engine"}
-
-
-def resolve_framework(name: str) -> str | None:
-    """Canonical framework id for ``name`` (case-insensitive, aliases), or None."""
-    n = str(name).strip().lower()
-    n = FRAMEWORK_ALIASES.get(n, n)
-    return n if n in FRAMEWORKS else None
-
 # name -> (type, description). Types: integer, number, boolean, string, or a tuple of allowed strings.
 SETTINGS: dict[str, tuple[Any, str]] = {
     # parallel layout
@@ -251,3 +236,16 @@ class TrainingJob:
             f = out["moe_layer_freq"] or 1
             out["num_moe_layers"] = sum(1 for i in range(out["num_layers"]) if i % f == 0)
         return out
+
+
+def derive_virtual_pipeline(job: TrainingJob) -> None:
+    """vpp_size from --num-layers-per-virtual-pipeline-stage: (layers // PP) // N, as Megatron computes it."""
+    n = job.get("layers_per_virtual_stage")
+    if not n or job.get("vpp_size"):
+        return
+    layers = job.shape().get("num_layers")
+    pp = job.get("pp_size", 1) or 1
+    if layers:
+        vpp = (layers // pp) // n
+        if vpp > 1:
+            job.settings["vpp_size"] = vpp

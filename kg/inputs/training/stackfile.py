@@ -3,7 +3,7 @@
 Shape::
 
     name: Llama-3.1-70B pretraining           # optional
-    framework: megatron                       # one of kg.inputs.training.job.FRAMEWORKS
+    framework: megatron                       # a framework of kg.frameworks (or catalog/frameworks/)
     framework_version: "0.16.1"               # optional; rules with release ranges use it
     model: meta-llama/Llama-3.1-70B           # bundled hub id, or a folder/file with config.json
     hardware: {gpu: H100, count: 512, gpus_per_node: 8}
@@ -31,7 +31,7 @@ from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc, load_yaml
-from kg.inputs.training.job import FRAMEWORKS, SETTINGS, TrainingJob, resolve_framework
+from kg.inputs.training.job import SETTINGS, TrainingJob, derive_virtual_pipeline
 
 TOP_KEYS = ("name", "description", "framework", "framework_version", "model", "config", "hardware", "training",
             "command", "config_file", "techniques", "settings")
@@ -68,10 +68,11 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
     if isinstance(fw, dict):  # framework: {name:, version:} (kg.inputs.stack's shape)
         version = fw.get("version", version)
         fw = fw.get("name")
+    from kg.frameworks import registry
     if fw is None:
-        raise OptkgError(f"{path}: a training stack needs `framework:` (one of {', '.join(FRAMEWORKS)})")
+        raise OptkgError(f"{path}: a training stack needs `framework:` (one of {', '.join(registry.ids())})")
     from kg.inputs.runtimes import resolve_framework as catalog_framework
-    fw = resolve_framework(catalog_framework(fw, f"{at('framework')}: framework")) or str(fw)
+    fw = registry.resolve(catalog_framework(fw, f"{at('framework')}: framework")) or str(fw)
     base = Path(path).parent
     model = None
     if d.get("config"):
@@ -139,7 +140,6 @@ def job_from_stack_doc(doc: YamlDoc, path: str, catalog, resolver) -> TrainingJo
         job.set("world_size", hw["count"], f"{at('hardware', 'count')}: hardware.count")
     if hw.get("gpus_per_node") is not None:
         job.set("gpus_per_node", hw["gpus_per_node"], f"{at('hardware', 'gpus_per_node')}: hardware.gpus_per_node")
-    from kg.inputs.training.megatron import derive_virtual_pipeline
     derive_virtual_pipeline(job)
     return job
 
@@ -151,33 +151,26 @@ def load_training_stack(path: Path | str, catalog, resolver) -> TrainingJob:
     return job_from_stack_doc(doc, str(path), catalog, resolver)
 
 
+def _file_framework(p: Path):
+    """(framework whose config ``p`` is, or None; the parsed YAML doc, or None for TOML). Raises OptkgError
+    for unreadable YAML."""
+    from kg.frameworks.registry import file_framework
+    if p.suffix == ".toml":
+        return file_framework(p, None), None
+    doc = load_yaml(p)
+    return file_framework(p, doc.data), doc
+
+
 def load_training_file(path: Path | str, catalog, resolver, job: TrainingJob | None = None) -> TrainingJob:
-    """Read a training file by its content: DeepSpeed JSON, accelerate YAML, torchtitan TOML or a stack YAML."""
+    """Read a training file by its content: a framework's config (DeepSpeed JSON, accelerate YAML,
+    torchtitan TOML: the framework packages claim them) or a stack YAML."""
     p = Path(path)
     if not p.exists():
         raise OptkgError(f"{p}: no such file")
-    if p.suffix == ".toml":
-        from kg.inputs.training.torchtitan import load_torchtitan_toml
-        t = load_torchtitan_toml(p, resolver)
-        if job is None:
-            return t
-        job.settings.update(t.settings)
-        job.model = job.model or t.model
-        return job
-    from kg.core.yamlio import load_yaml
-    doc = load_yaml(p)
-    data = doc.data
-    from kg.inputs.training.deepspeed import apply_deepspeed_config, looks_like_deepspeed_config
-    if looks_like_deepspeed_config(data):
-        job = job or TrainingJob(framework="deepspeed", source=str(p), name=p.name)
-        apply_deepspeed_config(job, data, str(p), doc.where)
-        return job
-    if isinstance(data, dict) and "distributed_type" in data:
-        from kg.inputs.training.hf import apply_accelerate_config
-        job = job or TrainingJob(framework="hf-trainer", source=str(p), name=p.name)
-        apply_accelerate_config(job, data, str(p), doc.where, p.parent)
-        return job
-    if is_training_stack(data) and job is None:
+    fw, doc = _file_framework(p)
+    if fw is not None:
+        return fw.read_file(p, job, resolver, doc)
+    if doc is not None and is_training_stack(doc.data) and job is None:
         return job_from_stack_doc(doc, str(p), catalog, resolver)
     raise OptkgError(f"{p}: not a training config (expected a DeepSpeed JSON, an accelerate config, a torchtitan "
                      "TOML or a stack YAML with `framework:`)")
@@ -185,21 +178,12 @@ def load_training_file(path: Path | str, catalog, resolver, job: TrainingJob | N
 
 def training_file_kind(path: Path | str) -> str | None:
     """"a DeepSpeed config", "an accelerate config" or "a torchtitan TOML" for a training config file
-    ``config_file:`` may name (by suffix and content), else None; never raises."""
-    p = Path(path)
-    if p.suffix == ".toml":
-        return "a torchtitan TOML"
+    ``config_file:`` may name (by suffix and content, the framework's ``file_kind``), else None; never raises."""
     try:
-        from kg.core.yamlio import load_yaml
-        data = load_yaml(p).data
+        fw, _ = _file_framework(Path(path))
     except (OptkgError, OSError):
         return None
-    from kg.inputs.training.deepspeed import looks_like_deepspeed_config
-    if looks_like_deepspeed_config(data):
-        return "a DeepSpeed config"
-    if isinstance(data, dict) and "distributed_type" in data:
-        return "an accelerate config"
-    return None
+    return fw.file_kind if fw is not None else None
 
 
 def _looks_like_model_config(path: Path) -> bool:
@@ -213,14 +197,8 @@ def _looks_like_model_config(path: Path) -> bool:
 
 def is_training_file(path: Path | str) -> bool:
     """True when ``path`` holds a training config (by suffix and content), without raising."""
-    p = Path(path)
     try:
-        if p.suffix == ".toml":
-            return True
-        from kg.core.yamlio import load_yaml
-        data = load_yaml(p).data
+        fw, doc = _file_framework(Path(path))
     except (OptkgError, OSError):
         return False
-    from kg.inputs.training.deepspeed import looks_like_deepspeed_config
-    return looks_like_deepspeed_config(data) or is_training_stack(data) or \
-        (isinstance(data, dict) and "distributed_type" in data)
+    return fw is not None or (doc is not None and is_training_stack(doc.data))

@@ -11,12 +11,13 @@ win over the HF config given with the model. Flags optkg does not model are kept
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import ModelFacts
 from kg.inputs.training.argv import split_command, walk_flags
-from kg.inputs.training.job import TrainingJob
+from kg.inputs.training.job import TrainingJob, derive_virtual_pipeline
 
 V, T, F = "value", "true", "false"
 FLAGS: dict[str, tuple[str, Any]] = {
@@ -69,6 +70,13 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--zero-stage": (V, "zero_stage"),
 }
 RECOMPUTE = {"selective": "selective", "full": "full", "none": "none"}
+MEGATRON_SCRIPTS = re.compile(r"^(pretrain_[a-z0-9_]+\.py|megatron)$")
+
+
+def is_megatron_command(args: str, script: str) -> bool:
+    """A Megatron script (``pretrain_*.py``, ms-swift's ``megatron``) or Megatron's own flags."""
+    return bool(MEGATRON_SCRIPTS.search(script)) or "--tensor-model-parallel-size" in args or \
+        "--tensor_model_parallel_size" in args or "--micro-batch-size" in args
 
 
 def parse_megatron_command(text: str, model: ModelFacts | None = None, where: str = "--cmd",
@@ -114,16 +122,3 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
     derive_virtual_pipeline(job)
     job.ignored.extend(cmd.ignored)
     return job
-
-
-def derive_virtual_pipeline(job: TrainingJob) -> None:
-    """vpp_size from --num-layers-per-virtual-pipeline-stage: (layers // PP) // N, as Megatron computes it."""
-    n = job.get("layers_per_virtual_stage")
-    if not n or job.get("vpp_size"):
-        return
-    layers = job.shape().get("num_layers")
-    pp = job.get("pp_size", 1) or 1
-    if layers:
-        vpp = (layers // pp) // n
-        if vpp > 1:
-            job.settings["vpp_size"] = vpp

@@ -138,7 +138,7 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
     The config file is read relative to ``base_dir`` (default: the current folder); a Megatron-DeepSpeed
     script's Megatron flags are read too. Raises OptkgError when the named config does not exist.
     """
-    from kg.inputs.training.megatron import parse_megatron_command
+    from kg.frameworks.megatron.reader import parse_megatron_command
     cmd = split_command(text, where)
     job = parse_megatron_command(text, model, where, framework="deepspeed") if cmd.script else \
         TrainingJob(framework="deepspeed", model=model, source=where)

@@ -124,7 +124,7 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
         if not isinstance(dc, dict):
             raise OptkgError(f"{at('deepspeed_config')} must be a mapping")
         if dc.get("deepspeed_config_file"):
-            from kg.inputs.training.deepspeed import load_deepspeed_config
+            from kg.frameworks.deepspeed.reader import load_deepspeed_config
             p = Path(dc["deepspeed_config_file"])
             if not p.is_absolute() and base_dir is not None:
                 p = base_dir / p
@@ -247,7 +247,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             job.framework = "deepspeed"
             if val is None:
                 return  # DeepSpeed's --deepspeed switch: the file comes with --deepspeed_config
-            from kg.inputs.training.deepspeed import load_deepspeed_config
+            from kg.frameworks.deepspeed.reader import load_deepspeed_config
             p = Path(str(val))
             p = p if p.is_absolute() else base / p
             if not p.exists():

@@ -123,3 +123,28 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
 
 def load_torchtitan_toml(path: Path | str, resolver=None, world_size: int | None = None) -> TrainingJob:
     return parse_torchtitan_toml(read_text(path), str(path), resolver, world_size)
+
+
+def parse_torchtitan_command(text: str, model=None, where: str = "--cmd", base_dir: Path | None = None,
+                             resolver=None) -> TrainingJob:
+    """A TrainingJob from ``torchrun ... -m torchtitan.train --job.config_file cfg.toml``: the TOML (relative
+    to ``base_dir``), the world size from the launcher's ``--nproc_per_node`` x ``--nnodes``."""
+    from kg.inputs.training.argv import split_command
+    cmd = split_command(text, where)
+    cfg = None
+    for i, t in enumerate(cmd.args):
+        name, eq, val = t.partition("=")
+        if name in ("--job.config_file", "--job.config-file"):
+            cfg = val if eq else (cmd.args[i + 1] if i + 1 < len(cmd.args) else None)
+    if not cfg:
+        raise OptkgError(f"{where}: torchtitan command without --job.config_file")
+    p = Path(cfg)
+    p = p if p.is_absolute() or base_dir is None else base_dir / p
+    if not p.exists():
+        raise OptkgError(f"{where}: torchtitan config '{cfg}' not found")
+    world = None
+    if cmd.launcher_args.get("gpus_per_node"):
+        world = int(cmd.launcher_args["gpus_per_node"]) * int(cmd.launcher_args.get("num_nodes", 1))
+    job = load_torchtitan_toml(p, resolver, world)
+    job.model = model or job.model
+    return job

@@ -1,0 +1,57 @@
+"""DeepSpeed: ``ds_config.json`` and Megatron-DeepSpeed commands (reader), ZeRO stages and offload,
+its PipelineEngine, and its own ZeRO-2/3 model-state estimators (memory)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kg.frameworks.protocol import Release, TrainingFramework
+
+
+class DeepSpeed(TrainingFramework):
+    id = "deepspeed"
+    name = "DeepSpeed"
+    aliases = ("deepspeed-ai", "microsoft-deepspeed")
+    package = "deepspeed"
+    # releases the training rules were read against (rules/training.yaml evidence)
+    releases = (Release("0.14.0", "deepspeed 0.14.0 sdist"), Release("0.16.0", "deepspeed 0.16.0 sdist"),
+                Release("0.19.8", "deepspeed 0.19.8 sdist"))
+    file_kind = "a DeepSpeed config"
+    keeps_reader_over_hint = True
+
+    def claims_command(self, cmd: Any, args: str, script: str) -> int:
+        import re
+
+        from kg.frameworks.megatron.reader import is_megatron_command
+        # Megatron-DeepSpeed: Megatron's flags plus --deepspeed / --deepspeed_config (the HF Trainer reader
+        # takes `deepspeed train.py --deepspeed ds.json` and reads the config itself)
+        return 75 if is_megatron_command(args, script) and re.search(r"--deepspeed(_config)?\b", args) else 0
+
+    def read_command(self, text, model, where, base_dir, resolver):
+        from kg.frameworks.deepspeed.reader import parse_deepspeed_command
+        return parse_deepspeed_command(text, model, where, base_dir)
+
+    def claims_file(self, path: Path, data: Any) -> bool:
+        from kg.frameworks.deepspeed.reader import looks_like_deepspeed_config
+        return looks_like_deepspeed_config(data)
+
+    def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
+        from kg.frameworks.deepspeed.reader import apply_deepspeed_config
+        from kg.inputs.training.job import TrainingJob
+        job = job or TrainingJob(framework=self.id, source=str(path), name=Path(path).name)
+        apply_deepspeed_config(job, doc.data, str(path), doc.where)
+        return job
+
+    def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
+        # DeepSpeed's pipeline parallelism is its PipelineEngine (runtime/pipe/engine.py)
+        return {"pipeline_engine": True} if parallel["pp_size"] > 1 else {}
+
+    def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
+        zs = job.get("zero_stage") or 0
+        if zs in (2, 3) and parallel["tp_size"] == 1 and parallel["pp_size"] == 1:
+            from kg.frameworks.deepspeed.memory import estimator_cross_check
+            return {"deepspeed_estimator": estimator_cross_check(job, memory, zs, parallel)}
+        return {}
+
+
+FRAMEWORKS = (DeepSpeed(),)

@@ -1,0 +1,38 @@
+"""Hugging Face Trainer with accelerate: ``accelerate launch`` / Trainer script commands and accelerate
+config files (reader: TrainingArguments flags, ``--fsdp``, ``--deepspeed ds.json``, accelerate's own
+flags). A command that turns on FSDP or DeepSpeed becomes a job of that framework."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kg.frameworks.protocol import Release, TrainingFramework
+
+
+class HFTrainer(TrainingFramework):
+    id = "hf-trainer"
+    name = "Hugging Face Transformers Trainer (with Accelerate)"
+    aliases = ("transformers", "hf-transformers", "trainer", "accelerate", "hf")
+    package = "transformers"
+    releases = (Release("5.24.0", "transformers 5.24.0 wheel; accelerate 1.15.0 wheel"),)
+    file_kind = "an accelerate config"
+
+    def claims_command(self, cmd: Any, args: str, script: str) -> int:
+        return 1  # any other launch runs a Trainer-style script: the fallback reader
+
+    def read_command(self, text, model, where, base_dir, resolver):
+        from kg.frameworks.hf_trainer.reader import parse_hf_command
+        return parse_hf_command(text, model, where, base_dir, resolver)
+
+    def claims_file(self, path: Path, data: Any) -> bool:
+        return isinstance(data, dict) and "distributed_type" in data
+
+    def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
+        from kg.frameworks.hf_trainer.reader import apply_accelerate_config
+        from kg.inputs.training.job import TrainingJob
+        job = job or TrainingJob(framework=self.id, source=str(path), name=Path(path).name)
+        apply_accelerate_config(job, doc.data, str(path), doc.where, Path(path).parent)
+        return job
+
+
+FRAMEWORKS = (HFTrainer(),)

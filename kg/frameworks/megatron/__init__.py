@@ -1,0 +1,45 @@
+"""Megatron-LM / Megatron-core: ``pretrain_*.py`` commands (reader), its padded vocabulary, fp32 main
+gradients, distributed optimizer and its own theoretical memory estimate (memory)."""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.frameworks.protocol import Release, TrainingFramework
+
+# Megatron-LM megatron/training/arguments.py: --make-vocab-size-divisible-by default 128 (the padding
+# multiple, times TP); megatron-core releases the training rules were read against (rules/training.yaml
+# evidence: 0.9.0, 0.12.0, 0.16.1)
+_DEFAULTS = {"make_vocab_size_divisible_by": 128, "grad_dtype": "fp32"}
+
+
+class Megatron(TrainingFramework):
+    id = "megatron"
+    name = "Megatron-LM / Megatron Core"
+    aliases = ("megatron-lm", "megatron-core", "mcore")
+    package = "megatron-core"
+    command_reader = "megatron"
+    releases = (Release("0.9.0", "megatron-core 0.9.0 wheel", _DEFAULTS),
+                Release("0.12.0", "megatron-core 0.12.0 wheel", _DEFAULTS),
+                Release("0.16.1", "megatron-core 0.16.1 wheel", _DEFAULTS))
+
+    def claims_command(self, cmd: Any, args: str, script: str) -> int:
+        from kg.frameworks.megatron.reader import is_megatron_command
+        return 70 if is_megatron_command(args, script) else 0
+
+    def read_command(self, text, model, where, base_dir, resolver):
+        from kg.frameworks.megatron.reader import parse_megatron_command
+        return parse_megatron_command(text, model, where)
+
+    def padded_vocab(self, vocab: int, tp: int, job: Any) -> int:
+        from kg.frameworks.megatron.memory import padded_vocab_size
+        return padded_vocab_size(vocab, tp, job.get("make_vocab_size_divisible_by", 128))
+
+    def grad_dtype_default(self, job: Any) -> str:
+        return "fp32"  # Megatron accumulates into fp32 main_grad buffers (accumulate_allreduce_grads_in_fp32)
+
+    def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
+        from kg.frameworks.megatron.memory import theoretical_cross_check
+        return {"megatron_theoretical": theoretical_cross_check(job, shape, parallel)}
+
+
+FRAMEWORKS = (Megatron(),)

@@ -1,0 +1,43 @@
+"""torchtitan: job TOML and ``--job.config_file`` commands (reader); FSDP2 over the data-parallel shard
+group and sequence parallelism with every TP plan."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kg.frameworks.protocol import Release, TrainingFramework
+
+
+class Torchtitan(TrainingFramework):
+    id = "torchtitan"
+    name = "TorchTitan"
+    aliases = ("titan",)
+    package = "torchtitan"
+    releases = (Release("0.3.0", "torchtitan 0.3.0 wheel"),)
+    file_kind = "a torchtitan TOML"
+
+    def claims_command(self, cmd: Any, args: str, script: str) -> int:
+        return 90 if ("--job.config_file" in args or "--job.config-file" in args or "torchtitan" in script) else 0
+
+    def read_command(self, text, model, where, base_dir, resolver):
+        from kg.frameworks.torchtitan.reader import parse_torchtitan_command
+        return parse_torchtitan_command(text, model, where, base_dir, resolver)
+
+    def claims_file(self, path: Path, data: Any) -> bool:
+        return Path(path).suffix == ".toml"
+
+    def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
+        from kg.frameworks.torchtitan.reader import load_torchtitan_toml
+        t = load_torchtitan_toml(path, resolver)
+        if job is None:
+            return t
+        job.settings.update(t.settings)
+        job.model = job.model or t.model
+        return job
+
+    def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
+        # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1
+        return tp > 1
+
+
+FRAMEWORKS = (Torchtitan(),)
