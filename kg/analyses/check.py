@@ -347,6 +347,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
     ns.update(support_namespace(stack, ns))  # per-release support data (catalog/support/)
+    from kg.analyses.enginechecks import generated_refusals  # the release's generated check rows (issue 27)
+    ns.update(generated_refusals(stack.engine, stack.engine_version, ns))
     for f in facts:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]

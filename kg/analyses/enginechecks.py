@@ -128,3 +128,114 @@ def coverage(check_files: list[dict[str, Any]], rule_ids: set[str]) -> list[dict
         out.append({**cf, "rows": rows, "total": n, "covered": cov,
                     "percent": round(100.0 * cov / n, 1) if n else 0.0})
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Every startup check site per release (tools/engine_check_sites.py) and the generated check rows
+
+CLASSES = ("rule", "table", "unknowable", "uncovered")
+CLASS_NAMES = {"rule": "covered by a rule", "table": "covered by a generated table row",
+               "unknowable": "not knowable before start", "uncovered": "not covered"}
+
+
+def sites_dir() -> Path:
+    from kg.core import paths
+    return paths.catalog_dir() / "engines" / "checks" / "sites"
+
+
+_SITES: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+def load_sites(path: Path) -> dict[str, Any]:
+    """One generated sites file (engine, release, package, scanned, counts, sites), read once per process and mtime.
+    A file without engine / release / sites is an OptkgError naming it."""
+    from kg.core.yamlio import load_yaml
+    path = Path(path)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    got = _SITES.get(str(path))
+    if got and got[0] == mtime:
+        return got[1]
+    d = load_yaml(path).data
+    if not isinstance(d, dict) or not d.get("engine") or not d.get("release") or not isinstance(d.get("sites"), list):
+        raise OptkgError(f"{path}:1: a sites file needs engine:, release: and a sites: list")
+    for i, s in enumerate(d["sites"]):
+        if not isinstance(s, dict) or s.get("class") not in CLASSES or not s.get("id"):
+            raise OptkgError(f"{path}: sites[{i}] needs an id and a class ({', '.join(CLASSES)})")
+    d["release"] = str(d["release"])
+    _SITES[str(path)] = (mtime, d)
+    return d
+
+
+def all_sites(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every sites file of ``folder`` (default catalog/engines/checks/sites), engine then release order."""
+    from packaging.version import Version
+    folder = Path(folder) if folder else sites_dir()
+    files = [load_sites(f) for f in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
+    return sorted(files, key=lambda d: (d["engine"], Version(d["release"])))
+
+
+def site_counts(d: dict[str, Any]) -> dict[str, Any]:
+    """The four counts of one release, and coverage of the sites knowable before start (rule + table over all
+    but unknowable)."""
+    n = {c: sum(1 for s in d["sites"] if s["class"] == c) for c in CLASSES}
+    knowable = len(d["sites"]) - n["unknowable"]
+    cov = n["rule"] + n["table"]
+    return {**n, "total": len(d["sites"]), "knowable": knowable, "covered": cov,
+            "percent": round(100.0 * cov / knowable, 1) if knowable else 0.0}
+
+
+def sites_release_for(engine: str | None, version: str | None, folder: Path | None = None) -> dict[str, Any] | None:
+    """The sites file a stack of ``engine`` at ``version`` is checked against: that release's, or the newest scanned
+    one when no version is given or the version is newer than every scanned release; None otherwise."""
+    from packaging.version import InvalidVersion, Version
+    mine = [d for d in all_sites(folder) if d["engine"] == engine]
+    if not mine:
+        return None
+    if not version:
+        return mine[-1]
+    for d in mine:
+        if d["release"] == str(version):
+            return d
+    try:
+        return mine[-1] if Version(str(version)) > Version(mine[-1]["release"]) else None
+    except InvalidVersion:
+        return None
+
+
+def generated_refusals(engine: str | None, version: str | None, ns: dict[str, Any],
+                       folder: Path | None = None) -> dict[str, Any]:
+    """Evaluate every generated check row (class ``table``) of the stack's release against ``ns``.
+
+    A row's ``expr`` (kg.engine.expr) is true when the engine refuses. A boolean option the stack does not set but
+    whose technique it names (``set_by_technique``: ``enable_eplb`` <- expert-load-balancing-eplb) is true; a name the
+    stack does not carry takes the engine's own default recorded with the row (``defaults``); a row that still lacks
+    a name, or whose operands do
+    not compare (a string against a number), is not evaluable and only counted. Returns
+    ``{engine_check_release, engine_check_rows, engine_check_rows_evaluated, engine_check_refusal_count,
+    engine_check_refusals (list of {id, path, line, message, expr}), engine_check_refusals_text}``."""
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    d = sites_release_for(engine, version, folder)
+    if d is None:
+        return {}
+    rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
+    refusals, evaluated = [], 0
+    for s in rows:
+        facts = {**(s.get("defaults") or {}), **{k: v for k, v in ns.items() if v is not None}}
+        for fact, tid in (s.get("set_by_technique") or {}).items():
+            if ns.get(fact) is None and tid in (ns.get("techniques") or ()):
+                facts[fact] = True
+        try:
+            hit = evaluate(s["expr"], facts)
+        except (MissingFact, ExprTypeError, TypeError, ZeroDivisionError):
+            continue
+        evaluated += 1
+        if hit is True:
+            refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": s.get("message") or "",
+                             "expr": s["expr"]})
+    text = "; ".join(f"{r['message'] or r['expr']} ({r['path']}:{r['line']})" for r in refusals)
+    return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
+            "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
+            "engine_check_refusals": refusals, "engine_check_refusals_text": text}

@@ -1,0 +1,99 @@
+"""Every startup check site of a released engine (tools/engine_check_sites.py): stable ids, the guards a site is
+reached under (its own if-blocks, earlier `if T: return`, the call chain from a startup root), the translation of a
+mechanical condition into a generated check row, and the committed per-release sites files (counts, rule ids,
+expressions that compile). The scan itself runs from `make onboard`, not here: these tests read synthetic source
+and the committed data only."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+
+from engine_check_classify import Translator, Untranslatable, translate  # noqa: E402
+from engine_check_sites import resolve_contexts, sites_in  # noqa: E402
+
+from kg.analyses.enginechecks import all_sites, generated_refusals, site_counts  # noqa: E402
+
+SRC = '''
+class ParallelConfig:
+    tensor_parallel_size: int = 1
+    enable_eplb: bool = False
+
+    def __post_init__(self):
+        if self.enable_eplb is False:
+            return
+        if self.tensor_parallel_size % 2 != 0:
+            raise ValueError("EPLB needs an even TP size")
+        self._verify_more()
+
+    def _verify_more(self):
+        for x in self.things:
+            if x:
+                raise ValueError("a thing")
+        assert self.tensor_parallel_size <= 8, "too large"
+'''
+
+
+def _sites():
+    walkers: list = []
+    sites = sites_in("vllm/config/parallel.py", SRC, walkers)
+    resolve_contexts(sites, walkers)
+    return sites
+
+
+def test_site_ids_name_path_function_and_a_hash_of_the_condition_and_survive_line_moves():
+    ids = [s.id for s in _sites()]
+    assert ids[0].startswith("vllm/config/parallel.py::ParallelConfig.__post_init__::")
+    moved = sites_in("vllm/config/parallel.py", "\n\n\n" + SRC)
+    assert [s.id for s in moved] == ids
+    assert [s.line for s in moved] == [s.line + 3 for s in _sites()]
+
+
+def test_an_earlier_if_return_is_a_negated_guard_and_the_caller_chain_is_followed():
+    raise_site, loop_site, assert_site = _sites()
+    assert raise_site.condition == "not (self.enable_eplb is False) and self.tensor_parallel_size % 2 != 0"
+    assert raise_site.context == [] and raise_site.straight
+    assert not loop_site.straight  # inside a for loop: no row
+    assert assert_site.context is not None and len(assert_site.context) == 1  # reached under not (enable_eplb is False)
+
+
+def test_translation_maps_fields_through_the_flag_table_and_refuses_none_comparisons():
+    site = _sites()[2]
+    tr = Translator({"tensor_parallel_size": "tp_size", "enable_eplb": "enable_eplb"}, {}, set(),
+                    {"tensor_parallel_size": 1}, site.function)
+    with pytest.raises(Untranslatable, match="identity test"):
+        translate(site, tr)  # the call chain compares enable_eplb with False via `is`
+    raise_site = _sites()[0]
+    raise_site.guards = raise_site.guards[1:]  # only the modulo test
+    tr = Translator({"tensor_parallel_size": "tp_size"}, {}, set(), {"tensor_parallel_size": 1}, raise_site.function)
+    assert translate(raise_site, tr) == "((tp_size % 2) != 0)"
+    assert tr.reads == {"tp_size": 1}
+
+
+def test_committed_sites_files_count_what_they_list_and_their_rows_compile():
+    from kg.engine.expr import compile_expr
+    files = {(d["engine"], d["release"]): d for d in all_sites()}
+    assert site_counts(files[("vllm", "0.34.0")])["total"] == 480
+    assert site_counts(files[("sglang", "0.5.23")])["total"] == 764
+    for d in files.values():
+        c = site_counts(d)
+        assert d["counts"] == {k: c[k] for k in ("rule", "table", "unknowable", "uncovered")}
+        assert len({s["id"] for s in d["sites"]}) == len(d["sites"])
+        for s in d["sites"]:
+            if s["class"] == "table":
+                compile_expr(s["expr"])
+
+
+def test_generated_rows_refuse_eplb_without_expert_parallelism_at_the_engines_line():
+    got = generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "techniques": []})
+    assert got["engine_check_refusal_count"] == 1
+    r = got["engine_check_refusals"][0]
+    assert (r["path"], r["line"]) == ("vllm/config/parallel.py", 608)
+    assert r["message"] == "enable_expert_parallel must be True to use EPLB."
+    assert generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "enable_expert_parallel": True,
+                                                 "techniques": []})["engine_check_refusal_count"] == 0
+    assert generated_refusals("vllm", "0.20.0", {"enable_eplb": True}) == {}  # not a scanned release
