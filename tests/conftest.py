@@ -15,6 +15,8 @@ SHARED = REPO.parent / "shared"
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # keep the catalog cache out of the user's home and per test session
     monkeypatch.setenv("OPTKG_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "optkg-cache"))
+    # and the private state (the key that signs cache entries and the records of written folders, kg.core.provenance)
+    monkeypatch.setenv("OPTKG_STATE_DIR", str(tmp_path_factory.getbasetemp() / "optkg-state"))
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:

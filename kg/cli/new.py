@@ -126,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         out_dir = root / "techniques"
         if "_data" in root.resolve().parts and root.resolve().parent.name == "_data":
             raise OptkgError("the catalog is the one bundled in the installed package; pass -o DIR (or --catalog)")
+    if out_dir.is_symlink():  # writing through it would create the file in the folder it points to
+        raise OptkgError(f"-o {out_dir}: is a symbolic link to {os.path.realpath(out_dir)}; refusing to write through "
+                         "it (give the target folder itself)")
     if out_dir.exists() and not out_dir.is_dir():
         raise OptkgError(f"-o {out_dir}: is a file, expected the folder to write <id>.yaml into")
     if not out_dir.is_dir():

@@ -5,18 +5,20 @@ read: an entry is JSON (plain data only; the caller rebuilds its objects from it
 
 Entry format (``<name>.json``): one header line, then the payload::
 
-    {"optkg_cache": 2, "optkg": "<version>", "kind": "<kind>", "key": "<digest of the sources>",
-     "sha256": "<sha256 of the payload bytes>"}
+    {"optkg_cache": 3, "optkg": "<version>", "kind": "<kind>", "key": "<digest of the sources>",
+     "mac": "<HMAC-SHA256 of kind, key and payload under this user's key>"}
     <payload: JSON>
 
 ``read_data`` returns the payload only when the header names this format, this optkg version, the
-expected kind and key, and the payload's checksum matches; anything else (a truncated, edited, foreign
-or corrupt entry, a symbolic link, a folder, a file over ``MAX_ENTRY_BYTES``) is a miss, the entry is
-removed, and the caller rebuilds it from the sources. The cache is used only in a folder that this user
-owns and that no one else can write (not group- or world-writable): in a shared folder another user
-could plant entries, so there the cache is off. Writes are atomic (temp file + rename); a folder that
-cannot be written only costs speed. ``write_data`` stores only data that reads back equal (JSON keeps
-no tuples, non-string keys or dates: such data is simply not cached).
+expected kind and key, and the MAC verifies under this user's secret key (kg.core.provenance, kept in
+the private state folder, never in the cache folder). A checksum would not do: whoever rewrites an
+entry's body can recompute its SHA-256 too (issue 26 #6); without the key no edited entry verifies.
+Anything else (a truncated, edited, foreign or corrupt entry, a symbolic link, a folder, a file over
+``MAX_ENTRY_BYTES``) is a miss, the entry is removed, and the caller rebuilds it from the sources. The
+cache is used only in a folder that this user owns and that no one else can write (not group- or
+world-writable), and only when the key can be used; otherwise it is off. Writes are atomic (temp file
++ rename); a folder that cannot be written only costs speed. ``write_data`` stores only data that reads
+back equal (JSON keeps no tuples, non-string keys or dates: such data is simply not cached).
 """
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = 2
+from kg.core.provenance import folder_is_private, key as _user_key, mac, verify
+
+FORMAT = 3
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 
 
@@ -46,19 +50,6 @@ def cache_file(name: str) -> Path:
     return cache_dir() / name
 
 
-def folder_is_private(folder: Path) -> bool:
-    """True when ``folder`` is a directory owned by this user and not writable by group or others."""
-    try:
-        st = os.stat(folder)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode):
-        return False
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        return False
-    return not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
-
-
 def _drop(path: Path) -> None:
     try:
         if path.is_symlink() or path.is_file():
@@ -69,7 +60,7 @@ def _drop(path: Path) -> None:
 
 def read_data(path: Path, kind: str, key: str) -> Any | None:
     """The payload of the entry at ``path`` if it is valid for ``kind`` and ``key`` (see module doc), else None."""
-    if not folder_is_private(path.parent):
+    if not folder_is_private(path.parent) or _user_key() is None:
         return None
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
@@ -92,7 +83,7 @@ def read_data(path: Path, kind: str, key: str) -> Any | None:
         h = json.loads(head)
         if not (isinstance(h, dict) and h.get("optkg_cache") == FORMAT and h.get("optkg") == _version()
                 and h.get("kind") == kind and h.get("key") == key
-                and h.get("sha256") == hashlib.sha256(payload).hexdigest()):
+                and verify(h.get("mac"), "cache", kind, key, payload)):
             raise ValueError("header does not match")
         return json.loads(payload)
     except (OSError, ValueError, RecursionError):  # corrupt, edited, foreign or old: drop it, rebuild
@@ -111,8 +102,10 @@ def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
             return False
     except (TypeError, ValueError, RecursionError):
         return False
-    header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "kind": kind, "key": key,
-                         "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+    tag = mac("cache", kind, key, payload)
+    if tag is None:  # no usable key: nothing could be verified when read back, so nothing is stored
+        return False
+    header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "kind": kind, "key": key, "mac": tag}).encode()
     tmp = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -154,11 +154,12 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
     compares those digests (and the image's own digest, so a hand-edited image is stale too).
     Files in ``out_dir`` that ``--all`` did not write are reported. Only ``out_dir`` is touched.
 
-    Ownership (kg.core.outdir): ``manifest.json`` is optkg's marker. A file is replaced only when a
-    manifest written by ``optkg export --all`` lists it (or with ``force``); a file the manifest
-    lists but that is no longer generated is removed only while it still has the digest optkg
-    recorded. Every output path is checked (ownership, symbolic links) before the first write, so a
-    refused run leaves the folder as it was.
+    Ownership (kg.core.outdir): ``manifest.json`` describes the folder but proves nothing. A file is
+    replaced only when optkg can prove it is its own (its private record of this folder, the same
+    bytes, or the checkout's own exports/) or with ``force``; a file no longer generated is removed
+    only when that record proves optkg wrote exactly it here, else it is listed and left. Every
+    output path is checked (ownership, symbolic links) before the first write, so a refused run
+    leaves the folder as it was.
     """
     import json
 
@@ -180,7 +181,7 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
                          "nothing was written")
     elif site_dir.is_dir():
         from kg.core.outdir import OwnedFolder
-        OwnedFolder(site_dir, generator=SITE_GENERATOR, force=force).check(list(site_files))
+        OwnedFolder(site_dir, generator=SITE_GENERATOR, force=force).check(list(site_files), site_files)
     if check:
         mpath = out_dir / MANIFEST
         try:
@@ -213,7 +214,8 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
 
     from kg.core.outdir import OwnedFolder
     folder = OwnedFolder(out_dir, generator="optkg export --all", marker=MANIFEST, force=force)
-    folder.check([it.name for it in items])
+    texts = {it.name: t.encode("utf-8") for it in items if (t := _text_of(it, products)) is not None}
+    folder.check([it.name for it in items], texts)
     for it in items:
         t0 = time.perf_counter()
         text = _text_of(it, products)

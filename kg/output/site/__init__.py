@@ -8,8 +8,8 @@ check report (``optkg check --format html``) is ``report``.
 
 ``build_site(catalog, rules_dir)`` returns ``{file name: bytes}`` (flat folder, deterministic: the same
 bytes for the same catalog and rules, whatever the hash seed). ``write_site`` writes it through
-kg.core.outdir.OwnedFolder (marker ``.optkg-generated.json``: only files optkg wrote there are replaced or
-removed, unless ``force``); ``check_site`` lists what differs, without writing.
+kg.core.outdir.OwnedFolder (marker ``.optkg-generated.json``; only files optkg can prove it wrote there
+are replaced, unless ``force``, or removed, see kg.core.outdir); ``check_site`` lists what differs, without writing.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def write_site(files: dict[str, bytes], out_dir: Path, *, force: bool = False,
     before anything is written). Returns the paths written."""
     from kg.core.outdir import OwnedFolder
     folder = OwnedFolder(out_dir, generator=GENERATOR, force=force)
-    folder.check(list(files))
+    folder.check(list(files), files)
     written = [folder.write(name, data) for name, data in files.items()]
     folder.remove_stale(files, log)
     folder.finish()
