@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
-from kg.inputs.logs.vllm import NUM, _f, logged_model
+from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_number
+from kg.inputs.logs.vllm import logged_model
 
 PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(rf"KV Cache is allocated\..*?#tokens: {NUM}"), [("kv_cache_tokens", 1, 1)]),
@@ -40,7 +40,9 @@ def parse(lines: list[str], path: str) -> StartupLog | None:
             m = rx.search(raw)
             if m:
                 for key, group, scale in keys:
-                    values.setdefault(key, LoggedValue(_f(m.group(group)) * scale, i, raw.strip()[:300]))
+                    if key not in values:
+                        values[key] = LoggedValue(logged_number(m.group(group), key, path, i, raw) * scale, i,
+                                                  raw.strip()[:300])
     if "kv_cache_tokens" not in values:
         return None
     return StartupLog(path, "sglang", "sglang", values, model)

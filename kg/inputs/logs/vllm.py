@@ -24,13 +24,7 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs.model import GIB, LoggedValue, StartupLog
-
-NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
-
-
-def _f(s: str) -> float:
-    return float(s.replace(",", ""))
+from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_number
 
 
 # (regex, [(key, group, scale)]); scale GIB turns GiB into bytes, 1 keeps the number
@@ -82,7 +76,9 @@ def parse(lines: list[str], path: str) -> StartupLog | None:
             if not m:
                 continue
             for key, group, scale in keys:
-                values.setdefault(key, LoggedValue(_f(m.group(group)) * scale, i, raw.strip()[:300]))
+                if key not in values:
+                    values[key] = LoggedValue(logged_number(m.group(group), key, path, i, raw) * scale, i,
+                                              raw.strip()[:300])
         if any(k in raw for k in V0_MARKERS) and "GPU KV cache size" not in raw:
             v0 = True
     sizing = {"kv_cache_memory", "kv_cache_tokens", "num_gpu_blocks", "kv_token_limit", "max_concurrency"}
