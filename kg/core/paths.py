@@ -32,13 +32,6 @@ def _installed_root() -> Path:
     return _PKG / "_data"
 
 
-def checkout_root() -> Path | None:
-    """The source checkout optkg runs from (the folder holding kg/, catalog/ and rules/), or None when it runs
-    from an installed package (kg.core.outdir trusts the generated-file markers inside it)."""
-    root = _installed_root()
-    return root if root == _PKG.parent else None
-
-
 def catalog_dir() -> Path:
     return data_root() / "catalog"
 

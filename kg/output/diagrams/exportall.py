@@ -156,8 +156,9 @@ def export_all(catalog, out_dir: Path, rules_dir: Path | None = None, *, check: 
 
     Ownership (kg.core.outdir): ``manifest.json`` describes the folder but proves nothing. A file is
     replaced only when optkg can prove it is its own (its private record of this folder, the same
-    bytes, or the checkout's own exports/) or with ``force``; a file no longer generated is removed
-    only when that record proves optkg wrote exactly it here, else it is listed and left. Every
+    bytes, or a folder in optkg's home such as the repository's exports/) or with ``force``; a file
+    no longer generated is removed only when that record proves optkg wrote exactly it here, else it
+    is listed and left. Every
     output path is checked (ownership, symbolic links) before the first write, so a refused run
     leaves the folder as it was.
     """
