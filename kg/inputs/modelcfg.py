@@ -96,6 +96,7 @@ class ModelFacts:
     layer_kinds: list[str] = field(default_factory=list)  # per decoder layer: full, sliding, chunked, linear, mamba, none
     attention_chunk_size: int | None = None       # chunked local attention (Llama-4), tokens
     index_head_dim: int | None = None             # DeepSeek-V3.2 sparse-attention indexer key size
+    index_topk: int | None = None  # DeepSeek sparse attention (DSA): tokens the indexer keeps; vLLM's use_sparse
     num_nextn_predict_layers: int = 0             # MTP layers shipped with the checkpoint (DeepSeek-V3: 1)
     linear_attention: dict[str, Any] = field(default_factory=dict)  # GDN / Mamba2 state sizes (see _linear_attention)
     quantization_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's quantization_config, as read
@@ -312,6 +313,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         num_full_layers=layers - n_sliding, intermediate_size=inter, layer_kinds=kinds,
         attention_chunk_size=_int(c, "attention_chunk_size", name),
         index_head_dim=_int(c, "index_head_dim", name) if is_mla else None,
+        index_topk=_int(c, "index_topk", name) if is_mla else None,
         num_nextn_predict_layers=_int(c, "num_nextn_predict_layers", name) or _int(c, "mtp_num_hidden_layers", name) or 0,
         linear_attention=_linear_attention(c, model_type),
         moe_intermediate_size=moe_inter,

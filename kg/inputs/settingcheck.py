@@ -63,6 +63,11 @@ def coerce_value(value: Any, typ: str, where: str, minimum: float | None = None,
     elif typ == "object":
         if not isinstance(value, dict):
             raise bad("a mapping")
+    elif typ == "names":
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise bad("a list of names")
     if maximum is None and typ in ("integer", "number"):
         maximum = MAX_COUNT  # bounded-work rule: no count or size is unbounded
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:

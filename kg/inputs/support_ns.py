@@ -11,6 +11,7 @@ Facts added (each only when its inputs are known):
 - ``max_lora_rank_needed``: the smallest allowed rank >= ``lora_adapter_rank`` (None when no allowed
   rank is that large);
 - ``has_softcapping``: the model sets ``attn_logit_softcapping`` (a positive number);
+- ``model_uses_sparse_attention``: config.json has ``index_topk`` (DeepSeek sparse attention; vLLM's ``use_sparse``);
 - ``attention_backend_set``: the stack names an attention backend;
 - ``attention_backend_effective``: the ``attention_backend`` setting upper-cased, else on the vLLM V0 engine
   with an NVIDIA GPU of compute capability < 8.0 ``XFORMERS`` (FlashAttention-2 needs Ampere:
@@ -34,6 +35,8 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out = support_facts(stack.engine, stack.engine_version, {"architecture": m.architecture if m else None})
     if m is not None:
         out["has_softcapping"] = m.attn_logit_softcapping is not None
+        # vLLM's use_sparse: hasattr(hf_config, "index_topk") (0.12.0 platforms/cuda.py:173): DeepSeek sparse attention
+        out["model_uses_sparse_attention"] = getattr(m, "index_topk", None) is not None
     backend = ns.get("attention_backend")
     out["attention_backend_set"] = bool(backend)
     if backend:

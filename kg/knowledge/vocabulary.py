@@ -94,6 +94,15 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     # read by the runtime-failure rules (rules/runtime_failures_*.yaml) and kg.inputs.support_ns
     "max_lora_rank": ("integer", "largest LoRA rank the engine preallocates for (vLLM --max-lora-rank)"),
     "lora_adapter_rank": ("integer", "largest rank r of the LoRA adapters served (adapter_config.json r)"),
+    # read from each adapter's adapter_config.json (kg.inputs.lora_adapters) or given in a stack file
+    "lora_modules": ("string", "vLLM --lora-modules: the adapters served (name=path or JSON items)"),
+    "lora_adapter_modules_to_save": ("names", "union of the adapters' modules_to_save (adapter_config.json)"),
+    "lora_adapter_target_modules": ("names", "union of the adapters' target_modules (adapter_config.json)"),
+    "lora_adapter_modules_to_save_heads_only": ("boolean", "every modules_to_save entry is a classification head (classifier, score)"),
+    "lora_adapter_use_dora": ("boolean", "an adapter sets use_dora (adapter_config.json)"),
+    "lora_adapter_bias": ("boolean", "an adapter trains biases: bias other than none (adapter_config.json)"),
+    "lora_adapters_named": ("integer", "LoRA adapters the launch command names"),
+    "lora_adapters_read": ("integer", "LoRA adapters whose adapter_config.json optkg read"),
     "num_scheduler_steps": ("integer", "vLLM V0 multi-step scheduling: forward steps per scheduler call"),
     "structured_outputs_backend": ("string", "structured-output (guided decoding) backend: xgrammar, guidance, outlines, ..."),
     "kv_cache_type": ("string", "TensorRT-LLM trtllm-build --kv_cache_type: paged, continuous or disabled"),
@@ -161,7 +170,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",
-    "attention_chunk_size", "index_head_dim", "num_nextn_predict_layers", "layer_kinds", "linear_attention",
+    "attention_chunk_size", "index_head_dim", "index_topk", "num_nextn_predict_layers", "layer_kinds", "linear_attention",
     "quantization_config", "quantization_config_source", "vllm_default_max_model_len",
     # vision tower of a multimodal config (kg.inputs.vision)
     "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",

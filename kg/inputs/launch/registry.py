@@ -130,6 +130,8 @@ def apply_context(st: Any, launch: Launch) -> Any:
     if launch.gpu_count is not None and getattr(st, "gpu_count", None) is None:
         st.gpu_count = launch.gpu_count
     st.notes[:0] = launch.notes
+    from kg.inputs.lora_adapters import apply_adapters  # LoRA adapters' adapter_config.json, read beside the command
+    apply_adapters(st, getattr(st, "engine", None), launch.base_dir)
     return st
 
 
