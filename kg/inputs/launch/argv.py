@@ -522,5 +522,8 @@ def parse_with_table(command: str, catalog: Catalog, engine: str, model_override
     if not found and words and not words[0].startswith("-") and program_word(words[0]) in ("vllm", "python", "sglang"):
         raise OptkgError(f"{label}: does not look like a {engine} launch command "
                          f"(expected it to start with {' '.join(table['programs'][0])})")
-    return parse_words(words, catalog, engine, label=label, env=env, launch=launch,
+    st = parse_words(words, catalog, engine, label=label, env=env, launch=launch,
                        model_override=model_override, resolver=resolver)
+    from kg.inputs.lora_adapters import apply_adapters  # adapters' adapter_config.json (paths from the working directory)
+    apply_adapters(st, engine, None)
+    return st
