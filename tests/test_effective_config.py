@@ -31,7 +31,7 @@ def test_no_release_given_assumes_the_latest_and_says_so(cli):
     assert d["stack"]["engine_version"] == "0.33.0" and d["stack"]["engine_version_assumed"] is True
     assert any("vllm release not given: assumed 0.33.0, the latest optkg knows" in n for n in d["notes"])
     _, text, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
-    assert "engine: vllm 0.33.0 (assumed: the latest release optkg knows)" in text.splitlines()[1]
+    assert "engine: vllm 0.33.0 (assumed: the latest release optkg knows)" in text.splitlines()[2]
     # no GPU: the capacity rules are listed as not evaluable for lack of hardware, not dropped
     ne = {u["rule_id"]: u["needs"] for u in d["not_evaluable"]}
     for rid in ("weights-do-not-fit", "kv-budget-exhausted", "max-model-len-exceeds-kv-capacity",

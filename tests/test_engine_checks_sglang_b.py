@@ -3,6 +3,7 @@ the rules of rules/engine_checks_sglang_b.yaml, the flags and environment variab
 (catalog/engines/sglang.yaml) and the release-ranged SGLang defaults that make them decidable on a plain command
 (catalog/engines/releases/sglang.yaml). Release boundaries come from the unzipped wheels 0.5.2-0.5.23."""
 import json
+import re
 
 import yaml
 
@@ -52,8 +53,10 @@ def test_plain_command_decides_every_new_rule(cli):
     # moe_a2a_backend + 5 "given or not" switches + 4 SGLANG_* variables + disaggregation_decode_enable_radix_cache
     # = 44, less mm_enable_dp_encoder at 0.5.23
     _, text, _ = cli("check", "--sglang", LAUNCH)
-    assert "engine defaults (43; release ranges and evidence with --format json):" in text
+    assert "+ 43 engine default(s) no finding reads:" in text
     assert "enable_watermark=false" in text and "  enable_watermark " not in text
+    _, text, _ = cli("check", "--sglang", LAUNCH, "--verbose")  # each on its own line, with its release range
+    assert re.search(r"^  enable_watermark +false +engine default: ", text, re.M)
 
 
 def test_watermark_default_at_its_release_boundary(cli):

@@ -58,6 +58,9 @@ def test_readme_command_runs_as_written(checkout: Path, line: str):
     assert r.returncode in (0, 1), f"{line}\nexit {r.returncode}\n{r.stderr}"
     assert "error" not in r.stderr, r.stderr
     assert (r.stdout + r.stderr).strip(), "printed nothing"
+    if argv[1] == "check" and "--format" not in argv:  # output for people fits 100 columns
+        wide = [x for x in r.stdout.splitlines() if len(x) > 100]
+        assert not wide, f"{line}\n{len(wide)} line(s) over 100 columns, e.g. {wide[0]!r}"
     if argv[1] == "new":  # the template it wrote is for the reader to fill; the other commands run without it
         (checkout / "catalog" / "techniques" / f"{argv[2]}.yaml").unlink()
 

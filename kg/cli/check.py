@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on-unknown", action="store_true",
                    help="exit 1 when a rule that applies to the stack could not be evaluated (missing facts)")
     p.add_argument("--explain", action="store_true", help="also list rules that did not fire, and why")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list every engine default applied (the text report shows those a finding or the KV budget reads)")
     p.add_argument("--diagram", type=__import__("pathlib").Path, help="draw the stack diagram (svg/png/pdf/dot)")
     p.add_argument("-o", "--output", type=__import__("pathlib").Path, help="write the report here instead of stdout")
     p.add_argument("--site-url", default=None, metavar="URL",
@@ -106,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     for stack in stacks:
         report = kg.check(stack, catalog, rules)
         d = report.to_dict(explain=args.explain)
+        from kg.analyses.givers import annotate
+        annotate(d, catalog)  # how to give each fact a rule could not be evaluated without
         d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
                                                        rules_dir=args.rules)
         for f in d["findings"]:
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         texts.append(render_check_html(dicts, svgs, args.site_url, css=stylesheet()))
     for d in ([] if args.format == "html" else dicts):
         if args.format == "text":
-            texts.append(render_check_text(d, explain=args.explain))
+            texts.append(render_check_text(d, explain=args.explain, verbose=args.verbose))
         elif args.format == "json":
             texts.append(to_json(d))
         else:

@@ -373,6 +373,10 @@ def render_docs(catalog_root: Path, rules_dir: Path, out_dir: Path) -> dict[Path
     rulesets = {kind: load_rules(kind, rules_dir)[0] for kind in RULESET_KINDS}  # each kind parsed once
     docs = {out_dir / "techniques.md": techniques_markdown(cat, out_dir),
             out_dir / "rules.md": rules_markdown(cat, rules_dir, out_dir, rulesets)}
+    if (Path(catalog_root) / "glossary.yaml").is_file():
+        from kg.output.glossary import render_markdown
+        docs[out_dir / "glossary.md"] = (HEADER.format(what="catalog/glossary.yaml") + "\n\n"
+                                         + render_markdown(Path(catalog_root) / "glossary.yaml"))
     checks_dir = Path(catalog_root) / "engines" / "checks"
     if checks_dir.is_dir() and any(checks_dir.glob("*.yaml")):
         from kg.output.engine_checks_doc import engine_checks_markdown

@@ -14,10 +14,49 @@ from kg.core.paths import repo_path
 from kg.core.textsafe import one_line
 
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
+WIDTH = 100  # output for people fits 100 columns (tests/test_report_width.py runs the README's commands)
 
 
-def _wrap(text: str, indent: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=100, initial_indent=indent, subsequent_indent=indent)
+def _wrap(text: str, indent: str, first: str | None = None) -> str:
+    """``text`` filled to WIDTH columns; URLs and paths are never broken."""
+    return textwrap.fill(" ".join(text.split()), width=WIDTH, initial_indent=indent if first is None else first,
+                         subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+def fit_width(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line over ``width`` columns wrapped, continuing under its own indent plus four spaces;
+    a word longer than a line (a long URL) is split, as a terminal would."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = " " * (len(line) - len(line.lstrip(" ")))
+        out.append(textwrap.fill(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "    ",
+                                 break_on_hyphens=False))
+    return "\n".join(out)
+
+
+class Sources:
+    """Numbered sources: long citations leave the line they support as ``[n]`` and are listed once at the end."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def cite(self, text: str) -> str:
+        text = " ".join(str(text).split())
+        if text not in self.items:
+            self.items.append(text)
+        return f"[{self.items.index(text) + 1}]"
+
+    def lines(self) -> list[str]:
+        if not self.items:
+            return []
+        out = ["", "Sources"]
+        for i, t in enumerate(self.items, 1):
+            tag = f"  [{i}] "
+            out.append(_wrap(t, " " * len(tag), first=tag))
+        return out
 
 
 OUTCOME_TEXT = {"crash": "starts, then crashes", "hang": "starts, then hangs", "wrong-output": "starts, then returns wrong output",
@@ -43,14 +82,19 @@ def _runtime_tail(f: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
-    """A readable report: stack summary, KV derivations, then each finding with numbers, costs, fixes, sources."""
+def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = False) -> str:
+    """A readable report, at most WIDTH columns: stack summary, KV derivations, the effective configuration (what
+    was given or is read by a finding or the KV budget; every default with ``verbose``), each finding, what could
+    not be evaluated (one line per missing fact, with how to give it), numbered sources and the terms used."""
     s = d["stack"]
-    out = [f"optkg check: {one_line(s['name'])}"]
+    refs = Sources()
+    out = [_wrap(f"optkg check: {one_line(s['name'])}", "  ", first="")]
     assumed = " (assumed: the latest release optkg knows)" if s.get("engine_version_assumed") else ""
-    out.append(one_line(f"  model: {s['model']} ({s['attention']})   engine: {s['engine'] or '-'}"
-               f"{' ' + s['engine_version'] if s.get('engine_version') else ''}{assumed}   hardware: {s['hardware'] or '-'}")
-               + f"{' x' + str(s['gpu_count']) if s.get('gpu_count') else ''}")
+    out.append(_wrap(one_line(f"model: {s['model']} ({s['attention']});  hardware: {s['hardware'] or '-'}"
+                              + (f" x{s['gpu_count']}" if s.get("gpu_count") else "")), "    ", first="  "))
+    out.append(_wrap(one_line(f"engine: {s['engine'] or '-'}"
+                              f"{' ' + s['engine_version'] if s.get('engine_version') else ''}{assumed}"), "    ",
+                     first="  "))
     dv = d.get("derived") or {}
     if dv.get("nodes_assumed"):
         out.append(_wrap(f"nodes: {dv['nodes_assumed']}", "  "))
@@ -104,8 +148,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
                     out.append(f"  {'KV budget per GPU (estimate)':<42} ~{gib:,.1f} GiB ({err})")
                     for i, line in enumerate(dv.get("kv_budget_breakdown") or []):
                         sign = "" if i == 0 else "- "
-                        out.append(f"    {sign + line['name']:<40} {line['bytes'] / 2**30:,.2f} GiB  {line['basis']}"
-                                   f" [{line['source']}]")
+                        out.append(f"    {sign + line['name']:<40} {line['bytes'] / 2**30:,.2f} GiB "
+                                   f"{refs.cite(line['source'])}")
+                        out.append(_wrap(line["basis"], " " * 8))
                 else:
                     src = str(dv.get("kv_budget_source") or "")
                     how = src[len("given "):] if src.startswith("given (") else ""  # (--kv-cache-memory-bytes)
@@ -120,27 +165,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             else:
                 why = dv.get("dcp_impossible_reason") or ("needs tp_size > num_key_value_heads for GQA/MHA,"
                                                           " and no sliding-window layers")
-                out.append(f"  {'DCP':<42} impossible here ({why})")
-    eff = d.get("effective_config") or []
-    if eff:
-        out.append("")
-        out.append(f"Effective configuration ({s['engine']} {s.get('engine_version') or ''})".rstrip())
-        brief = [e for e in eff if e.get("brief") and e["source"] == "engine default"]
-        for e in eff:
-            if e in brief:
-                continue
-            val = "?" if e["value"] is None else fmt_num(e["value"], REPORT)
-            src = {"given": "given", "unknown": "unknown"}.get(e["source"], e["source"])
-            head = f"  {e['setting']:<28} {val:<8} {src}"
-            if e["source"] == "given":
-                out.append(head)
-            else:
-                out.append(head + ":")
-                out.append(_wrap(e["why"], " " * 6))
-        if brief:
-            shown = ", ".join(f"{e['setting']}={fmt_num(e['value'], REPORT)}" for e in brief)
-            out.append(f"  engine defaults ({len(brief)}; release ranges and evidence with --format json):")
-            out.append(_wrap(shown, " " * 6))
+                out.append(_wrap(f"impossible here ({why})", " " * 45, first=f"  {'DCP':<42} "))
+    out.extend(_effective_lines(d, refs, verbose))
     out.append("")
     fs = d["findings"]
     unknown = d.get("not_evaluable") or []
@@ -148,8 +174,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
     if not fs and not unknown:
         out.append(f"No findings: {held} applicable rule(s) held." if held is not None else "No findings.")
     elif not fs:
-        out.append(f"No rule fired, but {len(unknown)} rule(s) could not be evaluated (listed below): "
-                   "this is not a clean bill of health.")
+        out.append(_wrap(f"No rule fired, but {len(unknown)} rule(s) could not be evaluated (listed below): "
+                         "this is not a clean bill of health.", "  ", first=""))
     runtime = [f for f in fs if f.get("kind") == "runtime-failure"]
     for f in [f for f in fs if f.get("kind") != "runtime-failure"] + runtime:
         if runtime and f is runtime[0]:
@@ -163,7 +189,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
         if f.get("location"):
             out.append(f"      at: {f['location']}")
         if f.get("numbers"):
-            out.append("      numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()))
+            out.append(_wrap("numbers: " + "; ".join(f"{k} = {fmt_num(v, REPORT)}" for k, v in f["numbers"].items()),
+                             " " * 15, first="      "))
         if f.get("cost_dimension"):
             cross = f"{f['from_dimension']} -> {f['cost_dimension']}" if f.get("from_dimension") else f["cost_dimension"]
             out.append(f"      cost lands in: {cross}")
@@ -180,18 +207,20 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             fx = f.get("fix") or ", ".join(x["technique"] for x in f["fixes"])
             ids = ", ".join(x["technique"] for x in f.get("fixes", []))
             out.append(_wrap(f"fix: {fx}" + (f" (catalog: {ids})" if ids and f.get('fix') else ""), "      "))
-        for src in f.get("sources", [])[:3]:
-            out.append(one_line(f"      source: {src['title']} <{src['url']}>"))
+        cited = [refs.cite(one_line(f"{src['title']} <{src['url']}>")) for src in f.get("sources", [])[:3]]
+        if cited:
+            out.append(f"      sources: {' '.join(cited)}")
         if f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
-            out.append(f"      coupling: {f['coupling']} ({repo_path(f['rule_file'])})")
+            out.append(_wrap(f"coupling: {f['coupling']} ({repo_path(f['rule_file'])})", " " * 8, first="      "))
         else:
-            out.append(f"      rule: {repo_path(f['rule_file'])}:{f['rule_line']}"
-                       + (f" (refines coupling {f['coupling']})" if f.get("coupling") else ""))
+            out.append(_wrap(f"rule: {repo_path(f['rule_file'])}:{f['rule_line']}"
+                             + (f" (refines coupling {f['coupling']})" if f.get("coupling") else ""), " " * 8,
+                             first="      "))
         out.append("")
     if d.get("ignored_flags"):
         out.append(_wrap("ignored (not modelled): " + " ".join(d["ignored_flags"]), ""))
     for n in d.get("notes") or []:
-        out.append(f"note: {one_line(n)}")
+        out.append(_wrap(f"note: {one_line(n)}", "      ", first=""))
     eff_notes = d.get("in_effect") or []
     if eff_notes:
         out.append("In effect (catalog couplings that apply to this stack; nothing to fix):")
@@ -199,20 +228,87 @@ def render_check_text(d: dict[str, Any], explain: bool = False) -> str:
             out.append(_wrap(f"{e['message']} [{e['coupling']}]", "  "))
     if unknown:
         out.append("")
-        out.append(f"Could not be evaluated ({len(unknown)}):")
-        for u in unknown:
-            out.append(_wrap(f"{u['rule_id']}: missing {', '.join(u.get('needs') or u.get('missing') or ['?'])}"
-                             + ("" if u.get("missing") else f" ({u.get('reason', '')})"), "  "))
+        out.extend(_unknown_lines(unknown, d.get("how_to_give") or {}))
     if explain:
         out.append("")
         out.append("Rules that did not fire:")
         for nf in d.get("not_fired", []):
-            out.append(_wrap(f"{nf['rule']}: {nf['reason']}", "  "))
-    out.append(summary_line(d))
-    return "\n".join(out).rstrip() + "\n"
+            out.append(_wrap(f"{nf['rule']}: {nf['reason']}", "    ", first="  "))
+    out.extend(refs.lines())
+    body = "\n".join(out)
+    out.extend(_terms_lines(body))
+    out.append("")
+    out.append(summary_line(d, width=WIDTH))
+    return fit_width("\n".join(out).rstrip()) + "\n"
 
 
-def summary_line(d: dict[str, Any], max_names: int = 6) -> str:
+# settings the KV table above is computed from: shown with the effective configuration even when no finding reads them
+BUDGET_INPUTS = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "context_length", "max_num_seqs",
+                 "max_running_requests", "max_num_batched_tokens", "chunked_prefill_size", "kv_cache_dtype",
+                 "block_size", "page_size")
+
+
+def _read_by_findings(d: dict[str, Any]) -> set[str]:
+    """The names the fired rules read (their facts and numbers)."""
+    names: set[str] = set()
+    for f in d.get("findings") or []:
+        names.update((f.get("facts") or {}).keys())
+        names.update((f.get("numbers") or {}).keys())
+    return names
+
+
+def _effective_lines(d: dict[str, Any], refs: Sources, verbose: bool) -> list[str]:
+    """The effective configuration: given settings, and the engine defaults a finding or the KV budget reads; the
+    other defaults are counted on one line (each with ``verbose``; every one with its evidence in JSON)."""
+    s = d["stack"]
+    eff = d.get("effective_config") or []
+    if not eff:
+        return []
+    read = _read_by_findings(d) | (set(BUDGET_INPUTS) if d.get("derived") else set())
+    shown = [e for e in eff if verbose or e["source"] != "engine default" or e["setting"] in read]
+    rest = [e for e in eff if e not in shown]
+    out = ["", f"Effective configuration ({s['engine']} {s.get('engine_version') or ''}".rstrip()
+           + ("): given, and the defaults a finding or the KV budget reads" if not verbose else "): every setting")]
+    for e in shown:
+        val = "?" if e["value"] is None else fmt_num(e["value"], REPORT)
+        head = f"  {e['setting']:<30} {val:<9} {e['source']}"
+        if e["source"] == "given" or not e.get("why"):
+            out.append(head)
+        else:
+            out.append(_wrap(e["why"], " " * 6, first=head + ": ") if len(head) < 60 else head)
+    if rest:
+        names = ", ".join(f"{e['setting']}={fmt_num(e['value'], REPORT)}" for e in rest)
+        out.append(_wrap(f"+ {len(rest)} engine default(s) no finding reads: {names} (--verbose: each with its"
+                         " release range; --format json: its evidence)", "    ", first="  "))
+    return out
+
+
+def _unknown_lines(unknown: list[dict[str, Any]], how: dict[str, str]) -> list[str]:
+    """One line per missing fact: the fact, how to give it, and the rules that wait for it."""
+    by_fact: dict[str, list[str]] = {}
+    for u in unknown:
+        for n in u.get("needs") or u.get("missing") or [f"a comparison of mismatched types ({u.get('reason', '')})"]:
+            by_fact.setdefault(n, []).append(u["rule_id"])
+    out = [f"Could not be evaluated ({len(unknown)} rule(s); give these facts to decide them):"]
+    for fact, rules in sorted(by_fact.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        give = f" ({how[fact]})" if how.get(fact) else ""
+        out.append(_wrap(f"{fact}{give}: {', '.join(rules)}", "      ", first="  "))
+    return out
+
+
+def _terms_lines(body: str) -> list[str]:
+    """``Terms`` naming each glossary abbreviation the report uses, with the glossary's anchor."""
+    from kg.output.glossary import terms_in
+    used = terms_in(body)
+    if not used:
+        return []
+    out = ["", "Terms (each explained in docs/glossary.md)"]
+    for t in used:
+        out.append(_wrap(f"{t['term']}: {t['short']}", "      ", first="  "))
+    return out
+
+
+def summary_line(d: dict[str, Any], max_names: int = 6, width: int | None = None) -> str:
     """``2 finding(s) (1 error, 1 warning) · 74 rules held · 7 could not be evaluated (missing: a, b …)``.
 
     Counts come from the report's ``outcomes`` (rules that fired, held, could not be evaluated);
@@ -233,8 +329,14 @@ def summary_line(d: dict[str, Any], max_names: int = 6) -> str:
                 for n in u.get("needs") or u.get("missing") or ["a comparison of mismatched types"]:
                     freq[n] = freq.get(n, 0) + 1
             names = sorted(freq, key=lambda n: (-freq[n], n))
-            more = " …" if len(names) > max_names else ""
-            parts.append(f"{len(unknown)} could not be evaluated (missing: {', '.join(names[:max_names])}{more})")
+            head = " · ".join(parts) + f" · {len(unknown)} could not be evaluated (missing: "
+            shown: list[str] = []
+            for n in names[:max_names]:  # with ``width``, as many names as keep the line within it
+                if width and shown and len(head + ", ".join(shown + [n]) + " …)") > width:
+                    break
+                shown.append(n)
+            more = " …" if len(shown) < len(names) else ""
+            parts.append(f"{len(unknown)} could not be evaluated (missing: {', '.join(shown)}{more})")
         else:
             parts.append("0 could not be evaluated")
     return " · ".join(parts)

@@ -190,4 +190,5 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     if d.get("outcomes"):
         out.append("")
         out.append(summary_line(d))
-    return "\n".join(out) + "\n"
+    from kg.output.report import fit_width
+    return fit_width("\n".join(out)) + "\n"  # output for people fits 100 columns
