@@ -351,3 +351,23 @@ def test_place_candidates_need_a_shared_cell_and_kind(tmp_path: Path) -> None:
     assert [x["id"] for x in d["declared_elsewhere"]] == ["ddd-other"]
     assert d["existing"] is False and d["existing_text"] is None
     assert d["scoring"].startswith("a replacement candidate shares a cell (same stage, layer and primary dimension)")
+
+
+def test_place_reads_every_stack_form_check_reads(home: Path) -> None:
+    """A training stack (framework: + training:) and a DeepSpeed JSON are re-checked, not refused as before with
+    "unknown field 'training'": the Megatron example holds TP (TP 8 x PP 4 x DP 16); ZeRO-2 with a DeepSpeed pipeline
+    engine fires deepspeed-zero-with-pipeline-engine, which names zero-2."""
+    repo = Path(__file__).resolve().parents[1]
+    techdir = home / "catalog" / "techniques"
+    r = optkg(["place", str(techdir / "zero-2.yaml"), "--format", "json",
+               "--stack", str(repo / "examples/llama-3.1-70b-megatron-train.yaml"),
+               "--stack", str(repo / "tests/fixtures/training_cases/zero2-pp-stack.yaml")], home)
+    assert r.returncode == 0, r.stderr
+    by = {Path(s["stack"]).name: s for s in json.loads(r.stdout)["stacks"]}
+    assert {s["status"] for s in by.values()} == {"checked"} and {s["kind"] for s in by.values()} == {"training"}
+    assert by["zero2-pp-stack.yaml"]["uses_entry"] is True
+    assert by["llama-3.1-70b-megatron-train.yaml"]["uses_entry"] is False  # Megatron's distributed optimizer, not ZeRO-2
+    t = optkg(["place", str(techdir / "tensor-parallelism.yaml"),
+               "--stack", str(repo / "examples/llama-3.1-70b-megatron-train.yaml")], home).stdout
+    assert "llama-3.1-70b-megatron-train.yaml (training job; holds the entry)" in t
+    assert max(len(line) for line in t.splitlines()) <= 100

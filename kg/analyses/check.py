@@ -282,7 +282,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived.update(encoder_item_facts(m, serving_defaults(stack, ns, m)[0]))
         if budget is not None and sized:
             null = null_block_bytes(engine, stack.engine_version, plan.bytes_per_block if plan else lay_dcp.bytes_per_token_per_gpu * block)
-            cap = kv_capacity(lay_dcp, budget, ns.get("max_model_len"), block, null)  # vLLM's null block held back
+            # max_model_len_effective: the given length, else the engine's default (SGLang: the model's context length)
+            cap = kv_capacity(lay_dcp, budget, derived.get("max_model_len_effective"), block, null)  # null block held back
             derived["kv_null_block_bytes"] = round(null)
             if stack.engine == "sglang":
                 cap = sglang_capacity(cap, derived, m, tp_kv, budget, ns, kvdt)
@@ -316,6 +317,9 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     derived["max_concurrency"] = round(cap.max_concurrency * dp_attn, 2)
                 elif stack.engine == "vllm" and dp_attn > 1:  # each engine core admits its own requests
                     derived["max_concurrency_all_dp_engines"] = round(derived["max_concurrency"] * dp_attn, 2)
+            from kg.analyses.request_len import add_request_len_facts  # --request-len / --isl + --osl
+            add_request_len_facts(derived, ns.get("request_len"), plan, lay_dcp, budget, stack.engine == "sglang",
+                                  dp_attn if stack.engine == "sglang" else 1)
             if uses_v0(engine, stack.engine_version, ns.get("vllm_use_v1")):  # V0 counts whole blocks
                 apply_v0_blocks(derived, ns, block, stack.engine_version)
             derived["max_model_len_that_fits"] = cap.max_model_len_that_fits

@@ -235,56 +235,99 @@ def _diff_findings(before: list[dict[str, Any]], after: list[dict[str, Any]]) ->
     return out
 
 
-def stack_effects(stack_files: list[Path], tid: str, cat_with, cat_without, rules_dir: Path | None) -> list[dict[str, Any]]:
-    """For each stack file: findings before/after the entry joins the catalog, and after adopting it into the stack."""
-    import copy
+def _stacks_in(p: Path, cat) -> list[Any]:
+    """Every stack ``optkg check FILE`` reads from ``p``: a training job (DeepSpeed JSON, accelerate YAML,
+    torchtitan TOML, a stack YAML with ``framework:``), or each serving container of a stack YAML, Kubernetes
+    manifest, compose file or LLM-API YAML."""
+    from kg.inputs.modelcfg import resolve_model
+    from kg.inputs.training import is_training_file, load_training_file
+    if is_training_file(p):
+        return [load_training_file(p, cat, resolve_model)]
+    try:
+        from kg.engines.launch import stacks_from_file  # registers every engine's launch formats
+    except ImportError:  # before the engine packages
+        from kg.inputs.launch.files import stacks_from_file
+    return stacks_from_file(p, cat, resolver=resolve_model)[0]
+
+
+def _findings(st, cat, rules: dict[str, Any], rules_dir: Path | None) -> tuple[list[dict[str, Any]], set[str]]:
+    """(the findings ``optkg check`` gives ``st``, a serving Stack or a TrainingJob, against ``cat``; the catalog
+    techniques the stack holds)."""
+    from kg.inputs.training.job import TrainingJob
+    if isinstance(st, TrainingJob):
+        from kg.analyses.training import training_report
+        from kg.engine.rules import load_ruleset
+        if "training" not in rules:
+            rules["training"] = load_ruleset("training", rules_dir)
+        rep = training_report(st, rules["training"], cat)
+        return [f.to_dict() for f in rep.findings], set(rep.to_dict()["stack"].get("techniques") or [])
     from kg.analyses.check import check_stack
+    return [f.to_dict() for f in check_stack(st, cat, rules["check"]).findings], set(st.techniques)
+
+
+def stack_effects(stack_files: list[Path], tid: str, cat_with, cat_without, rules_dir: Path | None) -> list[dict[str, Any]]:
+    """For each stack file (every form ``optkg check`` reads): findings before/after the entry joins the catalog,
+    and, for a serving stack, after adopting it into the stack (a training job's techniques follow from its
+    settings, so adopting one is a change of settings the report cannot guess)."""
+    import copy
     from kg.engine.rules import load_ruleset
-    from kg.inputs.stack import add_technique, load_stack_file
+    from kg.inputs.stack import add_technique
+    from kg.inputs.training.job import TrainingJob
 
     try:
-        rules = load_ruleset("check", rules_dir)
+        rules: dict[str, Any] = {"check": load_ruleset("check", rules_dir)}
     except OptkgError as e:
         return [{"stack": str(p), "status": "skipped", "reason": str(e).splitlines()[0]} for p in stack_files]
     out = []
     for p in stack_files:
-        entry: dict[str, Any] = {"stack": str(p)}
         try:
-            st1 = load_stack_file(p, cat_with)
+            with_entry = _stacks_in(p, cat_with)
         except OptkgError as e:
-            entry.update(status="skipped", reason=str(e).splitlines()[0])
-            out.append(entry)
+            out.append({"stack": str(p), "status": "skipped", "reason": str(e).splitlines()[0]})
             continue
         try:
-            st0 = load_stack_file(p, cat_without)
-            before = [f.to_dict() for f in check_stack(st0, cat_without, rules).findings]
-            entry["loads_without_entry"] = True
+            without = _stacks_in(p, cat_without)
         except OptkgError as e:
-            before = []
-            entry["loads_without_entry"] = False
-            entry["reason_without_entry"] = str(e).splitlines()[0]
-        after = [f.to_dict() for f in check_stack(st1, cat_with, rules).findings]
-        entry["status"] = "checked"
-        entry["name"] = st1.name
-        entry["uses_entry"] = tid in st1.techniques
-        entry["changes"] = _diff_findings(before, after)
-        adopted = copy.deepcopy(st1)
-        if tid not in adopted.techniques:
-            add_technique(adopted, cat_with, tid, None, f"{p}")
-        entry["if_adopted"] = _diff_findings(after, [f.to_dict() for f in check_stack(adopted, cat_with, rules).findings])
-        present = set(st1.techniques)
-        inter = []
-        for c in couplings_added(cat_with, tid):
-            other = c["to"] if c["direction"] == "out" else c["from"]
-            if other not in cat_with.techniques or other == tid:
-                continue
-            # what adopting the entry brings into play: a requirement the stack lacks, or an
-            # interaction with a technique the stack already runs
-            if (c["kind"] == "requires" and other not in present) or \
-                    (c["kind"] in ("conflicts_with", "replaces", "mitigates", "amplifies", "causes") and other in present):
-                inter.append({**c, "other": other, "other_present": other in present})
-        entry["interactions"] = inter
-        out.append(entry)
+            without = [None] * len(with_entry)
+            reason_without = str(e).splitlines()[0]
+        for i, st1 in enumerate(with_entry):
+            entry: dict[str, Any] = {"stack": str(p) if len(with_entry) == 1 else f"{p} [{st1.name}]"}
+            st0 = without[i] if i < len(without) else None
+            if st0 is not None:
+                before = _findings(st0, cat_without, rules, rules_dir)[0]
+                entry["loads_without_entry"] = True
+            else:
+                before = []
+                entry["loads_without_entry"] = False
+                entry["reason_without_entry"] = reason_without
+            after, held = _findings(st1, cat_with, rules, rules_dir)
+            entry["status"] = "checked"
+            entry["name"] = st1.name
+            entry["kind"] = "training" if isinstance(st1, TrainingJob) else "serving"
+            entry["uses_entry"] = tid in held
+            entry["changes"] = _diff_findings(before, after)
+            inter = []
+            if isinstance(st1, TrainingJob):
+                entry["if_adopted"] = []
+                present = set()
+            else:
+                adopted = copy.deepcopy(st1)
+                if tid not in adopted.techniques:
+                    add_technique(adopted, cat_with, tid, None, f"{p}")
+                entry["if_adopted"] = _diff_findings(after, _findings(adopted, cat_with, rules, rules_dir)[0])
+                present = set(st1.techniques)
+            for c in couplings_added(cat_with, tid) if not isinstance(st1, TrainingJob) else []:
+                other = c["to"] if c["direction"] == "out" else c["from"]
+                if other not in cat_with.techniques or other == tid:
+                    continue
+                # what adopting the entry brings into play: a requirement the stack lacks, or an
+                # interaction with a technique the stack already runs
+                if (c["kind"] == "requires" and other not in present) or \
+                        (c["kind"] in ("conflicts_with", "replaces", "mitigates", "amplifies", "causes")
+                         and other in present):
+                    inter.append({**c, "other": other, "other_present": other in present})
+            entry["interactions"] = inter
+            out.append(entry)
     return out
 
 

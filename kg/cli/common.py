@@ -47,6 +47,11 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--engine-version", help="engine version, e.g. 0.11.0 (rules with version ranges use it)")
     p.add_argument("--kv-budget-gib", type=float, help="KV-cache memory per GPU in GiB (as the engine logs it)")
     p.add_argument("--max-model-len", type=int, help="max_model_len in tokens")
+    p.add_argument("--request-len", type=int, metavar="TOKENS",
+                   help="the request length you serve (prompt + output tokens): max concurrency at it, beside the "
+                        "max_model_len figure")
+    p.add_argument("--isl", type=int, metavar="TOKENS", help="input sequence length (with --osl: --request-len ISL+OSL)")
+    p.add_argument("--osl", type=int, metavar="TOKENS", help="output sequence length (with --isl)")
 
 
 def stack_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gpu_ok: bool = False) -> Any:
@@ -143,9 +148,27 @@ def _apply_stack_options(st: Any, args: argparse.Namespace, catalog, unknown_gpu
         set_setting(st, "kv_budget_gib", args.kv_budget_gib, "--kv-budget-gib")
     if args.max_model_len is not None:
         set_setting(st, "max_model_len", args.max_model_len, "--max-model-len")
+    req = _request_len(args)
+    if req is not None:
+        set_setting(st, "request_len", req[0], req[1])
     if st.model is None:
         raise OptkgError(f"{st.source}: the stack names no model (add `model:` or pass --config)")
     return st
+
+
+def _request_len(args: argparse.Namespace) -> tuple[int, str] | None:
+    """(tokens, the flags that gave it) from --request-len, or --isl + --osl (both, or neither)."""
+    req, isl, osl = (getattr(args, k, None) for k in ("request_len", "isl", "osl"))
+    if (isl is None) != (osl is None):
+        raise OptkgError("--isl and --osl go together (the request holds ISL + OSL tokens at its end); "
+                         "or give --request-len")
+    if isl is not None:
+        if req is not None:
+            raise OptkgError("give --request-len or --isl/--osl, not both")
+        if isl < 1 or osl < 0:
+            raise OptkgError(f"--isl/--osl: expected ISL >= 1 and OSL >= 0 tokens, found {isl} and {osl}")
+        return isl + osl, "--isl + --osl"
+    return (req, "--request-len") if req is not None else None
 
 
 # argument destinations that name files a command writes; every other path argument is an input

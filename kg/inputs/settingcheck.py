@@ -14,7 +14,7 @@ from kg.knowledge.vocabulary import BASE_SETTINGS
 MAX_PARALLEL_SIZE = 65_536
 # Smallest accepted value per setting (default 0 for numbers and integers): a 0 here is a typo.
 SETTING_MINIMUM: dict[str, float] = {
-    "max_model_len": 1, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1,
+    "max_model_len": 1, "request_len": 1, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1,
     "num_speculative_tokens": 1, "draft_tp_size": 1, "cp_kv_cache_interleave_size": 1, "flash_attn_version": 1,
     "max_num_partial_prefills": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 1,
     "gpu_memory_utilization": 0.01,

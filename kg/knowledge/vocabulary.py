@@ -14,6 +14,7 @@ from __future__ import annotations
 # Settings that are not technique parameters: name -> (type, description). Units in names.
 BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "max_model_len": ("integer", "longest request context, tokens"),
+    "request_len": ("integer", "the request length served (prompt + output), tokens: max concurrency is also reported at it"),
     "gpu_memory_utilization": ("number", "fraction of GPU memory the engine may use (vLLM; SGLang mem_fraction_static)"),
     "block_size": ("integer", "KV-cache block/page size, tokens"),
     "kv_cache_dtype": ("string", "KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, int8"),

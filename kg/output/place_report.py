@@ -90,7 +90,10 @@ def render_text(d: dict[str, Any]) -> str:
     for name, s in _checked_stacks(d, lambda name, why: out.append(f"  {name}: skipped ({why})")):
         ch = s["changes"]
         ad = s["if_adopted"]
-        if d.get("existing"):
+        if s.get("kind") == "training":  # its techniques follow from its settings: nothing to adopt by name
+            held = "holds the entry" if s.get("uses_entry") else "does not hold the entry"
+            out.append(f"  {name} (training job; {held}): {len(ch)} finding(s) change with the entry in the catalog")
+        elif d.get("existing"):
             out.append(f"  {name}: {len(ch)} finding(s) depend on the entry being in the catalog; {len(ad)} change(s) "
                        "if the stack adopts it")
         else:
@@ -105,7 +108,8 @@ def render_text(d: dict[str, Any]) -> str:
     if d.get("warnings"):
         out.append("")
         out.append(f"{len(d['warnings'])} warning(s): run `optkg validate {t['file']}`")
-    return "\n".join(out).rstrip() + "\n"
+    from kg.output.report import fit_width
+    return fit_width("\n".join(out).rstrip()) + "\n"  # output for people fits 100 columns
 
 
 def render_markdown(d: dict[str, Any]) -> str:

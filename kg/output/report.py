@@ -133,6 +133,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                  else f"KV tokens, scheduler-wide ({str(dv.get('kv_tokens_total_basis') or 'x dcp').split(':')[0]})",
                  "kv_tokens_total"),
                 ("max concurrency at max_model_len", "max_concurrency"),
+                (f"max concurrency at {fmt_num(dv.get('max_concurrency_request_len'), REPORT)} tokens",
+                 "max_concurrency_at_request_len"),
                 ("KV tokens, all DP engines", "kv_tokens_all_dp_engines"),
                 ("max concurrency, all DP engines", "max_concurrency_all_dp_engines")]
         hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
