@@ -46,6 +46,11 @@ class DeepSpeed(TrainingFramework):
         # DeepSpeed's pipeline parallelism is its PipelineEngine (runtime/pipe/engine.py)
         return {"pipeline_engine": True} if parallel["pp_size"] > 1 else {}
 
+    def gathered_unit_params(self, counts: Any, shape) -> int:
+        # ZeRO-3 gathers one module's parameters at a time: DeepSpeed's own largest module (model_to_params)
+        from kg.frameworks.deepspeed.memory import largest_module_params
+        return largest_module_params(shape, counts.embedding // shape["hidden_size"])
+
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         zs = job.get("zero_stage") or 0
         if zs in (2, 3) and parallel["tp_size"] == 1 and parallel["pp_size"] == 1:

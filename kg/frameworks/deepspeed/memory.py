@@ -47,11 +47,36 @@ def estimator_cross_check(job: Any, mem: Any, stage: int, par: dict[str, int]) -
         formula = "2Ψ" if off else "2Ψ + 18Ψ/N"
         where = "deepspeed/runtime/zero/stage_1_and_2.py:4017 (deepspeed 0.19.8)"
     else:
-        b = deepspeed_zero3_estimate(mem.total_params, mem.counts.largest_layer, gpn, nodes, cpu_offload=off,
+        largest = largest_module_params(job.shape(), mem.counts.embedding // job.shape()["hidden_size"])
+        b = deepspeed_zero3_estimate(mem.total_params, largest, gpn, nodes, cpu_offload=off,
                                      cpu_offload_params=job.get("offload_param", "none") != "none")
-        formula = "4 x largest layer + 18Ψ/N" if not off else "4 x largest layer (+ 2Ψ/N without parameter offload)"
+        formula = (f"4 x largest module ({largest:,} parameters) + 18Ψ/N" if not off else
+                   f"4 x largest module ({largest:,} parameters) (+ 2Ψ/N without parameter offload)")
         where = "deepspeed/runtime/zero/stage3.py:4016 (deepspeed 0.19.8)"
     return {"bytes": b, "formula": formula, "source": where,
             "why": "DeepSpeed counts 18 bytes per partitioned parameter (2 fp16 grads + 4 fp32 grads + 4 fp32 "
                    "weights + 8 Adam) and, for ZeRO-3, a 4-byte buffer of the largest layer; this breakdown uses the "
                    "ZeRO paper's K = 12 with 16-bit gradients and a 16-bit gathered unit"}
+
+
+def largest_module_params(shape: dict[str, Any], vocab: int) -> int:
+    """The ``largest_layer_params`` DeepSpeed's ``model_to_params`` (deepspeed 0.19.8 runtime/zero/stage3.py:4055-4065)
+    finds: the most parameters one module holds directly (``m.parameters(recurse=False)``), over the model as
+    transformers 5.24.0 builds it: the embedding and LM head (V x h), each attention projection (q: h x a·d,
+    k/v: h x g·d, o: a·d x h), each MLP projection (gate/up/down: h x f), the norms (h); MoE layers hold all their
+    routed experts in one module (``Qwen3MoeExperts`` / ``MixtralExperts``: gate_up_proj E x 2f x h plus
+    down_proj E x h x f, modeling_qwen3_moe.py:211-220) and the router (E x h)."""
+    h, a = shape["hidden_size"], shape["num_attention_heads"]
+    g = shape.get("num_query_groups") or a
+    d = shape.get("kv_channels") or h // a
+    f = shape.get("ffn_hidden_size") or 4 * h
+    experts = shape.get("num_experts") or 0
+    L = shape.get("num_layers") or 0
+    dense_mlp = experts <= 1 or shape.get("num_moe_layers", L) < L
+    sizes = [vocab * h, h * a * d, h * g * d, h * f if dense_mlp else 0, h]
+    if experts > 1:
+        fe = shape.get("moe_ffn_hidden_size") or f
+        sizes += [experts * 3 * h * fe, experts * h]
+        shared = shape.get("moe_shared_expert_intermediate_size") or 0
+        sizes.append(h * shared)
+    return max(sizes)

@@ -140,7 +140,7 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
     """
     from kg.frameworks.megatron.reader import parse_megatron_command
     cmd = split_command(text, where)
-    job = parse_megatron_command(text, model, where, framework="deepspeed") if cmd.script else \
+    job = parse_megatron_command(text, model, where, framework="deepspeed", base_dir=base_dir) if cmd.script else \
         TrainingJob(framework="deepspeed", model=model, source=where)
     # Megatron-DeepSpeed builds GPTModelPipe (a PipelineModule, so DeepSpeed's PipelineEngine) unless
     # --no-pipeline-parallel, even at PP 1 (deepspeedai/Megatron-DeepSpeed pretrain_gpt.py model_provider;

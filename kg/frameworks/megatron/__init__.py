@@ -28,7 +28,7 @@ class Megatron(TrainingFramework):
 
     def read_command(self, text, model, where, base_dir, resolver):
         from kg.frameworks.megatron.reader import parse_megatron_command
-        return parse_megatron_command(text, model, where)
+        return parse_megatron_command(text, model, where, base_dir=base_dir)
 
     def padded_vocab(self, vocab: int, tp: int, job: Any) -> int:
         from kg.frameworks.megatron.memory import padded_vocab_size

@@ -12,6 +12,7 @@ win over the HF config given with the model. Flags optkg does not model are kept
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from kg.core.errors import OptkgError
@@ -65,6 +66,9 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--moe-router-topk": (V, "moe_router_topk"),
     "--moe-layer-freq": (V, "moe_layer_freq"),
     "--group-query-attention": (T, "_gqa"),
+    "--tokenizer-model": (V, "_tokenizer_model"),
+    "--tokenizer-type": (V, "_tokenizer_type"),
+    "--vocab-file": (V, "_vocab_file"),
     "--world-size": (V, "world_size"),
     # Megatron-DeepSpeed (deepspeedai/Megatron-DeepSpeed megatron/arguments.py)
     "--zero-stage": (V, "zero_stage"),
@@ -80,7 +84,7 @@ def is_megatron_command(args: str, script: str) -> bool:
 
 
 def parse_megatron_command(text: str, model: ModelFacts | None = None, where: str = "--cmd",
-                           framework: str = "megatron") -> TrainingJob:
+                           framework: str = "megatron", base_dir: Path | None = None) -> TrainingJob:
     """A TrainingJob from a pasted Megatron-LM command (see module doc).
 
     ``model``: the HF config's facts (optional; Megatron's flags override its fields). Raises
@@ -94,11 +98,15 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
         if key in ("gpus_per_node", "num_nodes", "world_size"):
             job.set(key, val, f"{where}: launcher {key}")
     gqa = {"on": False}
+    tok: dict[str, str] = {}
 
     def apply(target: str, val: Any, flag: str) -> None:
         w = f"{where}: {flag}"
         if target == "_gqa":
             gqa["on"] = True
+            return
+        if target.startswith("_"):
+            tok[target] = str(val)
             return
         if target == "recompute_granularity":
             if str(val) not in RECOMPUTE:
@@ -119,6 +127,48 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
         job.settings.setdefault("untie_embeddings_and_output_weights", False)
         job.settings.setdefault("normalization", "LayerNorm")
         job.settings.setdefault("swiglu", False)
+    tokenizer_vocabulary(job, tok, where, base_dir)
     derive_virtual_pipeline(job)
     job.ignored.extend(cmd.ignored)
     return job
+
+
+# Megatron-LM core_v0.16.1 megatron/training/tokenizer/tokenizer.py build_tokenizer: which vocabulary each
+# --tokenizer-type has (:27-70); tokenizer types whose vocabulary is a file optkg reads
+_FILE_TOKENIZERS = ("HuggingFaceTokenizer", "GPT2BPETokenizer", "BertWordPieceLowerCase", "BertWordPieceCase")
+
+
+def tokenizer_vocabulary(job: TrainingJob, tok: dict[str, str], where: str, base_dir: Path | None) -> None:
+    """``vocab_size`` from the tokenizer Megatron would build (``tok``: the tokenizer flags given).
+
+    HuggingFaceTokenizer: ``len(AutoTokenizer)`` of ``--tokenizer-model`` (:153-154), read with the
+    ``tokenizers`` library; GPT2BPETokenizer: the entries of ``--vocab-file``; NullTokenizer:
+    ``--vocab-size`` + 1 (:834-835); TikTokenizer: ``--vocab-size``, else 2**17 (:690-691). The tokenizer's
+    size wins over ``--vocab-size`` for the file-based types, as in Megatron. A path that is not on this
+    machine, or a SentencePiece model, leaves the vocabulary to ``--vocab-size`` / the model config, with a note.
+    """
+    from kg.inputs.training.tokenizer import tokenizer_vocab
+    ttype = tok.get("_tokenizer_type") or ("HuggingFaceTokenizer" if "_tokenizer_model" in tok else None)
+    if ttype == "NullTokenizer" and job.get("vocab_size"):
+        job.set("vocab_size", job.get("vocab_size") + 1, f"{where}: --tokenizer-type NullTokenizer (vocab_size + 1 for EOD)")
+        return
+    if ttype == "TikTokenizer":
+        if not job.get("vocab_size"):
+            job.set("vocab_size", 2**17, f"{where}: --tokenizer-type TikTokenizer without --vocab-size (2**17)")
+        return
+    path = tok.get("_vocab_file") if ttype in ("GPT2BPETokenizer",) else tok.get("_tokenizer_model")
+    if ttype not in _FILE_TOKENIZERS or not path:
+        if path:
+            job.notes.append(f"--tokenizer-type {ttype}: its vocabulary is not read here (give --vocab-size)")
+        return
+    p = Path(path)
+    p = p if p.is_absolute() or base_dir is None else base_dir / p
+    if not p.exists():
+        job.notes.append(f"--tokenizer-model {path}: not found on this machine, so the vocabulary "
+                         + (f"comes from --vocab-size ({job.get('vocab_size'):,})" if job.get("vocab_size") else
+                            "comes from the model config" if job.model is not None else
+                            "is unknown (give --vocab-size or the model's config): the embedding is not sized"))
+        return
+    n, how = tokenizer_vocab(p, f"{where}: --tokenizer-model")
+    job.set("vocab_size", n, f"{where}: --tokenizer-model")
+    job.notes.append(f"vocabulary {n:,} from the tokenizer ({how})")
