@@ -23,7 +23,9 @@ def test_pipeline_stages_is_the_pipeline_size(cli, tmp_path):
     assert code == 1, err
     assert d["derived"]["parallel"] == {"tp_size": 1, "pp_size": 4, "cp_size": 1, "ep_size": 1, "dp_size": 4,
                                         "world_size": 16}
-    assert [f["rule_id"] for f in d["findings"]] == ["deepspeed-zero-with-pipeline-engine"]
+    # + the bubble: m = 256 / (micro 4 x DP 4) = 16 micro-batches per step, (4 - 1)/16 = 18.75 %
+    assert [f["rule_id"] for f in d["findings"]] == ["deepspeed-zero-with-pipeline-engine", "training-pipeline-bubble"]
+    assert d["findings"][1]["numbers"]["bubble"] == 0.1875
     f = d["findings"][0]
     assert f["techniques"] == ["zero-2", "pipeline-parallelism"]  # a stage-2 config: no zero-3-fsdp
     assert f["coupling"] == "zero-2/conflicts_with/pipeline-parallelism"

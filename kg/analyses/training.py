@@ -67,19 +67,47 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     ns["framework_version"] = job.framework_version or ""
     ns["has_model_shape"] = bool(shape.get("num_layers") and shape.get("hidden_size"))
     derived: dict[str, Any] = {"parallel": par}
-    hw = job.hardware or {}
-    if hw:
-        ns["gpu"] = hw.get("id", "")
-        try:
-            ns["compute_capability"] = float(hw.get("compute_capability"))
-            ns["gpu_compute_capability"] = ns["compute_capability"]  # the graph's property name
-        except (TypeError, ValueError):  # a GPU without a numeric compute_capability: rules reading it are "not evaluable"
-            pass
-        mem = _gpu_memory_bytes(hw)
-        if mem:
-            ns["gpu_memory_bytes"] = mem
-    # pipeline layout
-    L, pp = shape.get("num_layers"), par["pp_size"]
+    _hardware_facts(ns, job.hardware or {})
+    _layout_facts(ns, job, shape, par)
+    _batch_facts(ns, derived, job, shape, par)
+    pp_unknown = "pp_size" in job.unknown
+    if pp_unknown:
+        job.notes.append("memory per GPU not computed: the pipeline size is unknown")
+    elif ns["has_model_shape"] and job.get("seq_length"):
+        _memory_facts(ns, derived, job, shape, par, fw)
+    else:
+        missing = [k for k, ok in (("model shape (a HF config or --num-layers/--hidden-size)", ns["has_model_shape"]),
+                                   ("seq_length", bool(job.get("seq_length")))) if not ok]
+        job.notes.append("memory per GPU not computed: " + ", ".join(missing) + " not given")
+    ns["is_moe"] = bool((shape.get("num_experts") or 0) > 1)
+    if pp_unknown:
+        _forget_pipeline_size(job, ns, derived)
+    techniques = job_techniques(job, ns)
+    ns["techniques"] = techniques
+    facts = [{"kind": "training", "framework": job.framework},
+             {"kind": "model", "is_moe": bool((shape.get("num_experts") or 0) > 1)}]
+    facts += [{"kind": "technique", "technique": t} for t in techniques]
+    return facts, ns, derived
+
+
+def _hardware_facts(ns: dict[str, Any], hw: Mapping[str, Any]) -> None:
+    if not hw:
+        return
+    ns["gpu"] = hw.get("id", "")
+    try:
+        ns["compute_capability"] = float(hw.get("compute_capability"))
+        ns["gpu_compute_capability"] = ns["compute_capability"]  # the graph's property name
+    except (TypeError, ValueError):  # a GPU without a numeric compute_capability: rules reading it are "not evaluable"
+        pass
+    mem = _gpu_memory_bytes(hw)
+    if mem:
+        ns["gpu_memory_bytes"] = mem
+
+
+def _layout_facts(ns: dict[str, Any], job: TrainingJob, shape: Mapping[str, Any], par: Mapping[str, int]) -> None:
+    """Pipeline layout (layers per stage, layers built under virtual / uneven stages), the KV-head split
+    under TP, the expert grid and the model-parallel size."""
+    L, pp, tp = shape.get("num_layers"), par["pp_size"], par["tp_size"]
     if L:
         ns["layers_per_stage"] = L // pp
         ns["layers_remainder"] = L % pp
@@ -107,13 +135,25 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
         elif not lvs and not vpp and pp > 1:
             ns["layers_built"] = L // pp * pp
             ns["layers_dropped"] = L - ns["layers_built"]
-    g, tp = shape.get("num_query_groups"), par["tp_size"]
+    g = shape.get("num_query_groups")
     if g:
         ns["kv_heads_per_tp_rank"] = g / tp
         ns["kv_head_replication"] = tp // g if tp > g and tp % g == 0 else 1
         if shape.get("kv_channels"):
             ns["kv_projection_outputs_per_rank"] = g * shape["kv_channels"] / tp
-    # batch arithmetic
+    if shape.get("num_experts"):
+        ns["experts_per_ep_rank"] = shape["num_experts"] / par["ep_size"]
+    etp = job.get("etp_size") or tp
+    ns["expert_model_size"] = etp * par["ep_size"] * pp
+    ns["world_remainder_expert"] = par["world_size"] % ns["expert_model_size"]
+    ns["model_parallel_size"] = tp * pp * par["cp_size"]
+    ns["world_remainder"] = par["world_size"] % ns["model_parallel_size"]
+
+
+def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, shape: Mapping[str, Any],
+                 par: Mapping[str, int]) -> None:
+    """Batch arithmetic, the CP sequence multiple and the pipeline bubble."""
+    tp = par["tp_size"]
     ba = batch_arithmetic(job)
     derived["batch"] = ba
     for k in ("expected_global_batch_size", "batch_consistent", "tokens_per_step", "gbs_divisible"):
@@ -133,52 +173,60 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
         # DeepSpeed _set_batch_related_parameters: grad_acc = train_batch // micro // world
         ns["derived_gradient_accumulation_steps"] = job.get("global_batch_size") // job.get("micro_batch_size") // par["dp_size"]
         ns["derived_global_batch_size"] = job.get("micro_batch_size") * ns["derived_gradient_accumulation_steps"] * par["dp_size"]
-    if shape.get("num_experts"):
-        ns["experts_per_ep_rank"] = shape["num_experts"] / par["ep_size"]
-    etp = job.get("etp_size") or tp
-    ns["expert_model_size"] = etp * par["ep_size"] * pp
-    ns["world_remainder_expert"] = par["world_size"] % ns["expert_model_size"]
-    ns["model_parallel_size"] = tp * pp * par["cp_size"]
-    ns["world_remainder"] = par["world_size"] % ns["model_parallel_size"]
-    # memory
-    pp_unknown = "pp_size" in job.unknown
-    if pp_unknown:
-        job.notes.append("memory per GPU not computed: the pipeline size is unknown")
-    elif ns["has_model_shape"] and job.get("seq_length"):
-        try:
-            mem = training_memory(job)
-        except OptkgError as e:
-            job.notes.append(f"memory not computed: {e}")
-        else:
-            md = mem.to_dict()
-            derived["memory"] = md
-            for k, v in md.items():
-                if k != "accounting":
-                    ns[k] = v
-            ns["activation_memory"] = md["activations_bytes"]  # the graph's property (catalog/properties.yaml)
-            for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
-                      "optimizer_bytes"):
-                ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
-            derived.update(fw.cross_checks(job, mem, shape, par))  # the framework's own estimator(s)
-            la = _llm_analysis(job, md)
-            if la:
-                derived["llm_analysis"] = la
-            if ns.get("gpu_memory_bytes"):
-                ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
-                ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
-    elif not pp_unknown:
-        missing = [k for k, ok in (("model shape (a HF config or --num-layers/--hidden-size)", ns["has_model_shape"]),
-                                   ("seq_length", bool(job.get("seq_length")))) if not ok]
-        job.notes.append("memory per GPU not computed: " + ", ".join(missing) + " not given")
-    ns["is_moe"] = bool((shape.get("num_experts") or 0) > 1)
-    if pp_unknown:
-        _forget_pipeline_size(job, ns, derived)
-    techniques = job_techniques(job, ns)
-    ns["techniques"] = techniques
-    facts = [{"kind": "training", "framework": job.framework},
-             {"kind": "model", "is_moe": bool((shape.get("num_experts") or 0) > 1)}]
-    facts += [{"kind": "technique", "technique": t} for t in techniques]
-    return facts, ns, derived
+    bubble = pipeline_bubble(job, par)
+    if bubble:
+        derived["pipeline"] = bubble
+        ns["num_microbatches"] = bubble["num_microbatches"]
+        ns["pipeline_bubble_fraction"] = bubble["bubble_fraction"]
+
+
+def pipeline_bubble(job: TrainingJob, par: Mapping[str, int]) -> dict[str, Any] | None:
+    """The pipeline bubble of a PP > 1 job: (p - 1) / (m · v) of the ideal compute time, with ``m`` the
+    micro-batches each pipeline runs per step (global / (micro x DP), else the gradient-accumulation steps)
+    and ``v`` the model chunks per rank (interleaved 1F1B; 1 otherwise). Narayanan et al. 2021 §2.2.1-2.2.2
+    (arXiv:2104.04473). None without a pipeline or without the batch sizes."""
+    pp = par["pp_size"]
+    if pp <= 1 or "pp_size" in job.unknown:
+        return None
+    mbs, gbs, gas = job.get("micro_batch_size"), job.get("global_batch_size"), job.get("gradient_accumulation_steps")
+    if mbs and gbs and par["dp_size"]:
+        m, how = gbs // (mbs * par["dp_size"]), f"global {gbs} / (micro {mbs} x DP {par['dp_size']})"
+    elif gas:
+        m, how = gas, f"gradient accumulation {gas}"
+    else:
+        return None
+    if m < 1:
+        return None
+    v = job.get("vpp_size") or 1
+    return {"bubble_fraction": round((pp - 1) / (m * v), 4), "num_microbatches": m, "chunks_per_rank": v,
+            "formula": f"(PP - 1) / (m x v) = ({pp} - 1) / ({m} x {v})", "microbatches_from": how,
+            "source": "Narayanan et al. 2021 §2.2 (arXiv:2104.04473): bubble time / ideal compute time"}
+
+
+def _memory_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, shape: Mapping[str, Any],
+                  par: Mapping[str, int], fw) -> None:
+    """Memory per GPU (kg.derive.training_memory), the framework's own estimator and llm-analysis beside it."""
+    try:
+        mem = training_memory(job)
+    except OptkgError as e:
+        job.notes.append(f"memory not computed: {e}")
+        return
+    md = mem.to_dict()
+    derived["memory"] = md
+    for k, v in md.items():
+        if k != "accounting":
+            ns[k] = v
+    ns["activation_memory"] = md["activations_bytes"]  # the graph's property (catalog/properties.yaml)
+    for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
+              "optimizer_bytes"):
+        ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
+    derived.update(fw.cross_checks(job, mem, shape, par))  # the framework's own estimator(s)
+    la = _llm_analysis(job, md)
+    if la:
+        derived["llm_analysis"] = la
+    if ns.get("gpu_memory_bytes"):
+        ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
+        ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
 
 
 # namespace values that follow from the pipeline size (and so from DP = world / (TP x PP x CP))
@@ -186,6 +234,7 @@ PP_DEPENDENT = ("pp_size", "dp_size", "layers_per_stage", "layers_remainder", "v
                 "layers_dropped", "pp_middle_stages", "pp_middle_layers", "expected_global_batch_size",
                 "batch_consistent", "gbs_divisible", "micro_times_dp", "global_batch_remainder",
                 "derived_gradient_accumulation_steps", "derived_global_batch_size", "expert_model_size",
+                "num_microbatches", "pipeline_bubble_fraction",
                 "world_remainder_expert", "model_parallel_size", "world_remainder")
 
 
@@ -255,9 +304,13 @@ def _llm_analysis(job: TrainingJob, md: Mapping[str, Any]) -> dict[str, Any] | N
     if la.extras_counted == 2:
         why.append("at micro batch 1 it adds logits and final norm twice (llm_analysis/analysis.py:1979 and :2033)")
     total = md["model_states_bytes"] + la.total
+    verdict = ("this report's: the terms above are llm-analysis conventions these flags do not run (norm inputs "
+               "in fp32, logits on the first stage" + (", the doubled logits at micro batch 1" if la.extras_counted == 2
+                                                       else "") + ")") if why else \
+        "both count the same terms for this job"
     return {"activations_bytes": la.total, "activation_bytes_per_layer": int(la.per_layer), "layers": la.layers,
             "logits_bytes": int(la.logits), "total_bytes": total,
-            "difference": round(md["total_bytes"] / total - 1, 4), "why": why,
+            "difference": round(md["total_bytes"] / total - 1, 4), "why": why, "verdict": verdict,
             "source": "llm-analysis 0.2.2 llm_analysis/analysis.py LLMAnalysis.training (recomputed, defaults)"}
 
 

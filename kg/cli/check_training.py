@@ -17,6 +17,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model of the training job: bundled hub id or a folder/file with config.json "
                                    "(Megatron's --num-layers/--hidden-size/... override its fields)")
     p.add_argument("--framework-version", help="release of the training framework (Megatron: megatron-core)")
+    p.add_argument("--seq-length", type=int, metavar="TOKENS",
+                   help="tokens per sequence, for inputs that do not carry one (a DeepSpeed JSON, an accelerate config)")
+    p.add_argument("--micro-batch-size", type=int, metavar="N",
+                   help="sequences per GPU per forward pass, for inputs that do not carry one")
+    p.add_argument("--global-batch-size", type=int, metavar="N",
+                   help="sequences per optimizer step across the job, for inputs that do not carry one")
 
 
 def _command(args: argparse.Namespace) -> str | None:
@@ -88,6 +94,16 @@ def build_job(args: argparse.Namespace, catalog):
             job.notes.append(f"--count {args.count} replaces the job's own world size {par['world_size']} "
                              "(launcher --nnodes x --nproc_per_node, --num_processes or the config)")
         job.set("world_size", args.count, "--count")
+    for opt, name in (("--seq-length", "seq_length"), ("--micro-batch-size", "micro_batch_size"),
+                      ("--global-batch-size", "global_batch_size")):
+        val = getattr(args, name, None)
+        if val is None:
+            continue
+        if val < 1:
+            raise OptkgError(f"{opt}: expected a positive integer, found {val}")
+        if name in job.settings and job.settings[name] != val:
+            job.notes.append(f"{opt} {val} replaces the job's own {name} {job.settings[name]}")
+        job.set(name, val, opt)
     if getattr(args, "framework_version", None):
         from kg.inputs.stack import check_engine_version
         job.framework_version = check_engine_version(args.framework_version, "--framework-version",

@@ -177,6 +177,8 @@ class TrainingMemory:
     cpu_bytes: int = 0
     working_buffer: int = 0
     counts: ParamCounts | None = None   # the parameter counts sized (for the frameworks' own estimators)
+    params_resident: int | None = None  # parameters held between uses after ZeRO-3/FSDP sharding (None: not sharded)
+    shard_group: int = 1
 
     @property
     def model_states(self) -> int:
@@ -193,6 +195,7 @@ class TrainingMemory:
                 "layers_on_first_stage": self.layers_on_stage,
                 "in_flight_microbatches": self.in_flight_microbatches, "params_per_gpu": self.params_per_gpu,
                 "total_params": self.total_params, "cpu_offload_bytes": self.cpu_bytes,
+                "params_resident_per_gpu": self.params_resident, "shard_group": self.shard_group,
                 "total_bytes": self.total, "accounting": list(self.accounting)}
 
 
@@ -335,9 +338,10 @@ def training_memory(job: Any) -> TrainingMemory:
     acc.append(f"activations: Korthikanti et al. 2022 Table 2 per layer ({'SP' if sp else 'no SP'}, "
                f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}), "
                f"s = {g('seq_length')}/{cp} CP, x {layers_first} layers x {float(inflight):g} micro-batches in flight"
-               f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule']})")
+               f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule'] if pp > 1 else 'no pipeline'})")
     return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,
-                          float(inflight), params, pc.total, acc, int(cpu), int(buffer), pc)
+                          float(inflight), params, pc.total, acc, int(cpu), int(buffer), pc,
+                          params // group if level >= 3 else None, group if level >= 1 else 1)
 
 
 # ---------------------------------------------------------------------------------------------

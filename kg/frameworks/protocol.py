@@ -157,9 +157,9 @@ class TrainingFramework:
     def wording(self) -> dict[str, str]:
         """How the report names this framework's accounting: ``params`` (whose shard the parameter count
         is) and ``schedule`` (the pipeline schedule with PP > 1)."""
-        return {"params": "parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, "
-                          "routed experts /EP",
-                "schedule": "1F1B", "schedule_interleaved": "interleaved"}
+        return {"params": "parameters: the most loaded GPU's, (layers of the first stage + embedding)/TP, routed experts "
+                          "/EP, before any ZeRO/FSDP sharding",
+                "schedule": "1F1B", "schedule_interleaved": "interleaved 1F1B"}
 
     # -- cross-checks, tables -----------------------------------------------------------------
     def cross_checks(self, job: Any, memory: Any, shape: Mapping[str, Any], parallel: Mapping[str, int]) -> dict[str, Any]:

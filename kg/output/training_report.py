@@ -41,6 +41,111 @@ def _size(v: Any) -> str:
     return "?" if v is None else str(v)
 
 
+def _wrap(text: str, indent: str = "  ", sub: str = "    ") -> list[str]:
+    """``text`` as lines of at most 100 columns (output for people fits 100 columns)."""
+    import textwrap
+    return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=sub, break_on_hyphens=False) or [indent]
+
+
+def _layout_lines(st: Mapping[str, Any], par: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """The parallel layout section and whether TP x PP x CP x DP contradicts the world size."""
+    s = st.get("settings") or {}
+    known = None not in (par["pp_size"], par["dp_size"])
+    given = "world_size" in s or "gpus_per_node" in s
+    dp_txt, mismatch = _size(par["dp_size"]), False
+    if known:
+        n = par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']
+        tail = f"= {n:,} GPU" + ("" if n == 1 else "s")
+        mp = par['tp_size'] * par['pp_size'] * par['cp_size']
+        if given and par.get("world_size") and n != par["world_size"]:
+            # DP = world / (TP x PP x CP) (Megatron-core parallel_state.initialize_model_parallel): the one world
+            # size of this report is the job's; a layout that does not divide it has no whole DP
+            mismatch, dp_txt = True, "?"
+            tail = f"(TP x PP x CP = {mp:,} does not divide the world size {par['world_size']:,} GPUs)"
+    else:
+        tail = f"(of {par['world_size']:,} GPUs; pipeline size unknown)" if given else "(pipeline size unknown)"
+    line = f"  TP {par['tp_size']} x PP {_size(par['pp_size'])} x CP {par['cp_size']} x DP {dp_txt} {tail}"
+    if par.get("ep_size", 1) > 1:
+        line += f", EP {par['ep_size']}"
+    extras = []
+    for key, label in (("vpp_size", "virtual stages {}"), ("sequence_parallel", "sequence parallel"),
+                       ("zero_stage", "ZeRO-{}"), ("distributed_optimizer", "distributed optimizer"),
+                       ("fsdp_sharding", "FSDP {}"), ("recompute_granularity", "recompute {}")):
+        if s.get(key):
+            extras.append(label.format(s[key]))
+    return ["Parallel layout", line + (f"   ({', '.join(extras)})" if extras else "")], mismatch
+
+
+def _batch_lines(der: Mapping[str, Any], mismatch: bool) -> list[str]:
+    ba = der.get("batch") or {}
+    out: list[str] = []
+    if ba.get("global_batch_size") or ba.get("micro_batch_size"):
+        out.append("Batch")
+        txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
+               f" x DP {'?' if mismatch else _size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
+        if ba.get("tokens_per_step"):
+            txt += f"; {ba['tokens_per_step']:,} tokens per step"
+        out.append(txt)
+    pl = der.get("pipeline")
+    if pl:
+        out += _wrap(f"pipeline bubble {pl['formula']} = {pl['bubble_fraction']:.1%} of the compute time "
+                     f"(m from {pl['microbatches_from']}; {pl['source']})")
+    return out
+
+
+def _memory_lines(d: Mapping[str, Any], der: Mapping[str, Any], mem: Mapping[str, Any]) -> list[str]:
+    out = ["Memory per GPU (most loaded rank: first pipeline stage; estimate; accounting: ZeRO paper model "
+           "states, Korthikanti et al. 2022 activations)"]
+    rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
+            ("optimizer states", mem["optimizer_bytes"])]
+    if mem.get("working_buffer_bytes"):
+        rows.append(("gathered unit (ZeRO-3/FSDP)", mem["working_buffer_bytes"]))
+    rows.append(("model states", mem["model_states_bytes"]))
+    for name, v in rows:
+        out.append(f"  {name:<30} {_gb(v):>12}")
+    out.append(f"  {'activations':<30} {_gb(mem['activations_bytes']):>12}   ({mem['layers_on_first_stage']} layers x "
+               f"{mem['in_flight_microbatches']:g} micro-batches in flight, {mem['activation_bytes_per_layer'] / 2**20:,.1f} MiB per layer)")
+    gpu = d.get("gpu_memory_bytes")
+    total = f"  {'total':<30} {_gb(mem['total_bytes']):>12}"
+    if gpu:
+        total += f"   of {_gb(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
+    out.append(total)
+    if mem.get("cpu_offload_bytes"):
+        out.append(f"  {'on the host (offload)':<30} {_gb(mem['cpu_offload_bytes']):>12}")
+    if mem.get("params_resident_per_gpu") is not None:
+        out += _wrap(f"parameters: {mem['params_resident_per_gpu']:,} resident on this GPU after sharding over "
+                     f"{mem['shard_group']:,} GPUs ({mem['params_per_gpu']:,} before sharding, gathered one unit at a "
+                     f"time) of {mem['total_params']:,}")
+    else:
+        out.append(f"  parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}")
+    for a in mem.get("accounting") or []:
+        out.append(f"  - {a}")
+    mt = der.get("megatron_theoretical")
+    if mt:
+        out.append(f"  Megatron-LM's theoretical memory for these arguments: weight and optimizer="
+                   f"{mt['weight_and_optimizer_mib']:,.2f} MB, activation={mt['activation_mib']:,.2f} MB, "
+                   f"total={mt['total_mib']:,.2f} MB (MiB; {mt['formula']}; it counts 18 or 6 + 12/DP bytes per "
+                   "parameter and the SwiGLU MLP as 4·ffn/h)")
+        if mt.get("verdict"):
+            out += _wrap(f"-> which matches these flags: {mt['verdict']}", "    ", "      ")
+    la = der.get("llm_analysis")
+    if la:
+        out.append(f"  llm-analysis 0.2.2's accounting of the activations: {_gb(la['activations_bytes'])} "
+                   f"(this report: {_gb(mem['activations_bytes'])}, Korthikanti Table 2); with these model states "
+                   f"{_gb(la['total_bytes'])} against {_gb(mem['total_bytes'])} here ({la['difference']:+.1%}):")
+        for w in la["why"]:
+            out.append(f"    - {w}")
+        if la.get("verdict"):
+            out += _wrap(f"-> which matches these flags: {la['verdict']}", "    ", "      ")
+    ds = der.get("deepspeed_estimator")
+    if ds:
+        out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
+        out.append(f"    it differs because {ds['why']}.")
+        if ds.get("verdict"):
+            out += _wrap(f"-> which matches these flags: {ds['verdict']}", "    ", "      ")
+    return out
+
+
 def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     st = d.get("stack") or {}
     der = d.get("derived") or {}
@@ -54,88 +159,12 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
                f"GPUs: {gpus_phrase(d)}")
     mismatch = False
     if par:
-        s = st.get("settings") or {}
-        known = None not in (par["pp_size"], par["dp_size"])
-        given = "world_size" in s or "gpus_per_node" in s
-        dp_txt = _size(par["dp_size"])
-        if known:
-            n = par['tp_size'] * par['pp_size'] * par['cp_size'] * par['dp_size']
-            tail = f"= {n:,} GPU" + ("" if n == 1 else "s")
-            mp = par['tp_size'] * par['pp_size'] * par['cp_size']
-            if given and par.get("world_size") and n != par["world_size"]:
-                # DP = world / (TP x PP x CP) (Megatron-core parallel_state.initialize_model_parallel): the one world
-                # size of this report is the job's; a layout that does not divide it has no whole DP
-                mismatch = True
-                dp_txt = "?"
-                tail = f"(TP x PP x CP = {mp:,} does not divide the world size {par['world_size']:,} GPUs)"
-        else:
-            tail = f"(of {par['world_size']:,} GPUs; pipeline size unknown)" if given else "(pipeline size unknown)"
-        line = f"  TP {par['tp_size']} x PP {_size(par['pp_size'])} x CP {par['cp_size']} x DP {dp_txt} {tail}"
-        if par.get("ep_size", 1) > 1:
-            line += f", EP {par['ep_size']}"
-        extras = []
-        if s.get("vpp_size"):
-            extras.append(f"virtual stages {s['vpp_size']}")
-        if s.get("sequence_parallel"):
-            extras.append("sequence parallel")
-        if s.get("zero_stage"):
-            extras.append(f"ZeRO-{s['zero_stage']}")
-        if s.get("distributed_optimizer"):
-            extras.append("distributed optimizer")
-        if s.get("fsdp_sharding"):
-            extras.append(f"FSDP {s['fsdp_sharding']}")
-        if s.get("recompute_granularity"):
-            extras.append(f"recompute {s['recompute_granularity']}")
-        out.append("Parallel layout")
-        out.append(line + (f"   ({', '.join(extras)})" if extras else ""))
-    ba = der.get("batch") or {}
-    if ba.get("global_batch_size") or ba.get("micro_batch_size"):
-        out.append("Batch")
-        txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
-               f" x DP {'?' if mismatch else _size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
-        if ba.get("tokens_per_step"):
-            txt += f"; {ba['tokens_per_step']:,} tokens per step"
-        out.append(txt)
+        lines, mismatch = _layout_lines(st, par)
+        out += lines
+    out += _batch_lines(der, mismatch)
     mem = der.get("memory")
     if mem:
-        out.append("Memory per GPU (most loaded rank: first pipeline stage; estimate; accounting: ZeRO paper model "
-                   "states, Korthikanti et al. 2022 activations)")
-        rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
-                ("optimizer states", mem["optimizer_bytes"])]
-        if mem.get("working_buffer_bytes"):
-            rows.append(("gathered unit (ZeRO-3/FSDP)", mem["working_buffer_bytes"]))
-        rows.append(("model states", mem["model_states_bytes"]))
-        for name, v in rows:
-            out.append(f"  {name:<30} {_gb(v):>12}")
-        out.append(f"  {'activations':<30} {_gb(mem['activations_bytes']):>12}   ({mem['layers_on_first_stage']} layers x "
-                   f"{mem['in_flight_microbatches']:g} micro-batches in flight, {mem['activation_bytes_per_layer'] / 2**20:,.1f} MiB per layer)")
-        gpu = d.get("gpu_memory_bytes")
-        total = f"  {'total':<30} {_gb(mem['total_bytes']):>12}"
-        if gpu:
-            total += f"   of {_gb(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
-        out.append(total)
-        if mem.get("cpu_offload_bytes"):
-            out.append(f"  {'on the host (offload)':<30} {_gb(mem['cpu_offload_bytes']):>12}")
-        out.append(f"  parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}")
-        for a in mem.get("accounting") or []:
-            out.append(f"  - {a}")
-        mt = der.get("megatron_theoretical")
-        if mt:
-            out.append(f"  Megatron-LM's theoretical memory for these arguments: weight and optimizer="
-                       f"{mt['weight_and_optimizer_mib']:,.2f} MB, activation={mt['activation_mib']:,.2f} MB, "
-                       f"total={mt['total_mib']:,.2f} MB (MiB; {mt['formula']}; it counts 18 or 6 + 12/DP bytes per "
-                       "parameter and the SwiGLU MLP as 4·ffn/h)")
-        la = der.get("llm_analysis")
-        if la:
-            out.append(f"  llm-analysis 0.2.2's accounting of the activations: {_gb(la['activations_bytes'])} "
-                       f"(this report: {_gb(mem['activations_bytes'])}, Korthikanti Table 2); with these model states "
-                       f"{_gb(la['total_bytes'])} against {_gb(mem['total_bytes'])} here ({la['difference']:+.1%}):")
-            for w in la["why"]:
-                out.append(f"    - {w}")
-        ds = der.get("deepspeed_estimator")
-        if ds:
-            out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
-            out.append(f"    it differs because {ds['why']}.")
+        out += _memory_lines(d, der, mem)
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
     if d.get("ignored_flags"):

@@ -46,6 +46,11 @@ class DeepSpeed(TrainingFramework):
         # DeepSpeed's pipeline parallelism is its PipelineEngine (runtime/pipe/engine.py)
         return {"pipeline_engine": True} if parallel["pp_size"] > 1 else {}
 
+    def wording(self) -> dict[str, str]:
+        return {"params": "parameters: the first pipeline stage's layers + embedding, /TP (Megatron-DeepSpeed), before "
+                          "ZeRO partitioning",
+                "schedule": "DeepSpeed PipelineEngine TrainSchedule", "schedule_interleaved": "DeepSpeed TrainSchedule"}
+
     def gathered_unit_params(self, counts: Any, shape) -> int:
         # ZeRO-3 gathers one module's parameters at a time: DeepSpeed's own largest module (model_to_params)
         from kg.frameworks.deepspeed.memory import largest_module_params

@@ -54,6 +54,8 @@ def estimator_cross_check(job: Any, mem: Any, stage: int, par: dict[str, int]) -
                    f"4 x largest module ({largest:,} parameters) (+ 2Ψ/N without parameter offload)")
         where = "deepspeed/runtime/zero/stage3.py:4016 (deepspeed 0.19.8)"
     return {"bytes": b, "formula": formula, "source": where,
+            "verdict": "model states: DeepSpeed's own estimator, for a DeepSpeed job (it sizes its own partitions and "
+                       "the fp32 buffer of one module); this report's ZeRO-paper breakdown is the lower bound",
             "why": "DeepSpeed counts 18 bytes per partitioned parameter (2 fp16 grads + 4 fp32 grads + 4 fp32 "
                    "weights + 8 Adam) and, for ZeRO-3, a 4-byte buffer of the largest layer; this breakdown uses the "
                    "ZeRO paper's K = 12 with 16-bit gradients and a 16-bit gathered unit"}

@@ -142,12 +142,9 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
     cmd = split_command(text, where)
     job = parse_megatron_command(text, model, where, framework="deepspeed", base_dir=base_dir) if cmd.script else \
         TrainingJob(framework="deepspeed", model=model, source=where)
-    # Megatron-DeepSpeed builds GPTModelPipe (a PipelineModule, so DeepSpeed's PipelineEngine) unless
-    # --no-pipeline-parallel, even at PP 1 (deepspeedai/Megatron-DeepSpeed pretrain_gpt.py model_provider;
-    # Megatron-DeepSpeed#474 hit the ZeRO-3 assert with --pipeline-model-parallel-size 1)
-    script = (cmd.script or "").rsplit("/", 1)[-1]
-    if script.startswith("pretrain_") and "--no-pipeline-parallel" not in cmd.args:
-        job.set("pipeline_engine", True, f"{where}: {script} without --no-pipeline-parallel")
+    engine = pipeline_engine_of(cmd)
+    if engine:
+        job.set("pipeline_engine", True, f"{where}: {engine}")
     args = cmd.args
     cfg = None
     for i, t in enumerate(args):
@@ -166,6 +163,29 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
         apply_deepspeed_config(job, load_yaml(p).data, str(p), load_yaml(p).where)
     job.ignored = [x for x in job.ignored if x not in CONFIG_FLAGS + ("--no-pipeline-parallel",)]
     return job
+
+
+def pipeline_engine_of(cmd) -> str | None:
+    """Why the script runs DeepSpeed's PipelineEngine (a PipelineModule model), or None when it does not.
+
+    - DeepSpeedExamples' Megatron-LM-v1.1.5-3D_parallelism and GPT-NeoX: ``--pipe-parallel-size N`` builds
+      GPT2ModelPipe when N > 0 (pretrain_gpt2.py:40-43 at DeepSpeedExamples@5c6b1c8f; default 0, arguments.py:380);
+    - Megatron-DeepSpeed's ``pretrain_gpt.py`` builds GPTModelPipe under --deepspeed unless
+      ``--no-pipeline-parallel``, even at PP 1 (Megatron-DeepSpeed#474 hit the ZeRO-3 assert with
+      --pipeline-model-parallel-size 1);
+    - other scripts (Megatron-LM-v1.1.5-ZeRO3's pretrain_gpt2.py, a plain ZeRO-3 job with model parallel 8 x data
+      parallel 8 and no pipeline) build no PipelineModule.
+    """
+    args = cmd.args
+    for i, t in enumerate(args):
+        name, eq, val = t.partition("=")
+        if name == "--pipe-parallel-size":
+            val = val if eq else (args[i + 1] if i + 1 < len(args) else "0")
+            return f"--pipe-parallel-size {val} (> 0 builds a PipelineModule)" if val.isdigit() and int(val) > 0 else None
+    script = (cmd.script or "").rsplit("/", 1)[-1]
+    if script == "pretrain_gpt.py" and "--no-pipeline-parallel" not in args:
+        return "Megatron-DeepSpeed pretrain_gpt.py without --no-pipeline-parallel (GPTModelPipe)"
+    return None
 
 
 def parse_deepspeed_text(text: str, name: str = "<ds_config>") -> TrainingJob:

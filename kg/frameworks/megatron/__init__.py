@@ -37,6 +37,11 @@ class Megatron(TrainingFramework):
     def grad_dtype_default(self, job: Any) -> str:
         return "fp32"  # Megatron accumulates into fp32 main_grad buffers (accumulate_allreduce_grads_in_fp32)
 
+    def wording(self) -> dict[str, str]:
+        return {"params": "parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, "
+                          "routed experts /EP",
+                "schedule": "1F1B", "schedule_interleaved": "interleaved 1F1B"}
+
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         from kg.frameworks.megatron.memory import theoretical_cross_check
         return {"megatron_theoretical": theoretical_cross_check(job, shape, parallel)}

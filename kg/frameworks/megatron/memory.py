@@ -132,7 +132,29 @@ def theoretical_cross_check(job: Any, shape: dict[str, Any], par: dict[str, int]
         distributed_optimizer=bool(job.get("distributed_optimizer")), ep=par["ep_size"], etp=job.get("etp_size") or None,
         world_size=par["world_size"])
     return {"weight_and_optimizer_bytes": round(r.weight_and_optimizer_bytes), "activation_bytes": round(r.activation_bytes),
+            "verdict": theoretical_verdict(job, par),
             "weight_and_optimizer_mib": round(float(r.weight_and_optimizer_bytes / MIB), 2),
             "activation_mib": round(float(r.activation_bytes / MIB), 2), "total_mib": round(float(r.total_bytes / MIB), 2),
             "formula": r.formula,
             "source": "NVIDIA/Megatron-LM@d98e8a64 megatron/training/theoretical_memory_usage.py (recomputed)"}
+
+
+def theoretical_verdict(job: Any, par: dict[str, int]) -> str:
+    """Which accounting matches the job's flags where Megatron-LM's file and this report differ, and why."""
+    sp, recompute = bool(job.get("sequence_parallel")), job.get("recompute_granularity", "none")
+    if recompute == "full":
+        return ("activations: this report's; Megatron-LM's file has no full-recompute branch and counts every "
+                "layer's stored activations (theoretical_memory_usage.py:466 picks only SP + selective or the "
+                "without-SP formula), while --recompute-granularity full keeps only each layer's input")
+    if sp and recompute != "selective":
+        return ("activations: this report's; Megatron-LM's file applies its without-SP formula s*b*h*(10 + 24/t) x 1.05 "
+                "to this SP job because recompute is not selective (theoretical_memory_usage.py:466), so it does not "
+                "divide the norm and dropout activations by TP as --sequence-parallel does")
+    if not sp and par["tp_size"] > 1 and recompute == "none":
+        return ("activations: this report's; Megatron-LM's without-SP formula s*b*h*(10 + 24/t) is Korthikanti's "
+                "selective-recompute row, so with recompute none it leaves out the attention scores unless flash "
+                "attention is on")
+    return ("weights and optimizer: the same 18 (or 6 + 12/DP) bytes per parameter on the same shard in both; "
+            "activations: both Korthikanti Table 2 (SP + selective), Megatron-LM writing the SwiGLU MLP as 4*ffn/h "
+            "where this report counts its three ffn-wide tensors (6*f/h)")
+

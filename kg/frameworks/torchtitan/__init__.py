@@ -35,6 +35,10 @@ class Torchtitan(TrainingFramework):
         job.model = job.model or t.model
         return job
 
+    def wording(self) -> dict[str, str]:
+        return {"params": "parameters: the first pipeline stage's layers + embedding, /TP, before FSDP2 sharding",
+                "schedule": "torchtitan pipeline_parallel_schedule", "schedule_interleaved": "interleaved schedule"}
+
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1
         return tp > 1
