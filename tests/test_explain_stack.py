@@ -35,4 +35,22 @@ def test_serving_stack_drops_training_only_paths(cli):
     assert any(r.endswith("is not used at the inference stage") for r in d["left_out_reasons"])
     _, text, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--vllm",
                      "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
-    assert f"that can hold for Qwen/Qwen3-235B-A22B (vllm); {d['left_out']} left out" in text.splitlines()[0]
+    first = " ".join(text.split("path 1:")[0].split())  # the header, wrapped at 100 columns
+    assert f"that can hold for Qwen/Qwen3-235B-A22B (vllm) ({d['left_out']} left out)" in first
+
+
+def test_explain_ranks_paths_and_shows_the_most_direct(cli):
+    # TP <-> DCP: 41 paths up to 4 edges. The direct edge (DCP requires TP) first; then, of the two-edge paths, the
+    # one through a property TP raises and DCP mitigates (KV-head replication) before one through query heads
+    code, out, err = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["paths_total"] == 41 and len(d["paths"]) == 3
+    assert [(s["key"], s["kind"]) for s in d["paths"][0]] == [("decode-context-parallelism#4", "requires")]
+    assert [s["kind"] for s in d["paths"][1]] == ["causes", "mitigates"]
+    assert d["paths"][1][0]["to"] == "p:kv_head_replication"
+    _, text, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism")
+    assert "41 path(s) up to 4 edges; the 3 most direct" in " ".join(text.split())
+    assert max(len(x) for x in text.splitlines()) <= 100
+    _, out, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--all", "--format", "json")
+    assert len(json.loads(out)["paths"]) == 41

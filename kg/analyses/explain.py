@@ -79,3 +79,30 @@ def filter_paths(g, paths: list[list[Any]], stack: Stack) -> tuple[list[dict[str
         else:
             kept.append({"path": p, "unknown": unknown})
     return kept, left
+
+
+RAISES = ("causes", "amplifies")
+
+
+def _meets_opposed(path: list[Any]) -> bool:
+    """A two-edge path through a property that one end raises (causes / amplifies) and the other mitigates:
+    the most useful thing explain can say about a pair ("A causes X, B mitigates X")."""
+    if len(path) != 2:
+        return False
+    kinds = {path[0].data.get("kind"), path[1].data.get("kind")}
+    return "mitigates" in kinds and bool(kinds & set(RAISES))
+
+
+def rank_paths(g, paths: list[list[Any]]) -> list[list[Any]]:
+    """``paths`` most direct first: fewer edges; then a path through a property one end raises and the other
+    mitigates; then paths through less connected nodes (the sum of log2(degree) of the nodes between the ends, so
+    a hub such as communication volume, touched by dozens of couplings, says less than a specific property);
+    then the node ids (deterministic)."""
+    import math
+
+    def key(p: list[Any]) -> tuple:
+        inner = [s.dst if s.forward else s.src for s in p[:-1]]
+        hub = sum(math.log2(max(2, g.degree(n))) for n in inner)
+        ids = tuple((s.src, s.dst) for s in p)
+        return (len(p), not _meets_opposed(p), round(hub, 6), ids)
+    return sorted(paths, key=key)

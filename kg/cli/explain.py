@@ -12,6 +12,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="technique id/alias, or property id")
     p.add_argument("b", nargs="?", help="second technique/property: show the paths between them")
     p.add_argument("--depth", type=int, default=4, help="longest chain or path, in edges (default 4)")
+    p.add_argument("--top", type=int, default=3, help="show the N most direct paths (default 3; ranked by length, "
+                   "then a property one end raises and the other mitigates, then how specific the nodes between are)")
+    p.add_argument("--all", action="store_true", help="show every path (up to 200), ranked")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--stack", type=Path, metavar="FILE",
                    help="keep only the paths whose conditions can hold for this stack file (or --vllm/--sglang)")
@@ -91,22 +94,26 @@ def run(args: argparse.Namespace) -> int:
         if any(getattr(args, k, None) for k in ("stack", "vllm", "sglang")):
             from kg.cli.common import stack_from_args
             stack = stack_from_args(args, cat)
-        unknown: list[list[str]] = []
-        if stack is None:
-            paths = coupling_paths(g, a, b, max_len=args.depth)
-        else:
-            from kg.analyses.explain import filter_paths
-            every = coupling_paths(g, a, b, max_len=args.depth, limit=200)
-            kept, left = filter_paths(g, every, stack)
-            paths = [k["path"] for k in kept][:10]
-            unknown = [k["unknown"] for k in kept][:10]
-            out["stack"] = stack.name
-            out["left_out"] = len(left) + max(0, len(kept) - 10)
-            out["left_out_reasons"] = sorted({x["why"] for x in left})
-        out["paths"] = [[s.to_dict() for s in p] for p in paths]
-        head = f"{_label(g, a)} <-> {_label(g, b)}: {len(paths)} path(s) up to {args.depth} edges"
+        from kg.analyses.explain import filter_paths, rank_paths
+        if args.top < 1:
+            raise OptkgError(f"--top: expected a positive integer, found {args.top}")
+        every = rank_paths(g, coupling_paths(g, a, b, max_len=args.depth, limit=200))
+        unknown: list[list[str]] = [[] for _ in every]
         if stack is not None:
-            head += f" that can hold for {stack.name}; {out['left_out']} left out"
+            kept, left = filter_paths(g, every, stack)
+            every, unknown = [k["path"] for k in kept], [k["unknown"] for k in kept]
+            out["stack"] = stack.name
+            out["left_out"] = len(left)
+            out["left_out_reasons"] = sorted({x["why"] for x in left})
+        shown = len(every) if args.all else min(args.top, len(every))
+        paths, unknown = every[:shown], unknown[:shown]
+        out["paths"] = [[s.to_dict() for s in p] for p in paths]
+        out["paths_total"] = len(every)
+        head = f"{_label(g, a)} <-> {_label(g, b)}: {len(every)} path(s) up to {args.depth} edges"
+        if stack is not None:
+            head += f" that can hold for {stack.name} ({out['left_out']} left out)"
+        if shown < len(every):
+            head += f"; the {shown} most direct (--all for every path, --top N for more)"
         lines.append(head)
         for i, p in enumerate(paths, 1):
             extra = f" (may hold: depends on {', '.join(unknown[i - 1])}, which the stack does not give)" \
@@ -145,5 +152,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(out), end="")
     else:
-        print("\n".join(lines))
+        from kg.output.report import fit_width
+        print(fit_width("\n".join(lines)))  # output for people fits 100 columns
     return 0
