@@ -254,6 +254,98 @@ def test_training_report_shows_its_layout_and_links_its_techniques(page, site_di
     assert page.url.endswith("/site/technique-zero-2.html")
 
 
+BROKEN_WORDS_JS = """sel => {
+  const out = [];
+  document.querySelectorAll(sel).forEach(cell => {
+    if (!cell.offsetParent) return;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const re = /[A-Za-z0-9_.]+/g;  // a word: an identifier or a number (spaces, hyphens, commas may wrap)
+      let m;
+      while ((m = re.exec(n.textContent)) !== null) {
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        if (r.getClientRects().length > 1) out.push(m[0]);
+      }
+    }
+  });
+  return out;
+}"""
+
+OVERLAPS_JS = """() => {
+  const cy = window.optkgGraph, boxes = [];
+  cy.nodes().forEach(n => boxes.push([n.data('label'), n.boundingBox({includeLabels: true, includeNodes: true})]));
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i][1], b = boxes[j][1];
+    const w = Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1), h = Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1);
+    if (w > 0.5 && h > 0.5) out.push([boxes[i][0], boxes[j][0]]);
+  }
+  return [boxes.length, out];
+}"""
+
+
+def test_matrix_is_a_grid_with_sticky_headers_and_verdict_colours(page, site_dir, shots):
+    page.goto(_url(site_dir, "site/matrix-vllm.html"))
+    grid = page.locator("table.grid")
+    cols = grid.locator("thead th.col").count()
+    rows = grid.locator("tbody tr").count()
+    assert cols == rows and cols > 40  # technique x technique: every technique in a non-ok pair, both ways
+    pairs = page.locator("table.pairs tbody tr").count()
+    assert grid.locator("td.v").count() == 2 * pairs  # each pair in both of its cells
+    cell = grid.locator("td.v.conflict").first
+    assert cell.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(249, 214, 217)"
+    assert grid.locator("td.v.conditional").first.evaluate("e => getComputedStyle(e).backgroundColor") == \
+        "rgb(255, 240, 194)"
+    page.screenshot(path=str(shots / "matrix.png"))
+    # hover: the cell's condition, rule and evidence in the tooltip
+    link = grid.locator('td.v a[aria-label^="Decode context parallelism with Tensor parallelism"]').first
+    link.hover()
+    tip = page.locator("#tip")
+    assert tip.is_visible() and "condition: " in tip.text_content() and "rule: " in tip.text_content()
+    page.screenshot(path=str(shots / "matrix-hover.png"))
+    # click: its row in the pair list, which holds the evidence links
+    link.click()
+    target = page.evaluate("location.hash")
+    assert target.startswith("#pair-")
+    row = page.locator(f"tr{target}")
+    assert "Decode context parallelism" in row.text_content() and row.locator("a[href^='http']").count() >= 1
+    # the headers stay while the grid scrolls both ways
+    wrap = page.locator(".gridwrap")
+    wrap.evaluate("e => { e.scrollTop = 400; e.scrollLeft = 600; }")
+    top = wrap.evaluate("e => e.getBoundingClientRect().top")
+    head = grid.locator("thead th.col").nth(30).evaluate("e => e.getBoundingClientRect().top")
+    left = wrap.evaluate("e => e.getBoundingClientRect().left")
+    rowhead = grid.locator("tbody th").nth(20).evaluate("e => e.getBoundingClientRect().left")
+    assert abs(head - top) <= 2 and abs(rowhead - left) <= 2
+
+
+@pytest.mark.parametrize("name", ["site/matrix.html", "site/matrix-vllm.html", "site/matrix-sglang.html"])
+def test_no_matrix_column_is_narrower_than_its_longest_word(page, site_dir, name):
+    """The pair list's Rule column broke rule ids one letter per line (overflow-wrap: anywhere): now a word is
+    only ever wrapped at a space or a hyphen, in the list and in the grid's headers."""
+    page.goto(_url(site_dir, name))
+    assert page.evaluate(BROKEN_WORDS_JS, "table.pairs td, table.grid th") == []
+
+
+@pytest.mark.parametrize("focus", ["t:tensor-parallelism", "t:decode-context-parallelism", "p:kv_head_replication"])
+def test_no_graph_labels_overlap_in_the_default_view(page, site_dir, focus, shots):
+    page.goto(_url(site_dir, f"site/graph.html#focus={focus}&depth=1"))
+    page.wait_for_function(f"document.getElementById('g-status').dataset.focus === '{focus}'")
+    n, overlaps = page.evaluate(OVERLAPS_JS)
+    assert n > 5 and overlaps == []
+    if focus == "t:tensor-parallelism":
+        page.screenshot(path=str(shots / "graph.png"))
+        # kinds differ by line style as well as colour: each drawn edge's style is its kind's
+        drawn = page.evaluate("() => window.optkgGraph.edges().map(e => [e.data('kind'), e.style('line-style'), "
+                              "e.style('width'), e.style('target-arrow-shape'), e.style('line-color')])")
+        looks = {k: tuple(rest) for k, *rest in drawn}
+        assert len(looks) >= 4 and len(set(looks.values())) == len(looks)  # one look per kind
+        assert len({(ls, w, a) for ls, w, a, _ in looks.values()}) == len(looks)  # ... without colour too
+        assert page.locator("section.legend-box li svg.kindline").count() == 6
+
+
 def test_matrix_release_choice(page, site_dir):
     page.goto(_url(site_dir, "site/matrix-vllm.html"))
     rows = page.locator("table.matrix tbody tr")
