@@ -221,4 +221,6 @@ def test_cli_options_are_not_matched_by_prefix(cli):
     # tester finding 14: `optkg kv --gpu H200` was read as --gpu-compute-capability H200 (kv has its own --gpu
     # now, so a prefix of another option is the case): --kv-budget is not --kv-budget-gib
     code, out, err = cli("kv", "--model", "Qwen/Qwen3-32B", "--kv-budget", "10")
-    assert code == 2 and "unrecognized arguments: --kv-budget 10" in err and "Traceback" not in err
+    # refused (not read as --kv-budget-gib), with the full name offered as a suggestion
+    assert code == 2 and "unknown option --kv-budget;" in err and "did you mean --kv-budget-gib?" in err
+    assert "Traceback" not in err and out == ""
