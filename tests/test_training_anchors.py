@@ -3,9 +3,24 @@ import importlib.util
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from kg.derive.training_memory import activation_bytes_per_layer, llm_analysis_activations, training_memory
 from kg.inputs.modelcfg import resolve_model
 from kg.inputs.training import parse_training_command
+
+
+@pytest.fixture
+def cli():
+    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
+    from conftest import run_cli
+    from report_text import unwrap
+
+    def run(*argv):
+        code, out, err = run_cli(*argv)
+        return code, unwrap(out), err
+    return run
+
 
 _spec = importlib.util.spec_from_file_location("training_anchors", Path(__file__).parent / "bench" / "training_anchors.py")
 anchors = importlib.util.module_from_spec(_spec)

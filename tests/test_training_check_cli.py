@@ -2,7 +2,21 @@
 import json
 import re
 
+import pytest
 from conftest import REPO
+
+
+@pytest.fixture
+def cli():
+    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
+    from conftest import run_cli
+    from report_text import unwrap
+
+    def run(*argv):
+        code, out, err = run_cli(*argv)
+        return code, unwrap(out), err
+    return run
+
 
 JOB_70B = ("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py --tensor-model-parallel-size 8 "
            "--pipeline-model-parallel-size 4 --sequence-parallel --use-distributed-optimizer --bf16 "

@@ -7,6 +7,19 @@ import pytest
 from kg.core.errors import OptkgError
 from kg.inputs.training import parse_training_command
 
+
+@pytest.fixture
+def cli():
+    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
+    from conftest import run_cli
+    from report_text import unwrap
+
+    def run(*argv):
+        code, out, err = run_cli(*argv)
+        return code, unwrap(out), err
+    return run
+
+
 ACC = ("accelerate launch --num_processes 8 {flags} train.py --max_seq_length 4096 --per_device_train_batch_size 2")
 P = 8_030_261_248  # Llama-3.1-8B parameters (the report's params_per_gpu)
 

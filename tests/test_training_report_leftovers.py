@@ -4,6 +4,19 @@ import json
 
 import pytest
 
+
+@pytest.fixture
+def cli():
+    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
+    from conftest import run_cli
+    from report_text import unwrap
+
+    def run(*argv):
+        code, out, err = run_cli(*argv)
+        return code, unwrap(out), err
+    return run
+
+
 DS = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 16,
       "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
 LLAMA8 = ("--model", "meta-llama/Llama-3.1-8B")

@@ -61,7 +61,23 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--lora_rank": (V, "_lora_rank"),
     "--pretrain": (V, "_model"),
     "--max_len": (V, "seq_length"),
+    # TRL (trl 1.16.0 GRPOConfig / SFTConfig / ModelConfig fields) and open-r1 recipes
+    "--num_generations": (V, "num_generations"),
+    "--steps_per_generation": (V, "steps_per_generation"),
+    "--max_prompt_length": (V, "_max_prompt"),
+    "--max_completion_length": (V, "_max_completion"),
+    "--packing": (T, "packing"),
+    "--load_in_4bit": (T, "_4bit"),
+    "--bnb_4bit_quant_storage": (V, "quant_storage"),
+    "--lora_target_modules": (V, "_ignore"),
+    # LLaMA-Factory (src/llamafactory/hparams: ModelArguments, DataArguments, FinetuningArguments)
+    "--cutoff_len": (V, "seq_length"),
+    "--finetuning_type": (V, "_finetuning_type"),
+    "--quantization_bit": (V, "_quantization_bit"),
+    "--stage": (V, "trainer"),
 }
+# TRL trainer scripts and CLI subcommands -> the trainer they run (open-r1 src/open_r1/grpo.py, `trl grpo ...`)
+TRAINER_SCRIPTS = {"grpo": "grpo", "sft": "sft", "dpo": "dpo", "ppo": "ppo", "kto": "kto", "orpo": "orpo", "rloo": "rloo"}
 
 
 def _fsdp_options(job: TrainingJob, value: str, where: str) -> None:
@@ -210,6 +226,63 @@ def _accelerate_cli(job: TrainingJob, raw: dict[str, str], where: str, base_dir:
     return used
 
 
+LLAMAFACTORY_KEYS = ("stage", "finetuning_type", "cutoff_len", "template")
+
+
+def _config_file_args(cmd, base: Path, where: str) -> tuple[list[tuple[list[str], Path]], set[int]]:
+    """The script's own config files as flag lists: TRL's ``--config recipe.yaml`` (TrlParser: the YAML sets
+    defaults, the command line wins) and a positional ``.yaml``/``.json`` (HfArgumentParser.parse_yaml_file,
+    LLaMA-Factory's ``llamafactory-cli train x.yaml`` / ``src/train.py x.yaml``). Paths relative to ``base``
+    or to the folders above the config (a recipe names files from its repository's root). Returns the flag
+    lists with their files and the positions of the command's arguments they consumed."""
+    out = []
+    used: set[int] = set()
+    args = cmd.args
+    for i, t in enumerate(args):
+        name, eq, val = t.partition("=")
+        path = None
+        if name == "--config":
+            path = val if eq else (args[i + 1] if i + 1 < len(args) else None)
+            used |= {i} | (set() if eq else {i + 1})
+        elif not t.startswith("-") and t.endswith((".yaml", ".yml", ".json")) and (i == 0 or (i == 1 and args[0] == "train")) \
+                and not (i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1]):
+            path = t
+            used.add(i)
+        if not path:
+            continue
+        p = find_file(path, [base])
+        if p is None:
+            raise OptkgError(f"{where}: config '{path}' not found")
+        out.append((config_args(load_yaml(p).data, str(p)), p))
+    return out, used
+
+
+def find_file(path: str, bases: list[Path]) -> Path | None:
+    """``path`` as given, else under one of ``bases`` or their parents (up to 4 levels)."""
+    p = Path(path)
+    if p.is_absolute():
+        return p if p.exists() else None
+    for b in bases:
+        for d in [b, *list(b.resolve().parents)[:4]]:
+            if (d / p).exists():
+                return d / p
+    return None
+
+
+def config_args(data: Any, name: str) -> list[str]:
+    """A TrainingArguments-style mapping as the flags it stands for (``key: value`` -> ``--key value``)."""
+    if not isinstance(data, dict):
+        raise OptkgError(f"{name}: a trainer config is a mapping of arguments")
+    out: list[str] = []
+    for k, v in data.items():
+        if v is None or isinstance(v, list):
+            continue
+        if isinstance(v, dict):
+            v = json.dumps(v)
+        out += [f"--{k}", "true" if v is True else "false" if v is False else str(v)]
+    return out
+
+
 def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "--cmd", base_dir: Path | None = None,
                      resolver=None) -> TrainingJob:
     """A TrainingJob from ``accelerate launch [--config_file cfg.yaml] train.py --flags`` or a
@@ -248,9 +321,8 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             if val is None:
                 return  # DeepSpeed's --deepspeed switch: the file comes with --deepspeed_config
             from kg.frameworks.deepspeed.reader import load_deepspeed_config
-            p = Path(str(val))
-            p = p if p.is_absolute() else base / p
-            if not p.exists():
+            p = find_file(str(val), state.get("bases") or [base])
+            if p is None:
                 raise OptkgError(f"{w}: DeepSpeed config '{val}' not found")
             load_deepspeed_config(p, job)
         elif target == "_gc":
@@ -276,10 +348,42 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             job.set("optimizer", "adamw" if "adam" in o else o, w)
         elif target == "_model":
             state["model"] = str(val)
+        elif target in ("_max_prompt", "_max_completion"):
+            state[target] = int(val)
+        elif target == "_4bit":
+            if val:
+                job.set("weight_quantization", "bnb-4bit", w)
+        elif target == "_quantization_bit":
+            if str(val) in ("4", "8"):  # LLaMA-Factory: bitsandbytes unless quantization_method says otherwise
+                job.set("weight_quantization", f"bnb-{val}bit", w)
+        elif target == "_finetuning_type":
+            if str(val) in ("lora", "oft"):
+                job.set("peft", str(val), w)
+        elif target == "_ignore":
+            pass
         else:
             job.set(target, val, w)
 
-    walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
+    configs, used = _config_file_args(cmd, base, where)
+    for cfg_args, cfg_path in configs:
+        state["bases"] = [base, cfg_path.parent]
+        state["llamafactory"] = state.get("llamafactory") or any(f"--{k}" in cfg_args for k in LLAMAFACTORY_KEYS)
+        walk_flags(cfg_args, FLAGS, apply, job.ignored, str(cfg_path))
+    state["bases"] = [base]
+    walk_flags([a for i, a in enumerate(cmd.args) if i not in used], FLAGS, apply, job.ignored, where)
+    script = (cmd.script or "").rsplit("/", 1)[-1].removesuffix(".py")
+    trainer = TRAINER_SCRIPTS.get(script) or (TRAINER_SCRIPTS.get(cmd.args[0]) if script == "trl" and cmd.args else None)
+    if trainer and "trainer" not in job.settings:
+        job.set("trainer", trainer, f"{where}: {cmd.script}")
+    if state.get("_max_prompt") or state.get("_max_completion"):
+        if "seq_length" not in job.settings:
+            job.set("seq_length", state.get("_max_prompt", 0) + state.get("_max_completion", 0),
+                    f"{where}: max_prompt_length + max_completion_length")
+    if job.get("weight_quantization") == "bnb-4bit" and "quant_storage" not in job.settings and state.get("llamafactory") \
+            and job.framework in ("fsdp", "deepspeed"):
+        # LLaMA-Factory stores 4-bit weights in the compute dtype under FSDP / ZeRO-3 ("crucial for fsdp+qlora",
+        # src/llamafactory/model/model_utils/quantization.py:189 at hiyouga/LLaMA-Factory@ff6d4d12)
+        job.set("quant_storage", job.get("params_dtype", "bf16"), f"{where}: LLaMA-Factory's quantization setup")
     if "openrlhf" in (cmd.script or ""):
         job.framework = "openrlhf"
         if "zero_stage" in job.settings and job.framework == "openrlhf":
