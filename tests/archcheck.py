@@ -8,9 +8,18 @@ by a whole string constant (``"kg.analyses.check"`` or ``"kg.analyses.check:run_
 files must stay cheap (kg/__init__.py imports nothing heavy at import time), and the test checks
 their own imports like any module's.
 
-Layers (docs/architecture.md, /work/coord/LAYOUT.md): core 0 < engine 1 < knowledge 2 < inputs 3 = frameworks 3 <
-derive 4 < analyses 5 < output 6 < kg/__init__ 7 < cli 8; a module may import its own layer or lower
-ones, and nothing outside kg.cli imports kg.cli.
+Layers (docs/architecture.md): core 0 < engine 1 < knowledge 2 < inputs 3 = frameworks 3 (one package per
+training framework: it reads their inputs) < derive 4 < engines 5 (one package per serving engine) < analyses 6 <
+output 7 < kg/__init__ 8 < cli 9; a module may import its own layer or lower ones, and nothing outside kg.cli
+imports kg.cli.
+
+Engine names: outside ``kg/engines/`` and ``kg/frameworks/`` no module compares a value with an engine or
+framework name (``engine == "vllm"``, ``stack.engine in ("sglang", "trtllm")``, a ``match`` case, a
+``.startswith("vllm")``, or a module-level collection of such names used in a comparison): what an engine
+does lives in its package and generic code calls the protocol (``kg.engines.base``). ``engine_branches``
+lists every such comparison; ``ENGINE_BRANCH_ALLOWED`` holds the files still being moved.
+
+Function length: no function in ``kg/analyses/`` is over ``MAX_FUNCTION_LINES`` lines.
 
 Run ``python tests/archcheck.py [kg-folder]`` to print every problem.
 """
@@ -24,11 +33,17 @@ from pathlib import Path
 
 import networkx as nx
 
-# kg.frameworks (one package per training framework) reads inputs and declares memory terms: the inputs rank
-RANKS = {"core": 0, "engine": 1, "knowledge": 2, "inputs": 3, "frameworks": 3, "derive": 4, "analyses": 5,
-         "output": 6, "cli": 8}
-API_RANK = 7  # kg/__init__.py
+# kg.frameworks (one package per training framework) reads inputs and declares memory terms: the inputs rank;
+# kg.engines (one package per serving engine) sizes budgets and KV plans: above kg.derive, below the analyses
+RANKS = {"core": 0, "engine": 1, "knowledge": 2, "inputs": 3, "frameworks": 3, "derive": 4, "engines": 5,
+         "analyses": 6, "output": 7, "cli": 9}
+API_RANK = 8  # kg/__init__.py
 MAX_LINES = 800
+MAX_FUNCTION_LINES = 120  # kg/analyses/: an analysis is a short pipeline over smaller steps
+# the packages that may name engines and frameworks: one package per serving engine / training framework
+ENGINE_PACKAGES = ("engines", "frameworks")
+ENGINE_NAMES = frozenset({"vllm", "sglang", "trtllm", "lmdeploy", "megatron", "deepspeed", "torchtitan", "fsdp",
+                          "accelerate", "verl", "nemo", "toyserve"})
 # module -> why it may be longer than MAX_LINES (keep empty unless truly necessary)
 LONG_MODULES: dict[str, str] = {}
 
@@ -149,9 +164,81 @@ def problems(pkg_root: Path) -> list[str]:
     return out
 
 
+def _engine_name_sets(tree: ast.Module) -> set[str]:
+    """Module-level names bound to a literal tuple / list / set / frozenset holding an engine name."""
+    out: set[str] = set()
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("frozenset", "set", "tuple") and value.args:
+            value = value.args[0]
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and any(_is_engine_name(e) for e in value.elts):
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out
+
+
+def _is_engine_name(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in ENGINE_NAMES
+
+
+def engine_branches(pkg_root: Path) -> list[str]:
+    """``file:line: source`` of every comparison with an engine or framework name outside the engine and framework
+    packages (module doc): ``x == "vllm"``, ``x in ("vllm", ...)``, ``x in NAMES`` where ``NAMES`` is a module-level
+    literal collection holding one, ``match x: case "vllm"``, ``x.startswith("vllm")``."""
+    pkg_root = Path(pkg_root)
+    out: list[str] = []
+    for f in sorted(pkg_root.rglob("*.py")):
+        rel = f.relative_to(pkg_root)
+        if rel.parts[0] in ENGINE_PACKAGES or "_data" in rel.parts or "__pycache__" in rel.parts:
+            continue
+        text = f.read_text(encoding="utf-8")
+        tree = ast.parse(text, str(f))
+        sets = _engine_name_sets(tree)
+        lines = text.splitlines()
+        for node in ast.walk(tree):
+            hit = False
+            if isinstance(node, ast.Compare):
+                vals = [node.left, *node.comparators]
+                vals += [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+                hit = any(_is_engine_name(v) for v in vals) or any(
+                    isinstance(v, ast.Name) and v.id in sets for v in node.comparators)
+            elif isinstance(node, (ast.Subscript, ast.Call)):
+                # a table of engines written inline and indexed at once: {"vllm": a, "sglang": b}.get(engine)
+                d = node.value if isinstance(node, ast.Subscript) else getattr(node.func, "value", None)
+                hit = isinstance(d, ast.Dict) and any(k is not None and _is_engine_name(k) for k in d.keys) and (
+                    isinstance(node, ast.Subscript) or node.func.attr == "get")
+            if isinstance(node, ast.match_case):
+                hit = any(isinstance(p, ast.MatchValue) and _is_engine_name(p.value) for p in ast.walk(node.pattern))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("startswith", "endswith"):
+                hit = any(_is_engine_name(a) or (isinstance(a, ast.Tuple) and any(_is_engine_name(e) for e in a.elts))
+                          for a in node.args)
+            if hit:
+                line = getattr(node, "lineno", None) or node.pattern.lineno
+                out.append(f"{pkg_root.name}/{rel}:{line}: {lines[line - 1].strip()}")
+    return sorted(set(out), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))
+
+
+def long_functions(pkg_root: Path, package: str = "analyses", limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``file:line: name (N lines)`` for every function in ``kg/<package>/`` longer than ``limit`` lines."""
+    out: list[str] = []
+    for f in sorted((Path(pkg_root) / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                n = node.end_lineno - start + 1
+                if n > limit:
+                    out.append(f"{f.relative_to(Path(pkg_root).parent)}:{node.lineno}: {node.name} ({n} lines)")
+    return out
+
+
 if __name__ == "__main__":
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "kg"
     found = problems(root)
     for p in found:
         print(p)
+    for p in engine_branches(root):
+        print(f"engine branch: {p}")
+    for p in long_functions(root):
+        print(f"long function: {p}")
     sys.exit(1 if found else 0)
