@@ -95,13 +95,13 @@ def stack_from_command(command: str, catalog: "Catalog | None" = None, *, engine
     cat = _catalog(catalog)
     override = str(config) if config is not None else None
     if engine:
-        from kg.inputs.launch import parse_command
+        from kg.engines.launch import parse_command
         st = parse_command(command, cat, engine, override, f"--{engine}")
         if engine_version:
             from kg.inputs.stack import check_engine_version
             st.engine_version = check_engine_version(engine_version, "engine_version", "a release number")
         return st
-    from kg.inputs.launch import parse_launch
+    from kg.engines.launch import parse_launch
     from kg.inputs.modelcfg import resolve_model
     return parse_launch(command, cat, label="command", model_override=override, resolver=resolve_model,
                         engine_version=engine_version)
@@ -138,7 +138,7 @@ def stacks_from_file(path: Path | str, catalog: "Catalog | None" = None, *,
     """One ``Stack`` per serving container ``path`` describes (a Kubernetes manifest or compose file may hold
     several; a stack YAML or LLM-API YAML gives one), with notes on the containers it skipped; findings
     carry the file's lines (kg.inputs.launch.files)."""
-    from kg.inputs.launch.files import stacks_from_file as _from_file
+    from kg.engines.launch import stacks_from_file as _from_file
     stacks, skipped, _ = _from_file(Path(path), _catalog(catalog),
                                     model_override=str(config) if config is not None else None)
     for st in stacks:

@@ -26,7 +26,7 @@ def test_the_graph_is_read_from_every_module():
     assert g.has_edge("kg.analyses.check", "kg.engine.rules")  # top-level from-import
     assert g.has_edge("kg.cli.export", "kg.output.diagrams.exportall")  # function-level import
     assert g.has_edge("kg.analyses.fixtures", "kg.analyses.diagnose")  # module named by a string (RUNNERS)
-    assert g.has_edge("kg.inputs.launch", "kg.inputs.launch.vllm")  # `from kg.inputs.launch import vllm`
+    assert g.has_edge("kg.inputs.launch", "kg.inputs.launch.docker")  # `from kg.inputs.launch import docker`
     assert len(g) == len(list(KG.rglob("*.py"))) - len(list((KG / "_data").rglob("*.py")))
     assert g.number_of_edges() > 150
 
@@ -50,7 +50,7 @@ ENGINE_BRANCH_ALLOWED = {
     "kg/analyses/check.py", "kg/analyses/diagnose_namespace.py", "kg/analyses/nodefacts.py",
     "kg/analyses/reconcile.py", "kg/analyses/sweep.py", "kg/analyses/v0_capacity.py", "kg/analyses/weightfacts.py",
     "kg/cli/kv.py", "kg/cli/validate.py", "kg/derive/budget.py", "kg/derive/kv.py", "kg/derive/kv_dtype.py",
-    "kg/derive/kv_specs.py", "kg/inputs/effective.py", "kg/inputs/launch/argv.py", "kg/inputs/stack.py",
+    "kg/derive/kv_specs.py", "kg/inputs/effective.py",
     "kg/inputs/support_ns.py",
 }
 # functions in kg/analyses/ still over MAX_FUNCTION_LINES while they are split (each must still be long)

@@ -329,7 +329,7 @@ def test_wall_techniques_filters_by_stage(catalog):
 
 def test_memory_wall_under_tp8_on_4_kv_heads_removes_replication_first(rs, catalog):
     from kg.analyses.check import check_stack
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     st = parse_command("vllm serve Qwen/Qwen3-235B-A22B -tp 8", catalog, "vllm")
     check_rules = load_ruleset("check")
     d = run(rs, [FX / "vllm_kv_pressure.prom"], catalog, stack=st, check_rules=check_rules)

@@ -126,7 +126,7 @@ def test_plain_commands_leave_no_new_rule_unevaluable(catalog):
 
 
 def _nvfp4_stack(gpu: str, version: str, dtype: str = "nvfp4", model: str = "meta-llama/Llama-3.1-8B"):
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     cat = kg.load_catalog()
     st = parse_command(f"vllm serve {model} --kv-cache-dtype {dtype}", cat, "vllm")
     st.hardware, st.gpu_count, st.engine_version = cat.resolve_hardware(gpu), 1, version
@@ -168,7 +168,7 @@ def test_sweep_no_longer_recommends_nvfp4_kv_where_vllm_refuses_it():
 ])
 def test_awq_checkpoint_runs_marlin_from_sm75_since_0_14(gpu, version, kernel):
     from kg.analyses.check import stack_facts
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.inputs.optiondefaults import ranged_fact
     cat = kg.load_catalog()
     cfg = str(paths.rules_dir() / "fixtures" / "configs" / "qwen2.5-72b-awq.json")

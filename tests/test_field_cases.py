@@ -19,7 +19,7 @@ from kg.knowledge.catalog import load_catalog
 from kg.analyses.check import check_stack
 from kg.engine.expr import names_in
 from kg.engine.rules import load_ruleset
-from kg.inputs.launch import parse_command
+from kg.engines.launch import parse_command
 from kg.inputs.stack import stack_from_doc
 from kg.core.yamlio import YamlDoc
 

@@ -13,7 +13,7 @@ from conftest import REPO
 from kg.knowledge.catalog import load_catalog
 from kg.analyses.check import check_stack
 from kg.engine.rules import load_ruleset
-from kg.inputs.launch import parse_command
+from kg.engines.launch import parse_command
 
 # four stacks with different findings (and one with none), alternated
 STACKS = [

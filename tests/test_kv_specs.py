@@ -181,7 +181,7 @@ def test_qwen3_next_block_with_a_float32_ssm_state():
                              "--gpu-compute-capability", "8.0", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["vllm_plan"]["block_size"] == 1056
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.knowledge.catalog import load_catalog
     cat, _ = load_catalog()
     qn = str(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kg.core.errors import OptkgError
-from kg.inputs.launch import parse_launch
+from kg.engines.launch import parse_launch
 from kg.inputs.launch.registry import Launcher, detect, launchers, register, _REGISTRY
 
 

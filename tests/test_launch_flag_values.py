@@ -12,7 +12,7 @@ from kg.core.errors import OptkgError
 
 
 def parse(catalog, cmd: str, engine: str = "vllm"):
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     return parse_command(cmd, catalog, engine)
 
 

@@ -4,7 +4,7 @@ tools/engine_options.py from the released wheels; these tests pin facts read fro
 from 0.6.4.post1 to 0.11.0; VLLM_ATTENTION_BACKEND up to 0.14.0)."""
 import pytest
 
-from kg.inputs.launch import parse_launch
+from kg.engines.launch import parse_launch
 from kg.inputs.launch.argv import present_at, release_for, release_options
 
 

@@ -19,7 +19,7 @@ from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc
 from kg.engine.fixtures import load_fixture_cases
 from kg.engine.rules import load_rules, load_ruleset
-from kg.inputs.launch import parse_command
+from kg.engines.launch import parse_command
 from kg.inputs.stack import stack_from_doc
 from kg.knowledge.support import load_support_file, support_facts, support_files
 from kg.output.report import render_check_text, to_json

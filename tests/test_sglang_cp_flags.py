@@ -5,7 +5,7 @@ Release facts read from the unzipped wheels by hand: --dcp-size (alias --decode-
 from 0.5.14, spelled --enable-prefill-context-parallel in 0.5.10-0.5.19 (gone in 0.5.20).
 """
 from kg.analyses.check import check_stack
-from kg.inputs.launch import parse_launch
+from kg.engines.launch import parse_launch
 
 SERVE = "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8"
 

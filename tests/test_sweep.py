@@ -17,7 +17,7 @@ from kg.knowledge.catalog import load_catalog
 from kg.analyses.check import check_stack
 from kg.cli import main
 from kg.engine.rules import load_ruleset
-from kg.inputs.launch import parse_command
+from kg.engines.launch import parse_command
 from kg.analyses.sweep import CSV_COLUMNS, parse_int_list, sweep
 
 MODEL = "Qwen/Qwen3-235B-A22B"

@@ -100,7 +100,7 @@ def test_explain_speaks_of_frameworks(cli):
 
 
 def test_cmd_detects_training_launchers(cli, catalog):
-    from kg.inputs.launch import parse_launch
+    from kg.engines.launch import parse_launch
     from kg.inputs.training.job import TrainingJob
     for cmd, fw in [("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8", "megatron"),
                     ("accelerate launch --num_processes 8 train.py --use_peft", "hf-trainer"),

@@ -74,7 +74,7 @@ def test_gptq_field_case_now_has_kv_memory(catalog):
 
 def test_mxfp4_engine_fact_is_half_a_byte(catalog):
     from kg.analyses.check import stack_facts
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     _, ns = stack_facts(parse_command("vllm serve openai/gpt-oss-120b", catalog, "vllm"))
     # issue 13: one fact per report, the same bytes the weight estimate uses: 0.5 + one e8m0 scale per 32
     assert ns["weight_bytes_per_param"] == 0.53125

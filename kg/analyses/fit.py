@@ -196,7 +196,7 @@ def stack_serving_budget(model, hardware: Mapping[str, Any], tp: int = 1, pp: in
     import shlex
     from kg.analyses.check import stack_facts
     from kg.derive.budget import BudgetLine, ServingBudget
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.inputs.stack import check_engine_version
     argv = ["vllm", "serve", str(model.name or "model"), "-tp", str(tp), "-pp", str(pp)]
     for flag, v in (("--gpu-memory-utilization", gpu_memory_utilization), ("--max-num-seqs", max_num_seqs),

@@ -73,7 +73,7 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
 
     ``unknown_gpu_ok`` (``check``): a GPU the catalog does not know leaves the stack without hardware and
     adds a note, so only the rules that need hardware facts are not evaluable; otherwise OptkgError."""
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.inputs.stack import Stack
     from kg.inputs.modelcfg import load_config_file, resolve_model
     resolver = resolver or resolve_model
@@ -84,14 +84,14 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
     override = str(args.config) if args.config else None
     stacks = None
     if cmd:
-        from kg.inputs.launch import parse_launch
+        from kg.engines.launch import parse_launch
         st = parse_launch(cmd, catalog, label="--cmd", model_override=override, resolver=resolver,
                           engine_version=args.engine_version)
         from kg.inputs.stack import Stack as _Stack
         if not isinstance(st, _Stack):  # a training launch (kg/inputs/launch/training.py): only `optkg check` reads it
             raise OptkgError("--cmd: this is a training launch; `optkg check --cmd ...` prints its training report")
     elif args.vllm or args.sglang:
-        from kg.inputs.launch.registry import detect
+        from kg.engines.launch import detect
         engine, text = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
         label = f"--{engine}"
         try:
@@ -107,7 +107,7 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
         else:
             st = parse_command(text, catalog, engine, override, label, resolver)
     elif getattr(args, "stack", None):
-        from kg.inputs.launch.files import stacks_from_file
+        from kg.engines.launch import stacks_from_file
         stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver,
                                                   unknown_gpu_ok=unknown_gpu_ok)
         for s in stacks:

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _stack(cmd: str | None, engine: str, args, catalog):
     if not cmd:
         return None
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.inputs.stack import check_engine_version
     st = parse_command(cmd, catalog, engine, str(args.config) if args.config else None, f"--{engine}")
     if args.gpu:

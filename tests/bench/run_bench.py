@@ -111,7 +111,7 @@ def sweep_rate(runs: int) -> dict:
     """Stacks/s of ``kg.analyses.sweep.sweep`` in this process (shipped catalog and rules, compiled once)."""
     from kg.knowledge.catalog import load_catalog
     from kg.engine.rules import load_ruleset
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.analyses.sweep import sweep
     cat, problems = load_catalog()
     if problems:

@@ -1,8 +1,8 @@
 """Shared argv handling for launch commands: split a pasted command into words, find the program,
 and read the engine's flags with its flag table (``catalog/engines/<engine>.yaml``).
 
-Every engine parser (``kg.inputs.launch.vllm``, ``...sglang``, ``...trtllm``, ``...lmdeploy``) uses
-``parse_words``; an engine module only says which table, which label and how its own files (vLLM
+Every engine's launch reader (``kg.engines.base.Engine.read_launch``, overridden in ``kg.engines.<engine>``)
+uses ``parse_words``; an engine only says which table, which label and how its own files (vLLM
 ``--config``, TensorRT-LLM ``--extra_llm_api_options``) turn into words. Words are split with
 :func:`shlex.split` (POSIX rules, backslash-newline continuations joined first).
 
@@ -174,6 +174,12 @@ def flag_defaults(engine: str | None) -> dict[str, Any]:
         if isinstance(spec, dict) and "default" in spec and spec.get("set"):
             out.setdefault(str(spec["set"]), spec["default"])
     return out
+
+
+def _program_heads() -> set[str]:
+    """The first word of every engine's programs (``vllm``, ``python``, ``trtllm-serve`` ...): a command that
+    starts with one but is not this engine's is refused rather than read as flags."""
+    return {program_word(str(p[0])) for t in _engine_tables().values() for p in t.get("programs") or [] if p}
 
 
 def table_for(engine: str, label: str) -> dict[str, Any]:
@@ -519,7 +525,7 @@ def parse_with_table(command: str, catalog: Catalog, engine: str, model_override
         raise OptkgError(f"{label}: empty command")
     env_words, launch, words, found = split_launch(words, table)
     env: dict[str, str] = dict(w.split("=", 1) for w in env_words)
-    if not found and words and not words[0].startswith("-") and program_word(words[0]) in ("vllm", "python", "sglang"):
+    if not found and words and not words[0].startswith("-") and program_word(words[0]) in _program_heads():
         raise OptkgError(f"{label}: does not look like a {engine} launch command "
                          f"(expected it to start with {' '.join(table['programs'][0])})")
     st = parse_words(words, catalog, engine, label=label, env=env, launch=launch,

@@ -1,13 +1,13 @@
 """Which launch format a pasted command is: a registry of program patterns -> parser module.
 
-Each launch module registers a :class:`Launcher` (its name, kind, the program word patterns that
-start its commands, and its ``parse``). :func:`detect` finds the earliest program in the words
+Each launch format registers a :class:`Launcher` (its name, kind, the program word patterns that
+start its commands, and its ``parse``): ``docker`` and ``training`` from ``kg.inputs.launch``, every serving
+engine from ``kg.engines`` (which is why commands are read through ``kg.engines.launch``). :func:`detect` finds the earliest program in the words
 (after ``VAR=value`` assignments and launcher words such as ``env``, ``nohup``, ``uv run``); the
 longest pattern at that position wins. A pattern word is matched against the program word as
 the tables spell it (basename; ``python3.11`` -> ``python``) and may be a shell-style glob
-(``*.py``). Plug-in point for other formats (training launchers: ``torchrun``, ``deepspeed``,
-``accelerate launch``): define ``parse(launch) -> object`` and call ``register`` at import time
-of a module imported by ``kg.inputs.launch``.
+(``*.py``). Plug-in point for other formats: define ``parse(launch) -> object`` and call ``register``
+at import time. Whole files an engine reads (the TensorRT-LLM LLM-API YAML) register a :class:`FileFormat`.
 """
 from __future__ import annotations
 
@@ -60,7 +60,30 @@ class Launcher:
         return [tuple(str(w) for w in p) for p in progs]
 
 
+@dataclass(frozen=True)
+class FileFormat:
+    """A whole file an engine reads as one stack (``optkg check FILE``), told apart by its content:
+    ``name`` is the file kind reported (``trtllm-llm-api``), ``detects(docs)`` says whether the parsed YAML
+    documents are one, ``read(doc, catalog, model_override=..., resolver=...)`` returns the Stack."""
+
+    name: str
+    detects: Callable[[list[Any]], bool]
+    read: Callable[..., Any]
+
+
 _REGISTRY: dict[str, Launcher] = {}
+_FILE_FORMATS: dict[str, FileFormat] = {}
+
+
+def register_file_format(fmt: FileFormat) -> FileFormat:
+    """Add (or replace, by name) a whole-file format (kg.inputs.launch.files tries them after manifests)."""
+    _FILE_FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def file_formats() -> list[FileFormat]:
+    """Registered whole-file formats, in registration order."""
+    return list(_FILE_FORMATS.values())
 
 
 def register(launcher: Launcher) -> Launcher:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 from kg.core.errors import OptkgError
 from kg.core.yamlio import YamlDoc, load_yaml
 from kg.inputs.launch.argv import apply_flag, finish, parse_words, table_for
-from kg.inputs.launch.registry import Launch, Launcher, apply_context, register, resolve_file
+from kg.inputs.launch.files import STACK_KEYS
+from kg.inputs.launch.registry import FileFormat, Launch, apply_context, resolve_file
 from kg.inputs.modelcfg import load_config_file, resolve_model
 from kg.inputs.stack import MAX_PARALLEL_SIZE, PARALLEL_DEFAULTS, Stack, _coerce, add_technique
 from kg.knowledge.catalog import Catalog
@@ -68,7 +69,7 @@ def apply_llm_api(st: Stack, doc: YamlDoc, catalog: Catalog, removed: set[str]) 
     return model
 
 
-def parse_launch(launch: Launch) -> Stack:
+def read_launch(launch: Launch) -> Stack:
     """A Stack from a detected ``trtllm-serve`` launch (flags, then the LLM-API YAML over them)."""
     args = list(launch.args)
     cfg_path = None
@@ -123,5 +124,19 @@ def stack_from_llm_api(doc: YamlDoc, catalog: Catalog, model_override: str | Non
     return st
 
 
-register(Launcher(name=ENGINE, kind="serving", programs=lambda: table_for(ENGINE, "trtllm")["programs"],
-                  parse=parse_launch))
+def _llm_api_keys() -> set[str]:
+    return {k.split(".")[0] for k in (table_for(ENGINE, ENGINE).get("llm_api") or {})} | {
+        "kv_cache_config", "cuda_graph_config", "build_config", "backend", "speculative_config",
+        "disable_overlap_scheduler", "print_iter_log", "moe_config", "attn_backend", "cache_transceiver_config"}
+
+
+def is_llm_api_file(docs: list) -> bool:
+    """One YAML document with top-level keys of the LLM API (``kv_cache_config`` ...) and none of an optkg stack
+    file's (``model`` may be in both)."""
+    if len(docs) != 1 or not isinstance(docs[0].data, dict):
+        return False
+    keys = set(map(str, docs[0].data))
+    return bool(keys & _llm_api_keys()) and not (keys - {"model"}) & STACK_KEYS
+
+
+LLM_API_FILE = FileFormat(name="trtllm-llm-api", detects=is_llm_api_file, read=stack_from_llm_api)

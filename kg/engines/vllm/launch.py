@@ -10,23 +10,10 @@ positional model, so flags on the command line win over the file.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
 
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
-from kg.inputs.launch.argv import parse_with_table, parse_words, table_for
-from kg.inputs.launch.registry import Launch, Launcher, apply_context, register, resolve_file
-from kg.inputs.modelcfg import resolve_model
-from kg.inputs.stack import Stack
-from kg.knowledge.catalog import Catalog
-
-ENGINE = "vllm"
-
-
-def parse(command: str, catalog: Catalog, model_override: str | None = None, flag_label: str | None = None,
-          resolver: Callable[[str], Any] = resolve_model) -> Stack:
-    """A Stack from a ``vllm serve`` command (see ``argv.parse_with_table`` for the rules and errors)."""
-    return parse_with_table(command, catalog, ENGINE, model_override, flag_label, resolver)
+from kg.inputs.launch.registry import Launch, resolve_file
 
 
 def config_words(path: str, launch: Launch) -> list[str]:
@@ -64,16 +51,3 @@ def expand_config(args: list[str], launch: Launch) -> list[str]:
     if rest and not rest[0].startswith("-"):
         return rest[:1] + cfg + rest[1:]
     return cfg + rest
-
-
-def parse_launch(launch: Launch) -> Stack:
-    """A Stack from a detected vLLM launch (``--cmd``, a container's arguments, a manifest's command)."""
-    args = expand_config(list(launch.args), launch)
-    st = parse_words(args, launch.catalog, ENGINE, label=launch.label, env=launch.env, launch=launch.prefix,
-                     model_override=launch.model_override, resolver=launch.resolver or resolve_model,
-                     engine_version=launch.engine_version)
-    return apply_context(st, launch)
-
-
-register(Launcher(name=ENGINE, kind="serving", programs=lambda: table_for(ENGINE, "vllm")["programs"],
-                  parse=parse_launch))

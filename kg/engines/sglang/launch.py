@@ -6,23 +6,9 @@ Flags, defaults and environment variables come from ``catalog/engines/sglang.yam
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
-
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
-from kg.inputs.launch.argv import parse_with_table, parse_words, table_for
-from kg.inputs.launch.registry import Launch, Launcher, apply_context, register, resolve_file
-from kg.inputs.modelcfg import resolve_model
-from kg.inputs.stack import Stack
-from kg.knowledge.catalog import Catalog
-
-ENGINE = "sglang"
-
-
-def parse(command: str, catalog: Catalog, model_override: str | None = None, flag_label: str | None = None,
-          resolver: Callable[[str], Any] = resolve_model) -> Stack:
-    """A Stack from an SGLang launch command (see ``argv.parse_with_table`` for the rules and errors)."""
-    return parse_with_table(command, catalog, ENGINE, model_override, flag_label, resolver)
+from kg.inputs.launch.registry import Launch, resolve_file
 
 
 def expand_config(args: list[str], launch: Launch) -> list[str]:
@@ -49,15 +35,3 @@ def expand_config(args: list[str], launch: Launch) -> list[str]:
         elif value is not None:
             words += [f"--{key}", str(value)]
     return words + args[:i] + args[i + 2:]
-
-
-def parse_launch(launch: Launch) -> Stack:
-    """A Stack from a detected SGLang launch (``--config FILE`` expanded first)."""
-    st = parse_words(expand_config(list(launch.args), launch), launch.catalog, ENGINE, label=launch.label, env=launch.env,
-                     launch=launch.prefix, model_override=launch.model_override,
-                     resolver=launch.resolver or resolve_model, engine_version=launch.engine_version)
-    return apply_context(st, launch)
-
-
-register(Launcher(name=ENGINE, kind="serving", programs=lambda: table_for(ENGINE, "sglang")["programs"],
-                  parse=parse_launch))

@@ -1,0 +1,29 @@
+"""TensorRT-LLM (``trtllm-serve``, its LLM-API YAML): what optkg knows about it, behind the engine protocol.
+
+Data: ``catalog/engines/trtllm.yaml`` (click options of ``trtllm-serve serve`` and the LLM-API keys optkg models).
+Modules: ``launch`` (the command with its ``--extra_llm_api_options`` / ``--config`` YAML, and an LLM-API YAML
+read on its own).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.engines.base import Engine
+
+
+class TensorRTLLM(Engine):
+    name = "trtllm"
+    title = "TensorRT-LLM"
+
+    def read_launch(self, launch: Any) -> Any:
+        """The flags, then the LLM-API YAML the command names over them (kg.engines.trtllm.launch)."""
+        from kg.engines.trtllm.launch import read_launch
+        return read_launch(launch)
+
+    def file_formats(self) -> list[Any]:
+        """The LLM-API YAML on its own (``optkg check extra.yaml``)."""
+        from kg.engines.trtllm.launch import LLM_API_FILE
+        return [LLM_API_FILE]
+
+
+ENGINE = TensorRTLLM()
