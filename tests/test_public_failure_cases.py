@@ -13,7 +13,7 @@ import yaml
 from kg.analyses.check import check_stack
 from kg.core.yamlio import YamlDoc
 from kg.engine.rules import load_ruleset
-from kg.inputs.launch import parse_command
+from kg.engines.launch import parse_command
 from kg.inputs.lora_adapters import adapter_settings, split_specs
 from kg.inputs.stack import stack_from_doc
 

@@ -243,7 +243,7 @@ def _stacks_in(p: Path, cat) -> list[Any]:
     from kg.inputs.training import is_training_file, load_training_file
     if is_training_file(p):
         return [load_training_file(p, cat, resolve_model)]
-    from kg.inputs.launch.files import stacks_from_file
+    from kg.engines.launch import stacks_from_file
     return stacks_from_file(p, cat, resolver=resolve_model)[0]
 
 
