@@ -205,6 +205,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived["draft_kv_bytes_per_token_per_gpu"] = draft.kv_bytes_per_token_per_gpu
             if draft.max_position_embeddings:
                 derived["draft_max_position_embeddings"] = draft.max_position_embeddings
+            derived.update({f"draft_{k}": v for k in ("vocab_size", "architecture") if (v := getattr(draft, k))})
             stack.notes.extend(n for n in draft.notes if n not in stack.notes)
         elif not any(str(n).startswith("draft not sized") for n in stack.notes):
             derived["draft_kind"] = "none"  # no draft model (no speculative decoding, or ngram / suffix)

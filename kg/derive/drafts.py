@@ -40,6 +40,8 @@ class DraftFacts:
     max_position_embeddings: int | None
     tp_size: int
     notes: list[str] = field(default_factory=list)
+    vocab_size: int | None = None      # the draft's own config.json vocab_size (engines compare it with the target's)
+    architecture: str | None = None    # the draft's first ``architectures`` entry (e.g. LlamaForCausalLMEagle3)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,7 +102,8 @@ def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_si
     if tp > d.num_attention_heads or d.num_attention_heads % tp:
         raise OptkgError(f"draft {draft}: tp {tp} does not divide its {d.num_attention_heads} attention heads")
     return DraftFacts(m or kind, draft, kind, d.num_hidden_layers, params, total / tp,
-                      d.num_hidden_layers * per_layer, d.max_position_embeddings, tp)
+                      d.num_hidden_layers * per_layer, d.max_position_embeddings, tp,
+                      vocab_size=d.vocab_size, architecture=archs[0] if archs else d.architecture)
 
 
 def _kv_per_layer(model: ModelFacts, tp: int, kv_cache_dtype: str) -> float:
