@@ -45,7 +45,8 @@ def test_mtp_layers_of_the_target():
 
 
 def test_unresolvable_draft_is_a_note():
-    cmd = CMD.replace(EAGLE3, "nobody/no-such-draft")
+    # a whole draft model cannot be guessed from the target (an EAGLE head can: see below)
+    cmd = CMD.replace(EAGLE3, "nobody/no-such-draft").replace('"method":"eagle3"', '"method":"draft_model"')
     code, out, err = run_cli("check", "--vllm", cmd, "--format", "json")
     assert code in (0, 1), err
     assert any(n.startswith("draft not sized: unknown model 'nobody/no-such-draft'") for n in json.loads(out)["notes"])
@@ -70,3 +71,27 @@ def test_the_table_shows_the_drafts_bytes_per_token():
                              f"'{{\"method\": \"eagle3\", \"model\": \"{EAGLE3}\", \"num_speculative_tokens\": 3}}'",
                              "--gpu", "H100", "--count", "1")
     assert "  + the draft's bytes/token per GPU          4,096" in out
+
+
+def test_an_eagle3_head_known_only_by_id_is_sized_from_the_targets_shape(cli):
+    """yuhuili/EAGLE3-LLaMA3.1-Instruct-8B is not bundled: the head is one EAGLE3 layer of Llama-3.1-8B's shape.
+    fc 3 x 4096^2 = 50,331,648; attention 2 x 4096 x (32 + 2 x 8) x 128 + 32 x 128 x 4096 = 67,108,864; MLP
+    3 x 4096 x 14,336 = 176,160,768; lm_head over the target's 128,256 tokens 525,336,576: 818,937,856 params,
+    1,637,875,712 bytes in bf16 at TP 1; its KV 2 x 8 x 128 x 2 = 4,096 bytes/token. Its context limit stays
+    unknown, so the 128k rule names the fact and how to give it instead of 'draft_kind'."""
+    import json
+    spec = '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3}'
+    argv = ("check", "--vllm", f"vllm serve meta-llama/Meta-Llama-3.1-8B --speculative-config '{spec}' "
+            "--max-model-len 131072", "--gpu", "H100")
+    code, out, err = cli(*argv, "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    dv = d["derived"]
+    assert (dv["draft_kind"], dv["draft_layers"]) == ("eagle3", 1)
+    assert dv["draft_weight_bytes_per_gpu_estimate"] == 1_637_875_712
+    assert dv["draft_kv_bytes_per_token_per_gpu"] == 4_096
+    ne = {u["rule_id"]: u["needs"] for u in d["not_evaluable"]}
+    assert ne["draft-context-shorter-than-max-model-len"] == ["draft_max_position_embeddings"]
+    assert any("sized from the target's shape" in n for n in d["notes"])
+    _, text, _ = cli(*argv)
+    assert "  draft_max_position_embeddings (the draft head's config.json" in text

@@ -18,6 +18,8 @@ OPTKG_OPTIONS = {
     "kv_budget_gib": "--kv-budget-gib, or --kv-budget-from LOG",
     "nnodes": "--nnodes N",
     "gpus_per_node": "gpus_per_node: in a stack file",
+    "draft_max_position_embeddings": "the draft head's config.json: name a local folder (or a cached hub id) as the "
+                                     "speculative model",
     "tp_spans_nodes": "--nnodes N (or gpus_per_node: in a stack file)",
     "ep_spans_nodes": "--nnodes N (or gpus_per_node: in a stack file)",
 }

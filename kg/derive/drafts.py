@@ -81,7 +81,12 @@ def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_si
                           ["MTP weights ship in the target checkpoint and are in its estimate"])
     if not draft:
         return None
-    d = resolver(draft)
+    try:
+        d = resolver(draft)
+    except OptkgError as e:
+        if m in ("eagle", "eagle3") or "eagle" in draft.lower():
+            return eagle_from_target(m, draft, target, tp, kv_cache_dtype, str(e))
+        raise
     raw = raw_config(draft) if raw_config else {}
     archs = [str(a) for a in (raw.get("architectures") or [])]
     kind = "eagle3" if any("eagle3" in a.lower() for a in archs) or m == "eagle3" else (
@@ -104,6 +109,31 @@ def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_si
     return DraftFacts(m or kind, draft, kind, d.num_hidden_layers, params, total / tp,
                       d.num_hidden_layers * per_layer, d.max_position_embeddings, tp,
                       vocab_size=d.vocab_size, architecture=archs[0] if archs else d.architecture)
+
+
+def eagle_from_target(method: str, draft: str, target: ModelFacts, tp: int, kv_cache_dtype: str,
+                      why: str) -> DraftFacts:
+    """An EAGLE / EAGLE3 head known only by its id, sized from the target's shape: one decoder layer with the
+    target's hidden size, heads, head_dim and intermediate size (the released heads are built that way: vLLM
+    ``llama_eagle3.py`` / ``llama_eagle.py`` read them from the head's config, which copies the target's) and an lm_head
+    over the target's vocabulary (an upper bound: EAGLE3 heads often keep a smaller draft vocabulary). Its
+    context limit stays unknown: the head's own config.json says it."""
+    kind = "eagle3" if method == "eagle3" or "eagle3" in draft.lower() else "eagle"
+    head = ModelFacts(**{**target.to_dict_fields(), "num_hidden_layers": 1, "name": draft})
+    if kind == "eagle3":
+        params = eagle3_params(head, None)
+    else:
+        h = target.hidden_size
+        attn = h * (target.num_attention_heads * target.head_dim + 2 * target.num_key_value_heads * target.head_dim) \
+            + target.num_attention_heads * target.head_dim * h
+        params = 2 * h * h + attn + 3 * h * (target.intermediate_size or 4 * h)
+    per_layer = _kv_per_layer(target, tp, kv_cache_dtype)
+    note = (f"draft {draft}: its config.json is not here ({why.split(':')[0]}); sized from the target's shape "
+            f"(1 {kind.upper()} layer, hidden {target.hidden_size:,}, lm_head over the target's vocabulary, an upper "
+            "bound); its context limit is unknown until the head's config.json is given (a local folder, or the "
+            "Hugging Face cache)")
+    return DraftFacts(method or kind, f"{draft} (sized from the target's shape)", kind, 1, params,
+                      params * target.dtype_bytes / tp, per_layer, None, tp, [note])
 
 
 def _kv_per_layer(model: ModelFacts, tp: int, kv_cache_dtype: str) -> float:

@@ -137,6 +137,11 @@ class ModelFacts:
     def is_moe(self) -> bool:
         return bool(self.num_experts and self.num_experts > 1)
 
+    def to_dict_fields(self) -> dict[str, Any]:
+        """The dataclass fields only (``ModelFacts(**m.to_dict_fields())`` copies ``m``)."""
+        from dataclasses import fields
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["attention"] = self.attention
