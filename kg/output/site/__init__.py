@@ -23,12 +23,14 @@ def build_site(catalog, rules_dir: Path | None = None, model: dict | None = None
     """Every file of the site, by name (see module doc). ``model``: a ``site_model`` already built."""
     from kg.output.site.assets import asset_files
     from kg.output.site.model import site_model
+    from kg.output.site.pages_glossary import glossary_page
     from kg.output.site.pages_graph import graph_page
     from kg.output.site.pages_map import map_page, techniques_page
     from kg.output.site.pages_matrix import matrix_page
     from kg.output.site.pages_technique import technique_page
     m = model if model is not None else site_model(catalog, rules_dir)
-    pages = {"index.html": map_page(m), "techniques.html": techniques_page(m), "graph.html": graph_page(m)}
+    pages = {"index.html": map_page(m), "techniques.html": techniques_page(m), "graph.html": graph_page(m),
+             "glossary.html": glossary_page()}
     for tid in m["techniques"]:
         pages[f"technique-{tid}.html"] = technique_page(m, tid)
     for p in m["matrices"]:

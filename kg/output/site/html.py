@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 SITE_TITLE = "optkg explorer"
 NAV = (("index.html", "Map"), ("techniques.html", "Techniques"), ("graph.html", "Coupling graph"),
-       ("matrix.html", "Compatibility matrix"))
+       ("matrix.html", "Compatibility matrix"), ("glossary.html", "Glossary"))
 
 
 CURRENT = ' aria-current="page"'

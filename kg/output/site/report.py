@@ -31,6 +31,7 @@ _KV_ROWS = (("bytes/token, whole model", "kv_bytes_per_token_model"),
             ("KV tokens per GPU", "kv_tokens_per_gpu"),
             ("KV tokens, scheduler-wide (x dcp)", "kv_tokens_total"),
             ("max concurrency at max_model_len", "max_concurrency"),
+            ("max concurrency at the request length (--request-len)", "max_concurrency_at_request_len"),
             ("weights per GPU (estimate, bytes)", "weight_bytes_per_gpu_estimate"))
 
 
@@ -152,9 +153,8 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
     else:
         verdict = ""
     finds = "".join(finding_html(f, site) for f in fs)
-    ne = table(["Rule", "Missing facts", "Reason"], [
-        [f"<code>{esc(u['rule_id'])}</code>", esc(", ".join(u.get("needs") or u.get("missing") or ["?"])),
-         esc(u.get("reason") or "")] for u in unknown], "ne") if unknown else "<p>None: every rule that applies was evaluated.</p>"
+    ne = _unknown_table(unknown, d.get("how_to_give") or {}) if unknown else \
+        "<p>None: every rule that applies was evaluated.</p>"
     in_eff = "".join(f"<li>{esc(e['message'])} <code>{esc(e['coupling'])}</code></li>" for e in d.get("in_effect") or [])
     notes = "".join(f"<li>{esc(x)}</li>" for x in d.get("notes") or [])
     if d.get("ignored_flags"):
@@ -169,7 +169,31 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
             f'<h3>Could not be evaluated ({len(unknown)})</h3>{ne}'
             + (f"<h3>In effect (nothing to fix)</h3><ul>{in_eff}</ul>" if in_eff else "")
             + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else "")
-            + f'<h3>Effective configuration</h3>{eff_t}<h3>Stack diagram</h3>{diagram}</section>')
+            + f'<h3>Effective configuration</h3>{eff_t}<h3>Stack diagram</h3>{diagram}'
+            + _terms(d, site) + '</section>')
+
+
+def _unknown_table(unknown: list[dict[str, Any]], how: dict[str, str]) -> str:
+    """One row per missing fact: the fact, how to give it, the rules that wait for it (as the text report)."""
+    by_fact: dict[str, list[str]] = {}
+    for u in unknown:
+        for n in u.get("needs") or u.get("missing") or [u.get("reason") or "?"]:
+            by_fact.setdefault(n, []).append(u["rule_id"])
+    rows = [[f"<code>{esc(f)}</code>", esc(how.get(f) or "–"), ", ".join(f"<code>{esc(r)}</code>" for r in rules)]
+            for f, rules in sorted(by_fact.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return table(["Missing fact", "How to give it", "Rules that wait for it"], rows, "ne")
+
+
+def _terms(d: dict[str, Any], site: str) -> str:
+    """The glossary terms the report uses, each linked to its entry in the explorer's glossary page."""
+    from kg.output.glossary import terms_in
+    from kg.output.report import render_check_text
+    used = terms_in(render_check_text(d))  # the terms the text report of the same stack uses
+    if not used:
+        return ""
+    items = "".join(f'<li><a href="{esc(site)}glossary.html#{esc(t["anchor"])}">{esc(t["term"])}</a>: '
+                    f'{esc(t["short"])}</li>' for t in used)
+    return f"<h3>Terms</h3><ul class=\"terms\">{items}</ul>"
 
 
 def render_check_html(reports: list[dict[str, Any]], svgs: list[str | None], site_url: str = DEFAULT_SITE_URL,
