@@ -32,7 +32,7 @@ def test_70b_job_text_report(cli):
     assert "model states                       15.33 GB" in out
     assert "activations                        26.27 GB" in out
     assert "total                              41.60 GB   of 85.52 GB (49%)" in out
-    assert re.search(r"No findings \(\d+ of 27 training rules apply to this job and were checked", out)
+    assert re.search(r"No findings \(\d+ of 31 training rules apply to this job and were checked", out)
     assert not SERVING_WORDS.search(out), SERVING_WORDS.search(out)
 
 
@@ -73,8 +73,8 @@ def test_no_model_says_what_could_not_be_computed(cli):
     # rules that need the model shape are "could not be evaluated", never a bare "No findings" (issue 12)
     assert "No findings" not in out
     assert "training-heads-not-divisible-by-tp: missing num_attention_heads" in out
-    assert out.rstrip().endswith("0 finding(s) · 15 rules held · 3 could not be evaluated (missing: gpu_memory_bytes, "
-                                 "num_attention_heads, num_query_groups, total_bytes)")
+    assert out.rstrip().endswith("0 finding(s) · 15 rules held · 4 could not be evaluated (missing: num_attention_heads, "
+                                 "num_query_groups, gpu_memory_bytes, total_bytes)")
 
 
 def test_megatron_job_shows_megatron_theoretical_memory_to_the_byte(cli):

@@ -85,7 +85,7 @@ def test_open_r1_grpo_recipe_with_its_zero3_accelerate_config():
     cmd = (f"accelerate launch --config_file {T}/open-r1/recipes/accelerate_configs/zero3.yaml src/open_r1/grpo.py "
            f"--config {T}/open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml")
     job = parse_training_command(cmd)
-    assert job.framework == "deepspeed" and job.get("zero_stage") == 3 and job.parallel()["world_size"] == 8
+    assert job.framework == "trl" and job.get("zero_stage") == 3 and job.parallel()["world_size"] == 8
     assert (job.get("micro_batch_size"), job.get("gradient_accumulation_steps"), job.get("num_generations")) == (16, 4, 16)
     assert job.get("trainer") == "grpo" and job.get("seq_length") == 512 + 1024
     assert job.get("use_reentrant") is False and job.get("recompute_granularity") == "full"

@@ -80,6 +80,11 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
     if not isinstance(opt, dict) and "optimizer_source" not in job.settings:
         # no `optimizer` section: the script hands DeepSpeed its own optimizer (HF Trainer, Megatron-DeepSpeed)
         job.set("optimizer_source", "client", at("optimizer"))
+    tpc = data.get("tensor_parallel")
+    if isinstance(tpc, dict) and tpc.get("autotp_size") not in (None, "auto"):
+        # AutoTP training (deepspeed >= 0.16.4, runtime/tensor_parallel/config.py): the TP size of the job
+        put("autotp_size", tpc["autotp_size"], "tensor_parallel", "autotp_size")
+        put("tp_size", tpc["autotp_size"], "tensor_parallel", "autotp_size")
     if "pipeline" in data:
         job.set("pipeline_engine", True, at("pipeline"))
         _pipeline_stages(job, data["pipeline"], at)

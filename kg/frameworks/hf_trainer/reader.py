@@ -375,6 +375,11 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
     trainer = TRAINER_SCRIPTS.get(script) or (TRAINER_SCRIPTS.get(cmd.args[0]) if script == "trl" and cmd.args else None)
     if trainer and "trainer" not in job.settings:
         job.set("trainer", trainer, f"{where}: {cmd.script}")
+        if trainer == "grpo":
+            # TRL's GRPO trainer makes its own startup checks (kg/frameworks/trl): the job is TRL's, sharded as its
+            # accelerate setup says; framework_version is then TRL's release
+            job.notes.append(f"TRL GRPO trainer ({cmd.script}) on {job.framework}")
+            job.framework = "trl"
     if state.get("_max_prompt") or state.get("_max_completion"):
         if "seq_length" not in job.settings:
             job.set("seq_length", state.get("_max_prompt", 0) + state.get("_max_completion", 0),

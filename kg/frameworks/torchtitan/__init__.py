@@ -13,7 +13,8 @@ class Torchtitan(TrainingFramework):
     name = "TorchTitan"
     aliases = ("titan",)
     package = "torchtitan"
-    releases = (Release("0.3.0", "torchtitan 0.3.0 wheel"),)
+    releases = (Release("0.2.0", "torchtitan 0.2.0 wheel"), Release("0.2.1", "torchtitan 0.2.1 wheel"),
+                Release("0.3.0", "torchtitan 0.3.0 wheel"))
     file_kind = "a torchtitan TOML"
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
@@ -38,6 +39,16 @@ class Torchtitan(TrainingFramework):
     def wording(self) -> dict[str, str]:
         return {"params": "parameters: the first pipeline stage's layers + embedding, /TP, before FSDP2 sharding",
                 "schedule": "torchtitan pipeline_parallel_schedule", "schedule_interleaved": "interleaved schedule"}
+
+    def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
+        """The sequence-length divisor this torchtitan release checks: 0.3.0 trainer.py:306-315
+        (TP when sequence parallel, x 2 x CP when CP > 1); 0.2.x llama3 parallelize.py:63-68 (TP x 2 x CP)."""
+        from kg.core.relcmp import older_than
+        tp, cp = parallel["tp_size"], parallel["cp_size"]
+        if older_than(job.framework_version, "0.3.0"):
+            return {"seq_len_divisor": tp * 2 * cp, "seq_len_divisor_formula": f"TP {tp} x 2 x CP {cp}"}
+        return {"seq_len_divisor": tp * (2 * cp if cp > 1 else 1),
+                "seq_len_divisor_formula": f"TP {tp} (sequence parallel)" + (f" x 2 x CP {cp}" if cp > 1 else "")}
 
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1
