@@ -1,0 +1,274 @@
+"""List every startup check site (``raise`` / ``assert``) of the training frameworks' pinned releases and say,
+for each, what covers it: an optkg rule, nothing because it cannot be known before the job starts (and why), or
+nothing yet (the facts it reads). Writes one table per release beside the framework's package
+(``kg/frameworks/<name>/checks/<package>-<release>.yaml``) and the page ``docs/training-checks.md``.
+
+Run (sources outside the repo: ``pip download <pkg>==X --no-deps -d /work/wheels``; Megatron-LM's
+``megatron/training`` at its tag via ``git archive``)::
+
+    python tools/training_check_sites.py --wheel-dir /work/wheels --megatron-lm-dir /work/dl/megatron-lm-core_v0.16.1
+
+The files per release are the ones issue 28 counts (config construction, validation, parallel setup). Every
+site is kept: a site is "not knowable before start" only when what it tests is run-time state, named by the
+first matching entry of ``RUNTIME`` (the reason is written into the table); otherwise it is knowable, and it
+is covered when a training rule's evidence points at it (same package, release and file, within its statement).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# (framework package, distribution, release, archive kind, archive name, files/folders scanned)
+SCOPES = [
+    ("megatron", "megatron-core", "0.16.1", "wheel", "megatron_core-0.16.1-*.whl",
+     ["megatron/core/transformer/transformer_config.py", "megatron/core/model_parallel_config.py",
+      "megatron/core/distributed/", "megatron/core/optimizer/"]),
+    ("megatron", "megatron-lm", "core_v0.16.1", "dir", "megatron-lm", ["megatron/training/arguments.py"]),
+    ("deepspeed", "deepspeed", "0.19.8", "sdist", "deepspeed-0.19.8.tar.gz",
+     ["deepspeed/runtime/config.py", "deepspeed/runtime/zero/", "deepspeed/runtime/engine.py", "deepspeed/runtime/pipe/"]),
+    ("torchtitan", "torchtitan", "0.3.0", "wheel", "torchtitan-0.3.0-*.whl",
+     ["torchtitan/config/", "torchtitan/distributed/parallel_dims.py", "torchtitan/trainer.py",
+      "torchtitan/components/quantization/float8.py"]),
+    ("hf_trainer", "transformers", "5.24.0", "wheel", "transformers-5.24.0-*.whl", ["transformers/training_args.py"]),
+    ("hf_trainer", "accelerate", "1.15.0", "wheel", "accelerate-1.15.0-*.whl", ["accelerate/utils/dataclasses.py"]),
+    ("trl", "trl", "1.16.0", "wheel", "trl-1.16.0-*.whl", ["trl/trainer/grpo_config.py"]),
+]
+
+# Why a site cannot be known before the job starts: (regex over the enclosing function's name and the site's
+# condition and message, reason). First match wins; a site matching none is knowable from the job's settings.
+RUNTIME: list[tuple[str, str]] = [
+    (r"\bdef:(forward|backward|step|_step|zero_grad|train_batch|eval_batch|_exec_\w+|_aggregate_total_loss|"
+     r"allreduce\w*|_?reduce\w*|all_gather\w*|_?all_to_all\w*|start_grad_sync|finish_grad_sync|start_param_sync|"
+     r"finish_param_sync|register_grad_ready|_make_\w*hook\w*|\w*_hook|get_main_grads\w*|clip_grad\w*|"
+     r"scale_loss|update|_update_\w+|prefetch\w*|fetch_sub_module|release_sub_module|_unflatten\w*|"
+     r"_?partition\w*|_?gather\w*|_?get_\w*partition\w*|copy_\w+|_copy\w+|_release\w*|independent_gradient_\w+|"
+     r"average_tensor|_optimizer_step|_take_model_step|_param_\w+|_?reset\w*|fused_\w+|offload\w*|reload\w*|"
+     r"_?swap\w*|pipe_\w+|_?send\w*|_?recv\w*|_?exec\w*|get_\w+_grad\w*|_?assert_\w+|"
+     r"\w*_grad\w*|\w*buffer\w*|\w*bucket\w*|\w*_flat\w*)\b",
+     "runs inside a training / communication step, on tensors and buffers that exist only at run time"),
+    (r"\bdef:(save_checkpoint|load_checkpoint|_load_\w+|_save_\w+|\w*state_dict\w*|\w*checkpoint\w*|"
+     r"_get_\w*ckpt\w*|_?restore\w*)\b", "checkpoint save / load: depends on files written at run time"),
+    (r"\.(shape|numel\(|dtype|device|is_cuda|data_ptr|grad\b|requires_grad|storage|stride|size\(|nelement|"
+     r"element_size|ds_\w+)|\btorch\.is_tensor|\bisinstance\([^,]+,\s*(torch\.)?(nn\.)?(Parameter|Tensor|Module)",
+     "tests a tensor, parameter or module object the model builds at run time"),
+    (r"\b(dist\.|torch\.distributed|get_rank|get_world_size|process_group|parallel_state\.|mpu\.|_group\b|"
+     r"\bgroup\b|ProcessGroup|device_mesh|mesh\b|rank\b)", "reads process-group state created at run time"),
+    (r"\b(HAVE_\w+|is_te_min_version|is_torch_min_version|get_te_version|is_\w+_available|torch\.cuda|"
+     r"get_device_capability|importlib|version\.parse|packaging|ImportError|__version__|accelerator\.|"
+     r"get_accelerator|has_cuda_capability|has_rocm_capability)",
+     "depends on the installed packages or the device, not on the launch"),
+    (r"\b(os\.environ|os\.path|os\.getenv|Path\(|open\(|exists\(|isfile|isdir|listdir|glob)",
+     "reads files or environment variables of the machine it runs on"),
+    (r"\braise\s+NotImplementedError\b|\bNotImplementedError\b", "an unimplemented code path (NotImplementedError)"),
+    (r"^assert False\b|\bunreachable\b|\bshould not happen\b|\bshould never\b|\binternal\b",
+     "an internal invariant of the framework's own objects"),
+    (r"\b(optimizer|param_groups?|params\b|parameters\(\)|model\.|module\.|self\.model\b|self\.module\b|"
+     r"named_parameters|client_optimizer|lr_scheduler|dataloader|training_data|callable)",
+     "tests the model / optimizer / data objects the script passes in at run time"),
+]
+
+
+@dataclass
+class Site:
+    id: str
+    path: str
+    line: int
+    function: str
+    kind: str
+    message: str
+    condition: str
+    status: str = ""
+    covered_by: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"id": self.id, "path": self.path, "line": self.line, "function": self.function, "kind": self.kind,
+             "message": self.message[:200], "condition": self.condition[:200], "status": self.status}
+        if self.covered_by:
+            d["covered_by"] = self.covered_by
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+def _literal(node: ast.AST | None) -> str:
+    """The message text of a raise / assert: its string literals (f-strings with their fields as {..})."""
+    if node is None:
+        return ""
+    if isinstance(node, ast.Call):
+        return " ".join(_literal(a) for a in node.args[:1]) or (node.func.id if isinstance(node.func, ast.Name) else "")
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{..}" for v in node.values)
+    if isinstance(node, ast.BinOp):
+        return _literal(node.left) + _literal(node.right)
+    return ""
+
+
+def scan_source(text: str, path: str, package: str) -> list[Site]:
+    """Every ``raise`` / ``assert`` of ``text`` with its function, message and guarding condition."""
+    tree = ast.parse(text)
+    out: list[Site] = []
+    stem = re.sub(r"[^a-z0-9]+", "-", path.lower().removesuffix(".py")).strip("-")
+
+    def visit(node: ast.AST, func: list[str], conds: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, func + [child.name], [])
+                continue
+            if isinstance(child, ast.If):
+                test = ast.unparse(child.test)
+                for s in child.body:
+                    visit_stmt(s, func, conds + [test])
+                for s in child.orelse:
+                    visit_stmt(s, func, conds + [f"not ({test})"])
+                continue
+            visit_stmt(child, func, conds, descend=False)
+            visit(child, func, conds)
+
+    def visit_stmt(s: ast.AST, func: list[str], conds: list[str], descend: bool = True) -> None:
+        if isinstance(s, ast.Raise):
+            exc = s.exc
+            kind = (exc.func.id if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) else
+                    exc.id if isinstance(exc, ast.Name) else "raise")
+            out.append(Site(f"{package}-{stem}-{s.lineno}", path, s.lineno, ".".join(func) or "<module>",
+                            f"raise {kind}", _literal(exc), " and ".join(conds[-2:])))
+        elif isinstance(s, ast.Assert):
+            out.append(Site(f"{package}-{stem}-{s.lineno}", path, s.lineno, ".".join(func) or "<module>", "assert",
+                            _literal(s.msg), ast.unparse(s.test)))
+        if descend:
+            if isinstance(s, ast.If):
+                test = ast.unparse(s.test)
+                for x in s.body:
+                    visit_stmt(x, func, conds + [test])
+                for x in s.orelse:
+                    visit_stmt(x, func, conds + [f"not ({test})"])
+            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(s, func + [s.name], [])
+            else:
+                visit(s, func, conds)
+    visit(tree, [], [])
+    out.sort(key=lambda x: x.line)
+    return out
+
+
+def read_sources(kind: str, archive: Path, scanned: list[str]) -> dict[str, str]:
+    """path -> text for every .py under ``scanned`` in the wheel / sdist / folder."""
+    def wanted(p: str) -> bool:
+        return p.endswith(".py") and any(p == s or (s.endswith("/") and p.startswith(s)) for s in scanned)
+    out: dict[str, str] = {}
+    if kind == "wheel":
+        with zipfile.ZipFile(archive) as z:
+            for n in z.namelist():
+                if wanted(n):
+                    out[n] = z.read(n).decode("utf-8")
+    elif kind == "sdist":
+        with tarfile.open(archive) as t:
+            for m in t.getmembers():
+                rel = m.name.split("/", 1)[1] if "/" in m.name else m.name
+                if m.isfile() and wanted(rel):
+                    out[rel] = t.extractfile(m).read().decode("utf-8")
+    else:
+        for f in sorted(archive.rglob("*.py")):
+            rel = f.relative_to(archive).as_posix()
+            if wanted(rel):
+                out[rel] = f.read_text(encoding="utf-8")
+    return dict(sorted(out.items()))
+
+
+def rule_evidence() -> dict[tuple[str, str, str], list[tuple[int, str]]]:
+    """(package, release, path) -> [(line, rule id)] from every training rule's evidence."""
+    from kg.engine.rules import load_rules
+    rs, problems = load_rules("training")
+    if problems:
+        raise SystemExit(f"training rules do not load: {problems[0]}")
+    out: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    for r in rs.rules:
+        for e in r.evidence or []:
+            if e.get("role") == "changed":
+                continue
+            out.setdefault((e["package"], str(e["release"]), e["path"]), []).append((int(e["line"]), r.id))
+    return out
+
+
+def classify(sites: list[Site], text: str, package: str, release: str, evidence) -> None:
+    lines = text.splitlines()
+    for s in sites:
+        rules = sorted({rid for ln, rid in evidence.get((package, release, s.path), []) if abs(ln - s.line) <= 4})
+        if rules:
+            s.status, s.covered_by = "rule", rules
+            continue
+        src = lines[s.line - 1].strip() if s.line - 1 < len(lines) else ""
+        # what the check tests: its function, guarding condition and statement; the message only for the
+        # "internal invariant" wording (messages mention modules and paths that are not run-time objects)
+        hay = f"def:{s.function.split('.')[-1]} {s.condition} {src}"
+        for pattern, reason in RUNTIME:
+            if re.search(pattern, hay + (f" {s.message}" if "invariant" in reason else "")):
+                s.status, s.reason = "not_knowable", reason
+                break
+        else:
+            names = sorted(set(re.findall(r"(?:self|args|config|cfg)\.(\w+)", s.condition)))[:6]
+            s.status = "not_covered"
+            s.reason = ("no optkg rule reads " + ", ".join(names)) if names else "no optkg rule for this check"
+
+
+def build(wheel_dir: Path, megatron_lm_dir: Path | None) -> dict[str, dict]:
+    """table name -> the table (package, release, scanned files, counts, sites)."""
+    import yaml  # noqa: F401  (the writer below uses it)
+    evidence = rule_evidence()
+    tables = {}
+    for fw, package, release, kind, name, scanned in SCOPES:
+        archive = megatron_lm_dir if kind == "dir" else next(iter(sorted(wheel_dir.glob(name))), None)
+        if archive is None or not Path(archive).exists():
+            raise SystemExit(f"{package} {release}: {name} not found (pip download {package}=={release} --no-deps)")
+        sites: list[Site] = []
+        for path, text in read_sources(kind, Path(archive), scanned).items():
+            found = scan_source(text, path, package)
+            classify(found, text, package, release, evidence)
+            sites += found
+        tables[f"{fw}/{package}-{release}"] = {"framework": fw, "package": package, "release": release,
+                                                "scanned": scanned, "sites": [s.to_dict() for s in sites]}
+    return tables
+
+
+def write(tables: dict[str, dict]) -> list[Path]:
+    import yaml
+    written = []
+    for key, t in tables.items():
+        fw, stem = key.split("/")
+        p = ROOT / "kg" / "frameworks" / fw / "checks" / f"{stem}.yaml"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        head = (f"# Generated by tools/training_check_sites.py from {t['package']} {t['release']} (do not edit): every\n"
+                "# raise / assert in the scanned files, with what covers it (status: rule, not_knowable, not_covered).\n")
+        p.write_text(head + yaml.safe_dump(t, sort_keys=False, width=120, allow_unicode=True), encoding="utf-8")
+        written.append(p)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wheel-dir", type=Path, default=Path("/work/wheels"))
+    ap.add_argument("--megatron-lm-dir", type=Path, default=Path("/work/dl/megatron-lm-core_v0.16.1"))
+    a = ap.parse_args(argv)
+    tables = build(a.wheel_dir, a.megatron_lm_dir)
+    for p in write(tables):
+        print(f"wrote {p.relative_to(ROOT)}")
+    from kg.output.training_checks_doc import render
+    doc = ROOT / "docs" / "training-checks.md"
+    doc.write_text(render(), encoding="utf-8")
+    print(f"wrote {doc.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
