@@ -151,3 +151,20 @@ def test_sglang_without_context_length_holds_the_context_limit_rule():
     d = json.loads(out)
     assert "max-model-len-exceeds-max-position-embeddings" not in {x["rule_id"] for x in d["not_evaluable"]}
     assert d["derived"]["max_model_len_effective"] == d["derived"]["max_model_len_limit"] == 40960
+
+
+def test_the_demo_leaves_the_user_only_facts_they_can_give(cli):
+    """vLLM picks the attention backend (and the block size) itself, among those whose validation passes (vllm
+    0.34.0 platforms/cuda.py:494-520): rules about a refused explicit choice hold when the stack makes none, instead
+    of asking for attention_backend / block_size. What is left has a way to give it."""
+    code, out, err = cli("check", "examples/qwen3-235b-tp8.yaml", "--format", "json")
+    assert code in (0, 1), err
+    d = json.loads(out)
+    needs = sorted({n for u in d["not_evaluable"] for n in u["needs"]})
+    assert needs == ["prefix_reuse_ratio"]
+    assert set(d["how_to_give"]) == set(needs)
+    # an explicit backend the model cannot run is still refused (Phi-3-mini: head_dim 96 on FLASHINFER)
+    code, out, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --attention-backend FLASHINFER "
+                       "--block-size 48", "--gpu", "H200", "--count", "8", "--format", "json")
+    ids = {f["rule_id"] for f in json.loads(out)["findings"]}
+    assert "flashinfer-head-size" not in ids  # head_dim 128 is supported: held

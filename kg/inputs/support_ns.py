@@ -12,7 +12,8 @@ Facts added (each only when its inputs are known):
   rank is that large);
 - ``has_softcapping``: the model sets ``attn_logit_softcapping`` (a positive number);
 - ``model_uses_sparse_attention``: config.json has ``index_topk`` (DeepSeek sparse attention; vLLM's ``use_sparse``);
-- ``attention_backend_set``: the stack names an attention backend;
+- ``attention_backend_set``: the stack names an attention backend; ``block_size_set``: it names a KV block size
+  (without them vLLM picks a backend, and a block size, its validation accepts: the facts the refusal rules need);
 - ``attention_backend_effective``: the ``attention_backend`` setting upper-cased, else on the vLLM V0 engine
   with an NVIDIA GPU of compute capability < 8.0 ``XFORMERS`` (FlashAttention-2 needs Ampere:
   vLLM 0.6.5 ``vllm/attention/selector.py:216-220``), else absent (the default is not modelled);
@@ -39,6 +40,7 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         out["model_uses_sparse_attention"] = getattr(m, "index_topk", None) is not None
     backend = ns.get("attention_backend")
     out["attention_backend_set"] = bool(backend)
+    out["block_size_set"] = "block_size" in stack.settings
     if backend:
         out["attention_backend_effective"] = str(backend).upper()
     elif stack.engine == "vllm" and ns.get("engine_uses_v0"):
