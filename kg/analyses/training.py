@@ -389,6 +389,20 @@ def _finding(f: Firing, ns: Mapping[str, Any], framework: str, catalog=None) -> 
                    tags=list(r.tags or []), rule_file=r.file, rule_line=r.line, coupling=coupling)
 
 
+def _generated_finding(g: Mapping[str, Any]) -> Finding:
+    """A check generated from the framework's released source that fires on the job (kg/frameworks/<name>/checks)."""
+    said = g["message"] if g["message"] and not g["message"].startswith(("not ", "(")) else f"assert {g['message']} fails"
+    return Finding(rule_id=g["rule_id"], title=f"{g['package']} {g['release']} refuses this configuration at startup",
+                   severity="error", message=f"{said} ({g['values']})", techniques=[], facts={},
+                   numbers={}, cost_dimension="compute", from_dimension="compute", coordinates=[],
+                   mechanism=f"generated from {g['path']}:{g['line']}: raises when {g['expr']}", fixes=[], fix="",
+                   sources=[{"title": f"{g['package']} {g['release']} {g['path']}:{g['line']}",
+                             "url": f"https://github.com/NVIDIA/Megatron-LM/blob/core_v{g['release'].removeprefix('core_v')}/"
+                                    f"{g['path']}#L{g['line']}"}],
+                   tags=["training", "startup-error", "generated"], rule_file=g.get("table", ""), rule_line=g["line"],
+                   coupling=None)
+
+
 def _reason(f: Firing) -> str:
     return f.reason.replace("the stack's engine is", "the job's framework is") \
         .replace("no engine version given", "no framework version given")
@@ -422,6 +436,8 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
     firings, ns, derived = evaluate_training(job, rules, catalog)
     notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}
     findings = [_finding(f, ns, job.framework, catalog) for f in firings if f.fired and f.rule.id not in notes_only]
+    generated = framework_of(job.framework).generated_checks(job)
+    findings += [_generated_finding(g) for g in generated]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     stack = {"name": job.name, "framework": job.framework, "framework_version": job.framework_version,
              "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
@@ -429,6 +445,7 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
              "techniques": list(ns.get("techniques") or [])}
     outcomes = {k: sum(f.outcome == k for f in firings) for k in ("fired", "held", "not_evaluable", "not_applicable")}
     outcomes["fired"] -= len(notes_only)
+    outcomes["fired"] += len(generated)
     not_evaluable = [{"rule_id": f.rule.id, "missing": list(f.missing), "needs": list(f.missing), "reason": _reason(f)}
                      for f in firings if f.outcome == "not_evaluable"]
     in_effect = [{"rule_id": f.rule.id, "coupling": f.rule.coupling, "message": f.message,

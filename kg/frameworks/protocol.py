@@ -166,6 +166,11 @@ class TrainingFramework:
         """The framework's own estimator for this job (report key -> values with source and formula)."""
         return {}
 
+    def generated_checks(self, job: Any) -> list[dict[str, Any]]:
+        """The framework's own startup checks, generated from its released source, that fire on ``job``:
+        [{rule_id, path, line, package, release, message, expr, values}]."""
+        return []
+
     def check_tables(self) -> list[Path]:
         """Generated check tables of this framework (beside its package, one per pinned release)."""
         import sys

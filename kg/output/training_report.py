@@ -184,7 +184,9 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
             out.append(f"      fix: {f['fix']}")
         for s in (f.get("sources") or [])[:3]:
             out.append(f"      source: {s.get('title')} <{s.get('url')}>")
-        if f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
+        if "generated" in (f.get("tags") or []):  # a check generated from the framework's released source
+            out.append(f"      generated: {repo_path(f.get('rule_file', ''))} (site {f['rule_id']})")
+        elif f.get("coupling") and not f.get("rule_line"):  # generated from a catalog coupling
             out.append(f"      coupling: {f['coupling']} ({repo_path(f.get('rule_file', ''))})")
         else:
             out.append(f"      rule: {repo_path(f.get('rule_file', ''))}:{f.get('rule_line')}"

@@ -42,6 +42,10 @@ class Megatron(TrainingFramework):
                           "routed experts /EP",
                 "schedule": "1F1B", "schedule_interleaved": "interleaved 1F1B"}
 
+    def generated_checks(self, job: Any) -> list[dict[str, Any]]:
+        from kg.frameworks.megatron.generated import findings
+        return findings(job)
+
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         from kg.frameworks.megatron.memory import theoretical_cross_check
         return {"megatron_theoretical": theoretical_cross_check(job, shape, parallel)}

@@ -119,6 +119,8 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
         job.set(target, val, w)
 
     walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
+    from kg.inputs.training.argv import raw_flags
+    job.native = raw_flags(cmd.args)
     if "num_query_groups" in job.settings and not gqa["on"]:
         # Megatron ignores --num-query-groups without --group-query-attention (arguments.py)
         job.notes.append("--num-query-groups without --group-query-attention: Megatron uses num_query_groups = num_attention_heads")

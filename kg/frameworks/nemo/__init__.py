@@ -26,4 +26,10 @@ class NeMo(Megatron):
         return (load_nemo_rl if is_nemo_rl_config(doc.data) else load_automodel)(Path(path), job, resolver)
 
 
+    def generated_checks(self, job: Any) -> list[dict[str, Any]]:
+        # NeMo builds megatron-core's configs (their __post_init__ checks run) but not Megatron-LM's argparse
+        from kg.frameworks.megatron.generated import findings
+        return findings(job, ("megatron-core",))
+
+
 FRAMEWORKS = (NeMo(),)

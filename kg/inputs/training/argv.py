@@ -179,3 +179,23 @@ def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callab
         elif kind == "false":
             apply(target, False, name)
         i += 1
+
+
+def raw_flags(args: list[str]) -> dict[str, Any]:
+    """``--flag value`` / ``--flag=value`` / bare ``--switch`` (True) as argparse would see them; the last wins."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        t = args[i]
+        if t.startswith("--") and len(t) > 2:
+            name, eq, val = t.partition("=")
+            if eq:
+                out[name] = val
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out[name] = args[i + 1]
+                i += 1
+            else:
+                out[name] = True
+        i += 1
+    return out
+

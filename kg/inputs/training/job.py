@@ -178,6 +178,9 @@ class TrainingJob:
     unknown: set[str] = field(default_factory=set)
     source: str = ""
     name: str = ""
+    # the framework's own arguments as the command gave them (flag -> raw value, True for a bare switch), for the
+    # checks a framework package generates from its released source
+    native: dict[str, Any] = field(default_factory=dict)
 
     def set(self, name: str, value: Any, where: str) -> None:
         """Set a canonical setting after checking its type; unknown names are a bug of the reader."""

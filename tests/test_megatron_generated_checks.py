@@ -1,0 +1,108 @@
+"""Megatron's mechanical startup checks generated from its released source (kg/frameworks/megatron/checks/,
+tools/megatron_generated_checks.py) and evaluated on jobs: they fire with Megatron's own message and path:line
+where Megatron refuses, and stay silent on Megatron's own published launches."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from kg.frameworks.megatron.generated import findings, rows
+from kg.inputs.modelcfg import resolve_model
+from kg.inputs.training import parse_training_command
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import megatron_generated_checks as gen  # noqa: E402
+
+
+def _fired(cmd: str, model: str | None = None) -> dict[tuple[str, int], dict]:
+    job = parse_training_command(cmd, model=resolve_model(model) if model else None)
+    return {(f["path"].rsplit("/", 1)[-1], f["line"]): f for f in findings(job)}
+
+
+def test_bf16_and_fp16_together_is_refused_where_megatron_refuses_it():
+    got = _fired("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8 --bf16 --fp16 "
+                 "--micro-batch-size 1 --seq-length 4096", "meta-llama/Llama-3.1-8B")
+    assert set(got) == {("transformer_config.py", 916), ("arguments.py", 703), ("arguments.py", 712)}
+    assert got[("transformer_config.py", 916)]["message"].startswith("Only one of self.fp16")
+    assert got[("arguments.py", 703)]["values"] == "bf16 = True, fp16 = True"
+
+
+@pytest.mark.parametrize("flags,site,message", [
+    ("--use-torch-fsdp2 --pipeline-model-parallel-size 2", 608, "--use-torch-fsdp2 is not supported with pipeline"),
+    ("--overlap-param-gather --overlap-grad-reduce", 598, "--overlap-param-gather only supported with distributed"),
+    ("--optimizer-cpu-offload --use-distributed-optimizer", 1191, "The optimizer cpu offload must be used in conjunction"),
+    ("--context-parallel-size 2 --seq-length 4095", 818, "seq-length should be a multiple of 2 * context-parallel-size"),
+])
+def test_mechanical_checks_of_validate_args(flags, site, message):
+    got = _fired(f"torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --seq-length 4096 {flags}",
+                 "meta-llama/Llama-3.1-8B")
+    assert ("arguments.py", site) in got and got[("arguments.py", site)]["message"].startswith(message), sorted(got)
+
+
+RUN_TABLE_1 = {  # NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh: TP, PP, MBS, GBS, layers, h, heads, nodes
+    "39B": (8, 2, 4, 1536, 48, 8192, 64, 64, ""), "76B": (8, 4, 2, 1792, 60, 10240, 80, 128,
+                                                          "--num-layers-per-virtual-pipeline-stage 5"),
+    "145B": (8, 8, 2, 2304, 80, 12288, 96, 192, "--num-layers-per-virtual-pipeline-stage 5"),
+    "310B": (8, 16, 1, 2160, 96, 16384, 128, 240, "--num-layers-per-virtual-pipeline-stage 3"),
+    "530B": (8, 35, 1, 2520, 105, 20480, 128, 315, "--num-layers-per-virtual-pipeline-stage 1"),
+    "1T": (8, 64, 1, 3072, 128, 25600, 160, 384, ""),
+}
+
+
+@pytest.mark.parametrize("size", sorted(RUN_TABLE_1))
+def test_megatrons_own_published_launches_raise_nothing(size):
+    tp, pp, mbs, gbs, layers, h, heads, nodes, extra = RUN_TABLE_1[size]
+    cmd = (f"torchrun --nproc_per_node 8 --nnodes {nodes} pretrain_gpt.py --tensor-model-parallel-size {tp} "
+           f"--pipeline-model-parallel-size {pp} --micro-batch-size {mbs} --global-batch-size {gbs} --num-layers {layers} "
+           f"--hidden-size {h} --num-attention-heads {heads} --seq-length 2048 --max-position-embeddings 2048 "
+           f"--train-iters 500 --lr 0.0001 --min-lr 0.00001 --lr-decay-style cosine --fp16 --loss-scale 8192 {extra}")
+    assert _fired(cmd) == {}
+
+
+def test_megatron_examples_llama3_8b_fp8_and_gpt3_175b_raise_nothing():
+    # NVIDIA/Megatron-LM core_v0.16.1 examples/llama/train_llama3_8b_h100_fp8.sh (its MODEL_ARGS and TRAINING_ARGS)
+    llama = ("torchrun --nproc_per_node 8 pretrain_gpt.py --use-mcore-models --num-layers 32 --hidden-size 4096 "
+             "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+             "--kv-channels 128 --seq-length 8192 --max-position-embeddings 8192 --position-embedding-type rope "
+             "--rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 --hidden-dropout 0.0 --swiglu "
+             "--init-method-std 0.0134 --attention-backend fused --apply-layernorm-1p "
+             "--untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 1 --global-batch-size 128 "
+             "--lr 0.00015 --min-lr 0.00001 --decoupled-lr 5.0e-4 --decoupled-min-lr 4.5e-5 --lr-decay-style cosine "
+             "--clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 "
+             "--cross-entropy-loss-fusion --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 "
+             "--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max")
+    assert _fired(llama) == {}
+    # examples/gpt3/train_gpt3_175b_distributed.sh on 16 nodes (its own NUM_NODES=1 cannot hold TP 8 x PP 16)
+    gpt3 = ("torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --num-layers 96 --hidden-size 12288 "
+            "--num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048 --attention-backend auto "
+            "--micro-batch-size 1 --global-batch-size 1536 --train-iters 500000 --weight-decay 0.1 --adam-beta1 0.9 "
+            "--adam-beta2 0.95 --init-method-std 0.006 --clip-grad 1.0 --fp16 --lr 6.0e-5 --lr-decay-style cosine "
+            "--min-lr 6.0e-6 --lr-warmup-fraction .001 --lr-decay-iters 430000 --tensor-model-parallel-size 8 "
+            "--pipeline-model-parallel-size 16")
+    assert _fired(gpt3) == {}
+
+
+def test_a_check_after_an_assignment_to_what_it_reads_is_not_generated():
+    src = ("def validate_args(args):\n"
+           "    assert args.a % args.b == 0, 'a by b'\n"
+           "    if args.c is None:\n"
+           "        args.b = 4\n"
+           "    assert args.a % args.b == 0, 'again'\n"
+           "    if args.d and not args.e:\n"
+           "        raise ValueError('d needs e')\n")
+    func = gen.find_function(src, "validate_args")
+    got = gen.function_rows(func, {}, set())
+    assert set(got) == {2, 7}  # line 5 reads b after line 4 may have rewritten it
+    assert got[7]["expr"] == "(truthy(d) and (not truthy(e)))"
+    assert got[2]["expr"] == "(not ((a % b) == 0))"
+    ast.parse(got[7]["expr"], mode="eval")
+
+
+def test_every_generated_row_names_a_site_of_the_release():
+    assert len(rows()) >= 100
+    for r in rows():
+        assert r["package"] in ("megatron-core", "megatron-lm") and r["line"] > 0 and r["expr"]
