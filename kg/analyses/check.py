@@ -34,6 +34,7 @@ from kg.inputs.stack import Stack
 from kg.analyses.kv_actual import STORED_KV_DTYPE, stored_kv_capacity
 from kg.analyses.v0_capacity import apply_v0_blocks, uses_v0
 from kg.analyses.sglang_capacity import sglang_capacity
+from kg.analyses.checkpointfacts import apply_checkpoint_size, relabel_weights_line
 from kg.analyses.weightfacts import compute_capability, dtype_facts, weight_quant_facts
 from kg.inputs.support_ns import support_namespace
 
@@ -233,6 +234,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             derived["weight_bytes_per_gpu_estimate"] = round(weights)
             derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m, scheme=scheme))
             derived["weights_exceed_gpu_memory"] = weights > derived["gpu_memory_usable_bytes"]
+            weights = apply_checkpoint_size(stack, derived, weights)  # model.safetensors(.index.json) when present
         budget = None
         if ns.get("kv_budget_gib") is not None:
             budget = float(ns["kv_budget_gib"]) * GIB
@@ -243,10 +245,12 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             budget = float(ns["kv_cache_memory_bytes"])
             derived["kv_budget_source"] = "given (--kv-cache-memory-bytes)"
         elif mem is not None:
-            sb = stack_budget(stack, ns, m, mem, util, util_source, derived["weight_bytes_per_gpu_estimate"], tp,
+            sb = stack_budget(stack, ns, m, mem, util, util_source, derived.get(
+                "weight_bytes_per_gpu_checkpoint", derived["weight_bytes_per_gpu_estimate"]), tp,
                               derived.get("draft_weight_bytes_per_gpu_estimate", 0))
             budget = sb.kv_bytes
             derived["kv_budget_breakdown"] = [dict(x.__dict__) for x in sb.lines]
+            relabel_weights_line(derived)
             derived["kv_budget_error_bytes"] = round(sb.error_bytes)
             derived["kv_budget_source"] = sb.source_text()
         plan = None

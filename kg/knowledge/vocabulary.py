@@ -108,6 +108,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "structured_outputs_backend": ("string", "structured-output (guided decoding) backend: xgrammar, guidance, outlines, ..."),
     "kv_cache_type": ("string", "TensorRT-LLM trtllm-build --kv_cache_type: paged, continuous or disabled"),
     "disable_cascade_attn": ("boolean", "vLLM --disable-cascade-attn (V1 cascade attention off)"),
+    "lmdeploy_backend": ("string", "LMDeploy --backend: turbomind or pytorch (TurboMind falls back to PyTorch for "
+                                   "architectures it does not support)"),
     "sglang_enable_spec_v2": ("boolean", "SGLANG_ENABLE_SPEC_V2 set: SGLang overlap speculative decoding (spec v2)"),
     "distributed_executor_backend": ("string", "vLLM --distributed-executor-backend: mp, ray, uni, external_launcher"),
     "allow_long_max_model_len": ("boolean", "VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set"),

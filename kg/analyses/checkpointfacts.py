@@ -1,0 +1,57 @@
+"""The checkpoint's own size beside optkg's weight estimate (kg.inputs.checkpoint_index), for check.
+
+When the model folder (or its Hugging Face cache snapshot) holds ``model.safetensors.index.json`` (or one
+``model.safetensors``), the bytes it stores replace the estimate for the fit decision and the KV budget: the
+estimate's split over the GPUs (tensor / pipeline / expert shards, replicated parts) is kept and scaled by
+checkpoint total / estimated total. The estimate stays in the report beside it; a note says which was used.
+The checkpoint counts every tensor it stores, including ones an engine may skip (MTP layers without speculative
+decoding, a vision tower with --language-model-only), so it can only make the weights larger than loaded.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kg.inputs.checkpoint_index import checkpoint_size
+from kg.inputs.stack import Stack
+
+GIB = 1024 ** 3
+CHECKPOINT_BASIS = "weights per GPU from the checkpoint (the estimate's split x checkpoint / estimated total)"
+
+
+def apply_checkpoint_size(stack: Stack, derived: dict[str, Any], weights: float) -> float:
+    """The weights per GPU to use: ``weights`` (the estimate), or the checkpoint-scaled value when the model's
+    folder has one; fills ``weight_bytes_total_checkpoint``, ``weight_bytes_per_gpu_checkpoint``,
+    ``weight_checkpoint_file`` and re-decides ``weights_exceed_gpu_memory``. ``weight_bytes_per_gpu`` /
+    ``weight_bytes_total`` / ``weight_bytes_source`` are the values used (the rules' numbers read them)."""
+    derived["weight_bytes_per_gpu"] = derived["weight_bytes_per_gpu_estimate"]  # the values the rules read
+    derived["weight_bytes_total"] = derived.get("weight_bytes_total_estimate")
+    derived["weight_bytes_source"] = "estimate"
+    m = stack.model
+    ck, note = checkpoint_size(m.source if m is not None else "")
+    if note and note not in stack.notes:
+        stack.notes.append(note)
+    est_total = float(derived.get("weight_bytes_total_estimate") or 0)
+    if ck is None or est_total <= 0:
+        return weights
+    per_gpu = weights * ck.total_bytes / est_total
+    derived["weight_bytes_total_checkpoint"] = ck.total_bytes
+    derived["weight_bytes_per_gpu_checkpoint"] = round(per_gpu)
+    derived["weight_checkpoint_file"] = ck.path
+    derived.update(weight_bytes_per_gpu=round(per_gpu), weight_bytes_total=ck.total_bytes,
+                   weight_bytes_source=f"checkpoint ({ck.how})")
+    derived["weights_exceed_gpu_memory"] = per_gpu > derived["gpu_memory_usable_bytes"]
+    stack.notes.append(
+        f"weights from the checkpoint: {ck.how} of {ck.path} = {ck.total_bytes / GIB:,.2f} GiB (optkg's estimate "
+        f"{est_total / GIB:,.2f} GiB); {per_gpu / GIB:,.2f} GiB per GPU (estimate {weights / GIB:,.2f}) is what the "
+        "fit decision and the KV budget use; the checkpoint counts every stored tensor, also ones the engine may skip")
+    return per_gpu
+
+
+def relabel_weights_line(derived: dict[str, Any]) -> None:
+    """The budget breakdown's weights line says it came from the checkpoint when it did."""
+    if "weight_bytes_per_gpu_checkpoint" not in derived:
+        return
+    for line in derived.get("kv_budget_breakdown") or []:
+        if line.get("name") == "weights":
+            line["basis"] = CHECKPOINT_BASIS
+            line["source"] = str(derived.get("weight_checkpoint_file"))
