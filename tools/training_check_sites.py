@@ -55,8 +55,13 @@ RUNTIME: list[tuple[str, str]] = [
      r"_?swap\w*|pipe_\w+|_?send\w*|_?recv\w*|_?exec\w*|get_\w+_grad\w*|_?assert_\w+|"
      r"\w*_grad\w*|\w*buffer\w*|\w*bucket\w*|\w*_flat\w*)\b",
      "runs inside a training / communication step, on tensors and buffers that exist only at run time"),
-    (r"\bdef:(save_checkpoint|load_checkpoint|_load_\w+|_save_\w+|\w*state_dict\w*|\w*checkpoint\w*|"
-     r"_get_\w*ckpt\w*|_?restore\w*)\b", "checkpoint save / load: depends on files written at run time"),
+    (r"\bdef:(save_checkpoint|load_checkpoint|_?load_\w+|_save_\w+|\w*state_dict\w*|\w*checkpoint\w*|"
+     r"_get_\w*ckpt\w*|_?restore\w*|\w*parameter_state\w*|sharded_\w+)\b",
+     "checkpoint save / load: depends on files and state written at run time"),
+    (r"\bqual:\S*(ParamAndGradBuffer|ParamAndGradBucketGroup|DataParallelBuffer|\w*Allocator|\w*Bucket\w*)\.|"
+     r"\bdef:(_build_model_\w+|_init_optimizer_named_parameters|make_fsdp_dtensor|_get_fsdp_tensor_spec|"
+     r"get_mem_alloc_context|_dtype_size)\b",
+     "the framework's gradient / parameter buffers, built at run time from the model's parameters"),
     (r"\.(shape|numel\(|dtype|device|is_cuda|data_ptr|grad\b|requires_grad|storage|stride|size\(|nelement|"
      r"element_size|ds_\w+)|\btorch\.is_tensor|\bisinstance\([^,]+,\s*(torch\.)?(nn\.)?(Parameter|Tensor|Module)",
      "tests a tensor, parameter or module object the model builds at run time"),
@@ -214,7 +219,7 @@ def classify(sites: list[Site], text: str, package: str, release: str, evidence)
         src = lines[s.line - 1].strip() if s.line - 1 < len(lines) else ""
         # what the check tests: its function, guarding condition and statement; the message only for the
         # "internal invariant" wording (messages mention modules and paths that are not run-time objects)
-        hay = f"def:{s.function.split('.')[-1]} {s.condition} {src}"
+        hay = f"def:{s.function.split('.')[-1]} qual:{s.function}. {s.condition} {src}"
         for pattern, reason in RUNTIME:
             if re.search(pattern, hay + (f" {s.message}" if "invariant" in reason else "")):
                 s.status, s.reason = "not_knowable", reason
