@@ -2,6 +2,8 @@
 own indent plus four spaces; ``unwrap`` joins such continuations back onto their line."""
 from __future__ import annotations
 
+import pytest
+
 
 def unwrap(text: str, width: int = 100) -> str:
     out: list[str] = []
@@ -14,3 +16,16 @@ def unwrap(text: str, width: int = 100) -> str:
         out.append(line)
         lead = ind
     return "\n".join(out)
+
+
+@pytest.fixture
+def cli():
+    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions); a test module
+    that asserts on report text imports it in place of conftest's ``cli``."""
+    from conftest import run_cli
+
+    def run(*argv):
+        code, out, err = run_cli(*argv)
+        return code, unwrap(out), err
+    return run
+

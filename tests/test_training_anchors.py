@@ -10,16 +10,7 @@ from kg.inputs.modelcfg import resolve_model
 from kg.inputs.training import parse_training_command
 
 
-@pytest.fixture
-def cli():
-    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
-    from conftest import run_cli
-    from report_text import unwrap
-
-    def run(*argv):
-        code, out, err = run_cli(*argv)
-        return code, unwrap(out), err
-    return run
+from report_text import cli  # noqa: E402,F401  (the CLI with the report's wrapping undone)
 
 
 _spec = importlib.util.spec_from_file_location("training_anchors", Path(__file__).parent / "bench" / "training_anchors.py")

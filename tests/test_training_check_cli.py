@@ -6,16 +6,7 @@ import pytest
 from conftest import REPO
 
 
-@pytest.fixture
-def cli():
-    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
-    from conftest import run_cli
-    from report_text import unwrap
-
-    def run(*argv):
-        code, out, err = run_cli(*argv)
-        return code, unwrap(out), err
-    return run
+from report_text import cli  # noqa: E402,F401  (the CLI with the report's wrapping undone)
 
 
 JOB_70B = ("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py --tensor-model-parallel-size 8 "

@@ -8,16 +8,7 @@ from kg.core.errors import OptkgError
 from kg.inputs.training import parse_training_command
 
 
-@pytest.fixture
-def cli():
-    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
-    from conftest import run_cli
-    from report_text import unwrap
-
-    def run(*argv):
-        code, out, err = run_cli(*argv)
-        return code, unwrap(out), err
-    return run
+from report_text import cli  # noqa: E402,F401  (the CLI with the report's wrapping undone)
 
 
 ACC = ("accelerate launch --num_processes 8 {flags} train.py --max_seq_length 4096 --per_device_train_batch_size 2")

@@ -5,16 +5,7 @@ import json
 import pytest
 
 
-@pytest.fixture
-def cli():
-    """The in-process CLI with the text report's 100-column wrapping undone (substring assertions)."""
-    from conftest import run_cli
-    from report_text import unwrap
-
-    def run(*argv):
-        code, out, err = run_cli(*argv)
-        return code, unwrap(out), err
-    return run
+from report_text import cli  # noqa: E402,F401  (the CLI with the report's wrapping undone)
 
 
 DS = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 16,

@@ -131,20 +131,19 @@ def scan_source(text: str, path: str, package: str) -> list[Site]:
 
     def visit(node: ast.AST, func: list[str], conds: list[str]) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, func + [child.name], [])
-                continue
-            if isinstance(child, ast.If):
-                test = ast.unparse(child.test)
-                for s in child.body:
-                    visit_stmt(s, func, conds + [test])
-                for s in child.orelse:
-                    visit_stmt(s, func, conds + [f"not ({test})"])
-                continue
-            visit_stmt(child, func, conds, descend=False)
-            visit(child, func, conds)
+            visit_stmt(child, func, conds)
 
-    def visit_stmt(s: ast.AST, func: list[str], conds: list[str], descend: bool = True) -> None:
+    def visit_stmt(s: ast.AST, func: list[str], conds: list[str]) -> None:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            visit(s, func + [s.name], [])
+            return
+        if isinstance(s, ast.If):
+            test = ast.unparse(s.test)
+            for x in s.body:
+                visit_stmt(x, func, conds + [test])
+            for x in s.orelse:
+                visit_stmt(x, func, conds + [f"not ({test})"])
+            return
         if isinstance(s, ast.Raise):
             exc = s.exc
             kind = (exc.func.id if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) else
@@ -154,17 +153,7 @@ def scan_source(text: str, path: str, package: str) -> list[Site]:
         elif isinstance(s, ast.Assert):
             out.append(Site(f"{package}-{stem}-{s.lineno}", path, s.lineno, ".".join(func) or "<module>", "assert",
                             _literal(s.msg), ast.unparse(s.test)))
-        if descend:
-            if isinstance(s, ast.If):
-                test = ast.unparse(s.test)
-                for x in s.body:
-                    visit_stmt(x, func, conds + [test])
-                for x in s.orelse:
-                    visit_stmt(x, func, conds + [f"not ({test})"])
-            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(s, func + [s.name], [])
-            else:
-                visit(s, func, conds)
+        visit(s, func, conds)
     visit(tree, [], [])
     out.sort(key=lambda x: x.line)
     return out
