@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench fuzz export docs evidence install graphviz chromium clean
+.PHONY: demo test bench bench-sweep fuzz export docs evidence install graphviz chromium clean accuracy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,speed,ray]'
 	touch $(STAMP)
 
 graphviz:
@@ -41,9 +41,18 @@ bench: install
 	$(BIN)/python tests/bench/run_bench.py
 	$(BIN)/python tests/bench/training_anchors.py
 
+# a 10^5-combination rules-only sweep through worker processes and a local Ray: identical results, both rates
+bench-sweep: install
+	$(BIN)/python tests/bench/sweep_scale.py
+
 # property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
 fuzz: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
+
+# optkg's serving speed against aiconfigurator-core's measured rows (silicon_sample.csv), beside the bare
+# estimator, on the train and the held-out split (tools/accuracy/split.csv): writes docs/speed-accuracy.md
+accuracy: install
+	$(BIN)/python tools/accuracy/run.py
 
 export: install
 	$(BIN)/optkg export --all

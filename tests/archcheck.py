@@ -9,7 +9,7 @@ files must stay cheap (kg/__init__.py imports nothing heavy at import time), and
 their own imports like any module's.
 
 Layers (docs/architecture.md): core 0 < engine 1 < knowledge 2 < inputs 3 = frameworks 3 (one package per
-training framework: it reads their inputs) < derive 4 < engines 5 (one package per serving engine) < analyses 6 <
+training framework: it reads their inputs) < derive 4 < engines 5 (one package per serving engine) < analyses 6 = speed 6 (serving speed) <
 output 7 < kg/__init__ 8 < cli 9; a module may import its own layer or lower ones, and nothing outside kg.cli
 imports kg.cli.
 
@@ -36,7 +36,7 @@ import networkx as nx
 # kg.frameworks (one package per training framework) reads inputs and declares memory terms: the inputs rank;
 # kg.engines (one package per serving engine) sizes budgets and KV plans: above kg.derive, below the analyses
 RANKS = {"core": 0, "engine": 1, "knowledge": 2, "inputs": 3, "frameworks": 3, "derive": 4, "engines": 5,
-         "analyses": 6, "output": 7, "cli": 9}
+         "analyses": 6, "speed": 6, "output": 7, "cli": 9}
 API_RANK = 8  # kg/__init__.py
 MAX_LINES = 800
 MAX_FUNCTION_LINES = 120  # kg/analyses/: an analysis is a short pipeline over smaller steps

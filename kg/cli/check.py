@@ -41,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="allow overwriting existing output files")
     from kg.cli.check_training import add_arguments as add_training_arguments
     add_training_arguments(p)
+    from kg.speed.workload import add_workload_arguments
+    add_workload_arguments(p)
+    p.add_argument("--no-speed", action="store_true",
+                   help="leave out the Speed section (TTFT / ITL / tokens/s from aiconfigurator-core)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if wants_training(args):
         return run_training(args, catalog)
     rules = kg.load_rules("check", args.rules)
+    from kg.speed.workload import workload_from_args
+    workload = None if args.no_speed else workload_from_args(args)
     stacks = stacks_from_args(args, catalog, unknown_gpu_ok=True)
     if len(stacks) > 1 and (args.write_baseline or args.diagram):
         raise OptkgError(f"{args.stack}: --write-baseline/--diagram take one stack; the file describes {len(stacks)}")
@@ -110,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         d = report.to_dict(explain=args.explain)
         from kg.analyses.givers import annotate
         annotate(d, catalog)  # how to give each fact a rule could not be evaluated without
+        if workload is not None and stack.model is not None:
+            from kg.speed.serving import speed_for_stack
+            d["speed"] = speed_for_stack(stack, d, workload)
         d["findings"], d["suppressed"] = apply_filters(d["findings"], args.select, args.ignore, args.baseline,
                                                        rules_dir=args.rules)
         for f in d["findings"]:

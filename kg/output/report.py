@@ -169,6 +169,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                                                           " and no sliding-window layers")
                 out.append(_wrap(f"impossible here ({why})", " " * 45, first=f"  {'DCP':<42} "))
     out.extend(_effective_lines(d, refs, verbose))
+    if d.get("speed"):
+        from kg.output.speed_report import speed_lines
+        out.extend(speed_lines(d["speed"], _wrap))
     out.append("")
     fs = d["findings"]
     unknown = d.get("not_evaluable") or []

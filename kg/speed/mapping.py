@@ -1,0 +1,92 @@
+"""How each serving engine's settings become the estimator's terms: one entry per engine in ``ENGINES``
+(a table, not a chain of engine-name tests; kg/engines/<engine>/ will hold these once that package exists).
+
+Per engine:
+- ``ctx_setting`` / ``ctx_default``: optkg's setting for the prefill tokens one engine step schedules (the
+  chunked-prefill budget: vLLM ``--max-num-batched-tokens``, SGLang ``--chunked-prefill-size``, TensorRT-LLM
+  ``--max_num_tokens``, which optkg's flag tables set as ``max_num_batched_tokens``) and the value assumed
+  when the stack does not give or derive it;
+- ``running_setting``: optkg's setting for the cap on running requests per scheduler (vLLM
+  ``--max-num-seqs``, SGLang ``--max-running-requests``, TensorRT-LLM ``--max_batch_size``: all
+  ``max_num_seqs`` in optkg's flag tables);
+- ``admission``: how the scheduler holds KV for a running request: ``incremental`` (vLLM V1 allocates
+  blocks step by step, kv_cache_manager.allocate_slots, and preempts when the pool runs out; SGLang reserves
+  a decaying new_token_ratio share of the output) holds on average ``isl + osl / 2`` tokens per request in
+  a closed loop; ``reserve`` (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler) admits a
+  request only when ``isl + osl`` fit;
+- ``parallel(values, techniques, is_moe)``: the estimator's ``tp_size, attention_dp_size, moe_tp_size,
+  moe_ep_size`` and the number of schedulers (each with its own KV pool and running cap).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp_size: int            # attention TP per rank, as the estimator counts it
+    pp_size: int
+    attention_dp_size: int  # ranks each running its own batch (DP attention or DP replicas)
+    moe_tp_size: int
+    moe_ep_size: int
+    gpus: int
+
+
+def _i(v: dict[str, Any], k: str) -> int:
+    try:
+        return max(1, int(v.get(k) or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _vllm(v: dict[str, Any], techniques: set[str], is_moe: bool) -> Parallel:
+    # vLLM: -dp N runs N engine cores, each with its own scheduler and KV pool; for MoE the expert layers
+    # form one group of dp x tp ranks, expert-parallel with --enable-expert-parallel, else tensor-parallel
+    # (vLLM docs, Data Parallel Deployment / Expert Parallel Deployment).
+    tp, pp, dp = _i(v, "tp_size"), _i(v, "pp_size"), _i(v, "dp_size")
+    ep = bool(v.get("enable_expert_parallel")) or "expert-parallelism" in techniques
+    moe_ep = tp * dp if (is_moe and ep) else 1
+    return Parallel(tp, pp, dp, (tp * dp) // moe_ep, moe_ep, tp * pp * dp)
+
+
+def _sglang(v: dict[str, Any], techniques: set[str], is_moe: bool) -> Parallel:
+    # SGLang: --enable-dp-attention splits the TP group into dp attention ranks of tp / dp GPUs each
+    # (ServerArgs._handle_data_parallelism); without it --dp N runs N replicas of tp GPUs. --ep-size E
+    # shards experts over E ranks of the tp group, the rest tensor-parallel (moe_tp = tp / E).
+    tp, pp, dp = _i(v, "tp_size"), _i(v, "pp_size"), _i(v, "dp_size")
+    ep = _i(v, "ep_size") if is_moe else 1
+    if "dp-attention" in techniques and dp > 1 and tp % dp == 0:
+        return Parallel(tp // dp, pp, dp, max(1, tp // ep), ep, tp * pp)
+    return Parallel(tp, pp, dp, max(1, tp // ep), ep, tp * pp * dp)
+
+
+def _trtllm(v: dict[str, Any], techniques: set[str], is_moe: bool) -> Parallel:
+    # TensorRT-LLM: enable_attention_dp makes each of the tp ranks an attention-DP rank; moe_expert_parallel_size
+    # E shards experts, moe_tp = tp / E (tensorrt_llm/mapping.py).
+    tp, pp = _i(v, "tp_size"), _i(v, "pp_size")
+    ep = _i(v, "ep_size") if is_moe else 1
+    if "dp-attention" in techniques or v.get("enable_dp_attention"):
+        return Parallel(1, pp, tp, max(1, tp // ep), ep, tp * pp)
+    return Parallel(tp, pp, 1, max(1, tp // ep), ep, tp * pp)
+
+
+def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
+    """KV tokens one running request holds under the engine's admission (see module doc)."""
+    return isl + (osl if admission == "reserve" else osl // 2)
+
+
+@dataclass(frozen=True)
+class EngineMapping:
+    ctx_setting: str
+    ctx_default: int
+    running_setting: str
+    admission: str
+    parallel: Callable[[dict[str, Any], set[str], bool], Parallel]
+
+
+ENGINES: dict[str, EngineMapping] = {
+    "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm),
+    "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang),
+    "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm),
+}

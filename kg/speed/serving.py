@@ -1,0 +1,268 @@
+"""Serving speed of a checked stack: the estimator's timings composed with what only optkg knows.
+
+Input: the Stack, its ``check`` report as a dict (``Report.to_dict()``: findings, ``derived`` KV facts,
+effective configuration) and a ``Workload`` (``isl`` / ``osl`` tokens per request, ``concurrency``:
+requests the clients keep in flight, as a closed-loop benchmark does).
+
+Composition (each step says so in the result's ``notes``):
+1. Only a stack that starts gets a speed: an ERROR finding, estimated weights above the GPU memory
+   or a KV budget without one block make it ``infeasible`` with the reasons.
+2. The GPU, engine and weight/KV quantisation are mapped through kg/speed/tables.yaml and
+   kg.speed.mapping; the engine release to the nearest database release (kg.speed.estimator.
+   database_release). Anything outside the estimator's coverage is ``not_evaluable`` with the reason.
+3. Running requests are capped by optkg's exact KV capacity: per scheduler, ``kv_tokens`` /
+   (``isl + osl`` rounded up to the KV block), and by the engine's running-request cap
+   (``max_num_seqs``...). Requests beyond the cap queue: in a closed loop of C clients with R < C
+   running, each request waits ``W = L x (C / R - 1)`` before it starts (Little's law: R requests
+   complete per engine request latency L), and TTFT = the engine's TTFT at R + W.
+4. The estimator (kg.speed.estimator.run_point) times the running batch; its answer is cached on disk
+   (kg.core.cache, keyed by every input and the estimator's release), so a repeated check reads JSON.
+
+Output: ``speed_for_stack`` returns plain data (see ``SpeedResult`` keys in the function doc).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kg.speed.estimator import NotEvaluable, Point, database_release, estimator_version, run_point, tables
+from kg.speed.mapping import ENGINES, kv_tokens_per_request
+
+DEFAULT_ISL = 1024
+DEFAULT_OSL = 1024
+DEFAULT_CONCURRENCY = 64
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Tokens in (``isl``) and out (``osl``) per request; ``concurrency``: requests kept in flight."""
+
+    isl: int = DEFAULT_ISL
+    osl: int = DEFAULT_OSL
+    concurrency: int = DEFAULT_CONCURRENCY
+
+    def to_dict(self) -> dict[str, int]:
+        return {"isl": self.isl, "osl": self.osl, "concurrency": self.concurrency}
+
+
+CALIBRATION = Path(__file__).with_name("calibration.yaml")
+
+
+def calibration() -> dict[str, dict[str, float]]:
+    """``"<backend>/<system>"`` -> ``{"ttft": k, "tpot": k, "train_rows": n}`` from kg/speed/calibration.yaml
+    (fitted on the train split by tools/accuracy/run.py --fit; served from the content-keyed cache); {} when
+    absent."""
+    if not CALIBRATION.is_file():
+        return {}
+    from kg.core.cache import built_from
+
+    def build():
+        import yaml
+        return (yaml.safe_load(CALIBRATION.read_text(encoding="utf-8")) or {}).get("cells") or {}
+    return built_from("speed-calibration", [CALIBRATION], build)
+
+
+def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
+    """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c]`` (1.0 without one): the
+    estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt length."""
+    if not coef:
+        return 1.0
+    a, b, c = coef
+    return math.exp(a + b * math.log2(wl.concurrency) + c * math.log2(wl.isl))
+
+
+def _cache_root() -> Path:
+    from kg.core.cache import cache_dir
+    return cache_dir()
+
+
+def cached(kind: str, key: str, build):
+    """``build()`` (plain data) through the content-keyed cache (kg.core.cache); a NotEvaluable outcome
+    is cached too, as ``{"not_evaluable": reason}``, so a warm check never imports the estimator."""
+    from kg.core.cache import cache_file, read_data, write_data
+    path = cache_file(f"{kind}-{key[:32]}.json")
+    data = read_data(path, kind, key)
+    if data is None:
+        try:
+            data = build()
+        except NotEvaluable as e:
+            data = {"not_evaluable": str(e)}
+        write_data(path, kind, key, data)
+    return data
+
+
+def _release(system: str, backend: str, engine_release: str | None) -> dict[str, Any]:
+    import hashlib
+    import json
+    key = hashlib.sha256(json.dumps([system, backend, engine_release, estimator_version()]).encode()).hexdigest()
+    return cached("speed-release", key, lambda: dict(zip(("release", "note"),
+                                                         database_release(system, backend, engine_release))))
+
+
+def config_files(model) -> dict[str, bytes]:
+    """config.json (+ hf_quant_config.json beside it) of the stack's model, read from where optkg read it."""
+    src = str(getattr(model, "source", "") or "")
+    if "(Hugging Face cache: " in src:
+        src = src.split("(Hugging Face cache: ", 1)[1].rstrip(")")
+    p = Path(src)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise NotEvaluable(f"the model's config.json is not on disk ({src or 'no source'})")
+    files = {"config.json": p.read_bytes()}
+    hq = p.parent / "hf_quant_config.json"
+    if hq.is_file():
+        files["hf_quant_config.json"] = hq.read_bytes()
+    return files
+
+
+def _setting(report: dict[str, Any], values: dict[str, Any], name: str) -> Any:
+    for e in report.get("effective_config") or []:
+        if e.get("setting") == name and e.get("value") is not None:
+            return e["value"]
+    return values.get(name, report.get("derived", {}).get(name))
+
+
+def infeasible_reasons(report: dict[str, Any]) -> list[str]:
+    """Why the engine would not start (rules at ERROR, weights over memory, no KV block); [] when it would."""
+    out = [f"rule {f['rule_id']}: {f['title']}" for f in report.get("findings") or [] if f.get("severity") == "error"]
+    d = report.get("derived") or {}
+    if d.get("weights_exceed_gpu_memory") and not out:
+        out.append("the estimated weights per GPU exceed the GPU memory the engine may use")
+    if d.get("kv_budget_bytes_per_gpu") == 0 or d.get("kv_tokens_per_gpu") == 0:
+        out.append("no KV-cache memory left per GPU (the weights fill the budget)")
+    return out
+
+
+def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
+                    quant: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """Serving speed of ``stack`` (see module doc). Keys: ``status`` (``ok`` / ``infeasible`` /
+    ``not_evaluable``), ``reasons`` (why not ok), ``workload``, ``estimator`` (package, release, system,
+    backend, database_release), ``parallel``, ``running`` / ``queued`` requests, ``cap`` (kv_requests,
+    running_setting, binding), ``ttft_ms`` (seen by a request, queue wait included), ``engine_ttft_ms``,
+    ``queue_wait_ms``, ``itl_ms`` (= TPOT), ``tokens_per_s_per_gpu``, ``tokens_per_s_per_request``,
+    ``output_tokens_per_s``, ``request_latency_ms``, ``gpus``, ``notes``. ``quant``: the estimator's
+    ``{"gemm": ..., "moe": ...}`` modes when known better than the stack's weight quantisation (the
+    accuracy harness passes the measured run's)."""
+    out: dict[str, Any] = {"status": "not_evaluable", "reasons": [], "workload": workload.to_dict(), "notes": []}
+    bad = infeasible_reasons(report)
+    if bad:
+        return {**out, "status": "infeasible", "reasons": bad}
+    try:
+        return _compose(stack, report, workload, out, quant)
+    except NotEvaluable as e:
+        return {**out, "reasons": [str(e)]}
+
+
+def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
+             quant: dict[str, str | None] | None) -> dict[str, Any]:
+    from kg.speed.estimator import model_dir, require_estimator
+    notes: list[str] = out["notes"]
+    est_release = require_estimator()
+    t = tables()
+    hw = getattr(stack.hardware, "get", lambda k: None)("id") if stack.hardware else None
+    if hw is None:
+        raise NotEvaluable("no GPU given (--gpu): the estimator times a named GPU")
+    system = (t["systems"].get(hw) or {}).get("system")
+    if system is None:
+        raise NotEvaluable(f"GPU {hw} is not in the estimator's database (it has: {', '.join(t['systems'])})")
+    engine = stack.engine or "vllm"
+    backend = t["backends"].get(engine)
+    mapping = ENGINES.get(engine)
+    if backend is None or mapping is None:
+        raise NotEvaluable(f"engine {engine} has no estimator backend (it has: {', '.join(t['backends'])})")
+    if stack.model is None:
+        raise NotEvaluable("the stack names no model")
+    d = report.get("derived") or {}
+    values = stack.values()
+    wq = str(d.get("weight_quant") or "none")
+    if quant is None and wq not in t["weight_quant"]:
+        raise NotEvaluable(f"weight quantisation {wq} has no estimator mode (it has: {', '.join(t['weight_quant'])})")
+    kvd = str(d.get("kv_cache_dtype") or values.get("kv_cache_dtype") or "auto").lower()
+    if kvd not in t["kv_cache_dtype"]:
+        raise NotEvaluable(f"KV-cache dtype {kvd} has no estimator mode (it has: {', '.join(t['kv_cache_dtype'])})")
+    par = mapping.parallel(values, set(stack.techniques), bool(stack.model.is_moe))
+    shown = report.get("stack") or {}
+    release = shown.get("engine_version") or stack.engine_version
+    rel = _release(system, backend, release)
+    if "not_evaluable" in rel:
+        raise NotEvaluable(rel["not_evaluable"])
+    if rel.get("note"):
+        notes.append(rel["note"])
+    if shown.get("engine_version_assumed"):
+        notes.append(f"{engine} release {release} assumed (the latest optkg knows); pass --engine-version")
+    ctx = _setting(report, values, mapping.ctx_setting)
+    if not isinstance(ctx, int) or ctx < 1:
+        ctx = mapping.ctx_default
+        notes.append(f"{mapping.ctx_setting} not known: {ctx:,} prefill tokens per step assumed")
+    # running-request cap per scheduler: the engine's setting and optkg's KV capacity
+    per_req = kv_tokens_per_request(mapping.admission, wl.isl, wl.osl)
+    block = int(d.get("kv_block_size") or 1)
+    per_req_tokens = math.ceil(per_req / block) * block
+    pool_all = d.get("kv_tokens_all_dp_engines") or d.get("kv_tokens_total")
+    n_sched = par.attention_dp_size
+    caps: dict[str, Any] = {"tokens_per_request": per_req_tokens}
+    run_cap = None
+    if isinstance(pool_all, (int, float)) and pool_all > 0:
+        kv_req = int((pool_all / n_sched) // per_req_tokens)
+        caps["kv_requests_per_scheduler"] = kv_req
+        if pool_all / n_sched < math.ceil((wl.isl + wl.osl) / block) * block:
+            return {**out, "status": "infeasible",
+                    "reasons": [f"one request of {wl.isl + wl.osl:,} tokens (isl + osl) does not fit in the KV cache "
+                                f"({int(pool_all / n_sched):,} tokens per scheduler)"]}
+        run_cap = kv_req
+    else:
+        notes.append("KV capacity unknown (no budget): running requests not capped by the KV cache")
+    seqs = _setting(report, values, mapping.running_setting)
+    if isinstance(seqs, int) and seqs > 0:
+        caps[mapping.running_setting] = seqs
+        if run_cap is None or seqs < run_cap:
+            run_cap = seqs
+            caps["limit"] = mapping.running_setting
+        else:
+            caps["limit"] = "kv_cache"
+    elif run_cap is not None:
+        caps["limit"] = "kv_cache"
+    lanes = n_sched * par.pp_size  # batches the estimator's batch_size counts per
+    want = max(1, math.ceil(wl.concurrency / lanes))
+    per_lane_cap = None if run_cap is None else max(1, run_cap // par.pp_size)
+    b = want if per_lane_cap is None else min(want, per_lane_cap)
+    running = min(wl.concurrency, b * lanes)
+    gq = quant or t["weight_quant"][wq]
+    point = Point(model=stack.model.name, config_digest="", system=system, backend=backend, release=rel["release"],
+                  tp_size=par.tp_size, pp_size=par.pp_size, attention_dp_size=par.attention_dp_size,
+                  moe_tp_size=par.moe_tp_size, moe_ep_size=par.moe_ep_size, gemm_quant_mode=gq["gemm"],
+                  moe_quant_mode=gq["moe"] if stack.model.is_moe else None,
+                  kvcache_quant_mode=t["kv_cache_dtype"][kvd], batch_size=b, isl=wl.isl, osl=wl.osl, ctx_tokens=ctx)
+    folder, digest = model_dir(config_files(stack.model), _cache_root())
+    point = Point(**{**point.__dict__, "config_digest": digest})
+    r = cached("speed-point", point.key(), lambda: run_point(point, str(folder)))
+    if "not_evaluable" in r:
+        raise NotEvaluable(r["not_evaluable"])
+    cal = calibration()
+    cell = f"{backend}/{system}" if f"{backend}/{system}" in cal else f"{backend}/*"
+    kf = cal.get(cell) or {}
+    k_ttft, k_tpot = calibration_factor(kf.get("ttft"), wl), calibration_factor(kf.get("tpot"), wl)
+    raw = {"ttft_ms": r["ttft_ms"], "itl_ms": r["tpot_ms"]}
+    r = dict(r, ttft_ms=r["ttft_ms"] * k_ttft, tpot_ms=r["tpot_ms"] * k_tpot,
+             output_tokens_per_s=r["output_tokens_per_s"] / k_tpot)
+    r["request_latency_ms"] = r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)
+    if kf:
+        notes.append(f"calibrated ({cell}, {kf.get('train_rows', '?')} measured train rows, kg/speed/calibration.yaml): "
+                     f"TTFT x {k_ttft:.2f}, TPOT x {k_tpot:.2f} at this concurrency and ISL")
+    queued = max(0, wl.concurrency - running)
+    wait = r["request_latency_ms"] * (wl.concurrency / running - 1) if queued else 0.0
+    if queued:
+        notes.append(f"{queued:,} of {wl.concurrency:,} requests queue: the {caps.get('limit', 'running-request')} "
+                     f"cap allows {running:,} running; each waits ~{wait:,.0f} ms first (closed loop, Little's law)")
+    out.update(status="ok", estimator={"package": "aiconfigurator-core", "release": est_release, "system": system,
+                                       "backend": backend, "database_release": r["release"]},
+               parallel=par.__dict__, running=running, queued=queued, cap=caps, batch_per_rank=b,
+               ttft_ms=r["ttft_ms"] + wait, engine_ttft_ms=r["ttft_ms"], queue_wait_ms=wait, itl_ms=r["tpot_ms"],
+               tokens_per_s_per_gpu=r["output_tokens_per_s"] * running / max(running, b * lanes) / par.gpus,
+               tokens_per_s_per_request=1000.0 / r["tpot_ms"], output_tokens_per_s=r["output_tokens_per_s"],
+               request_latency_ms=r["request_latency_ms"] + wait, gpus=par.gpus,
+               estimator_memory_gib=r["memory_gib"], uncalibrated=raw)
+    return out

@@ -1,0 +1,159 @@
+"""check's Speed section: aiconfigurator-core's estimate composed with optkg's startup verdict and KV capacity.
+
+The estimator runs for real (aiconfigurator-core 0.12.0, pinned in pyproject's ``speed`` extra); the stacks
+are the README demo stack and small variations of it, so one database (H200, vLLM) serves the module.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = str(REPO / "examples" / "qwen3-235b-tp8.yaml")
+
+
+@pytest.fixture(scope="module")
+def demo(catalog, check_rules):
+    import kg
+    stack = kg.stack_from_file(DEMO)
+    return stack, kg.check(stack, catalog, check_rules).to_dict()
+
+
+def _speed(stack, report, **kw):
+    from kg.speed.serving import Workload, speed_for_stack
+    return speed_for_stack(stack, report, Workload(**kw))
+
+
+def test_engine_release_maps_to_the_nearest_older_database_release():
+    from kg.speed.estimator import database_release
+    # aiconfigurator-core 0.12.0 systems/query_versions.yaml: vllm current 0.24.0, next derives to 0.27.0
+    assert database_release("h200_sxm", "vllm", "0.24.0") == ("0.24.0", None)
+    rel, note = database_release("h200_sxm", "vllm", "0.33.0")
+    assert rel == "0.27.0" and "nearest older release" in note and "0.24.0, 0.27.0" in note
+    rel, note = database_release("h200_sxm", "vllm", "0.19.0")  # older than every measured release
+    assert rel == "0.24.0" and "nearest newer release" in note
+    assert database_release("a100_sxm", "vllm", "0.33.0")[0] == "0.14.0"  # a100 has one frozen release
+    rel, note = database_release("h200_sxm", "sglang", None)
+    assert rel == "0.5.14" and note.startswith("no engine release given")
+
+
+def test_demo_stack_gets_ttft_itl_and_tokens_per_second(demo):
+    stack, report = demo
+    sp = _speed(stack, report, isl=1024, osl=1024, concurrency=64)
+    assert sp["status"] == "ok", sp
+    assert sp["estimator"] == {"package": "aiconfigurator-core", "release": "0.12.0", "system": "h200_sxm",
+                               "backend": "vllm", "database_release": "0.27.0"}
+    assert sp["parallel"] == {"tp_size": 8, "pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 8,
+                              "moe_ep_size": 1, "gpus": 8}
+    # vLLM allocates KV blocks as a request grows: in a closed loop a running request holds isl + osl / 2 =
+    # 1,536 tokens on average; 1,479,264 KV tokens (optkg's vLLM plan for this stack) / 1,536 = 963 at most
+    assert report["derived"]["kv_tokens_total"] == 1_479_264
+    assert sp["cap"]["kv_requests_per_scheduler"] == 1_479_264 // 1536 == 963
+    assert sp["running"] == 64 and sp["queued"] == 0 and sp["queue_wait_ms"] == 0
+    assert sp["ttft_ms"] > 0 and sp["itl_ms"] > 0
+    assert sp["tokens_per_s_per_request"] == pytest.approx(1000 / sp["itl_ms"])
+    assert sp["tokens_per_s_per_gpu"] == pytest.approx(sp["output_tokens_per_s"] / 8)
+
+
+def test_requests_beyond_the_kv_capacity_queue_and_wait(demo):
+    stack, report = demo
+    sp = _speed(stack, report, isl=1024, osl=1024, concurrency=2000)
+    assert sp["running"] == 963 and sp["queued"] == 2000 - 963
+    # closed loop: 963 requests finish per engine request latency L, so each waits L x (2000 / 963 - 1)
+    engine_latency = sp["engine_ttft_ms"] + sp["itl_ms"] * 1023
+    assert sp["queue_wait_ms"] == pytest.approx(engine_latency * (2000 / 963 - 1))
+    assert sp["ttft_ms"] == pytest.approx(sp["engine_ttft_ms"] + sp["queue_wait_ms"])
+    assert any("1,037 of 2,000 requests queue" in n for n in sp["notes"])
+
+
+def test_a_stack_that_does_not_start_gets_no_speed_but_its_reasons(catalog, check_rules):
+    import kg
+    stack = kg.stack_from_command("vllm serve meta-llama/Meta-Llama-3.1-405B", catalog)
+    stack.hardware, stack.gpu_count = catalog.resolve_hardware("H100-SXM"), 1
+    report = kg.check(stack, catalog, check_rules).to_dict()
+    sp = _speed(stack, report)
+    assert sp["status"] == "infeasible"
+    assert any(r.startswith("rule weights-do-not-fit") for r in sp["reasons"]), sp["reasons"]
+    assert "ttft_ms" not in sp
+
+
+def test_one_request_longer_than_the_kv_cache_is_infeasible(demo):
+    stack, report = demo
+    sp = _speed(stack, report, isl=1_000_000, osl=1_000_000, concurrency=1)
+    assert sp["status"] == "infeasible"
+    assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,479,264" in sp["reasons"][0]
+
+
+@pytest.mark.parametrize("gpu,engine,why", [
+    ("MI300X", "vllm", "GPU MI300X is not in the estimator's database"),
+    ("H200", "lmdeploy", "engine lmdeploy has no estimator backend"),
+])
+def test_a_gpu_or_engine_outside_the_database_is_not_evaluable(catalog, check_rules, gpu, engine, why):
+    import kg
+    cmd = {"vllm": "vllm serve Qwen/Qwen3-32B -tp 2",
+           "lmdeploy": "lmdeploy serve api_server Qwen/Qwen3-32B --tp 2"}[engine]
+    stack = kg.stack_from_command(cmd, catalog)
+    stack.hardware, stack.gpu_count = catalog.resolve_hardware(gpu), 2
+    sp = _speed(stack, kg.check(stack, catalog, check_rules).to_dict())
+    assert sp["status"] == "not_evaluable" and sp["reasons"][0].startswith(why), sp
+
+
+def test_the_estimator_is_never_given_a_model_without_a_local_config(tmp_path):
+    from kg.speed.estimator import NotEvaluable, Point, run_point
+    p = Point(model="Qwen/Qwen3-32B", config_digest="x", system="h200_sxm", backend="vllm", release="0.24.0",
+              tp_size=2, pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=1, gemm_quant_mode=None,
+              moe_quant_mode=None, kvcache_quant_mode=None, batch_size=8, isl=1024, osl=128, ctx_tokens=8192)
+    with pytest.raises(NotEvaluable, match="no local config.json"):
+        run_point(p, str(tmp_path))  # an empty folder: the hub is never asked
+
+
+def test_check_prints_the_speed_section_with_the_database_release(cli):
+    code, out, _ = cli("check", DEMO, "--concurrency", "16")
+    assert code in (0, 1)
+    head = "Speed (ISL 1,024, OSL 1,024, concurrency 16)"
+    assert head in out
+    sec = out.split(head, 1)[1]
+    assert "  estimator: aiconfigurator-core 0.12.0, vllm database release 0.27.0 on h200_sxm" in sec
+    for label in ("TTFT", "ITL (TPOT)", "output tokens/s per GPU", "output tokens/s per request"):
+        assert f"\n  {label:<42} " in sec
+    assert max(len(line) for line in sec.split("\n\n", 1)[0].splitlines()) <= 100
+    code, out, _ = cli("check", DEMO, "--format", "json", "--no-speed")
+    assert "speed" not in json.loads(out)
+
+
+@pytest.mark.parametrize("flag,value", [("--isl", "0"), ("--osl", "1"), ("--concurrency", "-3")])
+def test_a_workload_out_of_range_is_a_one_line_error(cli, flag, value):
+    code, out, err = cli("check", DEMO, flag, value)
+    assert code == 2 and flag in err and "Traceback" not in err
+
+
+def test_a_warm_check_reads_the_estimate_from_the_cache_without_importing_the_estimator(demo, tmp_path):
+    import os
+    stack, report = demo
+    assert _speed(stack, report)["status"] == "ok"  # the default workload's estimate is now in the cache
+    env = {"OPTKG_CACHE_DIR": os.environ["OPTKG_CACHE_DIR"], "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    probe = ("import sys, io, contextlib\nfrom kg.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out: main(['check', sys.argv[1]])\n"
+             "print('TTFT' in out.getvalue(), 'pandas' in sys.modules, 'aiconfigurator_core' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", probe, DEMO], env=env, capture_output=True, text=True, cwd=REPO)
+    assert r.stdout.split() == ["True", "False", "False"], r.stderr
+
+
+def test_two_layouts_at_the_same_batch_get_their_own_timings():
+    # aiconfigurator-core's BaseBackend.run_agg memoises by (isl, osl, batch, ctx_tokens) only: one backend
+    # object shared across layouts answered TP 8 with TP 4's timings. Each estimate gets a fresh backend.
+    from kg.speed.estimator import Point, model_dir, run_point
+    from kg.core.cache import cache_dir
+    cfg = (REPO / "catalog" / "models" / "Qwen__Qwen3-32B.json").read_bytes()
+    folder, digest = model_dir({"config.json": cfg}, cache_dir())
+    kw = dict(model="Qwen/Qwen3-32B", config_digest=digest, system="h200_sxm", backend="vllm", release="0.24.0",
+              pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=1, gemm_quant_mode=None,
+              moe_quant_mode=None, kvcache_quant_mode=None, batch_size=16, isl=1024, osl=128, ctx_tokens=8192)
+    tp2 = run_point(Point(tp_size=2, **kw), str(folder))
+    tp4 = run_point(Point(tp_size=4, **kw), str(folder))
+    assert tp4["tpot_ms"] < tp2["tpot_ms"]  # half the weights per GPU to read per token
+    assert tp2 == run_point(Point(tp_size=2, **kw), str(folder))
