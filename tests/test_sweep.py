@@ -54,14 +54,15 @@ def test_valid_marks_are_exactly_what_the_dcp_and_head_rules_allow(capsys):
             assert [f["rule_id"] for f in c["findings"] if f["severity"] == "error"] == ["dcp-invalid-size"]
             assert c["reasons"] == ["rule dcp-invalid-size"]
     assert code == 0
-    assert d["schema_version"] == "1.0" and d["kind"] == "sweep"
+    assert d["schema_version"] == "1.1" and d["kind"] == "sweep"
 
 
 def test_gpu_count_and_memory_decide_fit(capsys):
     # --count 8: tp 16 needs 16 GPUs -> does not fit. H200 141 GiB x 0.9 = 126.9 GiB per GPU; the bf16
     # weights of Qwen3-235B (~235e9 x 2 bytes = ~438 GiB) leave nothing at tp 1 (438 GiB) or tp 2 (219 GiB)
     # -> "no KV-cache memory left". Fit and valid: tp 4 dcp 1, tp 8 dcp 1, tp 8 dcp 2 (x 2 dtypes).
-    code, d = sweep_json(capsys, "--gpu", "H200", "--count", "8", "--max-model-len", "32768")
+    # --no-speed: the ranking without the speed estimate (KV capacity first; tests/test_sweep_speed.py ranks by speed)
+    code, d = sweep_json(capsys, "--gpu", "H200", "--count", "8", "--max-model-len", "32768", "--no-speed")
     ok = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]) for c in d["combinations"] if c["valid"] and c["fits"]}
     assert ok == {(t, p, k) for t, p in [(4, 1), (8, 1), (8, 2)] for k in ("auto", "fp8")}
     by = {(c["tp_size"], c["dcp_size"], c["kv_cache_dtype"]): c for c in d["combinations"]}
@@ -141,7 +142,7 @@ def test_csv_and_text_outputs(capsys):
     assert r["valid"] == "false" and r["reasons"] == "rule dcp-invalid-size"
     code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "4,8", "--dcp", "1,2",
                           "--kv-budget-gib", "40"], capsys)
-    assert "KV tokens/GPU" in out and "verdict" in out
+    assert "KV tok/GPU" in out and "verdict" in out
     assert "4 combination(s): 3 valid by the rules, 3 valid and fit" in out
     assert code == 0
 
@@ -172,7 +173,7 @@ def test_stack_file_base_keeps_its_techniques(tmp_path, capsys):
     (["--dcp", ""], "--dcp: expected a comma-separated list of positive integers"),
     (["--kv-cache-dtype", "auto,bogus"], "--kv-cache-dtype: 'bogus'"),
     (["--tp", ",".join(str(i) for i in range(1, 400)), "--dcp", ",".join(str(i) for i in range(1, 400))],
-     "over the limit of 100000"),
+     "159,201 combinations is over the limit of 100,000"),
     (["--top", "0"], "--top: expected a positive integer"),
 ])
 def test_bad_axes_are_one_line_errors(argv, needle, capsys):
