@@ -150,7 +150,7 @@ def test_two_layouts_at_the_same_batch_get_their_own_timings():
     from kg.core.cache import cache_dir
     cfg = (REPO / "catalog" / "models" / "Qwen__Qwen3-32B.json").read_bytes()
     folder, digest = model_dir({"config.json": cfg}, cache_dir())
-    kw = dict(model="Qwen/Qwen3-32B", config_digest=digest, system="h200_sxm", backend="vllm", release="0.24.0",
+    kw = dict(model="Qwen/Qwen3-32B", config_digest=digest, system="h200_sxm", backend="vllm", release="0.27.0",
               pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=1, gemm_quant_mode=None,
               moe_quant_mode=None, kvcache_quant_mode=None, batch_size=16, isl=1024, osl=128, ctx_tokens=8192)
     tp2 = run_point(Point(tp_size=2, **kw), str(folder))
