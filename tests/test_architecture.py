@@ -46,7 +46,7 @@ ENGINE_BRANCH_ALLOWED = {
     "kg/inputs/training/argv.py",
     # serving engines (engines lane)
     "kg/analyses/check.py", "kg/analyses/diagnose_namespace.py", "kg/analyses/nodefacts.py",
-    "kg/analyses/reconcile.py", "kg/analyses/sweep.py", "kg/analyses/v0_capacity.py", "kg/analyses/weightfacts.py",
+    "kg/analyses/reconcile.py", "kg/analyses/v0_capacity.py", "kg/analyses/weightfacts.py",
     "kg/cli/kv.py", "kg/cli/validate.py", "kg/derive/budget.py", "kg/derive/kv.py", "kg/derive/kv_dtype.py",
     "kg/derive/kv_specs.py", "kg/inputs/effective.py", "kg/inputs/lora_adapters.py", "kg/inputs/support_ns.py",
 }

@@ -192,8 +192,10 @@ class Evaluator:
         fits = not fit_reasons
         reasons = [f"rule {r}" for r in blocking] or fit_reasons
         kv = {k: d.get(k) for k in KV_KEYS if k != "unique_kv_tokens_per_gpu"}
-        # SGLang --dp without DP attention: the dp replicas' pools (in kv_tokens_total) sit on tp x pp x dp GPUs
-        pool_gpus = tp * pp * (dp if st.engine == "sglang" and "dp-attention" not in st.techniques else 1)
+        # kv_tokens_total counts every scheduler's pool when check says "x dp" (SGLang --dp): those pools sit on
+        # all the layout's GPUs unless DP attention splits the TP group (then on tp x pp); else one engine's pool
+        per_dp = str(d.get("kv_tokens_total_basis") or "").startswith("x dp") and gpus == tp * pp * dp
+        pool_gpus = gpus if per_dp else tp * pp
         kv["unique_kv_tokens_per_gpu"] = (int(d["kv_tokens_total"] // pool_gpus)
                                           if d.get("kv_tokens_total") is not None else None)
         axes = {k: v for k, v in pv.items() if k not in LEGACY}

@@ -1,5 +1,7 @@
-"""How each serving engine's settings become the estimator's terms: one entry per engine in ``ENGINES``
-(a table, not a chain of engine-name tests; kg/engines/<engine>/ will hold these once that package exists).
+"""How each serving engine's settings become the estimator's terms: one entry per estimator backend in
+``ENGINES`` (a table, not a chain of engine-name tests). The engine package names its backend
+(``kg.engines.<engine>.ENGINE.speed_backend``: vLLM -> ``vllm``, SGLang -> ``sglang``, TensorRT-LLM -> ``trtllm``;
+LMDeploy has none); the entries below are each backend's scheduler semantics.
 
 Per engine:
 - ``ctx_setting`` / ``ctx_default``: optkg's setting for the prefill tokens one engine step schedules (the

@@ -168,11 +168,14 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     system = (t["systems"].get(hw) or {}).get("system")
     if system is None:
         raise NotEvaluable(f"GPU {hw} is not in the estimator's database (it has: {', '.join(t['systems'])})")
-    engine = stack.engine or "vllm"
-    backend = t["backends"].get(engine)
-    mapping = ENGINES.get(engine)
-    if backend is None or mapping is None:
-        raise NotEvaluable(f"engine {engine} has no estimator backend (it has: {', '.join(t['backends'])})")
+    from kg.engines import of as engine_of
+    from kg.engines.base import SpeedBackend
+    engine = stack.engine or "unknown"
+    sb = engine_of(stack).speed_backend(stack)  # the engine package names the estimator's backend
+    mapping = ENGINES.get(sb.backend) if isinstance(sb, SpeedBackend) else None
+    if mapping is None:
+        raise NotEvaluable(getattr(sb, "reason", None) or f"engine {engine} has no estimator backend")
+    backend = sb.backend
     if stack.model is None:
         raise NotEvaluable("the stack names no model")
     d = report.get("derived") or {}

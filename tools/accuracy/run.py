@@ -214,6 +214,11 @@ class Scorer:
             stack.gpu_count = tp * pp * adp
             if r["backend"] == "trtllm" and adp > 1:
                 stack.settings["enable_dp_attention"] = True
+            if r["backend"] == "trtllm" and MODELOPT_ALGO.get(r["gemm_quant_mode"]):
+                # TensorRT-LLM takes the KV-cache quantisation of a ModelOpt checkpoint (kv_cache_quant_algo FP8 in
+                # its hf_quant_config.json) as its KV dtype; optkg's TensorRT-LLM reader does not read it yet
+                from kg.inputs.stack import set_setting
+                set_setting(stack, "kv_cache_dtype", "fp8", "accuracy harness", self.catalog)
             return stack, self.kg.check(stack, self.catalog, self.rules).to_dict()
         except OptkgError as e:
             return f"optkg could not read the stack: {e}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine
+from kg.engines.base import Engine, SpeedBackend
 
 
 class TensorRTLLM(Engine):
@@ -24,6 +24,12 @@ class TensorRTLLM(Engine):
         """The LLM-API YAML on its own (``optkg check extra.yaml``)."""
         from kg.engines.trtllm.launch import LLM_API_FILE
         return [LLM_API_FILE]
+
+    def speed_backend(self, stack: Any) -> SpeedBackend:
+        """aiconfigurator-core's ``trtllm`` backend (sdk/backends/factory.py at 0.12.0); ``release``: the stack's
+        TensorRT-LLM release, which kg.speed maps to the nearest release the estimator's database has."""
+        return SpeedBackend("trtllm", getattr(stack, "engine_version", None) or "",
+                            "aiconfigurator-core backend 'trtllm' (sdk/backends/trtllm_backend.py)")
 
 
 ENGINE = TensorRTLLM()

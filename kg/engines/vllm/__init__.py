@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine
+from kg.engines.base import Engine, SpeedBackend
 
 
 class VLLM(Engine):
@@ -20,6 +20,12 @@ class VLLM(Engine):
         """The arguments with a ``--config FILE`` expanded after the positional model (kg.engines.vllm.launch)."""
         from kg.engines.vllm.launch import expand_config
         return expand_config(list(launch.args), launch)
+
+    def speed_backend(self, stack: Any) -> SpeedBackend:
+        """aiconfigurator-core's ``vllm`` backend (sdk/backends/factory.py at 0.12.0); ``release``: the stack's
+        vLLM release, which kg.speed maps to the nearest release the estimator's database has."""
+        return SpeedBackend("vllm", getattr(stack, "engine_version", None) or "",
+                            "aiconfigurator-core backend 'vllm' (sdk/backends/vllm_backend.py)")
 
 
 ENGINE = VLLM()

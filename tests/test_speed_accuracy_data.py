@@ -1,0 +1,45 @@
+"""The accuracy harness's fixed inputs: the held-out split is the documented rule and unchanged, the
+calibration says it was fitted on the train split, and docs/speed-accuracy.md was generated from the current
+inputs (its header holds their digest; `make accuracy` regenerates it)."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools" / "accuracy"))
+
+
+def test_the_split_is_sha256_of_the_configuration_group_and_never_refitted():
+    with (REPO / "tools" / "accuracy" / "split.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        want = "heldout" if int(hashlib.sha256(r["group"].encode()).hexdigest()[:8], 16) % 10 < 3 else "train"
+        assert r["split"] == want, r["group"]
+    # 479 configuration groups of silicon_sample.csv (aiconfigurator-core 0.12.0): 1,440 of 5,221 rows held out
+    assert len(rows) == 479
+    assert sum(int(r["rows"]) for r in rows) == 5221
+    assert sum(int(r["rows"]) for r in rows if r["split"] == "heldout") == 1440
+
+
+def test_every_measured_row_has_a_split(tmp_path):
+    import run
+    split = run.load_split()
+    with (run.package_dir() / "systems" / "silicon_sample.csv").open(newline="") as f:
+        assert all(run.group_of(r) in split for r in csv.DictReader(f))
+
+
+def test_the_calibration_was_fitted_on_the_train_split_only():
+    doc = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())
+    assert doc["fitted_on"]["split"] == "train"
+    for cell, v in doc["cells"].items():
+        assert len(v["ttft"]) == 3 and len(v["tpot"]) == 3 and v["train_rows"] >= 30, cell
+
+
+def test_the_accuracy_doc_is_generated_from_the_current_inputs():
+    import run
+    assert run.main(["--check"]) == 0, "docs/speed-accuracy.md is stale: run `make accuracy`"
