@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-sweep fuzz export docs evidence install graphviz chromium clean accuracy
+.PHONY: demo test bench bench-sweep fuzz export docs evidence onboard install graphviz chromium clean accuracy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,13 @@ docs: install
 evidence: install
 	$(BIN)/optkg evidence --engine vllm --release 0.33.0 $(EVIDENCE_FLAGS)
 	$(BIN)/optkg evidence --engine sglang --release 0.5.23 $(EVIDENCE_FLAGS)
+
+# one engine release: fetch its wheel, regenerate every generated table (options, --quantization names, startup
+# check sites, capability tables), run optkg evidence for it and print what changed (tools/onboard.py);
+# ONBOARD_FLAGS="--wheel-dir DIR" reuses wheels already on disk
+onboard: install
+	@test -n "$(ENGINE)" -a -n "$(RELEASE)" || { echo "usage: make onboard ENGINE=vllm RELEASE=0.34.0"; exit 2; }
+	$(BIN)/python tools/onboard.py $(ENGINE) $(RELEASE) $(ONBOARD_FLAGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

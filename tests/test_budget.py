@@ -42,8 +42,10 @@ def test_release_defaults_of_gpu_memory_utilization():
     assert release_default("vllm", "gpu_memory_utilization", "0.20.0")[0] == 0.92
     assert release_default("vllm", "gpu_memory_utilization", "0.25.0")[0] == 0.92  # was 0.9 from a second table
     assert release_default("vllm", "gpu_memory_utilization", "0.33.0")[0] == 0.92
+    # 0.34.0: unset resolves to 1.0 with the extensible KV cache, on by default (cache.py:495-501, vllm.py:3180)
+    assert release_default("vllm", "gpu_memory_utilization", "0.34.0")[0] == 1.0
     v, src = release_default("vllm", "gpu_memory_utilization", None)
-    assert v == 0.92 and "latest known release assumed (0.33.0)" in src and "cache.py:66" in src
+    assert v == 1.0 and "latest known release assumed (0.34.0)" in src and "cache.py:216" in src
     # the parser's table default is replaced by the release's; any other value was given on purpose
     assert resolve_utilization("vllm", "0.10.0", 0.92, 0.92)[0] == 0.9
     assert resolve_utilization("vllm", "0.10.0", 0.85, 0.92) == (0.85, resolve_utilization("vllm", None, 0.85, 0.92)[1])

@@ -21,25 +21,26 @@ def _check(cli, *argv):
 
 def test_release_lists_are_data():
     rel = known_releases("vllm")
-    assert rel[0] == "0.4.0" and latest_release("vllm") == "0.33.0" and "0.5.1" in rel and "0.8.0" in rel
+    assert rel[0] == "0.4.0" and latest_release("vllm") == "0.34.0" and "0.5.1" in rel and "0.8.0" in rel
     assert latest_release("sglang") == "0.5.23"
     assert latest_release("no-such-engine") is None
 
 
 def test_no_release_given_assumes_the_latest_and_says_so(cli):
     d, eff = _check(cli, "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
-    assert d["stack"]["engine_version"] == "0.33.0" and d["stack"]["engine_version_assumed"] is True
-    assert any("vllm release not given: assumed 0.33.0, the latest optkg knows" in n for n in d["notes"])
+    assert d["stack"]["engine_version"] == "0.34.0" and d["stack"]["engine_version_assumed"] is True
+    assert any("vllm release not given: assumed 0.34.0, the latest optkg knows" in n for n in d["notes"])
     _, text, _ = cli("check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
-    assert "engine: vllm 0.33.0 (assumed: the latest release optkg knows)" in text.splitlines()[2]
+    assert "engine: vllm 0.34.0 (assumed: the latest release optkg knows)" in text.splitlines()[2]
     # no GPU: the capacity rules are listed as not evaluable for lack of hardware, not dropped
     ne = {u["rule_id"]: u["needs"] for u in d["not_evaluable"]}
     for rid in ("weights-do-not-fit", "kv-budget-exhausted", "max-model-len-exceeds-kv-capacity",
                 "parallel-size-exceeds-gpu-count"):
         assert ne[rid] == ["hardware"]
-    # the scheduler defaults of 0.33.0 depend on the GPU class: unknown without one
+    # the scheduler defaults of 0.34.0 depend on the GPU class: unknown without one
     assert eff["max_num_seqs"]["source"] == "unknown" and "depends on hardware" in eff["max_num_seqs"]["why"]
-    assert (eff["gpu_memory_utilization"]["value"], eff["gpu_memory_utilization"]["source"]) == (0.92, "engine default")
+    # 0.34.0: the extensible KV cache (on by default) resolves an unset utilisation to 1.0 (config/cache.py:495-501)
+    assert (eff["gpu_memory_utilization"]["value"], eff["gpu_memory_utilization"]["source"]) == (1.0, "engine default")
     assert eff["enable_prefix_caching"]["value"] is True
 
 
@@ -76,8 +77,8 @@ def test_scheduler_defaults_by_gpu_class(cli, gpu, version, seqs, tokens):
 def test_newer_than_known_release_gets_the_newest_knowledge(cli):
     d, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", "0.99.0")
     assert d["stack"]["engine_version"] == "0.99.0" and d["stack"]["engine_version_assumed"] is False
-    assert any("0.99.0 is newer than the latest release optkg knows (0.33.0)" in n for n in d["notes"])
-    assert eff["gpu_memory_utilization"]["value"] == 0.92
+    assert any("0.99.0 is newer than the latest release optkg knows (0.34.0)" in n for n in d["notes"])
+    assert eff["gpu_memory_utilization"]["value"] == 1.0
 
 
 @pytest.mark.parametrize("version, tail", [
@@ -88,7 +89,7 @@ def test_newer_than_known_release_gets_the_newest_knowledge(cli):
 def test_release_not_in_the_list_gets_one_note(cli, version, tail):
     d, _ = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", version)
     notes = [n for n in d["notes"] if "not in optkg's release list" in n]
-    assert notes == [f"release {version} is not in optkg's release list for vllm (known: 0.4.0-0.33.0); {tail}"]
+    assert notes == [f"release {version} is not in optkg's release list for vllm (known: 0.4.0-0.34.0); {tail}"]
     # a listed release gets none
     d, _ = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--engine-version", "0.7.3")
     assert not [n for n in d["notes"] if "not in optkg's release list" in n]
@@ -117,7 +118,9 @@ def test_every_default_cites_the_released_source():
             assert ev["snippet"] in x["lines"][ev["line"] - x["first_line"]], (e["setting"], ev)
             checked += 1
     # 34 + the 0.33.0 lines of the five open-ended defaults (vllm_use_v1, max_num_seqs 256, max_num_batched_tokens x3)
-    assert checked == 48  # 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults + the V2-runner async entry (2)
+    # 48 = 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults + the V2-runner async entry (2); + 8 for 0.34.0:
+    # gpu_memory_utilization 1.0 (3) and 0.92 (1), block_size 16 (1) and 64 (2), async scheduling (1)
+    assert checked == 56
 
 
 def test_excerpts_are_the_released_text():

@@ -37,8 +37,8 @@ def test_lower_bound_required():
 
 def test_open_range_must_be_checked_at_the_newest_release():
     got = scope_problems({"engines": ["vllm"], "versions": ">=0.10.2"}, [ev("0.12.0")])
-    assert len(got) == 1 and "newest release" in got[0][1] and "0.33.0" in got[0][1]
-    assert scope_problems({"engines": ["vllm"], "versions": ">=0.10.2"}, [ev("0.12.0"), ev("0.33.0")]) == []
+    assert len(got) == 1 and "newest release" in got[0][1] and "0.34.0" in got[0][1]
+    assert scope_problems({"engines": ["vllm"], "versions": ">=0.10.2"}, [ev("0.12.0"), ev("0.34.0")]) == []
 
 
 def test_bounded_range_names_the_release_that_changed_it():
@@ -56,8 +56,8 @@ def test_evidence_outside_the_range_is_an_error_unless_it_shows_the_change():
 
 
 def test_a_changed_item_does_not_count_as_checked_at_the_newest_release():
-    got = scope_problems({"engines": ["vllm"], "versions": ">=0.10.2"}, [ev("0.12.0"), ev("0.33.0", role="changed")])
-    assert len(got) == 2  # 0.33.0 marked changed lies inside the open range, and nothing holds at 0.33.0
+    got = scope_problems({"engines": ["vllm"], "versions": ">=0.10.2"}, [ev("0.12.0"), ev("0.34.0", role="changed")])
+    assert len(got) == 2  # 0.34.0 marked changed lies inside the open range, and nothing holds at 0.34.0
 
 
 def test_per_engine_ranges():
@@ -66,7 +66,7 @@ def test_per_engine_ranges():
     assert scope_problems(at, [ev("0.23.0"), sg]) == []
     got = scope_problems(at, [ev("0.23.0")])
     assert got == [("evidence", "no evidence item from package 'sglang' for engine sglang")]
-    extra = scope_problems({"engines": ["vllm"], "versions": {"vllm": ">=0.10.2", "trtllm": ">=1.0"}}, [ev("0.33.0")])
+    extra = scope_problems({"engines": ["vllm"], "versions": {"vllm": ">=0.10.2", "trtllm": ">=1.0"}}, [ev("0.34.0")])
     assert extra == [("applies_to.versions", "ranges for engines not in applies_to.engines: trtllm")]
 
 
@@ -143,7 +143,10 @@ STALE = {
              "awq-requires-float16", "bnb-8bit-forces-eager", "prefix-caching-fp8-kv-v0", "eagle3-unsupported-target",
              "flashinfer-head-size-before-0-22", "flashmla-sparse-kv-dtype-before-0-18", "swap-space-exceeds-host-memory",
              "partial-prefills-without-chunked-prefill", "dcp-a2a-without-dcp", "pcp-with-data-parallel",
-             "ep-experts-not-divisible"],
+             "ep-experts-not-divisible",
+             # vLLM 0.34.0 removed Model Runner V1, use_heterogeneous_vocab and the watermark x parallel drafting check
+             "dynamic-spec-decode-method-on-v1-runner", "async-scheduling-speculative-method-v1-runner",
+             "spec-heterogeneous-vocab-with-local-argmax", "watermark-with-parallel-drafting"],
     "sglang": ["sglang-trtllm-mha-requires-sm100", "sglang-eagle-topk-page-size-before-0-5-13",
                "sglang-fp4-kv-backend-before-0-5-20", "sglang-attention-backend-page-size-before-0-5-17",
                "sglang-dual-chunk-attention-disables-radix-cache"],

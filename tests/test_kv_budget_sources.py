@@ -12,13 +12,20 @@ SMALL = str(REPO / "rules" / "fixtures" / "traces" / "small_prefix.jsonl")
 L70 = "meta-llama/Meta-Llama-3.1-70B"
 
 
+# the numbers below are vLLM 0.33.0's (gpu_memory_utilization 0.92, 16-token blocks); 0.34.0 sizes the KV cache
+# after warm-up at 1.0 (tests/test_engine_release_knowledge.py)
+V033 = ("--engine-version", "0.33.0")
+
+
 def _fit_budget(*extra: str) -> dict:
+    extra = extra if "--engine-version" in extra else extra + V033
     code, out, err = run_cli("fit", SMALL, "--model", L70, *extra, "--format", "json")
     assert code == 0, err
     return json.loads(out)["gpu"]
 
 
 def _check(cmd: str, *extra: str) -> dict:
+    extra = extra if "--engine-version" in extra else extra + V033
     code, out, err = run_cli("check", "--vllm", cmd, *extra, "--format", "json")
     assert code in (0, 1), err
     return json.loads(out)["derived"]
@@ -63,7 +70,7 @@ def test_kv_cache_memory_bytes_is_the_budget():
     assert _check("vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-memory-bytes 10g",
                   "--gpu", "H100")["kv_tokens_per_gpu"] == 76_288
     code, out, _ = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --kv-cache-memory-bytes 10G",
-                           "--gpu", "H100")
+                           "--gpu", "H100", *V033)
     assert "KV budget per GPU (given)                  10.00 GiB  (--kv-cache-memory-bytes)" in out
     assert "ignored" not in out
 
@@ -92,11 +99,11 @@ def test_fit_takes_the_given_kv_memory_as_check():
 def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
     trace = REPO.parent / "shared/data/traces/azure_llm_inference_2023_code.csv"
     code, out, err = run_cli("fit", str(trace), "--model", "openai/gpt-oss-120b", "--gpu", "H100", "--tp", "1",
-                             "--format", "json")
+                             "--format", "json", *V033)
     assert code in (0, 1), err
     cc = json.loads(out)["cost_curve"]
     code, out, err = run_cli("check", "--vllm", "vllm serve openai/gpt-oss-120b", "--gpu", "H100", "--count", "1",
-                             "--format", "json")
+                             "--format", "json", *V033)
     assert code in (0, 1), err
     d = json.loads(out)["derived"]
     assert cc["budget_bytes_per_gpu"] == d["kv_budget_bytes_per_gpu"] == 8_437_735_097
@@ -117,7 +124,7 @@ def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
     code, out, err = run_cli("check", str(stack), "--format", "json")
     assert code in (0, 1), err
     d = json.loads(out)
-    want = "vllm 0.33.0 default: vllm >=0.20.0 default (vllm/config/cache.py:66 at vllm 0.20.0)"
+    want = "vllm 0.33.0 default: vllm >=0.20.0,<0.34.0 default (vllm/config/cache.py:66 at vllm 0.20.0)"
     assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.92
     assert d["derived"]["kv_budget_utilization_source"] == want
     assert d["derived"]["kv_budget_breakdown"][0]["source"].endswith(want)

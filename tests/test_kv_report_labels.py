@@ -25,17 +25,18 @@ def test_kv_longest_request_is_no_sentinel_and_not_above_the_model_limit():
     assert "2,147,483,648" not in out
     assert "any length up to max_model_len (32,768 tokens for this model)" in out
     # gpt-oss-120b at 10 GiB: the groups would hold 274,720 tokens, the config allows 131,072
-    code, out, err = run_cli("kv", "--model", "openai/gpt-oss-120b", "--kv-budget-gib", "10")
+    code, out, err = run_cli("kv", "--model", "openai/gpt-oss-120b", "--kv-budget-gib", "10", "--engine-version", "0.33.0")
     assert code == 0, err
     assert "131,072 tokens (the model's limit; KV memory alone would hold 274,720)" in out
 
 
 def test_tokens_in_flight_only_for_window_groups():
-    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--kv-budget-gib", "10")
+    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-8B", "--kv-budget-gib", "10",
+                             "--engine-version", "0.33.0")  # 16-token blocks (64 from 0.34.0)
     assert code == 0, err
     assert "(8,192 full)" in out and "in flight" not in out
     code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768",
-                             "--pp", "2")
+                             "--pp", "2", "--engine-version", "0.33.0")
     assert code == 0, err
     assert "(1,793 sliding; 24,576 tokens in flight, V2 model runner)" in out
 
@@ -44,7 +45,7 @@ def test_techniques_line_shows_the_block_the_engine_uses():
     # DeepSeek-V3.2 sparse MLA: 64-token blocks (0.33.0 v1/attention/backends/mla/flashattn_mla_sparse.py:50-51)
     code, out, err = run_cli("check", "--vllm", "vllm serve deepseek-ai/DeepSeek-V3.2-Exp -tp 8", "--config",
                              str(REPO / "tests/fixtures/model_configs/deepseek-v3.2-exp.json"), "--gpu", "H200",
-                             "--count", "8")
+                             "--count", "8", "--engine-version", "0.33.0")
     assert code in (0, 1), err
     assert "paged-kv-cache(block_size=64 (engine; table 16)" in " ".join(out.split())
 

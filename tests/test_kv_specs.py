@@ -31,13 +31,15 @@ def test_mistral_sliding_window_reserves_window_plus_two_batches():
 
 
 def test_mistral_numbers_in_kv_and_check():
+    # vLLM 0.33.0 (16-token blocks); kv and check agree at every release (64-token blocks from 0.34.0)
     code, out, err = run_cli("kv", "--config", str(MISTRAL), "--kv-budget-gib", "30", "--max-model-len", "32768",
-                             "--format", "json")
+                             "--format", "json", "--engine-version", "0.33.0")
     assert code == 0, err
     c = json.loads(out)["capacity"]
     assert (c["blocks_per_request"], c["max_concurrency"], c["gpu_kv_cache_size_tokens"]) == (1281, 11.99, 392_909)
     code, out, err = run_cli("check", "--vllm", "vllm serve mistralai/Mistral-7B-v0.1 --max-model-len 32768",
-                             "--config", str(MISTRAL), "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--format", "json")
+                             "--config", str(MISTRAL), "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--format", "json",
+                             "--engine-version", "0.33.0")
     assert code in (0, 1), err
     d = json.loads(out)["derived"]
     assert (d["kv_blocks_per_request"], d["max_concurrency"], d["kv_tokens_per_gpu"]) == (1281, 11.99, 392_909)
@@ -178,7 +180,7 @@ def test_qwen3_next_block_with_a_float32_ssm_state():
     # the flag reaches the plan from a vllm serve command and from optkg kv
     code, out, err = run_cli("kv", "--config", str(REPO / "tests/fixtures/field_cases/configs/qwen3-next-80b-a3b-instruct-fp8.json"),
                              "--max-model-len", "32768", "--mamba-ssm-cache-dtype", "float32",
-                             "--gpu-compute-capability", "8.0", "--format", "json")
+                             "--gpu-compute-capability", "8.0", "--format", "json", "--engine-version", "0.33.0")
     assert code == 0, err
     assert json.loads(out)["vllm_plan"]["block_size"] == 1056
     from kg.engines.launch import parse_command

@@ -13,7 +13,8 @@ SMALL_AZURE = REPO / "rules" / "fixtures" / "traces" / "small_azure.csv"
 
 
 def test_mixtral_on_one_h100_does_not_fit():
-    code, d = check_json("--vllm", "vllm serve mistralai/Mixtral-8x7B-v0.1 --max-model-len 32768", "--gpu", "H100-SXM", "--count", "1")
+    code, d = check_json("--vllm", "vllm serve mistralai/Mixtral-8x7B-v0.1 --max-model-len 32768", "--gpu", "H100-SXM", "--count", "1",
+                         "--engine-version", "0.33.0")
     assert code == 1
     f = fired(d)["weights-do-not-fit"]
     # 93,405,052,928 B = 86.99 GiB > 81,559 MiB x 0.92 (vLLM 0.33.0's default, issue 13) = 73.28 GiB;
@@ -83,7 +84,7 @@ def test_weights_do_not_fit_qwen3_235b_tp1_h100():
     # H100-SXM 81,559 MiB x 0.92 = 73.28 GiB usable (issue 13: the budget check prints);
     # ceil(470,185,672,704 / 78,679,145,185.28) = ceil(5.98) = 6 GPUs
     code, out, _ = run_cli("fit", str(SMALL_AZURE), "--model", "Qwen/Qwen3-235B-A22B", "--tp", "1", "--gpu", "H100-SXM",
-                           "--format", "json", "--fail-on", "error")
+                           "--format", "json", "--fail-on", "error", "--engine-version", "0.33.0")
     assert code == 1
     rep = json.loads(out)
     fired = {r["id"]: r for r in rep["rules"] if r["fired"]}

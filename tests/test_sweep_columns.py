@@ -19,10 +19,10 @@ def run(argv, capsys):
 
 def test_sweep_says_which_max_model_len_its_concurrency_column_uses():
     code, out, err = run_cli("sweep", "--vllm", f"vllm serve {QWEN}", "--tp", "8", "--gpu", "H200", "--count", "8",
-                             "--format", "json")
+                             "--format", "json", "--engine-version", "0.33.0")
     assert code == 0, err
     d = json.loads(out)
-    assert d["combinations"][0]["max_concurrency"] == 37.65  # the column is filled ...
+    assert d["combinations"][0]["max_concurrency"] == 37.65  # the column is filled (vLLM 0.33.0: utilisation 0.92) ...
     # ... at Qwen3-235B-A22B's max_position_embeddings 40,960 (no RoPE scaling), the length vLLM runs with
     assert d["notes"] == ["max concurrency at the engine's default max_model_len 40,960 tokens (the model's context "
                           "limit); pass --max-model-len for another length"]
@@ -38,7 +38,7 @@ def test_sweep_keeps_the_hint_when_the_column_is_empty():
 
 def test_sweep_csv_writes_whole_numbers_as_integers(capsys):
     code, out, _ = run(["sweep", "--vllm", f"vllm serve {QWEN}", "--tp", "4", "--kv-budget-gib", "40",
-                        "--format", "csv"], capsys)
+                        "--format", "csv", "--engine-version", "0.33.0"], capsys)  # 16-token blocks
     row = next(csv.DictReader(io.StringIO(out)))
     # 94 layers x 2 (K,V) x 128 x 2 bytes x (4 KV heads / tp 4 = 1 per rank) = 48,128 bytes/token/GPU
     assert row["kv_bytes_per_token_per_gpu"] == "48128"

@@ -51,7 +51,7 @@ def test_mistral_pp2_uses_three_batches_at_0_33_0():
     # 16 layers per stage x 16 tokens x 8 heads x 128 x 2 (K, V) x 2 B = 1 MiB per block: 30 GiB = 30,720 blocks;
     # 30,720 / 1,793 = 17.13x; int(30,720 / 1,793 x 32,768) = 561,423 tokens
     code, out, err = run_cli("kv", "--config", str(MISTRAL), "--pp", "2", "--kv-budget-gib", "30",
-                             "--max-model-len", "32768", "--format", "json")
+                             "--max-model-len", "32768", "--format", "json", "--engine-version", "0.33.0")
     assert code == 0, err
     d = json.loads(out)
     c = d["capacity"]
@@ -59,12 +59,12 @@ def test_mistral_pp2_uses_three_batches_at_0_33_0():
     assert d["vllm_plan"]["model_runner"] == "V2" and d["vllm_plan"]["max_in_flight_tokens"] == 24_576
     code, out, err = run_cli("check", "--vllm", "vllm serve mistralai/Mistral-7B-v0.1 --max-model-len 32768 -pp 2",
                              "--config", str(MISTRAL), "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--count", "2",
-                             "--format", "json")
+                             "--format", "json", "--engine-version", "0.33.0")
     assert code in (0, 1), err
     j = json.loads(out)
     assert (j["derived"]["kv_blocks_per_request"], j["derived"]["max_concurrency"]) == (1793, 17.13)
     asy = [e for e in j["effective_config"] if e["setting"] == "async_scheduling"]
-    assert asy and asy[0]["value"] is True and asy[0]["releases"] == ">=0.22.0"
+    assert asy and asy[0]["value"] is True and asy[0]["releases"] == ">=0.22.0,<0.34.0"
 
 
 def test_mistral_pp2_on_0_22_0_stays_on_v1_without_async():

@@ -169,8 +169,10 @@ def items_from_engine_checks(folder: Path) -> list[Item]:
         return out
     for cf in load_checks(folder):
         for c in cf["checks"]:
+            # a listed check describes its own release: it claims no other (onboarding a newer release checks
+            # that release's own sites file, catalog/engines/checks/sites/)
             out.append(Item(f"check:{c.id}", cf["engine"], cf["package"], cf["release"], c.path, c.snippet, c.line,
-                            "holds", None, cf["file"]))
+                            "holds", f"=={cf['release']}", cf["file"]))
     return out
 
 

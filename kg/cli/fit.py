@@ -154,6 +154,11 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(render_partial_text(e.partial.summary))
             sys.stdout.flush()
         raise
+    from kg.inputs.effective import newer_release_note
+    release_note = newer_release_note("vllm", args.engine_version)  # fit models vLLM's scheduler
+    if release_note:
+        report.setdefault("notes", []).append(release_note)
+        sys.stderr.write(f"optkg fit: note: {release_note}\n")
     if args.format == "json":
         text = to_json(report)
     elif args.format == "markdown":

@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
                    catalog_dir=str(args.catalog) if args.catalog else None,
                    rules_dir=str(args.rules) if args.rules else None)
     d = result.to_dict()
+    from kg.inputs.effective import newer_release_note
+    release_note = newer_release_note(base.engine, base.engine_version)
+    if release_note and release_note not in d["notes"]:
+        d["notes"].append(release_note)
     if args.only_valid:
         d["combinations"] = [c for c in d["combinations"] if c["valid"] and c["fits"]]
     if args.top is not None:

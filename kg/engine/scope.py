@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 # The newest release of each engine whose wheel the evidence was checked against (``make evidence``).
 # The graph helper's release lists (catalog/engines/) name the same releases; this is the fallback.
-PINNED_RELEASES: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23", "trtllm": "1.2.1"}
+PINNED_RELEASES: dict[str, str] = {"vllm": "0.34.0", "sglang": "0.5.23", "trtllm": "1.2.1"}
 # engine id -> the PyPI distribution its evidence comes from
 ENGINE_PACKAGES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 

@@ -88,6 +88,18 @@ def _spec(text: str) -> SpecifierSet:
     return SpecifierSet(text)
 
 
+def newer_release_note(engine: str | None, version: str | None) -> str | None:
+    """The note every command prints for a release newer than the newest one optkg knows (None otherwise)."""
+    latest = latest_release(engine)
+    try:
+        if latest and version and Version(str(version)) > Version(latest):
+            return (f"{engine} {version} is newer than the latest release optkg knows ({latest}): "
+                    f"checked with the knowledge of {latest}")
+    except InvalidVersion:
+        return None
+    return None
+
+
 def resolve_release(stack: Any) -> None:
     """Step 1 of the module doc: set ``stack.engine_version`` (assumed latest when missing) and note it."""
     latest = latest_release(stack.engine)
@@ -102,8 +114,7 @@ def resolve_release(stack: Any) -> None:
     try:
         given = Version(stack.engine_version)
         if given > Version(latest):
-            stack.notes.append(f"{stack.engine} {stack.engine_version} is newer than the latest release optkg knows "
-                               f"({latest}): checked with the knowledge of {latest}")
+            stack.notes.append(newer_release_note(stack.engine, stack.engine_version))
             return
         known = known_releases(stack.engine)
         if known and given not in {Version(r) for r in known}:
@@ -180,6 +191,8 @@ def effective_configuration(stack: Any) -> list[dict[str, Any]]:
                         "why": "set by the stack"})
             continue
         facts = _facts(stack)
+        # given('x'): the stack sets option x (a `when` about an option that is usually absent)
+        fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
         chosen, lacking = None, set()
         for e in entries:
             if version not in _spec(str(e["releases"])):
@@ -242,7 +255,8 @@ def engine_default(engine: str, setting: str, version: str | None, facts: dict[s
         if e["setting"] != setting or v not in _spec(str(e["releases"])):
             continue
         try:
-            if e.get("when") and not evaluate(str(e["when"]), facts, {"has": lambda _t: False}):
+            if e.get("when") and not evaluate(str(e["when"]), facts, {"has": lambda _t: False,
+                                                                       "given": lambda n: facts.get(n) not in (None, "")}):
                 continue
             value = evaluate(str(e["value_expr"]), facts) if "value_expr" in e else e["value"]
         except (MissingFact, ExprTypeError, ZeroDivisionError, TypeError, ValueError):
@@ -250,3 +264,10 @@ def engine_default(engine: str, setting: str, version: str | None, facts: dict[s
         ev = (e.get("evidence") or [{}])[0]
         return value, f"{engine} {e['releases']} default ({ev.get('path')}:{ev.get('line')} at {engine} {ev.get('release')})"
     return None, f"no {engine} {rel} default for {setting} decided by these facts"
+
+
+def default_block_size(engine: str, version: str | None) -> int:
+    """The KV block size ``engine`` uses at ``version`` when --block-size is not given (the release table:
+    vLLM 16, 64 from 0.34.0); 16 when no release decides."""
+    value, _ = engine_default(engine, "block_size", version, {})
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 16

@@ -71,18 +71,26 @@ def _at(table: list, v: Version):
     return hit
 
 
+# vLLM 0.34.0 removed Model Runner V1 (platforms/interface.py:1481-1490 validate_environ: VLLM_USE_V2_MODEL_RUNNER
+# other than 1 is a ValueError, "Model Runner V1 has been removed")
+V1_REMOVED_IN = "0.34.0"
+V1_REMOVED_EVIDENCE = "vllm 0.34.0 platforms/interface.py:1485"
+
+
 def uses_v2_model_runner(engine_version: str | None, architecture: str | None = None, is_moe: bool = False,
                          is_quantized: bool = False, is_hybrid: bool = False, attention_free: bool = False,
                          speculative_method: str | None = None, pp_size: int = 1,
                          env: bool | None = None) -> tuple[bool | None, str]:
     """(V2 runner?, why) for a generating model on CUDA at vLLM ``engine_version`` (None: the latest optkg knows,
-    treated as 0.33.0 here). ``env``: ``VLLM_USE_V2_MODEL_RUNNER`` as given (None: unset). ``is_hybrid``: Mamba /
+    0.34.0, where V1 is gone). ``env``: ``VLLM_USE_V2_MODEL_RUNNER`` as given (None: unset). ``is_hybrid``: Mamba /
     linear-attention layers; ``attention_free``: no attention layer at all. (None, why) when the answer needs the
     architecture and none is given."""
+    v = _version(engine_version) or Version(V1_REMOVED_IN)
+    rel = f"vllm {v}"
+    if v >= Version(V1_REMOVED_IN):  # Model Runner V1 removed: VLLM_USE_V2_MODEL_RUNNER=0 is refused at start
+        return True, f"{rel}: the V2 model runner (Model Runner V1 removed in {V1_REMOVED_IN}: {V1_REMOVED_EVIDENCE})"
     if env is not None:
         return bool(env), f"VLLM_USE_V2_MODEL_RUNNER={int(bool(env))}"
-    v = _version(engine_version) or Version("0.33.0")
-    rel = f"vllm {v}"
     if v < Version(FIRST_V2_RELEASE):
         return False, f"{rel}: the V1 model runner (V2 only with VLLM_USE_V2_MODEL_RUNNER=1, default from 0.22.0)"
     if v < Version(V2_FOR_ALL_SINCE):
