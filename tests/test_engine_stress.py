@@ -22,13 +22,12 @@ from pathlib import Path
 import pytest
 
 from kg.knowledge.catalog import load_catalog
-from kg.analyses.check import _functions, stack_facts
+from kg.analyses.check import _functions, fixture_stack, stack_facts
 from kg.engine.durable import CHUNK, CompiledRules
 from kg.engine.fixtures import load_fixture_cases
 from kg.inputs.modelcfg import bundled_model_ids, resolve_model
 from kg.engine.rules import RuleSet, evaluate_rules, load_rules
-from kg.inputs.stack import Stack, add_technique, set_setting, stack_from_doc
-from kg.core.yamlio import YamlDoc
+from kg.inputs.stack import Stack, add_technique, set_setting
 
 N_STACKS = 1500  # generated stacks (was 3,000: halved to keep make test under five minutes on two cores)
 SINGLE_RUN_SAMPLE = 40
@@ -134,7 +133,7 @@ def _fixture_inputs(catalog, check_rules):
     for case in load_fixture_cases():
         if case.rule in ids:
             base = Path(case.file).parent
-            out.append(stack_from_doc(YamlDoc(case.file, case.input, {}), catalog, base))
+            out.append(fixture_stack(case.input, catalog, base))
     return out
 
 

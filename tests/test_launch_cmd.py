@@ -133,21 +133,24 @@ def test_underscore_spelling_equals_dashes(catalog, cli):
     a = parse_launch("vllm serve Qwen/Qwen3-32B --enable_prefix_caching --tensor_parallel_size 2 --frobnicate 7", catalog)
     b = parse_launch("vllm serve Qwen/Qwen3-32B --enable-prefix-caching --tensor-parallel-size 2 --frobnicate 7", catalog)
     assert a.techniques == b.techniques and a.settings == b.settings and a.settings["tp_size"] == 2
-    assert a.ignored == b.ignored == ["--frobnicate 7"]
+    # an option no release has is refused (rule engine-option-refused), not "ignored (not modelled)"
+    assert a.ignored == b.ignored == [] and [r["flag"] for r in a.refused] == [r["flag"] for r in b.refused] == ["--frobnicate"]
     d = _check(cli, "--cmd", "vllm serve Qwen/Qwen3-32B --enable_prefix_caching --tensor_parallel_size 2 --frobnicate 7")
-    assert "--frobnicate 7" in d["ignored_flags"]
-    # SGLang's plain argparse does not fold underscores: the underscore spelling is an unknown flag
+    assert "--frobnicate 7" not in d["ignored_flags"]
+    assert [f["rule_id"] for f in d["findings"] if f["severity"] == "error"] == ["engine-option-refused"]
+    # SGLang's plain argparse does not fold underscores: the underscore spelling is an option SGLang refuses
     st = parse_launch("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp_size 2", catalog)
-    assert "tensor-parallelism" not in st.techniques and "--tp_size 2" in st.ignored
+    assert "tensor-parallelism" not in st.techniques and [r["flag"] for r in st.refused] == ["--tp_size"]
+    assert st.refused[0]["suggestion"] == "--tp-size"
 
 
 def test_abbreviations_and_equals(catalog):
     st = parse_launch("vllm serve Qwen/Qwen3-32B --max-model 4096 --gpu-memory-util=0.8 --tensor_parallel 2", catalog)
     assert (st.settings["max_model_len"], st.settings["gpu_memory_utilization"], st.settings["tp_size"]) == (4096, 0.8, 2)
     assert any("--tensor_parallel is an abbreviation of --tensor-parallel-size" in n for n in st.notes)
-    # an ambiguous prefix is not guessed: it is listed as ignored, with the engine's refusal noted
+    # an ambiguous prefix is not guessed: argparse refuses it, and the note says which options it could match
     st = parse_launch("vllm serve Qwen/Qwen3-32B --max-num 8", catalog)
-    assert "--max-num 8" in st.ignored and any("ambiguous" in n for n in st.notes)
+    assert [r["flag"] for r in st.refused] == ["--max-num"] and any("ambiguous" in n for n in st.notes)
     # click (trtllm-serve) accepts no abbreviations
     st = parse_launch("trtllm-serve Qwen/Qwen3-32B --tp 8", catalog)
     assert "tensor-parallelism" not in st.techniques and "--tp 8" in st.ignored

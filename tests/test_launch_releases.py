@@ -28,9 +28,10 @@ def test_release_data_facts():
 
 def test_legacy_flag_refused_by_newer_release(catalog):
     st = parse_launch("vllm serve Qwen/Qwen3-32B --num-scheduler-steps 8", catalog, engine_version="0.9.1")
-    assert st.settings["num_scheduler_steps"] == 8 and not any("not an option" in n for n in st.notes)
+    assert st.settings["num_scheduler_steps"] == 8 and not st.refused
     st = parse_launch("vllm serve Qwen/Qwen3-32B --num-scheduler-steps 8", catalog, engine_version="0.11.0")
-    assert any("--num-scheduler-steps is not an option of vllm 0.11.0" in n and "0.5.5–0.9.1" in n for n in st.notes)
+    assert [(r["flag"], r["release"], r["exists_in"]) for r in st.refused] == [
+        ("--num-scheduler-steps", "0.11.0", "0.5.5–0.9.1")]
 
 
 def test_speculative_model_ngram_legacy(catalog):
@@ -58,7 +59,8 @@ def test_engine_version_flag_reaches_cmd(cli):
                          "0.10.2", "--format", "json", "--fail-on", "never")
     d = json.loads(out)
     assert d["stack"]["engine_version"] == "0.10.2"
-    assert any("--num-scheduler-steps is not an option of vllm 0.10.2" in n for n in d["notes"])
+    refused = [f for f in d["findings"] if f["rule_id"] == "engine-option-refused"]
+    assert "--num-scheduler-steps is not an option of vllm 0.10.2" in refused[0]["message"]
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

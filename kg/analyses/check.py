@@ -356,8 +356,8 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
     ns.update(support_namespace(stack, ns))  # per-release support data (catalog/support/)
-    from kg.analyses.enginechecks import generated_refusals  # the release's generated check rows (issue 27)
-    ns.update(generated_refusals(stack.engine, stack.engine_version, ns))
+    from kg.analyses.enginechecks import engine_check_facts  # generated check rows, refused options (issue 27)
+    ns.update(engine_check_facts(stack, ns))
     for f in facts:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
@@ -762,8 +762,17 @@ def _evaluate(rules: RuleSet, facts: list[dict[str, Any]], ns: dict[str, Any], s
 
 def run_fixture(data: dict[str, Any], catalog: Catalog, rules: RuleSet, base_dir) -> list[Firing]:
     """Fixture runner for the ``check`` ruleset: ``data`` is a stack mapping (stack-file shape)."""
-    from kg.inputs.stack import stack_from_doc
-    from kg.core.yamlio import YamlDoc
-    stack = stack_from_doc(YamlDoc(str(base_dir), data, {}), catalog, base_dir)
+    stack = fixture_stack(data, catalog, base_dir)
     facts, ns = stack_facts(stack)
     return _evaluate(rules, facts, ns, stack, catalog)
+
+
+def fixture_stack(data: dict[str, Any], catalog: Catalog, base_dir) -> Stack:
+    """The stack of a check fixture's ``input``: a stack mapping, or ``{command, engine}`` (a launch command, e.g.
+    one with an option the release refuses)."""
+    if isinstance(data, dict) and set(data) == {"command", "engine"}:
+        from kg.inputs.launch import parse_command
+        return parse_command(str(data["command"]), catalog, str(data["engine"]))
+    from kg.inputs.stack import stack_from_doc
+    from kg.core.yamlio import YamlDoc
+    return stack_from_doc(YamlDoc(str(base_dir), data, {}), catalog, base_dir)

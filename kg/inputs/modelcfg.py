@@ -79,6 +79,7 @@ class ModelFacts:
     num_experts: int | None = None
     num_experts_per_tok: int | None = None
     quant_method: str | None = None
+    expert_dtype: str | None = None  # config.json expert_dtype (DeepSeek-V4: fp4 routed experts)
     weight_block_size: list[int] | None = None
     quant_group_size: int | None = None
     quant_bits: int | None = None          # weight bits of the checkpoint (quantization_config.bits / load_in_8bit)
@@ -326,6 +327,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         num_experts=n_experts if isinstance(n_experts, int) else None,
         num_experts_per_tok=c.get("num_experts_per_tok") if isinstance(c.get("num_experts_per_tok"), int) else None,
         quant_method=qc.get("quant_method") or ("modelopt" if isinstance(qc.get("quantization"), dict) else None),
+        # DeepSeek-V4 config.json "expert_dtype": "fp4": routed experts stored in FP4 beside the FP8 rest (the
+        # checkpoint is "FP4 + FP8 Mixed"); kg.derive.weights sizes the experts with it
+        expert_dtype=str(c["expert_dtype"]).lower() if isinstance(c.get("expert_dtype"), str) else None,
         quantization_config=dict(qc),
         quantization_config_source="config.json quantization_config" if qc else "",
         weight_block_size=_block_size(qc, name),

@@ -61,6 +61,9 @@ class Stack:
     engine_version_assumed: bool = False  # no release given: the latest known was assumed (kg.inputs.effective)
     # what a pasted command's flag table filled in without a flag: {"settings": {...}, "techniques": [...]}
     defaulted: dict[str, Any] = field(default_factory=dict)
+    # options the engine release's CLI does not accept ({flag, release, suggestion, exists_in}): the engine refuses to
+    # start ("unrecognized arguments"); kg.analyses.enginechecks turns them into facts for the rule engine-option-refused
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
     def values(self) -> dict[str, Any]:
         """Flat namespace of every setting and parameter (parallel sizes default to 1)."""

@@ -160,7 +160,28 @@ def present_at(entry: dict[str, Any], release: str) -> bool:
     return release not in [str(x) for x in entry.get("absent_in") or []]
 
 
+def _accepted(name: str, ropts: set[str]) -> bool:
+    """``name`` is an option the release's parser takes although the scanned table does not list it: the ``--no-X``
+    inverse of a listed boolean ``--X`` (argparse.BooleanOptionalAction), a ``--X.field`` of a listed JSON option, or
+    a short single-dash form (argparse prefix matching of those is not modelled)."""
+    if name.startswith("--no-") and "--" + name[5:] in ropts:
+        return True
+    if "." in name and name.partition(".")[0] in ropts:
+        return True
+    return not name.startswith("--")
+
+
+def _nearest(name: str, ropts: set[str]) -> str | None:
+    """The accepted option closest in spelling (difflib, cutoff 0.75), for a did-you-mean."""
+    from difflib import get_close_matches
+    near = get_close_matches(name, sorted(o for o in ropts if o.startswith("--")), n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
 def _span(entry: dict[str, Any]) -> str:
+    """The scanned releases that have an option: ``>=since`` while the newest scanned release has it."""
+    if not entry.get("until"):
+        return f">={entry['since']}"
     return f"{entry['since']}–{entry.get('last_seen', entry['since'])}"
 
 
@@ -285,8 +306,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         if note:
             st.notes.append(f"{label}: {note}")
         if release and name in opts and name not in ropts:
-            st.notes.append(f"{label}: {name} is not an option of {which}: that release refuses it "
-                            f"('unrecognized arguments'); it exists in {engine} {_span(opts[name])}")
+            st.refused.append({"flag": name, "release": release, "assumed": assumed,
+                               "suggestion": _nearest(name, ropts), "exists_in": _span(opts[name])})
         spec = by_name.get(name)
         field_path = None
         if spec is None and "." in name and (table.get("spelling") or {}).get("json_dots"):
@@ -295,14 +316,20 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             spec = by_name.get(base) if by_name.get(base, {}).get("type") == "json" else None
             if spec is not None:
                 name = base
+        refused = spec is None and release and opts and name not in opts and not _accepted(name, ropts)
+        if refused:
+            # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
+            st.refused.append({"flag": name, "release": release, "assumed": assumed,
+                               "suggestion": _nearest(name, ropts), "exists_in": None})
         if spec is None:
-            # unknown flag: keep it and its value (if it takes one and the next word is not a flag)
+            # unknown flag: keep it and its value (if it takes one and the next word is not a flag); a refused one
+            # is reported by the rule engine-option-refused, not listed as ignored
             takes_value = name not in valueless and not name.startswith("--no-")
             if takes_value and not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
-                st.ignored.append(f"{w} {words[i + 1]}")
+                (st.ignored if not refused else []).append(f"{w} {words[i + 1]}")
                 i += 2
             else:
-                st.ignored.append(w)
+                (st.ignored if not refused else []).append(w)
                 i += 1
             continue
         typ = spec["type"]

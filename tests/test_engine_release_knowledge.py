@@ -1,0 +1,94 @@
+"""What optkg knows per engine release: options a release refuses (an ERROR with the nearest accepted spelling) vs
+options it accepts but optkg does not model (a note); vLLM 0.34.0 as the newest known release (block size 64, the
+extensible KV cache with gpu_memory_utilization 1.0, no Model Runner V1) and the note every command prints for a
+release newer than that; the onboarding merge of a new release into a generated per-release table."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import REPO, run_cli
+
+sys.path.insert(0, str(REPO / "tools"))
+
+
+def _check_json(*argv: str) -> dict:
+    code, out, err = run_cli("check", *argv, "--format", "json")
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def _finding(d: dict, rid: str) -> dict | None:
+    return next((f for f in d["findings"] if f["rule_id"] == rid), None)
+
+
+def test_a_misspelled_option_is_an_error_naming_the_accepted_spelling():
+    d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --tensor-paralel-size 2", "--engine-version", "0.34.0")
+    f = _finding(d, "engine-option-refused")
+    assert f is not None and f["severity"] == "error"
+    assert f["message"] == ('vllm refuses to start (argparse "unrecognized arguments"): --tensor-paralel-size is not an '
+                            "option of vllm 0.34.0; did you mean --tensor-parallel-size?")
+    assert not any("tensor-paralel" in x for x in d["ignored_flags"])  # refused, not "ignored (not modelled)"
+
+
+def test_an_accepted_option_optkg_does_not_model_stays_a_note():
+    d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --disable-log-stats --no-enable-log-requests",
+                    "--engine-version", "0.34.0")
+    assert _finding(d, "engine-option-refused") is None
+    assert "--disable-log-stats" in d["ignored_flags"]
+
+
+def test_an_option_the_release_does_not_have_yet_is_refused_with_the_releases_that_have_it():
+    # --enable-extensible-kv-cache first appears in 0.34.0 (catalog/engines/options/vllm.yaml)
+    d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --enable-extensible-kv-cache", "--engine-version", "0.33.0")
+    f = _finding(d, "engine-option-refused")
+    assert f is not None and "it exists in vllm >=0.34.0" in f["message"]
+
+
+def _effective(d: dict, name: str):
+    return next(e for e in d["effective_config"] if e["setting"] == name)
+
+
+def test_vllm_034_defaults_block_size_64_and_utilization_1_with_the_extensible_kv_cache():
+    d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM", "--engine-version", "0.34.0")
+    assert _effective(d, "block_size")["value"] == 64  # config/cache.py:185 DEFAULT_BLOCK_SIZE
+    assert _effective(d, "gpu_memory_utilization")["value"] == 1.0  # cache.py:495-501 resolved_gpu_memory_utilization
+    off = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --no-enable-extensible-kv-cache", "--gpu", "H100-SXM",
+                      "--engine-version", "0.34.0")
+    assert _effective(off, "gpu_memory_utilization")["value"] == 0.92  # DEFAULT_GPU_MEMORY_UTILIZATION
+    old = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM", "--engine-version", "0.33.0")
+    assert (_effective(old, "block_size")["value"], _effective(old, "gpu_memory_utilization")["value"]) == (16, 0.92)
+
+
+def test_vllm_034_has_no_v1_model_runner():
+    from kg.inputs.vllm_runner import uses_v2_model_runner
+    assert uses_v2_model_runner("0.34.0", "LlamaForCausalLM", speculative_method="suffix", env=False)[0] is True
+    assert uses_v2_model_runner("0.33.0", "LlamaForCausalLM", speculative_method="suffix")[0] is False
+
+
+def test_a_release_newer_than_known_is_noted_by_kv_check_sweep_and_fit():
+    note = "vllm 0.35.0 is newer than the latest release optkg knows (0.34.0): checked with the knowledge of 0.34.0"
+    code, out, err = run_cli("kv", "--model", "meta-llama/Llama-3.1-8B", "--engine-version", "0.35.0")
+    assert code == 0 and note in err
+    assert note in _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--engine-version", "0.35.0")["notes"]
+    code, out, err = run_cli("sweep", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM",
+                             "--engine-version", "0.35.0", "--tp", "1", "--format", "json")
+    assert note in json.loads(out)["notes"]
+    code, out, err = run_cli("fit", "rules/fixtures/traces/small_prefix.jsonl", "--model", "meta-llama/Llama-3.1-8B",
+                             "--engine-version", "0.35.0", "--format", "json")
+    assert note in err
+
+
+def test_onboarding_merges_a_new_release_into_a_per_release_table():
+    from onboard import merge_ranges
+    old = {"--a": {"since": "0.1", "last_seen": "0.2", "evidence": {"release": "0.2"}},
+           "--b": {"since": "0.1", "last_seen": "0.2", "evidence": {"release": "0.2"}},
+           "--c": {"since": "0.1", "last_seen": "0.1", "until": "0.2", "evidence": {"release": "0.1"}}}
+    table, added, removed = merge_ranges(old, {"--a": ("x.py", 5), "--c": ("x.py", 9), "--d": ("x.py", 7)}, "0.3",
+                                         ["0.1", "0.2"], "pkg")
+    assert added == ["--c", "--d"] and removed == ["--b"]
+    assert table["--b"]["until"] == "0.3" and table["--a"]["last_seen"] == "0.3"
+    assert table["--c"]["absent_in"] == ["0.2"] and "until" not in table["--c"]
+    assert table["--d"] == {"evidence": {"line": 7, "package": "pkg", "path": "x.py", "release": "0.3"},
+                            "last_seen": "0.3", "since": "0.3"}
