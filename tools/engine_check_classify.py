@@ -118,23 +118,30 @@ def class_defaults(sources: dict[str, list[str]]) -> dict[str, Any]:
             continue
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             for st in cls.body:
-                if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None):
-                    continue
-                v = st.value
-                if isinstance(v, ast.Call) and _callname(v) in ("Field", "field"):
-                    kw = {k.arg: k.value for k in v.keywords}
-                    v = kw.get("default") or (v.args[0] if v.args else None)
-                try:
-                    val = ast.literal_eval(v) if v is not None else None
-                except (ValueError, SyntaxError, TypeError):
-                    continue
-                if v is None or not isinstance(val, TYPES_OK):
+                ok, val = literal_default(st)
+                if not ok:
                     continue
                 name = st.target.id
                 if name in out and out[name] != val:
                     clash.add(name)
                 out.setdefault(name, val)
     return {k: v for k, v in out.items() if k not in clash}
+
+
+def literal_default(st: ast.AST) -> tuple[bool, Any]:
+    """(True, value) for a class attribute ``f: T = <literal>`` or ``f: T = Field(default=<literal>)`` (a number,
+    string, bool or None); (False, None) otherwise."""
+    if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None):
+        return False, None
+    v = st.value
+    if isinstance(v, ast.Call) and _callname(v) in ("Field", "field"):
+        kw = {k.arg: k.value for k in v.keywords}
+        v = kw.get("default") or (v.args[0] if v.args else None)
+    try:
+        val = ast.literal_eval(v) if v is not None else None
+    except (ValueError, SyntaxError, TypeError):
+        return False, None
+    return (v is not None and isinstance(val, TYPES_OK)), val
 
 
 def class_fields(sources: dict[str, list[str]]) -> set[str]:

@@ -137,6 +137,8 @@ def qualified_defaults(root: Path, prefixes: list[str]) -> dict[str, tuple[Any, 
     """{Class.field: (literal default, path, line)} of the annotated class attributes under ``prefixes`` (config
     dataclasses and their ClassVar constants), read with ``ast``."""
     import ast
+
+    from engine_check_classify import literal_default
     out: dict[str, tuple[Any, str, int]] = {}
     for pre in prefixes:
         base = root / pre
@@ -148,19 +150,8 @@ def qualified_defaults(root: Path, prefixes: list[str]) -> dict[str, tuple[Any, 
                 continue
             for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
                 for st in cls.body:
-                    if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None):
-                        continue
-                    v = st.value
-                    if isinstance(v, ast.Call) and getattr(v.func, "id", getattr(v.func, "attr", "")) in ("Field", "field"):
-                        kw = {k.arg: k.value for k in v.keywords}
-                        if "default" not in kw:
-                            continue
-                        v = kw["default"]
-                    try:
-                        val = ast.literal_eval(v)
-                    except (ValueError, SyntaxError, TypeError):
-                        continue
-                    if isinstance(val, (int, float, str, bool, type(None))):
+                    ok, val = literal_default(st)
+                    if ok:
                         out[f"{cls.name}.{st.target.id}"] = (val, str(f.relative_to(root)), st.lineno)
     return out
 

@@ -43,6 +43,19 @@ def _registry(path: Path) -> tuple[dict[str, tuple[str, str]], dict[str, int]]:
     return out, lines
 
 
+def base_names(node: ast.ClassDef) -> list[str]:
+    """The names of a class's bases (``Base``, ``mod.Base`` -> Base, ``Base[T]`` -> Base)."""
+    names = []
+    for b in node.bases:
+        if isinstance(b, ast.Name):
+            names.append(b.id)
+        elif isinstance(b, ast.Attribute):
+            names.append(b.attr)
+        elif isinstance(b, ast.Subscript) and isinstance(b.value, ast.Name):
+            names.append(b.value.id)
+    return names
+
+
 def _class_bases(folders: list[Path]) -> dict[tuple[str, str], list[str]]:
     bases: dict[tuple[str, str], list[str]] = {}
     for f in [f for d in folders if d.is_dir() for f in d.rglob("*.py")]:
@@ -52,15 +65,7 @@ def _class_bases(folders: list[Path]) -> dict[tuple[str, str], list[str]]:
             continue
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                names = []
-                for b in node.bases:
-                    if isinstance(b, ast.Name):
-                        names.append(b.id)
-                    elif isinstance(b, ast.Attribute):
-                        names.append(b.attr)
-                    elif isinstance(b, ast.Subscript) and isinstance(b.value, ast.Name):
-                        names.append(b.value.id)
-                bases[(f.stem, node.name)] = names
+                bases[(f.stem, node.name)] = base_names(node)
     return bases
 
 
