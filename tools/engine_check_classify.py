@@ -59,10 +59,13 @@ SUBCONFIGS = {"parallel_config", "model_config", "cache_config", "scheduler_conf
               "attention_config", "kernel_config", "observability_config", "structured_outputs_config",
               "quant_config", "multimodal_config", "profiler_config", "ec_transfer_config", "eplb_config"}
 # optional sub-configs: a check inside one runs only when the user gave it; the expression that says so
-PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)", "lora_config": "(enable_lora == True)"}
+PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)", "lora_config": "(enable_lora == True)",
+            # LMDeploy builds one engine config, by --backend (optkg has no backend fact yet: rows not evaluable)
+            "turbomind_engine_config": "(backend == 'turbomind')", "pytorch_engine_config": "(backend == 'pytorch')"}
 OPTIONAL = {"speculative_config", "lora_config", "kv_transfer_config", "ec_transfer_config", "pooler_config",
             "multimodal_config", "kv_events_config", "profiler_config", "weight_transfer_config", "offload_config",
-            "engram_config", "watermark_config", "reasoning_config", "speech_to_text_config", "diffusion_config"}
+            "engram_config", "watermark_config", "reasoning_config", "speech_to_text_config", "diffusion_config",
+            "turbomind_engine_config", "pytorch_engine_config"}
 # functions that run at start for every configuration (validators, post-inits); a check elsewhere runs when some
 # code path calls it, which a generated row cannot tell
 STARTUP_FUNCTION = re.compile(r"(^|\.)(__post_init__|__init__|model_post_init|_?post_init\w*|_?verify\w*|_?validate\w*|"
@@ -395,6 +398,12 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
         if not s.straight:
             raise Untranslatable("reached through a loop, an except handler or after an early return")
         expr = translate(s, tr)
+        from kg.engine.expr import names_in
+        known = set(flat.values()) | {v for m in sub.values() for v in m.values()} | model | {"techniques"}
+        unknown = sorted(names_in(expr) - known)
+        if unknown:  # a presence guard over a fact no stack of this engine carries (LMDeploy --backend)
+            tr.unmapped += unknown
+            raise Untranslatable("optkg lacks " + ", ".join(unknown))
         fn = _function_source(s, lines)
         changed = assigned_before(fn, s.line, {k for k in _fields_read(s)})
         if changed:
