@@ -102,7 +102,9 @@ def test_unpinned_rule_with_evidence_is_refused(tmp_path: Path):
     assert [(p.path, p.code) for p in problems] == [("rules[0].evidence_unpinned", "rule-scope")]
 
 
-UNPINNED = {"fp8-kv-cache-reuse-accuracy", "int8-kv-cache-reuse", "sglang-attention-backend-no-fp8-kv"}
+# trtllm-drafter-with-pipeline-parallel: the TRT-LLM 1.2.x wheel is not reachable from here (cases lane, issue 27 class 4)
+UNPINNED = {"fp8-kv-cache-reuse-accuracy", "int8-kv-cache-reuse", "sglang-attention-backend-no-fp8-kv",
+            "trtllm-drafter-with-pipeline-parallel"}
 
 
 def test_shipped_engine_rules_have_evidence_or_say_why_not():

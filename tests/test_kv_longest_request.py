@@ -33,9 +33,11 @@ def test_longest_request_leaves_out_the_null_block():
     assert kv_capacity(lay, 2**30, null_block_bytes=2 * 2**20).max_model_len_that_fits == 8176  # 511 blocks
     assert null_block_bytes("vllm", None, 2 * 2**20) == null_block_bytes("vllm", "0.29.0", 2 * 2**20) == 2 * 2**20
     assert null_block_bytes("vllm", "0.28.0", 2 * 2**20) == 0 == null_block_bytes("sglang", None, 2 * 2**20)
-    # optkg kv, Qwen3-32B TP 8 (32,768 B/token): 30 GiB = 61,440 blocks, 61,439 usable -> 983,024 tokens
+    # optkg kv, Qwen3-32B TP 8 (32,768 B/token), vLLM 0.33.0's 16-token blocks: 30 GiB = 61,440 blocks, 61,439
+    # usable -> 983,024 tokens (0.34.0: 15,360 64-token blocks, 15,359 usable -> 982,976)
     code, out, err = run_cli("kv", "--config", str(REPO / "catalog/models/Qwen__Qwen3-32B.json"), "--tp", "8",
-                             "--kv-budget-gib", "30", "--max-model-len", "40960", "--format", "json")
+                             "--kv-budget-gib", "30", "--max-model-len", "40960", "--format", "json",
+                             "--engine-version", "0.33.0")
     cap = json.loads(out)["capacity"]
     assert (cap["num_blocks"], cap["max_model_len_that_fits"]) == (61_440, 983_024)
 

@@ -771,7 +771,7 @@ def fixture_stack(data: dict[str, Any], catalog: Catalog, base_dir) -> Stack:
     """The stack of a check fixture's ``input``: a stack mapping, or ``{command, engine}`` (a launch command, e.g.
     one with an option the release refuses)."""
     if isinstance(data, dict) and set(data) == {"command", "engine"}:
-        from kg.inputs.launch import parse_command
+        from kg.engines.launch import parse_command
         return parse_command(str(data["command"]), catalog, str(data["engine"]))
     from kg.inputs.stack import stack_from_doc
     from kg.core.yamlio import YamlDoc

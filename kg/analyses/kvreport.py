@@ -51,6 +51,9 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm 0.33.0 config/model.py:2657-2683, _get_and_verify_max_len)")}]
     plan = None
     try:
+        if block_size is None:  # the release's default block (16; 64 from vLLM 0.34.0), as check uses
+            from kg.inputs.effective import default_block_size, latest_release
+            block_size = default_block_size("vllm", engine_version or latest_release("vllm"))
         plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, max_model_len,
                              block_size, max_num_batched_tokens, gpu_compute_capability=gpu_compute_capability,
                              mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, engine_version=engine_version,

@@ -97,9 +97,6 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
-    if args.block_size is None and (args.engine or "vllm") == "vllm":  # the release's default block, as check uses
-        from kg.inputs.effective import default_block_size, latest_release
-        args.block_size = default_block_size("vllm", _engine_version(args.engine_version) or latest_release("vllm"))
     auto_kv = vllm_auto_kv_cache_dtype(model, args.engine or "vllm", _engine_version(args.engine_version),
                                        args.kv_cache_dtype)
     if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.derive.kv_dtype)

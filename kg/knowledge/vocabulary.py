@@ -171,7 +171,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "name", "model_type", "num_attention_heads", "num_key_value_heads", "head_dim", "v_head_dim",
     "hidden_size", "num_hidden_layers", "dtype", "dtype_bytes", "is_mla", "kv_lora_rank", "qk_rope_head_dim",
     "sliding_window", "num_sliding_layers", "num_full_layers", "intermediate_size", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "quant_method", "weight_block_size",
+    "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "quant_method", "expert_dtype", "weight_block_size",
     "quant_group_size", "quant_bits", "checkpoint_kv_scales", "num_moe_layers", "max_position_embeddings",
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
