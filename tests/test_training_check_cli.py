@@ -58,14 +58,25 @@ def test_training_files_route_to_the_training_report(cli, tmp_path):
 
 
 def test_no_model_says_what_could_not_be_computed(cli):
-    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 2 pretrain_gpt.py --tensor-model-parallel-size 2")
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                       "--micro-batch-size 1 --seq-length 4096")
     assert code == 0
-    assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size), seq_length not given" in out
+    assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size)" in out
     # rules that need the model shape are "could not be evaluated", never a bare "No findings" (issue 12)
     assert "No findings" not in out
     assert "training-heads-not-divisible-by-tp: missing num_attention_heads" in out
     assert out.rstrip().endswith("0 finding(s) · 15 rules held · 4 could not be evaluated (missing: num_attention_heads, "
                                  "num_query_groups, gpu_memory_bytes, total_bytes)")
+
+
+def test_a_megatron_launch_without_batch_or_sequence_length_gets_megatrons_own_refusals(cli):
+    # validate_args asserts args.micro_batch_size is not None (arguments.py:495 at core_v0.16.1) and, without
+    # --seq-length, that --encoder-seq-length is given (:826): the launch as pasted does not start
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 2 pretrain_gpt.py --tensor-model-parallel-size 2")
+    assert code == 1
+    assert "megatron-lm-megatron-training-arguments-495" in out and "(micro_batch_size = None)" in out
+    assert "megatron-lm-megatron-training-arguments-826" in out
+    assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size), seq_length not given" in out
 
 
 def test_megatron_job_shows_megatron_theoretical_memory_to_the_byte(cli):

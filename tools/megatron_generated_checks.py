@@ -1,193 +1,81 @@
 """Generate Megatron's mechanical startup checks as table rows optkg evaluates (used by tools/training_check_sites.py).
 
-Three functions are read from the released source: Megatron-LM's ``validate_args`` (arguments.py) and the
-``__post_init__`` of megatron-core's ``ModelParallelConfig`` and ``TransformerConfig``. Walking each body in order,
-a ``raise`` / ``assert`` becomes a row when its guarding ``if`` tests and its own test translate into optkg's
-expression language over argument names (``self.x`` / ``args.x`` -> ``x``):
+The walk (tools/checkgen.py) follows Megatron-LM in the order it runs (core_v0.16.1):
 
-- comparisons, ``and`` / ``or`` / ``not``, ``+ - * // %``, literals, tuples; ``is None`` against the sentinel
-  ``'__none__'``; a name used as a truth value becomes ``truthy(x)``; ``Enum.member`` becomes the member's
-  string value when megatron/core/enums.py defines it;
-- a row is written only when no name it reads was assigned earlier in the same function (validate_args and
-  __post_init__ rewrite arguments before later checks), no ``return`` was passed on the way, and, for the
-  config classes, no name is one that validate_args assigns at all (it runs before the configs are built) or
-  that core_transformer_config_from_args fills from an expression.
+1. ``validate_args(args)`` (megatron/training/arguments.py:293), over the arguments ``parse_args`` returns: every
+   ``add_argument`` of arguments.py and the TransformerConfig / ModelParallelConfig fields ArgumentGroupFactory adds,
+   plus ``world_size`` (parse_args sets it from WORLD_SIZE, arguments.py:114). Every rewrite validate_args makes
+   (``args.data_parallel_size = args.world_size // total_model_size``, ``args.global_batch_size`` when not given,
+   ``args.params_dtype`` ...) is modelled, so a later check reads the rewritten value.
+2. ``core_transformer_config_from_args(args)`` (arguments.py:1306) builds the config's keyword arguments from the
+   rewritten args (its fields-copy loop, then its own ``kw_args[...] = ...`` lines); then
+   ``TransformerConfig(**kw_args)`` runs ``TransformerConfig.__post_init__`` and, through ``super()``,
+   ``ModelParallelConfig.__post_init__`` (megatron-core 0.16.1). ``MLATransformerConfig`` is built instead under
+   ``--multi-latent-attention`` (arguments.py:1311-1312): its checks are walked under that condition.
+3. ``DistributedDataParallelConfig(**kwargs)`` as megatron/training/training.py:1290-1309 builds it (not under
+   ``--use-torch-fsdp2``), and ``get_megatron_optimizer_config(args)`` (training.py:1410) for the optimizer config.
 
-Defaults per release: every ``add_argument`` of arguments.py (dest, default, store_true / store_false) and the
-dataclass fields ArgumentGroupFactory turns into arguments (TransformerConfig and ModelParallelConfig: field
-name, literal default). Rows and defaults are written into the framework package's check tables.
+The pretrain scripts' ``args_defaults`` (validate_args' loop at arguments.py:457-466) are not modelled: pretrain_gpt.py
+passes only ``tokenizer_type``, which no check reads.
+
+Defaults per release: every ``add_argument`` of arguments.py (dest, default, store_true / store_false, lists) and the
+dataclass fields ArgumentGroupFactory turns into arguments (field name, literal default).
 """
 from __future__ import annotations
 
 import ast
+import sys
+from pathlib import Path
 from typing import Any
 
-NONE = "__none__"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import checkgen as cg  # noqa: E402
+
+NONE = cg.NONE
 UNKNOWN = object()
 
 
-class Untranslatable(Exception):
-    pass
+def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tuple[dict[tuple[str, int], dict], dict[str, int]]:
+    """Rows (path, line) -> {expr, names, ...} over Megatron-LM argument names, and the calls the walk did not model.
+
+    ``sources``: path -> text for megatron/training/{arguments,training}.py and megatron/core/** of the release."""
+    modules = [cg.read_module(p, t) for p, t in sources.items()]
+    w = cg.Walker(modules)
+    dests = {v["dest"] for v in argtable.values()} | {"world_size"}
+    args = cg.Obj("args", lambda a: cg.Expr(a) if a in dests else None)
+    A = "megatron/training/arguments.py"
+    T = "megatron/training/training.py"
+    va = w.modules[A].functions["validate_args"]
+    w.invoke(va, A, None, [args], {}, [])
+    # 2. the transformer config, built from the rewritten args
+    ctc = w.modules[A].functions["core_transformer_config_from_args"]
+    before = len(w.dicts)
+    w.invoke(ctc, A, None, [args], {}, [])
+    kw = w.dicts[before] if len(w.dicts) > before else None
+    if kw is not None:
+        TC = "megatron/core/transformer/transformer_config.py"
+        w.new_dataclass("TransformerConfig", {}, [kw], [], TC)
+        w.new_dataclass("MLATransformerConfig", {}, [kw], ["truthy(multi_latent_attention)"], TC)
+    # 3. DDP config (training.py: the else-branch that builds it) and the optimizer config
+    block = _block_building(w.modules[T].tree, "DistributedDataParallelConfig")
+    if block is not None:
+        fr = cg.Frame(T, {"args": args, "num_parameters": cg.TAINT})
+        w.run(block, fr, ["(not truthy(use_torch_fsdp2))"])
+    goc = w.modules[T].functions.get("get_megatron_optimizer_config")
+    if goc is not None:
+        w.invoke(goc, T, None, [args], {}, [])
+    return cg.rows(w), dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
 
 
-def enum_values(enums_src: str) -> dict[str, str]:
-    """``Class.member`` -> string value for the str-valued enums of megatron/core/enums.py."""
-    out = {}
-    for node in ast.walk(ast.parse(enums_src)):
-        if isinstance(node, ast.ClassDef):
-            for s in node.body:
-                if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
-                        and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
-                    out[f"{node.name}.{s.targets[0].id}"] = s.value.value
-    return out
-
-
-def translate(node: ast.AST, enums: dict[str, str], names: set[str], boolean: bool = False) -> str:
-    """optkg expression text for ``node``; Untranslatable for anything else. ``names`` collects the names read."""
-    def t(n: ast.AST, b: bool = False) -> str:
-        return translate(n, enums, names, b)
-    if isinstance(node, ast.BoolOp):
-        op = " and " if isinstance(node.op, ast.And) else " or "
-        return "(" + op.join(t(v, True) for v in node.values) + ")"
-    if isinstance(node, ast.UnaryOp):
-        if isinstance(node.op, ast.Not):
-            return f"(not {t(node.operand, True)})"
-        if isinstance(node.op, ast.USub):
-            return f"(-{t(node.operand)})"
-        raise Untranslatable("unary op")
-    if isinstance(node, ast.Compare):
-        parts = [t(node.left)]
-        for op, right in zip(node.ops, node.comparators):
-            if isinstance(op, (ast.Is, ast.IsNot)):
-                if not (isinstance(right, ast.Constant) and right.value is None):
-                    raise Untranslatable("is with a non-None")
-                parts.append("==" if isinstance(op, ast.Is) else "!=")
-                parts.append(repr(NONE))
-                continue
-            sym = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-                   ast.In: "in", ast.NotIn: "not in"}.get(type(op))
-            if sym is None:
-                raise Untranslatable("comparison")
-            parts += [sym, t(right)]
-        return "(" + " ".join(parts) + ")"
-    if isinstance(node, ast.BinOp):
-        sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}.get(type(node.op))
-        if sym is None:
-            raise Untranslatable("binary op")
-        return f"({t(node.left)} {sym} {t(node.right)})"
-    if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id in ("self", "args"):
-            names.add(node.attr)
-            return f"truthy({node.attr})" if boolean else node.attr
-        if isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in enums:
-            return repr(enums[f"{node.value.id}.{node.attr}"])
-        raise Untranslatable(f"attribute {ast.unparse(node)}")
-    if isinstance(node, ast.Constant):
-        if node.value is None:
-            return repr(NONE)
-        if isinstance(node.value, (bool, int, float, str)):
-            return repr(node.value)
-        raise Untranslatable("constant")
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return "(" + ", ".join(t(e) for e in node.elts) + ("," if len(node.elts) == 1 else "") + ")"
-    raise Untranslatable(type(node).__name__)
-
-
-def _targets(node: ast.AST) -> set[str]:
-    """Names assigned by a statement: ``self.x = ``, ``args.x = ``, ``setattr(args, 'x', ...)``."""
-    out = set()
-    for n in ast.walk(node):
-        tgts = []
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            tgts = n.targets if isinstance(n, ast.Assign) else [n.target]
-        for tg in tgts:
-            for e in ast.walk(tg):
-                if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id in ("self", "args"):
-                    out.add(e.attr)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) > 1 \
-                and isinstance(n.args[1], ast.Constant):
-            out.add(str(n.args[1].value))
-    return out
-
-
-def function_rows(func: ast.FunctionDef, enums: dict[str, str], tainted: set[str]) -> dict[int, dict[str, Any]]:
-    """line -> {expr (fires when true), names} for the translatable sites of ``func`` (see module doc)."""
-    rows: dict[int, dict[str, Any]] = {}
-    assigned: set[str] = set()
-    state = {"returned": False}
-
-    def site(line: int, guards: list[ast.AST], fires: ast.AST | None, test_negated: ast.AST | None) -> None:
-        if state["returned"]:
-            return
-        names: set[str] = set()
-        try:
-            parts = [translate(g, enums, names, True) for g in guards]
-            if fires is not None:
-                parts.append(translate(fires, enums, names, True))
-            if test_negated is not None:
-                parts.append(f"(not {translate(test_negated, enums, names, True)})")
-        except Untranslatable:
-            return
-        if not parts or names & (assigned | tainted):
-            return
-        rows[line] = {"expr": " and ".join(parts), "names": sorted(names)}
-
-    def walk(stmts: list[ast.stmt], guards: list[ast.AST]) -> None:
-        for s in stmts:
-            if isinstance(s, ast.If):
-                neg = ast.UnaryOp(op=ast.Not(), operand=s.test)
-                walk(s.body, guards + [s.test])
-                walk(s.orelse, guards + [neg])
-                continue
-            if isinstance(s, ast.Raise):
-                site(s.lineno, guards, None, None)
-            elif isinstance(s, ast.Assert):
-                site(s.lineno, guards, None, s.test)
-            elif isinstance(s, ast.Return):
-                state["returned"] = True
-            elif isinstance(s, (ast.For, ast.While, ast.With, ast.Try)):
-                inner = [n for n in ast.walk(s) if isinstance(n, ast.Return)]
-                if inner:
-                    state["returned"] = True
-            assigned.update(_targets(s))
-    walk(func.body, [])
-    return rows
-
-
-def find_function(src: str, name: str, cls: str | None = None) -> ast.FunctionDef | None:
-    for node in ast.walk(ast.parse(src)):
-        if cls and isinstance(node, ast.ClassDef) and node.name == cls:
-            for s in node.body:
-                if isinstance(s, ast.FunctionDef) and s.name == name:
-                    return s
-        if not cls and isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
+def _block_building(tree: ast.Module, cls: str) -> list[ast.stmt] | None:
+    """The statement block (an if/else branch) that ends by building ``cls(**kwargs)``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            for block in (node.body, node.orelse):
+                if any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                       and ast.unparse(s.value.func) == cls for s in block):
+                    return block
     return None
-
-
-def assigned_in(func: ast.FunctionDef | None) -> set[str]:
-    return _targets(func) if func is not None else set()
-
-
-def config_renames(arguments_src: str) -> tuple[dict[str, str], set[str]]:
-    """core_transformer_config_from_args: {config field: arg name} for ``kw_args['f'] = args.a`` and the
-    fields it fills from anything else (tainted)."""
-    func = find_function(arguments_src, "core_transformer_config_from_args")
-    renames, computed = {}, set()
-    for n in ast.walk(func) if func else []:
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Subscript) \
-                and isinstance(n.targets[0].slice, ast.Constant):
-            f = str(n.targets[0].slice.value)
-            v = n.value
-            if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "args" and f not in computed:
-                if renames.get(f, v.attr) != v.attr:
-                    computed.add(f)
-                renames[f] = v.attr
-            else:
-                computed.add(f)
-    for f in computed:
-        renames.pop(f, None)
-    return renames, computed
 
 
 def literal(node: ast.AST | None) -> Any:
@@ -238,9 +126,12 @@ def argparse_args(arguments_src: str) -> dict[str, dict[str, Any]]:
         kw = {k.arg: k.value for k in n.keywords if k.arg}
         dest = literal(kw.get("dest")) if "dest" in kw else longs[0][2:].replace("-", "_")
         action = literal(kw.get("action")) if "action" in kw else None
-        if "nargs" in kw or action not in (None, "store_true", "store_false"):
-            continue  # lists and custom actions: not modelled (their checks stay untranslated or unknown)
+        if action not in (None, "store_true", "store_false"):
+            continue  # custom actions: not modelled (their checks stay untranslated or unknown)
         kind = {"store_true": "true", "store_false": "false"}.get(action, "value")
+        if "nargs" in kw and kind == "value":
+            nargs = literal(kw["nargs"])
+            kind = "value" if nargs == "?" else "list"
         default = literal(kw.get("default")) if "default" in kw else ({"true": False, "false": True}.get(kind))
         typ = kw.get("type")
         typ = typ.id if isinstance(typ, ast.Name) and typ.id in ("int", "float", "str") else "str"
@@ -251,13 +142,67 @@ def argparse_args(arguments_src: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def argument_table(sources: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The release's command-line arguments: every ``ArgumentGroupFactory(Config, exclude=[...])`` of arguments.py
+    (the dataclass fields of Config and its bases, minus ``exclude``: argument_utils.py builds ``--field-name``), then
+    every ``add_argument`` of arguments.py (which wins where both define a flag, as argparse's later definition)."""
+    args_src = sources["megatron/training/arguments.py"]
+    modules = [cg.read_module(p, t) for p, t in sources.items()]
+    w = cg.Walker(modules)
+    fields: dict[str, tuple[Any, str]] = {}
+    tree = ast.parse(args_src)
+    for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+        local_lists = {s.targets[0].id: literal(s.value) for s in ast.walk(func)
+                       if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)}
+        for n in ast.walk(func):
+            if not (isinstance(n, ast.Call) and ast.unparse(n.func) == "ArgumentGroupFactory" and n.args):
+                continue
+            cls = ast.unparse(n.args[0]).split(".")[-1]
+            ex = next((k.value for k in n.keywords if k.arg == "exclude"), None)
+            exclude = local_lists.get(ex.id) if isinstance(ex, ast.Name) else literal(ex)
+            exclude = set(exclude) if isinstance(exclude, list) else set()
+            for name, (node, path) in (w.dataclass_fields(cls, "megatron/training/arguments.py") or {}).items():
+                if name in exclude:
+                    continue
+                ann = _field_annotation(w, cls, name)
+                val = literal(node) if node is not None else UNKNOWN
+                if val is UNKNOWN and node is not None:
+                    v = w.value_or_taint(node, cg.Frame(path, {}), [])
+                    val = ast.literal_eval(v.text) if isinstance(v, cg.Expr) and not cg.free_names(v.text) else UNKNOWN
+                if val is UNKNOWN:
+                    continue
+                fields[name] = (None if val == NONE else val, ann)
+    return dict(sorted({**factory_args(fields), **argparse_args(args_src)}.items()))
+
+
+def _field_annotation(w: cg.Walker, cls: str, name: str) -> str:
+    seen = set()
+    while cls and cls not in seen:
+        seen.add(cls)
+        hit = w.find_class(cls, "megatron/training/arguments.py")
+        if hit is None:
+            break
+        for s in hit[0].body:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
+                text = ast.unparse(s.annotation)
+                low = text.lower()
+                if low.startswith(("list[", "tuple[")) or "| list[" in low:
+                    inner = low.split("[", 1)[1]
+                    return "list:" + next((t for t in ("int", "float", "str") if inner.startswith(t)), "str")
+                return _annotation_type(s.annotation)
+        cls = next((ast.unparse(b).split(".")[-1] for b in hit[0].bases), None)
+    return "str"
+
+
 def factory_args(fields_defaults: dict[str, tuple[Any, str]]) -> dict[str, dict[str, Any]]:
     """Arguments ArgumentGroupFactory builds from dataclass fields (argument_utils.py:82, :165-171 at core_v0.16.1):
     ``--field-name``; a bool field defaulting to False is a store_true switch, one defaulting to True ``--no-...``."""
     out = {}
     for name, (default, typ) in fields_defaults.items():
         flag = "--" + name.replace("_", "-")
-        if isinstance(default, bool) or typ == "bool":
+        if typ.startswith("list"):
+            out[flag] = {"dest": name, "kind": "list", "type": typ.partition(":")[2] or "str", "default": default}
+        elif isinstance(default, bool) or typ == "bool":
             default = bool(default)
             if default:
                 out["--no-" + name.replace("_", "-")] = {"dest": name, "kind": "false", "type": "bool", "default": True}

@@ -220,36 +220,20 @@ def classify(sites: list[Site], text: str, package: str, release: str, evidence)
 
 
 def megatron_rows(core_wheel: Path, lm_dir: Path) -> tuple[dict[tuple[str, int], dict], dict]:
-    """Generated rows of Megatron's mechanical checks ((path, line) -> {expr, names}, all over Megatron-LM
+    """Generated rows of Megatron's mechanical checks ((path, line) -> {expr, names, ...}, all over Megatron-LM
     argument names) and the argument table of the release (tools/megatron_generated_checks.py)."""
     sys.path.insert(0, str(ROOT / "tools"))
     import megatron_generated_checks as g
+    sources: dict[str, str] = {}
     with zipfile.ZipFile(core_wheel) as z:
-        tc = z.read("megatron/core/transformer/transformer_config.py").decode()
-        mpc = z.read("megatron/core/model_parallel_config.py").decode()
-        enums = g.enum_values(z.read("megatron/core/enums.py").decode())
-    args_src = (lm_dir / "megatron/training/arguments.py").read_text(encoding="utf-8")
-    va = g.find_function(args_src, "validate_args")
-    renames, computed = g.config_renames(args_src)
-    by_va = g.assigned_in(va)
-    mp = g.find_function(mpc, "__post_init__", "ModelParallelConfig")
-    tp = g.find_function(tc, "__post_init__", "TransformerConfig")
-    rows: dict[tuple[str, int], dict] = {}
-    for line, r in g.function_rows(va, enums, set()).items():
-        rows[("megatron/training/arguments.py", line)] = r
-    # config checks run after validate_args: names it assigns, and fields filled from expressions, are unknown
-    for path, func, extra in (("megatron/core/model_parallel_config.py", mp, set()),
-                              ("megatron/core/transformer/transformer_config.py", tp, g.assigned_in(mp))):
-        for line, r in g.function_rows(func, enums, by_va | computed | extra).items():
-            expr, names = r["expr"], []
-            for n in r["names"]:
-                a = renames.get(n, n)
-                expr = re.sub(rf"\b{n}\b", a, expr)
-                names.append(a)
-            rows[(path, line)] = {"expr": expr, "names": sorted(set(names))}
-    fields = {**g.dataclass_defaults(mpc, "ModelParallelConfig"), **g.dataclass_defaults(tc, "TransformerConfig")}
-    table = {**g.factory_args(fields), **g.argparse_args(args_src)}
-    return rows, dict(sorted(table.items()))
+        for n in z.namelist():
+            if n.startswith("megatron/core/") and n.endswith(".py"):
+                sources[n] = z.read(n).decode("utf-8")
+    for f in sorted((lm_dir / "megatron" / "training").glob("*.py")):
+        sources[f.relative_to(lm_dir).as_posix()] = f.read_text(encoding="utf-8")
+    table = g.argument_table(sources)
+    rows, _opaque = g.generate(sources, table)
+    return rows, table
 
 
 def build(wheel_dir: Path, megatron_lm_dir: Path | None) -> dict[str, dict]:
@@ -274,7 +258,7 @@ def build(wheel_dir: Path, megatron_lm_dir: Path | None) -> dict[str, dict]:
         for path, text in read_sources(kind, Path(archive), scanned).items():
             found = scan_source(text, path, package)
             classify(found, text, package, release, evidence)
-            known = {v["dest"] for v in argtable.values()} | {"world_size"}
+            known = {v["dest"] for v in argtable.values()} | {"world_size", "__unknown__"}
             for x in found:
                 row = rows.get((x.path, x.line)) if fw == "megatron" else None
                 # a row covers its site only when optkg can give every name it reads (an argument of the release)

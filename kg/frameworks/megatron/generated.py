@@ -43,18 +43,9 @@ def arg_table() -> dict[str, dict[str, Any]]:
     return load_yaml(ARGS).data if ARGS.exists() else {}
 
 
-@lru_cache(maxsize=1)
 def rows() -> tuple[dict[str, Any], ...]:
-    out = []
-    for name in TABLES:
-        p = HERE / "checks" / name
-        if not p.exists():
-            continue
-        t = load_yaml(p).data
-        for s in t["sites"]:
-            if s["status"] == "table" and s.get("expr"):
-                out.append({**s, "package": t["package"], "release": str(t["release"]), "table": name})
-    return tuple(out)
+    from kg.frameworks.checkrows import table_rows
+    return tuple(r for name in TABLES for r in table_rows(HERE / "checks" / name))
 
 
 def _convert(spec: dict[str, Any], raw: Any) -> Any:
@@ -63,9 +54,15 @@ def _convert(spec: dict[str, Any], raw: Any) -> Any:
     if spec["kind"] == "false":
         return False
     if raw is True:
-        return NONE  # a value flag given without a value: argparse would refuse; leave it unknown-ish
+        return None  # a value flag given without a value: argparse would refuse; left unknown
+    if spec["kind"] == "list":
+        return [_scalar(spec["type"], x) for x in (raw if isinstance(raw, list) else [raw])]
+    return _scalar(spec["type"], raw[0] if isinstance(raw, list) else raw)
+
+
+def _scalar(typ: str, raw: Any) -> Any:
     try:
-        return {"int": int, "float": float}.get(spec["type"], str)(raw)
+        return {"int": int, "float": float}.get(typ, str)(raw)
     except (TypeError, ValueError):
         return str(raw)
 
@@ -90,6 +87,9 @@ def namespace(job: Any) -> dict[str, Any]:
         v = values[canon]
         if canon in ("vpp_size", "layers_per_virtual_stage") and not v:
             continue
+        if canon == "vpp_size" and (values.get("layers_per_virtual_stage")
+                                    or "num_layers_per_virtual_pipeline_stage" in given):
+            continue  # optkg derived the virtual stages from --num-layers-per-virtual-pipeline-stage: not a flag
         ns[arg] = v
     if shape.get("num_query_groups") and "num_query_groups" not in given:
         ns["num_query_groups"] = shape["num_query_groups"]
@@ -98,38 +98,24 @@ def namespace(job: Any) -> dict[str, Any]:
     rg = job.get("recompute_granularity")
     if rg and "recompute_granularity" not in given:
         ns["recompute_granularity"] = None if rg == "none" else rg
-    ns["world_size"] = job.parallel()["world_size"]
-    return {k: (NONE if v is None else v) for k, v in ns.items()}
+    world = _world_size(job)
+    ns["world_size"] = world  # None (not evaluated) when the job does not say how many GPUs it runs on
+    return ns
 
 
-def _truthy(v: Any) -> bool:
-    return v not in (NONE, None) and bool(v)
+def _world_size(job: Any) -> int | None:
+    """The GPUs of the job when its input says (launcher flags, world_size), else None."""
+    g = job.get
+    if g("world_size") or g("gpus_per_node") or g("dp_size"):
+        return job.parallel()["world_size"]
+    return None
 
 
 def findings(job: Any, packages: tuple[str, ...] = ("megatron-core", "megatron-lm")) -> list[dict[str, Any]]:
     """The generated checks of ``packages`` that fire on ``job`` (the pinned release only), with Megatron's message."""
     from kg.core.relcmp import older_than
-    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import findings as fire
     v = job.framework_version
     if v and (older_than(v, PINNED) or older_than(PINNED, v)):
         return []
-    ns = namespace(job)
-    out = []
-    for r in rows():
-        if r["package"] not in packages:
-            continue
-        try:
-            fired = evaluate(r["expr"], ns, {"truthy": _truthy})
-        except (MissingFact, ExprTypeError, ZeroDivisionError):
-            continue
-        if fired is True:
-            vals = ", ".join(f"{n} = {ns[n]!r}" for n in sorted(set(_names(r["expr"])) & set(ns)))
-            out.append({"rule_id": r["id"], "path": r["path"], "line": r["line"], "package": r["package"],
-                        "release": r["release"], "message": r["message"] or r["condition"], "expr": r["expr"],
-                        "values": vals, "table": str(HERE / "checks" / r["table"])})
-    return out
-
-
-def _names(expr: str) -> list[str]:
-    import ast
-    return sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)} - {"truthy"})
+    return fire([r for r in rows() if r["package"] in packages], namespace(job), HERE / "checks")

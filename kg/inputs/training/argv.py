@@ -182,7 +182,9 @@ def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callab
 
 
 def raw_flags(args: list[str]) -> dict[str, Any]:
-    """``--flag value`` / ``--flag=value`` / bare ``--switch`` (True) as argparse would see them; the last wins."""
+    """``--flag value`` / ``--flag=value`` / bare ``--switch`` (True) as argparse would see them; the last wins.
+    A flag followed by several values (``--cuda-graph-scope attn mlp``, an ``nargs`` argument) keeps them all as
+    a list."""
     out: dict[str, Any] = {}
     i = 0
     while i < len(args):
@@ -191,11 +193,12 @@ def raw_flags(args: list[str]) -> dict[str, Any]:
             name, eq, val = t.partition("=")
             if eq:
                 out[name] = val
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                out[name] = args[i + 1]
-                i += 1
             else:
-                out[name] = True
+                vals = []
+                while i + 1 < len(args) and not args[i + 1].startswith("--"):
+                    vals.append(args[i + 1])
+                    i += 1
+                out[name] = True if not vals else vals[0] if len(vals) == 1 else vals
         i += 1
     return out
 

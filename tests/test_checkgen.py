@@ -1,0 +1,103 @@
+"""The symbolic walk that turns a framework's validation code into check rows (tools/checkgen.py): each row fires
+exactly where the code it was read from raises, with the code's own rewrites of its inputs modelled, and is not
+evaluated where the walk could not model a value."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kg.engine.expr import MissingFact, evaluate
+from kg.frameworks.checkrows import FUNCTIONS, NONE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import checkgen as cg  # noqa: E402
+
+SRC = '''\
+import dataclasses
+from dataclasses import dataclass
+
+
+def opaque(x):
+    return sum(x)
+
+
+def validate(args):
+    if args.c is None:
+        args.b = 4
+    assert args.a % args.b == 0, "a by b"
+    if args.p:
+        args.q = opaque(args.q)
+    assert args.q > 0, "q positive"
+    if args.x:
+        return args
+    if args.d and not args.e:
+        raise ValueError("d needs e")
+    for i in args.items:
+        assert i > 0
+    return args
+
+
+@dataclass
+class Config:
+    a: int = 1
+    b: int = 2
+    gated: bool = False
+
+    def __post_init__(self):
+        if self.gated and self.b % 2:
+            raise ValueError("gated needs an even b")
+
+
+def build(args):
+    kw = {}
+    for f in dataclasses.fields(Config):
+        if hasattr(args, f.name):
+            kw[f.name] = getattr(args, f.name)
+    kw["gated"] = args.swiglu
+    return Config(**kw)
+'''
+INPUTS = {"a", "b", "c", "p", "q", "x", "d", "e", "items", "swiglu"}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    w = cg.Walker([cg.read_module("m.py", SRC)])
+    args = cg.Obj("args", lambda a: cg.Expr(a) if a in INPUTS else None)
+    w.invoke(w.modules["m.py"].functions["validate"], "m.py", None, [args], {}, [])
+    args2 = cg.Obj("args", lambda a: cg.Expr(a) if a in INPUTS else None)
+    w.invoke(w.modules["m.py"].functions["build"], "m.py", None, [args2], {}, [])
+    return {line: r["expr"] for (_, line), r in cg.rows(w).items()}
+
+
+def fires(expr: str, **ns) -> bool:
+    return evaluate(expr, {k: (NONE if v is None else v) for k, v in ns.items()}, FUNCTIONS) is True
+
+
+def test_a_check_reads_the_value_the_code_rewrote_before_it(rows):
+    # b = 4 when c is None: 6 % 4 != 0 raises, while 6 % 3 == 0 (c given, b kept) does not
+    assert fires(rows[12], a=6, b=3, c=None)
+    assert not fires(rows[12], a=6, b=3, c=1)
+
+
+def test_a_value_the_walk_cannot_model_leaves_the_check_unevaluated_only_where_it_applies(rows):
+    assert fires(rows[15], p=False, q=-1)
+    with pytest.raises(MissingFact):
+        fires(rows[15], p=True, q=-1)
+
+
+def test_a_check_after_a_conditional_return_holds_only_when_the_function_went_on(rows):
+    assert fires(rows[19], x=False, d=True, e=False)
+    assert not fires(rows[19], x=True, d=True, e=False)
+
+
+def test_checks_inside_loops_are_not_generated(rows):
+    assert 21 not in rows
+
+
+def test_a_dataclass_built_from_the_arguments_checks_the_fields_it_was_given(rows):
+    # Config(**kw): b copied from args, gated from args.swiglu; __post_init__ raises on gated with an odd b
+    assert fires(rows[33], b=3, swiglu=True)
+    assert not fires(rows[33], b=4, swiglu=True)
+    assert not fires(rows[33], b=3, swiglu=False)

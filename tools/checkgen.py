@@ -1,0 +1,1030 @@
+"""Symbolic walk of a training framework's validation code: every ``raise`` / ``assert`` reached from an entry
+point becomes a row whose condition is an optkg expression over the framework's *inputs* (Megatron-LM argument
+names, DeepSpeed JSON keys, dataclass fields), with every rewrite the code makes on the way modelled.
+
+Used by the per-framework generators (tools/megatron_generated_checks.py, tools/deepspeed_generated_checks.py,
+tools/dataclass_generated_checks.py) and tools/training_check_sites.py.
+
+How the walk models the code (statements in order, from the entry function):
+
+- a value is an optkg expression text (``Expr``) over input names, a symbolic object (``Obj``: the args
+  namespace, ``self`` of a config class, a pydantic model over a JSON section), or ``TAINT`` (not modelled);
+- ``x.attr = v`` / ``setattr(x, 'attr', v)`` / a local ``name = v`` under the path condition ``pc`` stores
+  ``(v if pc else old)``: a later check reads the rewritten value, not the input (Megatron's validate_args sets
+  ``args.data_parallel_size = args.world_size // total_model_size`` before checks read it);
+- ``if`` splits the path condition; a test that does not translate makes everything under it unknown (its
+  checks are not generated, its assignments taint what they assign);
+- ``return`` under a condition adds ``not condition`` to everything after it in that function;
+- loops, ``try`` bodies with handlers, and ``except`` handlers are unknown paths (loop variables, caught
+  exceptions); ``with`` bodies are walked as they stand;
+- calls to functions and methods found in the scanned sources are inlined (their checks are rows too, at their
+  own path:line; a check reached along several call paths fires when any of them does); a function whose
+  body is ``return <expr>`` is inlined as that expression; a call the walk cannot resolve taints nothing but
+  is counted (``opaque``), so the generators can show what was not modelled;
+- ``x is None`` -> ``x == '__none__'`` (the sentinel the evaluator gives to None), a value used as a truth value
+  -> ``truthy(x)``, ``a or b`` as a value -> ``(a if truthy(a) else b)``; enum members and module constants ->
+  their literal values; a name imported from another module (``F.silu``, ``torch.float32``) -> its dotted name
+  as a string, so identity tests between such objects become string equality.
+
+A row is an under-approximation: it is written only when every condition on its path translates, so it fires only
+where the framework's own code raises on the same inputs.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+NONE = "__none__"
+UNKNOWN = "<unknown>"   # a path condition that did not translate; "<unknown>: why" carries the reason
+
+
+def unknown(why: str) -> str:
+    return f"{UNKNOWN}: {why}"
+
+
+def is_unknown(c: str) -> bool:
+    return c.startswith(UNKNOWN)
+
+
+def has_unknown(conds: list[str]) -> str | None:
+    """The first unknown path condition of ``conds`` (its text says why), or None."""
+    return next((c for c in conds if c.startswith(UNKNOWN)), None)
+UNK = "__unknown__"   # a value the walk could not model, on one side of a known condition
+MAX_TEXT = 1900  # optkg's expression limit is 2,000 characters (kg/engine/expr.py MAX_CHARS)
+MAX_DEPTH = 12   # inlining depth
+
+
+class Untranslatable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Expr:
+    text: str
+
+
+class _Taint:
+    def __repr__(self) -> str:
+        return "TAINT"
+
+
+TAINT = _Taint()
+
+
+class Obj:
+    """A symbolic object: attributes assigned during the walk (``env``), else resolved by ``free(attr)``."""
+
+    def __init__(self, label: str, free: Callable[[str], Any] | None = None, cls: str | None = None,
+                 truth: str | None = None, path: str | None = None):
+        self.label = label
+        self.path = path  # the module ``cls`` is looked up from
+        self.env: dict[str, Any] = {}
+        self.free = free
+        self.cls = cls
+        self.truth = truth  # expression for `bool(obj)` (e.g. a JSON section is present), None: always true
+
+    def __repr__(self) -> str:
+        return f"Obj({self.label})"
+
+
+@dataclass
+class Frame:
+    path: str
+    locals: dict[str, Any]
+    cls: str | None = None
+    base: int = 0                      # len(pc) when the function was entered
+    exits: list[str] = field(default_factory=list)
+    returns: list[tuple[list[str], Any]] = field(default_factory=list)
+    dead: bool = False
+
+
+def conj(parts: list[str]) -> str:
+    return " and ".join(parts) if parts else "True"
+
+
+def _paren(t: str) -> str:
+    return t if t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]) else f"({t})"
+
+
+def _balanced(t: str) -> bool:
+    d = 0
+    for ch in t:
+        d += ch == "("
+        d -= ch == ")"
+        if d < 0:
+            return False
+    return d == 0
+
+
+@dataclass
+class Module:
+    path: str
+    tree: ast.Module
+    functions: dict[str, ast.FunctionDef]
+    classes: dict[str, ast.ClassDef]
+    constants: dict[str, Any]
+    imports: dict[str, str]           # local name -> dotted origin
+
+
+def read_module(path: str, text: str) -> Module:
+    tree = ast.parse(text)
+    functions, classes, constants, imports = {}, {}, {}, {}
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[s.name] = s
+        elif isinstance(s, ast.ClassDef):
+            classes[s.name] = s
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            try:
+                constants[s.targets[0].id] = ast.literal_eval(s.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+        elif isinstance(s, ast.Import):
+            for a in s.names:
+                imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(s, ast.ImportFrom):
+            pkg = path.removesuffix(".py").split("/")[:-1]  # the importer's package
+            base = pkg[:len(pkg) - (s.level - 1)] if s.level else []
+            origin = ".".join(base + ([s.module] if s.module else []))
+            for a in s.names:
+                imports[a.asname or a.name] = f"{origin}.{a.name}"
+    return Module(path, tree, functions, classes, constants, imports)
+
+
+def enum_members(modules: list[Module]) -> dict[str, Any]:
+    """``Class.member`` -> literal value for every class body assignment of a literal (str / int enums)."""
+    out = {}
+    for m in modules:
+        for c in m.classes.values():
+            for s in c.body:
+                if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                    try:
+                        v = ast.literal_eval(s.value)
+                    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                        continue
+                    if isinstance(v, (str, int, float, bool)):
+                        out[f"{c.name}.{s.targets[0].id}"] = v
+    return out
+
+
+class Walker:
+    """Walks entry functions over ``modules`` (see module doc); ``sites[(path, line)]`` -> the condition of each
+    reaching (None when that reaching did not translate)."""
+
+    def __init__(self, modules: list[Module], enums: dict[str, Any] | None = None,
+                 constants: dict[str, Any] | None = None):
+        self.modules = {m.path: m for m in modules}
+        self.enums = enums if enums is not None else enum_members(modules)
+        self.extra_constants = constants or {}
+        self.sites: dict[tuple[str, int], list[str | None]] = {}
+        self.names: dict[tuple[str, int], set[str]] = {}
+        self.opaque: dict[str, int] = {}
+        self.depth = 0
+        self.inputs: set[str] = set()
+        self.hooks: list[Callable] = []
+        self.dicts: list[Obj] = []
+        self.unknown_exits: list[tuple[str, int]] = []
+        self.taints: dict[str, tuple[int, str]] = {}
+        self.why: dict[tuple[str, int], str] = {}
+        self.partial: dict[str, str] = {}   # unknown `a and b` test -> the conjuncts that did translate       # site -> why a reaching did not translate   # attribute -> (line, why) where the walk first lost it
+        self.lineno = 0
+        self.ambiguous: set[str] = set()        # every empty dict literal the walk created (kwargs being built)   # (walker, node, frame, pc) -> value or None: framework-specific calls
+
+    # ---------------------------------------------------------------------------------- lookup
+    def find_function(self, name: str, path: str) -> tuple[ast.FunctionDef, str] | None:
+        m = self.modules.get(path)
+        if m and name in m.functions:
+            return m.functions[name], path
+        if m and name in m.imports:
+            short = m.imports[name].rsplit(".", 1)[-1]
+            hits = [(mm.functions[short], p) for p, mm in self.modules.items() if short in mm.functions]
+            if len(hits) == 1:
+                return hits[0]
+        return None
+
+    def find_class(self, name: str, path: str | None = None) -> tuple[ast.ClassDef, str] | None:
+        """The class ``name``: the one ``path``'s module defines or imports when several modules define it."""
+        hits = [(m.classes[name], p) for p, m in self.modules.items() if name in m.classes]
+        if len(hits) <= 1:
+            return hits[0] if hits else None
+        m = self.modules.get(path or "")
+        for _ in range(4):  # follow re-exports (``from .sub import X`` in a package's __init__.py)
+            if m is None:
+                break
+            if name in m.classes:
+                return m.classes[name], m.path
+            if name not in m.imports:
+                break
+            m = self.module_of(m.imports[name].rsplit(".", 1)[0], m.path)
+        self.ambiguous.add(name)
+        return None
+
+    def module_of(self, dotted: str, importer: str) -> Module | None:
+        """The scanned module ``dotted`` (imports are made absolute by read_module)."""
+        dotted = dotted.replace(".", "/")
+        for cand in (f"{dotted}.py", f"{dotted}/__init__.py"):
+            if cand in self.modules:
+                return self.modules[cand]
+        return None
+
+    def find_method(self, cls: str | None, name: str, path: str | None = None) -> tuple[ast.FunctionDef, str, str] | None:
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            hit = self.find_class(cls, path)
+            if hit is None:
+                return None
+            c, path = hit
+            for s in c.body:
+                if isinstance(s, ast.FunctionDef) and s.name == name:
+                    return s, path, cls
+            bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+                     for b in c.bases]
+            cls = next((b for b in bases if b and self.find_class(b, path)), None)
+        return None
+
+    def constant(self, name: str, path: str) -> Any:
+        m = self.modules.get(path)
+        if m and name in m.constants:
+            return m.constants[name]
+        if name in self.extra_constants:
+            return self.extra_constants[name]
+        if m and name in m.imports:
+            short = m.imports[name].rsplit(".", 1)[-1]
+            vals = {repr(mm.constants[short]) for mm in self.modules.values() if short in mm.constants}
+            if len(vals) == 1:
+                return next(mm.constants[short] for mm in self.modules.values() if short in mm.constants)
+        raise KeyError(name)
+
+    # ---------------------------------------------------------------------------------- expressions
+    def text(self, node: ast.AST, fr: Frame, pc: list[str], boolean: bool = False) -> str:
+        if boolean and isinstance(node, ast.BoolOp):
+            op = " and " if isinstance(node.op, ast.And) else " or "
+            return "(" + op.join(self.text(v, fr, pc, True) for v in node.values) + ")"
+        if boolean and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return f"(not {self.text(node.operand, fr, pc, True)})"
+        v = self.value(node, fr, pc)
+        return self.as_text(v, boolean)
+
+    def as_text(self, v: Any, boolean: bool = False) -> str:
+        if isinstance(v, Obj):
+            if not boolean:
+                raise Untranslatable(f"object {v.label} as a value")
+            return v.truth or "True"
+        if v is TAINT or not isinstance(v, Expr):
+            raise Untranslatable("tainted")
+        t = v.text
+        if len(t) > MAX_TEXT:
+            raise Untranslatable("too long")
+        if boolean and not _is_boolean(t):
+            return f"truthy({t})"
+        return t
+
+    def literal(self, v: Any) -> Expr:
+        if v is None:
+            return Expr(repr(NONE))
+        if isinstance(v, (bool, int, float, str)):
+            return Expr(repr(v))
+        if isinstance(v, (list, tuple, set, frozenset)):
+            items = [self.literal(x).text for x in v]
+            return Expr("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
+        raise Untranslatable(f"literal {type(v).__name__}")
+
+    def value(self, node: ast.AST, fr: Frame, pc: list[str]) -> Any:
+        v = self._value(node, fr, pc)
+        if isinstance(v, Expr) and not isinstance(node, (ast.Constant, ast.Name)):
+            return fold(v)
+        return v
+
+    def _value(self, node: ast.AST, fr: Frame, pc: list[str]) -> Any:
+        for h in self.hooks:
+            got = h(self, node, fr, pc)
+            if got is not None:
+                return got
+        if isinstance(node, ast.Constant):
+            return self.literal(node.value)
+        if isinstance(node, ast.Name):
+            return self.name(node.id, fr)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node, fr, pc)
+        if isinstance(node, ast.BoolOp):
+            parts = [self.value(v, fr, pc) for v in node.values]
+            if all(isinstance(p, Expr) for p in parts) and all(_is_boolean(p.text) for p in parts):
+                op = " and " if isinstance(node.op, ast.And) else " or "
+                return Expr("(" + op.join(p.text for p in parts) + ")")
+            # value semantics: a or b -> (a if truthy(a) else b); a and b -> (b if truthy(a) else a)
+            acc = parts[-1]
+            for p in reversed(parts[:-1]):
+                pt, at = self.as_text(p), self.as_text(acc)
+                cond = self.as_text(p, True)
+                acc = Expr(f"({pt} if {cond} else {at})" if isinstance(node.op, ast.Or) else f"({at} if {cond} else {pt})")
+            return acc
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return Expr(f"(not {self.text(node.operand, fr, pc, True)})")
+            if isinstance(node.op, ast.USub):
+                return Expr(f"(-{self.text(node.operand, fr, pc)})")
+            raise Untranslatable("unary")
+        if isinstance(node, ast.BinOp):
+            sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/"}.get(type(node.op))
+            if sym is None:
+                raise Untranslatable("binop")
+            return Expr(f"({self.text(node.left, fr, pc)} {sym} {self.text(node.right, fr, pc)})")
+        if isinstance(node, ast.Compare):
+            parts = []
+            left = node.left
+            for op, right in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.Is, ast.IsNot)):
+                    lv, rv = self.value(left, fr, pc), self.value(right, fr, pc)
+                    parts.append(self._is(lv, rv, isinstance(op, ast.IsNot)))
+                else:
+                    sym = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+                           ast.In: "in", ast.NotIn: "not in"}[type(op)]
+                    parts.append(f"({self.text(left, fr, pc)} {sym} {self.text(right, fr, pc)})")
+                left = right
+            return Expr(parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")")
+        if isinstance(node, ast.IfExp):
+            t = self.text(node.test, fr, pc, True)
+            return Expr(f"({self.text(node.body, fr, pc)} if {t} else {self.text(node.orelse, fr, pc)})")
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [self.text(e, fr, pc) for e in node.elts]
+            return Expr("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
+        if isinstance(node, ast.Call):
+            return self.call(node, fr, pc)
+        if isinstance(node, ast.Dict) and not node.keys:
+            d = Obj(f"dict@{fr.path}:{node.lineno}")
+            self.dicts.append(d)
+            return d
+        if isinstance(node, ast.Subscript):
+            base = self.value(node.value, fr, pc)
+            if isinstance(base, Obj) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                return self.get_attr(base, node.slice.value)
+            raise Untranslatable("subscript")
+        raise Untranslatable(type(node).__name__)
+
+    def _is(self, lv: Any, rv: Any, negate: bool) -> str:
+        none = Expr(repr(NONE))
+        if rv == none and isinstance(lv, Obj):
+            t = lv.truth or "True"
+            return t if negate else f"(not {t})"
+        if rv == none or lv == none:
+            other = lv if rv == none else rv
+            ot = self.as_text(other)
+            return f"({ot} {'!=' if negate else '=='} {NONE!r})"
+        if isinstance(lv, Expr) and isinstance(rv, Expr) and _is_literal_bool(rv.text):
+            return f"({lv.text} {'!=' if negate else '=='} {rv.text})"
+        raise Untranslatable("is")
+
+    def name(self, n: str, fr: Frame) -> Any:
+        if n in fr.locals:
+            v = fr.locals[n]
+            if v is TAINT:
+                raise Untranslatable(f"local {n} tainted")
+            return v
+        if n in ("True", "False", "None"):
+            return self.literal({"True": True, "False": False, "None": None}[n])
+        try:
+            return self.literal(self.constant(n, fr.path))
+        except (KeyError, Untranslatable):
+            pass
+        m = self.modules.get(fr.path)
+        if m and n in m.imports:
+            return Expr(repr(m.imports[n]))
+        raise Untranslatable(f"name {n}")
+
+    def dotted(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            d = self.dotted(node.value)
+            return f"{d}.{node.attr}" if d else None
+        return None
+
+    def attribute(self, node: ast.Attribute, fr: Frame, pc: list[str]) -> Any:
+        d = self.dotted(node)
+        if d and d.count(".") == 1 and d in self.enums and not (d.split(".")[0] in fr.locals):
+            return self.literal(self.enums[d])
+        if isinstance(node.value, ast.Name) and node.value.id not in fr.locals:
+            m = self.modules.get(fr.path)
+            head = node.value.id
+            if m and head in m.imports:
+                cls_name = m.imports[head].rsplit(".", 1)[-1]
+                if f"{cls_name}.{node.attr}" in self.enums:
+                    return self.literal(self.enums[f"{cls_name}.{node.attr}"])
+                return Expr(repr(f"{m.imports[head]}.{node.attr}"))
+        base = self.value(node.value, fr, pc)
+        if isinstance(base, Obj):
+            return self.get_attr(base, node.attr, pc)
+        if isinstance(base, Expr) and base.text.startswith("'") and node.attr.isidentifier():
+            return Expr(repr(ast.literal_eval(base.text) + "." + node.attr))
+        raise Untranslatable(f"attribute {node.attr}")
+
+    def get_attr(self, obj: Obj, attr: str, pc: list[str] | None = None) -> Any:
+        if attr in obj.env:
+            return obj.env[attr]
+        if obj.cls:
+            m = self.find_method(obj.cls, attr, obj.path)
+            if m is not None and any(isinstance(d, ast.Name) and d.id in ("property", "cached_property")
+                                     for d in m[0].decorator_list):
+                return self.invoke(m[0], m[1], obj, [], {}, pc or [], m[2])
+        if obj.free is not None:
+            v = obj.free(attr)
+            if v is not None:
+                return v
+        raise Untranslatable(f"{obj.label}.{attr}")
+
+    def call(self, node: ast.Call, fr: Frame, pc: list[str]) -> Any:
+        f = node.func
+        fname = f.id if isinstance(f, ast.Name) else None
+        if fname == "len" and len(node.args) == 1:
+            return Expr(f"len({self.text(node.args[0], fr, pc)})")
+        if fname in ("min", "max", "abs", "int", "float") and node.args and not node.keywords:
+            return Expr(f"{fname}(" + ", ".join(self.text(a, fr, pc) for a in node.args) + ")")
+        if fname == "isinstance" and len(node.args) == 2:
+            types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            names = [ast.unparse(t) for t in types]
+            if not all(n in BUILTIN_TYPES for n in names):
+                raise Untranslatable("isinstance of a class")
+            x = self.text(node.args[0], fr, pc)
+            return Expr("(" + " or ".join(f"is_a({x}, {n!r})" for n in names) + ")")
+        if fname == "bool" and len(node.args) == 1:
+            return Expr(self.text(node.args[0], fr, pc, True))
+        if fname in ("any", "all") and len(node.args) == 1:
+            op = " or " if fname == "any" else " and "
+            items = self.each(node.args[0], fr, pc)
+            return Expr("(" + (op.join(items) if items else ("False" if fname == "any" else "True")) + ")")
+        if fname in ("getattr", "hasattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            base = self.value(node.args[0], fr, pc)
+            if isinstance(base, Obj):
+                try:
+                    v = self.get_attr(base, str(node.args[1].value), pc)
+                except Untranslatable:
+                    if len(node.args) == 3:
+                        return self.value(node.args[2], fr, pc)
+                    raise
+                return Expr("True") if fname == "hasattr" else v
+            raise Untranslatable("getattr")
+        # a function or method of the scanned sources
+        target = None
+        if isinstance(f, ast.Name):
+            hit = self.find_function(f.id, fr.path)
+            if hit:
+                target = (hit[0], hit[1], None, None)
+            else:
+                cls = self.find_class(f.id, fr.path)
+                if cls is not None:
+                    return self.construct(cls, node, fr, pc)
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and ast.unparse(f.value.func) == "super":
+            hit = self.find_class(fr.cls, fr.path) if fr.cls else None
+            self_obj = fr.locals.get("self")
+            for b in (hit[0].bases if hit else []):
+                bname = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+                m = self.find_method(bname, f.attr, hit[1]) if bname else None
+                if m is not None and isinstance(self_obj, Obj):
+                    target = (m[0], m[1], self_obj, m[2])
+                    break
+        elif isinstance(f, ast.Attribute):
+            try:
+                base = self.value(f.value, fr, pc)
+            except Untranslatable:
+                base = None
+            if isinstance(base, Obj) and base.cls:
+                hit = self.find_method(base.cls, f.attr, base.path)
+                if hit:
+                    target = (hit[0], hit[1], base, hit[2])
+        if target is None:
+            key = ast.unparse(f)[:60]
+            self.opaque[key] = self.opaque.get(key, 0) + 1
+            raise Untranslatable(f"call {key}")
+        func, path, self_obj, cls = target
+        args = [self.value_or_taint(a, fr, pc) for a in node.args if not isinstance(a, ast.Starred)]
+        kwargs = {k.arg: self.value_or_taint(k.value, fr, pc) for k in node.keywords if k.arg}
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Untranslatable("star args")
+        return self.invoke(func, path, self_obj, args, kwargs, pc, cls)
+
+    def each(self, node: ast.AST, fr: Frame, pc: list[str]) -> list[str]:
+        """The truth value of every element of a literal list, or of ``P(x) for x in <literal list>``."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self.text(e, fr, pc, True) for e in node.elts]
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp)) and len(node.generators) == 1:
+            g = node.generators[0]
+            if g.ifs or g.is_async or not isinstance(g.target, ast.Name) or not isinstance(g.iter, (ast.List, ast.Tuple)):
+                raise Untranslatable("comprehension")
+            out = []
+            for e in g.iter.elts:
+                inner = Frame(fr.path, {**fr.locals, g.target.id: self.value(e, fr, pc)}, fr.cls, fr.base)
+                out.append(self.text(node.elt, inner, pc, True))
+            return out
+        raise Untranslatable("any/all over a computed iterable")
+
+    def value_or_taint(self, node: ast.AST, fr: Frame, pc: list[str]) -> Any:
+        try:
+            return self.value(node, fr, pc)
+        except Untranslatable:
+            return TAINT
+
+    def construct(self, hit: tuple[ast.ClassDef, str], node: ast.Call, fr: Frame, pc: list[str]) -> Any:
+        """``cls(**kwargs)`` of a dataclass: fields from the keywords / the ``**`` dict, else their defaults;
+        then its ``__post_init__`` (inherited ones included) is walked."""
+        cls = hit[0].name
+        fields = self.dataclass_fields(cls, hit[1])
+        if fields is None:
+            raise Untranslatable(f"construct {cls}")
+        given: dict[str, Any] = {}
+        spread: list[Obj] = []
+        for k in node.keywords:
+            if k.arg is None:
+                v = self.value_or_taint(k.value, fr, pc)
+                if not isinstance(v, Obj):
+                    raise Untranslatable("** of a non-dict")
+                spread.append(v)
+            else:
+                given[k.arg] = self.value_or_taint(k.value, fr, pc)
+        for name, a in zip(fields, node.args):
+            given[name] = self.value_or_taint(a, fr, pc)
+        return self.new_dataclass(cls, given, spread, pc, hit[1])
+
+    def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[Obj], pc: list[str],
+                      path: str | None = None) -> Obj:
+        fields = self.dataclass_fields(cls, path) or {}
+
+        def free(attr: str) -> Any:
+            if attr in given:
+                return given[attr]
+            for d in spread:
+                try:
+                    return self.get_attr(d, attr)
+                except Untranslatable:
+                    continue
+            if attr in fields:
+                node, path = fields[attr]
+                if node is None:
+                    return TAINT
+                return self.value_or_taint(node, Frame(path, {}), [])
+            return None
+        hit = self.find_class(cls, path)
+        obj = Obj(f"{cls}()", free, cls, path=hit[1] if hit else path)
+        post = self.find_method(cls, "__post_init__", obj.path)
+        if post is not None:
+            self.invoke(post[0], post[1], obj, [], {}, pc, post[2])
+        return obj
+
+    def dataclass_fields(self, cls: str, path: str | None = None) -> dict[str, tuple[ast.AST | None, str]] | None:
+        """field -> (default expression or None, path) of a @dataclass ``cls`` and its dataclass bases."""
+        hit = self.find_class(cls, path)
+        if hit is None:
+            return None
+        c, path = hit
+        if not any("dataclass" in ast.unparse(d) for d in c.decorator_list):
+            return None
+        out: dict[str, tuple[ast.AST | None, str]] = {}
+        for b in c.bases:
+            bname = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+            inherited = self.dataclass_fields(bname, path) if bname else None
+            out.update(inherited or {})
+        for s in c.body:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                v = s.value
+                if isinstance(v, ast.Call) and ast.unparse(v.func).split(".")[-1] == "field":
+                    kw = {k.arg: k.value for k in v.keywords}
+                    if "default" in kw:
+                        v = kw["default"]
+                    elif "default_factory" in kw:
+                        f = ast.unparse(kw["default_factory"])
+                        v = ast.List(elts=[], ctx=ast.Load()) if f == "list" else None
+                    else:
+                        v = None
+                out[s.target.id] = (v, path)
+        return out
+
+    def invoke(self, func: ast.FunctionDef, path: str, self_obj: Obj | None, args: list, kwargs: dict,
+               pc: list[str], cls: str | None = None) -> Any:
+        if self.depth >= MAX_DEPTH:
+            raise Untranslatable("depth")
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        bound: dict[str, Any] = {}
+        if self_obj is not None and params and params[0] in ("self", "cls"):
+            bound[params[0]] = self_obj
+            params = params[1:]
+        for p, a in zip(params, args):
+            bound[p] = a
+        defaults = func.args.defaults
+        for p, d in zip(params[len(params) - len(defaults):], defaults):
+            if p not in bound:
+                try:
+                    bound[p] = self.value(d, Frame(path, {}), pc)
+                except Untranslatable:
+                    bound[p] = TAINT
+        for a, d in zip(func.args.kwonlyargs, func.args.kw_defaults):
+            if d is not None:
+                try:
+                    bound[a.arg] = self.value(d, Frame(path, {}), pc)
+                except Untranslatable:
+                    bound[a.arg] = TAINT
+        for k, v in kwargs.items():
+            bound[k] = v
+        for p in params + [a.arg for a in func.args.kwonlyargs]:
+            bound.setdefault(p, TAINT)
+        fr = Frame(path, bound, cls, base=len(pc))
+        self.depth += 1
+        try:
+            self.run(func.body, fr, list(pc))
+        finally:
+            self.depth -= 1
+        return self.result(fr)
+
+    def result(self, fr: Frame) -> Any:
+        if not fr.returns:
+            return Expr(repr(NONE))
+        if len(fr.returns) == 1 and not fr.returns[0][0]:
+            return fr.returns[0][1]
+        acc: Any = Expr(repr(NONE)) if not fr.dead else None
+        for conds, v in reversed(fr.returns):
+            if has_unknown(conds) or not isinstance(v, Expr):
+                return TAINT
+            if acc is None or not conds:
+                acc = v
+                continue
+            acc = Expr(f"({v.text} if {conj(conds)} else {acc.text})")
+        return acc if acc is not None else TAINT
+
+    # ---------------------------------------------------------------------------------- statements
+    def eff(self, fr: Frame, pc: list[str]) -> list[str]:
+        return pc + [e if is_unknown(e) else f"(not {e})" for e in fr.exits]
+
+    def site(self, path: str, line: int, conds: list[str]) -> None:
+        key = (path, line)
+        why = has_unknown(conds)
+        if why:
+            self.sites.setdefault(key, []).append(None)
+            self.why.setdefault(key, why.split(": ", 1)[-1])
+            return
+        text = conj(conds) if conds else "True"
+        self.sites.setdefault(key, []).append(text if len(text) <= MAX_TEXT else None)
+
+    def assign(self, target: ast.AST, v: Any, fr: Frame, pc: list[str]) -> None:
+        conds = self.eff(fr, pc)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self.assign(t, TAINT, fr, pc)
+            return
+        if isinstance(target, ast.Name):
+            old = fr.locals.get(target.id)
+            fr.locals[target.id] = self.merge(old, v, conds[fr.base:], first=target.id not in fr.locals)
+            return
+        if isinstance(target, ast.Attribute):
+            try:
+                base = self.value(target.value, fr, pc)
+            except Untranslatable:
+                return
+            if isinstance(base, Obj):
+                self.set_attr(base, target.attr, v, conds)
+            return
+        if isinstance(target, ast.Subscript):
+            try:
+                base = self.value(target.value, fr, pc)
+            except Untranslatable:
+                return
+            if isinstance(base, Obj):
+                if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    self.set_attr(base, target.slice.value, v, conds)
+                else:
+                    base.env["*"] = TAINT
+            return
+
+    def set_attr(self, obj: Obj, attr: str, v: Any, conds: list[str]) -> None:
+        try:
+            old = self.get_attr(obj, attr)
+        except Untranslatable:
+            old = TAINT
+        obj.env[attr] = self.merge(old, v, conds, first=False)
+        if obj.env[attr] is TAINT and attr not in self.taints:
+            why = "value" if v is TAINT else "old value" if old is TAINT else "condition" if has_unknown(conds) else "merge"
+            self.taints[attr] = (self.lineno, why)
+
+    def merge(self, old: Any, new: Any, conds: list[str], first: bool) -> Any:
+        """The value after ``x = new`` under ``conds``. A value the walk cannot model on one side of a known
+        condition becomes the name ``__unknown__`` there (never a fact: an expression reaching it is not
+        evaluated, while the other side still is)."""
+        if has_unknown(conds):
+            # the real condition implies every known conjunct: where they do not all hold, the old value stands
+            known = [c for c in conds if not is_unknown(c)] + [self.partial[c] for c in conds if c in self.partial]
+            if not known or first or not isinstance(old, Expr):
+                return TAINT
+            t = f"({UNK} if {conj(known)} else {old.text})"
+            return Expr(t) if len(t) <= MAX_TEXT else TAINT
+        if not conds or first:
+            return new
+        if new is old:
+            return new
+        if isinstance(old, Obj) or isinstance(new, Obj):
+            return TAINT
+        nt = new.text if isinstance(new, Expr) else UNK
+        ot = old.text if isinstance(old, Expr) else UNK
+        if nt == UNK and ot == UNK:
+            return TAINT
+        t = f"({nt} if {conj(conds)} else {ot})"
+        return Expr(t) if len(t) <= MAX_TEXT else TAINT
+
+    def run(self, stmts: list[ast.stmt], fr: Frame, pc: list[str]) -> None:
+        for s in stmts:
+            if fr.dead:
+                return
+            self.stmt(s, fr, pc)
+
+    def test(self, node: ast.AST, fr: Frame, pc: list[str]) -> str:
+        try:
+            return self.text(node, fr, pc, True)
+        except Untranslatable as e:
+            marker = unknown(f"{ast.unparse(node)[:80]}: {e} #{len(self.partial)}")
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                known = []
+                for v in node.values:
+                    try:
+                        known.append(self.text(v, fr, pc, True))
+                    except Untranslatable:
+                        pass
+                if known:
+                    self.partial[marker] = conj(known)
+            return marker
+
+    def stmt(self, s: ast.stmt, fr: Frame, pc: list[str]) -> None:
+        self.lineno = s.lineno
+        if isinstance(s, ast.If):
+            t = self.test(s.test, fr, pc)
+            neg = t if is_unknown(t) else f"(not {t})"
+            if t != "False":
+                self.run(s.body, fr, pc + [t])
+            if t != "True" and s.orelse:
+                self.run(s.orelse, fr, pc + [neg])
+            return
+        if isinstance(s, ast.Raise):
+            self.site(fr.path, s.lineno, self.eff(fr, pc))
+            self.exit(fr, pc, raised=True)
+            return
+        if isinstance(s, ast.Assert):
+            t = self.test(s.test, fr, pc)
+            self.site(fr.path, s.lineno, self.eff(fr, pc) + ([t] if is_unknown(t) else [f"(not {t})"]))
+            return
+        if isinstance(s, ast.Return):
+            v = TAINT
+            if s.value is not None:
+                v = self.value_or_taint(s.value, fr, pc)
+            else:
+                v = Expr(repr(NONE))
+            fr.returns.append((self.eff(fr, pc)[fr.base:], v))
+            self.exit(fr, pc)
+            return
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if s.value is None:
+                return
+            if isinstance(s, ast.AugAssign):
+                v = self.value_or_taint(ast.BinOp(left=_load(s.target), op=s.op, right=s.value), fr, pc)
+                targets = [s.target]
+            else:
+                v = self.value_or_taint(s.value, fr, pc)
+                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            for t in targets:
+                self.assign(t, v, fr, pc)
+            return
+        if isinstance(s, ast.Expr):
+            self.expr_stmt(s.value, fr, pc)
+            return
+        if isinstance(s, ast.For) and self.fields_copy(s, fr, pc):
+            return
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+            if isinstance(s, (ast.For, ast.AsyncFor)):
+                self.assign(s.target, TAINT, fr, pc)
+            self.run(s.body, fr, pc + [unknown("inside a loop")])
+            self.run(s.orelse, fr, pc + [unknown("inside a loop")])
+            return
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            for it in s.items:
+                if it.optional_vars is not None:
+                    self.assign(it.optional_vars, TAINT, fr, pc)
+            self.run(s.body, fr, pc)
+            return
+        if isinstance(s, ast.Try):
+            inner = pc + [unknown("inside a try block whose handlers may catch it")] if s.handlers else pc
+            self.run(s.body, fr, inner)
+            for h in s.handlers:
+                self.run(h.body, fr, pc + [unknown(f"in an except {ast.unparse(h.type) if h.type else ''} handler")])
+            self.run(s.orelse, fr, inner)
+            self.run(s.finalbody, fr, pc)
+            return
+        if isinstance(s, ast.Delete):
+            for t in s.targets:
+                self.assign(t, TAINT, fr, pc)
+            return
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            fr.locals[s.name] = TAINT
+            return
+        if isinstance(s, ast.Match):
+            for c in s.cases:
+                self.run(c.body, fr, pc + [unknown("in a match case")])
+            return
+        # pass, import, global, nonlocal, break, continue: nothing to model
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            for a in s.names:
+                fr.locals[(a.asname or a.name).split(".")[0]] = TAINT
+
+    def fields_copy(self, s: ast.For, fr: Frame, pc: list[str]) -> bool:
+        """``for f in dataclasses.fields(C): if hasattr(src, f.name): kw[f.name] = getattr(src, f.name)``: every
+        field of C that ``src`` has becomes ``kw``'s (Megatron-LM builds its configs from args this way)."""
+        it = s.iter
+        if not (isinstance(it, ast.Call) and ast.unparse(it.func) in ("dataclasses.fields", "fields") and len(it.args) == 1
+                and isinstance(s.target, ast.Name) and len(s.body) == 1 and isinstance(s.body[0], ast.If)):
+            return False
+        body = s.body[0].body
+        if not (len(body) == 1 and isinstance(body[0], ast.Assign) and isinstance(body[0].targets[0], ast.Subscript)):
+            return False
+        kw = self.value_or_taint(body[0].targets[0].value, fr, pc)
+        src_node = s.body[0].test.args[0] if isinstance(s.body[0].test, ast.Call) and s.body[0].test.args else None
+        src = self.value_or_taint(src_node, fr, pc) if src_node is not None else TAINT
+        if not isinstance(kw, Obj) or not isinstance(src, Obj) or has_unknown(self.eff(fr, pc)):
+            return False
+        # the class may be a local (Megatron picks TransformerConfig or a subclass): the constructor asks only for
+        # its own fields, so copying whatever ``src`` has is the same as copying the fields it has
+        cls = ast.unparse(it.args[0]).split(".")[-1]
+        fields = self.dataclass_fields(cls, fr.path)
+        walker = self
+
+        def free(attr: str) -> Any:
+            if fields is not None and attr not in fields:
+                return None
+            try:
+                return walker.get_attr(src, attr)
+            except Untranslatable:
+                return None
+        kw.free = free
+        return True
+
+    def exit(self, fr: Frame, pc: list[str], raised: bool = False) -> None:
+        """The path ends (return / raise / exit()): what follows runs only when ``pc`` did not hold. A raise under
+        an unknown condition is not carried forward (a later check then also fires where the earlier raise would
+        have stopped the job first: a job that fails either way); a return under an unknown condition makes
+        everything after it unknown."""
+        local = self.eff(fr, pc)[fr.base:]
+        if not local:
+            fr.dead = True
+        elif raised:
+            return  # see above: a later check may also fire where this raise stops the job first
+        elif has_unknown(local):
+            if not raised:
+                fr.exits.append(unknown("after a return under a condition that did not translate"))
+                self.unknown_exits.append((fr.path, self.lineno))
+        else:
+            fr.exits.append(_paren(conj(local)))
+
+    def expr_stmt(self, node: ast.AST, fr: Frame, pc: list[str]) -> None:
+        if not isinstance(node, ast.Call):
+            return
+        f = node.func
+        if ast.unparse(f) in ("exit", "quit", "sys.exit", "os._exit"):
+            self.exit(fr, pc, raised=True)  # the process ends: like a raise, nothing after it is observed
+            return
+        if isinstance(f, ast.Name) and f.id == "setattr" and len(node.args) == 3:
+            try:
+                base = self.value(node.args[0], fr, pc)
+            except Untranslatable:
+                return
+            if isinstance(base, Obj):
+                if isinstance(node.args[1], ast.Constant):
+                    self.set_attr(base, str(node.args[1].value), self.value_or_taint(node.args[2], fr, pc),
+                                  self.eff(fr, pc))
+                else:
+                    key = "setattr(<computed name>)"
+                    self.opaque[key] = self.opaque.get(key, 0) + 1
+            return
+        if isinstance(f, ast.Attribute) and f.attr in ("append", "extend", "remove", "pop", "insert", "update",
+                                                        "clear", "add", "discard", "setdefault", "sort"):
+            # an in-place change of a list / dict attribute
+            if isinstance(f.value, ast.Attribute):
+                try:
+                    base = self.value(f.value.value, fr, pc)
+                except Untranslatable:
+                    return
+                if isinstance(base, Obj):
+                    base.env[f.value.attr] = TAINT
+            elif isinstance(f.value, ast.Name) and f.value.id in fr.locals and not isinstance(fr.locals[f.value.id], Obj):
+                fr.locals[f.value.id] = TAINT
+            return
+        try:
+            self.call(node, fr, pc)
+        except Untranslatable:
+            pass
+
+
+def fold(v: Expr) -> Expr:
+    """An expression without free names is evaluated now (``'__none__' or 'x'`` -> ``'x'``)."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    try:
+        if free_names(v.text):
+            return v
+        r = evaluate(v.text, {}, FUNCTIONS)
+    except (ExprError, ExprTypeError, MissingFact, ZeroDivisionError, SyntaxError, TypeError, ValueError, KeyError):
+        return v
+    if r is None or isinstance(r, (bool, int, float, str)):
+        return Expr(repr(r if r is not None else NONE))
+    return v
+
+
+BUILTIN_TYPES = ("int", "float", "str", "bool", "list", "tuple", "dict")
+
+
+def is_a(v: Any, t: str) -> bool:
+    """isinstance(v, t) for the builtin type named ``t`` (lists and tuples in the namespace are lists)."""
+    if v in (NONE, None):
+        return False
+    return {"int": lambda: isinstance(v, int), "float": lambda: isinstance(v, float),
+            "str": lambda: isinstance(v, str), "bool": lambda: isinstance(v, bool),
+            "list": lambda: isinstance(v, (list, tuple)), "tuple": lambda: isinstance(v, (list, tuple)),
+            "dict": lambda: isinstance(v, dict)}[t]()
+
+
+FUNCTIONS = {"truthy": lambda v: truthy(v), "is_a": lambda v, t: is_a(v, t)}
+
+
+def truthy(v: Any) -> bool:
+    """Python truth of a namespace value, None (the sentinel) being false."""
+    return v not in (NONE, None) and bool(v)
+
+
+def _load(node: ast.AST) -> ast.AST:
+    n = ast.parse(ast.unparse(node), mode="eval").body
+    return n
+
+
+def _is_boolean(t: str) -> bool:
+    """True when the expression text already yields a bool (a comparison, not, and/or of booleans, truthy())."""
+    try:
+        n = ast.parse(t, mode="eval").body
+    except SyntaxError:
+        return False
+    return _bool_node(n)
+
+
+def _bool_node(n: ast.AST) -> bool:
+    if isinstance(n, ast.Compare):
+        return True
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        return True
+    if isinstance(n, ast.BoolOp):
+        return all(_bool_node(v) for v in n.values)
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("truthy", "is_a"):
+        return True
+    if isinstance(n, ast.Constant) and isinstance(n.value, bool):
+        return True
+    if isinstance(n, ast.Name) and n.id in ("True", "False"):
+        return True
+    if isinstance(n, ast.IfExp):
+        return _bool_node(n.body) and _bool_node(n.orelse)
+    return False
+
+
+def _is_literal_bool(t: str) -> bool:
+    return t in ("True", "False")
+
+
+def rows(walker: Walker, names_of: Callable[[str], set[str]] | None = None) -> dict[tuple[str, int], dict[str, Any]]:
+    """(path, line) -> {expr, names, paths, translated} for every site reached at least once with a condition."""
+    from kg.engine.expr import ExprError, compile_expr
+    out = {}
+    for key, conds in walker.sites.items():
+        good = sorted({c for c in conds if c is not None})
+        if not good:
+            continue
+        expr = good[0] if len(good) == 1 else "(" + " or ".join(_paren(c) for c in good) + ")"
+        if expr in ("True", "(True)"):
+            continue  # an unconditional raise on a path the walk reached: an internal branch, not a check
+        try:
+            compile_expr(expr, tuple(FUNCTIONS))
+        except ExprError:
+            continue
+        names = free_names(expr)
+        out[key] = {"expr": expr, "names": sorted(names), "paths": len(conds), "translated": len([c for c in conds if c])}
+    return out
+
+
+def free_names(expr: str) -> set[str]:
+    tree = ast.parse(expr, mode="eval")
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls - {"True", "False"}
+
+
+def substitute(expr: str, mapping: dict[str, str]) -> str:
+    """Replace free names of ``expr`` by expression texts (AST-level, so strings are untouched)."""
+    tree = ast.parse(expr, mode="eval")
+
+    class T(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.AST:
+            if n.id in mapping:
+                return ast.parse(mapping[n.id], mode="eval").body
+            return n
+
+        def visit_Call(self, n: ast.Call) -> ast.AST:
+            n.args = [self.visit(a) for a in n.args]
+            return n
+    return ast.unparse(T().visit(tree))
