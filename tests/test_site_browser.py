@@ -248,7 +248,7 @@ def test_check_report_links_its_finding_to_the_technique(page, site_dir, shots):
 def test_check_report_links_each_term_to_the_glossary_and_says_how_to_give_missing_facts(page, site_dir):
     page.goto(_url(site_dir, "report.html"))
     rows = page.locator("table.ne tbody tr")
-    assert rows.count() >= 1 and "vllm --attention-backend" in " ".join(rows.all_text_contents())
+    assert rows.count() >= 1 and "measured from a request trace by `optkg fit TRACE`" in " ".join(rows.all_text_contents())
     page.locator('ul.terms a:text-is("DCP")').click()
     assert page.url.endswith("/site/glossary.html#dcp")
     assert "decode context parallelism" in page.locator("dt#dcp + dd").text_content().lower()

@@ -28,12 +28,13 @@ def test_sweep_says_which_max_model_len_its_concurrency_column_uses():
                           "limit); pass --max-model-len for another length"]
 
 
-def test_sweep_keeps_the_hint_when_the_column_is_empty():
-    # SGLang: check computes no concurrency without a given max_model_len, so the column is '-'
+def test_sweep_fills_the_concurrency_column_at_sglangs_default_context_length():
+    # SGLang without --context-length runs at the model's context length (40,960 for Qwen3-235B), so the max
+    # concurrency column has a number, not '-' and the old "pass --max-model-len" hint
     code, out, err = run_cli("sweep", "--sglang", f"python -m sglang.launch_server --model-path {QWEN}", "--tp", "8",
                              "--gpu", "H200", "--count", "8")
     assert code == 0, err
-    assert "note: pass --max-model-len for max concurrency" in out
+    assert "note: pass --max-model-len for max concurrency" not in out
 
 
 def test_sweep_csv_writes_whole_numbers_as_integers(capsys):

@@ -228,6 +228,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
         out.append(_wrap(f"note: {one_line(n)}", "      ", first=""))
     eff_notes = d.get("in_effect") or []
     if eff_notes:
+        out.append("")
         out.append("In effect (catalog couplings that apply to this stack; nothing to fix):")
         for e in eff_notes:
             out.append(_wrap(f"{e['message']} [{e['coupling']}]", "  "))

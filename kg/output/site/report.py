@@ -139,9 +139,7 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
         ("hardware", esc(f"{s.get('hardware') or '-'}" + (f" x{s['gpu_count']}" if s.get("gpu_count") else ""))),
         ("techniques", techs or "–"))) + "</tbody></table>"
     eff = d.get("effective_config") or []
-    eff_t = table(["Setting", "Value", "Source", "Why"], [
-        [f"<code>{esc(e['setting'])}</code>", esc("?" if e["value"] is None else fmt_num(e["value"], REPORT)),
-         esc(e["source"]), esc(e.get("why") or "")] for e in eff], "eff") if eff else "<p>None.</p>"
+    eff_t = _effective(d, eff) if eff else "<p>None.</p>"
     fs = d["findings"]
     unknown = d.get("not_evaluable") or []
     held = (d.get("outcomes") or {}).get("held")
@@ -171,6 +169,24 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
             + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else "")
             + f'<h3>Effective configuration</h3>{eff_t}<h3>Stack diagram</h3>{diagram}'
             + _terms(d, site) + '</section>')
+
+
+def _effective(d: dict[str, Any], eff: list[dict[str, Any]]) -> str:
+    """Given settings and the defaults a finding or the KV budget reads (as the text report), the other defaults
+    folded into a <details> below."""
+    from kg.output.report import BUDGET_INPUTS, _read_by_findings
+    read = _read_by_findings(d) | (set(BUDGET_INPUTS) if d.get("derived") else set())
+
+    def rows(es: list[dict[str, Any]]) -> list[list[str]]:
+        return [[f"<code>{esc(e['setting'])}</code>", esc("?" if e["value"] is None else fmt_num(e["value"], REPORT)),
+                 esc(e["source"]), esc(e.get("why") or "")] for e in es]
+    shown = [e for e in eff if e["source"] != "engine default" or e["setting"] in read]
+    rest = [e for e in eff if e not in shown]
+    out = table(["Setting", "Value", "Source", "Why"], rows(shown), "eff") if shown else ""
+    if rest:
+        out += (f"<details><summary>{len(rest)} more engine default(s) no finding reads</summary>"
+                + table(["Setting", "Value", "Source", "Why"], rows(rest), "eff") + "</details>")
+    return out
 
 
 def _unknown_table(unknown: list[dict[str, Any]], how: dict[str, str]) -> str:
