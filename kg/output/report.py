@@ -342,7 +342,10 @@ def summary_line(d: dict[str, Any], max_names: int = 6, width: int | None = None
                     break
                 shown.append(n)
             more = " …" if len(shown) < len(names) else ""
-            parts.append(f"{len(unknown)} could not be evaluated (missing: {', '.join(shown)}{more})")
+            part = f"{len(unknown)} could not be evaluated (missing: {', '.join(shown)}{more})"
+            if width and len(" · ".join(parts + [part])) > width:
+                part = f"{len(unknown)} could not be evaluated (listed above)"  # not even one name fits
+            parts.append(part)
         else:
             parts.append("0 could not be evaluated")
     return " · ".join(parts)
