@@ -279,6 +279,27 @@ def _short(n: ast.AST) -> str:
         return type(n).__name__
 
 
+MUTATED: set[str] = set()  # config fields engine code assigns somewhere in the scanned files (mutated_fields)
+
+
+def mutated_fields(sources: dict[str, list[str]]) -> set[str]:
+    """Fields the engine's own code assigns (``x.f = ...``, ``x.f += ...``, ``setattr(x, "f", ...)``) anywhere in the
+    scanned files: a check reading one may see the engine's value, not the user's, so it is not translated."""
+    out: set[str] = set()
+    # x.f = / x.f += ; setattr(x, "f", ...); SGLang's resolution pipeline: {"f": value} returned or declared["f"] = ...,
+    # and declare_resolution(..., f=value)
+    rx = re.compile(r"\.(\w+)\s*(?:=[^=]|\+=|-=|\*=)|setattr\(\s*\w+\s*,\s*[\"'](\w+)[\"']"
+                    r"|[\"'](\w+)[\"']\s*:\s*[^\s,}]|\[[\"'](\w+)[\"']\]\s*=[^=]")
+    kw = re.compile(r"\b(\w+)\s*=[^=]")
+    for lines in sources.values():
+        for ln in lines:
+            for m in rx.finditer(ln):
+                out.add(next(g for g in m.groups() if g))
+            if "declare_resolution(" in ln:
+                out |= {m.group(1) for m in kw.finditer(ln.split("declare_resolution(", 1)[1])}
+    return out
+
+
 def assigned_before(fn_src: str, site_line: int, fields: set[str]) -> set[str]:
     """Fields the function assigns (``x.f = ...``) before ``site_line``: the engine changed them before its check."""
     return {f for f in fields if re.search(rf"\.{re.escape(f)}\s*(=[^=]|\+=|-=)", fn_src)}
@@ -298,7 +319,17 @@ def translate(site: Any, tr: Translator) -> str:
         parts.append(f"not ({tr.tr(site.test)})")
     if not parts:
         raise Untranslatable("unconditional")
-    return " and ".join(sorted(tr.presence) + parts)
+    return _lower_strings(" and ".join(sorted(tr.presence) + parts))
+
+
+def _lower_strings(expr: str) -> str:
+    """The expression with its string constants in lower case: rows compare case-insensitively (optkg keeps
+    'eagle' where SGLang's parser keeps 'EAGLE'; kg.analyses.enginechecks lowers the stack's strings alike)."""
+    tree = ast.parse(expr, mode="eval")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            n.value = n.value.lower()
+    return ast.unparse(tree)
 
 
 def _field_text(site: Any, which: str) -> str:
@@ -346,6 +377,8 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
     patterns = hand.get("patterns") or []
     evidence = rule_evidence(package)
     flat, sub = field_map(engine)
+    MUTATED.clear()
+    MUTATED.update(mutated_fields(sources))
     model = model_fact_names()
     defaults = class_defaults(sources)
     fields_ = class_fields(sources)
@@ -405,9 +438,9 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
             tr.unmapped += unknown
             raise Untranslatable("optkg lacks " + ", ".join(unknown))
         fn = _function_source(s, lines)
-        changed = assigned_before(fn, s.line, {k for k in _fields_read(s)})
-        if changed:
-            raise Untranslatable("the engine sets " + ", ".join(sorted(changed)) + " in the same function")
+        changed = assigned_before(fn, s.line, {k for k in _fields_read(s)}) | (_fields_read(s) & MUTATED)
+        if changed:  # the engine may have changed the value before its check: the user's value is not what it tests
+            raise Untranslatable("the engine assigns " + ", ".join(sorted(changed)) + " itself")
     except Untranslatable as e:
         expr, why = None, str(e)
     if expr is not None and not uk:

@@ -303,6 +303,11 @@ def scan(engine: str, release: str, wheel: Path) -> tuple[list[Site], dict[str, 
 
 # files that register startup hooks by name (a string naming the function): SGLang's resolution pipeline
 HOOK_REGISTRIES = {"sglang/srt/arg_groups/resolution_hooks.py"}
+# methods the engine's launch path calls unconditionally from outside the scanned folders (where)
+EXTRA_ROOTS = {
+    "ServerArgs.resolve_once": "sglang 0.5.23 srt/entrypoints/engine.py:1153 (server_args.resolve_once())",
+    "ServerArgs.check_server_args": "sglang 0.5.23 srt/entrypoints/engine.py:1165 (server_args.check_server_args())",
+}
 ROOT_FUNCTION = re.compile(r"(^|\.)(__post_init__|model_post_init|create_engine_config|from_cli_args)$")
 ROOT_INIT = re.compile(r"(Config|Args|ServerArgs)\.__init__$")
 
@@ -330,7 +335,8 @@ def resolve_contexts(sites: list[Site], walkers: list) -> None:
         if q in memo:
             return memo[q]
         short = q.split(".")[-1]
-        if ROOT_FUNCTION.search(q) or ROOT_INIT.search(q) or q in validators or (short in hooks and "." not in q):
+        if ROOT_FUNCTION.search(q) or ROOT_INIT.search(q) or q in validators or q in EXTRA_ROOTS \
+                or (short in hooks and "." not in q):
             return [], ""
         if depth > 6:
             return None, "call chain deeper than 6"

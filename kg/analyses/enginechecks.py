@@ -223,7 +223,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
     refusals, evaluated = [], 0
     for s in rows:
-        facts = {**(s.get("defaults") or {}), **{k: v for k, v in ns.items() if v is not None}}
+        facts = {k: v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
+                 for k, v in {**(s.get("defaults") or {}), **{k: v for k, v in ns.items() if v is not None}}.items()}
         for fact, tid in (s.get("set_by_technique") or {}).items():
             if ns.get(fact) is None and tid in (ns.get("techniques") or ()):
                 facts[fact] = True
