@@ -92,7 +92,8 @@ def test_other_pairs_from_the_rules(matrix):
     # SGLang 0.5.21+ refuses it outside EAGLE on prefill nodes / SGLANG_ENABLE_PP_SPEC
     pp = cell(matrix, "pipeline-parallelism", "speculative-decoding")
     assert pp["mark"] == "conflict" and pp["rule"] == "sglang-speculative-decoding-pipeline-parallel"
-    assert pp["engines"] == ["sglang"]
+    # TensorRT-LLM refuses n-gram / draft-target drafters under PP too (trtllm-drafter-with-pipeline-parallel, issue 9009)
+    assert pp["engines"] == ["sglang", "trtllm"]
     # a numeric relation between two sizes makes a pair conditional, not a conflict
     assert cell(matrix, "fp8-block-quantization", "tensor-parallelism")["mark"] == "conditional"
 
