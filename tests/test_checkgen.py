@@ -101,3 +101,23 @@ def test_a_dataclass_built_from_the_arguments_checks_the_fields_it_was_given(row
     assert fires(rows[33], b=3, swiglu=True)
     assert not fires(rows[33], b=4, swiglu=True)
     assert not fires(rows[33], b=3, swiglu=False)
+
+
+def test_a_callee_after_the_callers_early_return_carries_that_return():
+    src = '''
+def validate(args):
+    if args.x:
+        return
+    check(args)
+
+
+def check(args):
+    if args.y:
+        raise ValueError("y")
+'''
+    m = cg.read_module("m.py", src)
+    w = cg.Walker([m])
+    w.invoke(m.functions["validate"], "m.py", None, [cg.Obj("args", lambda n: cg.Expr(n))], {}, [])
+    (expr,) = w.sites[("m.py", 10)]
+    assert evaluate(expr, {"x": False, "y": True}, FUNCTIONS) is True
+    assert evaluate(expr, {"x": True, "y": True}, FUNCTIONS) is False  # validate returned before calling check

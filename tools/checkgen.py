@@ -415,7 +415,7 @@ class Walker:
                 return Expr(repr(f"{m.imports[head]}.{node.attr}"))
         base = self.value(node.value, fr, pc)
         if isinstance(base, Obj):
-            return self.get_attr(base, node.attr, pc)
+            return self.get_attr(base, node.attr, self.eff(fr, pc))
         if isinstance(base, Expr) and base.text.startswith("'") and node.attr.isidentifier():
             return Expr(repr(ast.literal_eval(base.text) + "." + node.attr))
         raise Untranslatable(f"attribute {node.attr}")
@@ -435,6 +435,8 @@ class Walker:
         raise Untranslatable(f"{obj.label}.{attr}")
 
     def call(self, node: ast.Call, fr: Frame, pc: list[str]) -> Any:
+        # a callee runs only where the caller has not returned yet: its path condition carries the caller's exits
+        pc = self.eff(fr, pc)
         f = node.func
         fname = f.id if isinstance(f, ast.Name) else None
         if fname == "len" and len(node.args) == 1:
