@@ -52,6 +52,7 @@ def has_unknown(conds: list[str]) -> str | None:
     return next((c for c in conds if c.startswith(UNKNOWN)), None)
 UNK = "__unknown__"   # a value the walk could not model, on one side of a known condition
 MAX_TEXT = 1900  # optkg's expression limit is 2,000 characters (kg/engine/expr.py MAX_CHARS)
+LET_AT = 240     # a merged value longer than this is bound to a name (Walker.bind)
 MAX_DEPTH = 12   # inlining depth
 
 
@@ -86,6 +87,35 @@ class Obj:
 
     def __repr__(self) -> str:
         return f"Obj({self.label})"
+
+
+class ObjIf(Obj):
+    """``a`` where ``cond`` holds, else ``b`` (an object assigned on one branch only)."""
+
+    def __init__(self, cond: str, a: Obj, b: Obj):
+        super().__init__(f"({a.label} if .. else {b.label})", cls=a.cls if a.cls == b.cls else None,
+                         path=a.path if a.cls == b.cls else None)
+        self.cond, self.a, self.b = cond, a, b
+        self.truth = f"({a.truth or 'True'} if {cond} else {b.truth or 'True'})"
+        sa, sb = getattr(a, "scalar", None), getattr(b, "scalar", None)
+        self.scalar = f"({sa} if {cond} else {sb})" if sa and sb else None
+
+
+class UnknownObj(Obj):
+    """An object the walk could not model, on one side of a known condition: everything read from it is unknown."""
+
+    def __init__(self):
+        super().__init__("unknown", lambda a: Expr(UNK))
+        self.truth = f"truthy({UNK})"
+        self.scalar = UNK
+        self.present = f"truthy({UNK})"
+
+
+def _scalar(v: Any) -> Any:
+    """An object that stands for a plain value (a JSON scalar) as that value's expression."""
+    if isinstance(v, Obj) and getattr(v, "scalar", None):
+        return Expr(v.scalar)
+    return v
 
 
 @dataclass
@@ -137,8 +167,8 @@ def read_module(path: str, text: str) -> Module:
             classes[s.name] = s
         elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             try:
-                constants[s.targets[0].id] = ast.literal_eval(s.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                constants[s.targets[0].id] = _const_eval(s.value, constants)
+            except (ValueError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError, ZeroDivisionError):
                 pass
         elif isinstance(s, ast.Import):
             for a in s.names:
@@ -148,8 +178,28 @@ def read_module(path: str, text: str) -> Module:
             base = pkg[:len(pkg) - (s.level - 1)] if s.level else []
             origin = ".".join(base + ([s.module] if s.module else []))
             for a in s.names:
-                imports[a.asname or a.name] = f"{origin}.{a.name}"
+                if a.name == "*":
+                    imports.setdefault("*", "")
+                    imports["*"] += f" {origin}"
+                else:
+                    imports[a.asname or a.name] = f"{origin}.{a.name}"
     return Module(path, tree, functions, classes, constants, imports)
+
+
+def _const_eval(node: ast.AST, consts: dict[str, Any]) -> Any:
+    """A module-level constant: a literal, or names of earlier constants combined by tuples / lists / + - * //."""
+    if isinstance(node, ast.Name):
+        return consts[node.id]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        vals = [_const_eval(e, consts) for e in node.elts]
+        return tuple(vals) if isinstance(node, ast.Tuple) else vals if isinstance(node, ast.List) else set(vals)
+    if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv):
+        a, b = _const_eval(node.left, consts), _const_eval(node.right, consts)
+        return {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                ast.FloorDiv: lambda: a // b}[type(node.op)]()
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_const_eval(node.operand, consts)
+    return ast.literal_eval(node)
 
 
 def enum_members(modules: list[Module]) -> dict[str, Any]:
@@ -184,6 +234,7 @@ class Walker:
         self.inputs: set[str] = set()
         self.hooks: list[Callable] = []
         self.dicts: list[Obj] = []
+        self.lets: list[tuple[str, str]] = []    # (name, expression) in definition order
         self.unknown_exits: list[tuple[str, int]] = []
         self.taints: dict[str, tuple[int, str]] = {}
         self.why: dict[tuple[str, int], str] = {}
@@ -248,6 +299,10 @@ class Walker:
         m = self.modules.get(path)
         if m and name in m.constants:
             return m.constants[name]
+        for origin in (m.imports.get("*", "").split() if m else []):  # from .constants import *
+            mm = self.module_of(origin, path)
+            if mm and name in mm.constants:
+                return mm.constants[name]
         if name in self.extra_constants:
             return self.extra_constants[name]
         if m and name in m.imports:
@@ -269,9 +324,11 @@ class Walker:
 
     def as_text(self, v: Any, boolean: bool = False) -> str:
         if isinstance(v, Obj):
-            if not boolean:
-                raise Untranslatable(f"object {v.label} as a value")
-            return v.truth or "True"
+            if boolean:
+                return v.truth or "True"
+            if getattr(v, "scalar", None):
+                return v.scalar
+            raise Untranslatable(f"object {v.label} as a value")
         if v is TAINT or not isinstance(v, Expr):
             raise Untranslatable("tainted")
         t = v.text
@@ -365,7 +422,7 @@ class Walker:
 
     def _is(self, lv: Any, rv: Any, negate: bool) -> str:
         none = Expr(repr(NONE))
-        if rv == none and isinstance(lv, Obj):
+        if rv == none and isinstance(lv, Obj) and not getattr(lv, "scalar", None):
             t = lv.truth or "True"
             return t if negate else f"(not {t})"
         if rv == none or lv == none:
@@ -421,6 +478,10 @@ class Walker:
         raise Untranslatable(f"attribute {node.attr}")
 
     def get_attr(self, obj: Obj, attr: str, pc: list[str] | None = None) -> Any:
+        if isinstance(obj, ObjIf) and attr not in obj.env:
+            a = self.get_attr(obj.a, attr, pc)
+            b = self.get_attr(obj.b, attr, pc)
+            return self.merge(b, a, [obj.cond], first=False)
         if attr in obj.env:
             return obj.env[attr]
         if obj.cls:
@@ -443,6 +504,10 @@ class Walker:
             return Expr(f"len({self.text(node.args[0], fr, pc)})")
         if fname in ("min", "max", "abs", "int", "float") and node.args and not node.keywords:
             return Expr(f"{fname}(" + ", ".join(self.text(a, fr, pc) for a in node.args) + ")")
+        if isinstance(f, ast.Attribute) and f.attr in ("lower", "upper") and not node.args:
+            return Expr(f"{f.attr}({self.text(f.value, fr, pc)})")
+        if fname == "str" and len(node.args) == 1:
+            return Expr(f"str({self.text(node.args[0], fr, pc)})")
         if fname == "isinstance" and len(node.args) == 2:
             types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
             names = [ast.unparse(t) for t in types]
@@ -644,6 +709,7 @@ class Walker:
             return fr.returns[0][1]
         acc: Any = Expr(repr(NONE)) if not fr.dead else None
         for conds, v in reversed(fr.returns):
+            v = _scalar(v)
             if has_unknown(conds) or not isinstance(v, Expr):
                 return TAINT
             if acc is None or not conds:
@@ -713,22 +779,39 @@ class Walker:
         if has_unknown(conds):
             # the real condition implies every known conjunct: where they do not all hold, the old value stands
             known = [c for c in conds if not is_unknown(c)] + [self.partial[c] for c in conds if c in self.partial]
+            old = _scalar(old)
             if not known or first or not isinstance(old, Expr):
                 return TAINT
-            t = f"({UNK} if {conj(known)} else {old.text})"
-            return Expr(t) if len(t) <= MAX_TEXT else TAINT
+            return self.bind(f"({UNK} if {conj(known)} else {old.text})")
         if not conds or first:
             return new
         if new is old:
             return new
+        if isinstance(old, Obj) and isinstance(new, Obj):
+            return ObjIf(conj(conds), new, old)
+        if isinstance(old, Obj) and new is TAINT:
+            return ObjIf(conj(conds), UnknownObj(), old)
+        if isinstance(new, Obj) and old is TAINT:
+            return ObjIf(conj(conds), new, UnknownObj())
+        old, new = _scalar(old), _scalar(new)
         if isinstance(old, Obj) or isinstance(new, Obj):
             return TAINT
         nt = new.text if isinstance(new, Expr) else UNK
         ot = old.text if isinstance(old, Expr) else UNK
         if nt == UNK and ot == UNK:
             return TAINT
-        t = f"({nt} if {conj(conds)} else {ot})"
-        return Expr(t) if len(t) <= MAX_TEXT else TAINT
+        return self.bind(f"({nt} if {conj(conds)} else {ot})")
+
+    def bind(self, text: str) -> Any:
+        """A long value gets a name of its own (``_v<n>``, defined once in ``lets`` and evaluated before the rows),
+        so that checks reading it stay short however many rewrites it went through."""
+        if len(text) <= LET_AT:
+            return Expr(text)
+        if len(text) > MAX_TEXT:
+            return TAINT
+        name = f"_v{len(self.lets)}"
+        self.lets.append((name, text))
+        return Expr(name)
 
     def run(self, stmts: list[ast.stmt], fr: Frame, pc: list[str]) -> None:
         for s in stmts:
@@ -796,6 +879,8 @@ class Walker:
             return
         if isinstance(s, ast.For) and self.fields_copy(s, fr, pc):
             return
+        if isinstance(s, ast.For) and self.unrolled(s, fr, pc):
+            return
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(s, (ast.For, ast.AsyncFor)):
                 self.assign(s.target, TAINT, fr, pc)
@@ -831,6 +916,53 @@ class Walker:
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             for a in s.names:
                 fr.locals[(a.asname or a.name).split(".")[0]] = TAINT
+
+    def unrolled(self, s: ast.For, fr: Frame, pc: list[str]) -> bool:
+        """A loop over a constant list (``for key in REMOVED_KEYS:``) is walked once per element."""
+        if s.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(s)):
+            return False
+        keys = self.dict_keys(s.iter, fr)
+        if keys is not None:   # for key, message in CONST.items(): the keys are known, the values are not needed
+            for k in keys:
+                if isinstance(s.target, ast.Tuple) and len(s.target.elts) == 2:
+                    self.assign(s.target.elts[0], self.literal(k), fr, pc)
+                    self.assign(s.target.elts[1], TAINT, fr, pc)
+                else:
+                    self.assign(s.target, self.literal(k), fr, pc)
+                self.run(s.body, fr, pc)
+            return True
+        try:
+            it = self.value(s.iter, fr, pc)
+        except Untranslatable:
+            return False
+        if not isinstance(it, Expr) or free_names(it.text):
+            return False
+        try:
+            items = ast.literal_eval(it.text)
+        except (ValueError, SyntaxError):
+            return False
+        if not isinstance(items, (tuple, list)) or len(items) > 64:
+            return False
+        for x in items:
+            self.assign(s.target, self.literal(x), fr, pc)
+            self.run(s.body, fr, pc)
+        return True
+
+    def dict_keys(self, node: ast.AST, fr: Frame) -> list | None:
+        """The literal keys of ``CONST.items()`` / ``CONST.keys()`` / ``CONST`` for a module-level dict literal."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys") \
+                and not node.args:
+            node = node.func.value
+        if not isinstance(node, ast.Name) or node.id in fr.locals:
+            return None
+        m = self.modules.get(fr.path)
+        for st in (m.tree.body if m else []):
+            if isinstance(st, (ast.Assign, ast.AnnAssign)) and isinstance(st.value, ast.Dict):
+                tgt = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                if isinstance(tgt, ast.Name) and tgt.id == node.id:
+                    if all(isinstance(k, ast.Constant) for k in st.value.keys):
+                        return [k.value for k in st.value.keys]
+        return None
 
     def fields_copy(self, s: ast.For, fr: Frame, pc: list[str]) -> bool:
         """``for f in dataclasses.fields(C): if hasattr(src, f.name): kw[f.name] = getattr(src, f.name)``: every
@@ -946,7 +1078,8 @@ def is_a(v: Any, t: str) -> bool:
             "dict": lambda: isinstance(v, dict)}[t]()
 
 
-FUNCTIONS = {"truthy": lambda v: truthy(v), "is_a": lambda v, t: is_a(v, t)}
+FUNCTIONS = {"truthy": lambda v: truthy(v), "is_a": lambda v, t: is_a(v, t), "upper": lambda v: str(v).upper(),
+             "str": lambda v: str(v)}
 
 
 def truthy(v: Any) -> bool:
@@ -994,6 +1127,7 @@ def rows(walker: Walker, names_of: Callable[[str], set[str]] | None = None) -> d
     """(path, line) -> {expr, names, paths, translated} for every site reached at least once with a condition."""
     from kg.engine.expr import ExprError, compile_expr
     out = {}
+    lets = dict(walker.lets)
     for key, conds in walker.sites.items():
         good = sorted({c for c in conds if c is not None})
         if not good:
@@ -1006,8 +1140,37 @@ def rows(walker: Walker, names_of: Callable[[str], set[str]] | None = None) -> d
         except ExprError:
             continue
         names = free_names(expr)
-        out[key] = {"expr": expr, "names": sorted(names), "paths": len(conds), "translated": len([c for c in conds if c])}
+        out[key] = {"expr": expr, "names": sorted(names), "inputs": sorted(inputs_of(names, lets)),
+                    "paths": len(conds), "translated": len([c for c in conds if c])}
     return out
+
+
+def inputs_of(names: set[str], lets: dict[str, str]) -> set[str]:
+    """The input names an expression reads, through the lets it uses."""
+    out, todo, seen = set(), list(names), set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in lets:
+            todo += list(free_names(lets[n]))
+        else:
+            out.add(n)
+    return out
+
+
+def used_lets(rows_: dict, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The lets the rows read (directly or through other lets), in definition order."""
+    table = dict(lets)
+    need: set[str] = set()
+    todo = [n for r in rows_.values() for n in r["names"] if n in table]
+    while todo:
+        n = todo.pop()
+        if n not in need:
+            need.add(n)
+            todo += [m for m in free_names(table[n]) if m in table]
+    return [(n, e) for n, e in lets if n in need]
 
 
 def free_names(expr: str) -> set[str]:

@@ -35,8 +35,9 @@ NONE = cg.NONE
 UNKNOWN = object()
 
 
-def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tuple[dict[tuple[str, int], dict], dict[str, int]]:
-    """Rows (path, line) -> {expr, names, ...} over Megatron-LM argument names, and the calls the walk did not model.
+def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tuple[dict, list, dict[str, int]]:
+    """Rows (path, line) -> {expr, names, inputs ...} over Megatron-LM argument names, the lets they read
+    (checkgen.Walker.bind) and the calls the walk did not model.
 
     ``sources``: path -> text for megatron/training/{arguments,training}.py and megatron/core/** of the release."""
     modules = [cg.read_module(p, t) for p, t in sources.items()]
@@ -64,7 +65,7 @@ def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tu
     goc = w.modules[T].functions.get("get_megatron_optimizer_config")
     if goc is not None:
         w.invoke(goc, T, None, [args], {}, [])
-    return cg.rows(w), dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
+    return cg.rows(w), w.lets, dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
 
 
 def _block_building(tree: ast.Module, cls: str) -> list[ast.stmt] | None:

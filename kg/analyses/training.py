@@ -389,6 +389,20 @@ def _finding(f: Firing, ns: Mapping[str, Any], framework: str, catalog=None) -> 
                    tags=list(r.tags or []), rule_file=r.file, rule_line=r.line, coupling=coupling)
 
 
+def generated_checks(job: TrainingJob) -> list[dict[str, Any]]:
+    """The job's framework's own generated checks, then every framework's checks over a config file the job
+    carries (each site once)."""
+    from kg.frameworks.registry import all_frameworks
+    out = list(framework_of(job.framework).generated_checks(job))
+    seen = {g["rule_id"] for g in out}
+    for fw in all_frameworks().values():
+        for g in fw.config_checks(job):
+            if g["rule_id"] not in seen:
+                seen.add(g["rule_id"])
+                out.append(g)
+    return out
+
+
 def _generated_finding(g: Mapping[str, Any]) -> Finding:
     """A check generated from the framework's released source that fires on the job (kg/frameworks/<name>/checks)."""
     said = g["message"] if g["message"] and not g["message"].startswith(("not ", "(")) else f"assert {g['message']} fails"
@@ -396,9 +410,7 @@ def _generated_finding(g: Mapping[str, Any]) -> Finding:
                    severity="error", message=f"{said} ({g['values']})", techniques=[], facts={},
                    numbers={}, cost_dimension="compute", from_dimension="compute", coordinates=[],
                    mechanism=f"generated from {g['path']}:{g['line']}: raises when {g['expr']}", fixes=[], fix="",
-                   sources=[{"title": f"{g['package']} {g['release']} {g['path']}:{g['line']}",
-                             "url": f"https://github.com/NVIDIA/Megatron-LM/blob/core_v{g['release'].removeprefix('core_v')}/"
-                                    f"{g['path']}#L{g['line']}"}],
+                   sources=[{"title": f"{g['package']} {g['release']} {g['path']}:{g['line']}", "url": g["url"]}],
                    tags=["training", "startup-error", "generated"], rule_file=g.get("table", ""), rule_line=g["line"],
                    coupling=None)
 
@@ -436,7 +448,7 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
     firings, ns, derived = evaluate_training(job, rules, catalog)
     notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}
     findings = [_finding(f, ns, job.framework, catalog) for f in firings if f.fired and f.rule.id not in notes_only]
-    generated = framework_of(job.framework).generated_checks(job)
+    generated = generated_checks(job)
     findings += [_generated_finding(g) for g in generated]
     findings.sort(key=lambda x: (-SEVERITY_ORDER.get(x.severity, 0), x.rule_id))
     stack = {"name": job.name, "framework": job.framework, "framework_version": job.framework_version,

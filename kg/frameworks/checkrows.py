@@ -37,17 +37,26 @@ def is_a(v: Any, t: str) -> bool:
     return isinstance(v, kinds[t])
 
 
-FUNCTIONS = {"truthy": truthy, "is_a": is_a}
+FUNCTIONS = {"truthy": truthy, "is_a": is_a, "upper": lambda v: str(v).upper(), "str": lambda v: str(v)}
 
 
 @lru_cache(maxsize=32)
+def _table(path: Path) -> dict[str, Any]:
+    return load_yaml(path).data if path.exists() else {"sites": [], "lets": []}
+
+
 def table_rows(path: Path) -> tuple[dict[str, Any], ...]:
-    """The generated rows of one check table, each with its package, release and table file name."""
-    if not path.exists():
-        return ()
-    t = load_yaml(path).data
-    return tuple({**s, "package": t["package"], "release": str(t["release"]), "table": path.name}
+    """The generated rows of one check table, each with its package, release, table file name and source URL."""
+    t = _table(path)
+    url = t.get("source_url", "")
+    return tuple({**s, "package": t["package"], "release": str(t["release"]), "table": path.name,
+                  "url": url.format(path=s["path"], line=s["line"])}
                  for s in t["sites"] if s["status"] == "table" and s.get("expr"))
+
+
+def table_lets(path: Path) -> tuple[tuple[str, str], ...]:
+    """The named intermediate values the table's rows read (``lets``), in definition order."""
+    return tuple((x["name"], x["expr"]) for x in _table(path).get("lets") or [])
 
 
 @lru_cache(maxsize=4096)
@@ -57,10 +66,35 @@ def names_of(expr: str) -> tuple[str, ...]:
     return tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls - {"True", "False"}))
 
 
-def findings(rows: Iterable[Mapping[str, Any]], ns: Mapping[str, Any], table_dir: Path) -> list[dict[str, Any]]:
-    """The rows that fire on ``ns`` (None values read as the sentinel), with the framework's own message."""
+def inputs(expr: str, lets: Iterable[tuple[str, str]]) -> list[str]:
+    """The input names ``expr`` reads, through the lets it uses (for showing the values that made a row fire)."""
+    table = dict(lets)
+    out, todo, seen = [], list(names_of(expr)), set()
+    while todo:
+        n = todo.pop(0)
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in table:
+            todo += list(names_of(table[n]))
+        else:
+            out.append(n)
+    return sorted(out)
+
+
+def findings(rows: Iterable[Mapping[str, Any]], ns: Mapping[str, Any], table_dir: Path,
+             lets: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """The rows that fire on ``ns`` (None values read as the sentinel), with the framework's own message. ``ns``
+    holds only what the job gives (absent names are not evaluated); ``lets`` are evaluated first, in order (a let
+    that cannot be evaluated is left out, so the rows reading it are not evaluated either)."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    lets = list(lets)
     facts = {k: (NONE if v is None else v) for k, v in ns.items()}
+    for name, expr in lets:
+        try:
+            facts[name] = evaluate(expr, facts, FUNCTIONS)
+        except (MissingFact, ExprTypeError, ExprError, ZeroDivisionError, TypeError, ValueError):
+            facts.pop(name, None)
     out = []
     for r in rows:
         try:
@@ -68,11 +102,11 @@ def findings(rows: Iterable[Mapping[str, Any]], ns: Mapping[str, Any], table_dir
         except (MissingFact, ExprTypeError, ExprError, ZeroDivisionError, TypeError, ValueError):
             continue
         if fired is True:
-            vals = ", ".join(f"{n} = {None if facts[n] == NONE else facts[n]!r}" for n in names_of(r["expr"])
-                             if n in facts)
+            vals = ", ".join(f"{n} = {None if facts[n] == NONE else facts[n]!r}" for n in inputs(r["expr"], lets)
+                             if n in facts and not (n.startswith("has__") and facts[n] is False))
             out.append({"rule_id": r["id"], "path": r["path"], "line": r["line"], "package": r["package"],
                         "release": r["release"], "message": r["message"] or r["condition"], "expr": r["expr"],
-                        "values": vals, "table": str(table_dir / r["table"])})
+                        "values": vals, "table": str(table_dir / r["table"]), "url": r.get("url", "")})
     return out
 
 

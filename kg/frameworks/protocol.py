@@ -16,7 +16,9 @@ instance answers, for the jobs it reads and sizes:
   (what ZeRO-3/FSDP gathers at once) and ``wording`` (how the report names its shard and schedule);
 - **cross-checks**: ``cross_checks`` (the framework's own estimator for the same job, recomputed);
 - **logs**: ``log_lines`` (lines it prints that a training log reader can match);
-- **check tables**: ``check_tables`` (generated from its released source, beside the package);
+- **check tables**: ``check_tables`` (generated from its released source, beside the package),
+  ``generated_checks`` (those rows that fire on a job of this framework) and ``config_checks`` (rows over its own
+  config file, on any job that carries one);
 - **speed**: ``speed_backend`` (the speed model's mapping; filled by kg.speed).
 
 The base class is the generic behaviour, so a framework overrides only where it differs. Generic code
@@ -169,6 +171,12 @@ class TrainingFramework:
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         """The framework's own startup checks, generated from its released source, that fire on ``job``:
         [{rule_id, path, line, package, release, message, expr, values}]."""
+        return []
+
+    def config_checks(self, job: Any) -> list[dict[str, Any]]:
+        """Checks generated from this framework's released source over its own config file, when ``job`` carries
+        one (``job.configs``), whichever framework runs the job (an HF Trainer job with a DeepSpeed config): same
+        shape as ``generated_checks``."""
         return []
 
     def check_tables(self) -> list[Path]:

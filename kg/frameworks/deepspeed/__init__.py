@@ -56,6 +56,10 @@ class DeepSpeed(TrainingFramework):
         from kg.frameworks.deepspeed.memory import largest_module_params
         return largest_module_params(shape, counts.embedding // shape["hidden_size"])
 
+    def config_checks(self, job: Any) -> list[dict[str, Any]]:
+        from kg.frameworks.deepspeed.generated import findings
+        return findings(job)
+
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         zs = job.get("zero_stage") or 0
         if zs in (2, 3) and parallel["tp_size"] == 1 and parallel["pp_size"] == 1:

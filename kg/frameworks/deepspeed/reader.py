@@ -38,6 +38,7 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
     """Set ``job``'s settings from a parsed DeepSpeed config mapping. ``where(path) -> (line, col)``."""
     if not isinstance(data, dict):
         raise OptkgError(f"{name}: a DeepSpeed config must be a JSON object")
+    job.configs["deepspeed"] = data
 
     def at(*path: str) -> str:
         if where is None:
@@ -166,6 +167,7 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
         if not p.exists():
             raise OptkgError(f"{where}: DeepSpeed config '{cfg}' not found")
         apply_deepspeed_config(job, load_yaml(p).data, str(p), load_yaml(p).where)
+        job.configs["deepspeed_direct"] = True  # the launched script hands this config to deepspeed.initialize
     job.ignored = [x for x in job.ignored if x not in CONFIG_FLAGS + ("--no-pipeline-parallel",)]
     return job
 

@@ -147,6 +147,7 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
             if not p.exists():
                 raise OptkgError(f"{at('deepspeed_config', 'deepspeed_config_file')}: '{p}' not found")
             load_deepspeed_config(p, job)
+            job.configs["deepspeed_integration"] = "transformers / accelerate"
         if dc.get("zero_stage") is not None:
             job.set("zero_stage", dc["zero_stage"], at("deepspeed_config", "zero_stage"))
         if "optimizer_source" not in job.settings:
@@ -325,6 +326,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             if p is None:
                 raise OptkgError(f"{w}: DeepSpeed config '{val}' not found")
             load_deepspeed_config(p, job)
+            job.configs["deepspeed_integration"] = "transformers / accelerate"
         elif target == "_gc":
             if val:
                 job.set("recompute_granularity", "full", w)

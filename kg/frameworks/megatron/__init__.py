@@ -44,7 +44,7 @@ class Megatron(TrainingFramework):
 
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         from kg.frameworks.megatron.generated import findings
-        return findings(job)
+        return findings(job) if job.framework == self.id else []
 
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         from kg.frameworks.megatron.memory import theoretical_cross_check

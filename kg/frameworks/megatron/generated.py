@@ -99,7 +99,8 @@ def namespace(job: Any) -> dict[str, Any]:
     if rg and "recompute_granularity" not in given:
         ns["recompute_granularity"] = None if rg == "none" else rg
     world = _world_size(job)
-    ns["world_size"] = world  # None (not evaluated) when the job does not say how many GPUs it runs on
+    if world is not None:  # left out (rows reading it are not evaluated) when the job does not say
+        ns["world_size"] = world
     return ns
 
 
@@ -115,7 +116,9 @@ def findings(job: Any, packages: tuple[str, ...] = ("megatron-core", "megatron-l
     """The generated checks of ``packages`` that fire on ``job`` (the pinned release only), with Megatron's message."""
     from kg.core.relcmp import older_than
     from kg.frameworks.checkrows import findings as fire
+    from kg.frameworks.checkrows import table_lets
     v = job.framework_version
     if v and (older_than(v, PINNED) or older_than(PINNED, v)):
         return []
-    return fire([r for r in rows() if r["package"] in packages], namespace(job), HERE / "checks")
+    lets = dict(x for name in TABLES for x in table_lets(HERE / "checks" / name))
+    return fire([r for r in rows() if r["package"] in packages], namespace(job), HERE / "checks", lets.items())

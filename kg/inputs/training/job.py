@@ -181,6 +181,9 @@ class TrainingJob:
     # the framework's own arguments as the command gave them (flag -> raw value, True for a bare switch), for the
     # checks a framework package generates from its released source
     native: dict[str, Any] = field(default_factory=dict)
+    # the framework config files the job was read from, as parsed (e.g. "deepspeed" -> the ds_config mapping), for the
+    # checks each framework generates over its own config keys (TrainingFramework.config_checks)
+    configs: dict[str, Any] = field(default_factory=dict)
 
     def set(self, name: str, value: Any, where: str) -> None:
         """Set a canonical setting after checking its type; unknown names are a bug of the reader."""
