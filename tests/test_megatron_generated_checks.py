@@ -17,7 +17,7 @@ def _fired(cmd: str, model: str | None = None) -> dict[tuple[str, int], dict]:
 
 def test_bf16_and_fp16_together_is_refused_where_megatron_refuses_it():
     got = _fired("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8 --bf16 --fp16 "
-                 "--micro-batch-size 1 --seq-length 4096", "meta-llama/Llama-3.1-8B")
+                 "--micro-batch-size 1 --seq-length 4096 --max-position-embeddings 4096", "meta-llama/Llama-3.1-8B")
     assert set(got) == {("transformer_config.py", 916), ("arguments.py", 703), ("arguments.py", 712)}
     assert got[("transformer_config.py", 916)]["message"].startswith("Only one of self.fp16")
     assert got[("arguments.py", 703)]["values"] == "bf16 = True, fp16 = True"

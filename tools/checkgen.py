@@ -493,7 +493,31 @@ class Walker:
             v = obj.free(attr)
             if v is not None:
                 return v
+        if obj.cls:
+            const = self.class_constant(obj.cls, attr, obj.path)
+            if const is not None:
+                return const
         raise Untranslatable(f"{obj.label}.{attr}")
+
+    def class_constant(self, cls: str, attr: str, path: str | None) -> Any:
+        """A literal assigned in the class body (``_VALID_DICT_FIELDS = [...]``), searched through the bases."""
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            hit = self.find_class(cls, path)
+            if hit is None:
+                return None
+            for st in hit[0].body:
+                if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+                    tgt = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                    if isinstance(tgt, ast.Name) and tgt.id == attr:
+                        try:
+                            return self.literal(ast.literal_eval(st.value))
+                        except (ValueError, SyntaxError, Untranslatable):
+                            return None
+            path = hit[1]
+            cls = next((ast.unparse(b).split(".")[-1] for b in hit[0].bases), None)
+        return None
 
     def call(self, node: ast.Call, fr: Frame, pc: list[str]) -> Any:
         # a callee runs only where the caller has not returned yet: its path condition carries the caller's exits
@@ -506,6 +530,8 @@ class Walker:
             return Expr(f"{fname}(" + ", ".join(self.text(a, fr, pc) for a in node.args) + ")")
         if isinstance(f, ast.Attribute) and f.attr in ("lower", "upper") and not node.args:
             return Expr(f"{f.attr}({self.text(f.value, fr, pc)})")
+        if isinstance(f, ast.Attribute) and f.attr in ("startswith", "endswith") and len(node.args) == 1:
+            return Expr(f"{f.attr}({self.text(f.value, fr, pc)}, {self.text(node.args[0], fr, pc)})")
         if fname == "str" and len(node.args) == 1:
             return Expr(f"str({self.text(node.args[0], fr, pc)})")
         if fname == "isinstance" and len(node.args) == 2:
@@ -521,11 +547,11 @@ class Walker:
             op = " or " if fname == "any" else " and "
             items = self.each(node.args[0], fr, pc)
             return Expr("(" + (op.join(items) if items else ("False" if fname == "any" else "True")) + ")")
-        if fname in ("getattr", "hasattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+        if fname in ("getattr", "hasattr") and len(node.args) >= 2 and self.const_str(node.args[1], fr, pc):
             base = self.value(node.args[0], fr, pc)
             if isinstance(base, Obj):
                 try:
-                    v = self.get_attr(base, str(node.args[1].value), pc)
+                    v = self.get_attr(base, self.const_str(node.args[1], fr, pc), pc)
                 except Untranslatable:
                     if len(node.args) == 3:
                         return self.value(node.args[2], fr, pc)
@@ -540,6 +566,8 @@ class Walker:
                 target = (hit[0], hit[1], None, None)
             else:
                 cls = self.find_class(f.id, fr.path)
+                if cls is not None and self.is_enum(cls) and len(node.args) == 1:
+                    return self.value(node.args[0], fr, pc)  # a str / int enum holds its value (compared by it)
                 if cls is not None:
                     return self.construct(cls, node, fr, pc)
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and ast.unparse(f.value.func) == "super":
@@ -571,6 +599,22 @@ class Walker:
             raise Untranslatable("star args")
         return self.invoke(func, path, self_obj, args, kwargs, pc, cls)
 
+    def const_str(self, node: ast.AST, fr: Frame, pc: list[str]) -> str | None:
+        """The string a name argument evaluates to (a literal, or a local bound to one), else None."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        try:
+            v = self.value(node, fr, pc)
+        except Untranslatable:
+            return None
+        if isinstance(v, Expr) and v.text.startswith("'") and not free_names(v.text):
+            try:
+                x = ast.literal_eval(v.text)
+            except (ValueError, SyntaxError):
+                return None
+            return x if isinstance(x, str) else None
+        return None
+
     def each(self, node: ast.AST, fr: Frame, pc: list[str]) -> list[str]:
         """The truth value of every element of a literal list, or of ``P(x) for x in <literal list>``."""
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -591,6 +635,16 @@ class Walker:
             return self.value(node, fr, pc)
         except Untranslatable:
             return TAINT
+
+    def is_enum(self, hit: tuple[ast.ClassDef, str]) -> bool:
+        seen = set()
+        while hit is not None and hit[0].name not in seen:
+            seen.add(hit[0].name)
+            bases = [ast.unparse(b).split(".")[-1] for b in hit[0].bases]
+            if any(b in ("Enum", "IntEnum", "StrEnum", "ExplicitEnum") for b in bases):
+                return True
+            hit = next((self.find_class(b, hit[1]) for b in bases if self.find_class(b, hit[1])), None)
+        return False
 
     def construct(self, hit: tuple[ast.ClassDef, str], node: ast.Call, fr: Frame, pc: list[str]) -> Any:
         """``cls(**kwargs)`` of a dataclass: fields from the keywords / the ``**`` dict, else their defaults;
@@ -614,7 +668,7 @@ class Walker:
         return self.new_dataclass(cls, given, spread, pc, hit[1])
 
     def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[Obj], pc: list[str],
-                      path: str | None = None) -> Obj:
+                      path: str | None = None, env: dict[str, Any] | None = None) -> Obj:
         fields = self.dataclass_fields(cls, path) or {}
 
         def free(attr: str) -> Any:
@@ -633,6 +687,7 @@ class Walker:
             return None
         hit = self.find_class(cls, path)
         obj = Obj(f"{cls}()", free, cls, path=hit[1] if hit else path)
+        obj.env.update(env or {})
         post = self.find_method(cls, "__post_init__", obj.path)
         if post is not None:
             self.invoke(post[0], post[1], obj, [], {}, pc, post[2])
@@ -944,7 +999,11 @@ class Walker:
         if not isinstance(items, (tuple, list)) or len(items) > 64:
             return False
         for x in items:
-            self.assign(s.target, self.literal(x), fr, pc)
+            if isinstance(s.target, ast.Tuple) and isinstance(x, (tuple, list)) and len(x) == len(s.target.elts):
+                for t, v in zip(s.target.elts, x):
+                    self.assign(t, self.literal(v), fr, pc)
+            else:
+                self.assign(s.target, self.literal(x), fr, pc)
             self.run(s.body, fr, pc)
         return True
 
@@ -1025,9 +1084,9 @@ class Walker:
             except Untranslatable:
                 return
             if isinstance(base, Obj):
-                if isinstance(node.args[1], ast.Constant):
-                    self.set_attr(base, str(node.args[1].value), self.value_or_taint(node.args[2], fr, pc),
-                                  self.eff(fr, pc))
+                name = self.const_str(node.args[1], fr, pc)
+                if name is not None:
+                    self.set_attr(base, name, self.value_or_taint(node.args[2], fr, pc), self.eff(fr, pc))
                 else:
                     key = "setattr(<computed name>)"
                     self.opaque[key] = self.opaque.get(key, 0) + 1
@@ -1079,7 +1138,8 @@ def is_a(v: Any, t: str) -> bool:
 
 
 FUNCTIONS = {"truthy": lambda v: truthy(v), "is_a": lambda v, t: is_a(v, t), "upper": lambda v: str(v).upper(),
-             "str": lambda v: str(v)}
+             "str": lambda v: str(v), "startswith": lambda v, p: isinstance(v, str) and v.startswith(p),
+             "endswith": lambda v, p: isinstance(v, str) and v.endswith(p)}
 
 
 def truthy(v: Any) -> bool:

@@ -37,7 +37,9 @@ def is_a(v: Any, t: str) -> bool:
     return isinstance(v, kinds[t])
 
 
-FUNCTIONS = {"truthy": truthy, "is_a": is_a, "upper": lambda v: str(v).upper(), "str": lambda v: str(v)}
+FUNCTIONS = {"truthy": truthy, "is_a": is_a, "upper": lambda v: str(v).upper(), "str": lambda v: str(v),
+             "startswith": lambda v, p: isinstance(v, str) and v.startswith(p),
+             "endswith": lambda v, p: isinstance(v, str) and v.endswith(p)}
 
 
 @lru_cache(maxsize=32)
@@ -113,3 +115,39 @@ def findings(rows: Iterable[Mapping[str, Any]], ns: Mapping[str, Any], table_dir
 def evaluable(rows: Iterable[Mapping[str, Any]], ns: Mapping[str, Any]) -> int:
     """How many rows have every name they read in ``ns`` (the rows a job could be checked against)."""
     return sum(1 for r in rows if all(n in ns for n in names_of(r["expr"])))
+
+
+TRUE, FALSE = ("yes", "true", "t", "y", "1"), ("no", "false", "f", "n", "0")
+
+
+def argument_value(raw: Any, typ: str) -> Any:
+    """A flag's raw value as HfArgumentParser converts it (transformers hf_argparser.py: string_to_bool for bools,
+    the annotated type for numbers); a bare switch is True. A value that does not convert is returned as given."""
+    if raw is True:
+        return True if typ == "bool" else None
+    if not isinstance(raw, str):
+        return raw
+    if typ == "bool":
+        low = raw.lower()
+        return True if low in TRUE else False if low in FALSE else raw
+    if typ in ("int", "float"):
+        try:
+            return int(raw) if typ == "int" else float(raw)
+        except ValueError:
+            return None if raw == "None" else raw
+    if typ == "list":
+        return raw.split(",") if "," in raw else [raw]
+    return None if raw == "None" else raw
+
+
+def dataclass_namespace(given: Mapping[str, Any], fields: Mapping[str, Mapping[str, Any]], prefix: str
+                        ) -> dict[str, Any]:
+    """``<prefix>__<field>`` for every field of an argument dataclass: the value the job gives, else the field's
+    literal default (a field with neither is left out: rows reading it are not evaluated)."""
+    ns: dict[str, Any] = {}
+    for name, spec in fields.items():
+        if name in given:
+            ns[f"{prefix}__{name}"] = argument_value(given[name], spec.get("type", "str"))
+        elif "default" in spec:
+            ns[f"{prefix}__{name}"] = spec["default"]
+    return ns

@@ -27,6 +27,14 @@ class HFTrainer(TrainingFramework):
     def claims_file(self, path: Path, data: Any) -> bool:
         return isinstance(data, dict) and "distributed_type" in data
 
+    def config_checks(self, job: Any) -> list[dict[str, Any]]:
+        # TrainingArguments' own checks (transformers 5.24.0) on the script's flags; a TRL GRPO job runs GRPOConfig,
+        # whose generated rows already include them (kg/frameworks/trl)
+        if job.get("trainer") == "grpo":
+            return []
+        from kg.frameworks.hf_trainer.generated import findings
+        return findings(job)
+
     def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
         from kg.frameworks.hf_trainer.reader import apply_accelerate_config
         from kg.inputs.training.job import TrainingJob

@@ -391,6 +391,15 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
         # LLaMA-Factory stores 4-bit weights in the compute dtype under FSDP / ZeRO-3 ("crucial for fsdp+qlora",
         # src/llamafactory/model/model_utils/quantization.py:189 at hiyouga/LLaMA-Factory@ff6d4d12)
         job.set("quant_storage", job.get("params_dtype", "bf16"), f"{where}: LLaMA-Factory's quantization setup")
+    if "openrlhf" not in (cmd.script or ""):
+        # the script's HfArgumentParser arguments as given (config files first, the command line wins), for the
+        # TrainingArguments / TRL config checks generated from their source (kg/frameworks/hf_trainer, trl)
+        from kg.inputs.training.argv import raw_flags
+        given: dict[str, Any] = {}
+        for cfg_args, _ in configs:
+            given.update(raw_flags(cfg_args))
+        given.update(raw_flags([a for i, a in enumerate(cmd.args) if i not in used]))
+        job.configs["training_arguments"] = {k[2:].replace("-", "_"): v for k, v in given.items()}
     if "openrlhf" in (cmd.script or ""):
         job.framework = "openrlhf"
         if "zero_stage" in job.settings and job.framework == "openrlhf":

@@ -40,6 +40,19 @@ class TRL(TrainingFramework):
                                       + ("gradient_accumulation_steps" if older_than(v, "0.18.0")
                                          else "steps_per_generation (default gradient_accumulation_steps)")}
 
+    def generated_checks(self, job: Any) -> list[dict[str, Any]]:
+        """GRPOConfig.__post_init__ (trl 1.16.0, with TrainingArguments' own checks through super()) on a GRPO job's
+        flags; other releases' configs are not generated."""
+        from kg.core.relcmp import older_than
+        if job.get("trainer") != "grpo" or (job.framework_version and (older_than(job.framework_version, "1.16.0")
+                                                                       or older_than("1.16.0", job.framework_version))):
+            return []
+        from pathlib import Path
+
+        from kg.frameworks.hf_trainer.generated import findings_for
+        here = Path(__file__).parent
+        return findings_for(job, here / "checks" / "trl-1.16.0.yaml", here / "data" / "grpo-config-1.16.0.yaml")
+
     def _sharder(self, job: Any) -> TrainingFramework:
         from kg.frameworks.registry import get
         return get("deepspeed") if job.get("zero_stage") else TrainingFramework()
