@@ -59,7 +59,7 @@ def test_training_files_route_to_the_training_report(cli, tmp_path):
 
 def test_no_model_says_what_could_not_be_computed(cli):
     code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
-                       "--micro-batch-size 1 --seq-length 4096")
+                       "--micro-batch-size 1 --seq-length 4096 --max-position-embeddings 4096")
     assert code == 0
     assert "memory per GPU not computed: model shape (a HF config or --num-layers/--hidden-size)" in out
     # rules that need the model shape are "could not be evaluated", never a bare "No findings" (issue 12)

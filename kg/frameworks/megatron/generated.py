@@ -91,6 +91,10 @@ def namespace(job: Any) -> dict[str, Any]:
                                     or "num_layers_per_virtual_pipeline_stage" in given):
             continue  # optkg derived the virtual stages from --num-layers-per-virtual-pipeline-stage: not a flag
         ns[arg] = v
+    m = job.model
+    if m is not None and m.max_position_embeddings and "max_position_embeddings" not in given:
+        # the model's own config stands in for the shape flags the command leaves out (as for num_layers ...)
+        ns["max_position_embeddings"] = m.max_position_embeddings
     if shape.get("num_query_groups") and "num_query_groups" not in given:
         ns["num_query_groups"] = shape["num_query_groups"]
         if shape["num_query_groups"] != shape.get("num_attention_heads"):
