@@ -50,9 +50,11 @@ fuzz: install
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
 
 # optkg's serving speed against aiconfigurator-core's measured rows (silicon_sample.csv), beside the bare
-# estimator, on the train and the held-out split (tools/accuracy/split.csv): writes docs/speed-accuracy.md
+# estimator, on the train and the held-out split (tools/accuracy/split.csv): writes docs/speed-accuracy.md;
+# training speed against published throughput rows (tools/accuracy/training_rows.yaml): docs/training-speed-accuracy.md
 accuracy: install
 	$(BIN)/python tools/accuracy/run.py
+	$(BIN)/python tools/accuracy/training_speed.py
 
 export: install
 	$(BIN)/optkg export --all

@@ -45,7 +45,7 @@ def test_deepspeed_json_and_launcher_zero2_pp_names_both_techniques_and_the_coup
                                         "pipeline-parallelism", "tensor-parallelism", "zero-1", "zero-2"]
     # and the pipeline bubble of m = 2 micro-batches over 2 stages: (2 - 1)/2 = 50 %
     assert [x["rule_id"] for x in d["findings"]] == ["deepspeed-zero-with-pipeline-engine", "training-pipeline-bubble"]
-    assert d["outcomes"]["fired"] == 2 and d["schema_version"] == "1.2"  # 1.2: PP/DP may be null (unknown)
+    assert d["outcomes"]["fired"] == 2 and d["schema_version"] == "1.3"  # 1.2: PP/DP may be null (unknown); 1.3: speed
 
 
 def test_deepspeed_zero1_json_and_launcher_does_not_fire(cli, tmp_path):

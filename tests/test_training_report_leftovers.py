@@ -43,7 +43,7 @@ def test_pipeline_stages_auto_leaves_pp_unknown(cli, tmp_path):
     code, out, _ = cli("check", _ds(tmp_path, {"stages": "auto"}), *LLAMA8, "--count", "16", "--gpu", "H100",
                        "--format", "json")
     d = json.loads(out)
-    assert d["schema_version"] == "1.2"  # 1.2: pp_size/dp_size may be null
+    assert d["schema_version"] == "1.3"  # 1.2: pp_size/dp_size may be null; 1.3: speed
     assert d["derived"]["parallel"]["pp_size"] is None and d["derived"]["parallel"]["dp_size"] is None
     assert [f["rule_id"] for f in d["findings"]] == ["deepspeed-zero-with-pipeline-engine"]
     assert d["findings"][0]["techniques"] == ["zero-2", "pipeline-parallelism"]

@@ -26,8 +26,9 @@ from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
 from kg.frameworks.registry import get as framework_of
 from kg.inputs.training.job import JOB_TECHNIQUES, SETTINGS, TrainingJob
 
-SCHEMA_VERSION = "1.2"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques;
-# 1.2: derived.parallel.pp_size/dp_size and derived.batch.dp_size are null when the pipeline size is unknown
+SCHEMA_VERSION = "1.3"  # 1.1: outcomes, not_evaluable, in_effect, couplings_evaluated, stack.techniques;
+# 1.2: derived.parallel.pp_size/dp_size and derived.batch.dp_size are null when the pipeline size is unknown;
+# 1.3: speed (kg.speed.training: step time, tokens/s per GPU, MFU, where the time goes; or why not evaluable)
 _DEFAULTS = {"integer": 0, "number": 0, "boolean": False, "string": ""}
 SHAPE_SETTINGS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
                   "vocab_size", "swiglu", "untie_embeddings_and_output_weights", "normalization", "num_experts",
@@ -455,6 +456,7 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
              "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
              "source": job.source, "settings": dict(sorted(job.settings.items())),
              "techniques": list(ns.get("techniques") or [])}
+    speed = job_speed(job, derived, findings)
     outcomes = {k: sum(f.outcome == k for f in firings) for k in ("fired", "held", "not_evaluable", "not_applicable")}
     outcomes["fired"] -= len(notes_only)
     outcomes["fired"] += len(generated)
@@ -470,9 +472,22 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
             "rules_evaluated": sum(1 for f in firings if f.outcome in ("fired", "held") and not f.rule.coupling),
             "rules_total": sum(1 for f in firings if not f.rule.coupling),
             "couplings_evaluated": sum(1 for f in firings if f.outcome in ("fired", "held") and f.rule.coupling),
-            "outcomes": outcomes, "not_evaluable": not_evaluable, "in_effect": in_effect,
+            "outcomes": outcomes, "not_evaluable": not_evaluable, "in_effect": in_effect, "speed": speed,
             "gpu_memory_bytes": ns.get("gpu_memory_bytes"),
             "not_fired": [{"rule": f.rule.id, "reason": _reason(f), "outcome": f.outcome} for f in firings if not f.fired]})
+
+
+def job_speed(job: TrainingJob, derived: Mapping[str, Any], findings: list[Finding]) -> dict[str, Any]:
+    """kg.speed.training's estimate for a job that starts: a job an ERROR finding refuses, or whose memory
+    per GPU exceeds the GPU's, gets the reason instead of a speed."""
+    errors = [f.rule_id for f in findings if f.severity == "error"]
+    if errors:
+        return {"evaluable": False, "reason": "the job does not start: " + ", ".join(errors)}
+    mem, gpu = (derived.get("memory") or {}).get("total_bytes"), _gpu_memory_bytes(job.hardware)
+    if mem and gpu and mem > gpu:
+        return {"evaluable": False, "reason": f"memory per GPU {mem / GB:,.1f} GB is over the GPU's {gpu / GB:,.1f} GB"}
+    from kg.speed.training import training_speed
+    return training_speed(job, derived)
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:

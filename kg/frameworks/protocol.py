@@ -19,7 +19,8 @@ instance answers, for the jobs it reads and sizes:
 - **check tables**: ``check_tables`` (generated from its released source, beside the package),
   ``generated_checks`` (those rows that fire on a job of this framework) and ``config_checks`` (rows over its own
   config file, on any job that carries one);
-- **speed**: ``speed_backend`` (the speed model's mapping; filled by kg.speed).
+- **speed**: ``speed_backend`` (``SpeedTraits``: which calibrated kernel family the step-time model of
+  kg.speed.training uses for this framework, and what it overlaps by default; None: not evaluable).
 
 The base class is the generic behaviour, so a framework overrides only where it differs. Generic code
 gets a framework with kg.frameworks.registry.get(job.framework) and never compares names.
@@ -56,6 +57,25 @@ class Sharding:
 
 
 @dataclass(frozen=True)
+class SpeedTraits:
+    """What kg.speed.training needs to know of a framework to time a step.
+
+    ``kernels``: the calibration key of its kernels in kg/speed/training/constants.yaml (``megatron``: Transformer
+    Engine GEMMs and fused attention, the reference the GPU constants are fitted for; ``fsdp``, ``torchtitan``:
+    a factor fitted on the framework's own published rows). ``tp_overlap`` / ``dp_overlap``: whether TP and
+    data-parallel communication overlap compute when the job does not say (``tp_comm_overlap`` /
+    ``overlap_grad_reduce``). ``selective_gemm_recompute``: the share of forward GEMMs its *selective*
+    recomputation runs again (Megatron's recomputes the core attention only: 0). ``source``: where these
+    defaults are read."""
+
+    kernels: str
+    tp_overlap: bool = False
+    dp_overlap: bool = True
+    selective_gemm_recompute: float = 0.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class LogLine:
     """A line the framework prints that carries a number optkg can compare (``pattern``: a regex with
     named groups), the unit of those numbers and where the framework prints it (path:line at a release)."""
@@ -81,7 +101,7 @@ class TrainingFramework:
     # the reader that claims a command keeps it even when the stack names another framework
     keeps_reader_over_hint: bool = False
     log_lines: tuple[LogLine, ...] = ()
-    speed_backend: Any = None            # filled by the speed lane (kg.speed): the estimator this maps to
+    speed_backend: SpeedTraits | None = None  # kg.speed.training's step-time model for this framework; None: not evaluable
 
     # -- reading ------------------------------------------------------------------------------
     def claims_command(self, cmd: Any, args: str, script: str) -> int:

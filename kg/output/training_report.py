@@ -165,6 +165,8 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     mem = der.get("memory")
     if mem:
         out += _memory_lines(d, der, mem)
+    from kg.output.training_speed_report import training_speed_lines
+    out += training_speed_lines(d.get("speed"))
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
     if d.get("ignored_flags"):

@@ -4,7 +4,7 @@ strategy decides what is partitioned (FULL_SHARD: ZeRO-3-like, SHARD_GRAD_OP: Ze
 within a shard group)."""
 from __future__ import annotations
 
-from kg.frameworks.protocol import Release, TrainingFramework
+from kg.frameworks.protocol import Release, SpeedTraits, TrainingFramework
 
 
 class FSDP(TrainingFramework):
@@ -14,6 +14,11 @@ class FSDP(TrainingFramework):
     package = "torch"
     # torch 2.1.0: first release whose FSDP1 accepts mixed requires_grad with use_orig_params (rules/training.yaml)
     releases = (Release("2.1.0", "torch 2.1.0 wheel"), Release("2.14.1", "torch 2.14.1 wheel"))
+    # FSDP prefetches the next unit's all-gather (BackwardPrefetch.BACKWARD_PRE, the default) and reduce-scatters
+    # while the backward pass goes on; no tensor parallelism of its own
+    speed_backend = SpeedTraits("fsdp", tp_overlap=False, dp_overlap=True,
+                                source="PyTorch FSDP API docs (FullyShardedDataParallel backward_prefetch="
+                                       "BackwardPrefetch.BACKWARD_PRE by default), https://pytorch.org/docs/stable/fsdp.html")
 
 
 FRAMEWORKS = (FSDP(),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.frameworks.protocol import Release, TrainingFramework
+from kg.frameworks.protocol import Release, SpeedTraits, TrainingFramework
 
 # Megatron-LM megatron/training/arguments.py: --make-vocab-size-divisible-by default 128 (the padding
 # multiple, times TP); megatron-core releases the training rules were read against (rules/training.yaml
@@ -21,6 +21,13 @@ class Megatron(TrainingFramework):
     releases = (Release("0.9.0", "megatron-core 0.9.0 wheel", _DEFAULTS),
                 Release("0.12.0", "megatron-core 0.12.0 wheel", _DEFAULTS),
                 Release("0.16.1", "megatron-core 0.16.1 wheel", _DEFAULTS))
+    # the reference kernels of kg/speed/training/constants.yaml; nothing overlaps unless asked: DDP overlap_grad_reduce and
+    # ModelParallelConfig.tp_comm_overlap default False (core_v0.16.1 megatron/core/distributed/
+    # distributed_data_parallel_config.py:14, megatron/core/model_parallel_config.py:186); --recompute-granularity
+    # selective recomputes the core attention only (Korthikanti et al. 2022 §4.1; transformer_block.py)
+    speed_backend = SpeedTraits("megatron", tp_overlap=False, dp_overlap=False, selective_gemm_recompute=0.0,
+                                source="megatron-core 0.16.1 distributed_data_parallel_config.py:14, "
+                                       "model_parallel_config.py:186")
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
         from kg.frameworks.megatron.reader import is_megatron_command

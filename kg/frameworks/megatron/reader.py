@@ -46,6 +46,8 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--bf16": ("const:bf16", "params_dtype"),
     "--fp16": ("const:fp16", "params_dtype"),
     "--use-flash-attn": (T, "use_flash_attn"),
+    "--tp-comm-overlap": (T, "tp_comm_overlap"),
+    "--overlap-grad-reduce": (T, "overlap_grad_reduce"),
     "--micro-batch-size": (V, "micro_batch_size"),
     "--global-batch-size": (V, "global_batch_size"),
     "--seq-length": (V, "seq_length"),

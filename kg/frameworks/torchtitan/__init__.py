@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kg.frameworks.protocol import Release, TrainingFramework
+from kg.frameworks.protocol import Release, SpeedTraits, TrainingFramework
 
 
 class Torchtitan(TrainingFramework):
@@ -16,6 +16,13 @@ class Torchtitan(TrainingFramework):
     releases = (Release("0.2.0", "torchtitan 0.2.0 wheel"), Release("0.2.1", "torchtitan 0.2.1 wheel"),
                 Release("0.3.0", "torchtitan 0.3.0 wheel"))
     file_kind = "a torchtitan TOML"
+    # FSDP2 prefetches the next all-gather and overlaps reduce-scatter with the backward pass; TP is synchronous
+    # unless parallelism.enable_async_tensor_parallel (0.2.0 torchtitan/config/job_config.py:315, default False);
+    # selective (op) checkpointing saves every other mm and recomputes the rest
+    # (0.2.0 torchtitan/distributed/activation_checkpoint.py:110-111)
+    speed_backend = SpeedTraits("torchtitan", tp_overlap=False, dp_overlap=True, selective_gemm_recompute=0.5,
+                                source="torchtitan 0.2.0 config/job_config.py:315, "
+                                       "distributed/activation_checkpoint.py:110-111")
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
         return 90 if ("--job.config_file" in args or "--job.config-file" in args or "torchtitan" in script) else 0

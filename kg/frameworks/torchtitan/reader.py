@@ -86,6 +86,10 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     put("global_batch_size", tr.get("global_batch_size") if tr.get("global_batch_size", -1) != -1 else None,
         "training.global_batch_size")
     put("seq_length", tr.get("seq_len"), "training.seq_len")
+    comp = d.get("compile") or {}
+    if isinstance(comp, dict) and comp.get("enable") is not None:
+        put("torch_compile", comp.get("enable"), "compile.enable")
+    put("tp_comm_overlap", par.get("enable_async_tensor_parallel"), "parallelism.enable_async_tensor_parallel")
     mode = ac.get("mode")
     if mode is not None:
         if mode not in ("none", "selective", "full"):

@@ -67,6 +67,12 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "weight_quantization": (("none", "bnb-4bit", "bnb-8bit"), "base weights loaded quantised (bitsandbytes 4-bit / 8-bit)"),
     "packing": ("boolean", "several samples packed into one sequence (TRL packing, NeMo sequence_packing)"),
     "fp8_recipe": ("string", "FP8 scaling recipe (delayed, tensorwise, rowwise, blockwise, mxfp8)"),
+    # speed (kg.speed.training): what overlaps and how the kernels are built
+    "tp_comm_overlap": ("boolean", "TP communication overlapped with the GEMMs (Megatron --tp-comm-overlap, torchtitan "
+                                   "async TP)"),
+    "overlap_grad_reduce": ("boolean", "gradient reduction overlapped with the backward pass (Megatron "
+                                       "--overlap-grad-reduce, DeepSpeed overlap_comm)"),
+    "torch_compile": ("boolean", "model compiled with torch.compile (torchtitan compile.enable, Trainer --torch_compile)"),
     "autotp_size": ("integer", "DeepSpeed AutoTP size (config tensor_parallel.autotp_size)"),
     "quant_storage": ("string", "bitsandbytes 4-bit storage dtype (bnb_4bit_quant_storage: uint8 unless set)"),
     "trainer": ("string", "the trainer the script runs (TRL grpo/sft/dpo, LLaMA-Factory stage)"),

@@ -5,7 +5,7 @@ prints). Sections: the job (framework, model, GPUs, techniques linked to their e
 parallel layout, the batch arithmetic, memory per GPU as a table (weights, gradients, optimizer states,
 gathered unit, model states, activations, total against the GPU, host offload) with its accounting and
 the other accountings side by side (Megatron-LM's theoretical memory, llm-analysis, DeepSpeed's
-estimator), the findings (each linked to its techniques' pages), what is in effect, the rules that
+estimator), the speed estimate (kg.speed.training), the findings (each linked to its techniques' pages), what is in effect, the rules that
 could not be evaluated, notes. No KV-cache table and no serving terms: this is a training job. The
 page frame (inline style, no script, Content-Security-Policy) is the serving report's
 (kg.output.site.report.report_page).
@@ -117,6 +117,30 @@ def _memory(d: Mapping[str, Any]) -> str:
     return body
 
 
+def _speed(d: Mapping[str, Any]) -> str:
+    """The Speed section: the estimate's headline numbers, where the time goes and the links' traffic
+    (kg.output.training_speed_report words them for the text report), or why it is not evaluable."""
+    from kg.output.training_speed_report import DOC, TERMS, _bytes, _secs
+    sp = d.get("speed")
+    if not sp:
+        return "<p>Not computed.</p>"
+    if not sp.get("evaluable"):
+        return f"<p>Not evaluable: {esc(sp.get('reason', '?'))}</p>"
+    step = sp["step_time_s"]
+    head = table(["Step time", "Tokens/s per GPU", "Tokens/s", "Model TFLOP/s per GPU", "MFU", "HFU"], [[
+        esc(_secs(step)), esc(f"{sp['tokens_per_s_per_gpu']:,.0f}"), esc(f"{sp['tokens_per_s']:,.0f}"),
+        esc(f"{sp['model_tflops_per_gpu']:,.0f}"), esc(f"{sp['mfu']:.1%}"), esc(f"{sp['hfu']:.1%}")]], "speed",
+        caption=f"Estimate; MFU against the {sp['mfu_peak']}; constants fitted on published rows ({DOC})")
+    terms = table(["Term", "Per step", "Share"], [[esc(name), esc(_secs(sp["terms"][k])), esc(f"{sp['terms'][k] / step:.0%}")]
+                                                for k, name in TERMS if sp["terms"].get(k, 0) > 0.0005 * step],
+                  "speed-terms", caption="Where the time goes")
+    comm = table(["Traffic", "Bytes per GPU", "Per", "Link", "Overlapped", "On the critical path"], [[
+        esc(c["kind"]), esc(_bytes(c["bytes"])), esc(c["per"]), esc(f"{c['link']} ({c['link_bytes_per_s'] / 1e9:,.0f} GB/s)"),
+        esc("yes" if c["overlapped"] else "no"), esc(_secs(c["seconds"]))] for c in sp.get("communication") or []],
+        "speed-comm") if sp.get("communication") else ""
+    return head + terms + comm + f"<p>{esc(sp['constants']['source'])}</p>"
+
+
 def training_section(d: Mapping[str, Any], site: str, n: int = 0) -> str:
     """One training job's section of the page (see module doc); ``site`` is the checked --site-url."""
     from kg.output.site.report import finding_html
@@ -145,7 +169,7 @@ def training_section(d: Mapping[str, Any], site: str, n: int = 0) -> str:
     return (f'<section class="report training" id="job-{n}" aria-labelledby="h-job-{n}">'
             f'<h2 id="h-job-{n}">{esc(st.get("name") or st.get("source") or "training job")}</h2>{_job(d, site)}'
             f"{summary}<h3>Parallel layout</h3>{_layout(d)}<h3>Batch</h3>{_batch(d)}"
-            f"<h3>Memory per GPU</h3>{_memory(d)}"
+            f"<h3>Memory per GPU</h3>{_memory(d)}<h3>Speed</h3>{_speed(d)}"
             f'<h3>Findings ({len(fs)})</h3>{verdict}{"".join(finding_html(f, site) for f in fs)}'
             f"<h3>Could not be evaluated ({len(unknown)})</h3>{ne}"
             + (f"<h3>In effect (nothing to fix)</h3><ul>{in_eff}</ul>" if in_eff else "")

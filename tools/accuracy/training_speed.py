@@ -1,0 +1,330 @@
+"""Training speed against published measured throughput: ``make accuracy`` (training half).
+
+Rows: tools/accuracy/training_rows.yaml - each a real optkg training stack (``stack:``) with the tokens/s per
+GPU its source measured (``measured``), the source's file and line, what the source leaves open and was
+assumed (``assumed``), and rows kept out with the reason (``excluded``). Sources: NVIDIA Megatron-Bridge /
+NeMo performance summaries, the Megatron-LM README tables, torchtitan's benchmark pages, llm-foundry's FSDP
+benchmark tables (see the file's ``sources``).
+
+Split: a row's configuration group is its stack without the name (the same layout measured in several
+container releases is one group); a group is held out when ``int(sha256(group)[:8], 16) % 10 < 3``. The
+constants of kg/speed/training/constants.yaml are fitted on train rows only (``--fit``: least squares on
+log(predicted / measured), scipy); held-out rows are only scored.
+
+Usage: ``python tools/accuracy/training_speed.py [--fit] [--check] [--rows]``: writes
+docs/training-speed-accuracy.md (``--check``: only verifies that it is current).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO))
+
+ROWS = HERE / "training_rows.yaml"
+DOC = REPO / "docs" / "training-speed-accuracy.md"
+CONSTANTS = REPO / "kg" / "speed" / "training" / "constants.yaml"
+LIMIT = 0.20  # issue 29: <= 20 % error on each held-out cited row
+
+
+def load_rows() -> tuple[dict, list[dict]]:
+    import yaml
+    d = yaml.load(ROWS.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return d["sources"], d["rows"]
+
+
+def group_of(row: dict) -> str:
+    st = {k: v for k, v in row["stack"].items() if k != "name"}
+    return json.dumps({"stack": st, "override": row.get("hardware_override")}, sort_keys=True)
+
+
+def split_of(row: dict) -> str:
+    return "held-out" if int(hashlib.sha256(group_of(row).encode()).hexdigest()[:8], 16) % 10 < 3 else "train"
+
+
+@lru_cache(maxsize=1)
+def _catalog():
+    from kg import load_catalog
+    return load_catalog()
+
+
+def job_of(row: dict):
+    """The row's stack as optkg reads it (kg.inputs.training.stackfile), with the source's hardware overrides."""
+    from kg.core.yamlio import YamlDoc
+    from kg.inputs.modelcfg import resolve_model
+    from kg.inputs.training.stackfile import job_from_stack_doc
+    job = job_from_stack_doc(YamlDoc(f"{ROWS.name}:{row['id']}", row["stack"]), f"{ROWS.name}:{row['id']}",
+                             _catalog(), resolve_model)
+    if row.get("hardware_override"):
+        job.hardware = {**job.hardware, **row["hardware_override"]}
+    return job
+
+
+def measured_tokens(row: dict, job) -> float:
+    """Tokens/s per GPU the source measured (TFLOP/s figures turned back with the source's own formula)."""
+    from kg.frameworks.registry import get as framework_of
+    from kg.speed.training.flops import megatron_r080_flops, narayanan_eq3_flops
+    m = row["measured"]
+    if "tokens_per_s_per_gpu" in m:
+        return float(m["tokens_per_s_per_gpu"])
+    shape = job.shape()
+    vocab = framework_of(job.framework).padded_vocab(shape["vocab_size"], job.parallel()["tp_size"], job)
+    seq = job.get("seq_length")
+    formula = {"megatron-core-r0.8.0": megatron_r080_flops, "narayanan-2021-eq3": narayanan_eq3_flops}[m["flops_formula"]]
+    tflops = m.get("model_tflops_per_gpu", m.get("hardware_tflops_per_gpu"))
+    return tflops * 1e12 / (formula(shape, seq, vocab) / seq)
+
+
+def prepared(rows: list[dict]) -> list[dict]:
+    """Per row: its job's step inputs (kg.speed.training.step_inputs), measured tokens/s per GPU, split."""
+    from kg.analyses.training import training_facts
+    from kg.speed.training import SpeedNotEvaluable, step_inputs, step_time
+    out = []
+    for r in rows:
+        if r.get("excluded"):
+            out.append({"row": r, "split": split_of(r), "excluded": r["excluded"]})
+            continue
+        job = job_of(r)
+        _, _, derived = training_facts(job)
+        try:
+            x = step_inputs(job, derived)
+            step_time(x, yaml_constants())
+        except SpeedNotEvaluable as e:
+            out.append({"row": r, "split": split_of(r), "excluded": f"not evaluable: {e}"})
+            continue
+        out.append({"row": r, "split": split_of(r), "inputs": x, "measured": measured_tokens(r, job), "job": job,
+                    "derived": derived})
+    return out
+
+
+def yaml_constants() -> dict:
+    import yaml
+    return yaml.safe_load(CONSTANTS.read_text(encoding="utf-8"))
+
+
+def predict(p: dict, k: dict) -> float:
+    from kg.speed.training import step_time
+    x = p["inputs"]
+    step = step_time(x, k)["step_s"]
+    return x.microbatches * x.micro_batch * x.dp * x.seq / step / x.world
+
+
+# ---------------------------------------------------------------------------------------------- fit
+def _params(k: dict, rows: list[dict]) -> list[tuple[tuple, float, float, float]]:
+    """(path in the constants, start, low, high) of every fitted constant the train rows can inform."""
+    from kg.speed.training import efficiency, SpeedNotEvaluable
+    cells = set()
+    for p in rows:
+        x = p["inputs"]
+        table = k["gemm_efficiency"]
+        gpu = x.gpu
+        while isinstance(table.get(gpu), dict) and table[gpu].get("same_as"):
+            gpu = table[gpu]["same_as"]
+        cells.add(("gemm_efficiency", gpu, "fp8" if x.precision == "mxfp8" else x.precision))
+        cells.add(("gemm_efficiency", gpu, "attention"))  # bounded below by 0.05, above by 0.75
+    # attention kernels: at most 75 % of the BF16 peak (FlashAttention-3 reports 75 % on H100, Shah et al. 2024)
+    out = [(c, k["gemm_efficiency"].get(c[1], {}).get(c[2], 0.5), 0.05, 0.75 if c[2] == "attention" else 0.95)
+           for c in sorted(cells)]
+    out += [
+            (("elementwise_bytes",), k["elementwise_bytes"], 10.0, 150.0),
+            (("overlap_window",), 2.0, 1.0, 20.0),
+            (("mxfp8_factor",), k.get("mxfp8_factor", 0.9), 0.5, 1.2),
+            (("gemm_half_width",), k.get("gemm_half_width", 100.0), 0.0, 2000.0),
+            (("fp8_cast_bytes",), k.get("fp8_cast_bytes", 2.0), 0.0, 8.0),
+            (("power_exponent",), k["power_exponent"], 0.0, 2.0)]
+    out += [(("exposed", e), k["exposed"][e], 0.0, 1.0) for e in sorted(k["exposed"])]
+    for kern, vals in sorted(k["kernels"].items()):  # noqa: B007
+        if kern == "megatron":
+            continue  # the reference: the GPU constants are Megatron's
+        for mode in sorted(vals):
+            out.append((("kernels", kern, mode), vals[mode], 0.2, 1.5))
+    return out
+
+
+def _set(k: dict, path: tuple, v: float) -> None:
+    d = k
+    for p in path[:-1]:
+        d = d.setdefault(p, {})
+    d[path[-1]] = float(v)
+
+
+def fit(prep: list[dict], k: dict) -> dict:
+    import copy
+
+    import numpy as np
+    from scipy.optimize import least_squares
+    train = [p for p in prep if "inputs" in p and p["split"] == "train"]
+    params = _params(k, train)
+    k = copy.deepcopy(k)
+
+    def res(v):
+        for (path, *_), val in zip(params, v):
+            _set(k, path, val)
+        return np.array([math.log(predict(p, k) / p["measured"]) for p in train])
+    sol = least_squares(res, [p[1] for p in params], bounds=([p[2] for p in params], [p[3] for p in params]))
+    for (path, *_), val in zip(params, sol.x):
+        _set(k, path, round(float(val), 4))
+    return k
+
+
+HEADER = """\
+# Constants of kg.speed.training's step-time model (its module doc says what each term is).
+# FITTED, not hand-set: tools/accuracy/training_speed.py --fit, least squares on log(predicted / measured)
+# over the TRAIN split of tools/accuracy/training_rows.yaml (published rows, each cited there); held-out rows
+# never enter the fit. Bounds: GEMM efficiencies <= 0.95 of the dense peak; attention <= 0.75 of the BF16
+# peak (FlashAttention-3 reaches 75 % on H100, Shah et al. 2024); element-wise 10-150 bytes per token,
+# hidden unit and layer pass. Not fitted: optimizer_bytes_per_param (mixed-precision Adam reads and writes
+# the FP32 master weight, both moments and the gradient: ~32 bytes per parameter shard); link_efficiency
+# (NCCL bus bandwidth ~80 % of the link's, nccl-tests); H200 = H100-SXM (same SMs and clocks, more HBM).
+# gemm_efficiency: per GPU, the share of the dense tensor-core peak its GEMMs reach (bf16; fp8 per-tensor or
+#   delayed scaling; MXFP8 = fp8 x mxfp8_factor), times n / (n + gemm_half_width) with n = hidden / TP;
+#   attention: the core attention's share of the BF16 peak.
+# kernels: a framework's kernels relative to Megatron's (eager / torch.compile; attention).
+# exposed: the share of overlapped communication left on the critical path (never less than what exceeds
+#   overlap_window x the compute beside it). power_exponent: compute x (power limit / TDP) ** exponent.
+"""
+
+
+def write_constants(k: dict, prep: list[dict]) -> None:
+    import datetime
+
+    import yaml
+    train = sum(1 for p in prep if "inputs" in p and p["split"] == "train")
+    held = sum(1 for p in prep if "inputs" in p and p["split"] == "held-out")
+    k = dict(k)
+    k["source"] = (f"fitted {datetime.date.today().isoformat()} on {train} train rows of tools/accuracy/"
+                   f"training_rows.yaml (sha256 {hashlib.sha256(ROWS.read_bytes()).hexdigest()[:16]}); "
+                   f"{held} held-out rows scored in docs/training-speed-accuracy.md")
+    CONSTANTS.write_text(HEADER + yaml.safe_dump(k, sort_keys=False, width=120), encoding="utf-8")
+
+
+def input_digest() -> str:
+    """Digest of what the doc depends on: the rows, the constants, the step model and this harness."""
+    h = hashlib.sha256()
+    for f in [Path(__file__), ROWS, CONSTANTS, *sorted((REPO / "kg" / "speed" / "training").glob("*.py"))]:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def scored(prep: list[dict], k: dict) -> list[dict]:
+    out = []
+    for p in prep:
+        r = p["row"]
+        d = {"id": r["id"], "source": r["source"], "line": r.get("line"), "split": p["split"],
+             "table": r.get("table", "")}
+        if "inputs" in p:
+            pred = predict(p, k)
+            d.update(measured=p["measured"], predicted=pred, error=pred / p["measured"] - 1)
+            from kg.analyses.training import _gpu_memory_bytes
+            mem = (p["derived"].get("memory") or {}).get("total_bytes")
+            gpu = _gpu_memory_bytes(p["job"].hardware)
+            if mem and gpu and mem > gpu:
+                d["memory_refusal"] = (mem, gpu)
+        else:
+            d["excluded"] = p["excluded"]
+        out.append(d)
+    return out
+
+
+def _summary(rows: list[dict], split: str) -> str:
+    errs = [abs(r["error"]) for r in rows if r["split"] == split and "error" in r]
+    if not errs:
+        return f"| {split} | 0 | - | - | - |"
+    over = sum(1 for e in errs if e > LIMIT)
+    return f"| {split} | {len(errs)} | {100 * sum(errs) / len(errs):.1f} % | {100 * max(errs):.1f} % | {over} |"
+
+
+def render(sources: dict, rows: list[dict], k: dict) -> str:
+    lines = [f"<!-- generated by tools/accuracy/training_speed.py (make accuracy); inputs {input_digest()} -->",
+             "# Training speed: optkg against published measured throughput", "",
+             "kg.speed.training estimates the step time, tokens/s per GPU and MFU of a training job (the Speed "
+             "section of `optkg check` on a training stack). This page scores it against every published row of "
+             "tools/accuracy/training_rows.yaml: each row is an optkg training stack with the tokens/s per GPU "
+             "its source measured. The constants (kg/speed/training/constants.yaml) are fitted on the train "
+             "split only; the held-out split (configuration groups with sha256 mod 10 < 3) is never fitted on. "
+             f"Target: at most {int(LIMIT * 100)} % error on each held-out row.", "",
+             f"Constants: {k.get('source', '')}.", "",
+             "| split | rows | mean abs. error | max | over 20 % |", "|---|---:|---:|---:|---:|",
+             _summary(rows, "train"), _summary(rows, "held-out"), ""]
+    miss = [r for r in rows if r["split"] == "held-out" and "error" in r and abs(r["error"]) > LIMIT]
+    if miss:
+        lines += ["Held-out rows over 20 %:", ""]
+        lines += [f"- `{r['id']}`: {100 * r['error']:+.1f} % ({KNOWN_MISSES.get(r['id'], 'not explained')})"
+                  for r in miss]
+        lines.append("")
+    lines += ["## Sources", ""]
+    lines += [f"- `{key}`: [{v['title']}]({v['url']})" for key, v in sources.items()]
+    for split in ("held-out", "train"):
+        lines += ["", f"## {split.capitalize()} rows", "",
+                  "| row | source:line | measured tok/s/GPU | optkg | error |", "|---|---|---:|---:|---:|"]
+        for r in rows:
+            if r["split"] == split and "error" in r:
+                where = f"{r['source']}:{r['line']}" if r.get("line") else r["source"]
+                lines.append(f"| `{r['id']}` | {where} | {r['measured']:,.1f} | {r['predicted']:,.1f} | "
+                             f"{100 * r['error']:+.1f} % |")
+    refused = [r for r in rows if r.get("memory_refusal")]
+    lines += ["", "## Rows `optkg check` refuses although their source ran them", "",
+              f"{len(refused)} scored rows have an estimated memory per GPU (kg.derive.training_memory) above the "
+              "GPU's, so `optkg check` on them prints \"not evaluable: memory per GPU ... is over the GPU's\" "
+              "instead of a speed: memory false alarms for the training-memory model (the tables do not list "
+              "recomputation, CPU offload or FP8 weight storage where the recipes used them). The speed model is "
+              "scored on them all the same.", ""]
+    lines += [f"- `{r['id']}`: {r['memory_refusal'][0] / 1e9:,.1f} GB estimated, GPU {r['memory_refusal'][1] / 1e9:,.1f} GB"
+              for r in refused]
+    lines += ["", "## Rows not scored", ""]
+    lines += [f"- `{r['id']}` ({r['split']}): {r['excluded']}" for r in rows if "excluded" in r]
+    return "\n".join(lines) + "\n"
+
+
+# held-out rows over the target, with what the row shows (kept in the doc; the test holds their bound)
+KNOWN_MISSES = {
+    "llmfoundry-a100-40gb-mpt-70b-s2048-g64-mb2":
+        "70B with FULL_SHARD over 64 A100 40GB at 2 sequences per GPU: each micro-batch all-gathers and "
+        "reduce-scatters 3 x 130 GB over 25 GB/s per GPU, more than its compute; the same model at 128 GPUs "
+        "and 4 sequences (376 tokens/s) is within 2 %. The fitted overlap hides too much of communication that "
+        "exceeds the compute beside it: llm-foundry's H100 rows, where the same arithmetic says communication "
+        "should show and it does not, pull the other way",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="refit kg/speed/training/constants.yaml on the train split")
+    ap.add_argument("--rows", action="store_true", help="print every row's error")
+    ap.add_argument("--check", action="store_true", help="only check that docs/training-speed-accuracy.md is current")
+    a = ap.parse_args(argv)
+    if a.check:
+        head = DOC.read_text(encoding="utf-8").splitlines()[0] if DOC.is_file() else ""
+        if f"inputs {input_digest()}" not in head:
+            print(f"{DOC.relative_to(REPO)} is stale: run `make accuracy` (tools/accuracy/training_speed.py)")
+            return 1
+        return 0
+    sources, rows = load_rows()
+    prep = prepared(rows)
+    k = yaml_constants()
+    if a.fit:
+        write_constants(fit(prep, k), prep)
+        k = yaml_constants()
+    res = scored(prep, k)
+    if a.rows:
+        for r in res:
+            if "error" in r:
+                print(f"{r['split'][0].upper()} {r['id']:75s} {r['measured']:10.1f} {100 * r['error']:+6.1f}%")
+    DOC.write_text(render(sources, res, k), encoding="utf-8")
+    for split in ("train", "held-out"):
+        print(_summary(res, split))
+    print(f"wrote {DOC.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
