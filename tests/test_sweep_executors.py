@@ -18,7 +18,7 @@ DCPS = list(range(1, 9))
 
 @pytest.fixture(scope="module")
 def base(catalog):
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     st = parse_command("vllm serve Qwen/Qwen3-235B-A22B --max-model-len 32768", catalog, "vllm")
     st.hardware, st.gpu_count = catalog.resolve_hardware("H200"), 16
     return st

@@ -23,7 +23,7 @@ def main() -> int:
     args = ap.parse_args()
     from kg.knowledge.catalog import load_catalog
     from kg.engine.rules import load_ruleset
-    from kg.inputs.launch import parse_command
+    from kg.engines.launch import parse_command
     from kg.analyses.sweep import sweep
     cat, _ = load_catalog()
     rules = load_ruleset("check")
