@@ -121,3 +121,15 @@ def check(args):
     (expr,) = w.sites[("m.py", 10)]
     assert evaluate(expr, {"x": False, "y": True}, FUNCTIONS) is True
     assert evaluate(expr, {"x": True, "y": True}, FUNCTIONS) is False  # validate returned before calling check
+
+
+def test_an_imported_object_is_compared_only_by_identity():
+    # `"LOCAL_RANK" in os.environ` must not become a substring test on the name 'os.environ' (a check that would
+    # always fire); `dtype == torch.float32` may (both sides name the same object)
+    src = ("import os\nimport torch\n\n\ndef f(args):\n    assert 'LOCAL_RANK' in os.environ\n"
+           "    if args.dtype == torch.float32:\n        raise ValueError('fp32')\n")
+    w = cg.Walker([cg.read_module("e.py", src)])
+    w.invoke(w.modules["e.py"].functions["f"], "e.py", None,
+             [cg.Obj("args", lambda a: cg.Expr(a))], {}, [])
+    got = {line: r["expr"] for (_, line), r in cg.rows(w).items()}
+    assert got == {8: "(dtype == 'torch.float32')"}

@@ -63,6 +63,7 @@ class Untranslatable(Exception):
 @dataclass(frozen=True)
 class Expr:
     text: str
+    ref: bool = False   # the dotted name of an imported object (``torch.float32``): only == / != / is compare it
 
 
 class _Taint:
@@ -99,6 +100,14 @@ class ObjIf(Obj):
         self.truth = f"({a.truth or 'True'} if {cond} else {b.truth or 'True'})"
         sa, sb = getattr(a, "scalar", None), getattr(b, "scalar", None)
         self.scalar = f"({sa} if {cond} else {sb})" if sa and sb else None
+
+
+class LambdaVal(Obj):
+    """A ``lambda`` with the locals it closes over; calling it evaluates its body."""
+
+    def __init__(self, node: ast.Lambda, closure: "Frame"):
+        super().__init__("lambda")
+        self.node, self.closure = node, closure
 
 
 class UnknownObj(Obj):
@@ -249,6 +258,9 @@ class Walker:
             return m.functions[name], path
         if m and name in m.imports:
             short = m.imports[name].rsplit(".", 1)[-1]
+            origin = self.module_of(m.imports[name].rsplit(".", 1)[0], path)
+            if origin is not None and short in origin.functions:
+                return origin.functions[short], origin.path
             hits = [(mm.functions[short], p) for p, mm in self.modules.items() if short in mm.functions]
             if len(hits) == 1:
                 return hits[0]
@@ -392,13 +404,19 @@ class Walker:
             parts = []
             left = node.left
             for op, right in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.Eq, ast.NotEq)) and any(isinstance(x, ast.Constant) and x.value is None
+                                                               for x in (left, right)):
+                    op = ast.Is() if isinstance(op, ast.Eq) else ast.IsNot()
                 if isinstance(op, (ast.Is, ast.IsNot)):
                     lv, rv = self.value(left, fr, pc), self.value(right, fr, pc)
                     parts.append(self._is(lv, rv, isinstance(op, ast.IsNot)))
                 else:
                     sym = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
                            ast.In: "in", ast.NotIn: "not in"}[type(op)]
-                    parts.append(f"({self.text(left, fr, pc)} {sym} {self.text(right, fr, pc)})")
+                    lv, rv = self.value(left, fr, pc), self.value(right, fr, pc)
+                    if sym not in ("==", "!=") and any(isinstance(x, Expr) and x.ref for x in (lv, rv)):
+                        raise Untranslatable(f"{sym} on an imported object")
+                    parts.append(f"({self.as_text(lv)} {sym} {self.as_text(rv)})")
                 left = right
             return Expr(parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")")
         if isinstance(node, ast.IfExp):
@@ -409,6 +427,8 @@ class Walker:
             return Expr("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
         if isinstance(node, ast.Call):
             return self.call(node, fr, pc)
+        if isinstance(node, ast.Lambda):
+            return LambdaVal(node, fr)
         if isinstance(node, ast.Dict) and not node.keys:
             d = Obj(f"dict@{fr.path}:{node.lineno}")
             self.dicts.append(d)
@@ -447,7 +467,7 @@ class Walker:
             pass
         m = self.modules.get(fr.path)
         if m and n in m.imports:
-            return Expr(repr(m.imports[n]))
+            return Expr(repr(m.imports[n]), ref=True)
         raise Untranslatable(f"name {n}")
 
     def dotted(self, node: ast.AST) -> str | None:
@@ -469,12 +489,12 @@ class Walker:
                 cls_name = m.imports[head].rsplit(".", 1)[-1]
                 if f"{cls_name}.{node.attr}" in self.enums:
                     return self.literal(self.enums[f"{cls_name}.{node.attr}"])
-                return Expr(repr(f"{m.imports[head]}.{node.attr}"))
+                return Expr(repr(f"{m.imports[head]}.{node.attr}"), ref=True)
         base = self.value(node.value, fr, pc)
         if isinstance(base, Obj):
             return self.get_attr(base, node.attr, self.eff(fr, pc))
-        if isinstance(base, Expr) and base.text.startswith("'") and node.attr.isidentifier():
-            return Expr(repr(ast.literal_eval(base.text) + "." + node.attr))
+        if isinstance(base, Expr) and base.ref and node.attr.isidentifier():
+            return Expr(repr(ast.literal_eval(base.text) + "." + node.attr), ref=True)
         raise Untranslatable(f"attribute {node.attr}")
 
     def get_attr(self, obj: Obj, attr: str, pc: list[str] | None = None) -> Any:
@@ -560,6 +580,31 @@ class Walker:
             raise Untranslatable("getattr")
         # a function or method of the scanned sources
         target = None
+        lam = None
+        if isinstance(f, ast.Name) and isinstance(fr.locals.get(f.id), LambdaVal):
+            lam = fr.locals[f.id]
+        elif isinstance(f, ast.Attribute):
+            try:
+                got = self.value(f, fr, pc)
+            except Untranslatable:
+                got = None
+            lam = got if isinstance(got, LambdaVal) else None
+        if lam is not None:
+            params = [a.arg for a in lam.node.args.args]
+            bound = dict(lam.closure.locals)
+            for p, a in zip(params, node.args):
+                bound[p] = self.value_or_taint(a, fr, pc)
+            if self.depth >= MAX_DEPTH:
+                raise Untranslatable("depth")
+            self.depth += 1
+            try:
+                return self.value(lam.node.body, Frame(lam.closure.path, bound, lam.closure.cls, len(pc)), pc)
+            finally:
+                self.depth -= 1
+        if isinstance(f, ast.Name) and f.id in fr.locals and isinstance(fr.locals[f.id], Expr):
+            made = self.call_class_value(fr.locals[f.id], node, fr, pc)
+            if made is not None:
+                return made
         if isinstance(f, ast.Name):
             hit = self.find_function(f.id, fr.path)
             if hit:
@@ -636,6 +681,26 @@ class Walker:
         except Untranslatable:
             return TAINT
 
+    def call_class_value(self, v: Expr, node: ast.Call, fr: Frame, pc: list[str]) -> Any:
+        """Calling a local that holds a class (``Opt = A if cond else B; Opt(...)``): each class is built where its
+        branch holds."""
+        try:
+            e = ast.parse(v.text, mode="eval").body
+        except SyntaxError:
+            return None
+        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            hit = self.find_class(e.value.rsplit(".", 1)[-1], fr.path)
+            return self.construct(hit, node, fr, pc) if hit else None
+        if isinstance(e, ast.IfExp) and all(isinstance(x, ast.Constant) and isinstance(x.value, str)
+                                            for x in (e.body, e.orelse)):
+            test = ast.unparse(e.test)
+            a = self.find_class(e.body.value.rsplit(".", 1)[-1], fr.path)
+            b = self.find_class(e.orelse.value.rsplit(".", 1)[-1], fr.path)
+            oa = self.construct(a, node, fr, pc + [test]) if a else UnknownObj()
+            ob = self.construct(b, node, fr, pc + [f"(not {test})"]) if b else UnknownObj()
+            return ObjIf(test, oa, ob)
+        return None
+
     def is_enum(self, hit: tuple[ast.ClassDef, str]) -> bool:
         seen = set()
         while hit is not None and hit[0].name not in seen:
@@ -652,7 +717,7 @@ class Walker:
         cls = hit[0].name
         fields = self.dataclass_fields(cls, hit[1])
         if fields is None:
-            raise Untranslatable(f"construct {cls}")
+            return self.instantiate(hit, node, fr, pc)
         given: dict[str, Any] = {}
         spread: list[Obj] = []
         for k in node.keywords:
@@ -666,6 +731,21 @@ class Walker:
         for name, a in zip(fields, node.args):
             given[name] = self.value_or_taint(a, fr, pc)
         return self.new_dataclass(cls, given, spread, pc, hit[1])
+
+    def instantiate(self, hit: tuple[ast.ClassDef, str], node: ast.Call, fr: Frame, pc: list[str]) -> Obj:
+        """``cls(...)`` of a plain class: a new object whose ``__init__`` (or an inherited one) is walked with the
+        call's arguments; attributes it never assigns are unknown."""
+        cls, path = hit[0].name, hit[1]
+        init = self.find_method(cls, "__init__", path)
+        if init is None:
+            raise Untranslatable(f"construct {cls}")
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Untranslatable("star args")
+        obj = Obj(f"{cls}()", None, cls, path=path)
+        args = [self.value_or_taint(a, fr, pc) for a in node.args]
+        kwargs = {k.arg: self.value_or_taint(k.value, fr, pc) for k in node.keywords}
+        self.invoke(init[0], init[1], obj, args, kwargs, pc, init[2])
+        return obj
 
     def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[Obj], pc: list[str],
                       path: str | None = None, env: dict[str, Any] | None = None) -> Obj:
@@ -1113,6 +1193,8 @@ class Walker:
 def fold(v: Expr) -> Expr:
     """An expression without free names is evaluated now (``'__none__' or 'x'`` -> ``'x'``)."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    if v.ref:
+        return v
     try:
         if free_names(v.text):
             return v
@@ -1193,8 +1275,8 @@ def rows(walker: Walker, names_of: Callable[[str], set[str]] | None = None) -> d
         if not good:
             continue
         expr = good[0] if len(good) == 1 else "(" + " or ".join(_paren(c) for c in good) + ")"
-        if expr in ("True", "(True)"):
-            continue  # an unconditional raise on a path the walk reached: an internal branch, not a check
+        if not free_names(expr):
+            continue  # constant: an unconditional raise on a path the walk reached (an internal branch), not a check
         try:
             compile_expr(expr, tuple(FUNCTIONS))
         except ExprError:

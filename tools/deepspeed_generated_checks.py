@@ -33,7 +33,10 @@ import checkgen as cg  # noqa: E402
 
 PREFIX = "ds"
 CONFIG = "deepspeed/runtime/config.py"
-ENGINE_ENTRIES = ("_do_sanity_check",)
+# DeepSpeedEngine.__init__ calls _do_sanity_check (engine.py:583); _configure_zero_optimizer builds the ZeRO optimizer
+# from the config's accessors (engine.py:2633-2720; called from :685 / _configure_optimizer): its __init__ checks the
+# reduce-scatter / communication dtype / bucket settings it is given
+ENGINE_ENTRIES = ("_do_sanity_check", "_configure_zero_optimizer")
 ENGINE = "deepspeed/runtime/engine.py"
 
 
@@ -387,9 +390,8 @@ class Generator:
         eng = cg.Obj("DeepSpeedEngine", lambda a: None, "DeepSpeedEngine", path=ENGINE)
         eng.env["_config"] = cfg
         eng.env["pipeline_parallelism"] = cg.Expr("pipeline_engine")
-        for name in ENGINE_ENTRIES:
-            hit = w.find_method("DeepSpeedEngine", name, ENGINE)
-            w.invoke(hit[0], hit[1], eng, [], {}, [], "DeepSpeedEngine")
+        init = w.find_method("DeepSpeedEngine", "__init__", ENGINE)
+        w.invoke(init[0], init[1], eng, [], {"config_class": cfg}, [], "DeepSpeedEngine")
         return cg.rows(w), w.lets, dict(sorted(DEFAULTS.items())), dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
 
 
