@@ -1004,8 +1004,15 @@ class Walker:
                 v = self.value_or_taint(ast.BinOp(left=_load(s.target), op=s.op, right=s.value), fr, pc)
                 targets = [s.target]
             else:
-                v = self.value_or_taint(s.value, fr, pc)
                 targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                if len(targets) == 1 and isinstance(targets[0], (ast.Tuple, ast.List)) \
+                        and isinstance(s.value, (ast.Tuple, ast.List)) and len(s.value.elts) == len(targets[0].elts):
+                    # a, b = x, y: each name gets its own value (all read before any is assigned)
+                    vals = [self.value_or_taint(e, fr, pc) for e in s.value.elts]
+                    for t, v in zip(targets[0].elts, vals):
+                        self.assign(t, v, fr, pc)
+                    return
+                v = self.value_or_taint(s.value, fr, pc)
             for t in targets:
                 self.assign(t, v, fr, pc)
             return

@@ -61,5 +61,9 @@ class Torchtitan(TrainingFramework):
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1
         return tp > 1
 
+    def generated_checks(self, job: Any) -> list[dict[str, Any]]:
+        from kg.frameworks.torchtitan.generated import findings
+        return findings(job)
+
 
 FRAMEWORKS = (Torchtitan(),)

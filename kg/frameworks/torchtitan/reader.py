@@ -58,7 +58,17 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
         d = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise OptkgError(f"{name}: not valid TOML ({e})") from None
+    return job_from_sections(d, text, name, resolver, world_size)
+
+
+def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, world_size: int | None = None
+                      ) -> TrainingJob:
+    """A TrainingJob from torchtitan's config sections (a TOML's tables, or a 0.3.0 registry config with the
+    command's overrides); ``text`` is the TOML for line numbers ("" when there is none)."""
     job = TrainingJob(framework="torchtitan", source=name, name=Path(name).name)
+    job.configs["torchtitan"] = d  # sections as parsed, for the checks generated from torchtitan's config classes
+    if world_size:
+        job.configs["torchtitan_world_size"] = world_size  # from the launcher, never derived from the degrees
     model = d.get("model") or {}
     par = d.get("parallelism") or {}
     tr = d.get("training") or {}
@@ -133,8 +143,14 @@ def parse_torchtitan_command(text: str, model=None, where: str = "--cmd", base_d
                              resolver=None) -> TrainingJob:
     """A TrainingJob from ``torchrun ... -m torchtitan.train --job.config_file cfg.toml``: the TOML (relative
     to ``base_dir``), the world size from the launcher's ``--nproc_per_node`` x ``--nnodes``."""
-    from kg.inputs.training.argv import split_command
+    from kg.inputs.training.argv import raw_flags, split_command
     cmd = split_command(text, where)
+    world = None
+    if cmd.launcher_args.get("gpus_per_node"):
+        world = int(cmd.launcher_args["gpus_per_node"]) * int(cmd.launcher_args.get("num_nodes", 1))
+    flags = raw_flags(cmd.args)
+    if "--module" in flags and "--config" in flags:
+        return registry_job(str(flags["--module"]), str(flags["--config"]), flags, model, where, resolver, world)
     cfg = None
     for i, t in enumerate(cmd.args):
         name, eq, val = t.partition("=")
@@ -146,9 +162,62 @@ def parse_torchtitan_command(text: str, model=None, where: str = "--cmd", base_d
     p = p if p.is_absolute() or base_dir is None else base_dir / p
     if not p.exists():
         raise OptkgError(f"{where}: torchtitan config '{cfg}' not found")
-    world = None
-    if cmd.launcher_args.get("gpus_per_node"):
-        world = int(cmd.launcher_args["gpus_per_node"]) * int(cmd.launcher_args.get("num_nodes", 1))
     job = load_torchtitan_toml(p, resolver, world)
     job.model = model or job.model
     return job
+
+
+REGISTRY = Path(__file__).parent / "data" / "config-registry-0.3.0.yaml"
+
+
+def registry_job(module: str, config: str, flags: dict[str, Any], model, where: str, resolver, world: int | None
+                 ) -> TrainingJob:
+    """torchtitan 0.3.0's ``--module M --config C`` launch: the sections the release's config registry sets
+    (data/config-registry-0.3.0.yaml, from torchtitan/models/<M>/config_registry.py), then the command's
+    ``--section.field value`` overrides (tyro: the CLI wins, config/manager.py:34-45)."""
+    from difflib import get_close_matches
+
+    from kg.core.yamlio import load_yaml
+    reg = load_yaml(REGISTRY).data or {}
+    if module not in reg:
+        near = get_close_matches(module, list(reg), n=1)
+        raise OptkgError(f"{where}: --module {module}: torchtitan 0.3.0 has no such model module"
+                         + (f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(sorted(reg))})"))
+    if config not in reg[module]:
+        near = get_close_matches(config, list(reg[module]), n=1)
+        raise OptkgError(f"{where}: --config {config}: not in torchtitan 0.3.0's {module} config registry"
+                         + (f" (did you mean {near[0]}?)" if near else ""))
+    sections = {sec: {k: v for k, v in vals.items() if v != "__unknown__"} for sec, vals in reg[module][config].items()}
+    unknown = {f"{sec}.{k}" for sec, vals in reg[module][config].items() for k, v in vals.items() if v == "__unknown__"}
+    for flag, val in flags.items():
+        sec, dot, key = flag[2:].partition(".")
+        if dot:
+            sections.setdefault(sec, {})[key.replace("-", "_")] = val
+            unknown.discard(f"{sec}.{key.replace('-', '_')}")
+    job = job_from_sections(_typed(sections), "", f"{where} (torchtitan 0.3.0 --module {module} --config {config})",
+                            resolver, world)
+    job.framework_version = "0.3.0"
+    job.configs["torchtitan_registry"] = f"{module}.{config}"
+    flavor = (module, config.rsplit("_", 1)[-1].upper())
+    if model is None and flavor in FLAVORS and resolver is not None:
+        job.model = resolver(FLAVORS[flavor])
+        job.notes.append(f"--module {module} --config {config}: shape from {FLAVORS[flavor]} (bundled config)")
+    job.configs["torchtitan_unknown"] = sorted(unknown)
+    job.model = model or job.model
+    return job
+
+
+def _typed(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """CLI strings as numbers / booleans where they read as such (the registry's own values are typed already)."""
+    def conv(v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        if v.lower() in ("true", "false"):
+            return v.lower() == "true"
+        for t in (int, float):
+            try:
+                return t(v)
+            except ValueError:
+                pass
+        return v
+    return {sec: {k: conv(v) for k, v in vals.items()} for sec, vals in sections.items()}
