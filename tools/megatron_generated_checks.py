@@ -65,7 +65,34 @@ def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tu
     goc = w.modules[T].functions.get("get_megatron_optimizer_config")
     if goc is not None:
         w.invoke(goc, T, None, [args], {}, [])
+    # the grad scaler megatron-core builds from that config (optimizer/__init__.py:419-446: a constant scaler for
+    # --loss-scale, else a dynamic one under --fp16), its constructor's asserts over the loss-scale arguments
+    O = "megatron/core/optimizer/__init__.py"
+    block = _if_calling(w.modules[O].tree, "DynamicGradScaler") if O in w.modules else None
+    if block is not None:
+        kw = cg.Obj("optimizer kwargs", lambda a: _arg_or_none(w, args, a))
+        opt = w.new_dataclass("AdamOptimizerConfig", {}, [kw], ["(optimizer == 'adam')"],
+                              "megatron/core/optimizer/optimizer_config.py")
+        w.run([block], cg.Frame(O, {"config": opt}), ["(optimizer == 'adam')"])
     return cg.rows(w), w.lets, dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
+
+
+def _arg_or_none(w: cg.Walker, args: cg.Obj, attr: str):
+    try:
+        return w.get_attr(args, attr)
+    except cg.Untranslatable:
+        return None
+
+
+def _if_calling(tree: ast.Module, cls: str) -> ast.If | None:
+    """The outermost ``if`` statement of a function body that (somewhere inside) calls ``cls(...)``."""
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for st in fn.body:
+                if isinstance(st, ast.If) and any(isinstance(n, ast.Call) and ast.unparse(n.func) == cls
+                                                  for n in ast.walk(st)):
+                    return st
+    return None
 
 
 def _block_building(tree: ast.Module, cls: str) -> list[ast.stmt] | None:
