@@ -186,9 +186,9 @@ def kv(model: "ModelFacts | Stack | str | Path", tp_size: int | None = None, pp_
     ``kv_budget_gib`` (GiB of KV memory per GPU), ``capacity`` (KV tokens per GPU and in total, GPU
     blocks, the longest request that fits, max concurrency at ``max_model_len`` tokens). ``engine_version`` (the vLLM
     release; a Stack's own by default, else the latest optkg knows) and ``disable_hybrid_kv_cache_manager`` decide
-    the hybrid KV-cache manager (Llama-4's chunked layers) and the tokens in flight (kg.derive.kv_specs). Raises
+    the hybrid KV-cache manager (Llama-4's chunked layers) and the tokens in flight (kg.engines.vllm.kv_plan). Raises
     OptkgError for sizes the model cannot take (tp_size must divide the attention heads ...).
-    Formulas and sources: kg.derive.kv, kg.derive.kv_specs.
+    Formulas and sources: kg.derive.kv, kg.engines.vllm.kv_plan.
     """
     from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import ModelFacts, resolve_model

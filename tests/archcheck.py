@@ -42,8 +42,9 @@ MAX_LINES = 800
 MAX_FUNCTION_LINES = 120  # kg/analyses/: an analysis is a short pipeline over smaller steps
 # the packages that may name engines and frameworks: one package per serving engine / training framework
 ENGINE_PACKAGES = ("engines", "frameworks")
+# names no generic module may compare with; engine_branches adds every package under kg/engines/ and kg/frameworks/
 ENGINE_NAMES = frozenset({"vllm", "sglang", "trtllm", "lmdeploy", "megatron", "deepspeed", "torchtitan", "fsdp",
-                          "accelerate", "verl", "nemo", "toyserve"})
+                          "accelerate", "verl", "nemo"})
 # module -> why it may be longer than MAX_LINES (keep empty unless truly necessary)
 LONG_MODULES: dict[str, str] = {}
 
@@ -164,7 +165,13 @@ def problems(pkg_root: Path) -> list[str]:
     return out
 
 
-def _engine_name_sets(tree: ast.Module) -> set[str]:
+def _package_names(pkg_root: Path) -> frozenset[str]:
+    """ENGINE_NAMES and the name of every package under kg/engines/ and kg/frameworks/."""
+    found = {d.name for p in ENGINE_PACKAGES for d in (Path(pkg_root) / p).glob("*") if (d / "__init__.py").is_file()}
+    return ENGINE_NAMES | found
+
+
+def _engine_name_sets(tree: ast.Module, names: frozenset[str]) -> set[str]:
     """Module-level names bound to a literal tuple / list / set / frozenset holding an engine name."""
     out: set[str] = set()
     for node in tree.body:
@@ -172,13 +179,13 @@ def _engine_name_sets(tree: ast.Module) -> set[str]:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("frozenset", "set", "tuple") and value.args:
             value = value.args[0]
-        if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and any(_is_engine_name(e) for e in value.elts):
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and any(_is_engine_name(e, names) for e in value.elts):
             out |= {t.id for t in targets if isinstance(t, ast.Name)}
     return out
 
 
-def _is_engine_name(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in ENGINE_NAMES
+def _is_engine_name(node: ast.AST, names: frozenset[str]) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in names
 
 
 def engine_branches(pkg_root: Path) -> list[str]:
@@ -186,6 +193,7 @@ def engine_branches(pkg_root: Path) -> list[str]:
     packages (module doc): ``x == "vllm"``, ``x in ("vllm", ...)``, ``x in NAMES`` where ``NAMES`` is a module-level
     literal collection holding one, ``match x: case "vllm"``, ``x.startswith("vllm")``."""
     pkg_root = Path(pkg_root)
+    names = _package_names(pkg_root)
     out: list[str] = []
     for f in sorted(pkg_root.rglob("*.py")):
         rel = f.relative_to(pkg_root)
@@ -193,25 +201,25 @@ def engine_branches(pkg_root: Path) -> list[str]:
             continue
         text = f.read_text(encoding="utf-8")
         tree = ast.parse(text, str(f))
-        sets = _engine_name_sets(tree)
+        sets = _engine_name_sets(tree, names)
         lines = text.splitlines()
         for node in ast.walk(tree):
             hit = False
             if isinstance(node, ast.Compare):
                 vals = [node.left, *node.comparators]
                 vals += [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
-                hit = any(_is_engine_name(v) for v in vals) or any(
+                hit = any(_is_engine_name(v, names) for v in vals) or any(
                     isinstance(v, ast.Name) and v.id in sets for v in node.comparators)
             elif isinstance(node, (ast.Subscript, ast.Call)):
                 # a table of engines written inline and indexed at once: {"vllm": a, "sglang": b}.get(engine)
                 d = node.value if isinstance(node, ast.Subscript) else getattr(node.func, "value", None)
-                hit = isinstance(d, ast.Dict) and any(k is not None and _is_engine_name(k) for k in d.keys) and (
+                hit = isinstance(d, ast.Dict) and any(k is not None and _is_engine_name(k, names) for k in d.keys) and (
                     isinstance(node, ast.Subscript) or node.func.attr == "get")
             if isinstance(node, ast.match_case):
-                hit = any(isinstance(p, ast.MatchValue) and _is_engine_name(p.value) for p in ast.walk(node.pattern))
+                hit = any(isinstance(p, ast.MatchValue) and _is_engine_name(p.value, names) for p in ast.walk(node.pattern))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                     node.func.attr in ("startswith", "endswith"):
-                hit = any(_is_engine_name(a) or (isinstance(a, ast.Tuple) and any(_is_engine_name(e) for e in a.elts))
+                hit = any(_is_engine_name(a, names) or (isinstance(a, ast.Tuple) and any(_is_engine_name(e, names) for e in a.elts))
                           for a in node.args)
             if hit:
                 line = getattr(node, "lineno", None) or node.pattern.lineno

@@ -1,12 +1,13 @@
-"""The KV budget breakdown (kg.derive.budget; issue 13 priority 3)."""
+"""The KV budget breakdown (kg.derive.budget, each engine's kg.engines.<engine>.budget; issue 13 priority 3)."""
 from __future__ import annotations
 
 import json
 import math
 
 from conftest import run_cli
-from kg.derive.budget import (activation_peak_bytes, forward_peak_bytes, release_default, resolve_utilization,
-                              serving_budget)
+from kg.derive.budget import forward_peak_bytes, release_default, resolve_utilization
+from kg.engines.budget import serving_budget
+from kg.engines.vllm.budget import activation_peak_bytes
 from kg.inputs.modelcfg import resolve_model
 
 GIB = 2**30

@@ -13,8 +13,9 @@ import math
 import pytest
 
 from conftest import REPO
-from kg.derive.budget import (CALIBRATION, forward_peak_bytes, sampler_bytes_per_logit, sampler_peak_bytes,
-                              serving_budget)
+from kg.derive.budget import CALIBRATION, forward_peak_bytes
+from kg.engines.budget import serving_budget
+from kg.engines.vllm.budget import sampler_bytes_per_logit, sampler_peak_bytes
 from kg.derive.weights import weight_bytes_per_gpu
 from kg.inputs.modelcfg import load_config_file, resolve_model
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from conftest import run_cli
-from kg.derive.kv_specs import eagle_method, hybrid_manager, plan_kv_cache
+from kg.engines.vllm.kv_plan import eagle_method, hybrid_manager, plan_kv_cache
 from kg.inputs.modelcfg import resolve_model
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
@@ -206,7 +206,7 @@ def test_group_size_rule_per_release():
     # gpt-oss-120b (18 sliding + 18 full layers) with one EAGLE layer: 18 sliding + 19 full. 19 < 1.25 x 18 and
     # < 1.5 x 18: one group of 19 each from 0.12.0; before 0.12.0 the group size is always the smallest count (18),
     # so the 19 full layers take cdiv(19, 18) = 2 groups (0.11.1 kv_cache_utils.py:974)
-    from kg.derive.kv_specs import group_size_max_ratio
+    from kg.engines.vllm.kv_plan import group_size_max_ratio
     assert (group_size_max_ratio("0.11.1"), group_size_max_ratio("0.12.0"), group_size_max_ratio("0.17.0"),
             group_size_max_ratio("0.18.0"), group_size_max_ratio(None)) == (None, 1.25, 1.25, 1.5, 1.5)
     m = resolve_model("openai/gpt-oss-120b")
@@ -243,7 +243,7 @@ def test_kv_connector_turns_the_manager_off_as_the_release_does():
     # gpt-oss-120b (18 sliding + 18 full, 8 KV heads x (64 + 64) x 2 B x 16 = 32,768 B per layer per block) at 131,072:
     # LMCacheConnectorV1 does not subclass SupportsHMA (0.33.0) -> manager off -> full x36: 36 x 32,768 = 1,179,648 B
     # per block; 42,949,672,960 // 1,179,648 = 36,408 blocks; 8,192 per request -> 4.44x
-    from kg.derive.kv_specs import connector_supports_hma
+    from kg.engines.vllm.kv_plan import connector_supports_hma
     serve = "vllm serve openai/gpt-oss-120b --max-model-len 131072 --kv-transfer-config "
     d = _check(serve + """'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'""")
     assert (d["kv_layer_groups"], d["kv_num_blocks"], d["max_concurrency"]) == ("full x36", 36_408, 4.44)

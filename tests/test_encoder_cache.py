@@ -11,7 +11,7 @@ from conftest import run_cli
 from kg.core.errors import OptkgError
 from kg.derive.encoder_cache import (cross_attention_blocks_per_request, encoder_budget,
                                      encoder_decoder_batched_tokens, model_mm_tokens_per_item)
-from kg.derive.kv_specs import plan_kv_cache
+from kg.engines.vllm.kv_plan import plan_kv_cache
 from kg.derive.weights import estimate_weight_bytes, group_params
 from kg.inputs.modelcfg import resolve_model
 
@@ -173,7 +173,7 @@ def test_cross_attention_reservation_by_release(whisper):
                              "--kv-budget-gib", "30", "--gpu", "H100-SXM", "--format", "json")
     dv = json.loads(out)["derived"]
     # 12,288 blocks / 122 = 100.72x; before 0.21.0 "GPU KV cache size" is num_blocks // groups x block
-    # (kg.derive.kv_specs KV_SIZE_FROM_CONCURRENCY_SINCE): 12,288 // 2 x 16 = 98,304 tokens
+    # (kg.engines.vllm.kv_plan KV_SIZE_FROM_CONCURRENCY_SINCE): 12,288 // 2 x 16 = 98,304 tokens
     assert (dv["kv_cross_encoder_tokens_per_request"], dv["kv_blocks_per_request"], dv["max_concurrency"],
             dv["kv_tokens_per_gpu"]) == (1500, 122, 100.72, 98_304)
 
@@ -188,7 +188,7 @@ def test_whisper_with_one_sequence_is_refused_at_startup():
 
 
 def test_sglang_whisper_pool_sizes_every_layer_id(whisper):
-    from kg.derive.sglang_pools import sglang_pools
+    from kg.engines.sglang.pools import sglang_pools
     # SGLang 0.5.23: encoder 32 + decoder self 32 + cross 32 = 96 layers per token cell (model_config.py:1591-1601):
     # 96 x 20 heads x (64 + 64) x 2 B = 491,520 B; 30 GiB / 491,520 B = 65,536 tokens
     p = sglang_pools(whisper, 1, 30 * GIB)

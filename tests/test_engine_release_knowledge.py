@@ -62,7 +62,7 @@ def test_vllm_034_defaults_block_size_64_and_utilization_1_with_the_extensible_k
 
 
 def test_vllm_034_has_no_v1_model_runner():
-    from kg.inputs.vllm_runner import uses_v2_model_runner
+    from kg.engines.vllm.runner import uses_v2_model_runner
     assert uses_v2_model_runner("0.34.0", "LlamaForCausalLM", speculative_method="suffix", env=False)[0] is True
     assert uses_v2_model_runner("0.33.0", "LlamaForCausalLM", speculative_method="suffix")[0] is False
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import run_cli
-from kg.inputs.logs import read_startup_log
+from kg.engines.logs import read_startup_log
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 QWEN_LOG = str(LOGS / "vllm-21348-qwen3-235b-fp8-tp4.log")

@@ -1,7 +1,7 @@
 """The KV-cache dtype the engine stores: vLLM's 'auto' from the checkpoint (ModelOpt kv_cache_quant_algo,
 compressed-tensors kv_cache_scheme) per release, FP8 that a backend ignores, fp8_ds_mla's packed layout.
 
-ModelOpt kv_cache_quant_algo FP8: vLLM resolves --kv-cache-dtype auto to fp8_e4m3 (kg.derive.kv_dtype; 0.33.0
+ModelOpt kv_cache_quant_algo FP8: vLLM resolves --kv-cache-dtype auto to fp8_e4m3 (kg.engines.vllm.kv_dtype; 0.33.0
 engine/arg_utils.py:2297, utils/torch_utils.py:443-516, :78-81; first in 0.14.0, nvfp4 mapped from 0.20.0).
 Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 65,536 B/token (131,072 at BF16)."""
 from __future__ import annotations
@@ -39,22 +39,22 @@ def test_modelopt_fp8_kv_auto_by_release_and_explicit_dtype():
 
 
 def test_modelopt_kv_resolution_table():
-    from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
+    from kg.engines import get
     m = resolve_model(MODELOPT_FP8)
-    assert vllm_auto_kv_cache_dtype(m, "vllm", "0.33.0", "auto")["dtype"] == "fp8_e4m3"
-    assert vllm_auto_kv_cache_dtype(m, "sglang", "0.5.23", "auto") is None
-    assert vllm_auto_kv_cache_dtype(m, "vllm", "0.13.0", None) is None
+    assert get("vllm").auto_kv_cache_dtype(m, "0.33.0", "auto")["dtype"] == "fp8_e4m3"
+    assert get("sglang").auto_kv_cache_dtype(m, "0.5.23", "auto") is None
+    assert get("vllm").auto_kv_cache_dtype(m, "0.13.0", None) is None
     nv = parse_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
                        "quantization_config": {"quant_method": "modelopt_fp4", "kv_cache_quant_algo": "NVFP4"}}, "x")
-    assert vllm_auto_kv_cache_dtype(nv, "vllm", "0.19.0", "auto") is None  # nvfp4 joins the map in 0.20.0
-    assert vllm_auto_kv_cache_dtype(nv, "vllm", "0.20.0", "auto")["dtype"] == "nvfp4"
+    assert get("vllm").auto_kv_cache_dtype(nv, "0.19.0", "auto") is None  # nvfp4 joins the map in 0.20.0
+    assert get("vllm").auto_kv_cache_dtype(nv, "0.20.0", "auto")["dtype"] == "nvfp4"
     # compressed-tensors kv_cache_scheme: fp8 from 0.22.0, at attention-layer build (attention.py:287-291 at 0.33.0)
     ct = parse_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
                        "quantization_config": {"quant_method": "compressed-tensors",
                                                "kv_cache_scheme": {"num_bits": 8, "type": "float", "dynamic": False}}}, "x")
-    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.33.0", "auto")["dtype"] == "fp8"
-    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.21.0", "auto") is None
-    assert vllm_auto_kv_cache_dtype(ct, "vllm", "0.33.0", "fp8_e5m2") is None
+    assert get("vllm").auto_kv_cache_dtype(ct, "0.33.0", "auto")["dtype"] == "fp8"
+    assert get("vllm").auto_kv_cache_dtype(ct, "0.21.0", "auto") is None
+    assert get("vllm").auto_kv_cache_dtype(ct, "0.33.0", "fp8_e5m2") is None
 
 
 def test_kv_command_follows_the_checkpoint():

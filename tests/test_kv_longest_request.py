@@ -26,13 +26,14 @@ def test_longest_request_leaves_out_the_null_block():
     # against the budget less the null block BlockPool holds back (vllm 0.33.0 v1/core/kv_cache_planning.py:170-176,
     # 1533-1541); the allocation and "GPU KV cache size" still use every block
     from kg.derive.kv import kv_capacity, kv_layout
-    from kg.derive.kv_specs import null_block_bytes
+    from kg.engines import get
     from kg.inputs.modelcfg import resolve_model
     lay = kv_layout(resolve_model("meta-llama/Llama-3.1-8B"))  # 131,072 B/token, 2 MiB per 16-token block
     assert kv_capacity(lay, 2**30).max_model_len_that_fits == 8192
     assert kv_capacity(lay, 2**30, null_block_bytes=2 * 2**20).max_model_len_that_fits == 8176  # 511 blocks
-    assert null_block_bytes("vllm", None, 2 * 2**20) == null_block_bytes("vllm", "0.29.0", 2 * 2**20) == 2 * 2**20
-    assert null_block_bytes("vllm", "0.28.0", 2 * 2**20) == 0 == null_block_bytes("sglang", None, 2 * 2**20)
+    vllm, sglang = get("vllm"), get("sglang")
+    assert vllm.null_block_bytes(None, 2 * 2**20) == vllm.null_block_bytes("0.29.0", 2 * 2**20) == 2 * 2**20
+    assert vllm.null_block_bytes("0.28.0", 2 * 2**20) == 0 == sglang.null_block_bytes(None, 2 * 2**20)
     # optkg kv, Qwen3-32B TP 8 (32,768 B/token), vLLM 0.33.0's 16-token blocks: 30 GiB = 61,440 blocks, 61,439
     # usable -> 983,024 tokens (0.34.0: 15,360 64-token blocks, 15,359 usable -> 982,976)
     code, out, err = run_cli("kv", "--config", str(REPO / "catalog/models/Qwen__Qwen3-32B.json"), "--tp", "8",

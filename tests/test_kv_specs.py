@@ -1,4 +1,4 @@
-"""vLLM V1 KV planning (kg.derive.kv_specs; issue 13 priority 2). Every number is worked from the
+"""vLLM V1 KV planning (kg.engines.vllm.kv_plan; issue 13 priority 2). Every number is worked from the
 vLLM 0.33.0 source lines cited in kg/derive/kv_specs.py."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, run_cli
 from kg.core.errors import OptkgError
 from kg.derive.kv import kv_layout
-from kg.derive.kv_specs import batches_in_flight, default_max_num_batched_tokens, plan_kv_cache
+from kg.engines.vllm.kv_plan import batches_in_flight, default_max_num_batched_tokens, plan_kv_cache
 from kg.inputs.modelcfg import load_config_file, parse_config, resolve_model, vllm_default_max_model_len
 
 MISTRAL = REPO / "tests/fixtures/field_cases/configs/mistral-7b-v0.1.json"

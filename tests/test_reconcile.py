@@ -7,7 +7,8 @@ import pytest
 
 from conftest import REPO, run_cli
 from kg.core.errors import OptkgError
-from kg.inputs.logs import GIB, read_startup_log
+from kg.engines.logs import read_startup_log
+from kg.inputs.logs import GIB
 
 LOGS = REPO / "tests/fixtures/logs"
 QWEN_FP8 = str(REPO / "tests/fixtures/field_cases/configs/qwen3-235b-a22b-fp8.json")

@@ -469,7 +469,7 @@ def test_lmdeploy_4306_turbomind_prefix_caching_tp2(catalog, rules):
 
 
 def test_sglang_spec_v2_default_per_release():
-    from kg.inputs.support_ns import support_namespace
+    from kg.analyses.supportfacts import support_namespace
     from kg.inputs.stack import Stack
     def v2(version, given=None):
         st = Stack(name="x", model=None, engine="sglang", engine_version=version)

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's Mamba / Gated-DeltaNet state pool beside the full-attention KV pool (kg.derive.sglang_pools),
+"""SGLang 0.5.23's Mamba / Gated-DeltaNet state pool beside the full-attention KV pool (kg.engines.sglang.pools),
 exact values worked out from mem_cache/kv_cache_configurator.py:3062-3170, 3229-3409 and configs/mamba_utils.py."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from kg.core.errors import OptkgError
-from kg.derive.sglang_pools import sglang_mamba_state_bytes, sglang_pools
+from kg.engines.sglang.pools import sglang_mamba_state_bytes, sglang_pools
 from kg.inputs.modelcfg import load_config_file, parse_config
 
 GIB = 2**30

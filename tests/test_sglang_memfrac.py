@@ -1,11 +1,11 @@
-"""SGLang's computed default mem_fraction_static (kg.derive.sglang_memfrac; tester-4 #2): SGLang 0.5.23
+"""SGLang's computed default mem_fraction_static (kg.engines.sglang.memfrac; tester-4 #2): SGLang 0.5.23
 srt/arg_groups/memory_hook.py:281-399 (0.5.18 srt/server_args.py:4969-4980, 5082-5118), worked by hand."""
 from __future__ import annotations
 
 import json
 
 from conftest import run_cli
-from kg.derive.sglang_memfrac import MIB, default_mem_fraction, gpu_defaults, prefill_capture_sizes
+from kg.engines.sglang.memfrac import MIB, default_mem_fraction, gpu_defaults, prefill_capture_sizes
 
 
 def test_h100_tp8_gqa_model():

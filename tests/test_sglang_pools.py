@@ -1,10 +1,10 @@
-"""SGLang 0.5.23's KV token pools (kg.derive.sglang_pools), exact values from pool_configurator.py."""
+"""SGLang 0.5.23's KV token pools (kg.engines.sglang.pools), exact values from pool_configurator.py."""
 from __future__ import annotations
 
 import json
 
 from conftest import run_cli
-from kg.derive.sglang_pools import is_sglang_hybrid_swa, sglang_pools
+from kg.engines.sglang.pools import is_sglang_hybrid_swa, sglang_pools
 from kg.inputs.modelcfg import resolve_model
 
 GIB = 2**30

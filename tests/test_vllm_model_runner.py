@@ -8,9 +8,9 @@ import json
 import pytest
 
 from conftest import REPO, run_cli
-from kg.derive.kv_specs import batches_in_flight, plan_kv_cache
+from kg.engines.vllm.kv_plan import batches_in_flight, plan_kv_cache
 from kg.inputs.modelcfg import resolve_model
-from kg.inputs.vllm_runner import model_uses_v2_runner, uses_v2_model_runner
+from kg.engines.vllm.runner import model_uses_v2_runner, uses_v2_model_runner
 
 MISTRAL = REPO / "tests/fixtures/field_cases/configs/mistral-7b-v0.1.json"
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.engines import get
 from kg.inputs.metrics.snapshot import Histogram, Snapshot
 
 
 WORKLOADS = ("serving", "training", "generate")
-PREALLOCATING_ENGINES = ("vllm", "sglang")
 
 COMPUTE_LABEL = {"sm_active": "SM activity", "time_based": "time-based utilisation",
                  "tensor_active": "tensor-pipe activity"}
@@ -153,7 +153,7 @@ def _infer_workload(snap: Snapshot, stack, workload: str | None) -> str:
         return workload
     if snap.engines:
         return "serving"
-    if stack is not None and (stack.engine or "") in PREALLOCATING_ENGINES:
+    if stack is not None and get(stack.engine).preallocates_kv_memory:
         return "serving"
     return "unknown"
 
@@ -248,7 +248,7 @@ def _serving_namespace(snap: Snapshot, eng, ns: dict[str, Any], der: Derived) ->
         ns["throughput_tokens_per_s"] = g["generation_tokens_per_s"]
         der.where["throughput_tokens_per_s"] = eng.where["generation_tokens_per_s"]
     fin = counts.get("requests_finished_total")
-    if fin and eng.name == "vllm":  # vllm:request_success_total counts every finished_reason, abort included
+    if fin and get(eng.name).finished_counter_counts_aborts:  # vLLM: every finished_reason, abort included
         ns["success_rate"] = (fin - (counts.get("requests_aborted_total") or 0.0)) / fin
         der.where["success_rate"] = _metric_name(eng.where.get("requests_finished_total")) + f" (stop + length) / all{span}"
     hists = snap.window_histograms(eng.name)

@@ -25,11 +25,12 @@ def stack_namespace(stack: Stack) -> tuple[dict[str, Any], str | None]:
     import copy
 
     from kg.analyses.check import stack_facts
+    from kg.engines import of
     from kg.inputs.effective import effective_configuration
     st = copy.copy(stack)
     st.settings, st.notes = dict(stack.settings), list(stack.notes)
     st.techniques = {k: dict(v) for k, v in stack.techniques.items()}
-    effective_configuration(st)
+    effective_configuration(st, of(st).release_facts)
     _, ns = stack_facts(st)
     stage = "inference" if st.engine else "training" if st.framework else None
     return ns, stage

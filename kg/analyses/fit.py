@@ -159,7 +159,7 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
             raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
         # the budget kg.analyses.check prints for the same stack (kg.derive.budget.gpu_default_budget, or the
         # `vllm serve` stack of the engine flags through check itself: stack_serving_budget)
-        from kg.derive.budget import gpu_default_budget
+        from kg.engines.vllm.budget import gpu_default_budget
         from kg.derive.kv import gpu_memory_bytes
         if engine_args and engine_args.get("catalog") is not None:
             sb = stack_serving_budget(model, hardware, tp, pp, gpu_memory_utilization=gpu_memory_utilization,

@@ -10,7 +10,7 @@ from kg.core.errors import OptkgError
 def window_plan(model, tp: int, pp: int, dcp: int, kv_cache_dtype: str, hardware: Mapping[str, Any] | None):
     """vLLM's (latest release) plan when its chunked / sliding groups bound a request (KVPlan.window_bounded), else None:
     check's longest request then comes from the groups, and so do fit's knee and curve."""
-    from kg.derive.kv_specs import default_max_num_batched_tokens, plan_kv_cache
+    from kg.engines.vllm.kv_plan import default_max_num_batched_tokens, plan_kv_cache
     if not (model.sliding_window or model.attention_chunk_size):
         return None
     mem = (hardware or {}).get("memory_gib")
@@ -26,11 +26,11 @@ def _max_len_within(layout, budget: float) -> tuple[int | None, int]:
     """(longest single request whose KV fits ``budget`` bytes per GPU, the GPU KV cache size in tokens).
 
     The derivation ``check`` and ``sweep`` use (kg.derive.kv.kv_capacity): whole 16-token blocks, and vLLM's null
-    block held back from the one-request estimate (vLLM >= 0.29.0, kg.derive.kv_specs.null_block_bytes; fit
+    block held back from the one-request estimate (vLLM >= 0.29.0, kg.engines.vllm.kv_plan.null_block_bytes; fit
     sizes for the latest vLLM). The first is None when even 2**40 tokens fit (window-bounded layers)."""
     from kg.derive.kv import LONGEST_LIMIT, kv_capacity
-    from kg.derive.kv_specs import null_block_bytes
-    cap = kv_capacity(layout, budget, None, 16, null_block_bytes("vllm", None, layout.bytes_per_token_per_gpu * 16))
+    from kg.engines.vllm.kv_plan import null_block_bytes
+    cap = kv_capacity(layout, budget, None, 16, null_block_bytes(None, layout.bytes_per_token_per_gpu * 16))
     return (None if cap.max_model_len_that_fits >= LONGEST_LIMIT else cap.max_model_len_that_fits), cap.kv_tokens_per_gpu
 
 
@@ -53,7 +53,7 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     knee, cache_tokens = _max_len_within(layout, budget) if budget is not None else (None, None)
     if plan is not None and budget is not None:  # the groups' reservation, less the null block (as check)
         knee = plan.longest_request(budget - plan.bytes_per_block)
-        if context_limit:  # "GPU KV cache size" as vLLM logs it at max_model_len = the context limit (kg.derive.kv_specs)
+        if context_limit:  # "GPU KV cache size" as vLLM logs it at max_model_len = the context limit (kg.engines.vllm.kv_plan)
             cache_tokens = int(int(budget // plan.bytes_per_block) / plan.request_blocks(int(context_limit))
                                * int(context_limit))
 

@@ -1,7 +1,7 @@
 """The KV-cache report of a model at a parallel layout: what ``optkg kv --format json`` prints and
 ``kg.kv`` returns (the command prints its text form from the same numbers).
 
-Formulas and sources: kg.derive.kv (layout, capacity) and kg.derive.kv_specs (vLLM V1's per-layer plan).
+Formulas and sources: kg.derive.kv (layout, capacity) and kg.engines.vllm.kv_plan (vLLM V1's per-layer plan).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
 from kg.derive.encoder_cache import cross_attention_summary, longest_decoder_request
-from kg.derive.kv_specs import null_block_bytes, plan_kv_cache
+from kg.engines.vllm.kv_plan import null_block_bytes, plan_kv_cache
 
 
 def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
@@ -25,7 +25,7 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     tokens per scheduler step; ``mamba_ssm_cache_dtype`` the SSM-state dtype of Mamba / GDN layers and
     ``gpu_compute_capability`` the GPU's; ``engine_version`` the vLLM release (None: the latest optkg knows) and
     ``disable_hybrid_kv_cache_manager`` vLLM's flag (True / False / None), which decide the hybrid KV-cache
-    manager and the tokens in flight (kg.derive.kv_specs.plan_kv_cache). Raises OptkgError when tp does not divide the heads, pp exceeds the
+    manager and the tokens in flight (kg.engines.vllm.kv_plan.plan_kv_cache). Raises OptkgError when tp does not divide the heads, pp exceeds the
     layers or dcp is not valid at this tp.
     """
     check_parallel_sizes(model, tp, pp)  # tp must divide the heads, pp <= layers (exit 2 otherwise)
@@ -69,12 +69,12 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
             out["cross_attention"] = cross
     if kv_budget_gib is not None:
         block = plan.block_size if plan is not None else (block_size or 16)
-        # the longest request vLLM (latest release) accepts: the budget less the null block (kg.derive.kv_specs)
-        null = null_block_bytes("vllm", engine_version,
+        # the longest request vLLM (latest release) accepts: the budget less the null block (kg.engines.vllm.kv_plan)
+        null = null_block_bytes(engine_version,
                                 plan.bytes_per_block if plan is not None else lay.bytes_per_token_per_gpu * block)
         cap = kv_capacity(lay, kv_budget_gib * GIB, max_model_len, block, null).to_dict()
         if plan is not None:
-            # vLLM V1's numbers (kg.derive.kv_specs): blocks, concurrency, "GPU KV cache size"
+            # vLLM V1's numbers (kg.engines.vllm.kv_plan): blocks, concurrency, "GPU KV cache size"
             pc = plan.capacity(kv_budget_gib * GIB)
             cap.update({"num_blocks": pc["num_blocks"], "blocks_per_request": plan.blocks_per_request,
                         "gpu_kv_cache_size_tokens": pc["kv_cache_size_tokens"]})
@@ -90,16 +90,3 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
                 cap["max_model_len_that_fits"] = plan.longest_request(kv_budget_gib * GIB - null)
         out["capacity"] = cap
     return out, lay, plan
-
-
-def sglang_pool_report(model, tp: int, kv_budget_gib: float, kv_cache_dtype: str = "auto",
-                       mamba_ssm_dtype: str | None = None, context_len: int | None = None) -> dict[str, Any]:
-    """SGLang 0.5.23's pools on one rank from ``kv_budget_gib`` of KV memory (kg.derive.sglang_pools): the token
-    pool and, for hybrid models, the SWA pool or the Mamba / GDN state pool with its running-request cap.
-    ``context_len``: ``--context-length`` (default: the model's). Raises OptkgError for a pool SGLang refuses."""
-    from dataclasses import asdict
-
-    from kg.derive.sglang_pools import sglang_pools
-    p = sglang_pools(model, tp, kv_budget_gib * GIB, 1, kv_cache_dtype, mamba_ssm_dtype=mamba_ssm_dtype,
-                     context_len=context_len or model.sglang_context_length)
-    return asdict(p)

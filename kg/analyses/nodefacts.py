@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kg.engines import of
 from kg.inputs.stack import Stack
 
 
@@ -20,7 +21,7 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     per_node = ns.get("gpus_per_node")
     if per_node is None and nnodes > 1:
         tp, pp, dp = int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1), int(ns.get("dp_size") or 1)
-        world = tp * pp * (1 if (stack.engine == "sglang" and "dp-attention" in stack.techniques) else dp)
+        world = of(stack).world_size(tp, pp, 1, dp, stack.techniques)
         per_node = max(1, (stack.gpu_count or world) // nnodes)
     hw = stack.hardware or {}
     if per_node is None and nnodes == 1 and hw.get("gpus_per_node"):
@@ -46,7 +47,7 @@ def node_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         out["nnodes"] = nnodes
     else:  # at least the nodes the launch's GPUs need
         tp, pp, dp = int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1), int(ns.get("dp_size") or 1)
-        world = tp * pp * (1 if (stack.engine == "sglang" and "dp-attention" in stack.techniques) else dp)
+        world = of(stack).world_size(tp, pp, 1, dp, stack.techniques)
         out["nnodes"] = -(-int(stack.gpu_count or world) // int(per_node))
     out["gpus_per_node"] = int(per_node)
     out["tp_spans_nodes"] = int(ns.get("tp_size") or 1) > int(per_node)

@@ -2,8 +2,8 @@
 
 ``dtype_facts``: ``dtype_effective`` (the ``dtype`` setting unless 'auto', else the model's torch_dtype),
 ``dtype_explicit`` (a ``dtype`` other than auto was given), ``model_dtype`` (the checkpoint's) and
-``dtype_loaded`` (vLLM >= 0.9.0 with auto loads a bfloat16 checkpoint as float16 below compute capability 8.0:
-0.9.0 ``config.py:3086-3101``, 0.33.0 ``config/model.py:2444-2460``; otherwise ``dtype_effective``).
+``dtype_loaded`` (the engine's ``loaded_dtype``: vLLM >= 0.9.0 with auto loads a bfloat16 checkpoint as float16 below
+compute capability 8.0; otherwise ``dtype_effective``).
 
 ``weight_quant_facts``: ``weight_quant`` = ``--quantization`` if given, else the checkpoint's ``quant_method``,
 else 'none'; ``weight_quant_kernel`` = what vLLM runs (a GPTQ/AWQ checkpoint without ``--quantization`` is
@@ -12,14 +12,15 @@ is named: vLLM ``GPTQMarlinConfig.override_quantization_method``); ``weight_is_f
 ``checkpoint_quant_family`` (method without ``_marlin``); ``weight_block_n`` / ``weight_block_k`` from the
 ``weight_block_size`` setting or the ``fp8_per_block`` shorthand (the checkpoint's come with the model facts);
 ``weight_is_fp8_block`` (FP8 with a known block shape; False when the FP8 is known to be per-tensor; absent when
-that cannot be told); with an explicit vLLM ``--quantization``: ``quantization_known_to_release`` (the name is one the
-release accepts, kg.inputs.quantmethods), ``quantization_methods_of_release`` and ``quantization_methods_release``.
+that cannot be told); the engine's ``quantization_facts`` (vLLM: ``quantization_known_to_release``, the name is one the
+release accepts, kg.inputs.quantmethods, ``quantization_methods_of_release`` and ``quantization_methods_release``).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from kg.core.relcmp import older_than
+from kg.derive.kv import compute_capability
+from kg.engines import of
 from kg.inputs.stack import Stack
 
 # vLLM >= 0.20.0 also takes the online shorthands fp8_per_tensor / fp8_per_block (fp8_per_channel from 0.24.0):
@@ -45,15 +46,6 @@ def _parse_block(value: Any) -> list[int] | None:
     return None
 
 
-def compute_capability(hw: dict[str, Any] | None) -> float | None:
-    """The hardware entry's ``compute_capability`` as a float (e.g. 9.0), None when absent or unreadable."""
-    cc = (hw or {}).get("compute_capability")
-    try:
-        return float(cc) if cc is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     """The dtype facts of ``stack`` (see the module doc); ``ns`` is the check namespace built so far."""
     out: dict[str, Any] = {}
@@ -67,14 +59,10 @@ def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out["dtype_explicit"] = given_dt != "auto"
     if m is not None:
         out["model_dtype"] = {"half": "float16", "bf16": "bfloat16"}.get(m.dtype.lower(), m.dtype.lower())
-    # the dtype the weights are loaded in: with --dtype auto, vLLM 0.9.0+ falls back to the platform's first
-    # supported dtype (float16 below compute capability 8.0) when the checkpoint's is not supported
-    # (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep the checkpoint's
-    loaded = out["dtype_effective"]
-    cc_dt = compute_capability(stack.hardware)
-    if (not out["dtype_explicit"] and loaded == "bfloat16" and cc_dt is not None and cc_dt < 8.0
-            and stack.engine == "vllm" and not older_than(stack.engine_version, "0.9.0")):
-        loaded = "float16"
+    # the dtype the weights are loaded in: the engine may fall back from the checkpoint's (vLLM 0.9.0+ loads a
+    # bfloat16 checkpoint as float16 below compute capability 8.0 with --dtype auto)
+    loaded = of(stack).loaded_dtype(out["dtype_effective"], out["dtype_explicit"], compute_capability(stack.hardware),
+                                    stack.engine_version)
     out["dtype_loaded"] = loaded
     return out
 
@@ -96,17 +84,8 @@ def weight_quant_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     marlin_cc = ranged_fact(stack.engine, stack.engine_version, "marlin_min_compute_capability") or 8.0
     if not explicit and ckpt in MARLIN_UPGRADES and vendor == "nvidia" and (cc is None or cc >= marlin_cc):
         kernel = MARLIN_UPGRADES[ckpt]
-    if stack.engine == "vllm" and not explicit:
-        out["quantization_known_to_release"] = True  # no --quantization: no name for the release to refuse
-    if explicit and stack.engine == "vllm":
-        # the names this release accepts (catalog/engines/values/vllm-quantization.yaml): vLLM's ModelConfig
-        # refuses any other ("Unknown quantization method")
-        from kg.inputs.quantmethods import methods_at
-        known = methods_at(stack.engine, stack.engine_version)
-        if known is not None:
-            out["quantization_known_to_release"] = explicit in known[0]
-            out["quantization_methods_of_release"] = ", ".join(sorted(known[0]))
-            out["quantization_methods_release"] = known[1]
+    # a --quantization name the release does not have: the engine refuses it (vLLM's list per release)
+    out.update(of(stack).quantization_facts(explicit, stack.engine_version))
     out["weight_quant"] = weight_quant
     out["weight_quant_kernel"] = kernel
     out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS

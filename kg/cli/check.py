@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         if args.kv_budget_gib is not None:
             raise OptkgError("give one of --kv-budget-gib and --kv-budget-from")
         from kg.analyses.reconcile import logged_kv_budget
-        from kg.inputs.logs import read_startup_log
+        from kg.engines.logs import read_startup_log
         from kg.inputs.stack import set_setting
         log = read_startup_log(args.kv_budget_from)
         for stack in stacks:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         for stack in stacks:
             set_setting(stack, "kv_budget_gib", budget / 2**30, "--kv-budget-from")
             blocks = log.values.get("num_gpu_blocks")
-            if log.generation == "v0" and blocks is not None:  # V0 logs whole blocks (kg.analyses.v0_capacity)
+            if log.generation == "v0" and blocks is not None:  # V0 logs whole blocks (kg.engines.vllm.v0)
                 set_setting(stack, "kv_num_blocks", int(blocks.value), "--kv-budget-from")
                 if stack.engine_version_assumed or not stack.engine_version:
                     stack.notes.append(f"the log is from vLLM's V0 engine ({int(blocks.value):,} GPU blocks, "

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import load_config_file, resolve_model
     from kg.output.report import to_json
-    from kg.derive.kv_dtype import vllm_auto_kv_cache_dtype
+    from kg.engines import get
 
     for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size),
                     ("--max-num-batched-tokens", args.max_num_batched_tokens)):
@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
         if re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", args.gpu):
             raise OptkgError(f"--gpu: '{args.gpu}' is a number; give a GPU name from catalog/hardware (H100-SXM, "
                              f"A100-80GB, ...), or --gpu-compute-capability {args.gpu.strip()} for the capability alone")
-        from kg.derive.budget import gpu_default_budget
+        from kg.engines.vllm.budget import gpu_default_budget
         from kg.derive.kv import check_parallel_sizes
-        from kg.derive.kv_specs import default_max_num_batched_tokens
+        from kg.engines.vllm.kv_plan import default_max_num_batched_tokens
         from kg.knowledge.catalog import load_catalog
         hardware = load_catalog()[0].resolve_hardware(args.gpu)
         if args.gpu_compute_capability is None and hardware.get("compute_capability") is not None:
@@ -97,18 +97,16 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
-    auto_kv = vllm_auto_kv_cache_dtype(model, args.engine or "vllm", _engine_version(args.engine_version),
-                                       args.kv_cache_dtype)
-    if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.derive.kv_dtype)
+    engine = get(args.engine)
+    auto_kv = engine.auto_kv_cache_dtype(model, _engine_version(args.engine_version), args.kv_cache_dtype)
+    if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.engines.vllm.kv_dtype)
         args.kv_cache_dtype = auto_kv["dtype"]
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
                                args.max_model_len, args.block_size, args.max_num_batched_tokens,
                                args.mamba_ssm_cache_dtype, args.gpu_compute_capability,
                                _engine_version(args.engine_version), args.disable_hybrid_kv_cache_manager)
-    if args.engine == "sglang" and args.kv_budget_gib is not None:
-        from kg.analyses.kvreport import sglang_pool_report
-        out["sglang_pools"] = sglang_pool_report(model, args.tp, args.kv_budget_gib, args.kv_cache_dtype,
-                                                 args.mamba_ssm_cache_dtype, args.max_model_len)
+    out.update(engine.kv_report_extras(model, args.tp, args.kv_budget_gib, args.kv_cache_dtype,
+                                       args.mamba_ssm_cache_dtype, args.max_model_len))  # SGLang: its pools
     for w in model.warnings:
         sys.stderr.write(f"optkg: note: {w}\n")
     from kg.inputs.effective import newer_release_note

@@ -38,7 +38,7 @@ def _stack(cmd: str | None, engine: str, args, catalog):
 def run(args: argparse.Namespace) -> int:
     from kg.analyses.reconcile import SCHEMA_VERSION, compare, reconcile
     from kg.cli.common import load_clean_catalog
-    from kg.inputs.logs import read_startup_log
+    from kg.engines.logs import read_startup_log
     from kg.output.report import to_json
     from kg.output.reconcile_report import render_text
     catalog = load_clean_catalog(args)

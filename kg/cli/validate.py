@@ -141,10 +141,13 @@ def _engine_problems(cat, root: Path) -> list:
                 line, col = doc.where(("default_techniques", i))
                 out.append(problem(str(f), line, col, f"default_techniques[{i}]", f"unknown technique '{tid}'", "engine-table",
                                    found=tid))
+        from kg.engines import get
+        # engines whose flag tables are checked against released wheels name each flag's releases and evidence
+        needs_scope = bool(getattr(get(str(d.get("engine") or "")), "flags_need_release_evidence", False))
         for i, spec in enumerate(d.get("flags") or []):
             if not isinstance(spec, dict):
                 continue
-            if d.get("engine") in ("vllm", "sglang") and not (spec.get("since") and spec.get("evidence")):
+            if needs_scope and not (spec.get("since") and spec.get("evidence")):
                 line, col = doc.where(("flags", i))
                 out.append(problem(str(f), line, col, f"flags[{i}]",
                                    f"flag {(spec.get('names') or ['?'])[0]} has no since:/evidence: (the releases it exists in, "

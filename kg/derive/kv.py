@@ -88,10 +88,10 @@ def valid_dcp_sizes(model: ModelFacts, tp_size: int) -> list[int]:
 
     Walks only the divisors of ``tp_size`` (O(sqrt(tp_size))), so a huge tp_size cannot stall.
     """
-    return _dcp_sizes(model, tp_size, query_groups_divide=True)
+    return dcp_group_sizes(model, tp_size, query_groups_divide=True)
 
 
-def _dcp_sizes(model: ModelFacts, tp_size: int, query_groups_divide: bool) -> list[int]:
+def dcp_group_sizes(model: ModelFacts, tp_size: int, query_groups_divide: bool) -> list[int]:
     """The divisors ``d`` of ``tp_size`` a DCP group may take: every one for MLA; for GQA only when TP replicates
     KV heads (tp_size > H_kv) and ``d <= tp_size / H_kv``, and (vLLM) ``d`` divides the query heads per KV head."""
     if model.num_sliding_layers or tp_size < 2:
@@ -106,10 +106,10 @@ def _dcp_sizes(model: ModelFacts, tp_size: int, query_groups_divide: bool) -> li
 
 
 def dcp_impossible_reason(model: ModelFacts, tp_size: int) -> str | None:
-    """Why ``_dcp_sizes`` leaves only DCP size 1 for ``model`` at ``tp_size`` (None when a larger size exists):
+    """Why ``dcp_group_sizes`` leaves only DCP size 1 for ``model`` at ``tp_size`` (None when a larger size exists):
     the sliding-window layers (vLLM refuses DCP with them), TP 1, or a GQA/MHA model whose TP does not replicate
     its KV heads (tp_size <= num_key_value_heads)."""
-    if len(_dcp_sizes(model, tp_size, query_groups_divide=True)) > 1:
+    if len(dcp_group_sizes(model, tp_size, query_groups_divide=True)) > 1:
         return None
     if model.num_sliding_layers:
         return (f"{model.num_sliding_layers} of {model.num_hidden_layers} layers use a sliding window "
@@ -120,42 +120,6 @@ def dcp_impossible_reason(model: ModelFacts, tp_size: int) -> str | None:
         return (f"needs tp_size > num_key_value_heads for GQA/MHA: tp {tp_size}, "
                 f"{model.num_key_value_heads} KV heads")
     return "no divisor of tp_size divides the query heads per KV head"
-
-
-# SGLang has --dcp-size from 0.5.15 (catalog/engines/sglang.yaml); before it DCP is impossible there
-SGLANG_DCP_SINCE = "0.5.15"
-
-
-def valid_dcp_sizes_sglang(model: ModelFacts, tp_size: int) -> list[int]:
-    """DCP sizes SGLang (0.5.15 on) splits a TP group into: ``[1]`` means DCP is impossible.
-
-    SGLang 0.5.23 builds each DCP group from ``dcp_size`` consecutive ranks of a TP group
-    (distributed/parallel_state.py:2719-2725), so ``dcp_size`` divides ``tp_size``; KV heads then shard over
-    ``tp_size // dcp_size`` groups (configs/model_config.py:1700-1711 get_num_kv_heads): an MLA latent (one KV head)
-    is cached once per DCP group at every divisor, a GQA model only while each rank still holds its group's heads
-    (``dcp_size <= tp_size / H_kv``, the condition attention_hook.py:67-71 states). Sliding-window models are left at
-    ``[1]`` as for vLLM (not checked in SGLang's source).
-    """
-    return _dcp_sizes(model, tp_size, query_groups_divide=False)
-
-
-def engine_has_dcp(engine: str, version: str | None) -> bool:
-    """Whether ``engine`` at ``version`` (None: the latest release optkg knows) has decode context parallelism
-    besides vLLM: SGLang from ``SGLANG_DCP_SINCE``."""
-    if engine != "sglang":
-        return False
-    from packaging.version import InvalidVersion, Version
-    from kg.inputs.effective import latest_release
-    v = version or latest_release(engine)
-    try:
-        return v is not None and Version(str(v)) >= Version(SGLANG_DCP_SINCE)
-    except InvalidVersion:
-        return False
-
-
-def engine_dcp_sizes(engine: str, version: str | None, model: ModelFacts, tp_size: int) -> list[int]:
-    """DCP sizes of a non-vLLM engine (``[1]``: none), see ``valid_dcp_sizes_sglang``."""
-    return valid_dcp_sizes_sglang(model, tp_size) if engine_has_dcp(engine, version) else [1]
 
 
 def divisors(n: int) -> list[int]:
@@ -252,7 +216,7 @@ def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: i
         per_layer_rank_b = heads * (model.head_dim + model.v_head_dim) * b
         per_layer_model_b = model.num_key_value_heads * (model.head_dim + model.v_head_dim) * b
         unrep_layer_b = per_layer_model_b / tp_size
-    # layers that hold no KV (Gated DeltaNet / Mamba state, MLP-only) do not count (kg.derive.kv_specs sizes their state)
+    # layers that hold no KV (Gated DeltaNet / Mamba state, MLP-only) do not count (kg.engines.vllm.kv_plan sizes their state)
     no_kv = sum(1 for k in model.layer_kinds if k not in ("full", "sliding", "chunked"))
     layers_rank = math.ceil((model.num_hidden_layers - no_kv) / pp_size)
     sliding_rank = math.ceil(model.num_sliding_layers / pp_size) if model.num_sliding_layers else 0
@@ -307,7 +271,7 @@ def kv_capacity(layout: KVLayout, kv_budget_bytes_per_gpu: float, max_model_len:
     """Tokens that fit in ``kv_budget_bytes_per_gpu`` and max concurrency at ``max_model_len`` (see module doc).
 
     ``null_block_bytes``: memory the engine holds back from the one-request check and its length estimate
-    (vLLM >= 0.29.0 keeps one pool block as the null block, kg.derive.kv_specs.null_block_bytes); the longest
+    (vLLM >= 0.29.0 keeps one pool block as the null block, kg.engines.vllm.kv_plan.null_block_bytes); the longest
     request that fits is searched in the budget less that block."""
     if kv_budget_bytes_per_gpu < 0:
         raise OptkgError(f"KV budget must be >= 0 bytes, found {kv_budget_bytes_per_gpu}")
@@ -384,6 +348,15 @@ def longest_sequence_that_fits(layout: KVLayout, kv_budget_bytes_per_gpu: float,
 from kg.derive.weights import (estimate_weight_bytes, weight_bytes_per_gpu,  # noqa: E402,F401
                                weight_params, weight_scheme)
 from kg.derive.weights import legacy_bytes_per_param as weight_bytes_per_param  # noqa: E402,F401
+
+
+def compute_capability(hw: dict[str, Any] | None) -> float | None:
+    """The hardware entry's ``compute_capability`` as a float (e.g. 9.0), None when absent or unreadable."""
+    cc = (hw or {}).get("compute_capability")
+    try:
+        return float(cc) if cc is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def gpu_memory_bytes(hw: dict[str, Any]) -> float | None:

@@ -5,10 +5,11 @@ importing its package on first use; a name without a package, or no name, gets `
 generic behaviour), so generic code never asks which engine a stack runs. ``of(stack)`` is ``get(stack.engine)``;
 ``names()`` lists the packages.
 
-Importing this package registers every engine's launch reader with ``kg.inputs.launch.registry`` (the programs
-are read from ``catalog/engines/<name>.yaml`` when a command is detected; the engine's package is imported when
-one of its commands is read) and its whole-file formats; ``kg.engines.launch`` holds the entry points that
-detect a command or file and hand it to its engine (``parse_launch``, ``parse_command``, ``stacks_from_file``).
+``kg.engines.launch`` holds the entry points that detect a command or file and hand it to its engine
+(``parse_launch``, ``parse_command``, ``stacks_from_file``); importing it registers every engine's launch reader
+with ``kg.inputs.launch.registry`` (the programs are read from ``catalog/engines/<name>.yaml`` when a command is
+detected) and its whole-file formats. Importing this package itself stays cheap (``optkg kv`` imports one engine's
+module and nothing of the launch readers).
 
 Not to be confused with ``kg.engine`` (the rule engine: expressions, rule files, durable-rules).
 """
@@ -20,7 +21,6 @@ from functools import lru_cache
 from typing import Any
 
 from kg.engines.base import UNKNOWN, Engine, NotEvaluable, SpeedBackend
-from kg.inputs.launch.registry import Launcher, register, register_file_format
 
 __all__ = ["Engine", "NotEvaluable", "SpeedBackend", "UNKNOWN", "get", "names", "of"]
 
@@ -47,19 +47,3 @@ def get(name: str | None) -> Engine:
 def of(stack: Any) -> Engine:
     """The engine of ``stack`` (anything with an ``engine`` attribute)."""
     return get(getattr(stack, "engine", None))
-
-
-def _programs(name: str) -> list[list[str]]:
-    from kg.inputs.stack import _engine_tables
-    return list((_engine_tables().get(name) or {}).get("programs") or [])
-
-
-def _register() -> None:
-    for name in names():
-        eng = get(name)  # the package's __init__ only: its modules are imported when a command is read
-        register(Launcher(name=name, kind="serving", programs=lambda n=name: _programs(n), parse=eng.read_launch))
-        for fmt in eng.file_formats():
-            register_file_format(fmt)
-
-
-_register()

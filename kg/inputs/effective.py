@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -145,28 +145,25 @@ def _given(stack: Any, name: str) -> bool:
     return not (name in table_default and stack.settings.get(name) == table_default[name])
 
 
-def _facts(stack: Any) -> dict[str, Any]:
+def _facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
     ns = dict(stack.values())
     hw = stack.hardware or {}
     if hw:
         ns["gpu"] = hw.get("id")
         ns["gpu_memory_gib"] = hw.get("memory_gib")
         ns["gpu_name_lower"] = f"{hw.get('id', '')} {hw.get('name', '')}".lower()
-    m = stack.model
-    mml = ns.get("max_model_len") or (m.derived_max_model_len if m is not None and stack.engine == "vllm" else None)
-    if mml:
-        ns["max_model_len_effective"] = int(mml)
-    if stack.engine == "vllm":  # the GPU model runner the release picks (kg.inputs.vllm_runner)
-        from kg.inputs.vllm_runner import model_uses_v2_runner
-        v2, _ = model_uses_v2_runner(m, stack.engine_version, ns.get("speculative_method"),
-                                     int(ns.get("pp_size") or 1))
-        if v2 is not None:
-            ns["vllm_model_runner_v2"] = v2
+    if ns.get("max_model_len"):
+        ns["max_model_len_effective"] = int(ns["max_model_len"])
+    if release_facts is not None:  # the engine's own (kg.engines.base.Engine.release_facts)
+        ns.update(release_facts(stack, ns))
     return ns
 
 
-def effective_configuration(stack: Any) -> list[dict[str, Any]]:
-    """Apply the engine's release defaults to ``stack`` (module doc); return the entries for the report."""
+def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
+                            ) -> list[dict[str, Any]]:
+    """Apply the engine's release defaults to ``stack`` (module doc); return the entries for the report.
+    ``release_facts(stack, ns)``: facts of the engine's own the ``when`` conditions read (the engine protocol's
+    ``release_facts``; this module sits below the engine packages, so the caller passes it)."""
     t = release_tables().get(stack.engine or "")
     if t is None:
         return []
@@ -190,7 +187,7 @@ def effective_configuration(stack: Any) -> list[dict[str, Any]]:
             out.append({"setting": name, "value": value, "source": "given", "releases": None, "evidence": [],
                         "why": "set by the stack"})
             continue
-        facts = _facts(stack)
+        facts = _facts(stack, release_facts)
         # given('x'): the stack sets option x (a `when` about an option that is usually absent)
         fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
         chosen, lacking = None, set()

@@ -32,7 +32,6 @@ from kg.inputs.modelcfg import HUB_ID, hf_cache_dir
 
 ADAPTER_FILE = "adapter_config.json"
 MAX_ADAPTER_FILE_BYTES = 1 << 20  # an adapter_config.json is a few kB; refuse anything larger
-SOURCES = {"vllm": "lora_modules", "sglang": "lora_paths"}
 CLASSIFIER_HEADS = ("classifier", "score")  # the modules_to_save vLLM accepts (0.33.0 peft_helper.py:56-58)
 
 
@@ -56,24 +55,33 @@ def split_specs(raw: str) -> list[str]:
     return out
 
 
-def parse_spec(item: str, engine: str, flag: str) -> tuple[str, str]:
-    """(name, path) of one adapter item, as the engine's own parser reads it (module doc)."""
+def adapter_syntax(engine: str | None) -> dict[str, Any] | None:
+    """How ``engine``'s launch names LoRA adapters: its flag table's ``lora_adapters`` entry (catalog/engines/), with
+    ``setting`` (the setting the flag fills), ``json_keys`` (name and path keys of a JSON item), ``name_path``
+    (``no_comma``: ``name=path`` only without a comma, vLLM's LoRAParserAction; ``always``) and ``bare_path``
+    (``name``: a bare path is its own name, SGLang; ``error``). None for an engine without one."""
+    from kg.inputs.stack import _engine_tables
+    return (_engine_tables().get(engine or "") or {}).get("lora_adapters")
+
+
+def parse_spec(item: str, syntax: dict[str, Any], flag: str) -> tuple[str, str]:
+    """(name, path) of one adapter item, as the engine's own parser reads it (module doc; ``adapter_syntax``)."""
     item = item.strip()
     if item.startswith("{"):
         try:
             d = json.loads(item)
         except ValueError:
             raise OptkgError(f"{flag}: invalid JSON for an adapter: {item!r}") from None
-        keys = ("name", "path") if engine == "vllm" else ("lora_name", "lora_path")
+        keys = tuple(syntax["json_keys"])
         if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in keys):
             raise OptkgError(f"{flag}: an adapter in JSON needs the keys {keys[0]!r} and {keys[1]!r}: {item!r}")
         return d[keys[0]], d[keys[1]]
-    if "=" in item and (engine != "vllm" or "," not in item):
+    if "=" in item and (syntax.get("name_path") != "no_comma" or "," not in item):
         name, path = item.split("=", 1)
         return name, path
-    if engine == "vllm":
+    if syntax.get("bare_path") != "name":
         raise OptkgError(f"{flag}: expected name=path or a JSON object, found {item!r}")
-    return item, item  # SGLang: a bare path is its own name
+    return item, item  # a bare path is its own name
 
 
 def find_adapter_config(path: str, base_dir: Path | None) -> Path | None:
@@ -128,7 +136,10 @@ def _names(value: Any) -> list[str]:
 
 def adapter_settings(raw: str, engine: str, flag: str, base_dir: Path | None) -> tuple[dict[str, Any], list[str]]:
     """(settings, notes) for the adapters of one ``--lora-modules`` / ``--lora-paths`` value (module doc)."""
-    items = [parse_spec(i, engine, flag) for i in split_specs(raw)]
+    syntax = adapter_syntax(engine)
+    if syntax is None:
+        raise OptkgError(f"{flag}: optkg does not know how {engine} names LoRA adapters")
+    items = [parse_spec(i, syntax, flag) for i in split_specs(raw)]
     ranks: list[int] = []
     saved: list[str] = []
     targets: list[str] = []
@@ -159,12 +170,13 @@ def adapter_settings(raw: str, engine: str, flag: str, base_dir: Path | None) ->
 def apply_adapters(stack, engine: str | None, base_dir: Path | None) -> None:
     """Set the adapter facts on ``stack.settings`` from its ``lora_modules`` / ``lora_paths`` value (module doc);
     a ``lora_adapter_rank`` the stack already gives wins (it is the user's own statement)."""
-    key = SOURCES.get(engine or "")
+    syntax = adapter_syntax(engine)
+    key = syntax["setting"] if syntax else None
     raw = stack.settings.get(key) if key else None
     if not raw:
         return
     flag = stack.origins.get(key) or f"--{key.replace('_', '-')}"
-    got, notes = adapter_settings(str(raw), engine, flag, base_dir)
+    got, notes = adapter_settings(str(raw), str(engine), flag, base_dir)
     for k, v in got.items():
         stack.settings.setdefault(k, v)
     stack.notes.extend(n for n in notes if n not in stack.notes)

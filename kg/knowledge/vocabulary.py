@@ -92,7 +92,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "enable_return_routed_experts": ("boolean", "vLLM returns the routed expert ids per token"),
     "max_num_partial_prefills": ("integer", "vLLM concurrent partial prefills"),
     "async_scheduling": ("boolean", "vLLM asynchronous scheduling on"),
-    # read by the runtime-failure rules (rules/runtime_failures_*.yaml) and kg.inputs.support_ns
+    # read by the runtime-failure rules (rules/runtime_failures_*.yaml) and kg.analyses.supportfacts
     "max_lora_rank": ("integer", "largest LoRA rank the engine preallocates for (vLLM --max-lora-rank)"),
     "lora_adapter_rank": ("integer", "largest rank r of the LoRA adapters served (adapter_config.json r)"),
     # read from each adapter's adapter_config.json (kg.inputs.lora_adapters) or given in a stack file
@@ -184,7 +184,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     # encoder-decoder models (Whisper; kg.derive.encoder_cache)
     "is_encoder_decoder", "num_cross_attention_layers", "num_encoder_layers", "encoder_ffn_dim", "max_source_positions",
     "mm_tokens_per_image",
-    # read by the runtime-failure rules (kg.inputs.support_ns)
+    # read by the runtime-failure rules (kg.analyses.supportfacts)
     "architecture", "attn_logit_softcapping",
     # properties
     "attention", "is_moe",

@@ -138,7 +138,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                 ("KV tokens, all DP engines", "kv_tokens_all_dp_engines"),
                 ("max concurrency, all DP engines", "max_concurrency_all_dp_engines")]
         hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
-        if dv.get("kv_cache_dtype_checkpoint"):  # vLLM's 'auto' follows the checkpoint's KV format (kg.derive.kv_dtype)
+        if dv.get("kv_cache_dtype_checkpoint"):  # vLLM's 'auto' follows the checkpoint's KV format (kg.engines.vllm.kv_dtype)
             out.append(one_line(f"  {'KV-cache dtype':<42} {dv.get('kv_cache_dtype')} (auto: checkpoint"
                                 f" {dv['kv_cache_dtype_checkpoint']}; {dv.get('kv_cache_dtype_source')})"))
         for label, key in rows:

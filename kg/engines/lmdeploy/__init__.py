@@ -12,6 +12,8 @@ from kg.engines.base import Engine
 class LMDeploy(Engine):
     name = "lmdeploy"
     title = "LMDeploy"
+    decode_context_parallel = False
+    keeps_null_block = False
 
 
 ENGINE = LMDeploy()

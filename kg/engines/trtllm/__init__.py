@@ -2,7 +2,7 @@
 
 Data: ``catalog/engines/trtllm.yaml`` (click options of ``trtllm-serve serve`` and the LLM-API keys optkg models).
 Modules: ``launch`` (the command with its ``--extra_llm_api_options`` / ``--config`` YAML, and an LLM-API YAML
-read on its own).
+read on its own), ``budget`` (its cache as a fraction of the memory free after the profiling run).
 """
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from kg.engines.base import Engine, SpeedBackend
 
 class TensorRTLLM(Engine):
     name = "trtllm"
+    decode_context_parallel = False
+    keeps_null_block = False
     title = "TensorRT-LLM"
+    fraction_given_source = ("given (--kv_cache_free_gpu_memory_fraction / --free_gpu_memory_fraction / "
+                             "kv_cache_config.free_gpu_memory_fraction): a fraction of the memory free after loading")
+    fraction_table_source = ("trtllm default free_gpu_memory_fraction (catalog/engines/trtllm.yaml defaults: serve.py "
+                             "--kv_cache_free_gpu_memory_fraction default=0.9), a fraction of the memory free after loading")
 
+    # ---- launch
     def read_launch(self, launch: Any) -> Any:
         """The flags, then the LLM-API YAML the command names over them (kg.engines.trtllm.launch)."""
         from kg.engines.trtllm.launch import read_launch
@@ -25,6 +32,20 @@ class TensorRTLLM(Engine):
         from kg.engines.trtllm.launch import LLM_API_FILE
         return [LLM_API_FILE]
 
+    # ---- defaults and budget
+    def default_max_num_batched_tokens(self, hardware: dict[str, Any]) -> int:
+        """``BuildConfig.max_num_tokens``: 8,192."""
+        return 8192
+
+    def weight_share_bytes(self, total_memory_bytes: float, fraction: float) -> float:
+        """The whole device: its fraction is of the memory left after loading (kg.engines.trtllm.budget)."""
+        return float(total_memory_bytes)
+
+    def budget(self, inp: Any) -> Any:
+        from kg.engines.trtllm.budget import budget
+        return budget(inp)
+
+    # ---- speed
     def speed_backend(self, stack: Any) -> SpeedBackend:
         """aiconfigurator-core's ``trtllm`` backend (sdk/backends/factory.py at 0.12.0); ``release``: the stack's
         TensorRT-LLM release, which kg.speed maps to the nearest release the estimator's database has."""

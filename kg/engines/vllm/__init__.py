@@ -3,10 +3,16 @@
 Data: ``catalog/engines/vllm.yaml`` (flags, programs, defaults; each entry cites ``vllm/engine/arg_utils.py``),
 ``catalog/engines/releases/vllm.yaml`` (releases and per-release defaults), ``catalog/engines/options/vllm.yaml``,
 ``catalog/engines/values/vllm-quantization.yaml``, ``catalog/engines/checks/vllm-*.yaml`` and
-``catalog/support/vllm-*.yaml``. Modules: ``launch`` (``--config FILE`` expansion).
+``catalog/support/vllm-*.yaml``.
+
+Modules, in the order of the data flow: ``launch`` (``--config FILE``), ``runner`` (the V1 / V2 model runner per
+release), ``kv_dtype`` (what ``--kv-cache-dtype auto`` stores for a checkpoint), ``budget`` (the profile run's
+budget lines), ``kv_plan`` (the per-layer KV plan, blocks per request, the null block), ``v0`` (V0's whole-block
+capacity), ``logs`` and ``reconcile`` (startup logs).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from kg.engines.base import Engine, SpeedBackend
@@ -15,12 +21,156 @@ from kg.engines.base import Engine, SpeedBackend
 class VLLM(Engine):
     name = "vllm"
     title = "vLLM"
+    flags_need_release_evidence = True
+    preallocates_kv_memory = True  # diagnose: a stack of it is a serving workload
+    log_priority = 0  # before SGLang's reader: its lines skip SGLang's "KV Cache is allocated" (kg.engines.vllm.logs)
+    finished_counter_counts_aborts = True  # vllm:request_success_total counts every finished_reason, abort included
 
+    # ---- launch
     def launch_words(self, launch: Any) -> list[str]:
         """The arguments with a ``--config FILE`` expanded after the positional model (kg.engines.vllm.launch)."""
         from kg.engines.vllm.launch import expand_config
         return expand_config(list(launch.args), launch)
 
+    # ---- releases and defaults
+    def release_facts(self, stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
+        """``max_model_len_effective`` (given, else the model's derived context vLLM runs with) and
+        ``vllm_model_runner_v2``, the GPU model runner the release picks (kg.engines.vllm.runner)."""
+        from kg.engines.vllm.runner import model_uses_v2_runner
+        out: dict[str, Any] = {}
+        m = stack.model
+        mml = ns.get("max_model_len") or (m.derived_max_model_len if m is not None else None)
+        if mml:
+            out["max_model_len_effective"] = int(mml)
+        v2, _ = model_uses_v2_runner(m, stack.engine_version, ns.get("speculative_method"), int(ns.get("pp_size") or 1))
+        if v2 is not None:
+            out["vllm_model_runner_v2"] = v2
+        return out
+
+    def context_limit(self, model: Any) -> int | None:
+        """vLLM's derived max_model_len (RoPE scaling applied as vLLM does), else max_position_embeddings."""
+        limit = model.derived_max_model_len
+        return model.max_position_embeddings if limit is None else limit
+
+    # ---- budget
+    def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
+        """``--kv-cache-memory-bytes``: vLLM reserves exactly this, skipping the profile and gpu_memory_utilization
+        (0.33.0 gpu_worker.py:656-675)."""
+        if ns.get("kv_cache_memory_bytes") is None:
+            return None
+        return float(ns["kv_cache_memory_bytes"]), "given (--kv-cache-memory-bytes)"
+
+    def block_count_budget(self, ns: dict[str, Any], plan: Any) -> tuple[float, str] | None:
+        """``--num-gpu-blocks-override``: the block count replaces the budget's (0.33.0
+        v1/core/kv_cache_planning.py:240-247, 681-682)."""
+        if ns.get("num_gpu_blocks_override") is None:
+            return None
+        n = int(ns["num_gpu_blocks_override"])
+        return float(n * plan.bytes_per_block), (f"given (--num-gpu-blocks-override {n:,} blocks x "
+                                                 f"{plan.bytes_per_block:,} B per block)")
+
+    # ---- KV
+    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None) -> dict[str, str] | None:
+        from kg.engines.vllm.kv_dtype import vllm_auto_kv_cache_dtype
+        return vllm_auto_kv_cache_dtype(model, version, kv_cache_dtype)
+
+    def apply_auto_kv_cache_dtype(self, model: Any, version: str | None, ns: dict[str, Any],
+                                  derived: dict[str, Any]) -> None:
+        from kg.engines.vllm.kv_dtype import apply_vllm_auto_kv_cache_dtype
+        apply_vllm_auto_kv_cache_dtype(model, version, ns, derived)
+
+    def model_limits(self, stack: Any, ns: dict[str, Any], model: Any, max_num_batched_tokens: int) -> dict[str, Any]:
+        """The encoder-item facts of rules/capacity.yaml encoder-item-exceeds-batched-tokens
+        (kg.derive.encoder_cache.encoder_item_facts)."""
+        from kg.derive.encoder_cache import encoder_item_facts
+        return encoder_item_facts(model, max_num_batched_tokens)
+
+    def capacity_totals(self, derived: dict[str, Any], cap: Any, ctx: Any) -> None:
+        """``-dp N``: N engine cores, each with its own KV cache and its own requests
+        (``kv_tokens_all_dp_engines``, ``max_concurrency_all_dp_engines``)."""
+        dp = ctx.dp_size
+        if dp > 1:
+            derived["kv_tokens_all_dp_engines"] = derived["kv_tokens_total"] * dp
+            if cap.max_concurrency is not None:
+                derived["max_concurrency_all_dp_engines"] = round(derived["max_concurrency"] * dp, 2)
+
+    def finish_capacity(self, derived: dict[str, Any], ctx: Any) -> None:
+        """V0 counts whole blocks (kg.engines.vllm.v0)."""
+        if self.uses_v0(ctx.stack.engine_version, ctx.ns):
+            from kg.engines.vllm.v0 import apply_v0_blocks
+            apply_v0_blocks(derived, ctx.ns, ctx.block_size, ctx.stack.engine_version)
+
+    # ---- facts
+    def uses_v0(self, version: str | None, ns: dict[str, Any]) -> bool:
+        """``VLLM_USE_V1=0``, or a release below 0.8.0 (kg.engines.vllm.v0)."""
+        from kg.engines.vllm.v0 import uses_v0
+        return uses_v0(version, ns.get("vllm_use_v1"))
+
+    def engine_facts(self, stack: Any, ns: dict[str, Any], out: dict[str, Any]) -> None:
+        """V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221);
+        ``all2all_backend`` defaults to allgather_reducescatter (EngineArgs.all2all_backend)."""
+        m = stack.model
+        if (not out.get("engine_uses_v0") and ns.get("attention_backend") is None and stack.engine_version
+                and m is not None and not m.is_mla):
+            from packaging.version import InvalidVersion, Version
+            with contextlib.suppress(InvalidVersion):  # an unparsable version was refused when the stack was read
+                if Version(stack.engine_version) < Version("0.8.0"):
+                    out["attention_backend"] = "FLASH_ATTN"
+        if ns.get("all2all_backend") is None:
+            out["all2all_backend"] = "allgather_reducescatter"
+
+    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None) -> str:
+        """With ``--dtype auto``, vLLM 0.9.0+ falls back to float16 below compute capability 8.0 when the checkpoint
+        is bfloat16 (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep it."""
+        from kg.core.relcmp import older_than
+        if (not explicit and dtype == "bfloat16" and compute_capability is not None and compute_capability < 8.0
+                and not older_than(version, "0.9.0")):
+            return "float16"
+        return dtype
+
+    def quantization_facts(self, explicit: str | None, version: str | None) -> dict[str, Any]:
+        """``quantization_known_to_release`` (and the release's list): vLLM's ModelConfig refuses any name the
+        release does not have ("Unknown quantization method"; catalog/engines/values/vllm-quantization.yaml)."""
+        if not explicit:
+            return {"quantization_known_to_release": True}  # no --quantization: no name for the release to refuse
+        from kg.inputs.quantmethods import methods_at
+        known = methods_at(self.name, version)
+        if known is None:
+            return {}
+        return {"quantization_known_to_release": explicit in known[0],
+                "quantization_methods_of_release": ", ".join(sorted(known[0])), "quantization_methods_release": known[1]}
+
+    def default_attention_backend(self, ns: dict[str, Any]) -> str | None:
+        """V0 on an NVIDIA GPU below compute capability 8.0: XFORMERS (FlashAttention-2 needs Ampere: vLLM 0.6.5
+        vllm/attention/selector.py:216-220)."""
+        if not ns.get("engine_uses_v0"):
+            return None
+        cc = ns.get("gpu_compute_capability")
+        if isinstance(cc, (int, float)) and str(ns.get("gpu_vendor") or "nvidia").lower() == "nvidia" and cc < 8.0:
+            return "XFORMERS"
+        return None
+
+    # ---- logs
+    def read_log(self, lines: list[str], path: str) -> Any:
+        from kg.engines.vllm.logs import parse
+        return parse(lines, path)
+
+    def reconcile_log(self, log: Any, parts: dict[str, Any] | None, stack: Any, rec: Any) -> None:
+        from kg.engines.vllm.reconcile import reconcile_v0, reconcile_v1
+        if log.generation == "v0":
+            reconcile_v0(log, parts, rec)
+        else:
+            reconcile_v1(log, parts, stack, rec)
+
+    def logged_kv_tokens(self, log: Any, block_size: int) -> tuple[float, str, bool] | None:
+        """V0's ``# GPU blocks`` x block_size; else V1's "GPU KV cache size", which vLLM multiplies by the DCP size."""
+        blocks = log.values.get("num_gpu_blocks")
+        if blocks is not None:
+            return blocks.value * block_size, f"{int(blocks.value):,} blocks (line {blocks.line})", False
+        got = super().logged_kv_tokens(log, block_size)
+        return None if got is None else (got[0], got[1], True)
+
+    # ---- speed
     def speed_backend(self, stack: Any) -> SpeedBackend:
         """aiconfigurator-core's ``vllm`` backend (sdk/backends/factory.py at 0.12.0); ``release``: the stack's
         vLLM release, which kg.speed maps to the nearest release the estimator's database has."""

@@ -1,4 +1,5 @@
-"""The parsed form of a startup log: ``StartupLog`` of ``LoggedValue``s (bytes, tokens or ratios)."""
+"""The parsed form of a startup log: ``StartupLog`` of ``LoggedValue``s (bytes, tokens or ratios), and what every
+engine's log reader (kg.engines.<engine>.logs) shares: the number pattern and the model-name reader."""
 from __future__ import annotations
 
 import re
@@ -48,10 +49,10 @@ class LoggedValue:
 
 @dataclass
 class StartupLog:
-    """What a startup log says about memory (keys: see ``vllm.KEYS`` / ``sglang.KEYS``)."""
+    """What a startup log says about memory (keys: each engine's log reader's module doc)."""
 
     path: str
-    engine: str                    # vllm | sglang
+    engine: str                    # the engine that printed it (kg.engines.<engine>.logs read it)
     generation: str                # vllm: "v0" or "v1"; sglang: "sglang"
     values: dict[str, LoggedValue] = field(default_factory=dict)
     # the model the engine loaded when the log names it (vLLM "with config: model='...'" / non-default args
@@ -66,3 +67,10 @@ class StartupLog:
         return asdict(self)
 
 
+def logged_model(raw: str, line: int, patterns: list[re.Pattern[str]]) -> LoggedValue | None:
+    """The model a log line names (``LoggedValue`` whose ``text`` is the name, ``value`` 0), or None."""
+    for rx in patterns:
+        m = rx.search(raw)
+        if m:
+            return LoggedValue(0.0, line, m.group(1)[:300])
+    return None

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_number
-
+from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_model, logged_number
 
 # (regex, [(key, group, scale)]); scale GIB turns GiB into bytes, 1 keeps the number
 PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
@@ -85,12 +84,3 @@ def parse(lines: list[str], path: str) -> StartupLog | None:
     if not sizing & set(values):
         return None
     return StartupLog(path, "vllm", "v0" if v0 else "v1", values, model)
-
-
-def logged_model(raw: str, line: int, patterns) -> LoggedValue | None:
-    """The model a log line names (``LoggedValue`` whose ``text`` is the name, ``value`` 0), or None."""
-    for rx in patterns:
-        m = rx.search(raw)
-        if m:
-            return LoggedValue(0.0, line, m.group(1)[:300])
-    return None

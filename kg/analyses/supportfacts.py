@@ -14,11 +14,12 @@ Facts added (each only when its inputs are known):
 - ``model_uses_sparse_attention``: config.json has ``index_topk`` (DeepSeek sparse attention; vLLM's ``use_sparse``);
 - ``attention_backend_set``: the stack names an attention backend; ``block_size_set``: it names a KV block size
   (without them vLLM picks a backend, and a block size, its validation accepts: the facts the refusal rules need);
-- ``attention_backend_effective``: the ``attention_backend`` setting upper-cased, else on the vLLM V0 engine
-  with an NVIDIA GPU of compute capability < 8.0 ``XFORMERS`` (FlashAttention-2 needs Ampere:
-  vLLM 0.6.5 ``vllm/attention/selector.py:216-220``), else absent (the default is not modelled);
+- ``attention_backend_effective``: the ``attention_backend`` setting upper-cased, else the engine's
+  ``default_attention_backend`` when it knows one (vLLM V0 with an NVIDIA GPU of compute capability < 8.0:
+  ``XFORMERS``), else absent (the default is not modelled);
 - ``cascade_attention_enabled``: not ``disable_cascade_attn`` (the setting, else the release's default);
-- ``sglang_enable_spec_v2`` (SGLang): the setting, else the release's default (catalog/support/sglang-spec-v2.yaml);
+- the engine's ``support_facts`` (SGLang ``sglang_enable_spec_v2``: the setting, else the release's default,
+  catalog/support/sglang-spec-v2.yaml);
 - ``softcap_handling``: for a soft-capping model on a known backend, ``applied``, ``refused`` or
   ``ignored`` per the release's entry in catalog/support/vllm-softcap-backends.yaml.
 """
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.knowledge.support import support_facts
+from kg.engines import of
 from kg.inputs.stack import Stack
+from kg.knowledge.support import support_facts
 
 
 def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
@@ -43,10 +45,8 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out["block_size_set"] = "block_size" in stack.settings
     if backend:
         out["attention_backend_effective"] = str(backend).upper()
-    elif stack.engine == "vllm" and ns.get("engine_uses_v0"):
-        cc = ns.get("gpu_compute_capability")
-        if isinstance(cc, (int, float)) and str(ns.get("gpu_vendor") or "nvidia").lower() == "nvidia" and cc < 8.0:
-            out["attention_backend_effective"] = "XFORMERS"
+    elif (default := of(stack).default_attention_backend(ns)) is not None:
+        out["attention_backend_effective"] = default
     be = out.get("attention_backend_effective")
     if be and out.get("has_softcapping"):
         for key, verdict in (("softcap_backends", "applied"), ("softcap_refusing_backends", "refused"),
@@ -56,12 +56,7 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     if "default_disable_cascade_attn" in out:
         off = ns.get("disable_cascade_attn")
         out["cascade_attention_enabled"] = not (off if off is not None else out["default_disable_cascade_attn"])
-    if stack.engine == "sglang" and "spec_v2_default" in out:
-        # SGLANG_ENABLE_SPEC_V2 (catalog/support/sglang-spec-v2.yaml): the setting, else the release's default;
-        # from 0.5.14 the v2 worker is the only one
-        given = ns.get("sglang_enable_spec_v2")
-        out["sglang_enable_spec_v2"] = True if out.get("spec_v2_always") else (
-            bool(given) if given is not None else bool(out["spec_v2_default"]))
+    of(stack).support_facts(out, ns)  # the engine's effective values of its support data (SGLang spec v2)
     allowed = out.get("allowed_max_lora_ranks")
     rank = ns.get("max_lora_rank")
     if rank is None:

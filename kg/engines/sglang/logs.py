@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 
-from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_number
-from kg.inputs.logs.vllm import logged_model
+from kg.inputs.logs.model import GIB, NUM, LoggedValue, StartupLog, logged_model, logged_number
 
 PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(rf"KV Cache is allocated\..*?#tokens: {NUM}"), [("kv_cache_tokens", 1, 1)]),

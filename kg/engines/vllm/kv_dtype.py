@@ -48,12 +48,11 @@ def _checkpoint_kv_algo(qc: dict[str, Any]) -> tuple[str | None, str]:
     return None, ""
 
 
-def vllm_auto_kv_cache_dtype(model: Any, engine: str | None, version: str | None,
-                             kv_cache_dtype: str | None) -> dict[str, str] | None:
+def vllm_auto_kv_cache_dtype(model: Any, version: str | None, kv_cache_dtype: str | None) -> dict[str, str] | None:
     """``{"dtype", "checkpoint", "source"}`` when vLLM ``version`` turns ``kv_cache_dtype`` 'auto' (or unset) into the
-    checkpoint's KV format for ``model`` (a ModelFacts), else None (another engine, a dtype given, a release before
-    the resolution, a method other than ModelOpt, or a value vLLM does not map)."""
-    if engine != "vllm" or str(kv_cache_dtype or "auto").lower() != "auto" or model is None:
+    checkpoint's KV format for ``model`` (a ModelFacts), else None (a dtype given, a release before the resolution,
+    a method other than ModelOpt, or a value vLLM does not map)."""
+    if str(kv_cache_dtype or "auto").lower() != "auto" or model is None:
         return None
     qc = getattr(model, "quantization_config", None) or {}
     method = str(qc.get("quant_method") or getattr(model, "quant_method", None) or "")
@@ -75,11 +74,10 @@ def vllm_auto_kv_cache_dtype(model: Any, engine: str | None, version: str | None
     return None
 
 
-def apply_vllm_auto_kv_cache_dtype(model: Any, engine: str | None, version: str | None, ns: dict[str, Any],
-                                   derived: dict[str, Any]) -> None:
+def apply_vllm_auto_kv_cache_dtype(model: Any, version: str | None, ns: dict[str, Any], derived: dict[str, Any]) -> None:
     """Set ``ns["kv_cache_dtype"]`` to what vLLM stores for 'auto' (``vllm_auto_kv_cache_dtype``) and record
     ``kv_cache_dtype_checkpoint`` / ``kv_cache_dtype_source`` in ``derived``; nothing when it does not apply."""
-    got = vllm_auto_kv_cache_dtype(model, engine, version, ns.get("kv_cache_dtype"))
+    got = vllm_auto_kv_cache_dtype(model, version, ns.get("kv_cache_dtype"))
     if got:
         ns["kv_cache_dtype"] = got["dtype"]
         derived.update(kv_cache_dtype_checkpoint=got["checkpoint"], kv_cache_dtype_source=got["source"])

@@ -33,7 +33,7 @@ Blocks one request of ``max_model_len`` reserves (``max_memory_usage_bytes``):
   hybrids) else 1, plus one per speculative token (``:1135-1141``).
 ``max_in_flight_tokens = batches_in_flight x max_num_batched_tokens``; async scheduling (default on)
 keeps PP + 1 batches in flight on the V2 model runner (the default from 0.29.0, per model before:
-kg.inputs.vllm_runner), on V1 2 at PP 1 and PP batches otherwise (``config/vllm.py:588-599``).
+kg.engines.vllm.runner), on V1 2 at PP 1 and PP batches otherwise (``config/vllm.py:588-599``).
 
 Grouping (``v1/core/kv_cache_planning.py:1113-1200``, ``:416-556``): identical specs form one group
 of all layers; MLA plus indexer form one group whose page is the sum of both pages; otherwise the
@@ -88,12 +88,10 @@ def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str =
     return MNBT_SMALL
 
 
-def null_block_bytes(engine: str | None, engine_version: str | None, bytes_per_block: float) -> float:
+def null_block_bytes(engine_version: str | None, bytes_per_block: float) -> float:
     """Bytes vLLM holds back from its one-request startup check and its max-model-len estimate: one pool block,
     the null block ``BlockPool`` keeps (vLLM 0.33.0 ``v1/core/kv_cache_planning.py:170-176, 1533-1541``; from
-    0.29.0, ``v1/core/kv_cache_utils.py:975``). 0 for other engines and older releases (None: the latest)."""
-    if (engine or "vllm") != "vllm":
-        return 0.0
+    0.29.0, ``v1/core/kv_cache_utils.py:975``). 0 for older releases (None: the latest)."""
     if engine_version:
         from packaging.version import InvalidVersion, Version
         try:
@@ -131,7 +129,7 @@ def batches_in_flight(pp_size: int = 1, async_scheduling: bool = True, engine_ve
                       v2_runner: bool = False) -> int:
     """Batches whose tokens a sliding-window / chunked layer reserves: ``VllmConfig.max_concurrent_batches``
     (vLLM 0.33.0 ``config/vllm.py:588-599``) from 0.26.0: with async scheduling ``pp_size + 1`` on the V2 model
-    runner (kg.inputs.vllm_runner says which runner a release picks), 2 at PP 1 on V1, else ``pp_size`` (V1 turns
+    runner (kg.engines.vllm.runner says which runner a release picks), 2 at PP 1 on V1, else ``pp_size`` (V1 turns
     async scheduling off under PP, ``:1651-1666``); 1 before 0.26.0 (the specs read ``max_num_batched_tokens``
     itself, vllm 0.25.0 ``v1/kv_cache_interface.py:495, 561``)."""
     if not _at_least(engine_version, IN_FLIGHT_SINCE):
@@ -318,7 +316,7 @@ class KVPlan:
     refused: str | None = None       # why vLLM refuses to start with this configuration
     dcp_size: int = 1
     engine_version: str | None = None  # the vLLM release planned for (None: the latest optkg knows)
-    model_runner: str = "V1"         # the GPU model runner vLLM picks (V1 / V2; kg.inputs.vllm_runner)
+    model_runner: str = "V1"         # the GPU model runner vLLM picks (V1 / V2; kg.engines.vllm.runner)
     model_runner_reason: str = ""
 
     def window_bounded(self) -> bool:
@@ -443,7 +441,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` as given, None: the release default) and
     ``speculative_method`` and ``kv_connector``. ``engine_version`` also sets the batches in flight (``batches_in_flight``),
     with the model runner the release picks for the model (``model_runner_v2`` None; True / False:
-    ``VLLM_USE_V2_MODEL_RUNNER`` given; kg.inputs.vllm_runner).
+    ``VLLM_USE_V2_MODEL_RUNNER`` given; kg.engines.vllm.runner).
 
     ``gpu_compute_capability`` (default: Hopper, 9.0) picks the GDN prefill kernel: FlashInfer on
     SM90 (and SM10/12 with ``head_k_dim`` 128) exports prefill checkpoints in align mode, which aligns
@@ -466,7 +464,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         raise OptkgError(f"{model.name}: no max_model_len given and the config has no length key")
     mnbt = max_num_batched_tokens or (encoder_decoder_batched_tokens(MNBT_H100, int(mml), 1024)
                                       if model.is_encoder_decoder else MNBT_H100)
-    from kg.inputs.vllm_runner import model_uses_v2_runner
+    from kg.engines.vllm.runner import model_uses_v2_runner
     v2, runner_why = model_uses_v2_runner(model, engine_version, speculative_method, pp_size, model_runner_v2)
     nb = batches_in_flight(pp_size, async_scheduling, engine_version, bool(v2))
     in_flight = nb * mnbt
@@ -608,3 +606,30 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   bytes_per_block, total_bpr, notes, decision.reason if model.attention_chunk_size or (
                       not decision.on and model.sliding_window) else "",
                   decision.refused, dcp_size, engine_version, "V2" if v2 else "V1", runner_why)
+
+
+def stack_plan(stack: Any, ns: dict[str, Any], m: ModelFacts, tp: int, pp: int, dcp: int, kvdt: str, mml: int,
+               max_num_batched_tokens: int, draft_layers: int = 0) -> KVPlan | None:
+    """vLLM V1's KV plan for a stack (``plan_kv_cache`` with the stack's settings and ``max_num_batched_tokens``,
+    given or ``vllm serve``'s default for the GPU); None when the plan cannot be made (e.g. a DCP size the
+    sliding-window layers refuse)."""
+    from kg.derive.kv import compute_capability
+    hw = stack.hardware or {}
+    spec_tokens = int(ns.get("num_speculative_tokens") or 0)
+    try:
+        return plan_kv_cache(
+            m, tp, pp, dcp, kvdt, mml, int(ns["block_size"]) if ns.get("block_size") else None,
+            int(max_num_batched_tokens),
+            async_scheduling=ns.get("async_scheduling") is not False,
+            hybrid_allocator=None if ns.get("disable_hybrid_kv_cache_manager") is None
+            else not ns["disable_hybrid_kv_cache_manager"], engine_version=stack.engine_version,
+            chunked_hybrid_env=ns.get("chunked_local_attn_hybrid_kv_cache"),
+            speculative_method=ns.get("speculative_method"),
+            kv_connector=(str(ns.get("kv_connector") or "") if "kv-cache-connector" in stack.techniques else None),
+            disable_sliding_window=bool(ns.get("disable_sliding_window")),
+            enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
+            else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
+            gpu_compute_capability=compute_capability(hw) if hw else None, extra_full_layers=draft_layers,
+            mamba_cache_dtype=ns.get("mamba_cache_dtype"), mamba_ssm_cache_dtype=ns.get("mamba_ssm_cache_dtype"))
+    except OptkgError:
+        return None

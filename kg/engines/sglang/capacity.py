@@ -1,4 +1,4 @@
-"""SGLang's KV capacity for check: its pools (kg.derive.sglang_pools) in place of vLLM's per-token layout."""
+"""SGLang's KV capacity for check: its pools (kg.engines.sglang.pools) in place of vLLM's per-token layout."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,12 +7,12 @@ from kg.core.errors import OptkgError
 
 
 def sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
-    """SGLang's pools (kg.derive.sglang_pools): a hybrid sliding-window model gets a full pool of
+    """SGLang's pools (kg.engines.sglang.pools): a hybrid sliding-window model gets a full pool of
     ``budget // (full layers' bytes + ratio x sliding layers' bytes)`` tokens and an SWA pool of ratio x that;
     the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
     from dataclasses import replace
 
-    from kg.derive.sglang_pools import sglang_pools
+    from kg.engines.sglang.pools import sglang_pools
     try:
         pools = sglang_pools(m, attn_tp, budget, int(ns.get("block_size") or 1), kvdt, ns.get("swa_full_tokens_ratio"),
                              bool(ns.get("disable_hybrid_swa_memory")), **sglang_mamba_args(m, attn_tp, ns))
@@ -43,10 +43,23 @@ def sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float
 
 
 def sglang_mamba_args(m, attn_tp: int, ns: dict[str, Any]) -> dict[str, Any]:
-    """The Mamba-pool settings of an SGLang stack for kg.derive.sglang_pools (defaults where not given)."""
+    """The Mamba-pool settings of an SGLang stack for kg.engines.sglang.pools (defaults where not given)."""
     return {"max_mamba_cache_size": ns.get("max_mamba_cache_size"), "mamba_full_memory_ratio": ns.get("mamba_full_memory_ratio"),
             "mamba_ssm_dtype": ns.get("mamba_ssm_cache_dtype"), "mamba_radix_cache_strategy": ns.get("mamba_radix_cache_strategy"),
             "radix_cache": "prefix-caching" in (ns.get("techniques") or []),
             "overlap_schedule": not ns.get("disable_overlap_schedule"), "max_running_requests": ns.get("max_num_seqs"),
             "context_len": ns.get("max_model_len") or m.sglang_context_length,
             "attn_dp_size": max(1, int(ns.get("tp_size") or 1) // max(1, attn_tp))}
+
+
+def sglang_pool_report(model, tp: int, kv_budget_gib: float, kv_cache_dtype: str = "auto",
+                       mamba_ssm_dtype: str | None = None, context_len: int | None = None) -> dict[str, Any]:
+    """SGLang 0.5.23's pools on one rank from ``kv_budget_gib`` of KV memory (kg.engines.sglang.pools): the token
+    pool and, for hybrid models, the SWA pool or the Mamba / GDN state pool with its running-request cap.
+    ``context_len``: ``--context-length`` (default: the model's). Raises OptkgError for a pool SGLang refuses."""
+    from dataclasses import asdict
+
+    from kg.engines.sglang.pools import sglang_pools
+    p = sglang_pools(model, tp, kv_budget_gib * 2**30, 1, kv_cache_dtype, mamba_ssm_dtype=mamba_ssm_dtype,
+                     context_len=context_len or model.sglang_context_length)
+    return asdict(p)

@@ -20,10 +20,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 
-def uses_v0(engine: str | None, version: str | None, vllm_use_v1: Any) -> bool:
-    """True for vLLM with ``VLLM_USE_V1=0``, or a release below 0.8.0 (V1 became the default there)."""
-    if (engine or "") != "vllm":
-        return False
+def uses_v0(version: str | None, vllm_use_v1: Any) -> bool:
+    """True with ``VLLM_USE_V1=0``, or a release below 0.8.0 (V1 became the default there)."""
     if vllm_use_v1 is not None:
         return int(vllm_use_v1) == 0
     if version:

@@ -1,0 +1,161 @@
+"""vLLM's KV-cache memory per GPU: the budget lines of its profile run (kg.derive.budget for the shared terms).
+
+vLLM V1 (``determine_available_memory``, vLLM 0.33.0 ``v1/worker/gpu_worker.py:641-757``):
+
+    requested    = ceil(total_memory x gpu_memory_utilization)          (v1/worker/utils.py:716-726)
+    available_kv = requested - weights - activation peak - CUDA graphs - non-torch
+
+``non_kv_cache_memory`` is what the instance consumed after profiling (weights + non-torch +
+persistent buffers) plus the torch peak above it (``utils/mem_utils.py:312-321``); the CUDA-graph
+estimate is subtracted by default (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, ``envs.py:2219-2221``).
+``gpu_memory_utilization`` defaults per release come from the effective configuration's release table
+(catalog/engines/releases/vllm.yaml: 0.92 from 0.20.0, 0.33.0 ``config/cache.py:215``; 0.9 before).
+
+The activation line is the larger of the forward peak (kg.derive.budget.forward_peak_bytes) and the sampler peak:
+the dummy batch has ``R = min(max_num_batched_tokens, max_num_seqs)`` requests (``gpu_model_runner.py:5545``), one
+logit row each (``:5861``) over the whole vocabulary (gathered across TP), and ``_dummy_sampler_run`` samples them
+with top-k and top-p on. Bytes per (request, vocabulary entry) live at the peak, by release
+(``sampler_bytes_per_logit``):
+* vLLM >= 0.18.0: the logits in the model dtype (kept by the caller) + their fp32 copy
+  (``v1/sample/sampler.py:158``) + the softmax probabilities (``topk_topp_sampler.py:309``) + the
+  exponential noise ``q`` (``:616``); top-k/top-p run in place in Triton (``topk_topp_triton.py:1618``):
+  ``dtype + 12`` bytes (14 for bf16). The second, seeded warm-up call (``gpu_model_runner.py:5923``)
+  takes this native path.
+* vLLM < 0.18.0: the PyTorch sort path (0.11.0 ``topk_topp_sampler.py:183-203``): model-dtype logits,
+  fp32 copy, sorted values (4), sort indices (int64, 8), sorted softmax (4, cumsum in place), the top-k
+  and top-p masks (1 + 1) and the scatter's output (4): ``dtype + 26`` bytes (28 for bf16).
+For a large vocabulary the sampler dominates: gpt-oss-120b at 1,024 requests x 201,088 tokens x 14 B is
+2.68 GiB, at 28 B 5.37 GiB, against 0.66 GiB for its 8,192-token forward.
+
+CUDA graphs: 0.25 GiB (vLLM V1 logs show 0.09-0.41 GiB: ``Estimated CUDA graph memory``), 0 with
+``enforce_eager``, and 0 before vLLM 0.20.0, where the estimate is not taken from the KV budget
+(``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` absent before 0.18.0, default 0 in 0.18.0 ``envs.py:1635-1636``,
+default 1 from 0.20.0 ``envs.py:1724-1725``; graphs are then captured from the memory outside the budget).
+A multimodal or encoder-decoder model gets an "encoder cache (profiled)" line (kg.derive.encoder_cache).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kg.derive.budget import (CUDA_GRAPH_BYTES, DATACENTER_GPU_BYTES, GIB, BudgetInputs, BudgetLine, ServingBudget,
+                              forward_peak_bytes, non_torch_bytes, serving_budget_of)
+from kg.inputs.modelcfg import ModelFacts
+
+
+def _before(engine_version: str | None, release: str) -> bool:
+    """Whether a vLLM ``engine_version`` is older than ``release`` (None or unreadable: the latest, not older)."""
+    from kg.core.relcmp import older_than
+    return older_than(engine_version, release)
+
+
+def sampler_bytes_per_logit(model: ModelFacts, engine_version: str | None = None) -> float:
+    """Bytes live per (request, vocabulary entry) at the peak of vLLM's dummy sampler run (module doc):
+    ``dtype + 12`` from vLLM 0.18.0 (Triton top-k/top-p), ``dtype + 26`` before (PyTorch sort path)."""
+    return float(model.dtype_bytes) + (26 if _before(engine_version, "0.18.0") else 12)
+
+
+def sampler_peak_bytes(model: ModelFacts, max_num_batched_tokens: int, max_num_seqs: int,
+                       engine_version: str | None = None) -> float:
+    """Peak of the dummy sampler run, bytes per GPU: ``min(max_num_batched_tokens, max_num_seqs)`` requests x
+    ``vocab_size`` x ``sampler_bytes_per_logit`` (vLLM 0.33.0 ``gpu_model_runner.py:5545, 5861``)."""
+    rows = min(int(max_num_batched_tokens), int(max_num_seqs))
+    return rows * float(model.vocab_size or 0) * sampler_bytes_per_logit(model, engine_version)
+
+
+def activation_peak_bytes(model: ModelFacts, tp_size: int, max_num_batched_tokens: int, max_num_seqs: int,
+                          moe_tp_size: int | None = None, engine_version: str | None = None) -> float:
+    """Estimated peak of the profile run above the weights, bytes per GPU: the larger of the forward peak
+    and the sampler peak (module doc; ``engine_version`` None = the latest known vLLM)."""
+    return max(forward_peak_bytes(model, tp_size, max_num_batched_tokens, moe_tp_size),
+               sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version))
+
+
+def budget(inp: BudgetInputs) -> ServingBudget:
+    """vLLM's budget lines for one GPU (module doc): requested - weights - draft - activation peak - encoder
+    cache - CUDA graphs - non-torch. Never negative. ``inp.engine_version``: the vLLM release (None: the latest
+    known), which decides the sampler's bytes and whether CUDA graphs count."""
+    model, total_memory_bytes = inp.model, inp.total_memory_bytes
+    max_num_batched_tokens, max_num_seqs, engine_version = inp.max_num_batched_tokens, inp.max_num_seqs, inp.engine_version
+    encoder_bytes, encoder_basis, encoder_notes = 0.0, "", []
+    from kg.core.errors import OptkgError
+    from kg.derive.encoder_cache import stack_encoder_budget
+    try:
+        enc, encoder_notes = stack_encoder_budget(
+            model, int(max_num_batched_tokens), int(inp.max_model_len or model.vllm_default_max_model_len
+                                                    or max_num_batched_tokens), int(max_num_seqs),
+            inp.limit_mm_per_prompt, inp.language_model_only)
+    except OptkgError as e:  # vLLM refuses to start (an item over max_num_batched_tokens)
+        enc, encoder_notes = None, [str(e)]
+    if enc is not None and enc.profiled_bytes:
+        encoder_bytes = float(enc.profiled_bytes)
+        encoder_basis = (f"{enc.items_profiled} {enc.modality} item(s) x {enc.tokens_per_item:,} tokens x hidden "
+                         f"{model.hidden_size:,} x {model.dtype_bytes} B (encoder budget "
+                         f"{min(enc.compute_budget, enc.cache_size):,} tokens)")
+    lines = []
+    requested = math.ceil(total_memory_bytes * inp.gpu_memory_utilization)
+    lines.append(BudgetLine("requested", requested, f"ceil(total {total_memory_bytes / GIB:.2f} GiB x "
+                            f"gpu_memory_utilization {inp.gpu_memory_utilization:g})",
+                            f"vllm v1/worker/utils.py:716-726; {inp.utilization_source}"))
+    lines.append(BudgetLine("weights", inp.weight_bytes_per_gpu, "estimated weights per GPU", inp.weights_source))
+    if inp.draft_weight_bytes:
+        lines.append(BudgetLine("draft weights", inp.draft_weight_bytes, "speculative-decoding draft per GPU",
+                                "kg.derive.drafts"))
+    fwd = forward_peak_bytes(model, inp.tp_size, max_num_batched_tokens, inp.moe_tp_size)
+    smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version)
+    act = max(fwd, smp)
+    rows = min(int(max_num_batched_tokens), int(max_num_seqs))
+    per = sampler_bytes_per_logit(model, engine_version)
+    if smp >= fwd:
+        basis = (f"sampler: {rows:,} requests x vocab {model.vocab_size or 0:,} x {per:g} B "
+                 f"(above the {max_num_batched_tokens:,}-token forward's {fwd / GIB:.2f} GiB)")
+        src = ("vllm 0.33.0 v1/worker/gpu_model_runner.py:5545,5861,5923; v1/sample/sampler.py:158; "
+               "topk_topp_sampler.py:309,616" if per == model.dtype_bytes + 12 else
+               "vllm 0.11.0 v1/sample/sampler.py:86; v1/sample/ops/topk_topp_sampler.py:183-203")
+    else:
+        basis = (f"forward of max_num_batched_tokens {max_num_batched_tokens:,} tokens (above the sampler's "
+                 f"{rows:,} requests: {smp / GIB:.2f} GiB)")
+        src = "kg.derive.budget (calibrated: vLLM issue 10517); vllm 0.33.0 gpu_model_runner.py:6072-6145"
+    lines.append(BudgetLine("activation peak", act, basis, src, 0.15 * act + 0.25 * GIB))
+    if encoder_bytes:
+        # the profile run keeps the dummy encoder outputs alive through the forward and sampler runs; the
+        # encoder tower's own peak is not modelled: the error bar is the line itself
+        lines.append(BudgetLine("encoder cache (profiled)", encoder_bytes, encoder_basis,
+                                "vllm 0.33.0 v1/worker/gpu_model_runner.py:6072-6145; "
+                                "v1/core/encoder_cache_manager.py:333-380", encoder_bytes))
+    if inp.enforce_eager:
+        graphs, gbasis = 0.0, "enforce_eager: none"
+    elif _before(engine_version, "0.20.0"):
+        graphs, gbasis = 0.0, (f"vllm {engine_version}: not taken from the KV budget (the estimate is "
+                               "subtracted by default from 0.20.0)")
+    else:
+        graphs, gbasis = CUDA_GRAPH_BYTES, "estimate (logged 0.09-0.41 GiB in public vLLM V1 logs)"
+    lines.append(BudgetLine("CUDA graphs", graphs, gbasis,
+                            "vllm v1/worker/gpu_worker.py:753-757; envs.py:2219-2221 (0.33.0), envs.py:1635 (0.18.0)",
+                            0.25 * GIB if graphs else 0.0))
+    nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, inp.tp_size)
+    lines.append(BudgetLine("non-torch", nt, nt_basis,
+                            "vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
+                            else "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)", nt_err))
+    return serving_budget_of(inp, lines, [], encoder_notes, engine=inp.engine or "vllm")
+
+
+def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int = 1, pp_size: int = 1,
+                       gpu_memory_utilization: float | None = None, engine_version: str | None = None) -> ServingBudget:
+    """The vLLM budget of ``vllm serve MODEL -tp N -pp M`` on ``hardware`` (a catalog/hardware entry) with the
+    engine's defaults, as ``check`` derives it for that stack: visible memory (kg.derive.kv.gpu_memory_bytes) x
+    the release's gpu_memory_utilization - weights (kg.derive.weights) - activation peak at ``vllm serve``'s
+    max_num_batched_tokens / max_num_seqs for the GPU - CUDA graphs - non-torch. ``optkg kv --gpu`` and ``fit``
+    use it. Raises OptkgError when the entry has no memory."""
+    from kg.core.errors import OptkgError
+    from kg.derive.budget import resolve_utilization
+    from kg.derive.kv import gpu_memory_bytes, weight_bytes_per_gpu
+    from kg.engines.vllm.kv_plan import default_max_num_batched_tokens
+    total = gpu_memory_bytes(hardware)
+    if not total or total <= 0:
+        raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
+    util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization)
+    mem = hardware.get("memory_gib")
+    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""))
+    return budget(BudgetInputs("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,
+                               tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version))
