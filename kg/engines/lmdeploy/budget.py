@@ -1,0 +1,80 @@
+"""LMDeploy's KV-cache memory per GPU: ``--cache-max-entry-count`` is a fraction of the memory *free after the weights
+are loaded*, not of the total (``cache_max_entry_count: the percentage of gpu memory occupied by the k/v cache ...
+For lmdeploy versions greater than v0.2.1, it defaults to 0.8, signifying the percentage of FREE GPU memory to be
+reserved for the k/v cache``, lmdeploy 0.18.0 ``lmdeploy/messages.py:305-312``; ``--cache-max-entry-count`` "The
+percentage of free gpu memory occupied by the k/v cache, excluding weights", ``lmdeploy/cli/utils.py:526-531``).
+
+Both backends measure the free memory once the model is built (``ExecutorBase.init`` builds the model, then
+``update_configs``: 0.18.0 ``lmdeploy/pytorch/engine/executor/base.py:428-433``; TurboMind's ``CreateEngine`` reads
+``cudaMemGetInfo`` after the weights are loaded and takes ``free x cache_max_block_count``, public repository
+``src/turbomind/turbomind.cc`` ``TurboMind::Impl::CreateEngine``, release not pinned: the C++ source is not in the
+wheel):
+
+    TurboMind:  kv = fraction x (total - weights - non-torch)
+    PyTorch:    kv = fraction x (total - weights - non-torch - runtime reserve)
+
+The PyTorch engine first takes a runtime reserve for the logits of a prefill step, ``(max_prefill_token_num +
+2 x max_batches) x vocab_size x 2`` bytes, halving ``max_prefill_token_num`` until at least 16 blocks remain
+(``base.py:219-238``; the fraction applies to what is left, ``:401``; its state caches for Mamba-style layers are not
+modelled here). Activations and CUDA graphs come out of the remaining ``1 - fraction``, so the weights must fit the
+device, not ``fraction x total``. ``non-torch`` (CUDA context, NCCL) is optkg's estimate calibrated on vLLM logs
+(kg.derive.budget.non_torch_bytes). Which backend runs: ``--backend pytorch``, else TurboMind for the architectures
+it supports (catalog/engines/lmdeploy.yaml ``turbomind_architectures``), else PyTorch.
+
+Before the fix this budget was vLLM's (``ceil(total x fraction) - weights - activation - graphs - non-torch``):
+Llama-3.1-70B TP 4 on an H100 was 27,189,344,994 B against LMDeploy's 37,120,496,369 B (26.8 % low).
+"""
+from __future__ import annotations
+
+from kg.derive.budget import GIB, BudgetInputs, BudgetLine, ServingBudget, non_torch_bytes, serving_budget_of
+
+SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:305-312, lmdeploy/cli/utils.py:526-531 (a fraction of the free memory, "
+          "excluding weights)")
+PYTORCH_SOURCE = "lmdeploy 0.18.0 lmdeploy/pytorch/engine/executor/base.py:219-238, 401, 409-433"
+TURBOMIND_SOURCE = ("lmdeploy src/turbomind/turbomind.cc TurboMind::Impl::CreateEngine: free x cache_max_block_count "
+                    "(public repository; release not pinned)")
+MIN_BLOCKS = 16  # base.py:235-237: the runtime reserve shrinks until this many blocks remain
+
+
+def runtime_reserve_bytes(free: float, fraction: float, max_prefill_token_num: int, max_batches: int,
+                          vocab_size: int, bytes_per_block: float | None) -> tuple[float, int]:
+    """(the PyTorch engine's runtime reserve in bytes, the max_prefill_token_num it settles on): ``(tokens + 2 x
+    max_batches) x vocab x 2``, halving ``tokens`` while fewer than 16 blocks would remain (``base.py:219-238``)."""
+    tokens = int(max_prefill_token_num)
+    reserve = 0
+    while tokens > 0:
+        reserve = int((tokens + max_batches * 2) * vocab_size * 2)
+        if not bytes_per_block or int((free - reserve) * fraction) // bytes_per_block >= MIN_BLOCKS:
+            break
+        tokens //= 2
+    return float(reserve), tokens
+
+
+def budget(inp: BudgetInputs, backend: str, bytes_per_block: float | None = None) -> ServingBudget:
+    """LMDeploy's budget lines for one GPU on ``backend`` ('turbomind' or 'pytorch'; module doc): the device, what is
+    in use once the model is built, and the (1 - fraction) share of the rest it leaves to activations and graphs,
+    so that ``lines[0] - sum(rest)`` is the cache."""
+    total, fraction = inp.total_memory_bytes, inp.gpu_memory_utilization
+    lines = [BudgetLine("device memory", total, f"total {total / GIB:.2f} GiB (torch.cuda.mem_get_info total)", SOURCE)]
+    lines.append(BudgetLine("weights", inp.weight_bytes_per_gpu, "estimated weights per GPU", inp.weights_source))
+    if inp.draft_weight_bytes:
+        lines.append(BudgetLine("draft weights", inp.draft_weight_bytes, "speculative-decoding draft per GPU",
+                                "kg.derive.drafts"))
+    nt, nt_err, nt_basis = non_torch_bytes(total, inp.tp_size)
+    lines.append(BudgetLine("non-torch", nt, nt_basis, "vLLM logs (PR 10511, issue 10517): LMDeploy's not calibrated",
+                            nt_err))
+    notes = [f"LMDeploy applies --cache-max-entry-count {fraction:g} to the memory free after the weights are loaded "
+             f"({backend}), not to the device total as vLLM's gpu_memory_utilization"]
+    if backend == "pytorch":
+        free = total - sum(x.bytes for x in lines[1:])
+        reserve, tokens = runtime_reserve_bytes(free, fraction, inp.max_num_batched_tokens, inp.max_num_seqs,
+                                                int(inp.model.vocab_size or 0), bytes_per_block)
+        lines.append(BudgetLine("runtime reserve", reserve, f"(max_prefill_token_num {tokens:,} + 2 x max_batches "
+                                f"{inp.max_num_seqs:,}) x vocab {inp.model.vocab_size or 0:,} x 2 B", PYTORCH_SOURCE))
+        if tokens != inp.max_num_batched_tokens:
+            notes.append(f"LMDeploy lowers max_prefill_token_num to {tokens:,} to keep {MIN_BLOCKS} KV blocks")
+    free = max(0.0, total - sum(x.bytes for x in lines[1:]))
+    lines.append(BudgetLine("held back", (1 - fraction) * free,
+                            f"(1 - cache_max_entry_count {fraction:g}) x {free / GIB:.2f} GiB free after loading: "
+                            "activations and CUDA graphs", PYTORCH_SOURCE if backend == "pytorch" else TURBOMIND_SOURCE))
+    return serving_budget_of(inp, lines, notes)
