@@ -9,11 +9,11 @@ Every failure is an ``OptkgError`` naming the file and line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.core.yamlfast import SHALLOW, fast_parse
 
 
 class YamlFloat(float):
@@ -121,24 +121,56 @@ MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
 MAX_NODES = 200_000  # nodes after alias expansion
 
 
-@dataclass
 class YamlDoc:
-    """Loaded YAML: ``data`` (plain Python objects) and ``lines`` (path tuple -> (line, column))."""
+    """Loaded YAML: ``data`` (plain Python objects), ``lines`` (path tuple -> (line, column), 1-based) and
+    ``duplicate_keys`` (keys repeated in one mapping, YAML keeps the last: (key path, line, column, line
+    of the first)).
 
-    path: str
-    data: Any
-    lines: dict[tuple, tuple[int, int]] = field(default_factory=dict)
-    # keys repeated in one mapping (YAML keeps the last): (key path, line, column, line of the first), 1-based
-    duplicate_keys: list[tuple[tuple, int, int, int]] = field(default_factory=list)
+    A document read by the fast path (``kg.core.yamlfast``) knows the lines of its shallow fields only;
+    ``lines`` (and ``where`` of a deeper field) composes the kept text once for the full map, the same
+    map the exact path builds. Only documents with a problem to report usually need it.
+    """
+
+    __slots__ = ("path", "data", "_lines", "duplicate_keys", "_text", "_shallow")
+
+    def __init__(self, path: str, data: Any, lines: dict[tuple, tuple[int, int]] | None = None,
+                 duplicate_keys: list[tuple[tuple, int, int, int]] | None = None, *, text: str | None = None,
+                 shallow: dict[tuple, tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self.data = data
+        self._lines = lines if lines is not None or text is not None else {}
+        self.duplicate_keys = duplicate_keys if duplicate_keys is not None else []
+        self._text = text  # for the full line map of a fast-path document, until it is built
+        self._shallow = shallow or {}
+
+    @property
+    def lines(self) -> dict[tuple, tuple[int, int]]:
+        if self._lines is None:
+            self._lines = _exact_lines(self._text or "")
+            self._text = None
+        return self._lines
+
+    @lines.setter
+    def lines(self, value: dict[tuple, tuple[int, int]]) -> None:
+        self._lines, self._text = value, None
+
+    def renamed(self, path: str, data: Any) -> "YamlDoc":
+        """The same document under another name with other (e.g. copied) data; lines still lazy."""
+        doc = YamlDoc(path, data, self._lines, self.duplicate_keys, text=self._text, shallow=self._shallow)
+        return doc
 
     def where(self, path: tuple) -> tuple[int, int]:
         """Line and column of the deepest known prefix of ``path`` (1, 1 when unknown)."""
         p = tuple(path)
+        lines = self.lines if self._lines is not None or len(p) > SHALLOW else self._shallow
         while p:
-            if p in self.lines:
-                return self.lines[p]
+            if p in lines:
+                return lines[p]
             p = p[:-1]
-        return self.lines.get((), (1, 1))
+        return lines.get((), (1, 1))
+
+    def __repr__(self) -> str:
+        return f"YamlDoc({self.path!r}, {self.data!r})"
 
 
 def check_input_file(path: Path | str, what: str = "") -> os.stat_result:
@@ -253,8 +285,24 @@ def _line_map(node: yaml.Node, duplicates: list | None = None) -> dict[tuple, tu
     return out
 
 
+def _exact_lines(text: str) -> dict[tuple, tuple[int, int]]:
+    """The exact path's line map of a document the fast path already read (so it composes)."""
+    loader = _loader_class()(text)
+    try:
+        node = loader.get_single_node()
+    finally:
+        loader.dispose()
+    return _line_map(node) if node is not None else {}
+
+
 def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
-    """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``."""
+    """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``.
+
+    Most documents take the fast path (``kg.core.yamlfast``: same data, lines on demand); the rest, and
+    every error, the exact path below."""
+    fast = fast_parse(text, MAX_NODES, _loader_class())
+    if fast is not None:
+        return YamlDoc(name, fast[0], None, [], text=text, shallow=fast[1])
     import yaml
 
     loader = _loader_class()(text)

@@ -287,7 +287,7 @@ def _load_rule_yaml(f: Path) -> YamlDoc:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[key] = doc
-    return YamlDoc(str(f), copy.deepcopy(doc.data), doc.lines, doc.duplicate_keys)
+    return doc.renamed(str(f), copy.deepcopy(doc.data))  # the line map stays lazy (built for a problem only)
 
 
 def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None = None) -> tuple[RuleSet, list[Problem]]:

@@ -96,26 +96,26 @@ def _cross_checks(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc
                 continue
             tgt = c.get("target")
             if isinstance(tgt, str):
-                line, col = doc.where(("couplings", i, "target"))
                 rid = resolve(tgt)
+                at = ("couplings", i, "target")  # doc.where(at) only for a problem: a deep field's line costs a parse
                 if rid == tid:
-                    out.append(problem(doc.path, line, col, f"couplings[{i}].target", "a technique cannot couple with itself",
+                    out.append(problem(doc.path, *doc.where(at), f"couplings[{i}].target", "a technique cannot couple with itself",
                                        "self-coupling", found=tgt,
                                        hint="couple with the other technique, or with a property (property: <id>) the effect goes through"))
                 elif rid is None:
                     near = _near(tgt, list(techniques) + sorted(alias_owner))
-                    out.append(problem(doc.path, line, col, f"couplings[{i}].target", f"coupling target '{tgt}' does not exist",
+                    out.append(problem(doc.path, *doc.where(at), f"couplings[{i}].target", f"coupling target '{tgt}' does not exist",
                                        "dangling-target", found=tgt, expected="an existing technique id or alias",
                                        hint=("did you mean " + " or ".join(repr(n) for n in near) + "?") if near else
                                        "add the technique first (optkg new <id>), or fix the id"))
                 else:
                     if rid != tgt:
-                        out.append(problem(doc.path, line, col, f"couplings[{i}].target",
+                        out.append(problem(doc.path, *doc.where(at), f"couplings[{i}].target",
                                            f"'{tgt}' is an old id or alias of '{rid}'; it still resolves", "alias-reference",
                                            found=tgt, expected=rid, hint=f"write target: {rid}"))
                     if techniques[rid].get("status") == "deprecated" and rid != tid:
                         succ = techniques[rid].get("replaced_by")
-                        out.append(problem(doc.path, line, col, f"couplings[{i}].target", f"'{rid}' is deprecated",
+                        out.append(problem(doc.path, *doc.where(at), f"couplings[{i}].target", f"'{rid}' is deprecated",
                                            "deprecated-target", found=tgt, expected=succ or "",
                                            hint=f"couple with its replacement '{succ}'" if succ else "couple with its replacement"))
             prop = c.get("property")
@@ -215,12 +215,12 @@ def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, Y
                 continue
             text = c["condition"]
             where = f"couplings[{i}].condition"
-            line, col = doc.where(("couplings", i, "condition"))
             if not isinstance(text, str):
                 continue  # the schema reports the type
             try:
                 compile_expr(text, ("has",))
             except ExprError as e:
+                line, col = doc.where(("couplings", i, "condition"))
                 out.append(problem(doc.path, line, col, where, f"condition {text!r} does not parse: {e}",
                                    "coupling-condition", found=text,
                                    expected="an expression such as: tp_size > 1 and kv_cache_dtype == 'fp8'",
@@ -237,6 +237,7 @@ def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, Y
                                      if _typo_distance(name, k) <= 2]
                 near = typo_of[name]
                 if near:
+                    line, col = doc.where(("couplings", i, "condition"))
                     out.append(problem(doc.path, line, col, where, f"unknown fact '{name}' (did you mean '{near[0]}'?)",
                                        "coupling-unknown-fact", found=name, expected=near[0],
                                        hint=f"write {near[0]}"))
