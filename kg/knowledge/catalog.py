@@ -24,6 +24,7 @@ from typing import Any
 
 from kg.core import paths
 from kg.core.errors import OptkgError, Problem
+from kg.core.parallel import map_chunks, paused_gc
 from kg.core.yamlio import YamlDoc, load_yaml
 from kg.knowledge.axes import Axes, load_axes
 from kg.knowledge.checks import problem
@@ -152,6 +153,36 @@ def _load_properties(path: Path, problems: list[Problem]) -> dict[str, dict[str,
     return out
 
 
+PARALLEL_FROM = 2000  # technique files; below this, starting a worker process costs more than it saves
+
+
+def _read_techniques(context: tuple[Any, Any], chunk: list[Path]) -> list[tuple[YamlDoc | None, list[Problem]]]:
+    """Each technique file of ``chunk`` read and checked on its own: (its document, or None when it is
+    not a YAML mapping; its problems: YAML, duplicate keys, schema, placeholders). Runs in worker
+    processes for a large catalog (``kg.core.parallel.map_chunks``)."""
+    validator, fast = context
+    out: list[tuple[YamlDoc | None, list[Problem]]] = []
+    for f in chunk:
+        try:
+            doc = load_yaml(f)
+        except OptkgError as e:
+            out.append((None, [_yaml_problem(str(f), str(e))]))
+            continue
+        found = _duplicate_key_problems(doc)
+        if not isinstance(doc.data, dict):
+            found.append(problem(str(f), 1, 1, "", "a technique file must be a YAML mapping (id: ..., name: ..., ...)",
+                                 "schema-type", found=_type_word(doc.data), expected="a mapping",
+                                 hint="start from `optkg new <id>`"))
+            out.append((None, found))
+            continue
+        sp = [] if fast(doc.data) else _schema_problems(doc, validator)
+        found.extend(sp)
+        flagged = {p.path for p in sp}
+        found.extend(p for p in _placeholders(doc) if p.path not in flagged)
+        out.append((doc, found))
+    return out
+
+
 def _file_digest(files: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(f"optkg-catalog-{CACHE_VERSION}".encode())
@@ -219,22 +250,13 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
     docs: dict[str, YamlDoc] = {}
     techniques: dict[str, dict[str, Any]] = {}
     files: dict[str, str] = {}
-    for f in tech_files:
-        try:
-            doc = load_yaml(f)
-        except OptkgError as e:
-            problems.append(_yaml_problem(str(f), str(e)))
+    with paused_gc():  # ~240 containers per entry, no cycles: see kg.core.parallel
+        read = [r for chunk in map_chunks(_read_techniques, (validator, fast), tech_files, min_items=PARALLEL_FROM)
+                for r in chunk]
+    for f, (doc, found) in zip(tech_files, read):
+        problems.extend(found)
+        if doc is None:
             continue
-        problems.extend(_duplicate_key_problems(doc))
-        if not isinstance(doc.data, dict):
-            problems.append(problem(str(f), 1, 1, "", "a technique file must be a YAML mapping (id: ..., name: ..., ...)",
-                                    "schema-type", found=_type_word(doc.data), expected="a mapping",
-                                    hint="start from `optkg new <id>`"))
-            continue
-        sp = [] if fast(doc.data) else _schema_problems(doc, validator)
-        problems.extend(sp)
-        flagged = {p.path for p in sp}
-        problems.extend(p for p in _placeholders(doc) if p.path not in flagged)
         tid = doc.data.get("id")
         if not isinstance(tid, str):
             continue
