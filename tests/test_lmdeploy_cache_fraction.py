@@ -71,3 +71,34 @@ def test_a_model_turbomind_does_not_run_gets_the_pytorch_engine():
     assert code in (0, 1), err
     lines = {x["name"]: x["bytes"] for x in json.loads(out)["derived"]["kv_budget_breakdown"]}
     assert lines["runtime reserve"] == 5_242_880_000
+
+
+def test_turbomind_reads_one_or_more_as_a_block_count():
+    # lmdeploy 0.10.0 messages.py:267 / 0.18.0 :429 assert only cache_max_entry_count > 0 for TurboMind, and
+    # BlockManager.cc:34-39 (InternLM/lmdeploy@0bb835a) keeps block_count blocks when it is not below 1:
+    # 2,000 blocks x 5,242,880 B (64 tokens x 81,920 B) = 10,485,760,000 B, exactly: the count is what is asked for
+    d = _derived(L70 + " --cache-max-entry-count 2000")
+    assert (d["kv_budget_bytes_per_gpu"], d["kv_budget_error_bytes"]) == (10_485_760_000, 0)
+    # 2,000 x 64 = 128,000 tokens; 2,000 / (131,072 / 64 = 2,048 blocks per request) = 0.98 requests
+    assert (d["kv_num_blocks"], d["kv_tokens_per_gpu"], d["max_concurrency"]) == (2_000, 128_000, 0.98)
+    assert d["kv_budget_utilization_source"].startswith("given (--cache-max-entry-count): 2,000 KV blocks")
+    held = d["kv_budget_breakdown"][-1]
+    # 46,400,620,462.08 B free after loading - 10,485,760,000 B of cache
+    assert (held["name"], round(held["bytes"])) == ("held back", 35_914_860_462)
+
+
+def test_one_or_more_is_refused_where_the_release_or_the_engine_refuses_it():
+    # the flag table accepts it (argparse type=float, lmdeploy 0.18.0 cli/utils.py:529-533): the refusal is the
+    # release's and the engine's, each a rule: both engines before 0.10.0 (0.9.2 messages.py:263, :374), the PyTorch
+    # engine always (0.18.0 :608)
+    for cmd, version, rule in ((L70 + " --cache-max-entry-count 2000", "0.9.2",
+                                "lmdeploy-cache-max-entry-count-not-below-one"),
+                               (L70 + " --backend pytorch --cache-max-entry-count 2000", "0.18.0",
+                                "lmdeploy-pytorch-cache-max-entry-count-not-below-one")):
+        code, out, err = run_cli("check", "--cmd", cmd, "--engine-version", version, "--gpu", "H100-SXM", "--count",
+                                 "4", "--format", "json")
+        assert code == 1, err
+        assert rule in {f["rule_id"] for f in json.loads(out)["findings"]}
+    code, out, err = run_cli("check", "--cmd", L70 + " --cache-max-entry-count 2000", "--engine-version", "0.18.0",
+                             "--gpu", "H100-SXM", "--count", "4", "--format", "json")
+    assert code == 0, err

@@ -2,9 +2,9 @@
 
 Data: ``catalog/engines/lmdeploy.yaml`` (lmdeploy 0.18.0 ``lmdeploy/cli/serve.py`` and ``lmdeploy/cli/utils.py``):
 flags and defaults; ``--quant-policy`` 0/4/8/16/17 (or none/int4/int8/fp8/fp8_e5m2) becomes the stack's
-``kv_cache_dtype``; ``turbomind_architectures`` says which backend runs a model. Its commands are read by the flag
-table alone (the protocol's default ``read_launch``). Modules: ``budget`` (``--cache-max-entry-count`` as a fraction
-of the memory free after the weights are loaded, per backend).
+``kv_cache_dtype``; catalog/support/lmdeploy-turbomind-archs.yaml says which backend runs a model. Its commands are
+read by the flag table alone (the protocol's default ``read_launch``). Modules: ``budget`` (``--cache-max-entry-count``
+as a fraction of the memory free after the weights are loaded, per backend, or TurboMind's block count).
 """
 from __future__ import annotations
 
@@ -27,16 +27,27 @@ class LMDeploy(Engine):
     fraction_table_source = ("lmdeploy default cache_max_entry_count 0.8 (lmdeploy 0.18.0 lmdeploy/messages.py:398), "
                              "a fraction of the memory free after the weights are loaded")
 
+    def memory_fraction(self, stack: Any, ns: dict[str, Any]) -> tuple[float, str]:
+        """The protocol's fraction and source; on TurboMind a value of 1 or more is a KV block count
+        (kg.engines.lmdeploy.budget), said so in the source."""
+        fraction, source = super().memory_fraction(stack, ns)
+        if fraction >= 1 and self.backend(stack, ns) == "turbomind":
+            source = (f"given (--cache-max-entry-count): {int(fraction):,} KV blocks (TurboMind reads 1 or more as a "
+                      "block count from lmdeploy 0.10.0, lmdeploy/messages.py:267)")
+        return fraction, source
+
     def backend(self, stack: Any, ns: dict[str, Any]) -> str | None:
-        """``--backend pytorch``, else TurboMind when it supports the model's architecture, else the PyTorch engine
-        (lmdeploy 0.18.0 lmdeploy/cli/serve.py:233-240, lmdeploy/archs.py:31-42)."""
-        given = str(ns.get("lmdeploy_backend") or "").lower()
-        if given == "pytorch":
+        """``--backend pytorch``, else TurboMind when the release's TurboMind supports the model's architecture
+        (catalog/support/lmdeploy-turbomind-archs.yaml; a release between the ones read: the newest read), else the
+        PyTorch engine (lmdeploy 0.18.0 lmdeploy/cli/serve.py:233-240, lmdeploy/archs.py:31-42)."""
+        if str(ns.get("lmdeploy_backend") or "").lower() == "pytorch":
             return "pytorch"
-        from kg.inputs.stack import _engine_tables
-        archs = set(((_engine_tables().get(self.name) or {}).get("turbomind_architectures") or {}).get("names") or [])
-        m = stack.model
-        return "turbomind" if m is not None and m.architecture in archs else "pytorch"
+        from kg.knowledge.support import support_facts
+        arch = {"architecture": stack.model.architecture if stack.model is not None else None}
+        supported = support_facts(self.name, stack.engine_version, arch).get("turbomind_supports_arch")
+        if supported is None:
+            supported = support_facts(self.name, None, arch).get("turbomind_supports_arch")
+        return "turbomind" if supported else "pytorch"
 
     def default_max_num_batched_tokens(self, hardware: dict[str, Any]) -> int:
         """``max_prefill_token_num`` 8,192 (lmdeploy 0.18.0 lmdeploy/messages.py:411, :562)."""

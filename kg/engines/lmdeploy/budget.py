@@ -19,12 +19,22 @@ The PyTorch engine first takes a runtime reserve for the logits of a prefill ste
 modelled here). Activations and CUDA graphs come out of the remaining ``1 - fraction``, so the weights must fit the
 device, not ``fraction x total``. ``non-torch`` (CUDA context, NCCL) is optkg's estimate calibrated on vLLM logs
 (kg.derive.budget.non_torch_bytes). Which backend runs: ``--backend pytorch``, else TurboMind for the architectures
-it supports (catalog/engines/lmdeploy.yaml ``turbomind_architectures``), else PyTorch.
+the release's TurboMind supports (catalog/support/lmdeploy-turbomind-archs.yaml), else PyTorch.
+
+From lmdeploy 0.10.0 TurboMind also takes a value of 1 or more, as a number of KV blocks
+(``TurbomindEngineConfig.__post_init__`` asserts only ``cache_max_entry_count > 0``: 0.10.0
+``lmdeploy/messages.py:267``, 0.18.0 ``:429``; 0.9.2 ``:263`` asserted ``0 < x < 1``). ``BlockManager::BlockManager``
+takes ``block_count`` blocks when it is not below 1, else ``free x ratio / block_size`` (InternLM/lmdeploy@0bb835a
+``src/turbomind/models/llama/BlockManager.cc:34-39, :101-105``; public repository, release not pinned): the cache is
+then ``floor(count) x bytes per block``, whatever is free. The PyTorch engine still asserts ``0 < x < 1`` (0.18.0
+``:608``): rule lmdeploy-pytorch-cache-max-entry-count-not-below-one reports it.
 
 Before the fix this budget was vLLM's (``ceil(total x fraction) - weights - activation - graphs - non-torch``):
 Llama-3.1-70B TP 4 on an H100 was 27,189,344,994 B against LMDeploy's 37,120,496,369 B (26.8 % low).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kg.derive.budget import GIB, BudgetInputs, BudgetLine, ServingBudget, non_torch_bytes, serving_budget_of
 
@@ -33,6 +43,9 @@ SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:305-312, lmdeploy/cli/utils.py:5
 PYTORCH_SOURCE = "lmdeploy 0.18.0 lmdeploy/pytorch/engine/executor/base.py:219-238, 401, 409-433"
 TURBOMIND_SOURCE = ("lmdeploy src/turbomind/turbomind.cc TurboMind::Impl::CreateEngine: free x cache_max_block_count "
                     "(public repository; release not pinned)")
+BLOCK_COUNT_SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:429 (TurboMind: cache_max_entry_count > 0); "
+                      "InternLM/lmdeploy@0bb835a src/turbomind/models/llama/BlockManager.cc:34-39 (1 or more: a block "
+                      "count; public repository, release not pinned)")
 MIN_BLOCKS = 16  # base.py:235-237: the runtime reserve shrinks until this many blocks remain
 
 
@@ -74,7 +87,30 @@ def budget(inp: BudgetInputs, backend: str, bytes_per_block: float | None = None
         if tokens != inp.max_num_batched_tokens:
             notes.append(f"LMDeploy lowers max_prefill_token_num to {tokens:,} to keep {MIN_BLOCKS} KV blocks")
     free = max(0.0, total - sum(x.bytes for x in lines[1:]))
+    if backend == "turbomind" and fraction >= 1:
+        return _block_count_budget(inp, lines, free, bytes_per_block)
     lines.append(BudgetLine("held back", (1 - fraction) * free,
                             f"(1 - cache_max_entry_count {fraction:g}) x {free / GIB:.2f} GiB free after loading: "
                             "activations and CUDA graphs", PYTORCH_SOURCE if backend == "pytorch" else TURBOMIND_SOURCE))
     return serving_budget_of(inp, lines, notes)
+
+
+def _block_count_budget(inp: BudgetInputs, lines: list[BudgetLine], free: float,
+                        bytes_per_block: float | None) -> ServingBudget:
+    """TurboMind with ``--cache-max-entry-count`` of 1 or more (lmdeploy >= 0.10.0): ``floor(count)`` blocks of the
+    stack's KV block (module doc); the rest of the free memory is left to activations. Without the block's size (an
+    unsized KV layout) nothing is subtracted beyond the weights and the budget is the free memory, with a note."""
+    count = int(inp.gpu_memory_utilization)
+    notes = [f"LMDeploy TurboMind reads --cache-max-entry-count {inp.gpu_memory_utilization:g} (1 or more) as "
+             f"{count:,} KV blocks, not as a share of the free memory"]
+    if not bytes_per_block:
+        notes.append("the KV block's size is not known: the budget is all the memory free after loading")
+        return serving_budget_of(inp, lines, notes)
+    kv = count * float(bytes_per_block)
+    if kv > free:
+        notes.append(f"{count:,} blocks x {bytes_per_block:,.0f} B = {kv / GIB:.2f} GiB is more than the "
+                     f"{free / GIB:.2f} GiB free after loading: TurboMind cannot allocate them (out of memory)")
+    lines.append(BudgetLine("held back", free - kv, f"{free / GIB:.2f} GiB free after loading - {count:,} blocks x "
+                            f"{bytes_per_block:,.0f} B: activations and CUDA graphs", BLOCK_COUNT_SOURCE))
+    # the cache is the count asked for, exactly: the estimates' error bars fall on what is left, not on the cache
+    return replace(serving_budget_of(inp, lines, notes), kv_bytes=kv, error_bytes=0.0)
