@@ -20,17 +20,22 @@ def rules():
     return load_ruleset("training")
 
 
+# distinct public reports per class (fire and no-fire); issue 28 asks for five. The issues corpus holds fewer for the
+# last two: every one found is in the fixtures (tests/fixtures/training_reports/class-*.yaml say so).
+REPORTS_PER_CLASS = {"trl-grpo-batch": 8, "deepspeed-pipeline-engine-zero": 6, "gqa-groups": 5, "autotp-zero3": 5,
+                     "moe-tp-without-sp": 4, "torchtitan-seq-len": 1}
+
+
 def test_every_report_cites_a_public_source_and_classes_with_five_hold_both_ways():
     assert len({c[1]["id"] for c in CASES}) == len(CASES)
     assert all(c[1]["source"].startswith("https://github.com/") for c in CASES)
     by_class: dict[str, list] = {}
     for cls, r, rule in CASES:
         by_class.setdefault(cls, []).append(r)
-    # the classes with at least five real reports that fire, and valid counterparts that do not
-    for cls in ("trl-grpo-batch", "deepspeed-pipeline-engine-zero"):
-        fires = [r for r in by_class[cls] if r["fires"]]
-        assert len({r["source"] for r in fires}) >= 4 and len(fires) >= 4, cls
-        assert any(not r["fires"] for r in by_class[cls]), cls
+    assert {cls: len({r["source"] for r in rs}) for cls, rs in by_class.items()} == REPORTS_PER_CLASS
+    # every class has reports that fire and valid counterparts that do not
+    for cls, rs in by_class.items():
+        assert any(r["fires"] for r in rs) and any(not r["fires"] for r in rs), cls
 
 
 @pytest.mark.parametrize("cls,report,rule", CASES, ids=[f"{c[0]}:{c[1]['id']}" for c in CASES])
