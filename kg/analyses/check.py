@@ -247,10 +247,16 @@ def run_fixture(data: dict[str, Any], catalog: Catalog, rules: RuleSet, base_dir
 
 def fixture_stack(data: dict[str, Any], catalog: Catalog, base_dir) -> Stack:
     """The stack of a check fixture's ``input``: a stack mapping, or ``{command, engine}`` (a launch command, e.g.
-    one with an option the release refuses)."""
-    if isinstance(data, dict) and set(data) == {"command", "engine"}:
+    one with an option the release refuses, or a value only the engine's flag accepts) with an optional
+    ``hardware: {gpu, count}``."""
+    if isinstance(data, dict) and {"command", "engine"} <= set(data) <= {"command", "engine", "hardware"}:
         from kg.engines.launch import parse_command
-        return parse_command(str(data["command"]), catalog, str(data["engine"]))
+        st = parse_command(str(data["command"]), catalog, str(data["engine"]))
+        hw = data.get("hardware")
+        if hw:
+            st.hardware = catalog.resolve_hardware(str(hw["gpu"]))
+            st.gpu_count = int(hw.get("count") or 1)
+        return st
     from kg.inputs.stack import stack_from_doc
     from kg.core.yamlio import YamlDoc
     return stack_from_doc(YamlDoc(str(base_dir), data, {}), catalog, base_dir)

@@ -36,6 +36,21 @@ class LMDeploy(Engine):
                       "block count from lmdeploy 0.10.0, lmdeploy/messages.py:267)")
         return fraction, source
 
+    def engine_facts(self, stack: Any, ns: dict[str, Any], out: dict[str, Any]) -> None:
+        """On TurboMind with ``--cache-max-entry-count`` of 1 or more (a block count, kg.engines.lmdeploy.budget):
+        ``turbomind_cache_blocks`` asked for and ``turbomind_cache_blocks_that_fit``, the blocks of the stack's KV
+        block size the memory free after loading holds (``held back`` + the cache, over the bytes of one block)."""
+        fraction = ns.get("gpu_memory_utilization")
+        budget = ns.get("kv_budget_bytes_per_gpu")
+        held = next((x["bytes"] for x in ns.get("kv_budget_breakdown") or [] if x["name"] == "held back"), None)
+        if fraction is None or float(fraction) < 1 or not budget or held is None:
+            return
+        if self.backend(stack, ns) != "turbomind":
+            return
+        count = int(fraction)
+        out["turbomind_cache_blocks"] = count
+        out["turbomind_cache_blocks_that_fit"] = int((held + budget) // (budget / count))
+
     def backend(self, stack: Any, ns: dict[str, Any]) -> str | None:
         """``--backend pytorch``, else TurboMind when the release's TurboMind supports the model's architecture
         (catalog/support/lmdeploy-turbomind-archs.yaml; a release between the ones read: the newest read), else the
