@@ -68,7 +68,12 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--max_completion_length": (V, "_max_completion"),
     "--packing": (T, "packing"),
     "--load_in_4bit": (T, "_4bit"),
+    "--load_in_8bit": (T, "_8bit"),
     "--bnb_4bit_quant_storage": (V, "quant_storage"),
+    # peft's examples/sft/train.py ModelArguments (huggingface/peft@1715e065 examples/sft/run_peft_qlora_fsdp.sh)
+    "--use_4bit_quantization": (T, "_4bit"),
+    "--use_8bit_quantization": (T, "_8bit"),
+    "--bnb_4bit_quant_storage_dtype": (V, "quant_storage"),
     "--lora_target_modules": (V, "_ignore"),
     # LLaMA-Factory (src/llamafactory/hparams: ModelArguments, DataArguments, FinetuningArguments)
     "--cutoff_len": (V, "seq_length"),
@@ -352,9 +357,9 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             state["model"] = str(val)
         elif target in ("_max_prompt", "_max_completion"):
             state[target] = int(val)
-        elif target == "_4bit":
+        elif target in ("_4bit", "_8bit"):
             if val:
-                job.set("weight_quantization", "bnb-4bit", w)
+                job.set("weight_quantization", f"bnb-{target[1:]}", w)
         elif target == "_quantization_bit":
             if str(val) in ("4", "8"):  # LLaMA-Factory: bitsandbytes unless quantization_method says otherwise
                 job.set("weight_quantization", f"bnb-{val}bit", w)
