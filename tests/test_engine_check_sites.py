@@ -76,6 +76,7 @@ def test_translation_maps_fields_through_the_flag_table_and_refuses_none_compari
 
 def test_committed_sites_files_count_what_they_list_and_their_rows_compile():
     from kg.engine.expr import compile_expr
+    from kg.frameworks.checkrows import FUNCTIONS
     files = {(d["engine"], d["release"]): d for d in all_sites()}
     assert site_counts(files[("vllm", "0.34.0")])["total"] == 480
     assert site_counts(files[("sglang", "0.5.23")])["total"] == 764
@@ -85,15 +86,19 @@ def test_committed_sites_files_count_what_they_list_and_their_rows_compile():
         assert len({s["id"] for s in d["sites"]}) == len(d["sites"])
         for s in d["sites"]:
             if s["class"] == "table":
-                compile_expr(s["expr"])
+                compile_expr(s["expr"], tuple(FUNCTIONS))
 
 
 def test_generated_rows_refuse_eplb_without_expert_parallelism_at_the_engines_line():
-    got = generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "techniques": []})
+    got = generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "tp_size": 2, "techniques": []})
     assert got["engine_check_refusal_count"] == 1
     r = got["engine_check_refusals"][0]
     assert (r["path"], r["line"]) == ("vllm/config/parallel.py", 608)
     assert r["message"] == "enable_expert_parallel must be True to use EPLB."
-    assert generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "enable_expert_parallel": True,
+    assert generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "enable_expert_parallel": True, "tp_size": 2,
                                                  "techniques": []})["engine_check_refusal_count"] == 0
+    # at TP 1, PCP 1, DP 1 vLLM also refuses EPLB for want of parallelism (config/parallel.py:617)
+    alone = generated_refusals("vllm", "0.34.0", {"enable_eplb": True, "enable_expert_parallel": True,
+                                                  "techniques": []})
+    assert [(r["path"], r["line"]) for r in alone["engine_check_refusals"]] == [("vllm/config/parallel.py", 617)]
     assert generated_refusals("vllm", "0.20.0", {"enable_eplb": True}) == {}  # not a scanned release

@@ -26,7 +26,9 @@ def test_vllm_docs_deployment_end_to_end(cli):
     st = d["stack"]
     assert st["engine"] == "vllm" and st["gpu_count"] == 1  # resources.limits["nvidia.com/gpu"]: "1"
     assert st["settings"]["max_num_batched_tokens"] == 1024  # --max_num_batched_tokens (underscore spelling)
-    assert "chunked-prefill" in st["techniques"] and "--trust-remote-code" in d["ignored_flags"]
+    assert "chunked-prefill" in st["techniques"] and d["ignored_flags"] == []
+    # --trust-remote-code is read by vLLM's generated startup checks (catalog/engines/options/vllm-inputs.yaml)
+    assert st["settings"]["trust_remote_code"] is True
     # 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token on the one GPU
     assert d["derived"]["kv_bytes_per_token_per_gpu"] == 131_072
     assert any("HUGGING_FACE_HUB_TOKEN comes from valueFrom" in n for n in d["notes"])

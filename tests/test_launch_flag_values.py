@@ -39,8 +39,10 @@ def test_launchers_and_environment(catalog):
 
 
 def test_value_less_flags_keep_the_model(catalog):
-    st = parse(catalog, "vllm serve --trust-remote-code meta-llama/Llama-3.1-8B")
-    assert st.model.name == "meta-llama/Meta-Llama-3.1-8B" and st.ignored == ["--trust-remote-code"]
+    st = parse(catalog, "vllm serve --disable-log-stats meta-llama/Llama-3.1-8B")  # accepted, not modelled
+    assert st.model.name == "meta-llama/Meta-Llama-3.1-8B" and st.ignored == ["--disable-log-stats"]
+    st = parse(catalog, "vllm serve --trust-remote-code meta-llama/Llama-3.1-8B")  # read by generated checks
+    assert st.model.name == "meta-llama/Meta-Llama-3.1-8B" and st.settings["trust_remote_code"] is True
     st = parse(catalog, "vllm serve --no-something meta-llama/Llama-3.1-8B")  # refused (no --something), value-less
     assert st.model.name == "meta-llama/Meta-Llama-3.1-8B" and [r["flag"] for r in st.refused] == ["--no-something"]
     st = parse(catalog, "python -m sglang.launch_server --trust-remote-code --model-path Qwen/Qwen3-32B --tp 2", "sglang")

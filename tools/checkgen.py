@@ -231,6 +231,8 @@ class Walker:
     """Walks entry functions over ``modules`` (see module doc); ``sites[(path, line)]`` -> the condition of each
     reaching (None when that reaching did not translate)."""
 
+    let_at = LET_AT  # a walker whose rows must stay self-contained sets MAX_TEXT (no lets)
+
     def __init__(self, modules: list[Module], enums: dict[str, Any] | None = None,
                  constants: dict[str, Any] | None = None):
         self.modules = {m.path: m for m in modules}
@@ -940,7 +942,7 @@ class Walker:
     def bind(self, text: str) -> Any:
         """A long value gets a name of its own (``_v<n>``, defined once in ``lets`` and evaluated before the rows),
         so that checks reading it stay short however many rewrites it went through."""
-        if len(text) <= LET_AT:
+        if len(text) <= self.let_at:
             return Expr(text)
         if len(text) > MAX_TEXT:
             return TAINT

@@ -369,7 +369,11 @@ def _site_text(site: Any, lines: list[str]) -> str:
     return "\n".join(lines[i - 1] for i in sorted(idx) if 0 < i <= len(lines))
 
 
-def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str, list[str]]) -> list[dict[str, Any]]:
+def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str, list[str]],
+                 generated: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per site: rule (evidence), the hand classification, a generated row of the engine's symbolic walk
+    (``generated``: {rows, never, why} by (path, line), tools/engine_check_sites.GENERATORS), else ``_auto``."""
+    generated = generated or {}
     from engine_check_sites import SCOPES
     package = SCOPES[engine][0]
     hand = _load(ROOT / "catalog" / "engines" / "checks" / "classify" / f"{engine}.yaml") or {}
@@ -403,8 +407,17 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
             row.update({k: v for k, v in h.items()})
         elif pat:
             row.update({k: v for k, v in pat.items() if k in ("class", "kind", "why", "by")})
+        elif (s.path, s.line) in (generated.get("rows") or {}) and (unknowable_kind(s) or ("",))[0] != "internal":
+            # a condition the walk translated reads only options, model and GPU facts: knowable before start (the
+            # word patterns of UNKNOWABLE guess from the text; an internal invariant stays one)
+            row.update({"class": "table", **generated["rows"][(s.path, s.line)]})
         if "class" not in row:
             row.update(_auto(s, lines, flat, sub, model, defaults, engine, release))
+            key = (s.path, s.line)
+            if row["class"] == "uncovered" and key in (generated.get("never") or {}):
+                row["why"] = generated["never"][key]
+            elif row["class"] == "uncovered" and key in (generated.get("why") or {}):
+                row["why"] = "not translated (walk of the startup code): " + generated["why"][key][:200]
         rows.append(row)
     return rows
 

@@ -52,6 +52,10 @@ SCOPES: dict[str, tuple[str, list[str]]] = {
     "lmdeploy": ("lmdeploy", ["lmdeploy/messages.py", "lmdeploy/cli/", "lmdeploy/api.py", "lmdeploy/archs.py"]),
 }
 WHEEL_DIRS = [Path("/work/wheels")]
+# engine -> module under tools/ whose ``generate_release(wheel)`` walks the engine's startup code symbolically
+# (tools/checkgen.py) and returns generated check rows by (path, line) (see classify_all); ``write_tables(release,
+# result)`` writes what else the rows need (the option -> fact table the launch reader uses)
+GENERATORS = {"vllm": "vllm_generated_checks"}
 MAX_TEXT = 240
 
 
@@ -375,7 +379,13 @@ def main(argv: list[str]) -> int:
     from engine_check_classify import classify_all, render  # noqa: E402 (tools/ sibling)
     wheel = a.wheel or find_wheel(a.engine, a.release)
     sites, sources = scan(a.engine, a.release, wheel)
-    rows = classify_all(a.engine, a.release, sites, sources)
+    generated = None
+    if a.engine in GENERATORS:
+        import importlib
+        gen = importlib.import_module(GENERATORS[a.engine])
+        generated = gen.generate_release(wheel)
+        gen.write_tables(a.release, generated)
+    rows = classify_all(a.engine, a.release, sites, sources, generated)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows))

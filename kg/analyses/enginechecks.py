@@ -206,31 +206,51 @@ def sites_release_for(engine: str | None, version: str | None, folder: Path | No
 
 
 def generated_refusals(engine: str | None, version: str | None, ns: dict[str, Any],
-                       folder: Path | None = None) -> dict[str, Any]:
+                       folder: Path | None = None, stack: Any = None) -> dict[str, Any]:
     """Evaluate every generated check row (class ``table``) of the stack's release against ``ns``.
 
-    A row's ``expr`` (kg.engine.expr) is true when the engine refuses. A boolean option the stack does not set but
-    whose technique it names (``set_by_technique``: ``enable_eplb`` <- expert-load-balancing-eplb) is true; a name the
-    stack does not carry takes the engine's own default recorded with the row (``defaults``); a row that still lacks
-    a name, or whose operands do
-    not compare (a string against a number), is not evaluable and only counted. Returns
-    ``{engine_check_release, engine_check_rows, engine_check_rows_evaluated, engine_check_refusal_count,
-    engine_check_refusals (list of {id, path, line, message, expr}), engine_check_refusals_text}``."""
+    A row's ``expr`` (kg.engine.expr; ``truthy`` / ``is_a`` as in kg.frameworks.checkrows, None as ``'__none__'``)
+    is true when the engine refuses. An input the row reads (a name in its ``defaults``, or an input of the
+    release's generated inputs table, kg.inputs.launch.engineinputs) takes the stack's value only when the stack
+    gives it (a flag, a stack-file setting, a technique parameter: kg.inputs.effective.setting_given), else the
+    engine's own default recorded with the row: optkg's table defaults (block size 16 ...) and derived numbers are
+    not what the engine's check reads. A boolean option the stack does not set but whose technique it names
+    (``set_by_technique``: ``enable_eplb`` <- expert-load-balancing-eplb; not an engine-default technique of a
+    pasted command) is true. Model and GPU facts come from ``ns``. A row that still lacks a name (or reads
+    ``__unknown__``, a value the generator could not model), or whose operands do not compare, is not evaluable
+    and only counted. Returns ``{engine_check_release, engine_check_rows, engine_check_rows_evaluated,
+    engine_check_refusal_count, engine_check_refusals (list of {id, path, line, message, expr}),
+    engine_check_refusals_text}``."""
     from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import FUNCTIONS, NONE
     d = sites_release_for(engine, version, folder)
     if d is None:
         return {}
+    from kg.inputs.launch.engineinputs import release_inputs
+    inputs = set(release_inputs(str(engine), d["release"])) if engine else set()
+    given = _given_names(stack, ns)
+    defaulted_techs = set(((getattr(stack, "defaulted", None) or {}).get("techniques")) or []) if stack else set()
+    techniques = set(ns.get("techniques") or ())
     rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
     refusals, evaluated = [], 0
     for s in rows:
-        facts = {k: v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
-                 for k, v in {**(s.get("defaults") or {}), **{k: v for k, v in ns.items() if v is not None}}.items()}
+        dflt = s.get("defaults") or {}
+        facts = {}
+        for k, v in ns.items():
+            if v is None:
+                continue
+            if (k in dflt or k in inputs) and not given(k):
+                continue  # the engine reads its own default, not optkg's table default or a derived number
+            facts[k] = v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
+        for k, v in dflt.items():
+            if k not in facts and v is not None:
+                facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
         for fact, tid in (s.get("set_by_technique") or {}).items():
-            if ns.get(fact) is None and tid in (ns.get("techniques") or ()):
+            if not given(fact) and tid in techniques and tid not in defaulted_techs:
                 facts[fact] = True
         try:
-            hit = evaluate(s["expr"], facts)
-        except (MissingFact, ExprTypeError, TypeError, ZeroDivisionError):
+            hit = evaluate(s["expr"], facts, FUNCTIONS)
+        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
             continue
         evaluated += 1
         if hit is True:
@@ -240,6 +260,15 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+def _given_names(stack: Any, ns: dict[str, Any]):
+    """name -> whether the stack gives it itself (kg.inputs.effective.setting_given); without a stack every
+    name in ``ns`` counts as given."""
+    if stack is None:
+        return lambda name: name in ns
+    from kg.inputs.effective import setting_given
+    return lambda name: setting_given(stack, name)
 
 
 def refused_option_facts(stack: Any) -> dict[str, Any]:
@@ -259,7 +288,7 @@ def refused_option_facts(stack: Any) -> dict[str, Any]:
 def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     """Everything this module adds to the check namespace of ``stack``: the generated check rows of its release
     (``generated_refusals``) and the options its release refuses (``refused_option_facts``)."""
-    out = generated_refusals(stack.engine, stack.engine_version, ns)
+    out = generated_refusals(stack.engine, stack.engine_version, ns, stack=stack)
     if stack.engine:
         out.update(refused_option_facts(stack))
     out.update(attention_backend_facts(ns))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
 from kg.engine.expr import evaluate
+from kg.inputs.launch.engineinputs import engine_value, env_spec, generated_table, list_value, option_spec
 from kg.inputs.modelcfg import load_config_file, resolve_model
 from kg.inputs.stack import (BASE_SETTINGS, MAX_PARALLEL_SIZE, PARALLEL_DEFAULTS, Stack, _coerce, _engine_tables,
                              _param_specs, add_technique, check_kv_cache_dtype)
@@ -83,20 +84,6 @@ def release_options(engine: str) -> dict[str, Any] | None:
     wheels: every option and environment variable per release), or None when optkg has none for ``engine``."""
     # ~1,700 entries: parsing the YAML was most of a warm `check --vllm`; a content-keyed entry serves it
     return generated_table("options", f"{engine}.yaml", f"release-options-{engine}", _OPTIONS)
-
-
-def generated_table(folder: str, name: str, key: str, memo: dict[str, tuple[int, dict[str, Any]]]) -> dict[str, Any] | None:
-    """``catalog/engines/<folder>/<name>`` (a table generated from the released wheels) through the content-keyed
-    cache (kg.core.cache.built_from under ``key``), remembered in ``memo`` by the file's mtime; None when absent."""
-    from kg.core import paths
-    f = paths.catalog_dir() / "engines" / folder / name
-    if not f.is_file():
-        return None
-    stamp = f.stat().st_mtime_ns
-    if memo.get(key, (None,))[0] != stamp:
-        from kg.core import cache
-        memo[key] = (stamp, cache.built_from(key, [f], lambda: load_yaml(f).data))
-    return memo[key][1]
 
 
 def release_for(data: dict[str, Any], version: str | None) -> tuple[str, bool]:
@@ -308,12 +295,16 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         if release and name in opts and name not in ropts:
             st.refused.append({"flag": name, "release": release, "assumed": assumed,
                                "suggestion": _nearest(name, ropts), "exists_in": _span(opts[name])})
-        spec = by_name.get(name)
+        # the flag table's entry, or the release's generated inputs (options the engine's own startup checks read:
+        # kg.inputs.launch.engineinputs) for an option the table does not model
+        spec = option_spec(engine, release, name, by_name.get(name)) if name in ropts or name in by_name \
+            or name.startswith("--no-") else by_name.get(name)
         field_path = None
         if spec is None and "." in name and (table.get("spelling") or {}).get("json_dots"):
             base, _, field_path = name.partition(".")
             base, _ = canonical_flag(base, table, known)
-            spec = by_name.get(base) if by_name.get(base, {}).get("type") == "json" else None
+            cand = option_spec(engine, release, base, by_name.get(base))
+            spec = cand if (cand or {}).get("type") == "json" else None
             if spec is not None:
                 name = base
         refused = spec is None and release and opts and name not in opts and not _accepted(name, ropts)
@@ -352,6 +343,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                     while i < len(words) and not words[i].startswith("-"):
                         raw += f" {words[i]}"
                         i += 1
+                if spec.get("as_list"):
+                    raw = list_value(raw)
             if typ == "json" and field_path is not None:
                 from kg.core.numparse import loads_json  # no NaN, no 5,000-digit ints, no 60,000-deep arrays
                 value = dict(st.settings.get(spec.get("set"), {}) or {}) if spec.get("set") else {}
@@ -372,7 +365,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                     hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
                 if spec.get("human_readable") and isinstance(raw, str):
                     raw = human_readable_int(raw, spec["human_readable"], release, flag, st, spec.get("set"))
-                value = raw if raw is None else _coerce(raw, typ, flag, spec.get("minimum"), hi)
+                value = raw if raw is None or isinstance(raw, list) else _coerce(raw, typ, flag, spec.get("minimum"), hi)
                 if value is None:  # 'auto' / -1: the engine fits it (see human_readable_int); i is past the value
                     continue
             if spec.get("value_map"):
@@ -402,7 +395,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                             f"(read in {engine} {_span(e)})")
             if not assumed:
                 st.ignored.append(shown_env(k, env.pop(k)))
-    apply_env(st, table, env)
+    apply_env(st, table, env, release)
     finish(st, catalog, removed)
     target = model_override or model_name or model_from
     if target is None:
@@ -432,6 +425,8 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
     # a setting a flag sets is given, even when its value equals the table default (the effective
     # configuration keeps it instead of the release's default: kg.inputs.effective._given)
     undefault = ((st.defaulted or {}).get("settings") or {}).pop
+    if spec.get("engine_entry"):  # an enum option of the engine's generated inputs: the member's value
+        value = engine_value(spec["engine_entry"], value)
     if spec.get("set") and spec["set"] != "model":
         st.settings[spec["set"]] = value
         undefault(spec["set"], None)
@@ -457,6 +452,12 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
             if found:
                 kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
                 st.settings[dst] = _coerce(got, kind, f"{flag}.{src}", 1 if kind == "integer" else None)
+                undefault(dst, None)
+    if typ == "json":  # keys the engine's generated startup checks read (kg.inputs.launch.engineinputs): as given
+        for src, (dst, entry) in (spec.get("generated_fields") or {}).items():
+            found, got = _json_field(value, src)
+            if found:
+                st.settings[dst] = engine_value(entry, got)
                 undefault(dst, None)
     if typ == "flag" and value is False:
         # --enable-x=false: the flag's technique is off (even an engine default), and it removes nothing
@@ -502,11 +503,12 @@ def shown_env(name: str, value: str) -> str:
     return f"{name}=<redacted>" if SECRET_NAME.search(name) else f"{name}={value}"
 
 
-def apply_env(st: Stack, table: dict[str, Any], env: dict[str, str]) -> None:
-    """Read the environment assignments the table's ``env`` models; list the others as ignored
-    (secret-looking values redacted)."""
+def apply_env(st: Stack, table: dict[str, Any], env: dict[str, str], release: str | None = None) -> None:
+    """Read the environment assignments the table's ``env`` models, or the release's generated inputs read
+    (kg.inputs.launch.engineinputs); list the others as ignored (secret-looking values redacted)."""
     for k, v in env.items():
-        spec = (table.get("env") or {}).get(k)
+        spec = (table.get("env") or {}).get(k) or (env_spec(str(table.get("engine")), release, k)
+                                                     if release else None)
         if not spec:
             st.ignored.append(shown_env(k, v))
         elif spec.get("type") == "device_list":

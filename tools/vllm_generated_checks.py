@@ -1,0 +1,915 @@
+"""Generate vLLM's startup checks as rows optkg evaluates: a symbolic walk (tools/checkgen.py) of vLLM's own code
+from ``EngineArgs`` to the built ``VllmConfig``, per release, over the user's options, the model's config.json and
+the GPU.
+
+The walk follows ``vllm serve`` in the order it runs (read at 0.33.0 / 0.34.0):
+
+1. ``EngineArgs.__post_init__`` (engine/arg_utils.py), then ``EngineArgs.create_engine_config``: every sub-config
+   is built from the (rewritten) ``EngineArgs`` fields and its ``__post_init__`` and pydantic validators are walked
+   (``@config`` is a pydantic dataclass: field validators with ``mode="before"`` get the given value, then
+   ``__post_init__``, then ``@model_validator(mode="after")``); ``VllmConfig(...)`` runs its ``__post_init__``,
+   which calls the platform's ``check_and_update_config`` and the ``verify_*`` methods.
+2. ``current_platform`` is the GPU's platform: the walk runs once as CUDA (``gpu_vendor == 'nvidia'``) and once as
+   ROCm (``gpu_vendor == 'amd'``); ``is_cuda()`` / ``is_rocm()`` / ``is_cuda_alike()`` are known on each walk and
+   ``has_device_capability(n)`` / ``get_device_capability()`` read optkg's ``gpu_compute_capability``. A row whose
+   condition is the same on both walks does not name the vendor.
+3. The model: ``get_config(...)`` (the Hugging Face config.json) is the model's facts: an attribute optkg reads the
+   same way (``MODEL_ATTRS``) is that fact, any other is not modelled (its checks are not generated).
+
+Inputs: every ``EngineArgs`` field is an input named after the field; a JSON option (``--compilation-config``,
+``--speculative-config`` ...) is a dict whose keys are inputs named ``<option>__<key>``. ``defaults`` gives each
+input's value when the user does not give it (the field's default, ``'__none__'`` for None).
+
+The rows are under-approximations (tools/checkgen.py): a row is written only where every condition on the path to
+the check translates, so it fires only where vLLM's own code raises on the same inputs.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import checkgen as cg  # noqa: E402
+
+NONE = cg.NONE
+ARGS_PATH = "vllm/engine/arg_utils.py"
+# modules the walk reads (the scanned folders of tools/engine_check_sites.py and what their checks call)
+WALKED = ("vllm/config/", "vllm/engine/arg_utils.py", "vllm/platforms/", "vllm/envs.py")
+# platform walks: (vendor fact value, platform class, module)
+PLATFORMS = (("nvidia", "NvmlCudaPlatform", "vllm/platforms/cuda.py"),
+             ("amd", "RocmPlatform", "vllm/platforms/rocm.py"))
+PLATFORM_KINDS = {"nvidia": "cuda", "amd": "rocm"}
+# JSON options (EngineArgs fields whose value is a dict turned into a config class); their keys are inputs
+JSON_FIELD = "{field}__{key}"
+
+
+def read_sources(wheel: Path) -> dict[str, str]:
+    out = {}
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(z.namelist()):
+            if name.endswith(".py") and any(name.startswith(p) for p in WALKED):
+                out[name] = z.read(name).decode("utf-8", errors="replace")
+    return out
+
+
+def _deco_names(node: ast.AST) -> list[str]:
+    return [ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] for d in node.decorator_list]
+
+
+class VllmWalker(cg.Walker):
+    """checkgen's walker with vLLM's config classes (pydantic dataclasses under ``@config``), validators and the
+    platform object."""
+    # no lets (named long values): the CUDA and ROCm walks are merged by each row's text, so a row carries its
+    # values written out (up to checkgen's MAX_TEXT, beyond which a value is not modelled)
+    let_at = cg.MAX_TEXT
+
+    def __init__(self, modules: list[cg.Module], platform: tuple[str, str, str]):
+        super().__init__(modules)
+        self.vendor, pcls, ppath = platform
+        self.platform = cg.Obj(f"current_platform[{self.vendor}]", None, pcls, path=ppath)
+        self.hooks.append(_hook)
+        self.input_info: dict[str, dict[str, Any]] = {}
+        envs = self.modules.get("vllm/envs.py")
+        self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
+
+    # ---- classes
+    def dataclass_fields(self, cls: str, path: str | None = None) -> dict[str, tuple[ast.AST | None, str]] | None:
+        hit = self.find_class(cls, path)
+        if hit is None:
+            return None
+        c, path = hit
+        if not any(n in ("dataclass", "config") for n in _deco_names(c)):
+            return None
+        out: dict[str, tuple[ast.AST | None, str]] = {}
+        for b in c.bases:
+            bname = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+            inherited = self.dataclass_fields(bname, path) if bname else None
+            out.update(inherited or {})
+        for s in c.body:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                if "ClassVar" in ast.unparse(s.annotation):
+                    continue
+                out[s.target.id] = (field_default_node(s.value), path)
+        return out
+
+    def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[cg.Obj], pc: list[str],
+                      path: str | None = None) -> cg.Obj:
+        fields = self.dataclass_fields(cls, path) or {}
+        hit = self.find_class(cls, path)
+        # pydantic runs the before-validators on the given values first
+        if hit is not None:
+            for name, (vfields, mode) in validators(hit[0]).items():
+                if mode not in ("before", "plain", "wrap") or len(vfields) != 1 or vfields[0] not in fields:
+                    continue
+                f = vfields[0]
+                m = self.find_method(cls, name, hit[1])
+                if m is None:
+                    continue
+                cur = given.get(f)
+                if cur is None:
+                    continue  # a default is not validated (validate_default is off)
+                try:
+                    got = self.invoke(m[0], m[1], None, [cur] if _first_param(m[0]) != "cls" else [cur], {}, pc, m[2],
+                                      static=True)
+                except cg.Untranslatable:
+                    got = cg.TAINT
+                given[f] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
+        obj = super().new_dataclass(cls, given, spread, pc, path)
+        if hit is not None:
+            for name, (vfields, mode) in validators(hit[0]).items():
+                if mode == "after" and not vfields:  # @model_validator(mode="after")
+                    m = self.find_method(cls, name, hit[1])
+                    if m is not None:
+                        try:
+                            self.invoke(m[0], m[1], obj, [], {}, pc, m[2])
+                        except cg.Untranslatable:
+                            pass
+                elif mode == "after" and len(vfields) == 1 and vfields[0] in fields:
+                    m = self.find_method(cls, name, hit[1])
+                    if m is not None:
+                        try:
+                            cur = self.get_attr(obj, vfields[0])
+                        except cg.Untranslatable:
+                            cur = cg.TAINT
+                        try:
+                            got = self.invoke(m[0], m[1], None, [cur], {}, pc, m[2], static=True)
+                        except cg.Untranslatable:
+                            got = cg.TAINT
+                        obj.env[vfields[0]] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
+        return obj
+
+    def test(self, node: ast.AST, fr: cg.Frame, pc: list[str]) -> str:
+        t = super().test(node, fr, pc)
+        return t if cg.is_unknown(t) else simplify(t)
+
+    def stmt(self, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> None:
+        if isinstance(s, ast.If):  # a test known to hold (or not) on this walk adds nothing to the path
+            t = self.test(s.test, fr, pc)
+            if t in ("True", "False"):
+                self.lineno = s.lineno
+                self.run(s.body if t == "True" else s.orelse, fr, pc)
+                return
+        super().stmt(s, fr, pc)
+
+    def invoke(self, func: ast.FunctionDef, path: str, self_obj: cg.Obj | None, args: list, kwargs: dict,
+               pc: list[str], cls: str | None = None, static: bool = False) -> Any:
+        if static:  # a classmethod validator: drop its ``cls`` parameter
+            params = [a.arg for a in func.args.posonlyargs + func.args.args]
+            if params and params[0] in ("cls", "self"):
+                self_obj = cg.Obj(f"{cls}(class)", None, cls, path=path)
+        return super().invoke(func, path, self_obj, args, kwargs, pc, cls)
+
+
+def _first_param(f: ast.FunctionDef) -> str:
+    a = f.args.posonlyargs + f.args.args
+    return a[0].arg if a else ""
+
+
+def validators(c: ast.ClassDef) -> dict[str, tuple[list[str], str]]:
+    """method -> (fields, mode) of the pydantic validators a class declares (``@field_validator("f", mode=...)``:
+    its fields; ``@model_validator(mode=...)``: no fields)."""
+    out = {}
+    for s in c.body:
+        if not isinstance(s, ast.FunctionDef):
+            continue
+        for d in s.decorator_list:
+            if not isinstance(d, ast.Call):
+                continue
+            name = ast.unparse(d.func).split(".")[-1]
+            if name not in ("field_validator", "model_validator"):
+                continue
+            kw = {k.arg: k.value for k in d.keywords}
+            mode = kw["mode"].value if isinstance(kw.get("mode"), ast.Constant) else ("after" if name == "field_validator" else "")
+            fields = [a.value for a in d.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            out[s.name] = (fields if name == "field_validator" else [], mode)
+    return out
+
+
+def field_default_node(v: ast.AST | None) -> ast.AST | None:
+    """The default expression of a dataclass / pydantic field (``= x``, ``field(default=x)``, ``Field(default=x)``;
+    ``default_factory=list`` / ``dict`` -> an empty literal); None without one."""
+    if v is None:
+        return None
+    if isinstance(v, ast.Call) and ast.unparse(v.func).split(".")[-1] in ("field", "Field"):
+        kw = {k.arg: k.value for k in v.keywords}
+        if "default" in kw:
+            return kw["default"]
+        if v.args and not isinstance(v.args[0], ast.Starred) and ast.unparse(v.func).split(".")[-1] == "Field":
+            return v.args[0]
+        if "default_factory" in kw:
+            f = ast.unparse(kw["default_factory"])
+            if f == "list":
+                return ast.List(elts=[], ctx=ast.Load())
+            if f == "dict":
+                return ast.Dict(keys=[], values=[])
+            return ast.Call(func=kw["default_factory"], args=[], keywords=[]) if isinstance(kw["default_factory"], ast.Name) else None
+        return None
+    return v
+
+
+# --------------------------------------------------------------------------------------------- hooks
+PLATFORM_IS = {"is_cuda": ("nvidia",), "is_rocm": ("amd",), "is_cuda_alike": ("nvidia", "amd"), "is_xpu": (),
+               "is_cpu": (), "is_tpu": (), "is_out_of_tree": (), "is_unspecified": (), "is_zen_cpu": (),
+               "is_sleep_mode_available": ("nvidia", "amd"), "uses_host_device_handling": ()}
+CC = "gpu_compute_capability"
+CC_INT = f"round({CC} * 10)"
+
+
+def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
+    if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
+        return w.platform
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in fr.locals
+            and w.modules.get(fr.path) is not None and w.modules[fr.path].imports.get(node.value.id) == "vllm.envs"):
+        # an environment variable: an input of its own name when vllm/envs.py gives its default, else not modelled
+        if node.attr in w.env and node.attr.startswith("VLLM_"):  # CUDA_VISIBLE_DEVICES, LOCAL_RANK: the process's
+            w.inputs.add(node.attr)
+            w.input_info.setdefault(node.attr, {"kind": "env", "default": w.env[node.attr]})
+            return cg.Expr(node.attr)
+        return cg.TAINT
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return _call_hook(w, node.func.id, node, fr, pc)
+        return None
+    attr = node.func.attr
+    base_node = node.func.value
+    is_platform = (isinstance(base_node, ast.Name) and base_node.id == "current_platform"
+                   and "current_platform" not in fr.locals)
+    if not is_platform:
+        try:
+            base = w.value(base_node, fr, pc) if isinstance(base_node, (ast.Name, ast.Attribute)) else None
+        except cg.Untranslatable:
+            base = None
+        is_platform = base is w.platform
+    if is_platform:
+        if attr in PLATFORM_IS:
+            return cg.Expr("True" if w.vendor in PLATFORM_IS[attr] else "False")
+        if attr == "has_device_capability" and node.args:
+            return cg.Expr(f"({CC_INT} >= {_capability_int(w, node.args[0], fr, pc)})")
+        if attr == "is_device_capability" and node.args:
+            return cg.Expr(f"({CC_INT} == {_capability_int(w, node.args[0], fr, pc)})")
+        if attr == "is_device_capability_family" and node.args:
+            return cg.Expr(f"(round({CC} * 10) // 10 == {_capability_int(w, node.args[0], fr, pc)} // 10)")
+        if attr == "get_device_capability":
+            return _capability_obj()
+        return None
+    return _call_hook(w, attr, node, fr, pc)
+
+
+def _capability_int(w: VllmWalker, n: ast.AST, fr: cg.Frame, pc: list[str]) -> str:
+    if isinstance(n, ast.Tuple) and len(n.elts) == 2:
+        return f"({w.text(n.elts[0], fr, pc)} * 10 + {w.text(n.elts[1], fr, pc)})"
+    return w.text(n, fr, pc)
+
+
+def _capability_obj() -> cg.Obj:
+    env = {"major": cg.Expr(f"(round({CC} * 10) // 10)"), "minor": cg.Expr(f"(round({CC} * 10) % 10)")}
+    o = cg.Obj("device_capability", lambda a: env.get(a), None)
+    o.truth = f"({CC} == {CC})"
+    return o
+
+
+def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
+    if name == "isinstance" and len(node.args) == 2 and isinstance(node.func, ast.Name):
+        try:
+            v = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        if isinstance(v, cg.Obj):
+            types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            names = {ast.unparse(t).split(".")[-1] for t in types}
+            if v.label.startswith("json:"):  # the option's JSON object (a dict) until __post_init__ builds the class
+                return cg.Expr("True" if names & {"dict", "Mapping"} else "False")
+            if v.cls:
+                return cg.Expr("True" if v.cls in names or _subclass_of(w, v.cls, names, v.path) else "False")
+        return None
+    if name == "get_config":
+        return model_obj()
+    if name == "get_hf_text_config" and node.args:
+        try:
+            v = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        return v if isinstance(v, cg.Obj) and v.label == "hf_config" else None
+    return None
+
+
+def _subclass_of(w: VllmWalker, cls: str, names: set[str], path: str | None) -> bool:
+    seen = set()
+    todo = [cls]
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        if c in names:
+            return True
+        hit = w.find_class(c, path)
+        if hit:
+            todo += [b.id if isinstance(b, ast.Name) else b.attr for b in hit[0].bases if isinstance(b, (ast.Name, ast.Attribute))]
+    return False
+
+
+def env_defaults(text: str) -> dict[str, Any]:
+    """vllm/envs.py ``environment_variables``: name -> the value when unset, for the shapes read here:
+    ``os.getenv("X", "d")`` (a string), ``int(...)`` / ``float(...)`` of it, ``bool(int(...))``, and
+    ``... .lower() in ("1", "true")`` (a boolean); other variables are not modelled."""
+    tree = ast.parse(text)
+    out: dict[str, Any] = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.AnnAssign) or isinstance(n, ast.Assign)):
+            continue
+        target = n.target if isinstance(n, ast.AnnAssign) else (n.targets[0] if len(n.targets) == 1 else None)
+        if not (isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(n.value, ast.Dict)):
+            continue
+        for k, v in zip(n.value.keys, n.value.values):
+            if isinstance(k, ast.Constant) and isinstance(v, ast.Lambda):
+                got = _env_shape(v.body, k.value)
+                if got is not None:
+                    out[k.value] = got[0]
+    return out
+
+
+def _env_shape(b: ast.AST, name: str) -> tuple[Any] | None:
+    def getenv(n: ast.AST) -> Any:
+        if (isinstance(n, ast.Call) and ast.unparse(n.func) in ("os.getenv", "os.environ.get") and n.args
+                and isinstance(n.args[0], ast.Constant) and n.args[0].value == name):
+            if len(n.args) == 2 and isinstance(n.args[1], ast.Constant):
+                return n.args[1].value
+            if len(n.args) == 1:
+                return None
+        raise ValueError
+    try:
+        if isinstance(b, ast.Call) and ast.unparse(b.func) in ("os.getenv", "os.environ.get"):
+            d = getenv(b)
+            return (NONE if d is None else d,)
+        if isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id in ("int", "float") and len(b.args) == 1:
+            d = getenv(b.args[0])
+            return ({"int": int, "float": float}[b.func.id](d),) if d is not None else None
+        if (isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id == "bool" and len(b.args) == 1
+                and isinstance(b.args[0], ast.Call) and ast.unparse(b.args[0].func) == "int"):
+            d = getenv(b.args[0].args[0])
+            return (bool(int(d)),) if d is not None else None
+        if isinstance(b, ast.Compare) and len(b.ops) == 1 and isinstance(b.ops[0], ast.In):
+            inner = b.left
+            while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in ("lower", "strip"):
+                inner = inner.func.value
+            d = getenv(inner)
+            vals = ast.literal_eval(b.comparators[0])
+            return (str(d).strip().lower() in vals,) if d is not None else None
+    except (ValueError, TypeError, SyntaxError):
+        return None
+    return None
+
+
+# config.json attributes optkg reads as vLLM does (kg.inputs.modelcfg.ModelFacts of the same meaning)
+MODEL_ATTRS = {"num_attention_heads": "num_attention_heads", "hidden_size": "hidden_size",
+               "num_hidden_layers": "num_hidden_layers", "vocab_size": "vocab_size", "model_type": "model_type"}
+
+
+def model_obj() -> cg.Obj:
+    def free(a: str) -> Any:
+        if a in MODEL_ATTRS:
+            return cg.Expr(MODEL_ATTRS[a])
+        if a == "architectures":
+            return cg.Expr("(architecture,)")
+        return None
+    return cg.Obj("hf_config", free, None)
+
+
+# --------------------------------------------------------------------------------------------- entry
+def engine_args_fields(w: VllmWalker) -> dict[str, tuple[ast.AST | None, str]]:
+    return w.dataclass_fields("EngineArgs", ARGS_PATH) or {}
+
+
+JSON_TYPES = {}
+
+
+# optional JSON options (default None) whose presence optkg reads from a technique rather than the option itself
+JSON_PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)"}
+
+
+def annotation_class(w: VllmWalker, ann: ast.AST | None, path: str) -> tuple[str | None, bool]:
+    """(the vLLM config class an annotation names, whether it allows None): ``FooConfig``, ``FooConfig | None``,
+    ``FooConfig | dict | None``; (None, ...) for anything else."""
+    if ann is None:
+        return None, False
+    parts = []
+
+    def flat(n: ast.AST) -> None:
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr):
+            flat(n.left)
+            flat(n.right)
+        else:
+            parts.append(ast.unparse(n))
+    flat(ann)
+    optional = "None" in parts
+    names = [p.split(".")[-1] for p in parts if p not in ("None",) and not p.startswith(("dict", "Mapping", "str"))]
+    if len(names) == 1 and w.dataclass_fields(names[0], path) is not None:
+        return names[0], optional
+    return None, optional
+
+
+def field_annotations(w: VllmWalker, cls: str, path: str) -> dict[str, ast.AST]:
+    hit = w.find_class(cls, path)
+    out: dict[str, ast.AST] = {}
+    if hit is None:
+        return out
+    for b in hit[0].bases:
+        if isinstance(b, ast.Name):
+            out.update(field_annotations(w, b.id, hit[1]))
+    for st in hit[0].body:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            out[st.target.id] = st.annotation
+    return out
+
+
+def args_obj(w: VllmWalker, fields: dict[str, Any]) -> cg.Obj:
+    """The ``EngineArgs`` object: a field is an input of its name; a field that holds a config class (the CLI parses
+    its JSON into the class: engine/arg_utils.py parse_dataclass) is that class built from the JSON keys, walked
+    when first read (under the option's presence when it may be None); ``_private`` fields are vLLM's own."""
+    anns = field_annotations(w, "EngineArgs", ARGS_PATH)
+    json_fields = json_options(w) | set(JSON_PRESENCE)
+    objs: dict[str, Any] = {}
+
+    def free(a: str) -> Any:
+        if a.startswith("_"):
+            return cg.TAINT  # set by vLLM's own launcher (_api_process_count ...), not an option
+        if a in objs:
+            return objs[a]
+        cls, optional = annotation_class(w, anns.get(a), ARGS_PATH)
+        default_none = isinstance(fields.get(a, (None,))[0], ast.Constant) and fields[a][0].value is None
+        if cls is not None or a in json_fields:
+            presence = JSON_PRESENCE.get(a) or (f"truthy({a})" if (optional and default_none) else None)
+            if presence and presence.startswith("truthy("):
+                w.input_info.setdefault(a, {"kind": "field", "field": a})
+            objs[a] = config_obj(w, a, cls, presence)
+            return objs[a]
+        if a in fields:
+            w.inputs.add(a)
+            w.input_info.setdefault(a, {"kind": "field", "field": a})
+            return cg.Expr(a)
+        return None
+    return cg.Obj("EngineArgs", free, "EngineArgs", path=ARGS_PATH)
+
+
+def config_obj(w: VllmWalker, name: str, cls: str | None, presence: str | None) -> cg.Obj:
+    """The JSON object the user gives for option ``name`` (its keys are inputs ``name__key``), built into ``cls``
+    when known (its validators and ``__post_init__`` walked under ``presence``); a nested config-class key is a
+    nested object."""
+    anns = field_annotations(w, cls, None) if cls else {}
+    nested: dict[str, Any] = {}
+
+    def free(k: str) -> Any:
+        if k in nested:
+            return nested[k]
+        sub, _ = annotation_class(w, anns.get(k), None) if cls else (None, False)
+        key = JSON_FIELD.format(field=name, key=k)
+        if sub is not None:
+            nested[k] = config_obj(w, key, sub, None)
+            return nested[k]
+        w.inputs.add(key)
+        w.input_info.setdefault(key, {"kind": "json", "option": name, "key": k, "cls": cls})
+        return cg.Expr(key)
+    raw = cg.Obj(f"json:{name}", free, None)
+    raw.truth = presence or "True"
+    if cls is None:
+        return raw
+    obj = w.new_dataclass(cls, {}, [raw], [presence] if presence else [], None)
+    obj.truth = presence or "True"
+    return obj
+
+
+def json_options(w: VllmWalker) -> set[str]:
+    """EngineArgs fields the CLI takes as JSON and ``__post_init__`` / ``create_engine_config`` turns into a config
+    class (``if isinstance(self.f, dict): self.f = C(**self.f)``)."""
+    out = set()
+    src = w.modules[ARGS_PATH].tree
+    for n in ast.walk(src):
+        if (isinstance(n, ast.If) and isinstance(n.test, ast.Call) and ast.unparse(n.test.func) == "isinstance"
+                and len(n.test.args) == 2 and ast.unparse(n.test.args[1]) == "dict"):
+            m = re.fullmatch(r"self\.(\w+)", ast.unparse(n.test.args[0]))
+            if m:
+                out.add(m.group(1))
+    return out
+
+
+def walk(sources: dict[str, str], platform: tuple[str, str, str]) -> VllmWalker:
+    modules = []
+    for p, t in sources.items():
+        try:
+            modules.append(cg.read_module(p, t))
+        except SyntaxError:
+            continue
+    w = VllmWalker(modules, platform)
+    fields = engine_args_fields(w)
+    args = args_obj(w, fields)
+    post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)
+    base: list[str] = []  # the vendor is added to the rows (generate), not to the path: merges stay clean
+    if post:
+        w.invoke(post[0], post[1], args, [], {}, base, post[2])
+    cec = w.find_method("EngineArgs", "create_engine_config", ARGS_PATH)
+    w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
+    return w
+
+
+def generate(sources: dict[str, str]) -> tuple[dict[tuple[str, int], dict[str, Any]], list[VllmWalker]]:
+    """(path, line) -> {expr} for every site some platform walk translated (a condition that is False on every
+    platform optkg has hardware for is left out: the site is listed with ``never``), and the walkers."""
+    per: dict[tuple[str, int], dict[str, str]] = {}
+    walkers = []
+    for plat in PLATFORMS:
+        w = walk(sources, plat)
+        walkers.append(w)
+        for key, r in cg.rows(w).items():
+            e = simplify(r["expr"])
+            if e != "False":
+                per.setdefault(key, {})[plat[0]] = e
+    out = {}
+    for key, by in per.items():
+        vendors = [p[0] for p in PLATFORMS]
+        if len(by) == len(vendors) and len(set(by.values())) == 1:
+            expr = next(iter(by.values()))  # the same on every platform: the vendor does not matter
+        else:
+            parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
+            expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+        out[key] = {"expr": expr}
+    return out, walkers
+
+
+def _paren(t: str) -> str:
+    return cg._paren(t)
+
+
+def simplify(expr: str) -> str:
+    """``expr`` with constant sub-terms folded (``x and False`` -> False, ``not True`` -> False, ``x or True`` ->
+    True, ``(a if True else b)`` -> a); the text is re-rendered by ast.unparse."""
+    tree = ast.parse(expr, mode="eval")
+
+    def const(n: ast.AST) -> Any:
+        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, bool) else None
+
+    class F(ast.NodeTransformer):
+        def visit_UnaryOp(self, n: ast.UnaryOp) -> ast.AST:
+            self.generic_visit(n)
+            if isinstance(n.op, ast.Not) and const(n.operand) is not None:
+                return ast.Constant(not n.operand.value)
+            return n
+
+        def visit_BoolOp(self, n: ast.BoolOp) -> ast.AST:
+            self.generic_visit(n)
+            absorbing = isinstance(n.op, ast.Or)  # True absorbs `or`, False absorbs `and`
+            keep = []
+            for v in n.values:
+                c = const(v)
+                if c is absorbing:
+                    return ast.Constant(absorbing)
+                if c is None:
+                    keep.append(v)
+            if not keep:
+                return ast.Constant(not absorbing)
+            return keep[0] if len(keep) == 1 else ast.BoolOp(op=n.op, values=keep)
+
+        def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
+            self.generic_visit(n)
+            c = const(n.test)
+            if c is not None:
+                return n.body if c else n.orelse
+            return n
+
+        def visit_Call(self, n: ast.Call) -> ast.AST:
+            self.generic_visit(n)
+            if isinstance(n.func, ast.Name) and n.func.id == "truthy" and len(n.args) == 1 and const(n.args[0]) is not None:
+                return n.args[0]
+            return n
+    out = F().visit(tree)
+    text = ast.unparse(out)
+    # keep the term whole: the walk joins path conditions with " and " (an `or` must not lose its parentheses)
+    return text if isinstance(out.body, (ast.Constant, ast.Name, ast.Call, ast.Compare)) else f"({text})"
+
+
+if __name__ == "__main__":
+    import collections
+    wheel = Path(sys.argv[1])
+    src = read_sources(wheel)
+    rows, walkers = generate(src)
+    print(len(rows), "rows")
+    for w in walkers:
+        print(w.vendor, "sites reached", len(w.sites), "opaque top:",
+              sorted(w.opaque.items(), key=lambda x: -x[1])[:40])
+
+
+# --------------------------------------------------------------------------------------------- release tables
+def cli_options(w: VllmWalker) -> dict[str, list[str]]:
+    """EngineArgs field (argparse dest) -> the option strings ``EngineArgs.add_cli_args`` gives it."""
+    out: dict[str, list[str]] = {}
+    fn = w.find_method("EngineArgs", "add_cli_args", ARGS_PATH)
+    if fn is None:
+        return out
+    for n in ast.walk(fn[0]):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
+            names = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            longs = [x for x in names if x.startswith("--")]
+            if not longs:
+                continue
+            dest = next((k.value.value for k in n.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)),
+                        longs[0][2:].replace("-", "_"))
+            out.setdefault(dest, [])
+            out[dest] += [x for x in names if x not in out[dest]]
+    return out
+
+
+def literal_value(w: VllmWalker, node: ast.AST | None, path: str, depth: int = 0) -> tuple[bool, Any]:
+    """(True, value) when a default expression is a literal (None -> '__none__', empty list / dict), or names a
+    config class field whose default is one (``ParallelConfig.tensor_parallel_size``); (False, None) otherwise."""
+    if node is None or depth > 4:
+        return False, None
+    if isinstance(node, (ast.List, ast.Tuple)) and not node.elts:
+        return True, []
+    if isinstance(node, ast.Dict) and not node.keys:
+        return True, {}
+    try:
+        v = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        v = ...
+    if v is not ...:
+        if v is None:
+            return True, NONE
+        if isinstance(v, (bool, int, float, str)):
+            return True, v
+        if isinstance(v, (list, tuple)) and all(isinstance(x, (bool, int, float, str)) for x in v):
+            return True, list(v)
+        return False, None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        f = w.dataclass_fields(node.value.id, path)
+        if f and node.attr in f:
+            return literal_value(w, f[node.attr][0], f[node.attr][1], depth + 1)
+        if f"{node.value.id}.{node.attr}" in w.enums:
+            return True, w.enums[f"{node.value.id}.{node.attr}"]
+    return False, None
+
+
+def input_default(w: VllmWalker, name: str, info: dict[str, Any], ef: dict[str, Any]) -> tuple[bool, Any]:
+    if info["kind"] == "env":
+        return True, info["default"]
+    if info["kind"] == "field":
+        node, path = ef.get(info["field"], (None, ARGS_PATH))
+        return literal_value(w, node, path)
+    cls = info.get("cls")
+    f = w.dataclass_fields(cls, None) if cls else None
+    if not f or info["key"] not in f:
+        return False, None
+    return literal_value(w, f[info["key"]][0], f[info["key"]][1])
+
+
+def enum_names(w: VllmWalker, ann: ast.AST | None) -> dict[str, Any]:
+    """{member: value} of the enum class an annotation names (``CompilationMode | None``), {} otherwise."""
+    if ann is None:
+        return {}
+    for n in ast.walk(ann):
+        if isinstance(n, ast.Name):
+            got = {k.split(".", 1)[1]: v for k, v in w.enums.items() if k.split(".", 1)[0] == n.id}
+            hit = w.find_class(n.id, None)
+            if got and hit and any("Enum" in ast.unparse(b) for b in hit[0].bases):
+                return got
+    return {}
+
+
+def option_type(w: VllmWalker, ann: ast.AST | None) -> str:
+    """The kind of value the option takes, as vLLM's parser reads it (engine/arg_utils.py _compute_kwargs):
+    flag (bool, --x / --no-x), integer, number, string (str, Literal), list (nargs '+'), json (dict / config);
+    an enum of integers (CompilationMode) is an integer its member names also give."""
+    if ann is None:
+        return "string"
+    names = enum_names(w, ann)
+    if names:
+        return "integer" if all(isinstance(v, int) and not isinstance(v, bool) for v in names.values()) else "string"
+    t = ast.unparse(ann)
+    if re.search(r"\bbool\b", t):
+        return "flag"
+    if re.search(r"\bLiteral\b", t) or re.search(r"\b[A-Z]\w*(Option|Mode|Type|Backend|Method|DType|Dtype|Format|Policy)s?\b", t):
+        return "string"
+    if re.search(r"\b(list|tuple|set)\[", t):
+        return "list"
+    if re.search(r"\bdict\b|Config\b", t):
+        return "json"
+    if re.search(r"\bint\b", t) and not re.search(r"\bstr\b|\bfloat\b", t):
+        return "integer"
+    if re.search(r"\bfloat\b", t) and not re.search(r"\bstr\b", t):
+        return "number"
+    return "string"
+
+
+def hand_table() -> dict[str, Any]:
+    import yaml
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "catalog" / "engines" / "vllm.yaml").read_text())
+
+
+COMPATIBLE = {"flag": "boolean", "integer": "integer", "number": "number", "string": "string"}
+GENERATED_SETTINGS = "vllm-engine-options.yaml"  # catalog/settings/<this>: written by this generator
+
+
+def known_setting_types() -> dict[str, str]:
+    """Names optkg already gives a meaning -> their kind of value (base settings, parallel sizes, declared
+    settings; model facts as 'model', never shared with an option)."""
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    from kg.knowledge.vocabulary import BASE_SETTINGS, MODEL_FACT_NAMES, PARALLEL_DEFAULTS
+    import yaml
+    out = {k: v[0] for k, v in BASE_SETTINGS.items()}
+    out.update({k: "integer" for k in PARALLEL_DEFAULTS})
+    for f in sorted((root / "catalog" / "settings").glob("*.yaml")):
+        if f.name == GENERATED_SETTINGS:
+            continue
+        for k, v in ((yaml.safe_load(f.read_text()) or {}).get("settings") or {}).items():
+            out.setdefault(k, str((v or {}).get("type")))
+    out.update({k: "model" for k in MODEL_FACT_NAMES})
+    return out
+
+
+def fact_names(w: VllmWalker, opts: dict[str, list[str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """(walker input -> optkg fact, fact -> technique that sets it true). An option the flag table
+    (catalog/engines/vllm.yaml) maps keeps the table's setting; a JSON key the table's ``fields`` map keeps
+    that name; the rest are named after the EngineArgs field (``<option>__<key>`` for JSON keys, the variable's
+    own name for environment variables), prefixed ``vllm_`` where optkg already uses the name otherwise."""
+    table = hand_table()
+    by_name: dict[str, dict[str, Any]] = {}
+    for spec in table.get("flags") or []:
+        for n in spec.get("names") or []:
+            by_name[str(n)] = spec
+    known = known_setting_types()
+    taken = set(known) | {str(s.get("set")) for s in table.get("flags") or [] if s.get("set")}
+    out: dict[str, str] = {}
+    techs: dict[str, str] = {}
+
+    def own(name: str, kind: str | None = None) -> str:
+        # a name optkg already declares with the same kind of value is the same setting (the vocabulary's
+        # "vLLM --disable-cascade-attn", SGLang's --cpu-offload-gb: one concept per name); another kind is not
+        if name not in taken or (kind is not None and COMPATIBLE.get(kind, kind) == known.get(name)):
+            return name
+        return f"vllm_{name}"
+
+    def option_fact(field: str) -> tuple[str, dict[str, Any] | None]:
+        spec = next((by_name[n] for n in opts.get(field, []) if n in by_name and by_name[n].get("set")), None)
+        kind = option_type(w, anns.get(field))
+        if (spec is not None and not spec.get("value_map") and not spec.get("technique_by_value")
+                and (spec.get("type") == kind or {"integer": "number"}.get(kind) == spec.get("type"))):
+            return str(spec["set"]), spec
+        return own(field, kind), spec if spec is not None and spec.get("type") == "json" else None
+
+    anns = field_annotations(w, "EngineArgs", ARGS_PATH)
+    for name, info in sorted(w.input_info.items()):
+        if info["kind"] == "field":
+            fact, spec = option_fact(info["field"])
+            out[name] = fact
+            if spec is not None and spec.get("type") == "flag" and spec.get("technique"):
+                techs[fact] = str(spec["technique"])
+        elif info["kind"] == "env":
+            e = (table.get("env") or {}).get(name) or {}
+            out[name] = str(e["set"]) if e.get("set") and e.get("type") != "device_list" else own(name)
+        else:
+            top, _, rest = name.partition("__")
+            base_fact, spec = option_fact(top)
+            key_path = rest.replace("__", ".")
+            mapped = ((spec or {}).get("fields") or {}).get(key_path)
+            # the flag table's name for the key when it reads the value as the engine does (same kind of value)
+            cls_anns = field_annotations(w, info["cls"], None) if info.get("cls") else {}
+            kind = option_type(w, cls_anns.get(info["key"]))
+            same = mapped and COMPATIBLE.get(kind) == known.get(str(mapped), "string")
+            out[name] = str(mapped) if same else f"{base_fact}__{rest}"
+    return out, techs
+
+
+def generate_release(wheel: Path) -> dict[str, Any]:
+    """Everything the sites classification and the launch reader need from one release's wheel:
+
+    ``rows``: (path, line) -> {expr, defaults, set_by_technique} over optkg's fact names;
+    ``never``: (path, line) -> why (reached, but its condition is False on every platform optkg has GPUs for);
+    ``why``: (path, line) -> why a reached site's condition did not translate;
+    ``inputs``: fact -> {options | env | json, key, type, default} (how a user gives it and the release default)."""
+    sources = read_sources(wheel)
+    per: dict[tuple[str, int], dict[str, str]] = {}
+    reached: set[tuple[str, int]] = set()
+    why: dict[tuple[str, int], str] = {}
+    walkers = []
+    for plat in PLATFORMS:
+        w = walk(sources, plat)
+        walkers.append(w)
+        reached |= set(w.sites)
+        for k, v in w.why.items():
+            why.setdefault(k, v)
+        for key, r in cg.rows(w).items():
+            e = simplify(r["expr"])
+            if e != "False":
+                per.setdefault(key, {})[plat[0]] = e
+    w0 = walkers[0]
+    info: dict[str, dict[str, Any]] = {}
+    for w in walkers:
+        for k, v in w.input_info.items():
+            info.setdefault(k, v)
+    w0.input_info = info
+    opts = cli_options(w0)
+    names, techs = fact_names(w0, opts)
+    ef = engine_args_fields(w0)
+    anns = field_annotations(w0, "EngineArgs", ARGS_PATH)
+    inputs: dict[str, dict[str, Any]] = {}
+    for raw, fact in names.items():
+        i = info[raw]
+        ok, dflt = input_default(w0, raw, i, ef)
+        entry: dict[str, Any] = {}
+        if i["kind"] == "field":
+            entry["options"] = opts.get(i["field"], [])
+            entry["type"] = option_type(w0, anns.get(i["field"]))
+            names_ = enum_names(w0, anns.get(i["field"]))
+            if names_ and entry["type"] == "integer":
+                entry["names"] = names_
+        elif i["kind"] == "env":
+            entry["env"] = raw
+            entry["type"] = {bool: "boolean", int: "integer", float: "number"}.get(type(dflt), "string")
+        else:
+            top, _, rest = raw.partition("__")
+            entry["options"] = opts.get(top, [])
+            entry["key"] = rest.replace("__", ".")
+            cls_anns = field_annotations(w0, i["cls"], None) if i.get("cls") else {}
+            entry["type"] = option_type(w0, cls_anns.get(i["key"]))
+            names_ = enum_names(w0, cls_anns.get(i["key"]))
+            if names_ and entry["type"] == "integer":
+                entry["names"] = names_  # the engine's before-validator maps a member name to its value
+        if ok:
+            entry["default"] = dflt
+        inputs[fact] = entry
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    never: dict[tuple[str, int], str] = {}
+    for key in reached:
+        by = per.get(key)
+        if not by:
+            if key not in why and all(key in w.sites for w in walkers):
+                never[key] = ("holds on no GPU optkg knows: its condition is false on CUDA and on ROCm "
+                              "(an Intel XPU / CPU / TPU / out-of-tree platform check)")
+            continue
+        if len(by) == len(PLATFORMS) and len(set(by.values())) == 1:
+            expr = next(iter(by.values()))
+        else:
+            parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
+            expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+        expr = cg.substitute(expr, names)
+        used = cg.free_names(expr)
+        row: dict[str, Any] = {"expr": expr}
+        d = {f: inputs[f]["default"] for f in sorted(used) if f in inputs and "default" in inputs[f]}
+        if d:
+            row["defaults"] = d
+        t = {f: techs[f] for f in sorted(used) if f in techs}
+        if t:
+            row["set_by_technique"] = t
+        rows[key] = row
+    return {"rows": rows, "never": never, "why": why, "inputs": inputs, "reached": reached}
+
+
+INPUTS_FILE = "vllm-inputs.yaml"  # catalog/engines/options/<this>
+
+
+def write_tables(release: str, result: dict[str, Any]) -> None:
+    """Write the release's inputs into catalog/engines/options/vllm-inputs.yaml (other releases kept) and declare the
+    new setting names in catalog/settings/vllm-engine-options.yaml (the union over the releases in the inputs file)."""
+    import yaml
+    from packaging.version import Version
+    root = Path(__file__).resolve().parents[1]
+    f = root / "catalog" / "engines" / "options" / INPUTS_FILE
+    data = (yaml.safe_load(f.read_text()) if f.exists() else None) or {}
+    rels = data.get("releases") or {}
+    rels[str(release)] = {k: result["inputs"][k] for k in sorted(result["inputs"])}
+    rels = {r: rels[r] for r in sorted(rels, key=Version)}
+    head = ("# GENERATED by tools/vllm_generated_checks.py (tools/engine_check_sites.py vllm RELEASE) from the released\n"
+            "# vllm wheels; do not edit by hand. Per release, every input the generated check rows read\n"
+            "# (catalog/engines/checks/sites/vllm-RELEASE.yaml): the options (or JSON key of an option, or environment\n"
+            "# variable) a user gives it by, the kind of value vLLM's parser takes, and vLLM's default when it is not\n"
+            "# given ('__none__' = None). The launch reader sets these facts from a command (kg.inputs.launch.engineinputs).\n")
+    class NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+    lines = [head + "engine: vllm", "releases:"]
+    for r, inputs in rels.items():
+        lines.append(f"  {yaml.safe_dump(str(r)).splitlines()[0]}:")
+        for fact, e in inputs.items():
+            lines.append(f"    {fact}: " + yaml.dump(e, Dumper=NoAliases, default_flow_style=True, sort_keys=False,
+                                                     width=100_000).strip())
+    f.write_text("\n".join(lines) + "\n")
+    known = known_setting_types()
+    decl: dict[str, dict[str, Any]] = {}
+    for r, inputs in rels.items():
+        for fact, e in inputs.items():
+            kind = COMPATIBLE.get(e.get("type", ""))
+            if fact in known or kind is None or fact in decl:
+                continue
+            how = (e["env"] if e.get("env") else
+                   f"{e['options'][0]} key {e['key']}" if e.get("key") and e.get("options") else
+                   (e.get("options") or ["(no option)"])[0])
+            decl[fact] = {"type": kind, "description": f"vLLM {how} (read by its generated startup checks)"}
+    s = root / "catalog" / "settings" / GENERATED_SETTINGS
+    s.write_text("# GENERATED by tools/vllm_generated_checks.py; do not edit by hand. vLLM options the generated startup\n"
+                 "# check rows read that optkg has no setting of its own for (catalog/engines/options/vllm-inputs.yaml);\n"
+                 "# a stack file may give them under `settings:`.\n"
+                 + yaml.safe_dump({"settings": {k: decl[k] for k in sorted(decl)}}, sort_keys=False, width=200))
