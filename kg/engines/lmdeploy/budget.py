@@ -5,10 +5,10 @@ reserved for the k/v cache``, lmdeploy 0.18.0 ``lmdeploy/messages.py:305-312``; 
 percentage of free gpu memory occupied by the k/v cache, excluding weights", ``lmdeploy/cli/utils.py:526-531``).
 
 Both backends measure the free memory once the model is built (``ExecutorBase.init`` builds the model, then
-``update_configs``: 0.18.0 ``lmdeploy/pytorch/engine/executor/base.py:428-433``; TurboMind's ``CreateEngine`` reads
-``cudaMemGetInfo`` after the weights are loaded and takes ``free x cache_max_block_count``, public repository
-``src/turbomind/turbomind.cc`` ``TurboMind::Impl::CreateEngine``, release not pinned: the C++ source is not in the
-wheel):
+``update_configs``: 0.18.0 ``lmdeploy/pytorch/engine/executor/base.py:428-433``; TurboMind builds its block manager
+once the weights are loaded and takes ``free x ratio / block_size`` blocks, the free memory the least of the ranks'
+``cudaMemGetInfo``: InternLM/lmdeploy@0bb835a ``src/turbomind/models/llama/BlockManager.cc:14-28, :101-105``, public
+repository, release not pinned: the C++ source is not in the wheel):
 
     TurboMind:  kv = fraction x (total - weights - non-torch)
     PyTorch:    kv = fraction x (total - weights - non-torch - runtime reserve)
@@ -41,8 +41,8 @@ from kg.derive.budget import GIB, BudgetInputs, BudgetLine, ServingBudget, non_t
 SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:305-312, lmdeploy/cli/utils.py:526-531 (a fraction of the free memory, "
           "excluding weights)")
 PYTORCH_SOURCE = "lmdeploy 0.18.0 lmdeploy/pytorch/engine/executor/base.py:219-238, 401, 409-433"
-TURBOMIND_SOURCE = ("lmdeploy src/turbomind/turbomind.cc TurboMind::Impl::CreateEngine: free x cache_max_block_count "
-                    "(public repository; release not pinned)")
+TURBOMIND_SOURCE = ("InternLM/lmdeploy@0bb835a src/turbomind/models/llama/BlockManager.cc:101-105: free x ratio / "
+                    "block_size (public repository; release not pinned)")
 BLOCK_COUNT_SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:429 (TurboMind: cache_max_entry_count > 0); "
                       "InternLM/lmdeploy@0bb835a src/turbomind/models/llama/BlockManager.cc:34-39 (1 or more: a block "
                       "count; public repository, release not pinned)")
