@@ -101,6 +101,10 @@ class TrainingFramework:
     # the reader that claims a command keeps it even when the stack names another framework
     keeps_reader_over_hint: bool = False
     log_lines: tuple[LogLine, ...] = ()
+    # the framework's own programs that launch a job's processes, each with the subcommand its flags follow
+    # (`accelerate launch`), and the `python -m` modules that are one of them (kg.inputs.training.argv reads them)
+    launchers: tuple[tuple[str, str | None], ...] = ()
+    launcher_modules: tuple[tuple[str, str], ...] = ()
     speed_backend: SpeedTraits | None = None  # kg.speed.training's step-time model for this framework; None: not evaluable
 
     # -- reading ------------------------------------------------------------------------------

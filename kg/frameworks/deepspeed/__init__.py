@@ -18,6 +18,8 @@ class DeepSpeed(TrainingFramework):
                 Release("0.19.8", "deepspeed 0.19.8 sdist"))
     file_kind = "a DeepSpeed config"
     keeps_reader_over_hint = True
+    # the `deepspeed` program (setup.py scripts: bin/deepspeed -> deepspeed.launcher.runner.main)
+    launchers = (("deepspeed", None),)
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
         import re

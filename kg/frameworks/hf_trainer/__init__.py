@@ -16,6 +16,9 @@ class HFTrainer(TrainingFramework):
     package = "transformers"
     releases = (Release("5.24.0", "transformers 5.24.0 wheel; accelerate 1.15.0 wheel"),)
     file_kind = "an accelerate config"
+    # `accelerate launch` (accelerate's console script; `python -m accelerate.commands.launch` is the same)
+    launchers = (("accelerate", "launch"),)
+    launcher_modules = (("accelerate.commands.launch", "accelerate"),)
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
         return 1  # any other launch runs a Trainer-style script: the fallback reader

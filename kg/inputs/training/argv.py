@@ -10,17 +10,18 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 from kg.core.errors import OptkgError
 
 MAX_COMMAND_CHARS = 200_000
-LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "python", "python3", "srun", "mpirun", "tune")
-# launchers with a subcommand before their own flags (`accelerate launch ...`)
-LAUNCHER_SUBCOMMANDS = {"accelerate": "launch"}
-# `python -m <module>` that is a launcher: module -> the launcher it is
-LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
-                    "accelerate.commands.launch": "accelerate"}
+# launchers no training framework's package owns -> the subcommand before their own flags (None: none); a
+# framework's own (`deepspeed`, `accelerate launch`) come from its package (TrainingFramework.launchers)
+GENERIC_LAUNCHERS: dict[str, str | None] = {"torchrun": None, "python": None, "python3": None, "srun": None,
+                                            "mpirun": None, "tune": None}
+# `python -m <module>` that is a launcher: module -> the launcher it is (plus TrainingFramework.launcher_modules)
+GENERIC_LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun"}
 # launcher flags that size the job: name -> canonical setting (torchrun, deepspeed, accelerate launch)
 LAUNCHER_FLAGS = {
     "--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
@@ -52,6 +53,18 @@ class Command:
     launcher_raw: dict[str, str] = field(default_factory=dict)
 
 
+@lru_cache(maxsize=1)
+def launchers() -> tuple[dict[str, str | None], dict[str, str]]:
+    """(launcher program -> the subcommand before its flags, ``python -m`` module -> launcher): the generic ones
+    and every training framework's own (kg.frameworks.registry; imported on first use)."""
+    from kg.frameworks.registry import all_frameworks
+    programs, modules = dict(GENERIC_LAUNCHERS), dict(GENERIC_LAUNCHER_MODULES)
+    for fw in all_frameworks().values():
+        programs.update(fw.launchers)
+        modules.update(fw.launcher_modules)
+    return programs, modules
+
+
 def split_command(text: str, where: str) -> Command:
     """Split ``text`` into launcher, script and script arguments. OptkgError on unbalanced quotes."""
     if len(text) > MAX_COMMAND_CHARS:
@@ -80,18 +93,19 @@ def split_command(text: str, where: str) -> Command:
         i += 1
     if i < len(seg):
         head = seg[i].rsplit("/", 1)[-1]
-        if head in LAUNCHERS or head.startswith("python"):
+        programs, modules = launchers()
+        if head in programs or head.startswith("python"):
             cmd.launcher = head
             i += 1
-            if i < len(seg) and head in LAUNCHER_SUBCOMMANDS and seg[i] == LAUNCHER_SUBCOMMANDS[head]:
+            if i < len(seg) and programs.get(head) and seg[i] == programs[head]:
                 i += 1
             while head.startswith("python") and i < len(seg) and seg[i] in ("-u", "-O", "-OO", "-B", "-E", "-s", "-I"):
                 i += 1  # interpreter switches before -m
             if head.startswith("python") and i + 1 < len(seg) and seg[i] == "-m":
                 mod = seg[i + 1]
                 i += 2
-                if mod in LAUNCHER_MODULES:
-                    cmd.launcher = LAUNCHER_MODULES[mod]
+                if mod in modules:
+                    cmd.launcher = modules[mod]
                 else:
                     cmd.script = mod
     while i < len(seg) and cmd.script is None:
