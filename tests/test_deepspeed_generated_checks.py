@@ -58,6 +58,14 @@ def test_deepspeeds_own_and_example_configs_raise_nothing_but_removed_features(p
     ({"train_micro_batch_size_per_gpu": 1,
       "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}},
      ("zero/config.py", 399), None),
+    # the ZeRO-1/2 optimizer's constructor (engine.py:2667 builds it): reduce-scatter (on by default) with gradients
+    # partitioned (stage 2) refuses a pre-divide factor and pre-scaling (stage_1_and_2.py:350-351)
+    ({"train_micro_batch_size_per_gpu": 1, "gradient_predivide_factor": 2.0, "zero_optimization": {"stage": 2}},
+     ("zero/stage_1_and_2.py", 350), None),
+    ({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True, "zero_optimization": {"stage": 2}},
+     ("zero/stage_1_and_2.py", 351), None),
+    ({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "legacy_stage1": True}},
+     ("engine.py", 2651), None),
 ])
 def test_mechanical_config_checks_fire_where_deepspeed_refuses(config, site, values):
     got = _fired(config)
@@ -66,6 +74,13 @@ def test_mechanical_config_checks_fire_where_deepspeed_refuses(config, site, val
         assert got[site]["values"] == values
     assert got[site]["url"] == f"https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/{site[0]}" \
         f"#L{site[1]}"
+
+
+def test_zero_optimizer_checks_hold_where_deepspeed_accepts_the_config():
+    # stage 1 does not partition gradients: pre-scaling passes there; stage 2 without reduce-scatter passes too
+    assert _fired({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True, "zero_optimization": {"stage": 1}}) == {}
+    assert _fired({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True,
+                   "zero_optimization": {"stage": 2, "reduce_scatter": False}}) == {}
 
 
 def test_batch_checks_need_the_data_parallel_size_and_a_config_deepspeed_reads_itself():

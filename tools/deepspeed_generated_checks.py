@@ -392,9 +392,28 @@ class Generator:
         eng.env["pipeline_parallelism"] = cg.Expr("pipeline_engine")
         init = w.find_method("DeepSpeedEngine", "__init__", ENGINE)
         w.invoke(init[0], init[1], eng, [], {"config_class": cfg}, [], "DeepSpeedEngine")
+        # the ZeRO optimizer the engine builds when ZeRO is on (engine.py _configure_optimizer -> :2633): the walk of
+        # __init__ stops at the model / optimizer objects before it, so the builder is walked on its own, under
+        # stage >= 1, with the client optimizer opaque (its constructor's config checks read only config accessors)
+        zo = w.find_method("DeepSpeedEngine", "_configure_zero_optimizer", ENGINE)
+        stage = jname(("zero_optimization", "stage"))
+        try:
+            w.invoke(zo[0], zo[1], eng, [cg.TAINT], {}, [f"({has(stage)} and {stage} >= 1)"], "DeepSpeedEngine")
+        except cg.Untranslatable as e:
+            w.opaque[f"_configure_zero_optimizer: {e}"] = w.opaque.get(f"_configure_zero_optimizer: {e}", 0) + 1
         return cg.rows(w), w.lets, dict(sorted(DEFAULTS.items())), dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
+
+
+# engine.py:2667-2668 picks the stage 1/2 optimizer class: DeepSpeedZeroOptimizer, or under ZenFlow a subclass made by
+# ZenFlowZeroOptimizer.create (zenflow/zenflow_stage_1_and_2.py:53, its __init__ calls DeepSpeedZeroOptimizer's at :64).
+# Both run DeepSpeedZeroOptimizer.__init__'s config checks, so the walk builds that class (same line count).
+ZERO12_PICK = ("Stage1And2ZeroOptimizer = DeepSpeedZeroOptimizer if not self.zenflow else ZenFlowZeroOptimizer.create(\n"
+               "                zenflow_config=self.zenflow_config())\n")
+ZERO12_WALKED = "Stage1And2ZeroOptimizer = DeepSpeedZeroOptimizer\n            pass\n"
 
 
 def generate(sources: dict[str, str]) -> tuple[dict, list, dict, dict]:
     """Rows over the config's keys, the lets they read, the defaults of absent keys, the calls not modelled."""
+    if ZERO12_PICK in sources.get(ENGINE, ""):
+        sources = {**sources, ENGINE: sources[ENGINE].replace(ZERO12_PICK, ZERO12_WALKED)}
     return Generator(sources).run()
