@@ -159,3 +159,28 @@ def test_two_layouts_at_the_same_batch_get_their_own_timings():
     tp4 = run_point(Point(tp_size=4, **kw), str(folder))
     assert tp4["tpot_ms"] < tp2["tpot_ms"]  # half the weights per GPU to read per token
     assert tp2 == run_point(Point(tp_size=2, **kw), str(folder))
+
+
+def test_one_prompt_per_engine_step_chunked_at_the_engine_budget(demo):
+    # the estimator's in-flight-batching model as its authors calibrate it: ctx_tokens = ISL (aiconfigurator
+    # cli_estimate's default), chunked at the engine's prefill budget (vLLM max_num_batched_tokens 8,192 here)
+    stack, report = demo
+    assert _speed(stack, report, isl=1024, osl=256, concurrency=8)["prefill_tokens_per_step"] == 1024
+    assert _speed(stack, report, isl=20000, osl=256, concurrency=8)["prefill_tokens_per_step"] == 8192
+
+
+def test_a_wrong_output_failure_still_gets_a_speed_with_the_warning(catalog, check_rules):
+    # vllm-mla-fp8-kv-garbled (vLLM >= 0.15.0, issue 38652): an MLA model with an FP8 KV cache starts and serves,
+    # its answers are garbled; InferenceX measured Kimi-K2.5 that way on vLLM 0.17.0. Not "infeasible".
+    import kg
+    from kg.speed.serving import infeasible_reasons
+    stack = kg.stack_from_command("vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --kv-cache-dtype fp8", catalog,
+                                  engine_version="0.17.0")
+    stack.hardware, stack.gpu_count = catalog.resolve_hardware("H200"), 8
+    report = kg.check(stack, catalog, check_rules).to_dict()
+    fired = [f for f in report["findings"] if f["rule_id"] == "vllm-mla-fp8-kv-garbled"]
+    assert fired and fired[0]["severity"] == "error" and fired[0]["failure"]["outcome"] == "wrong-output"
+    assert not any("vllm-mla-fp8-kv-garbled" in r for r in infeasible_reasons(report))
+    sp = _speed(stack, report, isl=1024, osl=1024, concurrency=8)
+    assert sp["status"] != "infeasible"
+    assert any(n.startswith("rule vllm-mla-fp8-kv-garbled") and "output is wrong" in n for n in sp["notes"]), sp

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ADAPTER_VERSION = "2"  # bump when the adapter's mapping changes: part of every cache key
+ADAPTER_VERSION = "3"  # bump when the adapter's mapping changes: part of every cache key
 PACKAGE = "aiconfigurator-core"
 TABLES = Path(__file__).with_name("tables.yaml")
 
@@ -159,16 +159,25 @@ def version_slots(system: str, backend: str) -> tuple[str, ...]:
 _MODELS: dict[tuple, Any] = {}
 
 
-def _model(p: Point, path: str):
-    k = (path, p.backend, p.tp_size, p.pp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size,
-         p.gemm_quant_mode, p.moe_quant_mode, p.kvcache_quant_mode)
+def _model(p: Point, path: str, db):
+    """The estimator's model for ``p``, resolved as its own estimate path does (aiconfigurator
+    cli/api.py ``_run_agg_estimate``: ``resolve_context_fmha_by_data`` picks the context-attention quant mode
+    the database has data for, ``resolve_dsv4_moe_arch`` the arch-specific MoE mode, ``resolve_nvfp4_for_system``
+    NVFP4 as weight-only below Blackwell), so optkg times the same ops the estimator's authors validate."""
+    k = (path, p.system, p.backend, p.release, p.tp_size, p.pp_size, p.attention_dp_size, p.moe_tp_size,
+         p.moe_ep_size, p.gemm_quant_mode, p.moe_quant_mode, p.kvcache_quant_mode)
     if k not in _MODELS:
         from aiconfigurator_core.sdk.config_builders import build_model_config
         from aiconfigurator_core.sdk.models import get_model
+        from aiconfigurator_core.sdk.models.helpers import (resolve_context_fmha_by_data, resolve_dsv4_moe_arch,
+                                                            resolve_nvfp4_for_system)
         mc = build_model_config(tp_size=p.tp_size, pp_size=p.pp_size, attention_dp_size=p.attention_dp_size,
                                 moe_tp_size=p.moe_tp_size, moe_ep_size=p.moe_ep_size,
                                 gemm_quant_mode=p.gemm_quant_mode, moe_quant_mode=p.moe_quant_mode,
                                 kvcache_quant_mode=p.kvcache_quant_mode)
+        resolve_context_fmha_by_data(mc, path, db, p.backend, is_context_role=True)
+        resolve_dsv4_moe_arch(mc, path, system_name=p.system, backend_name=p.backend)
+        resolve_nvfp4_for_system(mc, p.system, path)
         _MODELS[k] = get_model(path, mc, p.backend)
     return _MODELS[k]
 
@@ -200,8 +209,8 @@ def run_point(p: Point, model_path: str) -> dict[str, Any]:
         try:
             from aiconfigurator_core.sdk.backends.factory import get_backend
             from aiconfigurator_core.sdk.config import RuntimeConfig
-            model = _model(p, model_path)
             db = _database(p.system, p.backend, p.release)
+            model = _model(p, model_path, db)
             # a fresh backend per call: BaseBackend.run_agg memoises summaries keyed by (isl, osl, batch,
             # ctx_tokens) only, not by the model, so a shared one answers for the previous model
             be = get_backend(p.backend)

@@ -15,7 +15,10 @@ Composition (each step says so in the result's ``notes``):
    (``max_num_seqs``...). Requests beyond the cap queue: in a closed loop of C clients with R < C
    running, each request waits ``W = L x (C / R - 1)`` before it starts (Little's law: R requests
    complete per engine request latency L), and TTFT = the engine's TTFT at R + W.
-4. The estimator (kg.speed.estimator.run_point) times the running batch; its answer is cached on disk
+4. The estimator (kg.speed.estimator.run_point) times the running batch as its authors calibrate its
+   in-flight-batching model: one request's prompt per engine step (``ctx_tokens`` = ISL, as aiconfigurator's
+   ``cli_estimate`` defaults and its silicon comparison uses; vLLM's backend models exactly one partial prefill
+   per step), chunked at the engine's prefill budget when the prompt is longer. Its answer is cached on disk
    (kg.core.cache, keyed by every input and the estimator's release), so a repeated check reads JSON.
 
 Output: ``speed_for_stack`` returns plain data (see ``SpeedResult`` keys in the function doc).
@@ -125,9 +128,16 @@ def _setting(report: dict[str, Any], values: dict[str, Any], name: str) -> Any:
     return values.get(name, report.get("derived", {}).get(name))
 
 
+def _starts_but_wrong(f: dict[str, Any]) -> bool:
+    """A runtime failure whose outcome is wrong output: the engine starts and serves at its usual speed."""
+    return f.get("kind") == "runtime-failure" and (f.get("failure") or {}).get("outcome") == "wrong-output"
+
+
 def infeasible_reasons(report: dict[str, Any]) -> list[str]:
-    """Why the engine would not start (rules at ERROR, weights over memory, no KV block); [] when it would."""
-    out = [f"rule {f['rule_id']}: {f['title']}" for f in report.get("findings") or [] if f.get("severity") == "error"]
+    """Why the engine would not start or serve (rules at ERROR, weights over memory, no KV block); [] when it
+    would. A wrong-output runtime failure does not stop it (``output_caveats``)."""
+    out = [f"rule {f['rule_id']}: {f['title']}" for f in report.get("findings") or []
+           if f.get("severity") == "error" and not _starts_but_wrong(f)]
     d = report.get("derived") or {}
     if d.get("weights_exceed_gpu_memory") and not out:
         out.append("the estimated weights per GPU exceed the GPU memory the engine may use")
@@ -150,6 +160,9 @@ def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
     bad = infeasible_reasons(report)
     if bad:
         return {**out, "status": "infeasible", "reasons": bad}
+    out["notes"] += [f"rule {f['rule_id']} ({f['title']}): the engine starts and serves at this speed, but its "
+                     "output is wrong" for f in report.get("findings") or []
+                     if f.get("severity") == "error" and _starts_but_wrong(f)]
     try:
         return _compose(stack, report, workload, out, quant)
     except NotEvaluable as e:
@@ -210,6 +223,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     run_cap = None
     if isinstance(pool_all, (int, float)) and pool_all > 0:
         kv_req = int((pool_all / n_sched) // per_req_tokens)
+        caps["kv_tokens_per_scheduler"] = int(pool_all / n_sched)
         caps["kv_requests_per_scheduler"] = kv_req
         if pool_all / n_sched < math.ceil((wl.isl + wl.osl) / block) * block:
             return {**out, "status": "infeasible",
@@ -238,7 +252,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
                   tp_size=par.tp_size, pp_size=par.pp_size, attention_dp_size=par.attention_dp_size,
                   moe_tp_size=par.moe_tp_size, moe_ep_size=par.moe_ep_size, gemm_quant_mode=gq["gemm"],
                   moe_quant_mode=gq["moe"] if stack.model.is_moe else None,
-                  kvcache_quant_mode=t["kv_cache_dtype"][kvd], batch_size=b, isl=wl.isl, osl=wl.osl, ctx_tokens=ctx)
+                  kvcache_quant_mode=t["kv_cache_dtype"][kvd], batch_size=b, isl=wl.isl, osl=wl.osl,
+                  ctx_tokens=min(ctx, wl.isl))
     folder, digest = model_dir(config_files(stack.model), _cache_root())
     point = Point(**{**point.__dict__, "config_digest": digest})
     r = cached("speed-point", point.key(), lambda: run_point(point, str(folder)))
@@ -247,15 +262,18 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     cal = calibration()
     cell = f"{backend}/{system}" if f"{backend}/{system}" in cal else f"{backend}/*"
     kf = cal.get(cell) or {}
-    k_ttft, k_tpot = calibration_factor(kf.get("ttft"), wl), calibration_factor(kf.get("tpot"), wl)
-    raw = {"ttft_ms": r["ttft_ms"], "itl_ms": r["tpot_ms"]}
+    # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
+    at = Workload(wl.isl, wl.osl, running)
+    k_ttft, k_tpot = calibration_factor(kf.get("ttft"), at), calibration_factor(kf.get("tpot"), at)
+    queued = max(0, wl.concurrency - running)
+    raw_wait = (r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0
+    raw = {"ttft_ms": r["ttft_ms"] + raw_wait, "itl_ms": r["tpot_ms"], "engine_ttft_ms": r["ttft_ms"]}
     r = dict(r, ttft_ms=r["ttft_ms"] * k_ttft, tpot_ms=r["tpot_ms"] * k_tpot,
              output_tokens_per_s=r["output_tokens_per_s"] / k_tpot)
     r["request_latency_ms"] = r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)
     if kf:
         notes.append(f"calibrated ({cell}, {kf.get('train_rows', '?')} measured train rows, kg/speed/calibration.yaml): "
-                     f"TTFT x {k_ttft:.2f}, TPOT x {k_tpot:.2f} at this concurrency and ISL")
-    queued = max(0, wl.concurrency - running)
+                     f"TTFT x {k_ttft:.2f}, TPOT x {k_tpot:.2f} at {running:,} running requests and this ISL")
     wait = r["request_latency_ms"] * (wl.concurrency / running - 1) if queued else 0.0
     if queued:
         notes.append(f"{queued:,} of {wl.concurrency:,} requests queue: the {caps.get('limit', 'running-request')} "
@@ -263,6 +281,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     out.update(status="ok", estimator={"package": "aiconfigurator-core", "release": est_release, "system": system,
                                        "backend": backend, "database_release": r["release"]},
                parallel=par.__dict__, running=running, queued=queued, cap=caps, batch_per_rank=b,
+               prefill_tokens_per_step=point.ctx_tokens,
                ttft_ms=r["ttft_ms"] + wait, engine_ttft_ms=r["ttft_ms"], queue_wait_ms=wait, itl_ms=r["tpot_ms"],
                tokens_per_s_per_gpu=r["output_tokens_per_s"] * running / max(running, b * lanes) / par.gpus,
                tokens_per_s_per_request=1000.0 / r["tpot_ms"], output_tokens_per_s=r["output_tokens_per_s"],
