@@ -37,9 +37,11 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
     doc = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())
     assert doc["fitted_on"]["split"] == "train"
     for cell, v in doc["cells"].items():
-        assert len(v["ttft"]) == 3 and len(v["tpot"]) == 3 and v["train_rows"] >= 30, cell
+        # [a, b, c], or null where no factor lowered the train rows' MAPE (factor 1)
+        assert all(v[m] is None or len(v[m]) == 3 for m in ("ttft", "tpot")) and v["train_rows"] >= 30, cell
 
 
 def test_the_accuracy_doc_is_generated_from_the_current_inputs():
     import run
     assert run.main(["--check"]) == 0, "docs/speed-accuracy.md is stale: run `make accuracy`"
+

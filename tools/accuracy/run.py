@@ -42,6 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
 
 DOC = REPO / "docs" / "speed-accuracy.md"
 SPLIT = HERE / "split.csv"
@@ -72,25 +73,29 @@ def load_split() -> dict[str, str]:
         return {r["group"]: r["split"] for r in csv.DictReader(f)}
 
 
+# the kg/speed files the serving estimate is made of (the training-speed modules beside them are not inputs)
+SERVING_SOURCES = ("estimator.py", "mapping.py", "serving.py", "tables.yaml", "calibration.yaml")
+
+
 def input_digest() -> str:
     """Digest of everything the doc depends on: the harness, split, model aliases, kg/speed sources and data,
     the measured CSV and the estimator's release."""
     from kg.speed.estimator import estimator_version
     h = hashlib.sha256()
-    files = [Path(__file__), SPLIT, MODELS, *sorted((REPO / "kg" / "speed").glob("*.py")),
-             *sorted((REPO / "kg" / "speed").glob("*.yaml")), package_dir() / "systems" / "silicon_sample.csv"]
+    speed = REPO / "kg" / "speed"
+    files = [Path(__file__), HERE / "measured.py", HERE / "launches.yaml", SPLIT, MODELS,
+             *(speed / n for n in SERVING_SOURCES), package_dir() / "systems" / "silicon_sample.csv"]
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(str(estimator_version()).encode())
     return h.hexdigest()[:16]
 
 
-def config_files(model_path: str, aliases: dict) -> dict[str, bytes]:
-    cfg_id = (aliases.get(model_path) or {}).get("config", model_path)
+def _bundled(cfg_id: str) -> dict[str, bytes]:
     base = package_dir() / "model_configs" / cfg_id.replace("/", "--")
     f = Path(f"{base}_config.json")
     if not f.is_file():
-        raise FileNotFoundError(f"no bundled config for {model_path}")
+        raise FileNotFoundError(f"no bundled config for {cfg_id}")
     out = {"config.json": f.read_bytes()}
     q = Path(f"{base}_hf_quant_config.json")
     if q.is_file():
@@ -98,29 +103,52 @@ def config_files(model_path: str, aliases: dict) -> dict[str, bytes]:
     return out
 
 
+def config_files(model_path: str, models: dict) -> dict[str, bytes]:
+    """The bundled config.json (+ hf_quant_config.json) aiconfigurator-core itself reads for ``model_path``."""
+    return _bundled((models["aliases"].get(model_path) or {}).get("config", model_path))
+
+
+def served_files(r: dict, models: dict) -> dict[str, bytes]:
+    """The checkpoint the measured run served (models.yaml ``checkpoints`` by the row's gemm quant mode), else the
+    model's own config; a ModelOpt FP8 / NVFP4 run of a model without such a bundled checkpoint gets the
+    hf_quant_config.json ModelOpt writes (FP8 KV cache included, as in every ModelOpt hf_quant_config.json
+    aiconfigurator-core bundles: nvidia--*-NVFP4, Qwen3-32B-FP8-Static)."""
+    ckpt = (models["checkpoints"].get(r["model_path"]) or {}).get(r["gemm_quant_mode"])
+    files = _bundled(ckpt) if ckpt else config_files(r["model_path"], models)
+    algo = None if r["model_path"] in models["native_quant"] else MODELOPT_ALGO.get(r["gemm_quant_mode"])
+    if algo and b"quantization_config" not in files["config.json"] and "hf_quant_config.json" not in files:
+        files["hf_quant_config.json"] = json.dumps(
+            {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": algo, "kv_cache_quant_algo": "FP8"}}
+        ).encode()
+    return files
+
+
 def _len(r: dict) -> int:
     """The context length a benchmark of isl + osl tokens launches with (rounded up to 1,024)."""
     return math.ceil((int(r["isl"]) + int(r["osl"])) / 1024) * 1024
 
 
-# engine -> launch command of the row's layout (optkg reads it as a user's command)
-def _vllm_cmd(d: str, r: dict) -> str:
-    tp, pp, adp, ep = (max(1, int(r[k] or 1)) for k in ("tp_size", "pp_size", "attention_dp_size", "moe_ep_size"))
-    cmd = f"vllm serve {d} -tp {tp} -pp {pp} --max-model-len {_len(r)}" + (f" -dp {adp}" if adp > 1 else "")
-    return cmd + (" --enable-expert-parallel" if ep > 1 else "")
+# engine -> launch command of the run's layout (optkg reads it as a user's command); the benchmark's own flags
+# (measured.Run.flags) follow, and a parallel option they set is not repeated
+def _vllm_cmd(d: str, run) -> str:
+    cmd = f"vllm serve {d} -tp {run.tp} -pp {run.pp} --max-model-len {_len(run.row)}"
+    cmd += f" -dp {run.adp}" if run.adp > 1 else ""
+    cmd += " --enable-expert-parallel" if run.moe_ep > 1 and "--enable-expert-parallel" not in run.flags else ""
+    return f"{cmd} {run.flags}".strip()
 
 
-def _sglang_cmd(d: str, r: dict) -> str:
-    tp, pp, adp, ep = (max(1, int(r[k] or 1)) for k in ("tp_size", "pp_size", "attention_dp_size", "moe_ep_size"))
-    cmd = f"python -m sglang.launch_server --model-path {d} --tp {tp * adp} --pp-size {pp} --context-length {_len(r)}"
-    cmd += f" --dp {adp} --enable-dp-attention" if adp > 1 else ""
-    return cmd + (f" --ep-size {ep}" if ep > 1 else "")
+def _sglang_cmd(d: str, run) -> str:
+    cmd = (f"python -m sglang.launch_server --model-path {d} --tp {run.tp * run.adp} --pp-size {run.pp} "
+           f"--context-length {_len(run.row)}")
+    cmd += f" --dp {run.adp} --enable-dp-attention" if run.adp > 1 else ""
+    cmd += f" --ep-size {run.moe_ep}" if run.moe_ep > 1 and "--ep-size" not in run.flags else ""
+    return f"{cmd} {run.flags}".strip()
 
 
-def _trtllm_cmd(d: str, r: dict) -> str:
-    tp, pp, adp, ep = (max(1, int(r[k] or 1)) for k in ("tp_size", "pp_size", "attention_dp_size", "moe_ep_size"))
-    return (f"trtllm-serve {d} --tp_size {tp * adp} --pp_size {pp} --max_seq_len {_len(r)}"
-            + (f" --ep_size {ep}" if ep > 1 else ""))
+def _trtllm_cmd(d: str, run) -> str:
+    cmd = f"trtllm-serve {d} --tp_size {run.tp * run.adp} --pp_size {run.pp} --max_seq_len {_len(run.row)}"
+    cmd += f" --ep_size {run.moe_ep}" if run.moe_ep > 1 and "--ep_size" not in run.flags else ""
+    return f"{cmd} {run.flags}".strip()
 
 
 COMMANDS = {"vllm": _vllm_cmd, "sglang": _sglang_cmd, "trtllm": _trtllm_cmd}
@@ -136,89 +164,112 @@ class Scorer:
         self.kg = kg
         self.catalog = kg.load_catalog()
         self.rules = kg.load_rules("check")
-        self.aliases = yaml.safe_load(MODELS.read_text())
+        self.models = yaml.safe_load(MODELS.read_text())
         from kg.speed.estimator import tables
         self.hw = {v["system"]: k for k, v in tables()["systems"].items()}
         self.root = cache_dir()
         self.memo: dict[tuple, object] = {}  # check does not depend on concurrency: one per launch command
 
-    def bare(self, r: dict) -> dict:
+    def bare(self, run) -> dict:
+        """aiconfigurator-core as its authors evaluate it against this CSV (tools/accuracy_regression_testing/
+        predict_silicon_sample.py -> cli_estimate, mode agg): the row's layout and ``batch_size``, ``ctx_tokens`` =
+        isl, the row's engine release when the database has it (else its default), the row's quant modes, the
+        bundled config of the row's model; the layout corrected where the CSV records it wrongly (measured.py)."""
         from kg.speed.estimator import NotEvaluable, Point, model_dir, run_point
         from kg.speed.serving import cached
-        from aiconfigurator_core.sdk import perf_database
-        tp, pp, adp, mtp, mep = (max(1, int(r[k] or 1)) for k in ("tp_size", "pp_size", "attention_dp_size",
-                                                           "moe_tp_size", "moe_ep_size"))
+        r = run.row
         try:
-            folder, digest = model_dir(config_files(r["model_path"], self.aliases), self.root)
+            folder, digest = model_dir(config_files(r["model_path"], self.models), self.root)
         except FileNotFoundError as e:
             return {"not_evaluable": str(e)}
-        cur = (perf_database.get_version_slots(r["system"], r["backend"]) or {}).get("current")
-        if cur is None:
+        release = self._bare_release(r)
+        if release is None:
             return {"not_evaluable": f"no {r['backend']} database for {r['system']}"}
-        conc = int(r["batch_size"])
-        p = Point(model=r["model_path"], config_digest=digest, system=r["system"], backend=r["backend"], release=cur,
-                  tp_size=tp, pp_size=pp, attention_dp_size=adp, moe_tp_size=mtp, moe_ep_size=mep,
-                  gemm_quant_mode=r["gemm_quant_mode"] or None, moe_quant_mode=r["moe_quant_mode"] or None,
-                  kvcache_quant_mode=None, batch_size=max(1, math.ceil(conc / (pp * adp))), isl=int(r["isl"]),
-                  osl=int(r["osl"]), ctx_tokens=BARE_CTX_TOKENS)
+        p = Point(model=r["model_path"], config_digest=digest, system=r["system"], backend=r["backend"],
+                  release=release, tp_size=run.tp, pp_size=run.pp, attention_dp_size=run.adp, moe_tp_size=run.moe_tp,
+                  moe_ep_size=run.moe_ep, gemm_quant_mode=r["gemm_quant_mode"] or None,
+                  moe_quant_mode=r["moe_quant_mode"] or None, kvcache_quant_mode=None, batch_size=run.batch_per_rank,
+                  isl=int(r["isl"]), osl=int(r["osl"]), ctx_tokens=int(r["isl"]))
         try:
             return cached("speed-point", p.key(), lambda: run_point(p, str(folder)))
         except NotEvaluable as e:
             return {"not_evaluable": str(e)}
 
-    def optkg(self, r: dict) -> dict:
+    def is_moe(self, model_path: str) -> bool:
+        """The model's bundled config.json names routed experts (num_experts / n_routed_experts /
+        num_local_experts, at the top or in text_config)."""
+        key = ("moe", model_path)
+        if key not in self.memo:
+            try:
+                cfg = json.loads(config_files(model_path, self.models)["config.json"])
+            except FileNotFoundError:
+                cfg = {}
+            cfgs = [cfg, cfg.get("text_config") or {}]
+            self.memo[key] = any(c.get(k) for c in cfgs for k in ("num_experts", "n_routed_experts", "num_local_experts"))
+        return self.memo[key]
+
+    def _bare_release(self, r: dict) -> str | None:
+        from aiconfigurator_core.sdk import perf_database
+        key = (r["system"], r["backend"], r["backend_version"])
+        if key not in self.memo:
+            cur = (perf_database.get_version_slots(r["system"], r["backend"]) or {}).get("current")
+            have = perf_database.get_supported_databases().get(r["system"], {}).get(r["backend"], [])
+            self.memo[key] = r["backend_version"] if r["backend_version"] in have else cur
+        return self.memo[key]
+
+    def optkg(self, run) -> dict:
         from kg.speed.serving import Workload, speed_for_stack
         from kg.speed.estimator import model_dir
+        r = run.row
+        if run.not_evaluable:
+            return {"status": "not_evaluable", "reasons": [run.not_evaluable]}
         try:
-            files = config_files(r["model_path"], self.aliases)
+            files = served_files(r, self.models)
         except FileNotFoundError as e:
             return {"status": "not_evaluable", "reasons": [str(e)]}
-        algo = MODELOPT_ALGO.get(r["gemm_quant_mode"])
-        if algo and b"quantization_config" not in files["config.json"] and "hf_quant_config.json" not in files:
-            # the measured run served the ModelOpt checkpoint of the model (nvidia/<model>-FP8 / -NVFP4): its
-            # hf_quant_config.json beside the config, as ModelOpt writes it, FP8 KV cache included (as in every
-            # ModelOpt hf_quant_config.json aiconfigurator-core bundles: nvidia--*-NVFP4, Qwen3-32B-FP8-Static)
-            files["hf_quant_config.json"] = json.dumps(
-                {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": algo, "kv_cache_quant_algo": "FP8"}}
-            ).encode()
         folder, _ = model_dir(files, self.root)
         hw = self.hw.get(r["system"])
         if hw is None:
             return {"status": "not_evaluable", "reasons": [f"GPU {r['system']} is not in optkg's hardware catalog"]}
-        cmd = COMMANDS[r["backend"]](str(folder), r)
-        memo_key = (cmd, r["backend_version"], hw, r["attention_dp_size"])
+        cmd = COMMANDS[r["backend"]](str(folder), run)
+        from kg.speed.estimator import _parse
+        version = r["backend_version"] if _parse(r["backend_version"]) else run.release
+        memo_key = (cmd, version, hw, run.adp, tuple(sorted(run.settings.items())))
         if memo_key not in self.memo:
-            self.memo[memo_key] = self._check(cmd, r, hw)
+            self.memo[memo_key] = self._check(cmd, run, hw, version)
         got = self.memo[memo_key]
         if isinstance(got, str):
             return {"status": "not_evaluable", "reasons": [got]}
         stack, report = got
-        quant = {"gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
-        return speed_for_stack(stack, report, Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])), quant)
+        quant = None if r["model_path"] in self.models["native_quant"] else \
+            {"gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
+        return speed_for_stack(stack, report, Workload(run.isl, run.osl, run.concurrency), quant)
 
-    def _check(self, cmd: str, r: dict, hw: str):
-        """(stack, check report dict) of the row's launch command, or the reason it cannot be read."""
+    def _check(self, cmd: str, run, hw: str, version: str | None):
+        """(stack, check report dict) of the run's launch command, or the reason it cannot be read."""
         from kg.core.errors import OptkgError
+        from kg.inputs.stack import set_setting
+        r = run.row
         try:
             stack = None
-            from kg.speed.estimator import _parse
-            for version in ((r["backend_version"] if _parse(r["backend_version"]) else None), None):
+            for v in (version, None):
                 try:
-                    stack = self.kg.stack_from_command(cmd, self.catalog, engine_version=version)
+                    stack = self.kg.stack_from_command(cmd, self.catalog, engine_version=v)
                     break
                 except OptkgError:
-                    if version is None:
+                    if v is None:
                         raise
             stack.hardware = self.catalog.resolve_hardware(hw)
-            tp, pp, adp = (max(1, int(r[k] or 1)) for k in ("tp_size", "pp_size", "attention_dp_size"))
-            stack.gpu_count = tp * pp * adp
-            if r["backend"] == "trtllm" and adp > 1:
+            stack.gpu_count = run.gpus
+            if r["backend"] == "trtllm" and run.adp > 1:
                 stack.settings["enable_dp_attention"] = True
-            if r["backend"] == "trtllm" and MODELOPT_ALGO.get(r["gemm_quant_mode"]):
+            settings = dict(run.settings)
+            if r["backend"] == "trtllm" and MODELOPT_ALGO.get(r["gemm_quant_mode"]) and "kv_cache_dtype" not in settings:
                 # TensorRT-LLM takes the KV-cache quantisation of a ModelOpt checkpoint (kv_cache_quant_algo FP8 in
                 # its hf_quant_config.json) as its KV dtype; optkg's TensorRT-LLM reader does not read it yet
-                from kg.inputs.stack import set_setting
-                set_setting(stack, "kv_cache_dtype", "fp8", "accuracy harness", self.catalog)
+                settings["kv_cache_dtype"] = "fp8"
+            for k, v in settings.items():
+                set_setting(stack, k, v, "InferenceX launch script (tools/accuracy/launches.yaml)", self.catalog)
             return stack, self.kg.check(stack, self.catalog, self.rules).to_dict()
         except OptkgError as e:
             return f"optkg could not read the stack: {e}"
@@ -232,11 +283,16 @@ def mape(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def score(rows: list[dict], limit: int | None, progress: bool) -> list[dict]:
+def score(rows: list[dict], limit: int | None, progress: bool, only: str | None = None,
+          sc: "Scorer | None" = None) -> list[dict]:
+    import re
+    from measured import run_of
     split = load_split()
-    sc = Scorer()
+    sc = sc or Scorer()
     out = []
     todo = rows[:limit] if limit else rows
+    if only:
+        todo = [r for r in todo if re.search(only, "|".join((r["id"], r["model_path"], r["backend"], r["system"])))]
     t0 = time.time()
     for i, r in enumerate(todo):
         rec = {k: r[k] for k in ("id", "mode", "backend", "backend_version", "system", "model_path", "isl", "osl",
@@ -244,21 +300,32 @@ def score(rows: list[dict], limit: int | None, progress: bool) -> list[dict]:
                                  "gemm_quant_mode")}
         rec["split"] = split.get(group_of(r), "unsplit")
         rec["ttft_ms"], rec["tpot_ms"] = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
+        rec["measurement"] = f"{r['system']}|{r['isl']}|{r['osl']}|{rec['ttft_ms']:.4f}|{rec['tpot_ms']:.4f}"
         if r["mode"] != "agg":
             rec["optkg_status"] = "not_evaluable"
             rec["optkg_reason"] = "disaggregated serving (separate prefill and decode workers) is not a stack optkg checks"
             out.append(rec)
             continue
-        b = sc.bare(r)
+        run = run_of(r, sc.is_moe(r["model_path"]))
+        rec["source"] = run.source
+        rec["layout"] = f"tp{run.tp} pp{run.pp} dp{run.adp} moe_tp{run.moe_tp} moe_ep{run.moe_ep}"
+        rec["corrected"] = "; ".join(run.corrections)
+        rec["launch"] = run.launch_evidence or ""
+        rec["disagg_as_agg"] = bool(run.not_evaluable)
+        rec["concurrency"], rec["mean_isl"] = run.concurrency, run.isl  # the workload optkg's calibration sees
+        b = sc.bare(run)
         if "not_evaluable" in b:
             rec["bare_reason"] = b["not_evaluable"]
         else:
             rec["bare_ttft_ms"], rec["bare_tpot_ms"] = b["ttft_ms"], b["tpot_ms"]
-        o = sc.optkg(r)
+        o = sc.optkg(run)
         rec["optkg_status"] = o["status"]
         if o["status"] == "ok":
             rec["optkg_ttft_ms"], rec["optkg_tpot_ms"] = o["ttft_ms"], o["itl_ms"]
             rec["optkg_queued"] = o["queued"]
+            rec["optkg_running"] = o["running"]
+            rec["optkg_kv_tokens"] = o["cap"].get("kv_tokens_per_scheduler")
+            rec["optkg_cap_limit"] = o["cap"].get("limit")
             rec["raw_ttft_ms"], rec["raw_tpot_ms"] = o["uncalibrated"]["ttft_ms"], o["uncalibrated"]["itl_ms"]
             rec["optkg_release"] = o["estimator"]["database_release"]
         else:
@@ -275,12 +342,21 @@ def score(rows: list[dict], limit: int | None, progress: bool) -> list[dict]:
 CALIBRATION = REPO / "kg" / "speed" / "calibration.yaml"
 
 
-def _lsq(rows: list[tuple[float, float, float]]) -> list[float]:
-    """Least squares of log(measured / estimated) = a + b log2(concurrency) + c log2(isl)."""
+def _lsq(rows: list[tuple[float, float, float]]) -> list[float] | None:
+    """Least squares of log(measured / estimated) = a + b log2(concurrency) + c log2(isl), then ``a`` moved to the
+    value that minimises the MAPE on the same rows (the log fit centres the median ratio; MAPE, the error reported,
+    is not symmetric in log space). None when even so the factor does not lower the rows' MAPE (factor 1)."""
     import numpy as np
     x = np.array([[1.0, math.log2(c), math.log2(i)] for c, i, _ in rows])
-    y = np.array([math.log(q) for _, _, q in rows])
-    return [round(float(v), 5) for v in np.linalg.lstsq(x, y, rcond=None)[0]]
+    q = np.array([q for _, _, q in rows])
+    coef = np.linalg.lstsq(x, np.log(q), rcond=None)[0]
+    base = x @ coef
+    mape_at = lambda d: float(np.mean(np.abs(np.exp(base + d) / q - 1.0)))  # noqa: E731  |f est - m| / m = |f/q - 1|
+    shift = min(np.linspace(-1.5, 1.5, 301), key=mape_at)
+    if mape_at(shift) >= float(np.mean(np.abs(1.0 / q - 1.0))):
+        return None
+    coef[0] += shift
+    return [round(float(v), 5) for v in coef]
 
 
 def fit(recs: list[dict]) -> dict:
@@ -296,7 +372,9 @@ def fit(recs: list[dict]) -> dict:
             for m, raw in (("ttft", "raw_ttft_ms"), ("tpot", "raw_tpot_ms")):
                 q = r[f"{m}_ms"] / r[raw]
                 if 1 / 20 < q < 20:
-                    cells[key][m].append((int(r["batch_size"]), int(r["isl"]), q))
+                    # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
+                    # per-rank batch_size and nominal ISL
+                    cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q))
     out = {}
     for k in sorted(cells):
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
@@ -322,16 +400,40 @@ def write_calibration(cells: dict) -> None:
 
 
 def _cell_stats(recs: list[dict]) -> dict:
-    o_t = [ape(r["optkg_ttft_ms"], r["ttft_ms"]) for r in recs]
-    o_p = [ape(r["optkg_tpot_ms"], r["tpot_ms"]) for r in recs]
+    """MAPE of optkg (calibrated and not) over every row with an optkg number, and of optkg and the bare estimator
+    over the rows where both have one (``*_same``: the like-for-like comparison)."""
     both = [r for r in recs if "bare_ttft_ms" in r]
-    return {"n": len(recs), "optkg_ttft": mape(o_t), "optkg_tpot": mape(o_p), "n_bare": len(both),
-            "bare_ttft": mape([ape(r["bare_ttft_ms"], r["ttft_ms"]) for r in both]),
-            "bare_tpot": mape([ape(r["bare_tpot_ms"], r["tpot_ms"]) for r in both])}
+    err = lambda rs, k, m: mape([ape(r[f"{k}_{m}_ms"], r[f"{m}_ms"]) for r in rs])  # noqa: E731
+    return {"n": len(recs), "optkg_ttft": err(recs, "optkg", "ttft"), "optkg_tpot": err(recs, "optkg", "tpot"),
+            "raw_ttft": err(recs, "raw", "ttft"), "raw_tpot": err(recs, "raw", "tpot"), "n_bare": len(both),
+            "bare_ttft": err(both, "bare", "ttft"), "bare_tpot": err(both, "bare", "tpot"),
+            "optkg_ttft_same": err(both, "optkg", "ttft"), "optkg_tpot_same": err(both, "optkg", "tpot")}
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f} %"
+
+
+def _table(rs: list[dict], heldout: bool) -> list[str]:
+    head = ("| engine | GPU | rows | TTFT optkg | TTFT uncal. | TTFT bare (rows) | TPOT optkg | TPOT uncal. | "
+            "TPOT bare |" + (" targets (TTFT <= 25 %, TPOT <= 15 %) |" if heldout else ""))
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if heldout else "")]
+    cells: dict[tuple, list] = defaultdict(list)
+    for r in rs:
+        cells[(r["backend"], r["system"])].append(r)
+    for (be, sysname), xs in sorted(cells.items()) + ([(("all", "all"), rs)] if rs else []):
+        s = _cell_stats(xs)
+        row = (f"| {be} | {sysname} | {s['n']} | {_pct(s['optkg_ttft'])} | {_pct(s['raw_ttft'])} | "
+               f"{_pct(s['bare_ttft'])} ({s['n_bare']}) | {_pct(s['optkg_tpot'])} | {_pct(s['raw_tpot'])} | "
+               f"{_pct(s['bare_tpot'])} |")
+        if heldout:
+            if be == "all":
+                row += " |"
+            else:
+                met = (s["optkg_ttft"] <= 25 and s["optkg_tpot"] <= 15) if s["n"] >= MIN_ROWS else None
+                row += f" {'-' if met is None else ('met' if met else '**not met**')} |"
+        out.append(row)
+    return out
 
 
 def render(recs: list[dict], digest: str) -> str:
@@ -341,54 +443,30 @@ def render(recs: list[dict], digest: str) -> str:
     lines = [f"<!-- generated by `make accuracy` (tools/accuracy/run.py); inputs digest {digest}; do not edit -->",
              "# Serving speed: accuracy against measured rows", "",
              f"Measured: aiconfigurator-core {estimator_version()} `systems/silicon_sample.csv`, {len(recs):,} rows "
-             f"({len(agg):,} aggregated, {len(recs) - len(agg):,} disaggregated). optkg = `check`'s Speed section "
-             "(kg.speed.serving: infeasible stacks refused, running requests capped by optkg's KV capacity and the "
-             "engine's cap with the rest queued, engine release mapped to the nearest database release, "
-             "per engine x GPU calibration fitted on the train split, kg/speed/calibration.yaml); bare = "
-             "aiconfigurator-core's `run_agg` at its current database release. MAPE = mean of "
-             "|estimate - measured| / measured. Split: tools/accuracy/split.csv (by configuration group; "
-             "held-out never fitted on).", ""]
+             f"({len(agg):,} aggregated, {len(recs) - len(agg):,} disaggregated), each read as the run it was "
+             "(tools/accuracy/measured.py: layout, clients per engine, the benchmark's request lengths and, for the "
+             "InferenceX rows, the engine flags of its launch scripts, tools/accuracy/launches.yaml). "
+             "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
+             "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
+             "release mapped to the nearest database release, per engine x GPU calibration fitted on the train "
+             "split, kg/speed/calibration.yaml); **uncal.** = the same without the calibration; **bare** = "
+             "aiconfigurator-core as its authors compare it with this CSV (`cli_estimate`: the row's layout and "
+             "batch_size, ctx_tokens = ISL, the row's release when its database has it), on the rows where it "
+             "gives a number (their count in brackets). MAPE = mean of |estimate - measured| / measured. Split: "
+             "tools/accuracy/split.csv (by configuration group; held-out never fitted on).", ""]
     n_num = len(ok)
     n_reason = sum(1 for r in recs if r.get("optkg_status") in ("infeasible", "not_evaluable"))
     lines += ["## Coverage", "",
               f"- rows with a number: {n_num:,}; with a stated reason (infeasible or not evaluable): {n_reason:,}; "
               f"neither: {len(recs) - n_num - n_reason:,} ({(n_num + n_reason) / len(recs) * 100:.1f} % answered)", ""]
     for split in ("heldout", "train"):
-        lines += [f"## {'Held-out' if split == 'heldout' else 'Train'} split", "",
-                  "| engine | GPU | rows | TTFT MAPE optkg | TTFT MAPE bare | TPOT MAPE optkg | TPOT MAPE bare |"
-                  + (" targets (TTFT <= 25 %, TPOT <= 15 %) |" if split == "heldout" else ""),
-                  "|---|---|---:|---:|---:|---:|---:|" + ("---|" if split == "heldout" else "")]
-        cells: dict[tuple, list] = defaultdict(list)
-        for r in ok:
-            if r["split"] == split:
-                cells[(r["backend"], r["system"])].append(r)
-        for (be, sysname), rs in sorted(cells.items()):
-            s = _cell_stats(rs)
-            row = (f"| {be} | {sysname} | {s['n']} | {_pct(s['optkg_ttft'])} | {_pct(s['bare_ttft'])} | "
-                   f"{_pct(s['optkg_tpot'])} | {_pct(s['bare_tpot'])} |")
-            if split == "heldout":
-                met = (s["optkg_ttft"] <= 25 and s["optkg_tpot"] <= 15) if s["n"] >= MIN_ROWS else None
-                row += f" {'-' if met is None else ('met' if met else '**not met**')} |"
-            lines.append(row)
-        s = _cell_stats([r for r in ok if r["split"] == split]) if any(r["split"] == split for r in ok) else None
-        if s:
-            lines.append(f"| all | all | {s['n']} | {_pct(s['optkg_ttft'])} | {_pct(s['bare_ttft'])} | "
-                         f"{_pct(s['optkg_tpot'])} | {_pct(s['bare_tpot'])} |" + (" |" if split == "heldout" else ""))
-        lines.append("")
-    kvb = [r for r in ok if r.get("optkg_queued") and "bare_ttft_ms" in r]
-    lines += ["## Rows where optkg's KV capacity binds (requests queue)", ""]
-    if kvb:
-        for split in ("heldout", "train"):
-            rs = [r for r in kvb if r["split"] == split]
-            if rs:
-                s = _cell_stats(rs)
-                lines.append(f"- {split}: {s['n']} rows; TTFT MAPE optkg {_pct(s['optkg_ttft'])} vs bare "
-                             f"{_pct(s['bare_ttft'])}; TPOT MAPE optkg {_pct(s['optkg_tpot'])} vs bare "
-                             f"{_pct(s['bare_tpot'])}")
-    else:
-        lines.append("- none: no measured row runs more requests than optkg's KV capacity allows")
-    lines.append("")
-    for status, title in (("infeasible", "Rows optkg calls infeasible (measured: they ran)"),
+        rs = [r for r in ok if r["split"] == split]
+        lines += [f"## {'Held-out' if split == 'heldout' else 'Train'} split", "", *_table(rs, split == "heldout"), ""]
+    lines += _limits(ok)
+    lines += _kv_binding(ok)
+    lines += _duplicates(ok)
+    lines += _corrections(recs)
+    for status, title in (("infeasible", "Rows optkg calls infeasible"),
                           ("not_evaluable", "Rows optkg cannot evaluate, by reason")):
         rs = [r for r in recs if r.get("optkg_status") == status]
         lines += [f"## {title}", "", f"{len(rs):,} rows.", ""]
@@ -402,6 +480,98 @@ def render(recs: list[dict], digest: str) -> str:
     return "\n".join(lines)
 
 
+def _limits(ok: list[dict]) -> list[str]:
+    """Per held-out cell that misses a target: optkg's error beside the estimator's own on the same rows."""
+    out = ["## What limits the cells that miss a target", "",
+           "Held-out cells with >= 30 rows that miss TTFT <= 25 % or TPOT <= 15 %, with the bare estimator's error on "
+           "the same rows: where the bare error is as large, the estimator's database limits the cell; where optkg's "
+           "uncalibrated error is larger than bare's, optkg's composition does.", ""]
+    cells: dict[tuple, list] = defaultdict(list)
+    for r in ok:
+        if r["split"] == "heldout":
+            cells[(r["backend"], r["system"])].append(r)
+    for (be, sysname), xs in sorted(cells.items()):
+        s = _cell_stats(xs)
+        if s["n"] < MIN_ROWS or (s["optkg_ttft"] <= 25 and s["optkg_tpot"] <= 15):
+            continue
+        groups: dict[str, list] = defaultdict(list)
+        for r in xs:
+            groups[f"{r['model_path']} {r.get('layout', '')}"].append(r)
+        worst = max(groups.items(), key=lambda kv: sum(ape(r["optkg_tpot_ms"], r["tpot_ms"]) +
+                                                       ape(r["optkg_ttft_ms"], r["ttft_ms"]) for r in kv[1]))
+        w = _cell_stats(worst[1])
+        out.append(f"- {be} {sysname}: TTFT optkg {_pct(s['optkg_ttft_same'])} vs bare {_pct(s['bare_ttft'])}, TPOT "
+                   f"optkg {_pct(s['optkg_tpot_same'])} vs bare {_pct(s['bare_tpot'])} on the {s['n_bare']} rows both "
+                   f"time; largest share: {worst[0]} ({w['n']} rows: TTFT {_pct(w['optkg_ttft'])}, TPOT "
+                   f"{_pct(w['optkg_tpot'])}; bare {_pct(w['bare_ttft'])}, {_pct(w['bare_tpot'])})")
+    return out + [""]
+
+
+def _kv_binding(ok: list[dict]) -> list[str]:
+    kvb = [r for r in ok if r.get("optkg_queued") and "bare_ttft_ms" in r]
+    out = ["## Rows where optkg's KV capacity binds (requests queue)", ""]
+    if not kvb:
+        return out + ["- none: no measured row runs more requests than optkg's KV capacity allows", ""]
+    for split in ("heldout", "train"):
+        rs = [r for r in kvb if r["split"] == split]
+        if rs:
+            s = _cell_stats(rs)
+            out.append(f"- {split}: {s['n']} rows; TTFT MAPE optkg {_pct(s['optkg_ttft'])} (uncal. "
+                       f"{_pct(s['raw_ttft'])}) vs bare {_pct(s['bare_ttft'])}; TPOT MAPE optkg {_pct(s['optkg_tpot'])} "
+                       f"(uncal. {_pct(s['raw_tpot'])}) vs bare {_pct(s['bare_tpot'])}")
+    return out + [""]
+
+
+def _duplicates(ok: list[dict]) -> list[str]:
+    """Held-out rows whose measurement (GPU, lengths, TTFT, TPOT to 1e-4 ms) is also a train row: the CSV holds
+    several dumps of the same runs under different configuration groups, so the split by group does not keep
+    every measurement on one side."""
+    train = {r["measurement"] for r in ok if r["split"] == "train"}
+    held = [r for r in ok if r["split"] == "heldout"]
+    unique = [r for r in held if r["measurement"] not in train]
+    out = ["## Held-out measurements that are also train rows", "",
+           f"{len(held) - len(unique)} of {len(held)} held-out rows with a number repeat a train row's measurement "
+           "(the same run in another dump of the CSV, under another configuration group)."]
+    if unique:
+        s = _cell_stats(unique)
+        out.append(f"On the {s['n']} held-out rows that do not: TTFT MAPE optkg {_pct(s['optkg_ttft'])} (uncal. "
+                   f"{_pct(s['raw_ttft'])}, bare {_pct(s['bare_ttft'])}), TPOT {_pct(s['optkg_tpot'])} (uncal. "
+                   f"{_pct(s['raw_tpot'])}, bare {_pct(s['bare_tpot'])}).")
+    return out + [""]
+
+
+def _corrections(recs: list[dict]) -> list[str]:
+    """How many rows measured.py read differently from the CSV's columns, with the evidence the CSV itself holds."""
+    agg = [r for r in recs if r["mode"] == "agg"]
+    layout = [r for r in agg if r.get("corrected")]
+    sig = [r for r in layout if "InferenceX" in r["corrected"]]
+    dp = [r for r in layout if "attention data parallel" in r["corrected"]]
+    # the same measurement recorded elsewhere with the corrected layout
+    seen: dict[str, set] = defaultdict(set)
+    for r in agg:
+        if not r.get("corrected"):
+            seen[r["measurement"]].add(r.get("layout"))
+    twins = sum(1 for r in sig if r.get("layout") in seen.get(r["measurement"], ()))
+    disagg_rows = [r for r in recs if r["mode"] != "agg"]
+    dis_meas = {(r["system"], r["isl"], r["osl"], round(r["tpot_ms"], 1)) for r in disagg_rows}
+    flagged = [r for r in agg if r.get("disagg_as_agg")]
+    matched = sum(1 for r in flagged if (r["system"], r["isl"], r["osl"], round(r["tpot_ms"], 1)) in dis_meas)
+    ix = [r for r in agg if r.get("source") == "inferencex"]
+    launched = [r for r in ix if r.get("launch")]
+    return ["## Rows read differently from the CSV's columns (tools/accuracy/measured.py)", "",
+            f"- {len(sig)} InferenceX rows record a `tp N, ep M` run on N x M GPUs; read as N GPUs. {twins} of them "
+            "have a twin row (same GPU, lengths, TTFT and TPOT) recorded with the corrected layout.",
+            f"- {len(dp)} MoE rows whose expert group spans more GPUs than their attention group: read as "
+            "data-parallel attention.",
+            f"- {len(flagged)} GB200 DeepSeek-R1 rows of the 2026-04-06 dump are disaggregated deployments recorded as "
+            f"one aggregated engine: not evaluable; {matched} of them have a disaggregated row with the same GPU, "
+            "lengths and TPOT (to 0.1 ms).",
+            f"- {len(launched)} of {len(ix)} InferenceX aggregated rows launched with the engine flags of their "
+            "script on the measurement day (launches.yaml); the rest (B300 / GB200, no optkg GPU, or scripts not "
+            "found) with the engine's defaults.",
+            ""]
+
+
 def _short(reason: str) -> str:
     """A reason without the row's own numbers and paths, so equal causes group together."""
     import re
@@ -410,12 +580,33 @@ def _short(reason: str) -> str:
     return reason[:160]
 
 
+def read_records(path: Path) -> list[dict]:
+    """Rows a ``--csv`` run wrote, with their numbers as numbers and empty cells left out."""
+    out = []
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            rec = {k: v for k, v in r.items() if v != ""}
+            for k in list(rec):
+                if k.endswith("_ms"):
+                    rec[k] = float(rec[k])
+                elif k in ("optkg_queued", "optkg_running", "optkg_kv_tokens", "concurrency", "mean_isl"):
+                    rec[k] = int(float(rec[k]))
+                elif k == "disagg_as_agg":
+                    rec[k] = rec[k] == "True"
+            out.append(rec)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, help="score only the first N rows (a quick look; the doc is not written)")
     ap.add_argument("--csv", type=Path, help="also write every scored row here")
+    ap.add_argument("--only", metavar="REGEX", help="score only rows whose id|model|engine|GPU matches (a quick look; "
+                                                   "the doc is not written)")
     ap.add_argument("--fit", action="store_true", help="refit kg/speed/calibration.yaml on the train split first")
     ap.add_argument("--check", action="store_true", help="only verify docs/speed-accuracy.md is up to date")
+    ap.add_argument("--render-from", type=Path, metavar="CSV", help="print the report of rows a --csv run wrote "
+                                                                    "(nothing is scored; the doc is not written)")
     args = ap.parse_args(argv)
     if args.check:
         want = input_digest()
@@ -424,14 +615,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{DOC.relative_to(REPO)} is stale (inputs digest {want}): run `make accuracy`", file=sys.stderr)
             return 1
         return 0
+    if args.render_from:
+        print(render(read_records(args.render_from), "(from CSV)"))
+        return 0
     import logging
     logging.disable(logging.WARNING)
     with (package_dir() / "systems" / "silicon_sample.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
+    sc = Scorer()  # one scorer for both passes: each launch command is checked once
     if args.fit:
         write_calibration({})  # fit against the uncalibrated estimates
-        write_calibration(fit(score(rows, args.limit, True)))
-    recs = score(rows, args.limit, True)
+        write_calibration(fit(score(rows, args.limit, True, args.only, sc)))
+    recs = score(rows, args.limit, True, args.only, sc)
     if args.csv:
         keys = sorted({k for r in recs for k in r})
         with args.csv.open("w", newline="") as f:
@@ -439,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
             w.writeheader()
             w.writerows(recs)
     text = render(recs, input_digest())
-    if args.limit:
+    if args.limit or args.only:
         print(text)
         return 0
     DOC.write_text(text + "\n", encoding="utf-8")
