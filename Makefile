@@ -51,9 +51,12 @@ fuzz: install
 
 # optkg's serving speed against aiconfigurator-core's measured rows (silicon_sample.csv), beside the bare
 # estimator, on the train and the held-out split (tools/accuracy/split.csv): writes docs/speed-accuracy.md;
+# the same path on public serving tables, reported only (tools/accuracy/public_serving_rows.yaml):
+# docs/speed-accuracy-public.md;
 # training speed against published throughput rows (tools/accuracy/training_rows.yaml): docs/training-speed-accuracy.md
 accuracy: install
 	$(BIN)/python tools/accuracy/run.py
+	$(BIN)/python tools/accuracy/public_serving.py
 	$(BIN)/python tools/accuracy/training_speed.py
 
 export: install

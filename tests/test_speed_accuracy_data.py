@@ -45,3 +45,13 @@ def test_the_accuracy_doc_is_generated_from_the_current_inputs():
     import run
     assert run.main(["--check"]) == 0, "docs/speed-accuracy.md is stale: run `make accuracy`"
 
+
+def test_every_public_serving_row_cites_a_listed_source_and_was_scored_into_the_doc():
+    import public_serving
+    sources, rows = public_serving.load()
+    assert len(rows) == 320 and len({r["id"] for r in rows}) == 320
+    for r in rows:
+        assert r["source"] in sources and r["table"] and r["measured"]["output_tokens_per_s"] > 0, r["id"]
+    for s in sources.values():
+        assert s["url"].startswith("https://github.com/") and s["commit"] in s["url"]
+    assert public_serving.main(["--check"]) == 0, "docs/speed-accuracy-public.md is stale: run `make accuracy`"
