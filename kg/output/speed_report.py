@@ -24,9 +24,11 @@ def speed_lines(sp: dict[str, Any], wrap) -> list[str]:
     out.append(wrap(f"estimator: {e['package']} {e['release']}, {e['backend']} database release "
                     f"{e['database_release']} on {e['system']}", "  "))
     cap = sp.get("cap") or {}
-    parts = [f"KV cache {cap['kv_requests_per_scheduler']:,}"] if "kv_requests_per_scheduler" in cap else []
+    parts = [f"KV cache {cap['kv_requests_per_scheduler']:,}"
+             + (f" ({cap['kv_tokens_per_scheduler']:,} tokens)" if "kv_tokens_per_scheduler" in cap else "")
+             ] if "kv_requests_per_scheduler" in cap else []
     parts += [f"{k} {v:,}" for k, v in cap.items() if k not in ("limit", "tokens_per_request",
-                                                                 "kv_requests_per_scheduler")]
+                                                                 "kv_requests_per_scheduler", "kv_tokens_per_scheduler")]
     rows = [("TTFT", _ms(sp["ttft_ms"]) + (f" (engine {_ms(sp['engine_ttft_ms'])} + queue {_ms(sp['queue_wait_ms'])})"
                                            if sp.get("queued") else "")),
             ("ITL (TPOT)", _ms(sp["itl_ms"])),
