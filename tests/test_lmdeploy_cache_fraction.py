@@ -98,7 +98,11 @@ def test_one_or_more_is_refused_where_the_release_or_the_engine_refuses_it():
         code, out, err = run_cli("check", "--cmd", cmd, "--engine-version", version, "--gpu", "H100-SXM", "--count",
                                  "4", "--format", "json")
         assert code == 1, err
-        assert rule in {f["rule_id"] for f in json.loads(out)["findings"]}
+        d = json.loads(out)
+        assert rule in {f["rule_id"] for f in d["findings"]}
+        # no cache, not 2,000 x the free memory (81,535 GiB before): the engine stops before sizing one
+        assert (d["derived"]["kv_budget_bytes_per_gpu"], d["derived"]["kv_tokens_per_gpu"]) == (0, 0)
+        assert d["derived"]["kv_budget_breakdown"][-1]["basis"].startswith("no cache: LMDeploy")
     code, out, err = run_cli("check", "--cmd", L70 + " --cache-max-entry-count 2000", "--engine-version", "0.18.0",
                              "--gpu", "H100-SXM", "--count", "4", "--format", "json")
     assert code == 0, err

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kg.core.relcmp import older_than
 from kg.derive.budget import GIB, BudgetInputs, BudgetLine, ServingBudget, non_torch_bytes, serving_budget_of
 
 SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:305-312, lmdeploy/cli/utils.py:526-531 (a fraction of the free memory, "
@@ -46,6 +47,8 @@ TURBOMIND_SOURCE = ("InternLM/lmdeploy@0bb835a src/turbomind/models/llama/BlockM
 BLOCK_COUNT_SOURCE = ("lmdeploy 0.18.0 lmdeploy/messages.py:429 (TurboMind: cache_max_entry_count > 0); "
                       "InternLM/lmdeploy@0bb835a src/turbomind/models/llama/BlockManager.cc:34-39 (1 or more: a block "
                       "count; public repository, release not pinned)")
+REFUSED_SOURCE = ("lmdeploy 0.9.2 lmdeploy/messages.py:263, :374 (both engines before 0.10.0); 0.18.0 :608 (the "
+                  "PyTorch engine): assert 0 < cache_max_entry_count < 1")
 MIN_BLOCKS = 16  # base.py:235-237: the runtime reserve shrinks until this many blocks remain
 
 
@@ -87,8 +90,15 @@ def budget(inp: BudgetInputs, backend: str, bytes_per_block: float | None = None
         if tokens != inp.max_num_batched_tokens:
             notes.append(f"LMDeploy lowers max_prefill_token_num to {tokens:,} to keep {MIN_BLOCKS} KV blocks")
     free = max(0.0, total - sum(x.bytes for x in lines[1:]))
-    if backend == "turbomind" and fraction >= 1:
-        return _block_count_budget(inp, lines, free, bytes_per_block)
+    if fraction >= 1:
+        if backend == "turbomind" and not older_than(inp.engine_version, "0.10.0"):
+            return _block_count_budget(inp, lines, free, bytes_per_block)
+        # the engine config refuses it before anything loads (rules lmdeploy-*cache-max-entry-count-not-below-one):
+        # no cache, rather than a share of 2,000 x the free memory
+        who = " ".join(x for x in ("LMDeploy", inp.engine_version, f"({backend})") if x)
+        lines.append(BudgetLine("held back", free, f"no cache: {who} refuses --cache-max-entry-count {fraction:g} "
+                                "(it asserts 0 < x < 1)", REFUSED_SOURCE))
+        return serving_budget_of(inp, lines, notes)
     lines.append(BudgetLine("held back", (1 - fraction) * free,
                             f"(1 - cache_max_entry_count {fraction:g}) x {free / GIB:.2f} GiB free after loading: "
                             "activations and CUDA graphs", PYTORCH_SOURCE if backend == "pytorch" else TURBOMIND_SOURCE))
