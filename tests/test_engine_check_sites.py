@@ -87,6 +87,8 @@ def test_committed_sites_files_count_what_they_list_and_their_rows_compile():
         for s in d["sites"]:
             if s["class"] == "table":
                 compile_expr(s["expr"], tuple(FUNCTIONS))
+        for x in d.get("lets") or []:  # named long values the rows read
+            compile_expr(x["expr"], tuple(FUNCTIONS))
 
 
 def test_generated_rows_refuse_eplb_without_expert_parallelism_at_the_engines_line():
@@ -102,3 +104,34 @@ def test_generated_rows_refuse_eplb_without_expert_parallelism_at_the_engines_li
                                                   "techniques": []})
     assert [(r["path"], r["line"]) for r in alone["engine_check_refusals"]] == [("vllm/config/parallel.py", 617)]
     assert generated_refusals("vllm", "0.20.0", {"enable_eplb": True}) == {}  # not a scanned release
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    import kg
+    return kg.load_catalog()
+
+
+@pytest.mark.parametrize("cmd", [
+    # vLLM recipes (github.com/vllm-project/recipes 8959cf6, tests/fixtures/launch/vllm-recipes-commands.txt):
+    # data / expert parallel launches of their form; they read the rows whose data-parallel size is a named long
+    # value (lets)
+    "vllm serve deepseek-ai/DeepSeek-V3 --trust-remote-code --enable-expert-parallel --data-parallel-size 8",
+    "vllm serve deepseek-ai/DeepSeek-V3 --enable-expert-parallel --tensor-parallel-size 8 --enable-eplb",
+    "vllm serve meta-llama/Llama-3.1-8B --data-parallel-size 2 --data-parallel-size-local 2",
+])
+def test_documented_data_and_expert_parallel_launches_raise_no_generated_row(cmd, catalog):
+    import kg
+    from kg.analyses.check import stack_facts
+    st = kg.stack_from_command(cmd, catalog)
+    for release in ("0.33.0", "0.34.0"):
+        st.engine_version = release
+        got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)
+        assert got["engine_check_rows_evaluated"] > 50 and got["engine_check_refusals"] == [], (release, got)
+    # the same with --data-parallel-size-local above the data-parallel size refuses (parallel.py:584 at 0.34.0)
+    if "--data-parallel-size-local" in cmd:
+        st = kg.stack_from_command(cmd.replace("--data-parallel-size-local 2", "--data-parallel-size-local 4"),
+                                   catalog)
+        st.engine_version = "0.34.0"
+        got = generated_refusals("vllm", "0.34.0", stack_facts(st)[1], stack=st)
+        assert [(r["path"], r["line"]) for r in got["engine_check_refusals"]] == [("vllm/config/parallel.py", 584)]

@@ -388,7 +388,7 @@ def main(argv: list[str]) -> int:
     rows = classify_all(a.engine, a.release, sites, sources, generated)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows))
+    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["class"]] = counts.get(r["class"], 0) + 1

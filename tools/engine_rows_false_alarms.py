@@ -4,7 +4,8 @@ Usage: python tools/engine_rows_false_alarms.py [--engine vllm] [--release 0.34.
 
 Stacks: the ``input`` of every ``check`` rule fixture (fire and pass cases, all rules), the stack files under
 tests/fixtures/field_cases/ and examples/, and the launch commands of --docs files (one command per line, ``#``
-comments: vLLM's own documented example commands, tests/fixtures/vllm_docs_commands.txt). Each stack of the engine
+comments: the vLLM project's recipes, tests/fixtures/launch/vllm-recipes-commands.txt, written by
+tools/vllm_recipe_commands.py). Each stack of the engine
 is checked at its own release and at every ``--release`` (default: every release with a sites file). A firing is
 a generated row the engine would raise on: on a stack the engine starts (a documented example, a fixture that
 says the stack runs) it is a false alarm. Prints one line per firing and a summary; exit 1 when a --docs command

@@ -63,18 +63,25 @@ def _deco_names(node: ast.AST) -> list[str]:
 class VllmWalker(cg.Walker):
     """checkgen's walker with vLLM's config classes (pydantic dataclasses under ``@config``), validators and the
     platform object."""
-    # no lets (named long values): the CUDA and ROCm walks are merged by each row's text, so a row carries its
-    # values written out (up to checkgen's MAX_TEXT, beyond which a value is not modelled)
-    let_at = cg.MAX_TEXT
-
-    def __init__(self, modules: list[cg.Module], platform: tuple[str, str, str]):
+    def __init__(self, modules: list[cg.Module], platform: tuple[str, str, str],
+                 lets: list[tuple[str, str]] | None = None):
         super().__init__(modules)
+        if lets is not None:  # the CUDA and ROCm walks share one list of named long values (see bind)
+            self.lets = lets
         self.vendor, pcls, ppath = platform
         self.platform = cg.Obj(f"current_platform[{self.vendor}]", None, pcls, path=ppath)
         self.hooks.append(_hook)
         self.input_info: dict[str, dict[str, Any]] = {}
         envs = self.modules.get("vllm/envs.py")
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
+
+    def bind(self, text: str) -> Any:
+        """checkgen's bind, but a value already named (by this or the other platform's walk) keeps its name, so
+        rows the two walks both reach compare equal by text."""
+        for name, t in self.lets:
+            if t == text:
+                return cg.Expr(name)
+        return super().bind(text)
 
     # ---- classes
     def dataclass_fields(self, cls: str, path: str | None = None) -> dict[str, tuple[ast.AST | None, str]] | None:
@@ -497,14 +504,15 @@ def json_options(w: VllmWalker) -> set[str]:
     return out
 
 
-def walk(sources: dict[str, str], platform: tuple[str, str, str]) -> VllmWalker:
+def walk(sources: dict[str, str], platform: tuple[str, str, str],
+         lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
         try:
             modules.append(cg.read_module(p, t))
         except SyntaxError:
             continue
-    w = VllmWalker(modules, platform)
+    w = VllmWalker(modules, platform, lets)
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)
@@ -795,8 +803,9 @@ def generate_release(wheel: Path) -> dict[str, Any]:
     reached: set[tuple[str, int]] = set()
     why: dict[tuple[str, int], str] = {}
     walkers = []
+    shared: list[tuple[str, str]] = []
     for plat in PLATFORMS:
-        w = walk(sources, plat)
+        w = walk(sources, plat, shared)
         walkers.append(w)
         reached |= set(w.sites)
         for k, v in w.why.items():
@@ -843,6 +852,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         inputs[fact] = entry
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     never: dict[tuple[str, int], str] = {}
+    let_table = {n: cg.substitute(e, names) for n, e in shared}  # named long values over optkg's fact names
     for key in reached:
         by = per.get(key)
         if not by:
@@ -856,7 +866,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
             expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
         expr = cg.substitute(expr, names)
-        used = cg.free_names(expr)
+        used = cg.inputs_of(cg.free_names(expr), let_table)  # the inputs it reads, through the lets it uses
         row: dict[str, Any] = {"expr": expr}
         d = {f: inputs[f]["default"] for f in sorted(used) if f in inputs and "default" in inputs[f]}
         if d:
@@ -865,7 +875,10 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         if t:
             row["set_by_technique"] = t
         rows[key] = row
-    return {"rows": rows, "never": never, "why": why, "inputs": inputs, "reached": reached}
+    lets = cg.used_lets({k: {"names": sorted(cg.free_names(r["expr"]))} for k, r in rows.items()},
+                        list(let_table.items()))
+    return {"rows": rows, "never": never, "why": why, "inputs": inputs, "reached": reached,
+            "lets": [{"name": n, "expr": e} for n, e in lets]}
 
 
 INPUTS_FILE = "vllm-inputs.yaml"  # catalog/engines/options/<this>

@@ -232,6 +232,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     defaulted_techs = set(((getattr(stack, "defaulted", None) or {}).get("techniques")) or []) if stack else set()
     techniques = set(ns.get("techniques") or ())
     rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
+    lets = [(x["name"], x["expr"]) for x in d.get("lets") or []]  # named long values, evaluated before a row
     refusals, evaluated = [], 0
     for s in rows:
         dflt = s.get("defaults") or {}
@@ -248,6 +249,11 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
         for fact, tid in (s.get("set_by_technique") or {}).items():
             if not given(fact) and tid in techniques and tid not in defaulted_techs:
                 facts[fact] = True
+        for name, expr in _lets_read(s["expr"], lets):
+            try:
+                facts[name] = evaluate(expr, facts, FUNCTIONS)
+            except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+                pass  # the rows reading it are then not evaluable
         try:
             hit = evaluate(s["expr"], facts, FUNCTIONS)
         except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
@@ -260,6 +266,22 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The lets ``expr`` reads, directly or through other lets, in definition order (kg.frameworks.checkrows)."""
+    if not lets:
+        return []
+    from kg.frameworks.checkrows import names_of
+    table = dict(lets)
+    need: set[str] = set()
+    todo = [n for n in names_of(expr) if n in table]
+    while todo:
+        n = todo.pop()
+        if n not in need:
+            need.add(n)
+            todo += [m for m in names_of(table[n]) if m in table]
+    return [(n, e) for n, e in lets if n in need]
 
 
 def _given_names(stack: Any, ns: dict[str, Any]):

@@ -96,7 +96,10 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
                 kinds[s.get("kind", "?")] = kinds.get(s.get("kind", "?"), 0) + 1
         out += ["", f"### {d['engine']} {d['release']}: {c['total']} sites", "",
                 f"Scanned: {', '.join('`' + x + '`' for x in d.get('scanned') or [])}. Not knowable before start, by "
-                "what they need: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ".", "",
+                "what they need: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + "."
+                + (f" Table rows read {len(d['lets'])} named values (`_v<n>`: `lets` of "
+                   f"catalog/engines/checks/sites/{d['engine']}-{d['release']}.yaml, evaluated before the rows)."
+                   if d.get("lets") else ""), "",
                 "<details><summary>every site</summary>", "",
                 "| # | where | function | raises when | class |", "|---:|---|---|---|---|"]
         for n, s in enumerate(d["sites"], 1):
