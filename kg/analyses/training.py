@@ -170,6 +170,13 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
         mult = cp * (2 * tp // math.gcd(2, tp)) if job.get("sequence_parallel") and tp > 1 else 2 * cp
         ns["cp_seq_multiple"] = mult
         ns["seq_length_remainder"] = job.get("seq_length") % mult
+    if job.get("fp8"):
+        # the token multiple an FP8 GEMM needs per rank (megatron-core fp8_utils.get_fp8_align_size: 32 for MXFP8,
+        # else 16; blockwise scaling 128 as NeMo-RL#1884 and ms-swift pad it), times what splits the tokens
+        # before the GEMM: CP, and TP when sequence parallelism shards the sequence
+        align = {"mxfp8": 32, "blockwise": 128}.get(str(job.get("fp8_recipe") or "").lower(), 16)
+        ns["fp8_align"] = align
+        ns["fp8_pad_multiple"] = align * par["cp_size"] * (tp if job.get("sequence_parallel") and tp > 1 else 1)
     if job.get("global_batch_size") and job.get("micro_batch_size") and not job.get("gradient_accumulation_steps"):
         # DeepSpeed _set_batch_related_parameters: grad_acc = train_batch // micro // world
         ns["derived_gradient_accumulation_steps"] = job.get("global_batch_size") // job.get("micro_batch_size") // par["dp_size"]

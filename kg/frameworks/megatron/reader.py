@@ -43,6 +43,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--recompute-activations": ("const:selective", "recompute_granularity"),
     "--recompute-num-layers": (V, "recompute_num_layers"),
     "--fp8-format": (V, "fp8_format"),
+    "--fp8-recipe": (V, "fp8_recipe"),
     "--bf16": ("const:bf16", "params_dtype"),
     "--fp16": ("const:fp16", "params_dtype"),
     "--use-flash-attn": (T, "use_flash_attn"),

@@ -40,6 +40,7 @@ NEMO_RL_MEGATRON: dict[str, Any] = {
     M + "activation_checkpointing": ("recompute_granularity", lambda v: "full" if v else None),
     M + "optimizer.optimizer_cpu_offload": ("offload_optimizer", lambda v: "cpu" if v else None),
     M + "fp8_cfg.enabled": "fp8",
+    M + "fp8_cfg.fp8_recipe": "fp8_recipe",
 }
 D = P + "dtensor_cfg."
 NEMO_RL_DTENSOR: dict[str, Any] = {
