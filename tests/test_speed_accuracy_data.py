@@ -39,6 +39,7 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
     for cell, v in doc["cells"].items():
         # [a, b, c], or null where no factor lowered the train rows' MAPE (factor 1)
         assert all(v[m] is None or len(v[m]) == 3 for m in ("ttft", "tpot")) and v["train_rows"] >= 30, cell
+        assert 1 <= v["concurrency"][0] <= v["concurrency"][1] and 1 <= v["isl"][0] <= v["isl"][1], cell
 
 
 def test_the_accuracy_doc_is_generated_from_the_current_inputs():

@@ -184,3 +184,14 @@ def test_a_wrong_output_failure_still_gets_a_speed_with_the_warning(catalog, che
     sp = _speed(stack, report, isl=1024, osl=1024, concurrency=8)
     assert sp["status"] != "infeasible"
     assert any(n.startswith("rule vllm-mla-fp8-kv-garbled") and "output is wrong" in n for n in sp["notes"]), sp
+
+
+def test_the_calibration_is_not_extrapolated_beyond_its_measured_runs():
+    import math
+    from kg.speed.serving import Workload, calibration_factor, within_fit
+    cell = {"ttft": [0.0, 1.0, 0.0], "concurrency": [2, 8], "isl": [1000, 8000]}
+    at = within_fit(cell, Workload(20000, 100, 64))
+    assert (at.isl, at.osl, at.concurrency) == (8000, 100, 8)
+    assert calibration_factor(cell["ttft"], at) == pytest.approx(math.exp(3))  # exp(1 x log2 8), not exp(6)
+    inside = within_fit(cell, Workload(1024, 100, 4))
+    assert (inside.isl, inside.concurrency) == (1024, 4)

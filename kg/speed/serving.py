@@ -67,6 +67,14 @@ def calibration() -> dict[str, dict[str, float]]:
     return built_from("speed-calibration", [CALIBRATION], build)
 
 
+def within_fit(cell: dict[str, Any], wl: Workload) -> Workload:
+    """``wl`` with concurrency and ISL moved into the ranges the cell's calibration was fitted on (its
+    ``concurrency`` / ``isl`` [min, max]): the correction is not extrapolated beyond the measured runs."""
+    def clamp(v: int, span) -> int:
+        return min(max(v, span[0]), span[1]) if span else v
+    return Workload(clamp(wl.isl, cell.get("isl")), wl.osl, clamp(wl.concurrency, cell.get("concurrency")))
+
+
 def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
     """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c]`` (1.0 without one): the
     estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt length."""
@@ -263,7 +271,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     cell = f"{backend}/{system}" if f"{backend}/{system}" in cal else f"{backend}/*"
     kf = cal.get(cell) or {}
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
-    at = Workload(wl.isl, wl.osl, running)
+    at = within_fit(kf, Workload(wl.isl, wl.osl, running))
     k_ttft, k_tpot = calibration_factor(kf.get("ttft"), at), calibration_factor(kf.get("tpot"), at)
     queued = max(0, wl.concurrency - running)
     raw_wait = (r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0
@@ -274,6 +282,10 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     if kf:
         notes.append(f"calibrated ({cell}, {kf.get('train_rows', '?')} measured train rows, kg/speed/calibration.yaml): "
                      f"TTFT x {k_ttft:.2f}, TPOT x {k_tpot:.2f} at {running:,} running requests and this ISL")
+        if (at.concurrency, at.isl) != (running, wl.isl):
+            notes.append(f"outside the calibration's measured runs ({cell}: concurrency {kf['concurrency'][0]:,}-"
+                         f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}): its factor is taken at "
+                         f"the nearest edge (concurrency {at.concurrency:,}, ISL {at.isl:,}), not extrapolated")
     wait = r["request_latency_ms"] * (wl.concurrency / running - 1) if queued else 0.0
     if queued:
         notes.append(f"{queued:,} of {wl.concurrency:,} requests queue: the {caps.get('limit', 'running-request')} "

@@ -379,7 +379,11 @@ def fit(recs: list[dict]) -> dict:
     for k in sorted(cells):
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
         if n >= MIN_ROWS:
-            out[k] = {"ttft": _lsq(cells[k]["ttft"]), "tpot": _lsq(cells[k]["tpot"]), "train_rows": n}
+            rows = cells[k]["ttft"] + cells[k]["tpot"]
+            out[k] = {"ttft": _lsq(cells[k]["ttft"]), "tpot": _lsq(cells[k]["tpot"]), "train_rows": n,
+                      # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
+                      "concurrency": [min(c for c, _, _ in rows), max(c for c, _, _ in rows)],
+                      "isl": [min(i for _, i, _ in rows), max(i for _, i, _ in rows)]}
     return out
 
 
