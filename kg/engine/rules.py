@@ -270,24 +270,32 @@ def failure_problems(r: Rule) -> list[tuple[str, str]]:
     return out
 
 
-_PARSED: dict[str, YamlDoc] = {}
+_PARSED: dict[str, tuple[YamlDoc, str]] = {}  # content digest -> (parsed document, never handed out; digest)
 _PARSED_MAX = 64  # entries (one per rules file content, wherever the file is); bounded so a long process cannot grow it
+_SCHEMA_OK: set[str] = set()  # content digests whose document the rule-file schema accepted (a verdict of the content)
 
 
-def _load_rule_yaml(f: Path) -> YamlDoc:
+def _load_rule_yaml(f: Path) -> tuple[YamlDoc, str]:
     """``load_yaml(f)`` (same size and file-kind refusals), parsed once per file content in a process:
-    ``load_rules`` reads every file of the folder for each kind. The data is a fresh copy each time."""
-    import copy
+    ``load_rules`` reads every file of the folder for each kind. Returns the shared parsed document
+    (the caller copies it before handing its data on: ``_own``) and the content's digest."""
     import hashlib
     text = read_text(f)
     key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    doc = _PARSED.get(key)
-    if doc is None:
-        doc = parse_yaml(text, str(f))
+    hit = _PARSED.get(key)
+    if hit is None:
+        hit = (parse_yaml(text, str(f)), key)
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = doc
-    return doc.renamed(str(f), copy.deepcopy(doc.data))  # the line map stays lazy (built for a problem only)
+        _PARSED[key] = hit
+    return hit[0], key
+
+
+def _own(doc: YamlDoc, f: Path) -> YamlDoc:
+    """A private copy of a shared parsed rules document under the name ``f`` (the rules built from
+    it may be changed by their loader); the line map stays lazy (built for a problem only)."""
+    import copy
+    return doc.renamed(str(f), copy.deepcopy(doc.data))
 
 
 def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None = None) -> tuple[RuleSet, list[Problem]]:
@@ -307,7 +315,7 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     seen: dict[str, str] = {}
     for f in files:
         try:
-            doc = _load_rule_yaml(f)
+            doc, digest = _load_rule_yaml(f)
         except OptkgError as e:
             problems.append(Problem(str(f), 1, 1, "", str(e), "yaml"))
             continue
@@ -328,12 +336,15 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
             continue
         if named != kind:
             continue
-        errs = list(validator.iter_errors(doc.data))
-        for e in errs:
-            line, col = doc.where(tuple(e.absolute_path))
-            problems.append(Problem(str(f), line, col, "/".join(map(str, e.absolute_path)), e.message[:200], "rule-schema"))
-        if errs:
-            continue
+        doc = _own(doc, f)
+        if digest not in _SCHEMA_OK:
+            errs = list(validator.iter_errors(doc.data))
+            for e in errs:
+                line, col = doc.where(tuple(e.absolute_path))
+                problems.append(Problem(str(f), line, col, "/".join(map(str, e.absolute_path)), e.message[:200], "rule-schema"))
+            if errs:
+                continue
+            _SCHEMA_OK.add(digest)
         for name, t in (doc.data.get("thresholds") or {}).items():
             thresholds[name] = dict(t)
         for i, rd in enumerate(doc.data["rules"]):

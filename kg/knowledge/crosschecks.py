@@ -199,11 +199,40 @@ def _typo_distance(a: str, b: str) -> int:
     return sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b).get_opcodes() if op != "equal")
 
 
+def _near_facts(name: str, known_sorted: list[str]) -> list[str]:
+    """``[k for k in difflib.get_close_matches(name, known_sorted, n=5, cutoff=0.6) if _typo_distance(name, k) <= 2]``
+    as far as its first element goes (the one reported), without rating every known name against
+    ``name`` (~45 ms per name over ~2,000 names: 2 s of every uncached catalog load).
+
+    A name within typo distance 2 is within 2 characters of ``name``'s length, so the best such
+    name B (highest (ratio, name), as get_close_matches ranks) is found among those alone. The
+    answer above starts with B when B is among the top 5 of all names rated >= 0.6, else it is
+    empty; every name that outranks B rates at least B's ratio, so get_close_matches with B's
+    ratio as the cutoff returns the same top 5 down to B and rates only names that can."""
+    from difflib import SequenceMatcher, get_close_matches
+
+    s = SequenceMatcher()
+    s.set_seq2(name)
+    best: tuple[float, str] | None = None
+    for k in known_sorted:
+        if abs(len(k) - len(name)) > 2:
+            continue
+        s.set_seq1(k)
+        q = s.quick_ratio()  # 2 x (characters in common, an upper bound of the matches) / total length
+        # within distance 2 at least max(len) - 2 characters match (every edit is one of them)
+        if q >= 0.6 and q * (len(k) + len(name)) / 2 >= max(len(k), len(name)) - 2 - 1e-9:
+            r = s.ratio()
+            if r >= 0.6 and (best is None or (r, k) > best) and _typo_distance(name, k) <= 2:
+                best = (r, k)
+    if best is None:
+        return []
+    return [k for k in get_close_matches(name, known_sorted, n=5, cutoff=best[0]) if _typo_distance(name, k) <= 2]
+
+
 def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, YamlDoc],
                         properties: dict[str, Any]) -> list[Problem]:
     """Every coupling ``condition`` parses (error ``coupling-condition``); a name it reads that is
     unknown but close to a known fact name is reported (warning ``coupling-unknown-fact``)."""
-    from difflib import get_close_matches
     from kg.engine.expr import ExprError, compile_expr, names_in
 
     out: list[Problem] = []
@@ -233,8 +262,7 @@ def _condition_problems(techniques: dict[str, dict[str, Any]], docs: dict[str, Y
                 typo_of: dict[str, list[str]] = {}  # unknown name -> close known names (difflib is slow: once per name)
             for name in sorted(names_in(text) - known):
                 if name not in typo_of:
-                    typo_of[name] = [k for k in get_close_matches(name, known_sorted, n=5, cutoff=0.6)
-                                     if _typo_distance(name, k) <= 2]
+                    typo_of[name] = _near_facts(name, known_sorted)
                 near = typo_of[name]
                 if near:
                     line, col = doc.where(("couplings", i, "condition"))
