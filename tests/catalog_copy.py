@@ -46,7 +46,9 @@ def optkg(args: list[str], home: Path, cwd: Path | None = None, cache: Path | No
     In-process by default (fast); ``subprocess_=True`` runs a real ``python -m kg.cli`` process,
     for tests about exit codes and what reaches stderr.
     """
-    cache = cache or (home / ".cache")
+    # default: the session's cache (tests/conftest.py), content-keyed, so a speed point or table another
+    # test built serves this one; entries built from the copy's own files are keyed on them
+    cache = cache or Path(os.environ.get("OPTKG_CACHE_DIR") or home / ".cache")
     if subprocess_:
         return subprocess.run([sys.executable, "-m", "kg.cli", *args], cwd=cwd or home, env=env_for(home, cache),
                               capture_output=True, text=True, timeout=120)

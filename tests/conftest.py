@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import os
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -11,12 +12,21 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def _session_folder(tmp_path_factory) -> Path:
+    """This test session's temporary folder; under pytest-xdist the one its workers share (each worker's
+    basetemp is a ``popen-gwN`` folder inside it), so a table, catalog or speed point one worker built
+    serves the others. The cache is content-keyed, written atomically and signed with the key in the
+    state folder beside it, which the workers must share for that reason."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # keep the catalog cache out of the user's home and per test session
-    monkeypatch.setenv("OPTKG_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "optkg-cache"))
+    monkeypatch.setenv("OPTKG_CACHE_DIR", str(_session_folder(tmp_path_factory) / "optkg-cache"))
     # and the private state (the key that signs cache entries and the records of written folders, kg.core.provenance)
-    monkeypatch.setenv("OPTKG_STATE_DIR", str(tmp_path_factory.getbasetemp() / "optkg-state"))
+    monkeypatch.setenv("OPTKG_STATE_DIR", str(_session_folder(tmp_path_factory) / "optkg-state"))
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:

@@ -40,6 +40,7 @@ from kg.core import paths
 from kg.core.errors import OptkgError
 from kg.core.numparse import loads_json, show
 from kg.core.yamlio import read_text
+from kg.inputs.bundledcache import folder_index, parsed_once
 
 # vLLM ModelConfig.is_deepseek_mla (vllm/config/model.py @0052a5b8)
 MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear",
@@ -638,6 +639,10 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s.lower())
 
 
+def _hub_norm(f: Path) -> str:
+    return _norm(f.stem.replace("__", "/", 1))
+
+
 def bundled_model_ids() -> list[str]:
     """Hub ids of the bundled configs (file ``org__name.json`` -> ``org/name``)."""
     return sorted(f.stem.replace("__", "/", 1) for f in bundled_models_dir().glob("*.json"))
@@ -649,49 +654,6 @@ def load_bundled(f: Path) -> ModelFacts:
     facts = load_config_file(f, bundled_models_dir() / "hf_quant" / f.name)
     facts.name = f.stem.replace("__", "/", 1)
     return facts
-
-
-_BUNDLED_INDEX: tuple[tuple[str, int], dict[str, Path]] | None = None
-_BUNDLED_FACTS: dict[Path, tuple[tuple, ModelFacts]] = {}
-
-
-def _bundled_index() -> dict[str, Path]:
-    """Normalised hub id -> bundled config file (the first in name order, as a scan of the folder finds
-    it), listed again only when the folder changes (its mtime: a file added, removed or renamed)."""
-    global _BUNDLED_INDEX
-    d = bundled_models_dir()
-    try:
-        stamp = (str(d), d.stat().st_mtime_ns)
-    except OSError:
-        return {}
-    if _BUNDLED_INDEX is None or _BUNDLED_INDEX[0] != stamp:
-        index: dict[str, Path] = {}
-        for f in sorted(d.glob("*.json")):
-            index.setdefault(_norm(f.stem.replace("__", "/", 1)), f)
-        _BUNDLED_INDEX = (stamp, index)
-    return _BUNDLED_INDEX[1]
-
-
-def _load_bundled_cached(f: Path) -> ModelFacts:
-    """``load_bundled(f)``, parsed once per process while the file and its ``hf_quant`` companion keep
-    their size and mtime (a check of the shipped fixtures resolves the same few models hundreds of
-    times); each caller gets its own copy."""
-    import copy
-    hq = bundled_models_dir() / "hf_quant" / f.name
-    stamp = []
-    for q in (f, hq):
-        try:
-            st = q.stat()
-            stamp.append((st.st_size, st.st_mtime_ns))
-        except OSError:
-            stamp.append(None)
-    hit = _BUNDLED_FACTS.get(f)
-    if hit is None or hit[0] != tuple(stamp):
-        if len(_BUNDLED_FACTS) >= 512:
-            _BUNDLED_FACTS.clear()
-        hit = (tuple(stamp), load_bundled(f))
-        _BUNDLED_FACTS[f] = hit
-    return copy.deepcopy(hit[1])
 
 
 def closest_model_ids(name: str, n: int = 3) -> list[str]:
@@ -790,10 +752,10 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
         return facts
     want = _norm(name)
     want_alt = _norm(name.replace("/Llama-", "/Meta-Llama-"))
-    index = _bundled_index()
+    index = folder_index(bundled_models_dir(), _hub_norm)
     f = index.get(want) or index.get(want_alt)
     if f is not None:
-        return _load_bundled_cached(f)
+        return parsed_once(f, (bundled_models_dir() / "hf_quant" / f.name,), load_bundled)
     near = closest_model_ids(name)
     raise OptkgError(
         f"unknown model '{name}': not a folder with config.json, not in the Hugging Face cache ({hf_cache_dir()}) "
