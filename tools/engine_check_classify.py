@@ -369,12 +369,29 @@ def _site_text(site: Any, lines: list[str]) -> str:
     return "\n".join(lines[i - 1] for i in sorted(idx) if 0 < i <= len(lines))
 
 
+# engine -> tools module whose ``rows_for(release, wheel)`` walks the engine's startup code symbolically and returns
+# ({(path, line): {expr, ...}}, lets, walker): rows over the engine's own inputs (``inputs: <engine>`` in the sites
+# file, evaluated over kg.engines.<engine>.ENGINE.check_inputs), replacing the per-site translation for that engine
+INPUT_GENERATORS = {"sglang": "sglang_generated_checks"}
+GENERATED: dict[str, Any] = {}  # what the last classify_all's generator produced: lets, inputs (for render)
+
+
+def generated_rows(engine: str, release: str, wheel: Any) -> tuple[dict, list, Any] | None:
+    if engine not in INPUT_GENERATORS or wheel is None:
+        return None
+    import importlib
+    return importlib.import_module(INPUT_GENERATORS[engine]).rows_for(release, wheel)
+
+
 def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str, list[str]],
-                 generated: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per site: rule (evidence), the hand classification, a generated row of the engine's symbolic walk
-    (``generated``: {rows, never, why} by (path, line), tools/engine_check_sites.GENERATORS), else ``_auto``."""
+                 generated: dict[str, Any] | None = None, wheel: Any = None) -> list[dict[str, Any]]:
+    """One row per site: rule (evidence), the hand classification, a row of the engine's input generator
+    (``INPUT_GENERATORS``, from ``wheel``), a generated row of the engine's symbolic walk (``generated``: {rows,
+    never, why} by (path, line), tools/engine_check_sites.GENERATORS), else ``_auto``."""
     generated = generated or {}
     from engine_check_sites import SCOPES
+    gen = generated_rows(engine, release, wheel)
+    GENERATED.clear()
     package = SCOPES[engine][0]
     hand = _load(ROOT / "catalog" / "engines" / "checks" / "classify" / f"{engine}.yaml") or {}
     by_id = hand.get("sites") or {}
@@ -405,6 +422,8 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
             row.update({"class": "rule", "by": rules})
         elif h:
             row.update({k: v for k, v in h.items()})
+        elif gen is not None and (s.path, s.line) in gen[0]:
+            row.update({"class": "table", "expr": gen[0][(s.path, s.line)]["expr"]})
         elif pat:
             row.update({k: v for k, v in pat.items() if k in ("class", "kind", "why", "by")})
         elif (s.path, s.line) in (generated.get("rows") or {}) and (unknowable_kind(s) or ("",))[0] != "internal":
@@ -414,12 +433,50 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
         if "class" not in row:
             row.update(_auto(s, lines, flat, sub, model, defaults, engine, release))
             key = (s.path, s.line)
-            if row["class"] == "uncovered" and key in (generated.get("never") or {}):
+            if gen is not None and row["class"] == "table":  # rows of this engine come from its generator only
+                row = {k: v for k, v in row.items() if k not in ("expr", "defaults", "set_by_technique")}
+                row.update({"class": "uncovered", "why": "not translated: " + _walk_why(gen[2], s)})
+            elif gen is not None and row["class"] == "uncovered":
+                row["why"] = "not translated: " + _walk_why(gen[2], s)
+            elif row["class"] == "uncovered" and key in (generated.get("never") or {}):
                 row["why"] = generated["never"][key]
             elif row["class"] == "uncovered" and key in (generated.get("why") or {}):
                 row["why"] = "not translated (walk of the startup code): " + generated["why"][key][:200]
         rows.append(row)
+    if gen is not None:
+        used = {r["expr"] for r in rows if r["class"] == "table"}
+        GENERATED.update({"inputs": engine, "lets": _lets_used(used, gen[1])})
     return rows
+
+
+def _walk_why(walker: Any, s: Any) -> str:
+    """Why the generator's walk wrote no row for site ``s`` (the first condition it could not translate)."""
+    why = getattr(walker, "why", {}).get((s.path, s.line))
+    if why:
+        return re.sub(r" #\d+$", "", str(why))[:200]
+    if (s.path, s.line) in getattr(walker, "sites", {}):
+        return "every path to it is unconditional or too long to evaluate"
+    return "not reached from the engine's startup entry points (" + (s.context_why or "no caller followed") + ")"
+
+
+def _lets_used(exprs: set[str], lets: list[tuple[str, str]]) -> dict[str, str]:
+    """The lets the rows read, directly or through other lets, in definition order."""
+    table = dict(lets)
+    need: set[str] = set()
+    todo = [n for e in exprs for n in _names(e) if n in table]
+    while todo:
+        n = todo.pop()
+        if n in need:
+            continue
+        need.add(n)
+        todo.extend(m for m in _names(table[n]) if m in table and m not in need)
+    return {n: t for n, t in lets if n in need}
+
+
+def _names(expr: str) -> set[str]:
+    tree = ast.parse(expr, mode="eval")
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
 
 
 MAXC = 300
@@ -498,7 +555,13 @@ def render(engine: str, release: str, scope: tuple[str, list[str]], rows: list[d
             "# unknowable (kind: what it needs that exists only at run time) or uncovered (why: the fact optkg lacks).\n")
     counts = {c: sum(r["class"] == c for r in rows) for c in CLASSES}
     doc = {"engine": engine, "release": release, "package": scope[0], "scanned": scope[1], "counts": counts}
+    if GENERATED.get("inputs") == engine:
+        head += (f"# Rows read {engine}'s own inputs (inputs: {engine}; kg.engines.{engine}.ENGINE.check_inputs) and the\n"
+                 "# lets below: named sub-expressions the rows share, evaluated on first use.\n")
+        doc["inputs"] = engine
     body = yaml.safe_dump(doc, sort_keys=False, width=120)
+    if GENERATED.get("inputs") == engine:
+        lets = [{"name": n, "expr": e} for n, e in GENERATED["lets"].items()]
     if lets:
         body += "lets:\n" + "".join("  - " + yaml.safe_dump(x, default_flow_style=True, sort_keys=False,
                                                             width=100_000).strip() + "\n" for x in lets)

@@ -385,7 +385,7 @@ def main(argv: list[str]) -> int:
         gen = importlib.import_module(GENERATORS[a.engine])
         generated = gen.generate_release(wheel)
         gen.write_tables(a.release, generated)
-    rows = classify_all(a.engine, a.release, sites, sources, generated)
+    rows = classify_all(a.engine, a.release, sites, sources, generated, wheel=wheel)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))

@@ -205,6 +205,51 @@ def sites_release_for(engine: str | None, version: str | None, folder: Path | No
         return None
 
 
+class _LetFacts(dict):
+    """The engine's inputs plus the sites file's ``lets`` (named sub-expressions the rows share), each let evaluated
+    the first time a row reads it; a let that cannot be evaluated (a missing input) stays missing."""
+
+    def __init__(self, base: dict[str, Any], lets: dict[str, str], functions: dict[str, Any]):
+        super().__init__(base)
+        self.lets, self.functions, self.failed = lets, functions, set()
+
+    def __contains__(self, name: object) -> bool:
+        if dict.__contains__(self, name):
+            return True
+        if name in self.lets and name not in self.failed:
+            from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+            try:
+                self[name] = evaluate(self.lets[name], self, self.functions)
+                return True
+            except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+                self.failed.add(name)
+        return False
+
+
+def row_functions(d: dict[str, Any]) -> dict[str, Any]:
+    """The functions the rows of sites file ``d`` call: the engine's own (``check_functions``) for rows over its
+    inputs (``inputs: <engine>``), else kg.frameworks.checkrows.FUNCTIONS."""
+    if d.get("inputs"):
+        from kg.engines import get
+        return get(str(d["inputs"])).check_functions()
+    from kg.frameworks.checkrows import FUNCTIONS
+    return FUNCTIONS
+
+
+def _input_rows(d: dict[str, Any], stack: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(facts, functions) for a sites file whose rows read the engine's own inputs (``inputs: <engine>``): the
+    engine's namespace for ``stack`` with the file's lets; (None, {}) without a stack or an inputs table."""
+    from kg.engines import get
+    if stack is None:
+        return None, {}
+    base = get(str(d["inputs"])).check_inputs(stack, d["release"])
+    if base is None:
+        return None, {}
+    fns = row_functions(d)
+    lets = {str(x["name"]): str(x["expr"]) for x in d.get("lets") or []}
+    return _LetFacts(base, lets, fns), fns
+
+
 def generated_refusals(engine: str | None, version: str | None, ns: dict[str, Any],
                        folder: Path | None = None, stack: Any = None) -> dict[str, Any]:
     """Evaluate every generated check row (class ``table``) of the stack's release against ``ns``.
@@ -220,8 +265,10 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     ``__unknown__``, a value the generator could not model), or whose operands do not compare, is not evaluable
     and only counted. Returns ``{engine_check_release, engine_check_rows, engine_check_rows_evaluated,
     engine_check_refusal_count, engine_check_refusals (list of {id, path, line, message, expr}),
-    engine_check_refusals_text}``."""
-    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    engine_check_refusals_text}``. A release whose sites file says ``inputs: <engine>`` (SGLang) has rows over the
+    engine's own inputs: one namespace for every row, the engine's ``check_inputs`` for the stack, with the file's
+    ``lets`` and the engine's ``check_functions``."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS, NONE
     d = sites_release_for(engine, version, folder)
     if d is None:
@@ -234,29 +281,36 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
     lets = [(x["name"], x["expr"]) for x in d.get("lets") or []]  # named long values, evaluated before a row
     refusals, evaluated = [], 0
+    own = _input_rows(d, stack) if d.get("inputs") else None
     for s in rows:
-        dflt = s.get("defaults") or {}
-        facts = {}
-        for k, v in ns.items():
-            if v is None:
+        if own is not None:  # rows over the engine's own inputs (one namespace for every row)
+            if own[0] is None:
                 continue
-            if (k in dflt or k in inputs) and not given(k):
-                continue  # the engine reads its own default, not optkg's table default or a derived number
-            facts[k] = v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
-        for k, v in dflt.items():
-            if k not in facts and v is not None:
-                facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
-        for fact, tid in (s.get("set_by_technique") or {}).items():
-            if not given(fact) and tid in techniques and tid not in defaulted_techs:
-                facts[fact] = True
-        for name, expr in _lets_read(s["expr"], lets):
-            try:
-                facts[name] = evaluate(expr, facts, FUNCTIONS)
-            except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
-                pass  # the rows reading it are then not evaluable
+            facts, fns = own
+        else:
+            fns = FUNCTIONS
+            dflt = s.get("defaults") or {}
+            facts = {}
+            for k, v in ns.items():
+                if v is None:
+                    continue
+                if (k in dflt or k in inputs) and not given(k):
+                    continue  # the engine reads its own default, not optkg's table default or a derived number
+                facts[k] = v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
+            for k, v in dflt.items():
+                if k not in facts and v is not None:
+                    facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
+            for fact, tid in (s.get("set_by_technique") or {}).items():
+                if not given(fact) and tid in techniques and tid not in defaulted_techs:
+                    facts[fact] = True
+            for name, expr in _lets_read(s["expr"], lets):
+                try:
+                    facts[name] = evaluate(expr, facts, FUNCTIONS)
+                except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+                    pass  # the rows reading it are then not evaluable
         try:
-            hit = evaluate(s["expr"], facts, FUNCTIONS)
-        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+            hit = evaluate(s["expr"], facts, fns)
+        except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
             continue
         evaluated += 1
         if hit is True:

@@ -285,6 +285,16 @@ class Engine:
         latest known), as the checks lane's generator writes them: none for an engine without generated tables."""
         return []
 
+    def check_inputs(self, stack: Any, release: str) -> dict[str, Any] | None:
+        """The engine's own inputs for ``stack`` at ``release``: the names its generated check rows read when the
+        sites file says ``inputs: <engine>`` (the checks lane's generator writes rows over the engine's fields rather
+        than optkg's settings); None for an engine whose rows read optkg's settings."""
+        return None
+
+    def check_functions(self) -> dict[str, Any]:
+        """The functions the rows of ``check_inputs`` call (kg.engine.expr extra functions); {} without such rows."""
+        return {}
+
     def speed_backend(self, stack: Any) -> SpeedBackend | NotEvaluable:
         """The speed estimator's backend and database release for ``stack`` on this engine, or why there is none
         (the speed lane maps each engine; an engine without a mapping is not evaluable, never guessed)."""

@@ -596,6 +596,7 @@ def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFac
         p = p / "config.json"
     text = read_text(p, max_bytes=8 * 1024 * 1024)
     cfg = loads_json(text, str(p), nonfinite=True)  # no 5,000-digit integers, no 100,000-deep arrays
+    raw = cfg
     hq = hf_quant or p.parent / "hf_quant_config.json"
     hq_cfg = None
     if isinstance(cfg, dict) and not isinstance(cfg.get("quantization_config"), dict) and hq.is_file():
@@ -607,6 +608,9 @@ def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFac
         cfg = dict(cfg, quantization_config=hq_cfg)
     facts = parse_config(cfg, str(p))
     facts.name = model_id_for(p, cfg)
+    # the config.json as read (an attribute, not a field: to_dict and copies leave it out); the engines' generated
+    # check rows read its keys the way the engine's own config object does (kg.engines.sglang.checkns)
+    facts.raw_config = raw if isinstance(raw, dict) else {}
     if hq_cfg is not None:
         facts.quantization_config_source = "hf_quant_config.json (ModelOpt)"
     return facts

@@ -64,6 +64,11 @@ class Stack:
     # options the engine release's CLI does not accept ({flag, release, suggestion, exists_in}): the engine refuses to
     # start ("unrecognized arguments"); kg.analyses.enginechecks turns them into facts for the rule engine-option-refused
     refused: list[dict[str, Any]] = field(default_factory=list)
+    # a pasted command's own words: every option as the engine's parser reads it ({canonical option: raw value, True
+    # for a value-less one, a list for nargs '+'}, the last occurrence winning) and the environment it sets; the
+    # engine's generated check rows read the engine's inputs from them (kg.engines.<engine>.checkns)
+    native: dict[str, Any] = field(default_factory=dict)
+    native_env: dict[str, str] = field(default_factory=dict)
 
     def values(self) -> dict[str, Any]:
         """Flat namespace of every setting and parameter (parallel sizes default to 1)."""

@@ -6,7 +6,7 @@ Data: ``catalog/engines/sglang.yaml`` (flags, programs, defaults from ``python/s
 
 Modules, in the order of the data flow: ``launch`` (``--config FILE``), ``memfrac`` (the default
 ``mem_fraction_static`` computed from the GPU), ``budget`` (the static pool), ``dcp`` (its DCP sizes), ``pools`` and
-``capacity`` (its token, SWA and Mamba pools in place of vLLM's per-layer plan), ``logs`` and ``reconcile``.
+``capacity`` (its token, SWA and Mamba pools in place of vLLM's per-layer plan), ``logs`` and ``reconcile``. ``checkns``: SGLang's own inputs for the generated check rows.
 """
 from __future__ import annotations
 
@@ -30,6 +30,17 @@ class SGLang(Engine):
         """The arguments with a ``--config FILE`` expanded before them (kg.engines.sglang.launch)."""
         from kg.engines.sglang.launch import expand_config
         return expand_config(list(launch.args), launch)
+
+    def check_inputs(self, stack: Any, release: str) -> dict[str, Any] | None:
+        """SGLang's ServerArgs fields, environment, platform and model facts for ``stack`` (kg.engines.sglang.checkns),
+        the names of the generated check rows of catalog/engines/checks/sites/sglang-RELEASE.yaml."""
+        from kg.engines.sglang.checkns import namespace
+        return namespace(stack, release)
+
+    def check_functions(self) -> dict[str, Any]:
+        """kg.engines.sglang.checkns.FUNCTIONS: Python's truth, type tests and the string methods SGLang's checks call."""
+        from kg.engines.sglang.checkns import FUNCTIONS
+        return FUNCTIONS
 
     # ---- releases and defaults
     def context_limit(self, model: Any) -> int | None:

@@ -260,6 +260,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     which = f"{engine} {release}" + (" (the newest release optkg has scanned; pass --engine-version)" if assumed else "")
     env = dict(env or {})
     st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
+    st.native_env = dict(env)
     known_launch = [list(map(str, x)) for x in table.get("launchers") or []]
     if launch:
         words_l = [program_word(w) for w in launch if w != "env"]
@@ -318,9 +319,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             takes_value = name not in valueless and not name.startswith("--no-")
             if takes_value and not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
                 (st.ignored if not refused else []).append(f"{w} {words[i + 1]}")
+                st.native[name] = words[i + 1]
                 i += 2
             else:
                 (st.ignored if not refused else []).append(w)
+                st.native[name] = inline if eq else True
                 i += 1
             continue
         typ = spec["type"]
@@ -329,6 +332,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             value: Any = True
             if eq:
                 value = _coerce(inline, "boolean", flag)
+            st.native[name] = inline if eq else True
             i += 1
         else:
             if eq:
@@ -345,6 +349,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                         i += 1
                 if spec.get("as_list"):
                     raw = list_value(raw)
+            st.native[name if field_path is None else f"{name}.{field_path}"] = \
+                raw.split(" ") if spec.get("nargs") == "+" and isinstance(raw, str) else raw
             if typ == "json" and field_path is not None:
                 from kg.core.numparse import loads_json  # no NaN, no 5,000-digit ints, no 60,000-deep arrays
                 value = dict(st.settings.get(spec.get("set"), {}) or {}) if spec.get("set") else {}

@@ -1,0 +1,81 @@
+"""SGLang 0.5.23's startup checks as generated rows over SGLang's own inputs (tools/sglang_generated_checks.py,
+catalog/engines/checks/sites/sglang-0.5.23.yaml, kg.engines.sglang.checkns): a row fires where the engine's own
+code raises on the same inputs, with its message and path:line, and never on a command SGLang's docs launch.
+Stacks are built in-process from a command (parse_command) and a catalog GPU; no check CLI per case."""
+from __future__ import annotations
+
+import pytest
+
+from kg.analyses.enginechecks import generated_refusals
+from kg.engines.launch import parse_command
+from kg.engines.sglang.checkns import convert, namespace
+
+B = "python -m sglang.launch_server --model-path "
+
+
+@pytest.fixture(scope="module")
+def refusals(catalog):
+    def run(cmd: str, gpu: str = "H100-SXM") -> list[tuple[str, int]]:
+        st = parse_command(cmd, catalog, "sglang")
+        st.hardware = catalog.resolve_hardware(gpu)
+        got = generated_refusals("sglang", st.engine_version, {}, stack=st)
+        assert got["engine_check_release"] == "0.5.23" and got["engine_check_rows_evaluated"] > 30
+        return [(r["path"].rsplit("/", 1)[-1], r["line"], r["message"]) for r in got["engine_check_refusals"]]
+    return run
+
+
+def test_serving_rows_read_the_options_as_sglangs_parser_stores_them(refusals):
+    """serving_hook.py:83 (SSL refresh without the files) and :88-91 (reuseport needs tokenizer workers > 1)."""
+    assert refusals(B + "Qwen/Qwen3-8B --enable-ssl-refresh") == [
+        ("serving_hook.py", 84, "--enable-ssl-refresh requires --ssl-certfile and --ssl-keyfile to be specified.")]
+    assert [x[:2] for x in refusals(B + "Qwen/Qwen3-8B --enable-http-worker-reuseport")] == [("serving_hook.py", 91)]
+    assert refusals(B + "Qwen/Qwen3-8B --enable-http-worker-reuseport --tokenizer-worker-num 2") == []
+
+
+# Commands from SGLang's own docs (sgl-project/sglang docs/basic_usage/*.md, docs/advanced_features/*.md) on the
+# GPUs the docs name; a model optkg does not bundle is replaced by a bundled one of the same family.
+DOCS = [
+    ("H200", "deepseek-ai/DeepSeek-V3.2 --tp 8 --dp 8 --enable-dp-attention --speculative-algorithm EAGLE "
+             "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"),
+    ("H200", "deepseek-ai/DeepSeek-V3.2 --disaggregation-mode prefill --tp 8 --dp 8 --enable-dp-attention "
+             "--trust-remote-code --disaggregation-bootstrap-port 8998 --mem-fraction-static 0.9"),
+    ("H200", "deepseek-ai/DeepSeek-R1 --tp 8 --page-size 64 --mem-fraction-static 0.85 --enable-hierarchical-cache "
+             "--hicache-ratio 2 --hicache-size 0 --hicache-io-backend direct --hicache-write-policy write_through "
+             "--hicache-storage-backend hf3fs --hicache-storage-prefetch-policy wait_complete "
+             "--disaggregation-ib-device mlx5_0 --disaggregation-mode prefill --disaggregation-transfer-backend mooncake"),
+    ("H200", "meta-llama/Llama-4-Maverick-17B-128E-Instruct --speculative-algorithm EAGLE3 "
+             "--speculative-draft-model-path nvidia/Llama-4-Maverick-17B-128E-Eagle3 --speculative-num-steps 3 "
+             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --trust-remote-code --tp 8 "
+             "--context-length 1000000"),
+    ("H100-SXM", "Qwen/Qwen2-7B-Instruct --speculative-algorithm STANDALONE --speculative-draft-model-path "
+                 "Qwen/Qwen2.5-1.5B-Instruct --speculative-num-steps 4 --speculative-eagle-topk 2 "
+                 "--speculative-num-draft-tokens 7 --mem-fraction-static 0.7 --cuda-graph-max-bs 8"),
+    ("H100-SXM", "openai/gpt-oss-120b --tool-server demo --tp 2"),
+    ("MI300X", "deepseek-ai/DeepSeek-R1 --tp 8 --dp 8 --enable-dp-attention --trust-remote-code"),
+    ("B200", "deepseek-ai/DeepSeek-V4-Flash --tp 8 --trust-remote-code"),
+]
+
+
+@pytest.mark.parametrize("gpu,args", DOCS, ids=[f"{g}-{a.split()[0]}" for g, a in DOCS])
+def test_no_row_fires_on_a_command_sglangs_docs_launch(refusals, gpu, args):
+    assert refusals(B + args, gpu) == []
+
+
+def test_options_convert_as_sglangs_argparse_types_do():
+    """utils/common.py human_readable_int (k = 1000, Ki = 1024), BooleanOptionalAction --no-X, store_true."""
+    assert convert({"kind": "int", "parser": "human_readable_int"}, "4k", "set") == 4000
+    assert convert({"kind": "int", "parser": "human_readable_int"}, "2Ki", "set") == 2048
+    assert convert({"kind": "bool_optional"}, True, "no") is False
+    assert convert({"kind": "list", "item": "int"}, ["1", "2"], "set") == [1, 2]
+
+
+def test_platform_facts_follow_the_gpu(catalog):
+    st = parse_command(B + "Qwen/Qwen3-8B --tp 2", catalog, "sglang")
+    st.hardware = catalog.resolve_hardware("B200")
+    ns = namespace(st, "0.5.23")
+    assert (ns["tp_size"], ns["platform__is_cuda"], ns["platform__device_sm"], ns["platform__is_blackwell"]) == \
+        (2, True, 100, True)
+    assert ns["hf__architecture"] == "Qwen3ForCausalLM" and (ns["SGLANG_USE_MODELSCOPE"], ns["SGLANG_USE_MODELSCOPE__set"]) == (False, False)
+    st.hardware = catalog.resolve_hardware("MI300X")
+    ns = namespace(st, "0.5.23")
+    assert (ns["platform__is_hip"], ns["platform__is_cuda"], ns["platform__is_sm90"]) == (True, False, False)
