@@ -144,6 +144,7 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
         dc = data.get("deepspeed_config") or {}
         if not isinstance(dc, dict):
             raise OptkgError(f"{at('deepspeed_config')} must be a mapping")
+        _accelerate_ds_fields(job, data, dc, name.endswith("accelerate launch"), at("deepspeed_config"))
         if dc.get("deepspeed_config_file"):
             from kg.frameworks.deepspeed.reader import load_deepspeed_config
             p = Path(dc["deepspeed_config_file"])
@@ -164,6 +165,32 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
         for key, setting in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
             if dc.get(key) is not None:
                 job.set(setting, str(dc[key]).lower(), at("deepspeed_config", key))
+
+
+# accelerate 1.15.0 DeepSpeedPlugin._deepspeed_config_checks (utils/dataclasses.py:1510-1530): with a
+# deepspeed_config_file, these keys of the config file's deepspeed_config section (ACCELERATE_CONFIG_DS_FIELDS,
+# commands/launch.py:1394-1397), and mixed_precision when it comes from the config file rather than the command line
+# (:1287-1292), are refused
+ACCELERATE_DS_IGNORED = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+                         "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
+                         "zero3_save_16bit_model", "mixed_precision")
+
+
+def _accelerate_ds_fields(job: TrainingJob, data: dict, dc: dict, cli: bool, where: str) -> None:
+    """Record the accelerate config fields a deepspeed_config_file makes accelerate refuse (file first, then the
+    command line: a --mixed_precision there is not from the config file)."""
+    c = job.configs
+    if cli:
+        c["acc_cli_mixed_precision"] = c.get("acc_cli_mixed_precision") or data.get("mixed_precision") is not None
+    else:
+        c["acc_file_ds_fields"] = list(dc) + (["mixed_precision"] if data.get("mixed_precision") is not None else [])
+    c["acc_ds_config_file"] = c.get("acc_ds_config_file") or bool(dc.get("deepspeed_config_file"))
+    fields = [f for f in c.get("acc_file_ds_fields", []) if f in ACCELERATE_DS_IGNORED
+              and not (f == "mixed_precision" and c.get("acc_cli_mixed_precision"))]
+    if c["acc_ds_config_file"] and fields:
+        job.set("accelerate_ds_fields_ignored", ", ".join(fields), where)
+    else:
+        job.settings.pop("accelerate_ds_fields_ignored", None)
 
 
 # accelerate launch's own flags -> the accelerate config key they stand for (accelerate 1.15.0 commands/launch.py:

@@ -75,6 +75,8 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "torch_compile": ("boolean", "model compiled with torch.compile (torchtitan compile.enable, Trainer --torch_compile)"),
     "autotp_size": ("integer", "DeepSpeed AutoTP size (config tensor_parallel.autotp_size)"),
     "quant_storage": ("string", "bitsandbytes 4-bit storage dtype (bnb_4bit_quant_storage: uint8 unless set)"),
+    "accelerate_ds_fields_ignored": ("string", "accelerate config deepspeed_config keys (and a config-file mixed_precision) "
+                                               "that a deepspeed_config_file makes accelerate refuse"),
     "trainer": ("string", "the trainer the script runs (TRL grpo/sft/dpo, LLaMA-Factory stage)"),
     "num_generations": ("integer", "completions sampled per prompt (TRL GRPO num_generations, verl rollout.n)"),
     "steps_per_generation": ("integer", "TRL GRPO steps_per_generation (default: gradient_accumulation_steps)"),
