@@ -195,3 +195,32 @@ def test_the_calibration_is_not_extrapolated_beyond_its_measured_runs():
     assert calibration_factor(cell["ttft"], at) == pytest.approx(math.exp(3))  # exp(1 x log2 8), not exp(6)
     inside = within_fit(cell, Workload(1024, 100, 4))
     assert (inside.isl, inside.concurrency) == (1024, 4)
+
+
+def test_tensorrt_llm_attention_dp_ranks_each_keep_a_whole_kv_pool(catalog, check_rules):
+    # TensorRT-LLM attention DP: every rank schedules its own requests and keeps their KV; optkg's kv_tokens_total
+    # is one rank's pool (SGLang's --dp total counts every pool, vLLM's -dp gives kv_tokens_all_dp_engines), so
+    # each of the 8 schedulers admits against the whole pool, not an eighth of it
+    import kg
+    stack = kg.stack_from_command("trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 --max_seq_len 4096",
+                                  catalog, engine_version="1.1.0rc2.post2")
+    stack.hardware, stack.gpu_count = catalog.resolve_hardware("H200"), 8
+    stack.settings["enable_dp_attention"] = True
+    report = kg.check(stack, catalog, check_rules).to_dict()
+    sp = _speed(stack, report, isl=1024, osl=1024, concurrency=256)
+    assert sp["status"] == "ok", sp
+    assert sp["parallel"]["attention_dp_size"] == 8
+    assert sp["cap"]["kv_tokens_per_scheduler"] == int(report["derived"]["kv_tokens_total"])
+
+
+def test_an_attention_dp_rank_holds_every_gqa_kv_head_but_the_same_mla_latent():
+    # Qwen3-235B-A22B (4 KV heads) at TP 8: 1 head per GPU, 1,631,328 tokens (optkg's TRT-LLM pool); under
+    # attention DP 8 each rank runs attention at TP 1 and holds all 4 heads: 1,631,328 / 4 = 407,832 tokens
+    from types import SimpleNamespace
+    from kg.speed.serving import _attention_dp_rank_pool
+    gqa = SimpleNamespace(is_mla=False, num_key_value_heads=4)
+    assert _attention_dp_rank_pool(gqa, {"kv_tokens_total": 1_631_328, "kv_heads_per_rank": 1}, 8, 8) == 407_832
+    # attention DP 2: TP 4 per rank still holds 1 of the 4 heads per GPU: the pool is unchanged
+    assert _attention_dp_rank_pool(gqa, {"kv_tokens_total": 1_631_328, "kv_heads_per_rank": 1}, 8, 2) == 1_631_328
+    mla = SimpleNamespace(is_mla=True, num_key_value_heads=128)
+    assert _attention_dp_rank_pool(mla, {"kv_tokens_total": 1_339_936}, 8, 8) == 1_339_936

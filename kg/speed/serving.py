@@ -154,6 +154,22 @@ def infeasible_reasons(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _attention_dp_rank_pool(model: Any, d: dict[str, Any], tp: int, n_sched: int) -> int:
+    """One attention-DP rank's KV tokens from ``kv_tokens_total``, which optkg sizes for the whole TP group
+    (``kv_heads_per_rank`` KV heads per GPU). Under attention DP each rank runs attention at TP ``tp / n_sched``:
+    an MLA latent is whole on every GPU either way; GQA heads split over fewer GPUs, so each GPU holds
+    ``heads(tp / n_sched) / heads(tp)`` times the bytes per token and that many times fewer tokens."""
+    total = int(d["kv_tokens_total"])
+    if n_sched <= 1 or getattr(model, "is_mla", False):
+        return total
+    h = int(getattr(model, "num_key_value_heads", 0) or 0)
+    if h < 1:
+        raise NotEvaluable("the model's KV heads are unknown: the KV pool of one attention-DP rank cannot be sized")
+    heads = lambda t: max(1, h // t)  # noqa: E731  KV heads per GPU at TP t (replicated below one head)
+    at_tp = int(d.get("kv_heads_per_rank") or heads(tp))
+    return int(total * at_tp / heads(max(1, tp // n_sched)))
+
+
 def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
                     quant: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Serving speed of ``stack`` (see module doc). Keys: ``status`` (``ok`` / ``infeasible`` /
@@ -225,8 +241,13 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     per_req = kv_tokens_per_request(mapping.admission, wl.isl, wl.osl)
     block = int(d.get("kv_block_size") or 1)
     per_req_tokens = math.ceil(per_req / block) * block
-    pool_all = d.get("kv_tokens_all_dp_engines") or d.get("kv_tokens_total")
     n_sched = par.attention_dp_size
+    pool_all = d.get("kv_tokens_all_dp_engines")
+    if pool_all is None and isinstance(d.get("kv_tokens_total"), (int, float)):
+        # kv_tokens_total counts every scheduler's pool where the engine says so (SGLang --dp); otherwise it is one
+        # scheduler's pool (TensorRT-LLM attention DP: every rank keeps the KV of its own requests)
+        pool_all = d["kv_tokens_total"] if engine_of(stack).total_counts_every_dp_pool else \
+            _attention_dp_rank_pool(stack.model, d, par.tp_size * n_sched, n_sched) * n_sched
     caps: dict[str, Any] = {"tokens_per_request": per_req_tokens}
     run_cap = None
     if isinstance(pool_all, (int, float)) and pool_all > 0:
