@@ -49,10 +49,10 @@ def load_catalog(root: Path | str | None = None, *, skip_drafts: bool = False) -
     from kg.knowledge.catalog import load_catalog as _load
     cat, problems = _load(Path(root) if root is not None else None, skip_drafts=skip_drafts)
     if problems:
-        lines = [p.one_line() for p in problems[:10]]
-        if len(problems) > 10:
-            lines.append(f"... and {len(problems) - 10} more")
-        raise OptkgError(f"the catalog has {len(problems)} problem(s); run `optkg validate`:", lines)
+        n = len(problems)
+        more = f"; and {n - 1} more" if n > 1 else ""
+        raise OptkgError(f"the catalog has {n} problem(s): {problems[0].one_line()}{more} (`optkg validate` lists "
+                         "every one)", [p.one_line() for p in problems])
     return cat
 
 
@@ -97,7 +97,7 @@ def stack_from_command(command: str, catalog: "Catalog | None" = None, *, engine
     if engine:
         from kg.engines.launch import parse_command
         st = parse_command(command, cat, engine, override, f"--{engine}")
-        if engine_version:
+        if engine_version is not None:
             from kg.inputs.stack import check_engine_version
             st.engine_version = check_engine_version(engine_version, "engine_version", "a release number")
         return st

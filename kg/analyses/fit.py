@@ -210,7 +210,7 @@ def stack_serving_budget(model, hardware: Mapping[str, Any], tp: int = 1, pp: in
     st = parse_command(shlex.join(argv), catalog, "vllm", None, "fit", resolver=lambda _name: model)
     st.model, st.hardware = model, dict(hardware)
     st.gpu_count = tp * pp
-    if engine_version:
+    if engine_version is not None:
         st.engine_version = check_engine_version(engine_version, "--engine-version")
     _facts, ns = stack_facts(st)
     rows = ns.get("kv_budget_breakdown")

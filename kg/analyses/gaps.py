@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kg.core.errors import OptkgError
+from kg.core.textsafe import one_line
 
 SCHEMA_VERSION = "1.0"
 ANNOTATION_STATUSES = {
@@ -148,7 +149,7 @@ class CellIndex:
 
     def name(self, tid: str) -> str:
         t = self.techniques[tid]
-        return t.get("short_name") or t.get("name") or tid
+        return one_line(t.get("short_name") or t.get("name") or tid)  # a name stays on its line in every output
 
 
 def _uniq(ids: Iterable[str]) -> list[str]:
@@ -320,7 +321,7 @@ def render_text(report: dict[str, Any], axes=None) -> str:
         out.append("Not directions (annotated in axes.yaml)")
         for (status, reason, source), cells in _group_annotated(report["annotated"]):
             out.append(f"  {status} ({source}): {'; '.join(cells)}")
-            out.append(textwrap.fill(reason, width=100, initial_indent="      ", subsequent_indent="      "))
+            out.append(textwrap.fill(one_line(reason), width=100, initial_indent="      ", subsequent_indent="      "))
     if report["conflicts"]:
         out.append("")
         out.append("Annotations contradicted by the catalog (a technique occupies the cell)")

@@ -54,6 +54,7 @@ from packaging.specifiers import SpecifierSet
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import compile_expr
 from kg.inputs.modelcfg import ModelFacts
+from kg.core.textsafe import join_lines
 
 SCHEMA_VERSION = "1.0"
 MARK_ORDER = {"ok": 0, "conditional": 1, "conflict": 2}
@@ -370,4 +371,4 @@ def render_matrix_text(m: dict[str, Any], names: dict[str, str] | None = None, g
             lines.append(f"      when: {' '.join(c['condition'].split())}")
         for s in c["sources"][:2]:
             lines.append(f"      source: {s.get('title', '')} <{s.get('url', '')}>")
-    return "\n".join(lines) + "\n"
+    return join_lines(lines) + "\n"

@@ -52,6 +52,11 @@ from kg.analyses.sweep_eval import AXES, KV_KEYS, LEGACY, Evaluator, Plan
 
 SCHEMA_VERSION = "1.1"  # 1.1: more axes (dp, ep, dp attention, max_num_seqs, quantization, GPU, engine), speed
 MAX_COMBINATIONS = 100_000
+# Bounded work (issue 26 #13): a combination costs a few CPU ms (10,000 took 47 s), so the sweep times its first
+# combinations and refuses, before running them all, when the whole sweep would take longer than this many
+# seconds (``--max-seconds`` raises it); parallel executors divide the estimate by their workers.
+MAX_SECONDS = 10.0
+_PROBE = 3  # combinations timed for the estimate (the fastest counts: the first one also warms caches)
 
 
 def parse_int_list(text: str, flag: str) -> list[int]:
@@ -211,18 +216,31 @@ def build_plan(base: Stack, catalog: Catalog, axes_in: dict[str, list[Any] | Non
     return plan
 
 
+def _refuse_long(n: int, each: float, max_seconds: float, workers: int = 1) -> None:
+    """OptkgError when ``n`` combinations at ``each`` CPU seconds over ``workers`` would take over ``max_seconds``."""
+    import math
+    est = n * each / max(1, workers)
+    if est > max_seconds:
+        on = f" on {workers} workers" if workers > 1 else ""
+        raise OptkgError(f"{n:,} combinations would take about {est:,.0f} s{on} ({each * 1000:.1f} ms each, timed on "
+                         f"the first {_PROBE}), over the bound of {max_seconds:g} s; narrow the axes or pass "
+                         f"--max-seconds {math.ceil(est * 1.5)}")
+
+
 def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | None = None,
           dcp_sizes: list[int] | None = None, pp_sizes: list[int] | None = None,
           kv_cache_dtypes: list[str] | None = None, invalid_on: str = "error", *,
           axes: dict[str, list[Any]] | None = None, gpus: list[str] | None = None, engines: list[str] | None = None,
           workload: Any = None, ttft_ms: float | None = None, itl_ms: float | None = None,
           executor: str = "inline", jobs: int | None = None, address: str | None = None,
-          progress: bool = False, catalog_dir: str | None = None, rules_dir: str | None = None) -> SweepResult:
+          progress: bool = False, catalog_dir: str | None = None, rules_dir: str | None = None,
+          max_seconds: float = MAX_SECONDS) -> SweepResult:
     """Check (and, with a ``workload``, time) every combination of the axes on ``base`` and rank them (see
     module doc). An axis left as None keeps the base stack's value. ``executor``: ``inline`` (this process),
     ``local`` (worker processes) or ``ray`` (Ray tasks, ``address`` of a cluster or a local Ray);
     kg.analyses.sweep_exec. Raises OptkgError for an unknown KV dtype, an axis the engine cannot set, more
-    than ``MAX_COMBINATIONS`` combinations, or a stack with no model."""
+    than ``MAX_COMBINATIONS`` combinations, more work than ``max_seconds`` (estimated from the first
+    combinations, before the rest run), or a stack with no model."""
     from kg.analyses.sweep_exec import run_plan
     given = dict(axes or {})
     given.update({k: v for k, v in (("tp_size", tp_sizes), ("dcp_size", dcp_sizes), ("pp_size", pp_sizes),
@@ -232,6 +250,16 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     plan.catalog_dir, plan.rules_dir = catalog_dir, rules_dir  # what worker processes load
     ev = Evaluator(plan, catalog, rules)
     ev.check_axes()
+    if plan.size() > _PROBE:
+        import time
+
+        from kg.analyses.sweep_exec import cpus
+        took = []
+        for i in range(_PROBE):
+            t0 = time.process_time()
+            ev.evaluate(i)
+            took.append(time.process_time() - t0)
+        _refuse_long(plan.size(), min(took), max_seconds, 1 if executor == "inline" else (jobs or cpus()))
     rows = run_plan(plan, ev, executor, jobs, address, progress)
     result = rank(plan, rows)
     if untimed:

@@ -91,12 +91,13 @@ def _json_requested(argv: list[str], args: argparse.Namespace | None, command: s
     return out is None or str(out) == "-"
 
 
-def _json_error(command: str | None, message: str) -> None:
+def _json_error(command: str | None, message: str, details: list[str] | None = None) -> None:
     """The error as a JSON object on stdout (``--format json``), beside the one-line stderr message:
     ``{"schema_version", "kind": "error", "command", "message", "details", "exit_code": 2}``.
     A consumer that parses stdout gets an object it can read instead of empty output."""
     from kg.output.report import to_json
     first, *rest = str(message).split("\n")
+    rest = list(details or []) + rest
     try:
         sys.stdout.write(to_json({"schema_version": ERROR_SCHEMA_VERSION, "kind": "error", "command": command,
                                   "message": first, "details": [r.strip() for r in rest if r.strip()], "exit_code": 2}))
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             if not getattr(args, "_run", None):
                 parser.print_help()
                 return 2
+            if getattr(args, "format", None) == "github":  # the one output made of workflow commands
+                sys.stdout.workflow_commands = True
             from kg.cli.common import register_inputs
             register_inputs(args)  # the command's input files are never overwritten by its outputs
             rc = int(args._run(args) or 0)
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         except OptkgError as e:
             sys.stderr.write(f"optkg: error: {e}\n")
             if _json_requested(argv, args, only):
-                _json_error(only, str(e))
+                _json_error(only, str(e), e.details)
             return 2
         except KeyboardInterrupt:
             sys.stderr.write("optkg: interrupted\n")

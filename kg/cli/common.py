@@ -77,6 +77,9 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
     from kg.inputs.stack import Stack
     from kg.inputs.modelcfg import load_config_file, resolve_model
     resolver = resolver or resolve_model
+    if getattr(args, "engine_version", None) is not None:  # checked before the launch parser compares releases
+        from kg.inputs.stack import check_engine_version
+        args.engine_version = check_engine_version(args.engine_version, "--engine-version")
     cmd = getattr(args, "cmd", None)
     sources = [x for x in (getattr(args, "stack", None), cmd, args.vllm, args.sglang) if x]
     if len(sources) > 1:
@@ -141,7 +144,7 @@ def _apply_stack_options(st: Any, args: argparse.Namespace, catalog, unknown_gpu
         if args.count > MAX_GPUS:
             raise OptkgError(f"--count: {args.count} GPUs is past what optkg models (at most {MAX_GPUS:,})")
         st.gpu_count = args.count
-    if args.engine_version:
+    if args.engine_version is not None:  # '' too: an empty version is no version, not "none given"
         from kg.inputs.stack import check_engine_version
         st.engine_version = check_engine_version(args.engine_version, "--engine-version")
     if args.kv_budget_gib is not None:

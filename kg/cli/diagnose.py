@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what ran (default: serving when engine metrics or an engine stack are given)")
     p.add_argument("--target-throughput", type=float, metavar="TOKENS_PER_S",
                    help="the output tokens/s you expect; a compute wall needs throughput below it")
+    p.add_argument("--max-input-mib", type=float, default=None, metavar="MIB",
+                   help="read metrics inputs of up to this many MiB together (default 8: about 3 s of parsing)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--fail-on", choices=("low", "moderate", "severe", "critical", "never"), default="severe",
                    help="exit 1 when a wall at or above this severity is found (default: severe)")
@@ -76,8 +78,14 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError("no metrics given: pass files or directories (or --before A --after B)")
     ruleset = load_ruleset("diagnose", args.rules)
     overrides, where = (load_thresholds(args.thresholds, ruleset) if args.thresholds else ({}, {}))
+    from kg.inputs.metrics.load import MAX_FILE_BYTES
+    cap = MAX_FILE_BYTES
+    if args.max_input_mib is not None:
+        if not 0 < args.max_input_mib <= 64 * 1024:
+            raise OptkgError(f"--max-input-mib: expected a number of MiB in (0, 65536], found {args.max_input_mib:g}")
+        cap = int(args.max_input_mib * 2**20)
     snap = load_snapshot(args.paths, before=args.before, after=args.after, window_s=args.window,
-                         phase=args.capture_phase)
+                         phase=args.capture_phase, max_bytes=cap)
     problems: list = []
 
     def catalog():  # loaded only when a wall fires (its techniques are linked) or a stack is given

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kg.core.textsafe import one_line
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog", type=Path, default=None,
@@ -29,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
         shown = display_path(str(path))
         if status == "stale":
             stale = True
-            print(f"{shown}: stale; run `optkg docs` and commit the result")
+            print(f"{one_line(shown)}: stale; run `optkg docs` and commit the result")
         elif status == "written":
-            print(f"wrote {shown}")
+            print(f"wrote {one_line(shown)}")
         else:
-            print(f"{shown}: fresh")
+            print(f"{one_line(shown)}: fresh")
     return 1 if stale else 0

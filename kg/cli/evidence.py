@@ -30,10 +30,11 @@ def run(args: argparse.Namespace) -> int:
                                       items_from_rules, run as check, summary)
     from kg.core import paths
     from kg.core.errors import OptkgError
-    from kg.engine.rules import RULESET_KINDS, load_rules
+    from kg.engine.rules import RULESET_KINDS, folder_files, invalid_rules, load_rules
     from kg.output.evidence_report import to_json, to_text
 
     rules_dir = args.rules or paths.rules_dir()
+    folder_files(rules_dir)  # a file, a missing or an empty folder: refused before any wheel is fetched
     catalog_dir = args.catalog or paths.catalog_dir()
     items = []
     pending = []
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     for kind in RULESET_KINDS:
         rs, problems = load_rules(kind, rules_dir)
         if problems:
-            raise OptkgError("invalid rules:", [p.one_line() for p in problems])
+            raise invalid_rules(problems, rules_dir)
         rules = rs.rules
         items += items_from_rules(rules)
         pending += [r.id for r in rules if getattr(r, "evidence_todo", "") and not r.evidence

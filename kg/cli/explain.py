@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog
+from kg.core.textsafe import join_lines
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,5 +154,5 @@ def run(args: argparse.Namespace) -> int:
         print(to_json(out), end="")
     else:
         from kg.output.report import fit_width
-        print(fit_width("\n".join(lines)))  # output for people fits 100 columns
+        print(fit_width(join_lines(lines)))  # output for people fits 100 columns; names stay on their line
     return 0

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from kg.core.errors import OptkgError
+from kg.core.textsafe import one_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -130,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
     if model.is_mla:
         # MLA caches one latent per token per layer, shared by every query head: KV heads and
         # head_dim are not the cache's shape (facts §1.5)
-        print(f"{model.name}: MLA, {model.num_attention_heads} query heads sharing one latent of "
+        print(f"{one_line(model.name)}: MLA, {model.num_attention_heads} query heads sharing one latent of "
               f"kv_lora_rank {model.kv_lora_rank} + qk_rope_head_dim {model.qk_rope_head_dim} = "
               f"{(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)} elements per token per layer, "
               f"{model.num_hidden_layers} layers, {model.dtype}")
     else:
-        print(f"{model.name}: {model.attention.upper()}, {model.num_attention_heads} query heads, "
+        print(f"{one_line(model.name)}: {model.attention.upper()}, {model.num_attention_heads} query heads, "
               f"{model.num_key_value_heads} KV heads, head_dim {model.head_dim}, {model.num_hidden_layers} layers, {model.dtype}")
     per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
         else f"{L.kv_element_bytes:g} bytes/element"
@@ -217,9 +218,5 @@ def _engine_version(value: str | None) -> str | None:
     """``--engine-version`` as a release string (None: the latest optkg knows); OptkgError when unreadable."""
     if value is None:
         return None
-    from packaging.version import InvalidVersion, Version
-    try:
-        Version(value)
-    except InvalidVersion:
-        raise OptkgError(f"--engine-version: expected a release such as 0.13.0, found {value!r}") from None
-    return value
+    from kg.inputs.stack import check_engine_version
+    return check_engine_version(value, "--engine-version", "a release")

@@ -141,11 +141,13 @@ def run(args: argparse.Namespace) -> int:
     if owner is not None:
         what = "the id of a technique" if owner == tid else f"an alias of '{owner}'"
         raise OptkgError(f"id '{tid}' is already {what} ({cat.files.get(owner, root)}); ids are never reused")
-    shown = os.path.relpath(target, Path.cwd()) if not str(os.path.relpath(target, Path.cwd())).startswith("..") else str(target)
+    from kg.core.textsafe import one_line
+    rel = os.path.relpath(target, Path.cwd())
+    shown = one_line(rel if not rel.startswith("..") else str(target))  # a name, printed and written into the template
     # outside <catalog>/techniques `optkg validate` reports only [outside-catalog]; `optkg place` checks
     # the entry as if it were in the catalog, so it is the first step there, validate after the move
     inside = out_dir.resolve() == (root / "techniques").resolve()
-    in_catalog = root / "techniques" / target.name
+    in_catalog = one_line(root / "techniques" / target.name)
     validate_args = shown if inside else f"{in_catalog} (after moving it there)"
     ref = schema_ref(out_dir, root)
     if args.from_id:

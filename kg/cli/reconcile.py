@@ -30,7 +30,7 @@ def _stack(cmd: str | None, engine: str, args, catalog):
     st = parse_command(cmd, catalog, engine, str(args.config) if args.config else None, f"--{engine}")
     if args.gpu:
         st.hardware = catalog.resolve_hardware(args.gpu)
-    if args.engine_version:
+    if args.engine_version is not None:
         st.engine_version = check_engine_version(args.engine_version, "--engine-version")
     return st
 

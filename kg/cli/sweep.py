@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, metavar="N", help="worker processes / Ray CPUs (default: the CPUs available)")
     p.add_argument("--only-valid", action="store_true", help="list only combinations that are valid and fit")
     p.add_argument("--top", type=int, metavar="N", help="list only the N best combinations")
+    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                   help="refuse a sweep estimated (from its first combinations) to take longer than S seconds "
+                        "(default 10)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("-o", "--output", type=Path, help="write the table here instead of stdout")
     p.add_argument("--force", action="store_true", help="allow overwriting an existing output file")
@@ -90,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_clean_catalog(args)
     rules = load_ruleset("check", args.rules)
     base = stack_from_args(args, catalog)
+    from kg.analyses.sweep import MAX_SECONDS
+    if args.max_seconds is not None and not 0 < args.max_seconds <= 86_400:
+        raise OptkgError(f"--max-seconds: expected seconds in (0, 86400], found {args.max_seconds:g}")
     result = sweep(base, catalog, rules, axes=axes, gpus=gpus, engines=engines, invalid_on=args.invalid_on,
+                   max_seconds=args.max_seconds if args.max_seconds is not None else MAX_SECONDS,
                    workload=workload, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, executor=args.executor,
                    jobs=args.jobs, address=args.address, progress=sys.stderr.isatty(),
                    catalog_dir=str(args.catalog) if args.catalog else None,

@@ -49,16 +49,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------------------------------------
 
-def _git(args: list[str], cwd: Path) -> str:
+def _git(args: list[str], cwd: Path, failure: str | None = None) -> str:
     import subprocess
     from kg.core.errors import OptkgError
+    from kg.core.textsafe import one_line
     try:
         r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise OptkgError("--changed-since: git is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise OptkgError(f"--changed-since: `git {args[0]}` did not answer within 60 s") from None
     if r.returncode != 0:
-        msg = (r.stderr.strip().splitlines() or ["failed"])[-1]
-        raise OptkgError(f"--changed-since: `git {' '.join(args)}` failed: {msg}")
+        msg = failure or (r.stderr.strip().splitlines() or ["failed"])[-1]
+        raise OptkgError(f"--changed-since: `git {' '.join(args)}` failed: {one_line(msg)[:300]}")
     return r.stdout
 
 
@@ -68,18 +71,29 @@ def changed_technique_files(ref: str, root: Path) -> tuple[list[Path], list[Path
     Compares the merge base with the working tree, so staged, unstaged and untracked files count.
     Raises OptkgError when git fails (not a repository, unknown ref).
     """
+    from kg.core.errors import OptkgError
+    from kg.core.textsafe import one_line
+    # a revision never starts with '-' (git check-ref-format): '--fork-point', '--', '--help' are options git
+    # would obey; refuse them before git sees them, and pass the revision after --end-of-options anyway
+    if not ref.strip() or ref.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in ref) or len(ref) > 256:
+        raise OptkgError(f"--changed-since: {one_line(ref[:80])!r} is not a git revision (a branch, tag or commit, "
+                         "e.g. origin/main; it never starts with '-')")
     techdir = (root / "techniques").resolve()
     top = Path(_git(["rev-parse", "--show-toplevel"], techdir if techdir.is_dir() else root).strip())
-    base = _git(["merge-base", ref, "HEAD"], top).strip()
+    commit = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], top,
+                  f"unknown revision {one_line(ref)!r}").strip()
+    base = _git(["merge-base", commit, "HEAD"], top).strip()
     changed: list[Path] = []
     deleted: list[Path] = []
-    for line in _git(["diff", "--name-status", "--no-renames", base, "--"], top).splitlines():
-        status, _, name = line.partition("\t")
+    fields = _git(["diff", "-z", "--name-status", "--no-renames", base, "--"], top).split("\0")
+    for status, name in zip(fields[0::2], fields[1::2]):
         p = (top / name).resolve()
         if p.parent != techdir or p.suffix != ".yaml":
             continue
         (deleted if status.startswith("D") else changed).append(p)
-    for name in _git(["ls-files", "--others", "--exclude-standard"], top).splitlines():
+    for name in _git(["ls-files", "-z", "--others", "--exclude-standard"], top).split("\0"):
+        if not name:
+            continue
         p = (top / name).resolve()
         if p.parent == techdir and p.suffix == ".yaml":
             changed.append(p)
@@ -201,10 +215,12 @@ def collect(args: argparse.Namespace) -> tuple[list, int, Path]:
     if not (root / "axes.yaml").is_file():
         raise OptkgError(f"{root}: not a catalog folder (no axes.yaml); pass --catalog")
     deleted: list[Path] = []
-    if getattr(args, "changed_since", None):
-        changed, deleted = changed_technique_files(args.changed_since, root)
+    since = getattr(args, "changed_since", None)
+    if since is not None:
+        # argparse turns `--changed-since=--` into [] (it drops a lone '--'): still an option, not a revision
+        changed, deleted = changed_technique_files(since if isinstance(since, str) else "--", root)
         files += [c for c in changed if c.exists()]
-    only = files if (files or getattr(args, "changed_since", None)) else None
+    only = files if (files or since is not None) else None
     techdir = (root / "techniques").resolve()
     # a file outside the catalog is still read and checked (its YAML, schema and placeholders), as
     # `optkg place` does for a draft; outside-catalog is reported beside its own problems

@@ -20,15 +20,14 @@ class OptkgError(Exception):
     """Bad input from the user. ``str(e)`` is a one-line message naming the file/flag and what was expected.
 
     Line breaks inside ``message`` (e.g. from a value the user typed) are escaped, so the message is
-    always one line. ``details``: optional further lines (e.g. a list of problems), printed after it.
+    always one line, and ``str(e)`` is that line only (issue 26 #29: an error is one line). ``details``:
+    optional further lines (e.g. every problem of a rules folder) for machine-readable output (the
+    ``--format json`` error object lists them); the message itself says how to see them.
     """
 
     def __init__(self, message: object = "", details: list[str] | tuple[str, ...] = ()):
         super().__init__(str(message).translate(_ESCAPES))
         self.details = [str(d).translate(_ESCAPES) for d in details]
-
-    def __str__(self) -> str:
-        return super().__str__() + "".join("\n" + d for d in self.details)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ its own function; use the one for the place the text is written:
   ``\\x1b`` / ``\\u202e`` / ``\\u200b``; newlines and tabs are kept (a whole report).
 - ``one_line(s)``: like ``terminal`` and also escapes line and paragraph breaks, for a value that
   must stay on its line (a report title, a table cell, an annotation title).
+- ``join_lines(lines)``: the lines of a text report, each through ``one_line``, joined with newlines.
 - ``markdown(s)``: one line, HTML special characters escaped (``&lt;script&gt;`` renders as text),
   markdown table pipes and backslashes escaped, and ``javascript:``/``data:``/``vbscript:`` link
   schemes defused.
@@ -56,6 +57,13 @@ def one_line(obj: Any) -> str:
     return _s(obj).translate(_LINES)
 
 
+def join_lines(lines: Any) -> str:
+    """``lines`` (each meant as one line of a text report) joined with newlines, each escaped by ``one_line``:
+    a line break inside a name a line shows (a file name, a technique or stack name) cannot start a line of
+    its own (a GitHub Actions ``::error::`` workflow command, a fake summary line)."""
+    return "\n".join(one_line(x) for x in lines)
+
+
 def markdown(obj: Any) -> str:
     """``obj`` for a markdown line or table cell: one line, HTML escaped, pipes escaped, link schemes defused."""
     # '<' starts every HTML tag and autolink: escaping it is enough to keep raw HTML out ('>' and '&'
@@ -80,18 +88,35 @@ def github_property(obj: Any) -> str:
     return github_data(obj).replace(":", "%3A").replace(",", "%2C")
 
 
+_WORKFLOW = re.compile(r"(^|\n)([ \t]*)::")
+
+
 class TerminalWriter:
-    """A text stream wrapper whose ``write`` passes text through ``terminal``.
+    """A text stream wrapper whose ``write`` passes text through ``terminal``, and keeps any line from starting
+    with ``::`` (after blanks) unless ``workflow_commands`` is set.
 
     Installed around ``sys.stdout``/``sys.stderr`` by the CLI, so no command can print a raw escape
-    sequence taken from its input, whatever it formats. Everything else is delegated.
+    sequence taken from its input, whatever it formats. GitHub Actions runs every output line that starts
+    with ``::`` as a workflow command (``::error::``, ``::add-mask::``, ``::stop-commands::``); only
+    ``--format github`` writes those, so in every other output such a line gets a backslash in front
+    (``\\::error::...``) -- the last guard behind escaping every name (``one_line``, ``join_lines``), for a
+    name a renderer wrapped or placed at a line start. Everything else is delegated.
     """
 
     def __init__(self, stream: Any):
         self._stream = stream
+        self._bol = True  # at the start of a line (nothing but blanks written on it yet)
+        self.workflow_commands = False
 
     def write(self, s: str) -> int:
-        self._stream.write(terminal(s))
+        t = terminal(s)
+        if not self.workflow_commands and "::" in t:
+            t = _WORKFLOW.sub(lambda m: m.group(0)[:-2] + "\\::" if m.start() or self._bol or m.group(1)
+                              else m.group(0), t)
+        if t:
+            tail = t.rsplit("\n", 1)[-1]
+            self._bol = (self._bol or "\n" in t) and not tail.strip(" \t")
+        self._stream.write(t)
         return len(s)
 
     def writelines(self, lines: Any) -> None:

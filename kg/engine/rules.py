@@ -450,6 +450,15 @@ def folder_files(folder: Path, what: str = "--rules") -> list[Path]:
     return files
 
 
+def invalid_rules(problems: list[Problem], folder: Path) -> OptkgError:
+    """One line naming the first problem and how many more (``optkg validate --rules`` lists them all); every
+    problem in ``details`` (the ``--format json`` error object)."""
+    from kg.core.textsafe import one_line
+    n = len(problems)
+    more = f"; and {n - 1} more (`optkg validate --rules {one_line(folder)}` lists every one)" if n > 1 else ""
+    return OptkgError(f"invalid rules: {problems[0].one_line()}{more}", [p.one_line() for p in problems])
+
+
 def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
     """Like ``load_rules`` but raises OptkgError (one line per problem) when any rule file is invalid,
     and when the folder is missing or empty or holds no rule of ``kind`` (nothing could be checked).
@@ -468,7 +477,7 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
             return rs
     rs, problems = load_rules(kind, folder, files)
     if problems:
-        raise OptkgError("invalid rules:", [p.one_line() for p in problems])
+        raise invalid_rules(problems, folder)
     if not rs.rules:
         raise OptkgError(f"--rules {folder}: no '{kind}' rules in {len(files)} rules file(s) "
                          f"(each file names its ruleset: {', '.join(RULESET_KINDS)}); nothing could be checked")

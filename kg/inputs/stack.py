@@ -175,16 +175,32 @@ def resolve_engine(name: str, where: str) -> str:
                      f"add catalog/engines/<engine>.yaml to teach optkg another one)")
 
 
+# a release as engines and frameworks number them: 1 to 4 numeric parts of at most 8 ASCII digits (0.11.0,
+# 0.5.6, 2024.10.1), then PEP 440's pre/post/dev/local parts (0.9.1.post1, 0.6.0rc1, 2.7.0+cu126)
+_RELEASE = re.compile(r"v?[0-9]{1,8}(?:\.[0-9]{1,8}){0,3}(?:[-_.]?(?:a|b|rc|alpha|beta|c|pre|preview|post|rev|r|dev)"
+                      r"[-_.]?[0-9]{0,8})*(?:\+[A-Za-z0-9.]{1,32})?", re.I)
+
+
 def check_engine_version(version: Any, where: str, what: str = "an engine version number") -> str:
-    """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1), else OptkgError."""
+    """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1) of at most four
+    numeric parts of at most eight ASCII digits each, else OptkgError ('' and 1.2.3.4.5.6 and a 5,000-digit
+    number are no release, issue 26 #11, #26)."""
     from packaging.version import InvalidVersion, Version
 
+    from kg.core.numparse import show
     from kg.core.yamlio import scalar_text
+    if isinstance(version, bool) or version is None:
+        raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {version!r}")
+    if isinstance(version, int) and version.bit_length() > 64:
+        raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {show(version)}")
     text = scalar_text(version).strip()  # `version: 0.10` is the YAML float 0.1; its text is "0.10"
+    if not _RELEASE.fullmatch(text):
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        raise OptkgError(f"{where}: expected {what} such as 0.11.0 (at most 4 numeric parts), found {shown!r}")
     try:
         Version(text)
-    except InvalidVersion:
-        raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {version!r}") from None
+    except (InvalidVersion, ValueError):
+        raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {text!r}") from None
     return text
 
 

@@ -80,14 +80,22 @@ def _wall_line(name: str, w: dict[str, Any] | None) -> list[str]:
     return [name, "no", w.get("status") or w["reason"] or ""]
 
 
+def _inert(rows: list[list[Any]]) -> list[list[Any]]:
+    """Table rows with every text cell on one line (a file name with a line break cannot start a line)."""
+    from kg.core.textsafe import one_line
+    return [[one_line(c) if isinstance(c, str) else c for c in r] for r in rows]
+
+
 def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     """A readable report (see ``optkg diagnose --help``)."""
     import textwrap
 
     from tabulate import tabulate
 
+    from kg.core.textsafe import one_line
+
     def wrap(text: str, indent: str = "  ") -> str:
-        return textwrap.fill(" ".join(str(text).split()), width=110, initial_indent=indent, subsequent_indent=indent + "  ")
+        return textwrap.fill(" ".join(one_line(text).split()), width=110, initial_indent=indent, subsequent_indent=indent + "  ")
 
     dirs = sorted({str(Path(s["path"]).parent) + "/" for s in d["inputs"] if "/" in s["path"]}, key=len, reverse=True)
 
@@ -126,7 +134,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append("")
     out.append("Walls")
     rows = [_wall_line(n, d["walls"].get(n)) for n in ("memory", "compute", "bandwidth", "neither")]
-    out.append(textwrap.indent(tabulate(rows, tablefmt="plain", maxcolwidths=[None, 30, 70]), "  "))
+    out.append(textwrap.indent(tabulate(_inert(rows), tablefmt="plain", maxcolwidths=[None, 30, 70]), "  "))
     for n in ("memory", "compute", "bandwidth", "neither"):
         for det in (d["walls"].get(n) or {}).get("details", []):
             out.append(wrap(f"{n} detail [{det['rule_id']}]: {det['message']}"))
@@ -134,7 +142,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     if rr:
         out.append("")
         out.append("Readings (worst GPU)")
-        out.append(textwrap.indent(tabulate(rr, headers=["reading", "value", "from"], tablefmt="simple",
+        out.append(textwrap.indent(tabulate(_inert(rr), headers=["reading", "value", "from"], tablefmt="simple",
                                             maxcolwidths=[None, None, 70]), "  "))
     sv = d.get("serving")
     if sv and sv.get("latency"):
@@ -208,7 +216,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append("Thresholds used (defaults from rules/walls.yaml are running experience: recalibrate per machine)")
     trows = [[k, fmt_num(t["value"], DIAGNOSE), t["unit"] or "", t["source"] if t["source"] != "default" else "default"]
              for k, t in d["thresholds"].items()]
-    out.append(textwrap.indent(tabulate(trows, headers=["threshold", "value", "unit", "source"], tablefmt="simple"), "  "))
+    out.append(textwrap.indent(tabulate(_inert(trows), headers=["threshold", "value", "unit", "source"], tablefmt="simple"), "  "))
     if verbose:
         out.append("")
         out.append("Threshold provenance")

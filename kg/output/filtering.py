@@ -27,11 +27,9 @@ def _hits(f: dict[str, Any], terms: set[str]) -> bool:
 
 
 def read_baseline(path: Path) -> set[str]:
+    from kg.core.numparse import loads_json
     from kg.core.yamlio import read_text
-    try:
-        d = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise OptkgError(f"{path}:{e.lineno}: invalid JSON in baseline ({e.msg})") from None
+    d = loads_json(read_text(path), str(path))  # bounded: no NaN, no 5,000-digit ints, at most 64 levels deep
     if not isinstance(d, dict) or not isinstance(d.get("fingerprints"), list):
         raise OptkgError(f"{path}: a baseline is {{\"schema_version\": \"1.0\", \"fingerprints\": [...]}}")
     return {str(x) for x in d["fingerprints"]}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kg.core.numfmt import FIT, fmt_num
+from kg.core.textsafe import one_line
 
 GIB = 1024**3
 SEV = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
@@ -157,7 +158,7 @@ def _finding_lines(r: dict[str, Any], indent: str, md: bool) -> list[str]:
 def render_fit_text(rep: dict[str, Any], verbose: bool = False) -> str:
     """A readable report: measurements, capacity curve, cost curve, triangle, checklist, patterns."""
     m = rep.get("measurements") or {}
-    out = [f"optkg fit: {m.get('trace', '-')} ({m.get('format', '?')} trace"
+    out = [f"optkg fit: {one_line(m.get('trace', '-'))} ({m.get('format', '?')} trace"
            + (f", {m['block_size']}-token blocks)" if m.get("block_size") else ")")]
     sections = measurement_sections(m) if m else []
     for extra in (_lru_section(rep, "simple"), _cost_section(rep, "simple")):
@@ -213,7 +214,7 @@ def render_fit_text(rep: dict[str, Any], verbose: bool = False) -> str:
 
 def render_partial_text(m: dict[str, Any]) -> str:
     """The measurements of the lines read before a bad line (``--verbose`` on error)."""
-    out = [f"optkg fit: partial measurements of {m.get('trace', '-')}: the {fmt_num(m['requests'], FIT)} request(s) before "
+    out = [f"optkg fit: partial measurements of {one_line(m.get('trace', '-'))}: the {fmt_num(m['requests'], FIT)} request(s) before "
            f"the bad line (last good line {fmt_num(m['last_line'], FIT)})"]
     for title, lines in measurement_sections(m):
         out += ["", title] + ["  " + x for x in lines]
@@ -223,7 +224,7 @@ def render_partial_text(m: dict[str, Any]) -> str:
 def render_fit_markdown(rep: dict[str, Any]) -> str:
     """The same report as GitHub-flavoured markdown (tables as pipe tables)."""
     m = rep.get("measurements") or {}
-    out = [f"# optkg fit: `{Path(str(m.get('trace', '-'))).name}`", "",
+    out = [f"# optkg fit: `{one_line(Path(str(m.get('trace', '-'))).name)}`", "",
            f"{m.get('format', '?')} trace, {fmt_num(m.get('requests'), FIT)} requests"
            + (f", {m['block_size']}-token prefix blocks" if m.get("block_size") else ""), ""]
     sections = measurement_sections(m, "github") if m else []

@@ -338,7 +338,8 @@ def _md_loc(r: Result) -> str:
         return ""
     uri, rel = _rel(r.file)
     from urllib.parse import unquote
-    name = unquote(uri) if rel else r.file
+    from kg.core.textsafe import one_line
+    name = one_line(unquote(uri) if rel else r.file).replace("`", "'").replace("|", "\\|")  # a table cell, one line
     return f"`{name}:{r.line}:{r.column}`" if r.line else f"`{name}`"
 
 
@@ -426,7 +427,8 @@ def to_markdown(kind: str, d: dict[str, Any]) -> str:
     if d.get("suppressed"):
         out.append("")
         out.append(f"_{d['suppressed']} suppressed by --select/--ignore/--baseline._")
-    return "\n".join(out) + "\n"
+    from kg.core.textsafe import join_lines
+    return join_lines(out) + "\n"  # each element is one line: a name's line break stays inside it
 
 
 def render(fmt: str, kind: str, d: dict[str, Any]) -> str:

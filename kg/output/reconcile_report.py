@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from typing import Any
+from kg.core.textsafe import join_lines
 
 GIB = 1024**3
 
@@ -29,8 +30,8 @@ def render_text(d: dict[str, Any]) -> str:
                    f"{', ' + r['model'] if r.get('model') else ''})")
         rows = [[x["quantity"], _v(x["logged"], x["unit"]), _v(x["reproduced"], x["unit"]) + _pct(x["reproduced_diff_pct"]),
                  _v(x["estimated"], x["unit"]) + _pct(x["estimated_diff_pct"])] for x in r["rows"]]
-        out.append(tabulate(rows, headers=["quantity", "logged", "reproduced from the log", "optkg estimate"],
-                            tablefmt="simple", disable_numparse=True))
+        out.extend(tabulate(rows, headers=["quantity", "logged", "reproduced from the log", "optkg estimate"],
+                            tablefmt="simple", disable_numparse=True).split("\n"))  # lines, each kept by join_lines
         for x in r["rows"]:
             if x.get("explanation"):
                 out.append(f"  {x['quantity']}: {x['explanation']}")
@@ -40,4 +41,4 @@ def render_text(d: dict[str, Any]) -> str:
     if d.get("comparison"):
         out.append("Why the engines differ")
         out.extend(f"  {c}" for c in d["comparison"])
-    return "\n".join(out).rstrip("\n") + "\n"
+    return join_lines(out).rstrip("\n") + "\n"

@@ -1,5 +1,6 @@
 """The text report of ``optkg validate`` (and of ``optkg place`` when the entry has problems)."""
 from __future__ import annotations
+from kg.core.textsafe import join_lines
 
 
 def render_text(problems, n_files: int, suppressed: int = 0) -> str:
@@ -28,4 +29,4 @@ def render_text(problems, n_files: int, suppressed: int = 0) -> str:
         out.append(f"{len(problems)} problem(s) in {files} file(s): {errors} error(s), {len(problems) - errors} warning(s){tail}")
     else:
         out.append(f"catalog OK: {n_files} techniques, no problems{tail}")
-    return "\n".join(out) + "\n"
+    return join_lines(out) + "\n"

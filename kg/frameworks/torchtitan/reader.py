@@ -12,7 +12,6 @@ The model comes from the flavor: llama3 8B / 70B / 405B map onto the bundled Lla
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +53,8 @@ def toml_line(text: str, dotted: str) -> int | None:
 
 def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_size: int | None = None) -> TrainingJob:
     """A TrainingJob from torchtitan TOML text. Raises OptkgError naming the file and key."""
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise OptkgError(f"{name}: not valid TOML ({e})") from None
+    from kg.core.tomlio import loads_toml
+    d = loads_toml(text, name)  # bounded: digits, nesting (kg.core.tomlio)
     return job_from_sections(d, text, name, resolver, world_size)
 
 

@@ -95,7 +95,7 @@ def release_for(data: dict[str, Any], version: str | None) -> tuple[str, bool]:
         return scanned[-1], True
     try:
         v = Version(str(version))
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a part over Python's 4,300-digit int limit
         return scanned[-1], True
     below = [r for r in scanned if Version(r) <= v]
     return (below[-1] if below else scanned[0]), False

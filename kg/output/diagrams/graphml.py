@@ -8,9 +8,14 @@ import networkx as nx
 
 
 def _graphml_value(v: Any) -> Any:
+    """A value GraphML can hold; text on one line (kg.core.textsafe.one_line: a line break in a name cannot start
+    a line of the file, or of stdout with ``-o -``)."""
+    from kg.core.textsafe import one_line
     if isinstance(v, (list, tuple)):
-        return ", ".join(str(x) for x in v)
-    if isinstance(v, (str, int, float, bool)):
+        return one_line(", ".join(str(x) for x in v))
+    if isinstance(v, str):
+        return one_line(v)
+    if isinstance(v, (int, float, bool)):
         return v
     return None
 
