@@ -27,8 +27,9 @@ def render_text(d: dict[str, Any]) -> str:
     from tabulate import tabulate
     b = d["base"]
     w = d.get("workload")
-    out = [f"optkg sweep: {b['name']}",
-           f"  model: {b['model']} ({b['attention']})   engine: {b['engine'] or '-'}   hardware: {b['hardware'] or '-'}"
+    from kg.core.textsafe import one_line  # names stay on their line (a line break cannot start a line)
+    out = [f"optkg sweep: {one_line(b['name'])}",
+           f"  model: {one_line(b['model'])} ({b['attention']})   engine: {b['engine'] or '-'}   hardware: {b['hardware'] or '-'}"
            f"{' x' + str(d['gpu_count']) if d.get('gpu_count') else ''}",
            f"  KV budget: {d.get('kv_budget_source') or 'unknown'}"]
     if w:
