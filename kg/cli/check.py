@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     rules = kg.load_rules("check", args.rules)
     from kg.speed.workload import workload_from_args
     workload = None if args.no_speed else workload_from_args(args)
-    stacks = stacks_from_args(args, catalog, unknown_gpu_ok=True)
+    stacks = stacks_from_args(args, catalog)
     if len(stacks) > 1 and (args.write_baseline or args.diagram):
         raise OptkgError(f"{args.stack}: --write-baseline/--diagram take one stack; the file describes {len(stacks)}")
     if args.kv_budget_from is not None:

@@ -84,8 +84,9 @@ def build_job(args: argparse.Namespace, catalog):
         job = load_training_file(args.stack, catalog, resolve_model)
         if model is not None:
             job.model = model
-    if args.gpu:
-        job.hardware = catalog.resolve_hardware(args.gpu)
+    if args.gpu is not None or getattr(args, "gpu_memory_gib", None) is not None:
+        from kg.cli.common import resolve_gpu_arg
+        job.hardware = resolve_gpu_arg(args, catalog)
     if args.count is not None:
         if args.count < 1:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")

@@ -33,6 +33,29 @@ def load_clean_catalog(args: argparse.Namespace):
 MAX_GPUS = 1_048_576  # GPUs in one deployment (parallel sizes stop at 65,536 each)
 
 
+def add_gpu_args(p: argparse.ArgumentParser, compute_capability: bool = True) -> None:
+    """``--gpu-memory-gib`` (and ``--gpu-compute-capability``): describe a GPU catalog/hardware/ lacks."""
+    p.add_argument("--gpu-memory-gib", type=float, metavar="GIB",
+                   help="with --gpu NAME of a GPU not in catalog/hardware/: its memory; rules needing its other facts "
+                        "are listed as not evaluable")
+    if compute_capability:
+        p.add_argument("--gpu-compute-capability", type=float, metavar="X.Y",
+                       help="with --gpu NAME of a GPU not in catalog/hardware/: its CUDA compute capability (8.0, 9.0)")
+
+
+def resolve_gpu_arg(args: argparse.Namespace, catalog) -> Any:
+    """The hardware entry ``--gpu`` names (kg.knowledge.gpus: ids, aliases, nvidia-smi names, or a GPU described by
+    ``--gpu-memory-gib``), or None without ``--gpu``. OptkgError for an unknown GPU (closest names)."""
+    mem, cc = getattr(args, "gpu_memory_gib", None), getattr(args, "gpu_compute_capability", None)
+    if args.gpu is None:
+        if mem is not None:
+            raise OptkgError("--gpu-memory-gib describes the GPU --gpu names; give --gpu NAME too")
+        return None
+    if not args.gpu.strip():
+        raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
+    return catalog.resolve_hardware(args.gpu, mem, None if cc is None else f"{cc:.1f}")
+
+
 def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     if positional:
         p.add_argument("stack", nargs="?", type=Path, help="stack YAML file")
@@ -42,7 +65,8 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--vllm", metavar="CMD", help="a `vllm serve ...` command (or bare vLLM flags), quoted")
     p.add_argument("--sglang", metavar="CMD", help="a `python -m sglang.launch_server ...` command (or bare flags), quoted")
     p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the stack/command)")
-    p.add_argument("--gpu", help="GPU name (H100-SXM, H200, B200, A100-80GB, L40S, MI300X, ...)")
+    p.add_argument("--gpu", help="GPU name (H100-SXM, H200, B200, A100-80GB, L40S, MI300X, ...; nvidia-smi's names too)")
+    add_gpu_args(p)
     p.add_argument("--count", type=int, help="number of GPUs")
     p.add_argument("--engine-version", help="engine version, e.g. 0.11.0 (rules with version ranges use it)")
     p.add_argument("--kv-budget-gib", type=float, help="KV-cache memory per GPU in GiB (as the engine logs it)")
@@ -54,13 +78,13 @@ def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--osl", type=int, metavar="TOKENS", help="output sequence length (with --isl)")
 
 
-def stack_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gpu_ok: bool = False) -> Any:
+def stack_from_args(args: argparse.Namespace, catalog, resolver=None) -> Any:
     """Build the Stack the user asked for. Exactly one of: stack file, --cmd, --vllm, --sglang, --config.
 
     ``resolver``: how a model name becomes ModelFacts (default kg.inputs.modelcfg.resolve_model).
     A file that describes several serving containers is refused here (``check`` reads them all).
     """
-    stacks = stacks_from_args(args, catalog, resolver, unknown_gpu_ok)
+    stacks = stacks_from_args(args, catalog, resolver)
     if len(stacks) > 1:
         names = ", ".join(s.name for s in stacks)
         raise OptkgError(f"{args.stack}: the file describes {len(stacks)} serving containers ({names}); "
@@ -68,11 +92,9 @@ def stack_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gp
     return stacks[0]
 
 
-def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_gpu_ok: bool = False) -> list[Any]:
+def stacks_from_args(args: argparse.Namespace, catalog, resolver=None) -> list[Any]:
     """The Stacks the user asked for: one, or one per serving container of a manifest / compose file.
-
-    ``unknown_gpu_ok`` (``check``): a GPU the catalog does not know leaves the stack without hardware and
-    adds a note, so only the rules that need hardware facts are not evaluable; otherwise OptkgError."""
+    A GPU the catalog does not know is an error naming the closest ones (``--gpu-memory-gib`` describes it)."""
     from kg.engines.launch import parse_command
     from kg.inputs.stack import Stack
     from kg.inputs.modelcfg import load_config_file, resolve_model
@@ -111,8 +133,7 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
             st = parse_command(text, catalog, engine, override, label, resolver)
     elif getattr(args, "stack", None):
         from kg.engines.launch import stacks_from_file
-        stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver,
-                                                  unknown_gpu_ok=unknown_gpu_ok)
+        stacks, skipped, _kind = stacks_from_file(args.stack, catalog, model_override=override, resolver=resolver)
         for s in stacks:
             s.notes.extend(skipped)
     elif args.config:
@@ -122,22 +143,17 @@ def stacks_from_args(args: argparse.Namespace, catalog, resolver=None, unknown_g
         raise OptkgError("nothing to check: give a stack file, --cmd \"vllm serve ...\", --vllm, --sglang or --config")
     if stacks is None:
         stacks = [st]
-    return [_apply_stack_options(s, args, catalog, unknown_gpu_ok) for s in stacks]
+    return [_apply_stack_options(s, args, catalog) for s in stacks]
 
 
-def _apply_stack_options(st: Any, args: argparse.Namespace, catalog, unknown_gpu_ok: bool = False) -> Any:
+def _apply_stack_options(st: Any, args: argparse.Namespace, catalog) -> Any:
     """--gpu, --count, --engine-version, --kv-budget-gib, --max-model-len over a parsed stack."""
     from kg.inputs.stack import set_setting
-    if args.gpu is not None:
-        if not args.gpu.strip():
-            raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
+    if args.gpu is not None or getattr(args, "gpu_memory_gib", None) is not None:
         try:
-            st.hardware = catalog.resolve_hardware(args.gpu)
+            st.hardware = resolve_gpu_arg(args, catalog)
         except OptkgError as e:
-            if not unknown_gpu_ok:
-                raise
-            st.hardware = None
-            st.notes.append(f"--gpu: {e}; rules that need hardware facts could not be evaluated")
+            raise OptkgError(f"--gpu: {e}") from None
     if args.count is not None:
         if args.count < 1:
             raise OptkgError(f"--count: expected a positive integer, found {args.count}")
@@ -236,3 +252,18 @@ def check_output_paths(outputs: list[tuple[str, Path | None]], force: bool) -> N
             raise OptkgError(f"{seen[real]} and {flag} name the same file ({p}); give them different names")
         seen[real] = flag
 
+
+def parse_thresholds(items: list[str]) -> dict[str, float]:
+    """``--threshold NAME=VALUE`` (repeatable) -> {name: value}; a finite number in ASCII digits (``1e400``,
+    ``nan`` and Arabic-Indic digits are refused). Raises OptkgError."""
+    from kg.cli import _finite_float
+    out: dict[str, float] = {}
+    for it in items:
+        name, sep, num = it.partition("=")
+        if not sep or not name.strip():
+            raise OptkgError(f"--threshold: expected NAME=VALUE, found {it!r}")
+        try:
+            out[name.strip()] = _finite_float(num)
+        except argparse.ArgumentTypeError as e:
+            raise OptkgError(f"--threshold {name.strip()}: {e}") from None
+    return out

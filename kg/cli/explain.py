@@ -85,16 +85,17 @@ def run(args: argparse.Namespace) -> int:
     a = node_for(g, cat, args.a)
     out: dict = {"schema_version": "1.0", "kind": "explain", "from": a}
     lines: list[str] = []
+    # a stack given is read (and refused when it is bad) for one technique as for two: never ignored
+    stack = None
+    if any(getattr(args, k, None) is not None for k in ("stack", "cmd", "vllm", "sglang", "config")):
+        from kg.cli.common import stack_from_args
+        stack = stack_from_args(args, cat)
     if args.b:
         b = node_for(g, cat, args.b)
         if b == a:
             raise OptkgError(f"explain: '{args.a}' and '{args.b}' are the same {g.nodes[a]['type']} ({a[2:]}); "
                              "give two different ones, or one to see its effects")
         out["to"] = b
-        stack = None
-        if any(getattr(args, k, None) for k in ("stack", "vllm", "sglang")):
-            from kg.cli.common import stack_from_args
-            stack = stack_from_args(args, cat)
         from kg.analyses.explain import filter_paths, rank_paths
         if args.top < 1:
             raise OptkgError(f"--top: expected a positive integer, found {args.top}")
@@ -134,8 +135,18 @@ def run(args: argparse.Namespace) -> int:
         lines.extend(_property_lines(g, a, out))
     else:
         chains = list(chains_from(g, a, args.depth))
+        left_out: list[dict] = []
+        if stack is not None:  # only the chains whose conditions can hold for the stack (as for paths)
+            from kg.analyses.explain import filter_paths
+            kept, left_out = filter_paths(g, chains, stack)
+            chains = [k["path"] for k in kept]
+            out["stack"] = stack.name
+            out["left_out"] = len(left_out)
+            out["left_out_reasons"] = sorted({x["why"] for x in left_out})
         out["chains"] = [[s.to_dict() for s in c] for c in chains]
-        lines.append(f"effects of {_label(g, a)}:")
+        lines.append(f"effects of {_label(g, a)}" + (f" that can hold for {stack.name}:" if stack is not None else ":"))
+        if not chains and stack is not None:
+            lines.append("  none: every chain of effects needs a condition this stack does not meet")
         seen_mit = set()
         mits = []
         for c in chains:
@@ -150,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
             lines.append("mitigated by:")
             for m in mits:
                 lines.append(f"  {_step_text(g, m)}")
+        if left_out:
+            lines.append(f"left out ({len(left_out)} chain(s) that cannot hold for this stack):")
+            lines.extend(f"  {r}" for r in out["left_out_reasons"][:10])
     if args.format == "json":
         print(to_json(out), end="")
     else:

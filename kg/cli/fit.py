@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from kg.core.errors import OptkgError
-from kg.cli.common import add_catalog_arg, load_clean_catalog, write_output
+from kg.cli.common import add_catalog_arg, load_clean_catalog, parse_thresholds, write_output
 
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 
@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dcp", type=int, default=1, help="dcp_size (default 1)")
     p.add_argument("--kv-cache-dtype", default="auto", help="auto (model dtype), fp8, fp8_e4m3, fp8_e5m2, int8")
     p.add_argument("--gpu", help="GPU from the catalog (its memory sets the KV budget): H100-SXM, H200, B200, ...")
+    from kg.cli.common import add_gpu_args
+    add_gpu_args(p)
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB (instead of deriving it from --gpu)")
     p.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="share of GPU memory the engine may use (default: vLLM's, 0.92 in 0.33.0)")
@@ -75,19 +77,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also print definitions, thresholds with provenance, rules that did not fire, timing; "
                         "on a bad line, the measurements of the lines before it")
     add_catalog_arg(p)
-
-
-def _thresholds(items: list[str]) -> dict[str, float]:
-    out = {}
-    for it in items:
-        name, sep, val = it.partition("=")
-        try:
-            if not sep:
-                raise ValueError
-            out[name.strip()] = float(val)
-        except ValueError:
-            raise OptkgError(f"--threshold: expected NAME=NUMBER, found {it!r}") from None
-    return out
 
 
 def check_outputs(output: Path | None, plot: Path | None, force: bool) -> None:
@@ -128,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise OptkgError(f"--gpu-memory-utilization: expected a value in (0, 1], found {args.gpu_memory_utilization:g}")
     check_outputs(args.output, args.plot, args.force)
-    thresholds = _thresholds(args.threshold)
+    thresholds = parse_thresholds(args.threshold)
     catalog = load_clean_catalog(args)
     ruleset = load_ruleset("fit", args.rules)
     model = None
@@ -136,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         model = load_config_file(args.config)
     elif args.model:
         model = resolve_model(args.model)
-    hardware = catalog.resolve_hardware(args.gpu) if args.gpu else None
+    from kg.cli.common import resolve_gpu_arg
+    hardware = resolve_gpu_arg(args, catalog)
     if (hardware is not None or args.kv_budget_gib is not None) and model is None:
         raise OptkgError("--gpu/--kv-budget-gib need --model or --config (the KV budget and cost curve depend on the model)")
     try:

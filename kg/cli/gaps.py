@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from kg.core.errors import OptkgError
-from kg.cli.common import add_catalog_arg, load_clean_catalog, write_output
+from kg.cli.common import add_catalog_arg, load_clean_catalog, parse_thresholds, write_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,23 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="allow overwriting the output file")
 
 
-def _split(values: list[str]) -> list[str]:
-    return [t.strip() for v in values for t in v.split(",") if t.strip()]
-
-
-def _thresholds(values: list[str]) -> dict[str, float]:
-    out = {}
-    for v in values:
-        name, sep, num = v.partition("=")
-        if not sep or not name.strip():
-            raise OptkgError(f"--threshold: expected NAME=VALUE, found '{v}'")
-        try:
-            out[name.strip()] = float(num)
-        except ValueError:
-            raise OptkgError(f"--threshold {name.strip()}: expected a number, found '{num}'") from None
-        import math
-        if not math.isfinite(out[name.strip()]):
-            raise OptkgError(f"--threshold {name.strip()}: expected a finite number, found '{num}'")
+def _split(values: list[str], flag: str) -> list[str]:
+    """Comma-separated values of a repeatable flag; a flag given with no value at all (``--stage ',,,'``) is an
+    error, not "no filter" (issue 26 #28)."""
+    out = [t.strip() for v in values for t in v.split(",") if t.strip()]
+    if values and not out:
+        raise OptkgError(f"{flag}: no value in {values[0][:40]!r} (give names separated by commas, or drop {flag})")
     return out
 
 
@@ -56,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError(f"--top: expected a positive integer, found {args.top}")
     catalog = load_clean_catalog(args)
     rules = load_ruleset("gaps", args.rules)
-    report = find_gaps(catalog, rules, stages=_split(args.stage), layers=_split(args.layer),
-                       dimensions=_split(args.dimension), thresholds=_thresholds(args.threshold), top=args.top)
+    report = find_gaps(catalog, rules, stages=_split(args.stage, "--stage"), layers=_split(args.layer, "--layer"),
+                       dimensions=_split(args.dimension, "--dimension"), thresholds=parse_thresholds(args.threshold), top=args.top)
     if args.format == "json":
         text = to_json(report)
     elif args.format == "markdown":

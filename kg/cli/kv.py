@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mamba-ssm-cache-dtype", default=None,
                    help="SSM-state dtype of Mamba / Gated DeltaNet layers (auto, float32, bfloat16, float16; "
                         "vLLM --mamba-ssm-cache-dtype): sets the state page and so the hybrid block size")
+    from kg.cli.common import add_gpu_args
+    add_gpu_args(p, compute_capability=False)
     p.add_argument("--gpu-compute-capability", type=float, default=None,
                    help="compute capability of the GPU (default 9.0, Hopper): picks vLLM's GDN prefill kernel, "
                         "which decides the hybrid block alignment (64 tokens on FlashInfer, 16 on Triton)")
@@ -75,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.count is not None and (args.count < 1 or args.count < args.tp * args.pp):
         raise OptkgError(f"--count: {args.count} GPU(s) cannot hold tp {args.tp} x pp {args.pp} = {args.tp * args.pp}"
                          if args.count >= 1 else f"--count: expected a positive integer, found {args.count}")
+    if args.gpu is None and args.gpu_memory_gib is not None:
+        raise OptkgError("--gpu-memory-gib describes the GPU --gpu names; give --gpu NAME too")
     if args.gpu is not None:
         import re
         if re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", args.gpu):
@@ -84,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         from kg.derive.kv import check_parallel_sizes
         from kg.engines.vllm.kv_plan import default_max_num_batched_tokens
         from kg.knowledge.catalog import load_catalog
-        hardware = load_catalog()[0].resolve_hardware(args.gpu)
+        from kg.cli.common import resolve_gpu_arg
+        hardware = resolve_gpu_arg(args, load_catalog()[0])
         if args.gpu_compute_capability is None and hardware.get("compute_capability") is not None:
             args.gpu_compute_capability = float(hardware["compute_capability"])
         if args.max_num_batched_tokens is None:

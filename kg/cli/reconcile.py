@@ -15,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sglang", metavar="CMD", help="the SGLang launch command the SGLang log came from")
     p.add_argument("--config", type=Path, help="a Hugging Face config.json (overrides the model in the commands)")
     p.add_argument("--gpu", help="GPU name, for optkg's own budget estimate (H100-SXM, H200, ...)")
+    from kg.cli.common import add_gpu_args
+    add_gpu_args(p)
     p.add_argument("--engine-version", help="engine release the logs came from (engine defaults per release)")
     p.add_argument("--accept-log-mismatch", action="store_true",
                    help="compare even when the log's model, TP size or KV bytes per token say it is not the command's stack")
@@ -28,8 +30,9 @@ def _stack(cmd: str | None, engine: str, args, catalog):
     from kg.engines.launch import parse_command
     from kg.inputs.stack import check_engine_version
     st = parse_command(cmd, catalog, engine, str(args.config) if args.config else None, f"--{engine}")
-    if args.gpu:
-        st.hardware = catalog.resolve_hardware(args.gpu)
+    if args.gpu is not None or args.gpu_memory_gib is not None:
+        from kg.cli.common import resolve_gpu_arg
+        st.hardware = resolve_gpu_arg(args, catalog)
     if args.engine_version is not None:
         st.engine_version = check_engine_version(args.engine_version, "--engine-version")
     return st

@@ -11,7 +11,8 @@ Everything here raises ``OptkgError`` with a one-line message instead:
 - ``as_int(value, what, lo, hi)``: a loaded value (int, integral float, or digit string) as an int.
 - ``as_float(value, what, lo, hi)``: a finite number within [lo, hi].
 - ``loads_json(text, what)``: ``json.loads`` that refuses NaN/Infinity, non-finite floats, integers
-  over ``MAX_DIGITS`` digits and nesting deeper than ``MAX_JSON_DEPTH``.
+  over ``MAX_DIGITS`` digits, nesting deeper than ``MAX_JSON_DEPTH`` and a key repeated in one object
+  (Python's json keeps the last one silently: ``"num_hidden_layers": 2, "num_hidden_layers": 99999``).
 - ``show(v)``: a number for a message, without converting a huge integer to text.
 
 ``MAX_COUNT`` is the default ceiling for counts and sizes without a tighter bound of their own
@@ -151,6 +152,31 @@ def depth_ok(text: str, limit: int) -> bool:
     return True
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a dict, or _DuplicateKey when a key repeats (``json`` keeps the last silently)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
+def _second_key_line(text: str, key: str) -> int:
+    """1-based line of the second ``"key":`` in ``text`` (1 when not found: an escaped spelling)."""
+    rx = re.compile(r'"%s"\s*:' % re.escape(key))
+    hits = [m.start() for m in rx.finditer(text)]
+    return text.count("\n", 0, hits[1]) + 1 if len(hits) > 1 else 1
+
+
 def loads_json(text: str, what: str, inline: bool = False, nonfinite: bool = False) -> Any:
     """Parse JSON strictly (see module doc). Raises OptkgError '<what>: ...'; JSON syntax errors
     become ``<what>:<line>:<col>: invalid JSON (...)`` for a file, or with ``inline`` (a flag's value)
@@ -161,7 +187,11 @@ def loads_json(text: str, what: str, inline: bool = False, nonfinite: bool = Fal
         raise OptkgError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text, parse_constant=float if nonfinite else _refuse_constant, parse_int=bounded_int,
-                          parse_float=_finite_float)
+                          parse_float=_finite_float, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        line = _second_key_line(text, e.key)
+        raise OptkgError(f"{what}:{line}: key {e.key!r} appears twice in one object (JSON readers keep one of "
+                         "them silently; keep the one you mean)") from None
     except json.JSONDecodeError as e:
         if inline:
             raise OptkgError(f"{what}: invalid JSON ({e.msg} at column {e.colno})") from None

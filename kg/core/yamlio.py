@@ -60,9 +60,11 @@ def _loader_class() -> type:
     """PyYAML's C safe loader (~10x faster; pure-Python when libyaml is missing) with YAML 1.2 numbers.
 
     PyYAML resolves plain scalars by YAML 1.1 rules: ``010`` is octal 8, ``9:06:08`` is the base-60
-    integer 32768, ``1_000`` is 1000, ``0b11`` is 3. Here numbers follow the YAML 1.2 core schema:
-    decimal integers (``010`` is 10), ``0o`` octal and ``0x`` hex, floats with an optional exponent,
-    ``.inf``/``.nan``; anything else (``9:06:08``) stays a string and the field's type check names it.
+    integer 32768, ``1_000`` is 1000, ``0b11`` is 3. Here numbers follow the YAML 1.2 core schema, less
+    its octal and hex forms: decimal integers (``010`` is 10), floats with an optional exponent,
+    ``.inf``/``.nan``; anything else (``9:06:08``, ``0o17``, ``0x1f``) stays a string and the field's type
+    check names it (no count optkg reads is written in octal or hex: ``tp_size: 0o17`` read as 15 was a
+    misread, issue 26 #27).
     Integers over ``MAX_INT_DIGITS`` digits are a YAML error naming the line. Floats keep their text
     (``YamlFloat``). Booleans and nulls are as before. PyYAML is imported on first use, so commands
     that read no YAML (``optkg kv``) start faster.
@@ -81,7 +83,7 @@ def _loader_class() -> type:
     int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
     Loader.yaml_implicit_resolvers = {
         k: [(tag, rx) for tag, rx in v if tag not in (int_tag, float_tag)] for k, v in base.yaml_implicit_resolvers.items()}
-    int_rx = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+    int_rx = re.compile(r"^[-+]?[0-9]+$")
     float_rx = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
     Loader.add_implicit_resolver(int_tag, int_rx, list("-+0123456789"))
     Loader.add_implicit_resolver(float_tag, float_rx, list("-+0123456789."))
@@ -92,10 +94,6 @@ def _loader_class() -> type:
         if len(digits) > MAX_INT_DIGITS:
             raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(digits):,} digits (more than any "
                                                     f"count or size optkg models)", node.start_mark)
-        if digits.startswith("0o"):
-            return int(text.replace("0o", "", 1), 8)
-        if digits.startswith("0x"):
-            return int(text.replace("0x", "", 1), 16)
         if not re.fullmatch(r"[-+]?[0-9]+", text):  # an explicit !!int tag on something else
             raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not an integer", node.start_mark)
         return int(text)

@@ -211,10 +211,14 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
                 c[k] = top[k]
     from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys
     c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
-    for k in set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS):  # config.json may hold Infinity / NaN (nonfinite)
-        if isinstance(c.get(k), float) and not math.isfinite(c[k]):
+    for k in sorted(set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS)):  # config.json may hold Infinity / NaN
+        v = c.get(k)
+        if isinstance(v, float) and not math.isfinite(v):
             raise OptkgError(f"{name}: '{k}' must be a finite number of tokens, found "
-                             f"{'NaN' if math.isnan(c[k]) else 'Infinity'}")
+                             f"{'NaN' if math.isnan(v) else 'Infinity'}")
+        # the engines take min() over these keys: 0, a list or true is no length (vLLM's min() fails or reads 1)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise OptkgError(f"{name}: '{k}' must be a positive number of tokens, found {show(v)}")
     encdec = _encoder_decoder_view(c, name)
     if encdec:
         c = {**c, **encdec["text"]}
@@ -222,6 +226,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     if not heads:
         raise OptkgError(f"{name}: 'num_attention_heads' must be at least 1")
     layers = _int(c, "num_hidden_layers", name, required=True)
+    if not layers:
+        raise OptkgError(f"{name}: 'num_hidden_layers' must be at least 1, found 0")
     hidden = _int(c, "hidden_size", name) or 0
     kv = None
     for key in kv_head_keys():  # vLLM's CONFIG_FIELD_ALIASES['total_num_kv_heads'], in order
@@ -236,6 +242,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     if kv == 0:
         raise OptkgError(f"{name}: num_key_value_heads is 0")
     head_dim = _int(c, "head_dim", name)
+    if head_dim == 0:  # vLLM takes a head_dim it is given (get_head_size): 0 is no head, not "derive it"
+        raise OptkgError(f"{name}: 'head_dim' is 0; a model needs at least one element per head (drop the key to "
+                         "derive it from hidden_size / num_attention_heads)")
     if not head_dim:
         if not hidden:
             raise OptkgError(f"{name}: config has neither 'head_dim' nor 'hidden_size'")
@@ -588,6 +597,17 @@ def sglang_context_length(c: dict[str, Any], name: str = "config.json") -> int |
     return None
 
 
+def _at_line(e: OptkgError, name: str, text: str) -> OptkgError:
+    """``e`` ("<name>: '<key>' ...") with the line of ``"<key>":`` in ``text`` after the file name."""
+    import re
+    msg = str(e)
+    m = re.match(re.escape(name) + r": '([^']+)'", msg)
+    hit = re.search(r'"%s"\s*:' % re.escape(m.group(1)), text) if m else None
+    if hit is None:
+        return e
+    return OptkgError(f"{name}:{text.count(chr(10), 0, hit.start()) + 1}:{msg[len(name) + 1:]}")
+
+
 def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFacts:
     """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields.
     ``hf_quant``: where the ModelOpt ``hf_quant_config.json`` is (default: beside config.json)."""
@@ -606,7 +626,10 @@ def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFac
         if not isinstance(hq_cfg, dict):
             raise OptkgError(f"{hq}: expected a JSON object")
         cfg = dict(cfg, quantization_config=hq_cfg)
-    facts = parse_config(cfg, str(p))
+    try:
+        facts = parse_config(cfg, str(p))
+    except OptkgError as e:
+        raise _at_line(e, str(p), text) from None
     facts.name = model_id_for(p, cfg)
     # the config.json as read (an attribute, not a field: to_dict and copies leave it out); the engines' generated
     # check rows read its keys the way the engine's own config object does (kg.engines.sglang.checkns)

@@ -72,6 +72,8 @@ def coerce_value(value: Any, typ: str, where: str, minimum: float | None = None,
         maximum = MAX_COUNT  # bounded-work rule: no count or size is unbounded
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:
         raise bad(f"a value >= {bound_text(minimum)}")
+    if minimum is not None and minimum >= 0 and isinstance(value, float) and value == 0 and math.copysign(1, value) < 0:
+        raise bad(f"a value >= {bound_text(minimum)} (a negative zero has a sign no size has)")
     if maximum is not None and isinstance(value, (int, float)) and value > maximum:
         raise bad(f"a value <= {bound_text(maximum)}")
     return value

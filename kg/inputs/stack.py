@@ -125,6 +125,26 @@ def add_technique(stack: Stack, catalog: Catalog, name: str, params: dict[str, A
     stack.techniques[tid] = checked
 
 
+def _setting_type(key: str) -> str | None:
+    """The type of setting ``key`` (integer, number, ...) or None when it is not a known setting."""
+    if key in PARALLEL_DEFAULTS:
+        return "integer"
+    if key in BASE_SETTINGS:
+        return BASE_SETTINGS[key][0]
+    from kg.inputs.runtimes import extra_settings
+    return (extra_settings().get(key) or {}).get("type")
+
+
+def _plain_number(value: Any, typ: str | None, where: str, key: str) -> None:
+    """OptkgError when a stack file gives a number field as text (``tp_size: "8"``, ``!!str 8``, ``0x1f``):
+    YAML says what a value is, and a file that made it a string did not write the number optkg would read
+    (issue 26 #27). Launch commands, whose values are all text, are read by their own parsers."""
+    if typ in ("integer", "number") and isinstance(value, str):
+        what = "an integer" if typ == "integer" else "a number"
+        raise OptkgError(f"{where}: {key}: expected {what}, found the text {value[:40]!r} (quoted, tagged !!str, or "
+                         "octal/hex; write the number in decimal without quotes)")
+
+
 def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog | None = None) -> None:
     """Set one checked setting (type, minimum, maximum; ``kv_cache_dtype`` against the engine's values)."""
     if key in PARALLEL_DEFAULTS:
@@ -244,16 +264,16 @@ _TOP_KEYS = {"name", "model", "config", "engine", "engine_version", "framework",
 
 
 def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str], Any] = resolve_model,
-                    unknown_gpu_ok: bool = False) -> Stack:
+) -> Stack:
     """Read a stack YAML file (shape in the module doc). Raises OptkgError with file:line.
 
     ``resolver`` turns the ``model:`` name into ModelFacts (default: bundled configs or a local
     config.json); a caller that can work without the model's shape may pass a lenient one.
-    ``unknown_gpu_ok``: a ``hardware.gpu`` the catalog does not know becomes a note (no hardware) instead
-    of an error, so a check can still run the rules that do not need hardware facts.
+    A ``hardware.gpu`` the catalog does not know is an error naming the closest GPUs, unless the file
+    describes it (``memory_gib``, optionally ``compute_capability``: kg.knowledge.gpus).
     """
     doc = load_yaml(path)
-    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver, unknown_gpu_ok=unknown_gpu_ok)
+    return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver)
 
 
 def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<stack>") -> Stack:
@@ -262,7 +282,7 @@ def stack_from_mapping(data: dict[str, Any], catalog: Catalog, name: str = "<sta
 
 
 def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
-                   resolver: Callable[[str], Any] = resolve_model, unknown_gpu_ok: bool = False) -> Stack:
+                   resolver: Callable[[str], Any] = resolve_model) -> Stack:
     d = doc.data
 
     def at(*p: Any) -> str:
@@ -329,13 +349,16 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
             hw = {"gpu": hw}
         if not isinstance(hw, dict) or not isinstance(hw.get("gpu"), str):
             raise OptkgError(f"{at('hardware')}: hardware must be {{gpu: H100-SXM, count: 8}}")
-        try:
-            st.hardware = catalog.resolve_hardware(hw["gpu"])
+        for k in ("memory_gib", "compute_capability"):
+            if hw.get(k) is not None:
+                _plain_number(hw[k], "number", at("hardware", k), k)
+        try:  # an unknown GPU is an error (kg.knowledge.gpus), unless the file describes it by its memory
+            st.hardware = catalog.resolve_hardware(hw["gpu"], hw.get("memory_gib"), hw.get("compute_capability"),
+                                                   "memory_gib: N (and compute_capability: X.Y) in hardware:")
         except OptkgError as e:
-            if not unknown_gpu_ok:
-                raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
-            st.notes.append(f"{at('hardware', 'gpu')}: {e}; rules that need hardware facts could not be evaluated")
+            raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
         if hw.get("count") is not None:
+            _plain_number(hw["count"], "integer", at("hardware", "count"), "count")
             st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1, 1_048_576)
     techs = d.get("techniques") or []
     if isinstance(techs, dict):
@@ -358,12 +381,17 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         if tid is not None and tid in listed:
             raise OptkgError(f"{where}: technique '{tid}' is listed twice (first at {listed[tid]}); "
                              "keep one entry with all its parameters")
+        if params and catalog.resolve(name) is not None:
+            specs = _param_specs(catalog, catalog.resolve(name))
+            for k, v in params.items():
+                _plain_number(v, (specs.get(k) or {}).get("type"), where, f"{catalog.resolve(name)}.{k}")
         add_technique(st, catalog, name, params, where)
         listed[catalog.resolve(name) or name] = where
     settings = d.get("settings") or {}
     if not isinstance(settings, dict):
         raise OptkgError(f"{at('settings')}: settings must be a mapping")
     for k, v in settings.items():
+        _plain_number(v, _setting_type(str(k)), at("settings", k), str(k))
         set_setting(st, str(k), v, at("settings", k), catalog)
     for tid, params in st.techniques.items():
         if params.get("kv_cache_dtype") is not None:

@@ -88,13 +88,18 @@ class Catalog:
         c = t["coordinates"]
         return [(s, layer, c["dimension"]) for s in c["stages"] for layer in self.axes.layer_span(c["layers"])]
 
-    def resolve_hardware(self, name: str) -> dict[str, Any]:
-        key = name.lower()
-        for hid, hw in self.hardware.items():
-            if hid.lower() == key or key in (a.lower() for a in hw.get("aliases", [])):
-                return hw
-        known = ", ".join(sorted(self.hardware))
-        raise OptkgError(f"unknown GPU '{name}'; known: {known} (add catalog/hardware/<id>.yaml)")
+    def resolve_hardware(self, name: str, memory_gib: Any = None, compute_capability: Any = None,
+                         memory_hint: str = "--gpu-memory-gib N (and --gpu-compute-capability X.Y)") -> dict[str, Any]:
+        """The catalog entry GPU ``name`` means (kg.knowledge.gpus: ids, aliases, nvidia-smi names); with
+        ``memory_gib``, a GPU the catalog lacks is described by it. OptkgError (closest ids, ``memory_hint``)
+        for any other name: an unknown GPU is never silently no hardware."""
+        from kg.knowledge.gpus import custom_gpu, find_gpu, unknown_gpu_error
+        hw, ambiguous = find_gpu(self.hardware, name)
+        if hw is not None:
+            return hw
+        if memory_gib is not None and not ambiguous:
+            return custom_gpu(name, memory_gib, compute_capability)
+        raise unknown_gpu_error(self.hardware, name, ambiguous, memory_hint)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -382,8 +382,8 @@ def _yaml_problem(file: str, msg: str) -> Problem:
     """A Problem from a yamlio OptkgError message 'file:line:col: YAML error: ...'."""
     rest = msg[len(file) + 1:] if msg.startswith(file + ":") else msg
     parts = rest.split(":", 2)
-    line = int(parts[0]) if parts and parts[0].strip().isdigit() else 1
-    col = int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else 1
+    line = int(parts[0]) if parts and parts[0].strip().isascii() and parts[0].strip().isdigit() else 1
+    col = int(parts[1]) if len(parts) > 1 and parts[1].strip().isascii() and parts[1].strip().isdigit() else 1
     text = rest.split(": ", 1)[-1] if ": " in rest else rest
     src = _read(Path(file)).splitlines()
     bad_line = src[line - 1] if 0 < line <= len(src) else ""

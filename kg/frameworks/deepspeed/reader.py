@@ -188,7 +188,7 @@ def pipeline_engine_of(cmd) -> str | None:
         name, eq, val = t.partition("=")
         if name == "--pipe-parallel-size":
             val = val if eq else (args[i + 1] if i + 1 < len(args) else "0")
-            return f"--pipe-parallel-size {val} (> 0 builds a PipelineModule)" if val.isdigit() and int(val) > 0 else None
+            return f"--pipe-parallel-size {val} (> 0 builds a PipelineModule)" if val.isascii() and val.isdigit() and int(val) > 0 else None
     script = (cmd.script or "").rsplit("/", 1)[-1]
     if script == "pretrain_gpt.py" and "--no-pipeline-parallel" not in args:
         return "Megatron-DeepSpeed pretrain_gpt.py without --no-pipeline-parallel (GPTModelPipe)"

@@ -52,7 +52,7 @@ def _gpus(svc: dict[str, Any], env: dict[str, str], where: str) -> int | None:
         count = dev.get("count")
         if count == "all" or count is None:
             return None
-        if isinstance(count, bool) or not str(count).isdigit():
+        if isinstance(count, bool) or not (str(count).isascii() and str(count).isdigit()):
             raise OptkgError(f"{where}: deploy.resources.reservations.devices count: expected a number or 'all', found {count!r}")
         return int(count)
     vis = env.get("NVIDIA_VISIBLE_DEVICES")

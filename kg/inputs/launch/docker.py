@@ -63,7 +63,7 @@ def image_info(ref: str) -> tuple[dict[str, Any] | None, str | None]:
 def gpu_count(value: str) -> int | None:
     """GPUs a ``--gpus`` value gives the container: ``8`` / ``count=8`` -> 8, ``device=0,1`` -> 2, ``all`` -> None."""
     v = value.strip().strip("'\"")
-    if v.isdigit():
+    if v.isascii() and v.isdigit():
         return int(v)
     if v == "all":
         return None
@@ -71,7 +71,7 @@ def gpu_count(value: str) -> int | None:
     for f in fields:
         k, _, val = f.strip().strip("'\"").partition("=")
         if k == "count":
-            return None if val == "all" else int(val) if val.isdigit() else None
+            return None if val == "all" else int(val) if val.isascii() and val.isdigit() else None
         if k == "device":
             rest = [x for x in fields if "=" not in x]
             return len([d for d in [val, *rest] if d.strip()])

@@ -40,8 +40,7 @@ def _kind(docs: list) -> str:
 
 
 def stacks_from_file(path: Path | str, catalog: Any, *, model_override: str | None = None,
-                     resolver: Callable[[str], Any] = resolve_model,
-                     unknown_gpu_ok: bool = False) -> tuple[list[Any], list[str], str]:
+                     resolver: Callable[[str], Any] = resolve_model) -> tuple[list[Any], list[str], str]:
     """(the stacks ``path`` describes, notes on skipped containers, the file kind). Raises OptkgError with file:line.
 
     Files the described commands name (``--config X.yaml``) are read relative to the file's folder.
@@ -62,7 +61,7 @@ def stacks_from_file(path: Path | str, catalog: Any, *, model_override: str | No
         return [fmt.read(docs[0], catalog, model_override=model_override, resolver=resolver)], [], kind
     else:
         from kg.inputs.stack import load_stack_file
-        st = load_stack_file(path, catalog, resolver, unknown_gpu_ok=unknown_gpu_ok)
+        st = load_stack_file(path, catalog, resolver)
         if model_override:
             st.model = load_config_file(model_override)
         return [st], [], kind

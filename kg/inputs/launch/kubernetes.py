@@ -66,7 +66,7 @@ def _gpu_type(pod: dict[str, Any]) -> str | None:
 
 def _int_quantity(value: Any, where: str) -> int:
     text = str(value).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise OptkgError(f"{where}: expected a whole number of GPUs, found {value!r}")
     n = int(text)
     if n > 4096:

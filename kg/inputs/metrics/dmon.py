@@ -40,7 +40,7 @@ def _parse_dmon(text: str, path: str, line_offset: int = 0) -> _Part:
         if len(toks) != len(cols):
             raise _err(path, line, f"expected {len(cols)} columns ({' '.join(cols)}), found {len(toks)}")
         gpu = toks[0]
-        if not gpu.isdigit():
+        if not (gpu.isascii() and gpu.isdigit()):
             raise _err(path, line, f"column 'gpu': expected a GPU index, found {gpu!r}")
         nrows += 1
         part.devices.setdefault(gpu, Device(gpu))

@@ -4,6 +4,7 @@ format dispatch, merging files, and before/after window deltas.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,8 +47,21 @@ def check_input_sizes(files: list[Path], max_bytes: int) -> None:
                              f"pass --max-input-mib {need} to read them all")
 
 
+_LONG_NUMBER = re.compile(r"[0-9]{31,}")
+
+
 def parse_text(text: str, path: str, phase: str = "load") -> _Part:
-    """Parse one input (format auto-detected). Raises OptkgError naming ``path`` and the line."""
+    """Parse one input (format auto-detected). Raises OptkgError naming ``path`` and the line, also for a run of more
+    than 30 digits anywhere (a value, a timestamp, a ``gpu=`` label or a MiB figure no GPU or engine reports:
+    Python reads a 5,000-digit value as inf and the reading vanished silently, issue 26 #22)."""
+    m = _LONG_NUMBER.search(text)
+    if m:
+        end = m.end()
+        while end < len(text) and text[end].isdigit():
+            end += 1
+        line = text.count("\n", 0, m.start()) + 1
+        raise OptkgError(f"{path}:{line}: a number of {end - m.start():,} digits; no metric, timestamp or GPU index "
+                         "has more than 30")
     fmt = detect_format(text, path)
     if fmt == "prometheus":
         return _parse_prometheus(text, path)
@@ -71,6 +85,7 @@ def expand_paths(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
         p = Path(p)
         if p.is_dir():
             skipped = []
+            before = len(files)
             for f in sorted(p.iterdir()):
                 if f.name.startswith(".") or not f.is_file():
                     continue
@@ -80,6 +95,9 @@ def expand_paths(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
                 files.append(f)
             if skipped:
                 notes.append(f"{p}: skipped {', '.join(skipped)} (not metrics)")
+            if len(files) == before:  # an empty folder is no input, not an input with nothing wrong in it
+                raise OptkgError(f"{p}: no metrics file in this folder" + (f" (skipped {len(skipped)} that are not "
+                                                                            "metrics)" if skipped else ""))
         elif p.exists():
             files.append(p)
         else:
@@ -143,6 +161,26 @@ def _merge_parts(parts: list[_Part], snap: Snapshot, engines_into: dict[str, Eng
                 snap.devices[k] = d
 
 
+def _refuse_empty(parts: list[_Part], flag: str) -> None:
+    """OptkgError when no part holds a usable sample (any for the later scrape; each one for ``--before``): a
+    verdict from a file of unknown metric names, a header-only CSV or a row of commas would be a verdict from
+    nothing (issue 26 #21)."""
+    def empty(p: _Part) -> bool:
+        # a DCGM collector field list holds no sample but says what is collected: a diagnosis of its own
+        return not p.engines and not any(d.readings for d in p.devices.values()) and not p.collector_fields
+
+    def why(p: _Part) -> str:
+        if p.invalid:
+            return f"every reading is invalid ({p.invalid[0].text()})"
+        names = sorted(p.unknown)
+        return "no reading optkg uses" + (f" (names it does not read: {', '.join(names[:3])}"
+                                          f"{' ...' if len(names) > 3 else ''})" if names else "")
+    bad = [p for p in parts if empty(p)]
+    if bad and (flag or len(bad) == len(parts)):
+        p = bad[0]
+        raise OptkgError(f"{flag}{p.source.path}: no usable sample: {why(p)}; nothing to diagnose from")
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or a.samefile(b)
@@ -191,6 +229,8 @@ def load_snapshot(paths: Iterable[Path | str] = (), before: Iterable[Path | str]
             if bt == at:
                 snap.notes.append(f"{bf} (--before) and {af} have the same content: the same scrape twice, so every "
                                   "counter increase and rate over the window is 0")
+    _refuse_empty(after_parts, "")
+    _refuse_empty(before_parts, "--before ")
     for p in before_parts:
         p.source.role = "before"
     if not before_parts:
