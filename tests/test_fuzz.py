@@ -457,5 +457,7 @@ def test_found_newline_in_a_pasted_model_name():
 def test_error_messages_escape_line_breaks_but_keep_detail_lines():
     from kg.core.errors import OptkgError
     e = OptkgError("unknown field 'a\nb\r\x00'", ["first problem", "second\nproblem"])
-    assert str(e) == "unknown field 'a\\nb\\r\\x00'\nfirst problem\nsecond\\nproblem"
+    # one line (issue 26 #29); the detail lines travel beside it (the --format json error lists them)
+    assert str(e) == "unknown field 'a\\nb\\r\\x00'"
+    assert e.details == ["first problem", "second\\nproblem"]
     assert str(OptkgError("tab\tstays")) == "tab\tstays"

@@ -114,7 +114,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path):
     code, _, err = cli("gaps", "--catalog", str(TINY), "--threshold", "nope=1")
     assert code == 2 and "unknown threshold 'nope'" in err and "crowded_layer_min" in err
     code, _, err = cli("gaps", "--catalog", str(TINY), "--threshold", "crowded_layer_min")
-    assert code == 2 and "expected NAME=VALUE" in err
+    assert code == 2 and "expected NAME=NUMBER" in err
     code, _, err = cli("gaps", "--catalog", str(TINY), "--stage", "inference")
     assert code == 2 and "--stage: unknown value 'inference' (valid: train, serve)" in err
     # a broken annotation names axes.yaml and its line

@@ -720,13 +720,13 @@ def _k11(bk):
     return ["kv", "--model", MODEL, "--tp", "8", "--kv-cache-dtype", ""]
 
 
-@case("K29", "wrong error", error("head_dim is 0"))
+@case("K29", "wrong error", error("'head_dim' is 0"))
 def _k29(bk):
     return ["kv", "--config", config(bk, "cfg-hd0.json", head_dim=0, hidden_size=32), "--kv-budget-gib", "10",
             "--max-model-len", "100"]
 
 
-@case("T50", "wrong error", error("head_dim is 0"))
+@case("T50", "wrong error", error("'head_dim' is 0"))
 def _t50(bk):
     return ["fit", str(MOONCAKE), "--config", config(bk, "cfg-hd0.json", head_dim=0, hidden_size=32)]
 

@@ -226,3 +226,23 @@ def test_a_negative_zero_kv_budget_is_an_error(tmp_path):
 def test_a_filter_flag_with_no_value_is_an_error():
     """hostile_inputs_turn3.md #28: ``gaps --stage ',,,'`` was no filter at all."""
     one_line_error(*run_cli("gaps", "--stage", ",,,")[::2], "--stage: no value in ',,,'")
+
+
+@pytest.mark.parametrize("method,code,needle", [
+    ("<script>", 2, "--speculative-config.method: unknown speculative method '<script>'"),
+    ("eagl", 2, "did you mean 'eagle'?"),
+    ("deepseek_mtp", 0, None),  # vLLM's MTPModelTypes (0.34.0 config/speculative.py:53): a real method
+    ("eagle3", 0, None),
+])
+def test_an_unknown_speculative_method_is_an_error(method, code, needle):
+    """hostile_inputs_turn3.md #28: ``fit --speculative-config '{"method": "<script>"}'`` was accepted; vLLM raises
+    'Unknown speculative method' at startup (0.34.0 config/speculative.py:1626-1633)."""
+    spec = json.dumps({"method": method})
+    got = run_cli("check", "--vllm", f"vllm serve {Q} -tp 8 --speculative-config '{spec}'", "--gpu", "H200",
+                  "--no-speed")
+    if needle:
+        one_line_error(got[0], got[2], needle)
+        one_line_error(*run_cli("fit", str(SHARED / "data/traces/mooncake_fast25_conversation_trace.jsonl"), "--model",
+                                Q, "--gpu", "H200", "--tp", "8", "--speculative-config", spec)[::2], needle)
+    else:
+        assert got[0] in (0, 1) and "speculative method" not in got[2], got[2]

@@ -14,7 +14,7 @@ from conftest import REPO, run_cli
     (["kv", "--model", "no/such-model", "--format", "json"], "unknown model 'no/such-model'"),
     (["check", "--vllm", "vllm serve Qwen/Qwen3-32B -tp 1e20", "--format", "json"], "--vllm -tp: expected an integer"),
     # a usage error raised while parsing the flags (--format=json spelling)
-    (["kv", "--model", "Qwen/Qwen3-32B", "--tp", "x", "--format=json"], "argument --tp: invalid int value: 'x'"),
+    (["kv", "--model", "Qwen/Qwen3-32B", "--tp", "x", "--format=json"], "argument --tp: expected an integer in ASCII digits, found 'x'"),
 ])
 def test_error_is_a_json_object_on_stdout_too(argv, message):
     code, out, err = run_cli(*argv)

@@ -106,43 +106,14 @@ def _json_error(command: str | None, message: str, details: list[str] | None = N
         return
 
 
-_ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def _ascii_int(text: str) -> int:
-    """argparse type for every integer option: ASCII digits only (Python's int() reads '١٢' as 12, issue 26 #23),
-    at most 30 of them."""
-    s = str(text).strip()
-    if not re.fullmatch(r"[+-]?[0-9]+", s):
-        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, found {s[:40]!r}")
-    if len(s.lstrip("+-")) > 30:
-        raise argparse.ArgumentTypeError(f"expected an integer of at most 30 digits, found {len(s.lstrip('+-'))} digits")
-    return int(s)
-
-
-def _finite_float(text: str) -> float:
-    """argparse type for every float option: a finite number in ASCII digits (nan, inf, 1e400 and '١٢' are
-    refused: float() reads Arabic-Indic digits too)."""
-    import math
-    shown = str(text)[:40]
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, found {shown!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"expected a finite number, found {shown!r}")
-    if not _ASCII_FLOAT.fullmatch(str(text).strip()):
-        raise argparse.ArgumentTypeError(f"expected a number in ASCII digits, found {shown!r}")
-    return v
-
-
 def _finite_floats(p: argparse.ArgumentParser) -> None:
     """Every ``type=float`` option reads a finite ASCII number, every ``type=int`` one ASCII digits."""
+    from kg.cli.common import ascii_int, finite_float
     for action in p._actions:  # argparse keeps no public list of a parser's actions
         if action.type is float:
-            action.type = _finite_float
+            action.type = finite_float
         elif action.type is int:
-            action.type = _ascii_int
+            action.type = ascii_int
 
 
 def _available() -> dict[str, tuple[str, str]]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -253,17 +254,46 @@ def check_output_paths(outputs: list[tuple[str, Path | None]], force: bool) -> N
         seen[real] = flag
 
 
+_ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def ascii_int(text: str) -> int:
+    """argparse type for every integer option: ASCII digits only (Python's int() reads '١٢' as 12, issue 26 #23),
+    at most 30 of them."""
+    s = str(text).strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", s):
+        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, found {s[:40]!r}")
+    if len(s.lstrip("+-")) > 30:
+        raise argparse.ArgumentTypeError(f"expected an integer of at most 30 digits, found {len(s.lstrip('+-'))} digits")
+    return int(s)
+
+
+def finite_float(text: str) -> float:
+    """argparse type for every float option: a finite number in ASCII digits (nan, inf, 1e400 and '١٢' are
+    refused: float() reads Arabic-Indic digits too)."""
+    import math
+    shown = str(text)[:40]
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {shown!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, found {shown!r}")
+    if not _ASCII_FLOAT.fullmatch(str(text).strip()):
+        raise argparse.ArgumentTypeError(f"expected a number in ASCII digits, found {shown!r}")
+    return v
+
+
 def parse_thresholds(items: list[str]) -> dict[str, float]:
-    """``--threshold NAME=VALUE`` (repeatable) -> {name: value}; a finite number in ASCII digits (``1e400``,
+    """``--threshold NAME=NUMBER`` (repeatable) -> {name: value}; a finite number in ASCII digits (``1e400``,
     ``nan`` and Arabic-Indic digits are refused). Raises OptkgError."""
-    from kg.cli import _finite_float
     out: dict[str, float] = {}
     for it in items:
         name, sep, num = it.partition("=")
         if not sep or not name.strip():
-            raise OptkgError(f"--threshold: expected NAME=VALUE, found {it!r}")
+            raise OptkgError(f"--threshold: expected NAME=NUMBER, found {it!r}")
         try:
-            out[name.strip()] = _finite_float(num)
+            out[name.strip()] = finite_float(num)
         except argparse.ArgumentTypeError as e:
             raise OptkgError(f"--threshold {name.strip()}: {e}") from None
     return out

@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-length", type=float, metavar="TURNS", help="average turns per session (conversation)")
     p.add_argument("--attention-locality", choices=("local", "global"),
                    help="whether the task tolerates local (sliding-window) attention")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=NUMBER",
                    help="override a fit threshold from rules/fit.yaml (repeatable)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file (atomic; see --force)")

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer", action="append", default=[], help="only cells of these layers")
     p.add_argument("--dimension", action="append", default=[], help="only cells of these dimensions")
     p.add_argument("--top", type=int, help="list only the N most promising directions")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=NUMBER",
                    help="override a threshold of rules/gaps.yaml (repeatable)")
     p.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     p.add_argument("--force", action="store_true", help="allow overwriting the output file")

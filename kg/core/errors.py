@@ -29,6 +29,17 @@ class OptkgError(Exception):
         super().__init__(str(message).translate(_ESCAPES))
         self.details = [str(d).translate(_ESCAPES) for d in details]
 
+    def at_json_key_line(self, name: str, text: str) -> OptkgError:
+        """This error ("<name>: '<key>' ...") with the line of ``"<key>":`` in the JSON ``text`` after the file
+        name (issue 26: a number that cannot be is an error naming file, line and field); itself if no key."""
+        import re
+        msg = str(self)
+        m = re.match(re.escape(name) + r": '([^']+)'", msg)
+        hit = re.search(r'"%s"\s*:' % re.escape(m.group(1)), text) if m else None
+        if hit is None:
+            return self
+        return OptkgError(f"{name}:{text.count(chr(10), 0, hit.start()) + 1}:{msg[len(name) + 1:]}")
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -597,17 +597,6 @@ def sglang_context_length(c: dict[str, Any], name: str = "config.json") -> int |
     return None
 
 
-def _at_line(e: OptkgError, name: str, text: str) -> OptkgError:
-    """``e`` ("<name>: '<key>' ...") with the line of ``"<key>":`` in ``text`` after the file name."""
-    import re
-    msg = str(e)
-    m = re.match(re.escape(name) + r": '([^']+)'", msg)
-    hit = re.search(r'"%s"\s*:' % re.escape(m.group(1)), text) if m else None
-    if hit is None:
-        return e
-    return OptkgError(f"{name}:{text.count(chr(10), 0, hit.start()) + 1}:{msg[len(name) + 1:]}")
-
-
 def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFacts:
     """Read a ``config.json`` (or a folder holding one). Raises OptkgError on missing file / bad JSON / missing fields.
     ``hf_quant``: where the ModelOpt ``hf_quant_config.json`` is (default: beside config.json)."""
@@ -629,7 +618,7 @@ def load_config_file(path: Path | str, hf_quant: Path | None = None) -> ModelFac
     try:
         facts = parse_config(cfg, str(p))
     except OptkgError as e:
-        raise _at_line(e, str(p), text) from None
+        raise e.at_json_key_line(str(p), text) from None
     facts.name = model_id_for(p, cfg)
     # the config.json as read (an attribute, not a field: to_dict and copies leave it out); the engines' generated
     # check rows read its keys the way the engine's own config object does (kg.engines.sglang.checkns)

@@ -256,6 +256,29 @@ def check_kv_cache_dtype(value: Any, engine: str | None, where: str) -> None:
     raise OptkgError(f"{where}: '{value}' is not a {who}kv_cache_dtype{hint} (valid: {', '.join(vals)})")
 
 
+# vLLM's own spellings beside the catalog's speculative_method values: the model-specific MTP methods
+# (MTPModelTypes, every name ends in _mtp), extract_hidden_states and '[ngram]' (vllm 0.34.0
+# config/speculative.py:53-97, :1380); SGLang's --speculative-algorithm NEXTN / STANDALONE (any case)
+_SPEC_METHODS_EXTRA = ("extract_hidden_states", "[ngram]", "nextn", "standalone")
+
+
+def check_speculative_method(value: Any, where: str, catalog: Any) -> None:
+    """OptkgError when ``value`` is no speculative method an engine knows: vLLM raises 'Unknown speculative
+    method' at startup (0.34.0 config/speculative.py:1626-1633) unless a plugin registers it."""
+    from kg.core.numparse import show
+    if catalog is None or "speculative-decoding" not in catalog.techniques:
+        return
+    known = [str(v).lower() for v in _param_specs(catalog, "speculative-decoding").get("speculative_method", {})
+             .get("values") or []]
+    v = str(value).lower()
+    if not known or v in known or v in _SPEC_METHODS_EXTRA or re.fullmatch(r"[a-z0-9_]+_mtp", v):
+        return
+    near = get_close_matches(v, known, n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    raise OptkgError(f"{where}: unknown speculative method {show(value)}{hint} (known: {', '.join(known)}, "
+                     "or a model's *_mtp; vLLM refuses others at startup unless a plugin registers them)")
+
+
 # ---------------------------------------------------------------------------------------------
 # stack files
 
@@ -288,6 +311,10 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
     def at(*p: Any) -> str:
         line, _ = doc.where(p)
         return f"{doc.path}:{line}"
+
+    # a YAML file says what each value is: a count written as text is refused there (issue 26 #27); an
+    # in-memory mapping (the Python API, values read from commands) may carry numbers as text
+    plain_number = _plain_number if doc.lines else (lambda *a: None)
 
     if not isinstance(d, dict):
         raise OptkgError(f"{doc.path}:1: a stack file must be a mapping with model, techniques, ...")
@@ -351,14 +378,14 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
             raise OptkgError(f"{at('hardware')}: hardware must be {{gpu: H100-SXM, count: 8}}")
         for k in ("memory_gib", "compute_capability"):
             if hw.get(k) is not None:
-                _plain_number(hw[k], "number", at("hardware", k), k)
+                plain_number(hw[k], "number", at("hardware", k), k)
         try:  # an unknown GPU is an error (kg.knowledge.gpus), unless the file describes it by its memory
             st.hardware = catalog.resolve_hardware(hw["gpu"], hw.get("memory_gib"), hw.get("compute_capability"),
                                                    "memory_gib: N (and compute_capability: X.Y) in hardware:")
         except OptkgError as e:
             raise OptkgError(f"{at('hardware', 'gpu')}: {e}") from None
         if hw.get("count") is not None:
-            _plain_number(hw["count"], "integer", at("hardware", "count"), "count")
+            plain_number(hw["count"], "integer", at("hardware", "count"), "count")
             st.gpu_count = _coerce(hw["count"], "integer", f"{at('hardware', 'count')}: count", 1, 1_048_576)
     techs = d.get("techniques") or []
     if isinstance(techs, dict):
@@ -384,14 +411,14 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
         if params and catalog.resolve(name) is not None:
             specs = _param_specs(catalog, catalog.resolve(name))
             for k, v in params.items():
-                _plain_number(v, (specs.get(k) or {}).get("type"), where, f"{catalog.resolve(name)}.{k}")
+                plain_number(v, (specs.get(k) or {}).get("type"), where, f"{catalog.resolve(name)}.{k}")
         add_technique(st, catalog, name, params, where)
         listed[catalog.resolve(name) or name] = where
     settings = d.get("settings") or {}
     if not isinstance(settings, dict):
         raise OptkgError(f"{at('settings')}: settings must be a mapping")
     for k, v in settings.items():
-        _plain_number(v, _setting_type(str(k)), at("settings", k), str(k))
+        plain_number(v, _setting_type(str(k)), at("settings", k), str(k))
         set_setting(st, str(k), v, at("settings", k), catalog)
     for tid, params in st.techniques.items():
         if params.get("kv_cache_dtype") is not None:

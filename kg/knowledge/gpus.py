@@ -11,7 +11,8 @@
    are ambiguous (``NVIDIA H100 80GB``: SXM or PCIe), and a word no entry has (``H200 NVL``, ``H200x``) is
    no match: never the nearest GPU, because its memory and kernels would be another GPU's.
 
-Anything else is an error naming the closest ids (``difflib``, as for models) and how to describe a GPU
+Steps 2 and 3 read printable ASCII names only (what nvidia-smi prints): a zero-width space or an escape
+sequence in ``H100\u200b`` is not dropped to make it a known GPU. Anything else is an error naming the closest ids (``difflib``, as for models) and how to describe a GPU
 the catalog lacks: ``custom_gpu(name, memory_gib, compute_capability)`` makes an entry from its memory (and
 optionally its CUDA compute capability); rules needing other facts of it are then "not evaluable". An
 unknown GPU is never a note with the hardware checks skipped (issue 26 #18: in CI a typo turned the memory
@@ -48,6 +49,8 @@ def find_gpu(hardware: dict[str, dict[str, Any]], name: str) -> tuple[dict[str, 
     for hw in hardware.values():
         if key in (n.lower() for n in _names(hw)):
             return hw, []
+    if not re.fullmatch(r"[\x20-\x7e]+", str(name)):  # smi tools print ASCII; 'H100\u200b' is no H100
+        return None, []
     norm = _norm(name)
     if norm:
         hits = [hw for hw in hardware.values() if norm in (_norm(n) for n in _names(hw))]

@@ -28,7 +28,8 @@ from kg.engine.expr import evaluate
 from kg.inputs.launch.engineinputs import engine_value, env_spec, generated_table, list_value, option_spec
 from kg.inputs.modelcfg import load_config_file, resolve_model
 from kg.inputs.stack import (BASE_SETTINGS, MAX_PARALLEL_SIZE, PARALLEL_DEFAULTS, Stack, _coerce, _engine_tables,
-                             _param_specs, add_technique, check_kv_cache_dtype)
+                             _param_specs, add_technique, check_kv_cache_dtype,
+                             check_speculative_method)
 from kg.knowledge.catalog import Catalog
 
 ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
@@ -459,6 +460,8 @@ def apply_flag(st: Stack, catalog: Catalog, engine: str, spec: dict[str, Any], v
                 kind = BASE_SETTINGS.get(dst, ("string", ""))[0]
                 st.settings[dst] = _coerce(got, kind, f"{flag}.{src}", 1 if kind == "integer" else None)
                 undefault(dst, None)
+                if dst == "speculative_method":
+                    check_speculative_method(st.settings[dst], f"{flag}.{src}", catalog)
     if typ == "json":  # keys the engine's generated startup checks read (kg.inputs.launch.engineinputs): as given
         for src, (dst, entry) in (spec.get("generated_fields") or {}).items():
             found, got = _json_field(value, src)
