@@ -170,6 +170,15 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
         mult = cp * (2 * tp // math.gcd(2, tp)) if job.get("sequence_parallel") and tp > 1 else 2 * cp
         ns["cp_seq_multiple"] = mult
         ns["seq_length_remainder"] = job.get("seq_length") % mult
+    ns["ds_mixed_precision_conflict"] = ""
+    if job.configs.get("deepspeed_integration"):
+        # accelerate 1.15.0 DeepSpeedPlugin.set_mixed_precision (utils/dataclasses.py:1435-1440): the launch's mixed
+        # precision (TrainingArguments --bf16 / --fp16, accelerate mixed_precision) against the JSON's other dtype
+        on = job.configs.get("ds_dtypes_enabled") or []
+        for mp in job.configs.get("launch_mixed_precision") or []:
+            other = "bf16" if mp == "fp16" else "fp16"
+            if other in on:
+                ns["ds_mixed_precision_conflict"] = f"{mp} (launch) against {other} enabled (DeepSpeed JSON)"
     if job.get("fp8"):
         # the token multiple an FP8 GEMM needs per rank (megatron-core fp8_utils.get_fp8_align_size: 32 for MXFP8,
         # else 16; blockwise scaling 128 as NeMo-RL#1884 and ms-swift pad it), times what splits the tokens

@@ -114,6 +114,8 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
         if str(mp) not in PRECISION:
             raise OptkgError(f"{at('mixed_precision')} must be one of no, fp16, bf16, fp8, found {mp!r}")
         job.set("params_dtype", PRECISION[str(mp)], at("mixed_precision"))
+        if str(mp) in ("fp16", "bf16", "fp8"):
+            job.configs.setdefault("launch_mixed_precision", []).append(str(mp))
         if mp == "fp8":
             job.set("fp8", True, at("mixed_precision"))
     if dist == "FSDP":
@@ -377,6 +379,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
         elif target in ("_bf16", "_fp16"):
             if val:
                 job.set("params_dtype", target[1:], w)
+                job.configs.setdefault("launch_mixed_precision", []).append(target[1:])
         elif target == "_optim":
             o = str(val).lower()
             job.set("optimizer", "adamw" if "adam" in o else o, w)
