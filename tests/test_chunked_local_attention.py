@@ -98,7 +98,9 @@ def test_eagle_family_per_release():
 
 
 def _check(cmd: str, *extra: str) -> dict:
-    code, out, err = run_cli("check", "--vllm", cmd, "--kv-budget-gib", "40", *extra, "--format", "json")
+    # the numbers below are worked for vLLM 0.33.0's 16-token blocks (64 from 0.34.0) unless a test names a release
+    pin = () if "--engine-version" in extra else ("--engine-version", "0.33.0")
+    code, out, err = run_cli("check", "--vllm", cmd, "--kv-budget-gib", "40", *pin, *extra, "--format", "json")
     assert code in (0, 1), err
     return json.loads(out)["derived"]
 
@@ -138,7 +140,8 @@ def test_check_eagle3_head_turns_the_manager_off(tmp_path):
 
 
 def test_kv_command_prints_the_groups_and_why():
-    code, out, err = run_cli("kv", "--model", SCOUT, "--tp", "8", "--kv-budget-gib", "40", "--max-model-len", "1000000")
+    code, out, err = run_cli("kv", "--model", SCOUT, "--tp", "8", "--kv-budget-gib", "40", "--max-model-len", "1000000",
+                             "--engine-version", "0.33.0")
     assert code == 0, err
     assert "  KV layer groups (vLLM)               chunked x36 + full x12 (4 groups of 12 layers)" in out
     assert "hybrid KV-cache manager (vLLM)       on: the release default VLLM_ALLOW_CHUNKED_LOCAL_ATTN" in out
@@ -160,25 +163,31 @@ def test_kv_command_prints_the_groups_and_why():
 def test_check_and_sweep_show_the_same_numbers():
     d = _check(SERVE, "--gpu", "H100-SXM", "--count", "8")
     code, out, err = run_cli("sweep", "--vllm", SERVE, "--tp", "8", "--gpu", "H100-SXM", "--count", "8",
-                             "--kv-budget-gib", "40", "--format", "json")
+                             "--kv-budget-gib", "40", "--engine-version", "0.33.0", "--format", "json")
     assert code in (0, 1), err
     s = json.loads(out)["combinations"][0]
     assert (s["kv_tokens_total"], s["max_concurrency"]) == (d["kv_tokens_total"], d["max_concurrency"]) == (6_510_490, 6.51)
 
 
 def test_fit_knee_and_locality_follow_the_chunked_groups():
-    # fit sizes for the latest vLLM: its knee is check's longest request (the groups' blocks, less the null block)
+    # fit sizes for the latest vLLM (0.34.0: 64-token blocks): its knee is check's longest request (the groups'
+    # blocks, less the null block). A block of the 4 groups: 12 layers x 1 KV head x 128 x 2 x 2 B x 64 = 393,216 B;
+    # 42,949,672,960 // 393,216 = 109,226 blocks, less the null block 109,225; the 3 chunked groups hold
+    # (8,192 + 16,384 in flight) / 64 = 384 each: (109,225 - 1,152) x 64 = 6,916,672 tokens
     from kg.analyses.fit import cost_curve, model_context
     ctx = model_context(resolve_model(SCOUT), tp=8, kv_budget_gib=40)
     assert ctx["plan"] is not None and ctx["plan"].groups_text() == "chunked x36 + full x12 (4 groups of 12 layers)"
-    cc = cost_curve(ctx["layout"], ctx["budget_bytes"], {}, plan=ctx["plan"])
-    assert cc["knee_seq_len"] == 6_916_752 == _check(SERVE)["max_model_len_that_fits"]
-    # 1,048,576 tokens: (65,536 + 3 x 1,536) blocks x 98,304 B = 6,895,435,776 B
+    assert ctx["block_size"] == 64
+    cc = cost_curve(ctx["layout"], ctx["budget_bytes"], {}, plan=ctx["plan"], block_size=ctx["block_size"])
+    code, out, err = run_cli("check", "--vllm", SERVE, "--kv-budget-gib", "40", "--format", "json")
+    assert code in (0, 1), err
+    assert cc["knee_seq_len"] == 6_916_672 == json.loads(out)["derived"]["max_model_len_that_fits"]
+    # 1,048,576 tokens: (16,384 + 3 x 384) blocks x 393,216 B = 6,895,435,776 B
     assert {p["seq_len"]: p["kv_bytes_per_gpu"] for p in cc["by_seq_len"]}[1 << 20] == 6_895_435_776
     code, out, err = run_cli("fit", "rules/fixtures/traces/small_prefix.jsonl", "--model", SCOUT, "--tp", "8",
                              "--kv-budget-gib", "40")
     assert code in (0, 1), err
-    assert "knee: one sequence up to 6,916,752 tokens" in out
+    assert "knee: one sequence up to 6,916,672 tokens" in out
     assert "state locality: mixed (36 of 48 layers attend within 8192-token chunks" in out
 
 

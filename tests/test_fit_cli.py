@@ -171,7 +171,8 @@ def test_model_given_as_a_config_path():
     cfg = str(REPO / "rules" / "fixtures" / "configs" / "llama2-7b-like-mha.json")
     outs = []
     for flag in ("--model", "--config"):
-        code, out, err = run_cli("fit", SMALL, flag, cfg, "--kv-budget-gib", "16", "--format", "json")
+        code, out, err = run_cli("fit", SMALL, flag, cfg, "--kv-budget-gib", "16", "--format", "json",
+                                 "--engine-version", "0.33.0")  # 16-token blocks (64 from 0.34.0)
         assert code == 0, err
         d = json.loads(out)
         assert d["model"]["attention"] == "mha" and d["model"]["kv_bytes_per_token_per_gpu"] == 524_288
@@ -185,7 +186,7 @@ def test_model_given_as_a_config_path():
 
 def test_scheduler_and_context_limits_in_the_text():
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
-                             "--max-num-seqs", "8")
+                             "--max-num-seqs", "8", "--engine-version", "0.33.0")  # 16-token blocks
     assert code == 0, err
     # Llama-3.1-8B: 131,072 B/token -> 16 GiB holds 8,192 blocks = 131,072 tokens; one sequence all but the null
     # block: 131,056, just under max_position_embeddings 131,072
@@ -195,7 +196,7 @@ def test_scheduler_and_context_limits_in_the_text():
     flat = " ".join(out.split())
     assert "throughput: at up to 8 concurrent requests (the scheduler limit; the KV knee is 113 median requests)" in flat
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
-                             "--max-model-len", "8192")
+                             "--max-model-len", "8192", "--engine-version", "0.33.0")
     assert ("knee: one sequence up to 8,192 tokens (--max-model-len binds; KV memory alone would hold 131,056, the "
             "GPU KV cache's 131,072 tokens less vLLM's null block)") in out
     assert run_cli("fit", SMALL, "--max-num-seqs", "0")[0] == 2

@@ -1,5 +1,8 @@
 """One stack, one set of numbers (issue 13: "check, fit and sweep print the same budget for the same stack").
 
+The numbers are worked for vLLM 0.33.0 (16-token blocks, gpu_memory_utilization 0.92), so every command names it;
+test_given_budget_whole_blocks_by_hand also holds the latest release (64-token blocks) in check and fit.
+
 check, fit and sweep derive the budget (kg.derive.budget.serving_budget), the GPU KV cache size and the longest
 single request (kg.derive.kv.kv_capacity: whole 16-token blocks, vLLM's null block held back from the one-request
 estimate from 0.29.0) through the same functions, and print the budget's error bar with the same text
@@ -20,14 +23,14 @@ LLAMA70 = "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4"
 
 @pytest.fixture(scope="module")
 def llama70():
-    code, out, err = run_cli("check", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4", "--format", "json")
+    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4", "--format", "json")
     assert code in (0, 1), err
     check = json.loads(out)["derived"]
-    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM",
+    code, out, err = run_cli("fit", "--engine-version", "0.33.0", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM",
                              "--format", "json")
     assert code in (0, 1), err
     fit = json.loads(out)
-    code, out, err = run_cli("sweep", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B", "--tp", "4",
+    code, out, err = run_cli("sweep", "--engine-version", "0.33.0", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B", "--tp", "4",
                              "--gpu", "H100-SXM", "--count", "4", "--format", "json")
     assert code in (0, 1), err
     return check, fit, json.loads(out)
@@ -52,15 +55,15 @@ def test_error_bar_is_one_text(llama70):
     # Llama-3.1-70B TP 4 on an H100: activation 0.15 x peak + 0.25 GiB, graphs 0.25, non-torch 1.0 (TP > 1) -> 1.76 GiB
     assert check["kv_budget_source"].endswith("(kg.derive.budget; +-1.76 GiB)")
     assert sweep["kv_budget_source"] == check["kv_budget_source"]  # one row: no 'rank 1' prefix
-    code, out, _ = run_cli("check", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4")
+    code, out, _ = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4")
     assert "KV budget per GPU (estimate)               ~34.9 GiB (+-1.76 GiB)" in out
-    code, out, _ = run_cli("fit", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM")
+    code, out, _ = run_cli("fit", "--engine-version", "0.33.0", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM")
     assert "(kg.derive.budget; +-1.76 GiB))" in out
 
 
 def test_sweep_header_is_the_best_rows_budget():
     # TP 1 on an H100 has non-torch +-0.6 GiB, TP 2 and 4 +-1.0 GiB: the header shows rank 1's (TP 4), as check does
-    code, out, err = run_cli("sweep", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B", "--tp", "1,2,4",
+    code, out, err = run_cli("sweep", "--engine-version", "0.33.0", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B", "--tp", "1,2,4",
                              "--gpu", "H100-SXM", "--count", "4", "--format", "json")
     d = json.loads(out)
     assert d["combinations"][0]["tp_size"] == 4
@@ -75,20 +78,30 @@ def test_sweep_header_is_the_best_rows_budget():
 def test_given_budget_whole_blocks_by_hand():
     # Llama-3.1-8B, 131,072 B/token, a given 16 GiB: 16 GiB / (131,072 x 16) = 8,192 blocks = 131,072 tokens;
     # the longest request: 8,191 blocks (the null block held back) = 131,056 tokens, in check and in fit
-    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--format", "json")
     d = json.loads(out)["derived"]
     assert (d["kv_tokens_per_gpu"], d["max_model_len_that_fits"]) == (131_072, 131_056)
-    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+    code, out, err = run_cli("fit", "--engine-version", "0.33.0", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--format", "json")
     cc = json.loads(out)["cost_curve"]
     assert (cc["kv_tokens_per_gpu"], cc["knee_seq_len"]) == (131_072, 131_056)
+    # the latest release (0.34.0: 64-token blocks): 16 GiB / (131,072 x 64) = 2,048 blocks = 131,072 tokens; the
+    # longest request 2,047 x 64 = 131,008, in check and in fit alike
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+                             "--format", "json")
+    d = json.loads(out)["derived"]
+    code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
+                             "--format", "json")
+    cc = json.loads(out)["cost_curve"]
+    assert (d["kv_tokens_per_gpu"], d["max_model_len_that_fits"]) == (cc["kv_tokens_per_gpu"], cc["knee_seq_len"]) == (
+        131_072, 131_008)
 
 
 def test_kv_gpu_agrees_with_check(llama70):
     # optkg kv --gpu: the budget check estimates for `vllm serve MODEL -tp 4` on the GPU (kg.derive.budget.gpu_default_budget)
     check, _, _ = llama70
-    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100", "--count", "4",
+    code, out, err = run_cli("kv", "--engine-version", "0.33.0", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100", "--count", "4",
                              "--format", "json")
     assert code == 0, err
     d = json.loads(out)
@@ -97,7 +110,7 @@ def test_kv_gpu_agrees_with_check(llama70):
     assert d["kv_budget"]["source"] == check["kv_budget_source"]
     c = d["capacity"]
     assert (c["num_blocks"], c["kv_tokens_per_gpu"], c["max_model_len_that_fits"]) == (28_573, 457_168, 457_152)
-    code, out, err = run_cli("kv", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100")
+    code, out, err = run_cli("kv", "--engine-version", "0.33.0", "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100")
     assert "KV budget per GPU (estimate)         ~34.9 GiB (+-1.76 GiB) on H100-SXM" in out
     assert "GPU KV cache size (vLLM)             457,168 tokens" in out
 

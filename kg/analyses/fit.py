@@ -133,9 +133,12 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
     if dcp > 1 and dcp not in base.valid_dcp_sizes:
         raise OptkgError(f"--dcp: {dcp} is not valid for {model.name} at tp {tp} (valid: {base.valid_dcp_sizes})")
     lay = kv_layout(model, tp, pp, dcp, kv_cache_dtype) if dcp > 1 else base
+    # vLLM's default KV block at the release check sizes for (16; 64 from 0.34.0), so the knee is check's number
+    from kg.inputs.effective import default_block_size, latest_release
+    block = default_block_size("vllm", (engine_args or {}).get("engine_version") or latest_release("vllm"))
     ctx: dict[str, Any] = {"model": model, "layout": lay, "budget_bytes": None, "budget_source": None, "gpu": None,
-                           "context_limit": None, "context_limit_by": None,
-                           "plan": window_plan(model, tp, pp, dcp, kv_cache_dtype, hardware)}
+                           "context_limit": None, "context_limit_by": None, "block_size": block,
+                           "plan": window_plan(model, tp, pp, dcp, kv_cache_dtype, hardware, block)}
     if max_model_len is not None:
         if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
             raise OptkgError(f"--max-model-len: expected a positive number of tokens, found {max_model_len!r}")
@@ -448,7 +451,8 @@ def build_facts(features: Mapping[str, Any], ctx: Mapping[str, Any] | None = Non
             ns["sliding_window"] = model.sliding_window
         facts.append({"kind": "model", "attention": model.attention, "has_sliding_window": bool(model.sliding_window)})
         budget = ctx.get("budget_bytes")
-        curve = cost_curve(lay, budget, features, ctx.get("context_limit"), ctx.get("context_limit_by"), ctx.get("plan"))
+        curve = cost_curve(lay, budget, features, ctx.get("context_limit"), ctx.get("context_limit_by"), ctx.get("plan"),
+                           ctx.get("block_size", 16))
         derived["cost_curve"] = curve
         if ctx.get("context_limit"):
             ns["context_limit"], ns["context_limit_by"] = ctx["context_limit"], ctx["context_limit_by"]
@@ -753,7 +757,7 @@ def analyse_trace(path: Path | str, *, trace_format: str = "auto", block_size: i
 
 FIXTURE_KEYS = {"workload", "trace", "trace_format", "block_size", "model", "config", "tp", "pp", "dcp",
                 "kv_cache_dtype", "gpu", "kv_budget_gib", "gpu_memory_utilization", "causal", "session_length",
-                "attention_locality", "thresholds", "max_model_len", "max_num_seqs"}
+                "attention_locality", "thresholds", "max_model_len", "max_num_seqs", "engine_version"}
 
 
 def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> list[Firing]:
@@ -763,7 +767,8 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     or ``trace`` (a trace file relative to the fixture folder, measured); optional ``model`` (hub
     id) or ``config`` (config.json relative to the fixture folder), ``tp``/``pp``/``dcp``,
     ``kv_cache_dtype``, ``gpu`` (catalog hardware) or ``kv_budget_gib``, ``causal``,
-    ``session_length``, ``attention_locality``, ``thresholds``, ``max_model_len``, ``max_num_seqs``.
+    ``session_length``, ``attention_locality``, ``thresholds``, ``max_model_len``, ``max_num_seqs``,
+    ``engine_version`` (the vLLM release sized for; the latest when absent: its default KV block decides the knee).
     """
     from kg.inputs.modelcfg import load_config_file, resolve_model
     if not isinstance(data, Mapping):
@@ -788,7 +793,8 @@ def run_fixture(data: Mapping[str, Any], catalog, rules: RuleSet, base_dir) -> l
     hw = catalog.resolve_hardware(data["gpu"]) if data.get("gpu") else None
     ctx = model_context(model, int(data.get("tp", 1)), int(data.get("pp", 1)), int(data.get("dcp", 1)),
                         str(data.get("kv_cache_dtype", "auto")), hw, data.get("kv_budget_gib"),
-                        data.get("gpu_memory_utilization"), data.get("max_model_len")) \
+                        data.get("gpu_memory_utilization"), data.get("max_model_len"),
+                        {"engine_version": str(data["engine_version"])} if data.get("engine_version") else None) \
         if model is not None else None
     _, firings = evaluate_fit(features, ctx, m, catalog=catalog, ruleset=rules, causal=data.get("causal"),
                               session_length=data.get("session_length"),

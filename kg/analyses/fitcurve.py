@@ -7,35 +7,39 @@ from typing import Any, Mapping
 from kg.core.errors import OptkgError
 
 
-def window_plan(model, tp: int, pp: int, dcp: int, kv_cache_dtype: str, hardware: Mapping[str, Any] | None):
-    """vLLM's (latest release) plan when its chunked / sliding groups bound a request (KVPlan.window_bounded), else None:
-    check's longest request then comes from the groups, and so do fit's knee and curve."""
+def window_plan(model, tp: int, pp: int, dcp: int, kv_cache_dtype: str, hardware: Mapping[str, Any] | None,
+                block_size: int = 16):
+    """vLLM's plan (``block_size``-token blocks) when its chunked / sliding groups bound a request
+    (KVPlan.window_bounded), else None: check's longest request then comes from the groups, and so do fit's knee
+    and curve."""
     from kg.engines.vllm.kv_plan import default_max_num_batched_tokens, plan_kv_cache
     if not (model.sliding_window or model.attention_chunk_size):
         return None
     mem = (hardware or {}).get("memory_gib")
     mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str((hardware or {}).get("id") or ""))
     try:
-        plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, 1 << 40, max_num_batched_tokens=mnbt)
+        plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, 1 << 40, block_size, max_num_batched_tokens=mnbt)
     except OptkgError:
         return None
     return plan if plan.window_bounded() else None
 
 
-def _max_len_within(layout, budget: float) -> tuple[int | None, int]:
+def _max_len_within(layout, budget: float, block_size: int = 16) -> tuple[int | None, int]:
     """(longest single request whose KV fits ``budget`` bytes per GPU, the GPU KV cache size in tokens).
 
-    The derivation ``check`` and ``sweep`` use (kg.derive.kv.kv_capacity): whole 16-token blocks, and vLLM's null
+    The derivation ``check`` and ``sweep`` use (kg.derive.kv.kv_capacity): whole ``block_size``-token blocks (the
+    release's default block: 16, 64 from vLLM 0.34.0, kg.inputs.effective.default_block_size), and vLLM's null
     block held back from the one-request estimate (vLLM >= 0.29.0, kg.engines.vllm.kv_plan.null_block_bytes; fit
     sizes for the latest vLLM). The first is None when even 2**40 tokens fit (window-bounded layers)."""
     from kg.derive.kv import LONGEST_LIMIT, kv_capacity
     from kg.engines.vllm.kv_plan import null_block_bytes
-    cap = kv_capacity(layout, budget, None, 16, null_block_bytes(None, layout.bytes_per_token_per_gpu * 16))
+    cap = kv_capacity(layout, budget, None, block_size,
+                      null_block_bytes(None, layout.bytes_per_token_per_gpu * block_size))
     return (None if cap.max_model_len_that_fits >= LONGEST_LIMIT else cap.max_model_len_that_fits), cap.kv_tokens_per_gpu
 
 
 def cost_curve(layout, budget: float | None, features: Mapping[str, Any], context_limit: int | None = None,
-               context_limit_by: str | None = None, plan=None) -> dict[str, Any]:
+               context_limit_by: str | None = None, plan=None, block_size: int = 16) -> dict[str, Any]:
     """KV bytes per GPU vs sequence length (batch 1) and vs batch size (at the p50 request length), and the knees.
 
     ``seq_len_limit``: the longest single sequence, min(memory knee, ``context_limit``), and
@@ -50,7 +54,7 @@ def cost_curve(layout, budget: float | None, features: Mapping[str, Any], contex
     """
     from kg.derive.kv import sequence_bytes_per_gpu as _seq_bytes
     longest = int(features.get("request_len_max") or 0)
-    knee, cache_tokens = _max_len_within(layout, budget) if budget is not None else (None, None)
+    knee, cache_tokens = _max_len_within(layout, budget, block_size) if budget is not None else (None, None)
     if plan is not None and budget is not None:  # the groups' reservation, less the null block (as check)
         knee = plan.longest_request(budget - plan.bytes_per_block)
         if context_limit:  # "GPU KV cache size" as vLLM logs it at max_model_len = the context limit (kg.engines.vllm.kv_plan)
