@@ -90,7 +90,8 @@ def test_whisper_weights_count_encoder_and_cross_attention(whisper):
 
 
 def test_whisper_kv_and_check_print_vllms_numbers():
-    code, out, err = run_cli("kv", "--model", "openai/whisper-large-v3", "--kv-budget-gib", "30", "--max-model-len", "448",
+    # vLLM 0.33.0's numbers (16-token blocks; 64 from 0.34.0)
+    code, out, err = run_cli("kv", "--engine-version", "0.33.0", "--model", "openai/whisper-large-v3", "--kv-budget-gib", "30", "--max-model-len", "448",
                              "--format", "json")
     assert code == 0, err
     d = json.loads(out)
@@ -101,14 +102,14 @@ def test_whisper_kv_and_check_print_vllms_numbers():
         12_288, 540, 22.76, 10_194)
     # (30 GiB - one null block) // 2,621,440 = 12,287 blocks, less 512 cross blocks, x 16 tokens
     assert c["max_model_len_that_fits"] == (12_287 - 512) * 16 == 188_400
-    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
+    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
                              "--gpu", "H100-SXM", "--format", "json")
     assert code in (0, 1), err
     dv = json.loads(out)["derived"]
     assert (dv["kv_blocks_per_request"], dv["kv_cross_blocks_per_request"], dv["kv_cross_encoder_tokens_per_request"],
             dv["max_concurrency"], dv["kv_tokens_per_gpu"]) == (540, 512, 8192, 22.76, 10_194)
     assert dv["weight_bytes_per_gpu_estimate"] == 3_073_776_640
-    code, out, err = run_cli("check", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
+    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", "vllm serve openai/whisper-large-v3", "--kv-budget-gib", "30",
                              "--gpu", "H100-SXM")
     assert "cross-attn encoder tokens per request" in out and "8,192" in out
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 
-QWEN_VLLM = ("--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --max-model-len 40960", "--gpu", "H200", "--count", "8")
+# vLLM numbers worked for 0.33.0 (16-token blocks: 10,240 tokens = 640 blocks)
+QWEN_VLLM = ("--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --max-model-len 40960", "--gpu", "H200", "--count", "8",
+             "--engine-version", "0.33.0")
 QWEN_SGLANG = ("--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp 8", "--gpu", "H200",
                "--count", "8")
 
@@ -42,7 +44,7 @@ def test_a_sliding_window_model_counts_each_layer_group(cli):
     # takes 4,096 / 16 = 256 blocks and the sliding group cdiv(min(127 + 16,384 tokens in flight, 4,096), 16) + 1
     # = 257 (vllm 0.33.0 kv_cache_planning.py:1253-1285): 513 blocks, against 8,192 + 1,033 = 9,225 at 131,072
     d = _derived(cli, "--vllm", "vllm serve openai/gpt-oss-120b --max-model-len 131072", "--gpu", "H100",
-                 "--request-len", "4096")
+                 "--request-len", "4096", "--engine-version", "0.33.0")
     assert d["kv_blocks_per_request"] == 9_225
     assert d["max_concurrency_at_request_len"] == round(d["kv_num_blocks"] / 513, 2)
 

@@ -304,9 +304,17 @@ def _tables(root: Path) -> dict[str, tuple[Any, list[str]]]:
     quant = quantization_capability(root)
     return {"spec_target_hidden_state_methods": (methods, [src]),
             "quant_min_capability": ({k: v["min_capability"] for k, v in sorted(quant.items())},
-                                     sorted({v["source"].split(":")[0] for v in quant.values()})[:3]),
-            "attention_backends": (attention_backends(root),
-                                   ["vllm/v1/attention/backend.py AttentionBackend.validate_configuration"])}
+                                     sorted({v["source"] for v in quant.values()})[:3]),
+            "attention_backends": (attention_backends(root), [_validate_configuration_site(root)])}
+
+
+def _validate_configuration_site(root: Path) -> str:
+    """path:line of AttentionBackend.validate_configuration in the release (where the declared support is tested)."""
+    rel = "v1/attention/backend.py"
+    for n, line in enumerate((root / rel).read_text().splitlines(), 1):
+        if line.strip().startswith("def validate_configuration("):
+            return f"vllm/{rel}:{n} AttentionBackend.validate_configuration"
+    raise SystemExit(f"vllm/{rel}: no validate_configuration (the attention-backend table needs a new reader)")
 
 
 def write_all(release: str, root: Path) -> list[str]:

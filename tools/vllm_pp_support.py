@@ -101,7 +101,12 @@ def supports_interface(root: Path, interface: str) -> tuple[list[str], str]:
         return False
 
     archs = sorted(a for a, (mod, cls) in reg.items() if any(has_pp(k, set()) for k in by_name.get(cls, [])))
-    return archs, f"vllm/model_executor/models/registry.py (_*_MODELS) + classes inheriting {interface} (interfaces.py)"
+    line = next((n for n, t in enumerate((models / "interfaces.py").read_text().splitlines(), 1)
+                 if t.startswith(f"class {interface}")), None)
+    if line is None:
+        raise SystemExit(f"vllm/model_executor/models/interfaces.py: no class {interface} (the table needs a new reader)")
+    return archs, (f"vllm/model_executor/models/interfaces.py:{line} class {interface} (registered in registry.py "
+                   "_*_MODELS, classes inheriting it)")
 
 
 if __name__ == "__main__":
