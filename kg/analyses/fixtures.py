@@ -16,7 +16,7 @@ from kg.engine.fixtures import FixtureCase
 RUNNERS: dict[str, str] = {
     "check": "kg.analyses.check:run_fixture",
     "diagnose": "kg.analyses.diagnose:run_fixture",
-    "fit": "kg.analyses.fit:run_fixture",
+    "fit": "kg.analyses.fitfixtures:run_fixture",
     "gaps": "kg.analyses.gaps:run_fixture",
     "training": "kg.analyses.training:run_fixture",
 }
