@@ -50,9 +50,10 @@ def test_demo_stack_gets_ttft_itl_and_tokens_per_second(demo):
     assert sp["parallel"] == {"tp_size": 8, "pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 8,
                               "moe_ep_size": 1, "gpus": 8}
     # vLLM allocates KV blocks as a request grows: in a closed loop a running request holds isl + osl / 2 =
-    # 1,536 tokens on average; 1,479,264 KV tokens (optkg's vLLM plan for this stack) / 1,536 = 963 at most
-    assert report["derived"]["kv_tokens_total"] == 1_479_264
-    assert sp["cap"]["kv_requests_per_scheduler"] == 1_479_264 // 1536 == 963
+    # 1,536 tokens on average; 1,479,232 KV tokens (optkg's vLLM plan for this stack: 23,113 blocks of 64 tokens,
+    # the latest release's default block) / 1,536 = 963 at most
+    assert report["derived"]["kv_tokens_total"] == 1_479_232 == 23_113 * 64
+    assert sp["cap"]["kv_requests_per_scheduler"] == 1_479_232 // 1536 == 963
     assert sp["running"] == 64 and sp["queued"] == 0 and sp["queue_wait_ms"] == 0
     assert sp["ttft_ms"] > 0 and sp["itl_ms"] > 0
     assert sp["tokens_per_s_per_request"] == pytest.approx(1000 / sp["itl_ms"])
@@ -85,7 +86,7 @@ def test_one_request_longer_than_the_kv_cache_is_infeasible(demo):
     stack, report = demo
     sp = _speed(stack, report, isl=1_000_000, osl=1_000_000, concurrency=1)
     assert sp["status"] == "infeasible"
-    assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,479,264" in sp["reasons"][0]
+    assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,479,232" in sp["reasons"][0]
 
 
 @pytest.mark.parametrize("gpu,engine,why", [
