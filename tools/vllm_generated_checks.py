@@ -26,6 +26,7 @@ the check translates, so it fires only where vLLM's own code raises on the same 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import sys
 import zipfile
@@ -47,12 +48,33 @@ PLATFORM_KINDS = {"nvidia": "cuda", "amd": "rocm"}
 JSON_FIELD = "{field}__{key}"
 
 
+# the per-architecture hooks VllmConfig.try_verify_and_update_config runs (not walked: see model_hook_attrs)
+MODEL_HOOKS = "vllm/model_executor/models/config.py"
+
+
 def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if name.endswith(".py") and any(name.startswith(p) for p in WALKED):
+            if name == MODEL_HOOKS or (name.endswith(".py") and any(name.startswith(p) for p in WALKED)):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
+    return out
+
+
+def model_hook_attrs(text: str) -> set[str]:
+    """Every attribute name the per-architecture config hooks assign on a config object (``cache_config.X = ``,
+    ``vllm_config.attention_config.X = ``, ``setattr(..., 'X', ...)``): the walk does not follow those hooks
+    (they are chosen by the architecture at run time), so each such field is unknown after them."""
+    out: set[str] = set()
+    for n in ast.walk(ast.parse(text)) if text else ():
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign,
+                                                                                             ast.AnnAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and re.search(r"config\b", ast.unparse(t.value)):
+                out.add(t.attr)
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) == 3
+                and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)):
+            out.add(n.args[1].value)
     return out
 
 
@@ -74,6 +96,51 @@ class VllmWalker(cg.Walker):
         self.input_info: dict[str, dict[str, Any]] = {}
         envs = self.modules.get("vllm/envs.py")
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
+
+    model_hook_attrs: set[str] = set()
+
+    def expr_stmt(self, node: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "try_verify_and_update_config"):
+            # the architecture's hooks (MODEL_HOOKS) may set any field they assign somewhere: unknown from here on
+            try:
+                root = self.value(node.func.value, fr, pc)
+            except cg.Untranslatable:
+                root = None
+            if isinstance(root, cg.Obj):
+                self.forget_fields(root, self.model_hook_attrs)
+        # a call made for its effect goes to checkgen's call(), not the value hooks: the optimization-level
+        # defaults are applied here (see _call_hook)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "_apply_optimization_level_defaults"
+                and _call_hook(self, node.func.attr, node, fr, pc) is not None):
+            return
+        super().expr_stmt(node, fr, pc)
+
+    def forget_fields(self, root: cg.Obj, names: set[str]) -> None:
+        """Fields ``names`` of ``root`` and of every config object it holds (two levels: vllm_config.X_config,
+        model_config.hf_config) become unknown."""
+        seen: set[int] = set()
+        todo: list[tuple[cg.Obj, int]] = [(root, 0)]
+        while todo:
+            obj, depth = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            for n in names:
+                obj.env[n] = cg.TAINT
+            if depth >= 2:
+                continue
+            fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
+            for f in set(fields) | set(obj.env):
+                if not f.endswith("config"):
+                    continue
+                try:
+                    sub = self.get_attr(obj, f)
+                except cg.Untranslatable:
+                    continue
+                if isinstance(sub, cg.Obj):
+                    todo.append((sub, depth + 1))
 
     def bind(self, text: str) -> Any:
         """checkgen's bind, but a value already named (by this or the other platform's walk) keeps its name, so
@@ -293,6 +360,40 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             if v.cls:
                 return cg.Expr("True" if v.cls in names or _subclass_of(w, v.cls, names, v.path) else "False")
         return None
+    if name == "_apply_optimization_level_defaults" and isinstance(node.func, ast.Attribute):
+        # VllmConfig.__post_init__ fills every field the optimization-level tables (OPTIMIZATION_LEVEL_0n in
+        # config/vllm.py) name, where still None, through a recursive setattr the walk cannot follow: each such
+        # field is unknown from here on
+        try:
+            root = w.value(node.func.value, fr, pc)
+        except cg.Untranslatable:
+            return None
+        if isinstance(root, cg.Obj):
+            for keys in optimization_level_fields(w):
+                obj: Any = root
+                for k in keys[:-1]:
+                    try:
+                        obj = w.get_attr(obj, k, pc)
+                    except cg.Untranslatable:
+                        obj = None
+                    if not isinstance(obj, cg.Obj):
+                        break
+                if isinstance(obj, cg.Obj):
+                    obj.env[keys[-1]] = cg.TAINT
+            return cg.Expr(repr(NONE))
+        return None
+    if name == "deepcopy" and len(node.args) == 1 and ast.unparse(node.func) in ("copy.deepcopy", "deepcopy"):
+        # create_engine_config copies a config object before overriding fields (attention / mamba / kernel
+        # config): the copy carries what was assigned so far, later assignments stay on the copy
+        try:
+            v = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        if type(v) is cg.Obj:
+            c = copy.copy(v)
+            c.env = dict(v.env)
+            return c
+        return None
     if name == "get_config":
         return model_obj()
     if name == "get_hf_text_config" and node.args:
@@ -302,6 +403,26 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             return None
         return v if isinstance(v, cg.Obj) and v.label == "hf_config" else None
     return None
+
+
+def optimization_level_fields(w: VllmWalker) -> list[tuple[str, ...]]:
+    """The attribute paths (``('kernel_config', 'enable_flashinfer_autotune')`` ...) the dict literals
+    ``OPTIMIZATION_LEVEL_0n`` of config/vllm.py give defaults for, over every level."""
+    m = w.modules.get("vllm/config/vllm.py")
+    out: set[tuple[str, ...]] = set()
+
+    def leaves(d: ast.Dict, prefix: tuple[str, ...]) -> None:
+        for k, v in zip(d.keys, d.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                if isinstance(v, ast.Dict):
+                    leaves(v, prefix + (k.value,))
+                else:
+                    out.add(prefix + (k.value,))
+    for n in (m.tree.body if m else []):
+        if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                and re.fullmatch(r"OPTIMIZATION_LEVEL_\d+", n.targets[0].id) and isinstance(n.value, ast.Dict)):
+            leaves(n.value, ())
+    return sorted(out)
 
 
 def _subclass_of(w: VllmWalker, cls: str, names: set[str], path: str | None) -> bool:
@@ -508,11 +629,14 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
          lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
+        if p == MODEL_HOOKS:
+            continue
         try:
             modules.append(cg.read_module(p, t))
         except SyntaxError:
             continue
     w = VllmWalker(modules, platform, lets)
+    w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)
