@@ -171,6 +171,10 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
         ns["cp_seq_multiple"] = mult
         ns["seq_length_remainder"] = job.get("seq_length") % mult
     ns["ds_mixed_precision_conflict"] = ""
+    # accelerate 1.15.0 DeepSpeedPlugin.__post_init__ (utils/dataclasses.py:1276-1277): a JSON handed over by the HF
+    # Trainer / accelerate must have a zero_optimization section
+    ns["ds_json_without_zero_section"] = bool(job.configs.get("deepspeed_integration")) and \
+        job.configs.get("ds_has_zero_section") is False
     if job.configs.get("deepspeed_integration"):
         # accelerate 1.15.0 DeepSpeedPlugin.set_mixed_precision (utils/dataclasses.py:1435-1440): the launch's mixed
         # precision (TrainingArguments --bf16 / --fp16, accelerate mixed_precision) against the JSON's other dtype

@@ -75,6 +75,7 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
             job.set("params_dtype", dt, at(key, "enabled"))
     # the dtypes the JSON switches on as accelerate tests them (str(enabled).lower() == "true"; "auto" is not on),
     # for its check against the launch's mixed precision (kg.analyses.training)
+    job.configs["ds_has_zero_section"] = "zero_optimization" in data
     job.configs["ds_dtypes_enabled"] = [k for k in ("bf16", "fp16") if isinstance(data.get(k), dict)
                                         and str(data[k].get("enabled", "False")).lower() == "true"]
     opt = data.get("optimizer")

@@ -36,7 +36,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     # HF TrainingArguments' --deepspeed FILE; DeepSpeed's own add_config_arguments has a --deepspeed switch and
     # --deepspeed_config FILE (deepspeed 0.19.8 deepspeed/__init__.py:628-633), the form of its tutorials
     "--deepspeed": ("maybe", "_deepspeed"),
-    "--deepspeed_config": (V, "_deepspeed"),
+    "--deepspeed_config": (V, "_deepspeed_config"),
     "--gradient_checkpointing": (T, "_gc"),
     "--gradient_checkpointing_kwargs": (V, "_gc_kwargs"),
     "--per_device_train_batch_size": (V, "micro_batch_size"),
@@ -351,7 +351,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
                 job.set("use_orig_params", True, f"{w}: TrainingArguments default use_orig_params true")
         elif target == "_fsdp_config":
             state["fsdp_config"] = val
-        elif target == "_deepspeed":
+        elif target in ("_deepspeed", "_deepspeed_config"):
             job.framework = "deepspeed"
             if val is None:
                 return  # DeepSpeed's --deepspeed switch: the file comes with --deepspeed_config
@@ -360,7 +360,10 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             if p is None:
                 raise OptkgError(f"{w}: DeepSpeed config '{val}' not found")
             load_deepspeed_config(p, job)
-            job.configs["deepspeed_integration"] = "transformers / accelerate"
+            if target == "_deepspeed":  # TrainingArguments --deepspeed FILE: the Trainer's accelerate plugin reads it
+                job.configs["deepspeed_integration"] = "transformers / accelerate"
+            else:  # DeepSpeed's own --deepspeed_config: the script hands it to deepspeed.initialize
+                job.configs["deepspeed_direct"] = True
         elif target == "_gc":
             if val:
                 job.set("recompute_granularity", "full", w)
