@@ -45,9 +45,15 @@ bench: install
 bench-sweep: install
 	$(BIN)/python tests/bench/sweep_scale.py
 
-# property-based fuzzing at full size (>= 10,000 generated inputs; `make test` runs a small sample)
+# fuzzing at full size (`make test` runs a small sample of each): property-based file/command/metrics/trace
+# targets (tests/test_fuzz.py, test_fuzz_targets.py: >= 10,000 inputs), 10,000 hostile command lines over every
+# sub-command (tests/test_fuzz_commands.py: planted manifests and caches, symlinks, newline names, git options,
+# huge and deep files, bad numbers) and the in-process leak check. Bounded: each input is stopped at 60 s of
+# CPU (over 10 s fails), the whole run at FUZZ_TIMEOUT seconds
+FUZZ_TIMEOUT ?= 5400
 fuzz: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m slow tests/test_fuzz.py tests/test_fuzz_targets.py tests/test_hostile_leak.py
+	timeout $(FUZZ_TIMEOUT) $(BIN)/python -m pytest -q -n $(TEST_JOBS) -m slow tests/test_fuzz.py tests/test_fuzz_targets.py \
+		tests/test_fuzz_commands.py tests/test_hostile_leak.py
 
 # optkg's serving speed against aiconfigurator-core's measured rows (silicon_sample.csv), beside the bare
 # estimator, on the train and the held-out split (tools/accuracy/split.csv): writes docs/speed-accuracy.md;
