@@ -169,12 +169,25 @@ def load_sites(path: Path) -> dict[str, Any]:
     return d
 
 
+_ALL_SITES: dict[str, tuple[tuple, list[dict[str, Any]]]] = {}
+
+
 def all_sites(folder: Path | None = None) -> list[dict[str, Any]]:
-    """Every sites file of ``folder`` (default catalog/engines/checks/sites), engine then release order."""
+    """Every sites file of ``folder`` (default catalog/engines/checks/sites), engine then release order; listed
+    and sorted again only when a file's name, size or mtime changes (every checked stack asks)."""
     from packaging.version import Version
+
+    from kg.core.paths import yaml_files_stamp
     folder = Path(folder) if folder else sites_dir()
-    files = [load_sites(f) for f in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
-    return sorted(files, key=lambda d: (d["engine"], Version(d["release"])))
+    if not folder.is_dir():
+        return []
+    names, stamp = yaml_files_stamp(folder)
+    hit = _ALL_SITES.get(str(folder))
+    if hit is None or hit[0] != stamp:
+        files = [load_sites(Path(f)) for f in names]
+        hit = (stamp, sorted(files, key=lambda d: (d["engine"], Version(d["release"]))))
+        _ALL_SITES[str(folder)] = hit
+    return list(hit[1])
 
 
 def site_counts(d: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +295,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     lets = [(x["name"], x["expr"]) for x in d.get("lets") or []]  # named long values, evaluated before a row
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
+    base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
     for s in rows:
         if own is not None:  # rows over the engine's own inputs (one namespace for every row)
             if own[0] is None:
@@ -290,13 +304,15 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
         else:
             fns = FUNCTIONS
             dflt = s.get("defaults") or {}
-            facts = {}
-            for k, v in ns.items():
-                if v is None:
-                    continue
-                if (k in dflt or k in inputs) and not given(k):
-                    continue  # the engine reads its own default, not optkg's table default or a derived number
-                facts[k] = v.lower() if isinstance(v, str) else v  # rows compare strings case-insensitively
+            if base is None:
+                # the engine reads its own default, not optkg's table default or a derived number, for an
+                # input the stack does not give; rows compare strings case-insensitively
+                base = {k: v.lower() if isinstance(v, str) else v for k, v in ns.items()
+                        if v is not None and not (k in inputs and not given(k))}
+            facts = dict(base)
+            for k in dflt:  # and for the row's own defaulted names
+                if k in facts and not given(k):
+                    del facts[k]
             for k, v in dflt.items():
                 if k not in facts and v is not None:
                     facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
