@@ -33,10 +33,7 @@ def _stack_parts(stack) -> dict[str, Any]:
     tp, pp = int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1)
     kvdt = str(ns.get("kv_cache_dtype") or "auto")
     scheme = weight_scheme(m, ns.get("quantization"), ns.get("dtype"), ns.get("expert_dtype"))
-    expert_shards = tp
-    if "expert-parallelism" in stack.techniques:
-        ep = int(ns.get("ep_size") or 1)
-        expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
+    expert_shards = of(stack).expert_shards(stack, ns, tp)
     util, util_src = engine_utilization(stack, ns)
     mnbt, seqs = serving_defaults(stack, ns)
     weights = weight_bytes_per_gpu(m, tp, pp, expert_shards, scheme)

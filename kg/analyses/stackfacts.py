@@ -230,11 +230,10 @@ def _budget(ctx: KVContext) -> None:
     if mem is not None:
         derived["gpu_memory_bytes"] = round(mem)
         derived["gpu_memory_usable_bytes"] = round(eng.weight_share_bytes(mem, util))
-        expert_shards = tp
-        if "expert-parallelism" in stack.techniques:
-            ep = int(ns.get("ep_size") or 1)
-            expert_shards = ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
+        expert_shards = eng.expert_shards(stack, ns, tp)
         weights = weight_bytes_per_gpu(m, tp, ctx.pp, expert_shards, ctx.scheme)
+        if m.is_moe:
+            derived["weight_expert_shards"] = expert_shards
         if ctx.attention_tp != tp:
             # DP attention: every rank holds the attention weights of its tp / dp attention group, not 1/tp
             # of them (SGLang dp_attention: attention TP size = tp_size / dp_size)

@@ -17,7 +17,7 @@ The methods follow the data flow of ``optkg check`` (kg.analyses.stackfacts is t
 2. releases and defaults: ``release_facts`` (facts the release table's ``when`` conditions read),
    ``context_limit``, ``default_max_num_batched_tokens``, ``default_max_num_seqs``, ``memory_fraction``,
    ``backend`` (for an engine with several);
-3. the memory budget: ``weight_share_bytes``, ``given_kv_budget``, ``budget`` (the lines of
+3. the memory budget: ``weight_share_bytes``, ``expert_shards``, ``given_kv_budget``, ``budget`` (the lines of
    ``kg.derive.budget.ServingBudget``), ``block_count_budget``;
 4. the KV plan and capacity: ``apply_auto_kv_cache_dtype`` / ``auto_kv_cache_dtype``, ``dcp_sizes`` /
    ``has_dcp``, ``kv_plan``, ``null_block_bytes``, ``model_limits``, ``capacity``, ``capacity_totals``, ``finish_capacity``,
@@ -148,6 +148,14 @@ class Engine:
     def weight_share_bytes(self, total_memory_bytes: float, fraction: float) -> float:
         """The memory the weights must fit in, bytes per GPU: ``total x fraction``."""
         return total_memory_bytes * fraction
+
+    def expert_shards(self, stack: Any, ns: dict[str, Any], tp: int) -> int:
+        """How many ways each pipeline stage's routed-expert weights are split over its GPUs: the TP size, or with
+        expert parallelism the EP size given (``ep_size``), else TP x DP."""
+        if "expert-parallelism" in stack.techniques:
+            ep = int(ns.get("ep_size") or 1)
+            return ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
+        return tp
 
     def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
         """A KV budget the stack gives in the engine's own terms, with its source (``kv_budget_gib`` is read

@@ -41,6 +41,14 @@ class TensorRTLLM(Engine):
         """The whole device: its fraction is of the memory left after loading (kg.engines.trtllm.budget)."""
         return float(total_memory_bytes)
 
+    def expert_shards(self, stack: Any, ns: dict[str, Any], tp: int) -> int:
+        """The TP size, whatever ``--ep_size`` says: the MoE layers split the TP group into ``moe_tp_size x
+        moe_ep_size x moe_cluster_size == tp_size``, and an EP size alone leaves ``moe_tp_size = tp_size //
+        moe_ep_size`` (so ``--tp_size 4 --ep_size 2`` splits each expert 2 ways and the experts 2 ways: 4).
+        NVIDIA/TensorRT-LLM tensorrt_llm/mapping.py:138-146, 175-181 (``Mapping.__init__``) at 05ebebb2 (the
+        stored snapshot; the wheels cannot be fetched here, release not pinned)."""
+        return tp
+
     def budget(self, inp: Any) -> Any:
         from kg.engines.trtllm.budget import budget
         return budget(inp)

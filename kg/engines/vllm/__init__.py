@@ -53,6 +53,15 @@ class VLLM(Engine):
         return model.max_position_embeddings if limit is None else limit
 
     # ---- budget
+    def expert_shards(self, stack: Any, ns: dict[str, Any], tp: int) -> int:
+        """Every fused-MoE layer spreads its experts over all ``dp x pcp x tp`` ranks, with or without
+        ``--enable-expert-parallel`` (EP makes each rank own whole experts, TP splits each expert): vllm 0.34.0
+        model_executor/layers/fused_moe/config.py:1143-1152 (``flatten_tp_across_dp_and_pcp``), :1235-1268
+        (``if not use_ep``: the flattened TP size; else ``ep_size = tp_size``); 0.12.0 config.py:723-731,
+        :814-844; 0.9.0 fused_moe/layer.py:146-173 (dp x tp, before PCP); 0.8.1 fused_moe/layer.py:362-390
+        (``self.tp_size = self.tp_size * self.dp_size`` without EP, ``ep_size = tp_size * dp_size`` with it)."""
+        return tp * int(ns.get("dp_size") or 1) * int(ns.get("pcp_size") or 1)
+
     def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
         """``--kv-cache-memory-bytes``: vLLM reserves exactly this, skipping the profile and gpu_memory_utilization
         (0.33.0 gpu_worker.py:656-675)."""
