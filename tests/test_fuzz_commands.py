@@ -367,7 +367,9 @@ def problems(arena: Arena, argv: list[str], refuse: bool, code, out: str, err: s
     elif code == 2 and err.strip():
         lines = [ln for ln in err.rstrip("\n").split("\n") if not ln.startswith(("usage:", " "))
                  and not re.match(r"optkg( [a-z]+)?: note: ", ln)]  # notes said before the error stay apart
-        if len(lines) != 1 or not lines[0].startswith("optkg: error: "):
+        if lines == [] and out.strip():  # validate / place / check --fail-on: exit 2 is "problems found", a report
+            pass
+        elif len(lines) != 1 or not lines[0].startswith("optkg: error: "):
             found.append(f"message: {err.strip()[:300]}")
     if any(ln.lstrip().startswith(MARK) for ln in (out + "\n" + err).split("\n")):
         found.append("injection: a line starts with " + MARK)
