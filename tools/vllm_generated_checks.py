@@ -101,14 +101,29 @@ class VllmWalker(cg.Walker):
 
     def expr_stmt(self, node: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "try_verify_and_update_config"):
-            # the architecture's hooks (MODEL_HOOKS) may set any field they assign somewhere: unknown from here on
+                and node.func.attr in ("try_verify_and_update_config", "_try_verify_and_update_model_config")):
+            # the architecture's hooks (MODEL_HOOKS: VllmConfig's and ModelConfig's) may set any field they assign
+            # somewhere: unknown from here on
             try:
                 root = self.value(node.func.value, fr, pc)
             except cg.Untranslatable:
                 root = None
             if isinstance(root, cg.Obj):
                 self.forget_fields(root, self.model_hook_attrs)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and len(node.args) == 3 and self.const_str(node.args[1], fr, pc) is None):
+            # setattr with a name the walk cannot tell (checkgen only counts it): any field of the object may
+            # change, so every field is unknown from here on
+            try:
+                base = self.value(node.args[0], fr, pc)
+            except cg.Untranslatable:
+                base = None
+            if isinstance(base, cg.Obj):
+                fields = (self.dataclass_fields(base.cls, base.path) or {}) if base.cls else {}
+                for f in set(fields) | set(base.env):
+                    base.env[f] = cg.TAINT
+                self.opaque["setattr(<computed name>)"] = self.opaque.get("setattr(<computed name>)", 0) + 1
+                return
         # a call made for its effect goes to checkgen's call(), not the value hooks: the optimization-level
         # defaults are applied here (see _call_hook)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
