@@ -197,8 +197,9 @@ def test_vllm_11797_heads_not_divisible(run):
     report = run("vllm-11797-heads-not-divisible-by-tp")
     f = finding(report, "heads-not-divisible-by-tp")
     assert f.severity == "error"
-    # 28 % 8 = 4 != 0; divisors of 28
-    assert f.numbers["valid_tp_sizes"] == [1, 2, 4, 7, 14, 28]
+    # 28 % 8 = 4 != 0; divisors of 28 {1, 2, 4, 7, 14, 28}, minus 7 and 14 (neither divides 4 KV heads nor is a
+    # multiple of 4) and 28 (does not divide intermediate_size 18944 = 2^9 x 37)
+    assert f.numbers["valid_tp_sizes"] == [1, 2, 4]
     # TP 8 also exceeds the 4 KV heads: 8 / 4 = 2
     assert finding(report, "kv-head-replication").numbers["replication_factor"] == 2
     assert "heads-not-divisible-by-tp" not in fired(run("vllm-11797-heads-not-divisible-by-tp", set_tp(4)))

@@ -28,8 +28,8 @@ from kg.analyses.checkpointfacts import apply_checkpoint_size, relabel_weights_l
 from kg.analyses.weightfacts import dtype_facts, weight_quant_facts
 from kg.derive.budget import BudgetInputs
 from kg.derive.encoder_cache import cross_attention_summary
-from kg.derive.kv import (GIB, UnmodelledKVDtype, compute_capability, divisors, gpu_memory_bytes, kv_capacity,
-                          kv_layout, request_kv_bytes_per_gpu)
+from kg.derive.kv import (GIB, UnmodelledKVDtype, compute_capability, gpu_memory_bytes, kv_capacity,
+                          kv_layout, request_kv_bytes_per_gpu, valid_tp_sizes)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engines import of
 from kg.engines.base import Engine
@@ -175,7 +175,7 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
         "valid_dcp_sizes": lay.valid_dcp_sizes,
         "dcp_possible": lay.dcp_possible,
         "max_useful_dcp_size": max(lay.valid_dcp_sizes), "dcp_impossible_reason": lay.dcp_impossible_reason,
-        "valid_tp_sizes": divisors(m.num_attention_heads),
+        "valid_tp_sizes": valid_tp_sizes(m),  # every split the engine asserts on (kv.valid_tp_sizes)
     })
     sizes = eng.dcp_sizes(stack.engine_version, m, tp_kv)  # the engine's own, else vLLM's rule above
     if sizes is not None:

@@ -132,6 +132,26 @@ def divisors(n: int) -> list[int]:
         raise OptkgError(str(e)) from None
 
 
+def valid_tp_sizes(model: ModelFacts) -> list[int]:
+    """The tp_size values every split the engines assert on allows, ascending.
+
+    The intersection of: divisors of num_attention_heads (vLLM ``ModelConfig.verify_with_parallel_config``);
+    for GQA/MHA, sizes that divide or are a multiple of num_key_value_heads (``QKVParallelLinear``, the
+    kv-heads-not-divisible-by-tp rule); for a dense model, divisors of intermediate_size (the MLP's
+    ``MergedColumnParallelLinear`` / ``RowParallelLinear`` call ``divide(intermediate_size, tp_size)``,
+    vllm/model_executor/layers/linear.py). MoE expert splits have their own rules (quantization.yaml).
+    Qwen2-7B: heads 28 -> {1, 2, 4, 7, 14, 28}; 4 KV heads drop 7 and 14; 18944 = 2^9 x 37 drops 28 -> [1, 2, 4].
+    """
+    valid = divisors(model.num_attention_heads)
+    if not model.is_mla:
+        kv = model.num_key_value_heads
+        valid = [d for d in valid if (d % kv == 0 if d > kv else kv % d == 0)]
+    inter = model.intermediate_size
+    if not model.is_moe and isinstance(inter, int) and inter > 0:
+        valid = [d for d in valid if inter % d == 0]
+    return valid
+
+
 def check_parallel_sizes(model: ModelFacts, tp_size: int, pp_size: int = 1) -> None:
     """Refuse a tp_size / pp_size no engine could start with (OptkgError naming the valid values).
 
@@ -141,10 +161,7 @@ def check_parallel_sizes(model: ModelFacts, tp_size: int, pp_size: int = 1) -> N
     """
     h = model.num_attention_heads
     if tp_size > h or h % tp_size:
-        valid = divisors(h)
-        if not model.is_mla:
-            kv = model.num_key_value_heads
-            valid = [d for d in valid if (d % kv == 0 if d > kv else kv % d == 0)]
+        valid = valid_tp_sizes(model)
         raise OptkgError(f"--tp: {tp_size} does not divide num_attention_heads {h} of {model.name}; "
                          f"valid tp sizes: {', '.join(map(str, valid))}")
     if not model.is_mla:
