@@ -7,6 +7,7 @@
   13 measured NVIDIA runs (aiconfigurator-core 0.12.0 systems/silicon_sample.csv, dp 2 and dp 4) infeasible.
 - TensorRT-LLM: moe_tp_size x moe_ep_size == tp_size; --ep_size alone leaves moe_tp_size = tp_size // ep_size
   (NVIDIA/TensorRT-LLM tensorrt_llm/mapping.py:138-146, 175-181 at 05ebebb2), so the experts are split tp ways.
+- SGLang: moe_tp_size = tp_size // ep_size // moe_dp_size (sglang 0.5.23 srt/runtime_context.py:154): tp ways too.
 
 Qwen/Qwen3-235B-A22B (bf16, 2 B per parameter; config.json: hidden 4,096, 94 layers, all MoE, 64 query / 4 KV heads
 of 128, 128 experts of intermediate 1,536, vocab 151,936, untied lm_head), worked by hand with the parameter counts
@@ -59,3 +60,15 @@ def test_trtllm_ep_size_splits_the_experts_inside_the_tp_group():
     code, d, rules = _check(f"trtllm-serve {QWEN} --tp_size 8 --ep_size 2", 8)
     assert (d["weight_bytes_per_gpu_estimate"], d["weight_expert_shards"]) == (58_773_209_088, 8)
     assert "weights-do-not-fit" not in rules
+
+
+def test_sglang_ep_size_splits_the_experts_inside_the_tp_group():
+    # --tp 8 --ep 4: moe_tp_size 2 x ep 4 = 8 shards: 1,999,110,144 + 56,774,098,944 = 58,773,209,088 B
+    # (optkg used to split them by the EP size alone: 1,999,110,144 + 113,548,197,888 = 115,547,308,032 B)
+    _, d, rules = _check(f"python -m sglang.launch_server --model-path {QWEN} --tp 8 --ep 4", 8)
+    assert (d["weight_bytes_per_gpu_estimate"], d["weight_expert_shards"]) == (58_773_209_088, 8)
+    assert "weights-do-not-fit" not in rules
+    # --moe-dp-size 2: moe_tp_size 8 // 4 // 2 = 1, experts split ep 4 ways: 1,999,110,144 + 113,548,197,888
+    _, d, rules = _check(f"python -m sglang.launch_server --model-path {QWEN} --tp 8 --ep 4 --moe-dp-size 2", 8)
+    assert (d["weight_bytes_per_gpu_estimate"], d["weight_expert_shards"]) == (115_547_308_032, 4)
+    assert "weights-do-not-fit" in rules

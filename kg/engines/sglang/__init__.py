@@ -70,6 +70,13 @@ class SGLang(Engine):
         return super().memory_fraction(stack, ns)
 
     # ---- budget
+    def expert_shards(self, stack: Any, ns: dict[str, Any], tp: int) -> int:
+        """``tp_size / moe_dp_size``: the MoE layers split the TP group into ``moe_tp_size = tp_size // ep_size //
+        moe_dp_size`` ranks per expert times ``ep_size`` (so ``--tp 8 --ep 4`` splits the experts 8 ways, not 4):
+        sglang 0.5.23 srt/runtime_context.py:154; 0.5.10 srt/distributed/parallel_state.py:1887; 0.4.10
+        parallel_state.py:1354 (``tensor_model_parallel_size // moe_ep_size``, before ``--moe-dp-size``)."""
+        return max(1, tp // int(ns.get("moe_dp_size") or 1))
+
     def budget(self, inp: Any) -> Any:
         from kg.engines.sglang.budget import budget
         return budget(inp)
