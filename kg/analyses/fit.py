@@ -150,11 +150,8 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         ctx["gpu_name"] = hardware.get("name") or hardware.get("id")
         ctx["gpu_memory_gib"] = hardware.get("memory_gib")
     if kv_budget_gib is not None:
-        if kv_budget_gib < 0:
-            raise OptkgError(f"--kv-budget-gib: expected a non-negative number, found {kv_budget_gib}")
-        from kg.core.numparse import MAX_COUNT, as_float
-        as_float(kv_budget_gib, "--kv-budget-gib", 0, MAX_COUNT)
-        ctx["budget_bytes"] = float(kv_budget_gib) * GIB
+        from kg.derive.kv import checked_kv_budget_gib  # at most the GPU's memory, as check / kv / sweep
+        ctx["budget_bytes"] = checked_kv_budget_gib(kv_budget_gib, "--kv-budget-gib", hardware) * GIB
         ctx["budget_source"] = "given with --kv-budget-gib"
     elif hardware is not None:
         mem = hardware.get("memory_gib")

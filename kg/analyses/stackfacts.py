@@ -28,8 +28,8 @@ from kg.analyses.checkpointfacts import apply_checkpoint_size, relabel_weights_l
 from kg.analyses.weightfacts import dtype_facts, weight_quant_facts
 from kg.derive.budget import BudgetInputs
 from kg.derive.encoder_cache import cross_attention_summary
-from kg.derive.kv import (GIB, UnmodelledKVDtype, compute_capability, gpu_memory_bytes, kv_capacity,
-                          kv_layout, request_kv_bytes_per_gpu, valid_tp_sizes)
+from kg.derive.kv import (GIB, UnmodelledKVDtype, checked_kv_budget_gib, compute_capability, gpu_memory_bytes,
+                          kv_capacity, kv_layout, request_kv_bytes_per_gpu, valid_tp_sizes)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engines import of
 from kg.engines.base import Engine
@@ -247,7 +247,9 @@ def _budget(ctx: KVContext) -> None:
         apply_checkpoint_size(stack, derived, weights)  # model.safetensors(.index.json) when present
     given = eng.given_kv_budget(ns)
     if ns.get("kv_budget_gib") is not None:
-        ctx.budget = float(ns["kv_budget_gib"]) * GIB
+        # a file's or a log's budget too: at most the GPU's memory (kg.derive.kv.checked_kv_budget_gib)
+        where = f"{stack.source or stack.name}: kv_budget_gib"
+        ctx.budget = checked_kv_budget_gib(ns["kv_budget_gib"], where, stack.hardware) * GIB
         derived["kv_budget_source"] = "given (kv_budget_gib)"
         derived["weights_exceed_gpu_memory"] = False  # a measured budget means the weights loaded
     elif given is not None:

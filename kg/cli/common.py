@@ -165,7 +165,9 @@ def _apply_stack_options(st: Any, args: argparse.Namespace, catalog) -> Any:
         from kg.inputs.stack import check_engine_version
         st.engine_version = check_engine_version(args.engine_version, "--engine-version")
     if args.kv_budget_gib is not None:
-        set_setting(st, "kv_budget_gib", args.kv_budget_gib, "--kv-budget-gib")
+        from kg.derive.kv import checked_kv_budget_gib  # at most the GPU's memory (the --gpu one, or the file's)
+        set_setting(st, "kv_budget_gib", checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib", st.hardware),
+                    "--kv-budget-gib")
     if args.max_model_len is not None:
         set_setting(st, "max_model_len", args.max_model_len, "--max-model-len")
     req = _request_len(args)

@@ -67,11 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_model_len is not None:  # the check every stack input runs (check refuses the same values)
         from kg.inputs.settingcheck import checked_setting
         args.max_model_len = checked_setting("max_model_len", args.max_model_len, "--max-model-len")
-    if args.kv_budget_gib is not None and (not math.isfinite(args.kv_budget_gib) or args.kv_budget_gib < 0):
-        raise OptkgError(f"--kv-budget-gib: expected a finite non-negative number, found {args.kv_budget_gib}")
-    if args.kv_budget_gib is not None:
-        from kg.core.numparse import MAX_COUNT, as_float
-        as_float(args.kv_budget_gib, "--kv-budget-gib", 0, MAX_COUNT)
+    if args.kv_budget_gib is not None:  # as check / fit / sweep check it (at most the --gpu's memory: below)
+        from kg.derive.kv import checked_kv_budget_gib
+        args.kv_budget_gib = checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib")
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
     hardware, budget = None, None
     if args.count is not None and (args.count < 1 or args.count < args.tp * args.pp):
@@ -95,7 +93,10 @@ def run(args: argparse.Namespace) -> int:
         if args.max_num_batched_tokens is None:
             mem = hardware.get("memory_gib")
             args.max_num_batched_tokens = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware["id"]))
-        if args.kv_budget_gib is None:
+        if args.kv_budget_gib is not None:
+            from kg.derive.kv import checked_kv_budget_gib
+            checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib", hardware)
+        else:
             check_parallel_sizes(model, args.tp, args.pp)
             budget = gpu_default_budget(model, hardware, args.tp, args.pp,
                                         engine_version=_engine_version(args.engine_version))

@@ -387,6 +387,24 @@ def gpu_memory_bytes(hw: dict[str, Any]) -> float | None:
     return None
 
 
+def checked_kv_budget_gib(value: Any, where: str, hardware: dict[str, Any] | None = None) -> float:
+    """A KV budget per GPU in GiB checked as every command checks it (check, kv, fit, sweep): a finite number
+    in [0, ``MAX_KV_BUDGET_GIB``] (kg.inputs.settingcheck), and, with a GPU known, at most the memory the
+    engine sees on it (``gpu_memory_bytes``: H100 SXM 81,559 MiB = 79.65 GiB): the KV cache lives in that
+    memory, so more is a unit slip or a total over GPUs, and the token count it gives would be invented.
+    Raises OptkgError '<where>: ...' naming the GPU and its memory."""
+    from kg.inputs.settingcheck import MAX_KV_BUDGET_GIB, coerce_value
+    gib = float(coerce_value(value, "number", where, 0))  # finite, >= 0 (nan, inf, strings: OptkgError)
+    if gib > MAX_KV_BUDGET_GIB:
+        raise OptkgError(f"{where}: {gib:g} GiB of KV cache per GPU is more than any GPU holds (optkg takes "
+                         f"at most {MAX_KV_BUDGET_GIB:,} GiB); give the KV budget of one GPU in GiB")
+    mem = gpu_memory_bytes(hardware) if hardware else None
+    if mem is not None and gib * GIB > mem:
+        raise OptkgError(f"{where}: {gib:g} GiB of KV cache per GPU is more than the {hardware.get('id')}'s "
+                         f"{mem / GIB:.2f} GiB of memory; give the KV budget of one GPU in GiB")
+    return gib
+
+
 def kv_budget_bytes(gpu_memory_bytes: float, gpu_memory_utilization: float, weight_bytes_per_gpu: float,
                     activation_reserve_bytes: float = 0.0) -> float:
     """vLLM-style KV budget per GPU: ``memory * utilization - weights - reserve`` (never negative).

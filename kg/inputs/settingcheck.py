@@ -21,7 +21,11 @@ SETTING_MINIMUM: dict[str, float] = {
     "max_lora_rank": 1, "lora_adapter_rank": 1, "num_scheduler_steps": 1, "max_mamba_cache_size": 1,
     "mamba_full_memory_ratio": 0.001,
 }
-SETTING_MAXIMUM: dict[str, float] = {"gpu_memory_utilization": 1}
+# A KV budget per GPU above any GPU's memory is a unit slip (MiB or bytes for GiB, a total for a per-GPU
+# figure); 1,024 GiB is 3.5x the largest GPU in catalog/hardware (MI355X, 288 GiB; tests/test_kv_budget_bounds.py
+# holds it above every entry). With a GPU known, kg.derive.kv.checked_kv_budget_gib bounds it by that GPU.
+MAX_KV_BUDGET_GIB = 1024
+SETTING_MAXIMUM: dict[str, float] = {"gpu_memory_utilization": 1, "kv_budget_gib": MAX_KV_BUDGET_GIB}
 
 
 def coerce_value(value: Any, typ: str, where: str, minimum: float | None = None, maximum: float | None = None,
