@@ -78,6 +78,17 @@ def test_heads_not_divisible(cli, tmp_path):
     assert code == 0
 
 
+def test_kv_budget_exhausted_fix_does_not_raise_a_fraction_already_at_one(cli):
+    # DeepSeek-V3 (FP8) at TP 8 on H100s, vLLM 0.34.0: gpu_memory_utilization defaults to 1.0
+    # (vllm/config/cache.py:216), so raising it is no fix; 64-token MLA blocks of 70,272 B/token = 4,497,408 B
+    code, out, _ = cli("check", "--vllm", "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8",
+                       "--gpu", "H100", "--count", "8", "--no-speed", "--format", "json")
+    f = _findings(out)["kv-budget-exhausted"]
+    assert f["numbers"]["block_bytes"] == 4_497_408 and code == 1
+    assert f["fix"].startswith("--gpu-memory-utilization is already 1.0, so free memory per GPU: more GPUs")
+    assert "raise --gpu-memory-utilization" not in f["fix"]
+
+
 def test_kv_command(cli):
     code, out, _ = cli("kv", "--model", "Qwen/Qwen3-235B-A22B", "--tp", "8", "--format", "json")
     d = json.loads(out)
