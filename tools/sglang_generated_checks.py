@@ -131,6 +131,8 @@ class View(Obj):
 
 
 class SglWalker(cg.Walker):
+    let_at = 10 ** 9  # checkgen's merge keeps every value inline: this walk names long ones itself (sg_bind, _s<n>)
+
     def __init__(self, modules: Modules, inputs: dict[str, Any]):
         super().__init__([], enums={})
         self.modules = modules
@@ -268,9 +270,9 @@ class SglWalker(cg.Walker):
                     v = Expr(cg.substitute(v.text, {ABSENT: old.text}))
             if isinstance(v, Expr) and v.text == ABSENT:
                 continue
-            self.decl[f] = self.bind(self.merge(old, v, conds, first=False))
+            self.decl[f] = self.sg_bind(self.merge(old, v, conds, first=False))
 
-    def bind(self, v: Any) -> Any:
+    def sg_bind(self, v: Any) -> Any:
         """A long value becomes a named let (``_s<n>``, evaluated before the rows); a dict value that still holds
         ``__absent__`` stays inline until its declaration substitutes the field's previous value."""
         if isinstance(v, Expr) and len(v.text) > LET_AT and cg.free_names(v.text) \
@@ -342,6 +344,20 @@ class SglWalker(cg.Walker):
             return self.model_config()
         if name == "parse_connector_type" and len(node.args) == 1:
             return Expr(f"url_scheme({self.text(node.args[0], fr, pc)})")
+        if name == "check_gguf_file" and len(node.args) == 1:
+            # utils/hf_transformers/common.py:396-405: a file whose suffix is .gguf or whose header is GGUF
+            v = self.value(node.args[0], fr, pc)
+            if isinstance(v, Expr) and v.text == "model_path":
+                return Expr("model_path__is_gguf")
+            raise Untranslatable("check_gguf_file of another path")
+        if name == "is_mistral_native_format" and len(node.args) == 1:
+            return Expr("model_path__mistral_native")  # model_path_hook.py:310-370: the checkpoint's file listing
+        if name == "is_runai_obj_uri" and len(node.args) == 1:
+            # utils/runai_utils.py:14, :48-50: str(x).lower() starts with s3:// gs:// az://
+            return Expr(f"startswith(lower(str({self.text(node.args[0], fr, pc)})), ['s3://', 'gs://', 'az://'])")
+        if name == "is_remote_url" and len(node.args) == 1:
+            # utils/common.py:3729-3739: re.match(r"(.+)://(.*)", url) is not None (a str, as every caller passes)
+            return Expr(f"(url_scheme({self.text(node.args[0], fr, pc)}) != '')")
         if name == "resolve_hf_gguf_reference" and node.args:
             # None for a checkpoint with a config.json (a local folder, or a hub repo holding config.json: the
             # model optkg read), sglang utils/hf_transformers/common.py:419-473
@@ -721,7 +737,7 @@ class SglWalker(cg.Walker):
                         break
                     continue
                 acc = val if not conds else Expr(f"({val.text} if {cg.conj(conds)} else {acc.text})")
-            out.env[k] = self.bind(acc) if isinstance(acc, Expr) else TAINT
+            out.env[k] = self.sg_bind(acc) if isinstance(acc, Expr) else TAINT
         return out
 
     def test(self, node: ast.AST, fr: Frame, pc: list[str]) -> str:
@@ -748,7 +764,7 @@ class SglWalker(cg.Walker):
             out = SpecAlgo(f"({new.scalar} if {present} else {cg.NONE!r})", ())
             out.truth = present
             return out
-        return self.bind(super().merge(old, new, conds, first))
+        return self.sg_bind(super().merge(old, new, conds, first))
 
     def expr_stmt(self, node: ast.AST, fr: Frame, pc: list[str]) -> None:
         if isinstance(node, ast.Call):

@@ -382,4 +382,31 @@ def namespace(stack: Any, release: str) -> dict[str, Any] | None:
     ns.update(platform_ns(stack, env))
     ns.update(model_ns(stack, ns))
     ns["model_path__scheme"] = url_scheme(ns.get("model_path", ""))
+    ns.update(checkpoint_ns(stack, ns))
     return ns
+
+
+MISTRAL_NATIVE_NAMES = ("mistral-large-3", "mistral-small-4", "leanstral")  # model_path_hook.py:325-329
+
+
+def checkpoint_ns(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
+    """What SGLang's load-format probes answer on the checkpoint optkg read (model_path_hook.py handle_load_format):
+    ``model_path__is_gguf`` (utils/hf_transformers/common.py:396 check_gguf_file: a file with suffix .gguf or a GGUF
+    header) is False where optkg read a config.json for ``model_path`` (a folder or hub repository, not a file) and it
+    does not end in .gguf; ``model_path__mistral_native`` (model_path_hook.py:310 is_mistral_native_format: params.json
+    with a Mistral-native name, or consolidated*.safetensors without model*.safetensors) is False for a checkpoint
+    whose name and config.json name no Mistral model (Mistral's own release format; other vendors publish HF-named
+    weights). Otherwise neither is given (rows reading them are not evaluated)."""
+    model = getattr(stack, "model", None)
+    raw = getattr(model, "raw_config", None)
+    path = str(ns.get("model_path", ""))
+    if not isinstance(raw, dict) or not raw or path in ("", NONE) or ns.get("model_path__scheme"):
+        return {}
+    out: dict[str, Any] = {}
+    if not path.endswith(".gguf"):
+        out["model_path__is_gguf"] = False
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    words = " ".join([path, str(raw.get("model_type", "")), *map(str, archs)]).lower()
+    if not any(k in words for k in ("mistral", "pixtral", "stral", *MISTRAL_NATIVE_NAMES)):
+        out["model_path__mistral_native"] = False
+    return out
