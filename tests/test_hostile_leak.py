@@ -96,3 +96,20 @@ def test_a_few_in_process_main_calls_compile_nothing_new():
     for _ in range(20):
         assert one() in (0, 1)
     assert len(durable._registry) == n
+
+
+def test_the_coupling_rule_memo_keeps_only_the_latest_catalog_and_rules():
+    """hostile_inputs_turn3.md #30: ``kg.cli.main(["check", example])`` x300 in one process grew ~80 KB per call.
+    Each call loads a fresh catalog and ruleset; ``ruleset_for``'s memo kept up to 64 entries for earlier
+    (ruleset, catalog) pairs, each holding a whole catalog. Now it keeps the latest pair's entries only."""
+    import kg
+    from kg.knowledge import couplings
+    techs = {"tensor-parallelism"}
+    cat1, rules1 = kg.load_catalog(), kg.load_rules("check")
+    couplings.ruleset_for(cat1, rules1, techs)
+    cat2, rules2 = kg.load_catalog(), kg.load_rules("check")
+    assert cat2 is not cat1 and rules2 is not rules1
+    couplings.ruleset_for(cat2, rules2, techs)
+    couplings.ruleset_for(cat2, rules2, techs | {"prefix-caching"})
+    held = {(v[0][0] is rules2, v[0][1] is cat2) for v in couplings._ACTIVE.values()}
+    assert held == {(True, True)} and len(couplings._ACTIVE) == 2

@@ -228,6 +228,9 @@ def check_ruleset(catalog: Catalog, rules: RuleSet) -> RuleSet:
 
 
 _ACTIVE: dict[tuple, tuple[Any, RuleSet, list[Rule]]] = {}
+# the (rules, catalog) pair _ACTIVE's entries were made for: each kg.cli.main() call loads a fresh catalog and
+# ruleset, and entries kept for earlier pairs held every one of them alive (issue 26 #30: ~80 KB per call)
+_ACTIVE_OWNER: list[Any] = [None]
 
 
 def _can_match(r: Rule, techniques: set[str]) -> bool:
@@ -258,7 +261,12 @@ def ruleset_for(catalog: Catalog, rules: RuleSet, techniques: set[str],
     neither generated nor compiled for this stack (from a combined ruleset it is returned as left out, to
     be reported not applicable). Hand rules always run. ``stage``: generate only the coupling rules
     ``in_stage`` (the training report passes ``training``). Kept per (ruleset, catalog, technique set,
-    stage) in the process, so a sweep compiles once."""
+    stage) in the process for the latest (ruleset, catalog) pair only, so a sweep compiles once and a process
+    that loads a new catalog per call (``kg.cli.main``) keeps no old one."""
+    owner = _ACTIVE_OWNER[0]
+    if owner is None or owner[0] is not rules or owner[1] is not catalog:
+        _ACTIVE.clear()  # another catalog or ruleset: what was kept for the last one is not asked for again
+        _ACTIVE_OWNER[0] = (rules, catalog)
     key = (id(rules), id(catalog), frozenset(techniques), stage)
     got = _ACTIVE.get(key)
     if got is not None and got[0][0] is rules and got[0][1] is catalog:
