@@ -34,7 +34,7 @@ def test_host_tier_fix_names_the_dram_sized_tier(qwen32b):
 def test_host_tier_fix_keeps_the_90_percent_size_when_it_fits_dram():
     # small_prefix: 90 % needs 5 blocks x 64 MiB = 0.3125 GiB per GPU (tp 1) < 256 GiB -> round(0.3125, 2) = 0.31
     from kg.knowledge.catalog import load_catalog
-    from kg.analyses.fit import run_fixture
+    from kg.analyses.fitfixtures import run_fixture
     from kg.engine.rules import load_ruleset
     cat, _ = load_catalog()
     firings = run_fixture({"trace": "traces/small_prefix.jsonl", "model": "meta-llama/Llama-3.1-8B", "kv_budget_gib": 0.125},

@@ -57,14 +57,14 @@ def test_the_outputs_use_the_formatter():
     """Every text output that prints numbers goes through fmt_num (no second formatter left)."""
     import inspect
 
-    import kg.analyses.sweep
     import kg.output.diagnose_report
     import kg.output.diagrams.stack
     import kg.output.fitreport
     import kg.output.formats
     import kg.output.report
+    import kg.output.sweep_report
     for mod, style in ((kg.output.report, "REPORT"), (kg.output.formats, "REPORT"), (kg.output.diagnose_report, "DIAGNOSE"),
-                       (kg.output.fitreport, "FIT"), (kg.analyses.sweep, "SWEEP"), (kg.output.diagrams.stack, "DIAGRAM")):
+                       (kg.output.fitreport, "FIT"), (kg.output.sweep_report, "SWEEP"), (kg.output.diagrams.stack, "DIAGRAM")):
         src = inspect.getsource(mod)
         assert "fmt_num(" in src and f", {style})" in src, mod.__name__
         for old in ("def _num(", "def _fmt(", "def _n(", "def _fmt_num("):

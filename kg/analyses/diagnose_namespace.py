@@ -313,7 +313,9 @@ def _stack_model_names(stack) -> list[str]:
         names.append(stack.model.name)
     if getattr(stack, "unresolved_model", None):  # a model diagnose could not resolve (not bundled): its name only
         names.append(stack.unresolved_model)
-    for w in (stack.ignored if stack is not None else []):
+    served = (stack.settings or {}).get("served_model_name") if stack is not None else None  # the option table's
+    names += [served] if isinstance(served, str) else list(served or [])
+    for w in (stack.ignored if stack is not None else []):  # releases whose table lacks the option
         head, _, rest = w.partition("=") if w.startswith("--served-model-name=") else w.partition(" ")
         if head == "--served-model-name" and rest.strip():
             names += rest.split()
