@@ -153,9 +153,10 @@ def test_abbreviations_and_equals(catalog):
     # an ambiguous prefix is not guessed: argparse refuses it, and the note says which options it could match
     st = parse_launch("vllm serve Qwen/Qwen3-32B --max-num 8", catalog)
     assert [r["flag"] for r in st.refused] == ["--max-num"] and any("ambiguous" in n for n in st.notes)
-    # click (trtllm-serve) accepts no abbreviations
+    # click (trtllm-serve) accepts no abbreviations: --tp is no option of `serve` (its alias is --tp_size)
     st = parse_launch("trtllm-serve Qwen/Qwen3-32B --tp 8", catalog)
-    assert "tensor-parallelism" not in st.techniques and "--tp 8" in st.ignored
+    assert "tensor-parallelism" not in st.techniques and st.ignored == []
+    assert [(r["flag"], r["suggestion"]) for r in st.refused] == [("--tp", None)]
 
 
 def test_repeated_flags_last_wins(catalog):

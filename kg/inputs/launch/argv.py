@@ -258,6 +258,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     opts = data.get("options") or {} if data else {}
     ropts = {o for o, e in opts.items() if present_at(e, release)} if release else set()
     by_name, valueless, known = _flag_index(table, ropts)
+    full = table.get("all_options") or {}  # every option of one source (no release list): others are refused
+    full_opts = set(full.get("options") or ())
     which = f"{engine} {release}" + (" (the newest release optkg has scanned; pass --engine-version)" if assumed else "")
     env = dict(env or {})
     st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
@@ -314,6 +316,12 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
             st.refused.append({"flag": name, "release": release, "assumed": assumed,
                                "suggestion": _nearest(name, ropts), "exists_in": None})
+        elif spec is None and not release and full_opts and name not in full_opts:
+            # no scanned releases, but the table lists every option of the source it was read from (TRT-LLM: the
+            # click options of `trtllm-serve serve`): click refuses any other ("No such option")
+            refused = True
+            st.refused.append({"flag": name, "release": full["release"], "assumed": False,
+                               "suggestion": _nearest(name, full_opts), "exists_in": None})
         if spec is None:
             # unknown flag: keep it and its value (if it takes one and the next word is not a flag); a refused one
             # is reported by the rule engine-option-refused, not listed as ignored

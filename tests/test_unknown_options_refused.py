@@ -1,0 +1,49 @@
+"""A misspelled option is an error with the nearest spelling for TensorRT-LLM and Megatron too (as for vLLM, SGLang,
+LMDeploy), where optkg's option table is complete for the source it was read from:
+
+- trtllm-serve: every @click.option of `serve` at NVIDIA/TensorRT-LLM commit 00209af1 (catalog/engines/trtllm.yaml
+  all_options); click refuses any other ("No such option").
+- Megatron-LM core_v0.16.1: optkg's argument table is incomplete (a script's extra_args_provider, and
+  --disable-bias-linear of Megatron's own examples, are not in it), so an option outside it stays ignored, with a
+  note naming the table and the nearest argument; it is never called refused.
+"""
+from __future__ import annotations
+
+from conftest import run_cli
+
+TRT = "trtllm-serve Qwen/Qwen3-32B --tp_size 2"
+MEG = ("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8 --micro-batch-size 1 "
+       "--global-batch-size 64 --seq-length 4096")
+
+
+def _check(*argv: str) -> tuple[int, str]:
+    code, out, err = run_cli("check", *argv, "--format", "text", "--no-speed")
+    return code, " ".join((out + err).split())  # unwrapped
+
+
+def test_trtllm_misspelled_option_is_refused_with_the_nearest_spelling():
+    code, text = _check("--cmd", f"{TRT} --tensor_paralel_size 2", "--gpu", "H100", "--count", "2")
+    assert code == 1
+    assert ('trtllm-serve refuses to start (click: "Error: No such option"): --tensor_paralel_size is not an option '
+            "of trtllm commit 00209af1 (trtllm-serve serve; release not pinned); did you mean --tensor_parallel_size?"
+            ) in text
+    assert "ignored (not modelled): --tensor_paralel_size" not in text
+
+
+def test_trtllm_option_it_defines_but_optkg_does_not_model_stays_a_note():
+    code, text = _check("--cmd", f"{TRT} --log_level debug --host 0.0.0.0", "--gpu", "H100", "--count", "2")
+    assert code == 0, text[-400:]
+    assert "trtllm-option-refused" not in text.split("held")[0]
+    assert "ignored (not modelled): --log_level debug --host 0.0.0.0" in text
+
+
+def test_megatron_option_outside_the_table_stays_ignored_with_the_nearest_spelling():
+    # the table is incomplete (Megatron's own examples pass --disable-bias-linear, which it lacks): no refusal
+    code, text = _check("--train", f"{MEG} --sequence-paralel --my-script-flag 3", "--model", "meta-llama/Llama-3.1-8B",
+                        "--gpu", "H100")
+    assert "refuses" not in text and "unrecognized" not in text
+    assert ("note: --sequence-paralel: not in optkg's table of Megatron-LM core_v0.16.1's arguments (incomplete, so "
+            "not known to be refused); did you mean --sequence-parallel?") in text
+    assert ("note: --my-script-flag: not in optkg's table of Megatron-LM core_v0.16.1's arguments (incomplete, so "
+            "not known to be refused)") in text
+    assert "not modelled (ignored): --my-script-flag, --sequence-paralel" in text
