@@ -107,6 +107,18 @@ def test_kv_numbers_of_one_combination(capsys):
     assert c["kv_replication"] == 1.0 and c["findings"] == [] and c["gpus_needed"] == 8
 
 
+def test_sweep_kv_tokens_per_gpu_is_checks_figure(capsys):
+    # Qwen3-32B TP 2 on two H100s, vLLM 0.34.0: check's "KV tokens per GPU" is 354,496 (22,156 blocks of 16);
+    # the sweep column shows the same figure, not kv_tokens_total / (tp x pp) = 177,248
+    code, out, err = run(["check", "--vllm", "vllm serve Qwen/Qwen3-32B -tp 2", "--gpu", "H100", "--count", "2",
+                          "--no-speed"], capsys)
+    assert "KV tokens per GPU" in out and "354,496" in out and code == 0
+    code, out, err = run(["sweep", "--vllm", "vllm serve Qwen/Qwen3-32B", "--tp", "2", "--gpu", "H100", "--count", "2",
+                          "--no-speed"], capsys)
+    row = next(line.split() for line in out.splitlines() if line.startswith("1 "))
+    assert "KV tok/GPU" in out and row[:4] == ["1", "2", "2", "354,496"] and "177,248" not in out
+
+
 def test_replication_ranks_below_its_dcp_fix(capsys):
     # Same budget per GPU: tp 8 dcp 1 keeps each KV head on 2 GPUs, so its distinct tokens per GPU are
     # half of tp 8 dcp 2's (892,400 / 8 = 111,550 vs 223,100) and it carries the replication warning.

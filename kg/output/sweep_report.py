@@ -22,7 +22,7 @@ def _speed_cells(c: dict[str, Any]) -> list[str]:
 
 
 def render_text(d: dict[str, Any]) -> str:
-    """A table (tabulate), best first: the axes the sweep varies, GPUs, distinct KV tokens per GPU, the speed
+    """A table (tabulate), best first: the axes the sweep varies, GPUs, KV tokens per GPU (check's figure), the speed
     (TTFT, ITL, output tokens/s per GPU and per request, SLO met; ``*`` the Pareto front), the verdict."""
     from tabulate import tabulate
     b = d["base"]
@@ -49,7 +49,7 @@ def render_text(d: dict[str, Any]) -> str:
         verdict = "ok" if c["valid"] and c["fits"] else ("invalid" if not c["valid"] else "no fit")
         row = [c["rank"], *(fmt_num(c.get(k), SWEEP) if not isinstance(c.get(k), bool)
                              else ("on" if c[k] else "off") for k in shown),
-               c["gpus_needed"], fmt_num(c["unique_kv_tokens_per_gpu"], SWEEP)]
+               c["gpus_needed"], fmt_num(c["kv_tokens_per_gpu"], SWEEP)]  # check's "KV tokens per GPU"
         if w:
             row += _speed_cells(c)
         others = ", ".join(f["rule_id"] for f in c["findings"]) or "-"
@@ -68,6 +68,9 @@ def render_text(d: dict[str, Any]) -> str:
         out.append(f"does not fit: {r}")
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
+    if len(d["combinations"]) > 1:  # the column is check's figure; a copy of a replicated KV head is no new token
+        out.append("rank: KV tok/GPU is check's 'KV tokens per GPU'; rows rank by distinct tokens per GPU\n"
+                   "      (KV tokens, scheduler-wide / GPUs: unique_kv_tokens_per_gpu in --format json)")
     best = s["best"]
     desc = " ".join(f"{AXIS_HEADS.get(k, k)} {('on' if v else 'off') if isinstance(v, bool) else v}"
                     for k, v in (best or {}).items())
