@@ -153,3 +153,17 @@ def test_markdown_names_framework_and_gpus(cli):
                        "--gpu", "A100-40GB", "--format", "markdown")
     assert "Model `meta-llama/Meta-Llama-3.1-70B`, framework `megatron`, GPUs: 512 x A100-40GB" in out, out
     assert "engine `-`" not in out and "hardware `-`" not in out
+
+
+def test_torchtitan_default_global_batch_is_local_times_dp(cli, tmp_path):
+    # torchtitan's global_batch_size defaults to -1 = local_batch_size x DP, one accumulation step (0.3.0
+    # config/configs.py:43-47, trainer.py:415-431; 0.2.1 job_config.py:248-251, train.py:193-197).
+    # llama3 70B, TP 8 on 64 GPUs: dp_shard -1 = 64 / 8 = 8; global 8 x 1 x 8 = 64 sequences x 8,192 = 524,288 tokens
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "70B"\n[training]\nlocal_batch_size = 8\nseq_len = 8192\n'
+                    '[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
+                    '[activation_checkpoint]\nmode = "full"\n')
+    code, out, err = cli("check", str(toml), "--gpu", "H100", "--count", "64")
+    assert "micro 8 x grad-accum 1 x DP 8 = global 64 sequences; 524,288 tokens per step" in out
+    assert "global ? sequences" not in out and "neither global_batch_size" not in out
+    assert "step time" in out  # the speed estimate is evaluable

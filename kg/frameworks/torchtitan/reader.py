@@ -92,6 +92,13 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
     put("micro_batch_size", tr.get("local_batch_size", tr.get("batch_size")), "training.local_batch_size")
     put("global_batch_size", tr.get("global_batch_size") if tr.get("global_batch_size", -1) != -1 else None,
         "training.global_batch_size")
+    if tr.get("global_batch_size", -1) == -1:
+        # torchtitan's default global_batch_size -1 means local_batch_size x data-parallel degree (dp_replicate x
+        # dp_shard), one gradient-accumulation step (0.3.0 config/configs.py:43-47, trainer.py:415-431; 0.2.1
+        # config/job_config.py:248-251, train.py:193-197): local 8 at DP 8 is a global batch of 64 sequences
+        job.set("gradient_accumulation_steps", 1, at("training.global_batch_size"))
+        job.notes.append("global_batch_size not given: torchtitan uses local_batch_size x data-parallel degree "
+                         "(gradient accumulation 1; torchtitan 0.3.0 trainer.py:415-419)")
     put("seq_length", tr.get("seq_len"), "training.seq_len")
     comp = d.get("compile") or {}
     if isinstance(comp, dict) and comp.get("enable") is not None:
