@@ -138,8 +138,9 @@ def valid_tp_sizes(model: ModelFacts) -> list[int]:
     The intersection of: divisors of num_attention_heads (vLLM ``ModelConfig.verify_with_parallel_config``);
     for GQA/MHA, sizes that divide or are a multiple of num_key_value_heads (``QKVParallelLinear``, the
     kv-heads-not-divisible-by-tp rule); for a dense model, divisors of intermediate_size (the MLP's
-    ``MergedColumnParallelLinear`` / ``RowParallelLinear`` call ``divide(intermediate_size, tp_size)``,
-    vllm/model_executor/layers/linear.py). MoE expert splits have their own rules (quantization.yaml).
+    ``MergedColumnParallelLinear`` / ``RowParallelLinear`` call ``divide(intermediate_size, tp_size)``, which
+    asserts: vllm 0.34.0 model_executor/layers/linear.py:505, :1741, distributed/utils.py:143-147). MoE expert
+    splits have their own rules (quantization.yaml).
     Qwen2-7B: heads 28 -> {1, 2, 4, 7, 14, 28}; 4 KV heads drop 7 and 14; 18944 = 2^9 x 37 drops 28 -> [1, 2, 4].
     """
     valid = divisors(model.num_attention_heads)
