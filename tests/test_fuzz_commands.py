@@ -366,7 +366,7 @@ def problems(arena: Arena, argv: list[str], refuse: bool, code, out: str, err: s
         found.append(f"internal: exit {code}: {err.strip()[-300:]}")
     elif code == 2 and err.strip():
         lines = [ln for ln in err.rstrip("\n").split("\n") if not ln.startswith(("usage:", " "))
-                 and not re.match(r"optkg( [a-z]+)?: note: ", ln)]  # notes said before the error stay apart
+                 and not re.match(r"optkg( [a-z]+)?: (note|warning): ", ln)]  # said before the error, apart
         if lines == [] and out.strip():  # validate / place / check --fail-on: exit 2 is "problems found", a report
             pass
         elif len(lines) != 1 or not lines[0].startswith("optkg: error: "):

@@ -246,3 +246,11 @@ def test_an_unknown_speculative_method_is_an_error(method, code, needle):
                                 Q, "--gpu", "H200", "--tp", "8", "--speculative-config", spec)[::2], needle)
     else:
         assert got[0] in (0, 1) and "speculative method" not in got[2], got[2]
+
+
+@pytest.mark.parametrize("version", ["", "1.2.3.4.5.6"])
+def test_matrix_refuses_an_engine_version_that_is_no_release(version):
+    """Found by make fuzz (the #26 class): ``matrix --engine-version ''`` printed the matrix with exit 0, as if
+    no release had been given."""
+    one_line_error(*run_cli("matrix", "--engine", "vllm", "--engine-version", version)[::2],
+                   "--engine-version: expected an engine version number such as 0.11.0")

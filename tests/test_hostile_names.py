@@ -159,3 +159,15 @@ def test_validate_changed_since_refuses_a_git_option(tmp_path):
         assert code == 2, (ref, out)
         assert err.startswith(f"optkg: error: --changed-since: {ref!r} is not a git revision"), err
         assert err.count("\n") == 1 and "catalog OK" not in out
+
+
+def test_docs_refuses_a_symlinked_output_folder(tmp_path):
+    """Found by make fuzz (the class of hostile_inputs_turn3.md #5): ``docs -o LINK`` wrote rules.md,
+    techniques.md, ... into the folder the link points to."""
+    from conftest import run_cli
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "L").symlink_to(victim)
+    code, out, err = run_cli("docs", "-o", str(tmp_path / "L"))
+    assert code == 2 and "is a symbolic link to" in err and err.count("\n") == 1, err
+    assert list(victim.iterdir()) == []

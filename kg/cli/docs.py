@@ -25,6 +25,11 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.catalog) if args.catalog else default_catalog_root()
     rules = args.rules or rules_dir_for(root) or paths.rules_dir()
     out_dir = args.output_dir or (root.resolve().parent / "docs")
+    if Path(out_dir).is_symlink():  # found by make fuzz: docs -o LINK wrote into the folder behind it (cf. #5)
+        import os
+        from kg.core.errors import OptkgError
+        raise OptkgError(f"-o {one_line(str(out_dir))}: is a symbolic link to {one_line(os.path.realpath(out_dir))}; "
+                         "refusing to write through it (give the target folder itself)")
     results = write_docs(root, Path(rules), out_dir, check=args.check, force=args.force)
     stale = False
     for path, status in results:

@@ -25,6 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.output.report import to_json
     from kg.engine.rules import load_ruleset
 
+    if args.engine_version is not None:  # '' or 1.2.3.4.5.6 is no release (issue 26 #26): never read as "none"
+        from kg.inputs.stack import check_engine_version
+        args.engine_version = check_engine_version(args.engine_version, "--engine-version")
     catalog = load_clean_catalog(args)
     rules = load_ruleset("check", args.rules)
     m = compatibility_matrix(catalog, rules, engine=args.engine.lower() if args.engine else None,
