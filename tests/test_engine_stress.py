@@ -123,8 +123,17 @@ def _generator(catalog, seed=20240611):
                             ("max_num_batched_tokens", [256, 2048, 8192]), ("speculative_method", ["eagle", "mtp", "ngram"]),
                             ("kv_connector", ["LMCacheConnectorV1", "NixlConnector"]), ("kv_budget_gib", [20.0, 46.8])):
             if rng.random() < 0.35:
-                set_setting(st, key, rng.choice(values), "gen", catalog)
+                value = rng.choice(values)
+                # a KV budget above the GPU's memory is an input error now (exit 2), not a stack to check
+                if key == "kv_budget_gib" and st.hardware and value > _visible_gib(st.hardware):
+                    continue
+                set_setting(st, key, value, "gen", catalog)
         yield st
+
+
+def _visible_gib(hw) -> float:
+    """The memory a GPU shows the engine (memory_visible_mib where the entry has it, else memory_gib)."""
+    return float(hw["memory_visible_mib"]) / 1024 if hw.get("memory_visible_mib") else float(hw.get("memory_gib") or 0)
 
 
 def _fixture_inputs(catalog, check_rules):
