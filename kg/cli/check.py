@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from kg.cli.check_training import run_training, wants_training
     if wants_training(args):
         return run_training(args, catalog)
+    if getattr(args, "framework_version", None):  # a training flag on a serving stack would be silently ignored
+        raise OptkgError("--framework-version is the training framework's release (--train or a training stack); "
+                         "for a serving engine give --engine-version")
     rules = kg.load_rules("check", args.rules)
     from kg.speed.workload import workload_from_args
     workload = None if args.no_speed else workload_from_args(args)

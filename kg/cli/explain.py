@@ -90,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
     if any(getattr(args, k, None) is not None for k in ("stack", "cmd", "vllm", "sglang", "config")):
         from kg.cli.common import stack_from_args
         stack = stack_from_args(args, cat)
+    else:  # a stack option without a stack would be silently ignored: say so instead
+        given = [f"--{k.replace('_', '-')}" for k in ("gpu", "count", "engine_version", "kv_budget_gib", "max_model_len",
+                                                      "request_len", "isl", "osl") if getattr(args, k, None) is not None]
+        if given:
+            verb = "describes" if len(given) == 1 else "describe"
+            raise OptkgError(f"{', '.join(given)} {verb} a stack: give it with --stack FILE, --vllm or --sglang "
+                             "(explain alone reads the catalog's couplings, which do not depend on them)")
     if args.b:
         b = node_for(g, cat, args.b)
         if b == a:
