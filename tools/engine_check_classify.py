@@ -60,8 +60,15 @@ SUBCONFIGS = {"parallel_config", "model_config", "cache_config", "scheduler_conf
               "quant_config", "multimodal_config", "profiler_config", "ec_transfer_config", "eplb_config"}
 # optional sub-configs: a check inside one runs only when the user gave it; the expression that says so
 PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)", "lora_config": "(enable_lora == True)",
-            # LMDeploy builds one engine config, by --backend (optkg has no backend fact yet: rows not evaluable)
-            "turbomind_engine_config": "(backend == 'turbomind')", "pytorch_engine_config": "(backend == 'pytorch')"}
+            # LMDeploy builds one engine config: TurboMind unless --backend pytorch, and the PyTorch engine when
+            # TurboMind does not support the architecture (lmdeploy 0.18.0 cli/serve.py:233-240 api_server,
+            # archs.py:31-42 autoget_backend; catalog/support/lmdeploy-turbomind-archs.yaml)
+            "turbomind_engine_config": "((lmdeploy_backend != 'pytorch') and turbomind_supports_arch)",
+            "pytorch_engine_config": "((lmdeploy_backend == 'pytorch') or not (turbomind_supports_arch))"}
+# facts a PRESENCE expression reads besides the flag table's: a stack carries them (kg.knowledge.support), and the
+# engine's default of the flag ones (--backend default turbomind, lmdeploy 0.18.0 cli/utils.py:397)
+PRESENCE_FACTS = {"turbomind_supports_arch"}
+PRESENCE_DEFAULTS = {"lmdeploy_backend": "turbomind"}
 OPTIONAL = {"speculative_config", "lora_config", "kv_transfer_config", "ec_transfer_config", "pooler_config",
             "multimodal_config", "kv_events_config", "profiler_config", "weight_transfer_config", "offload_config",
             "engram_config", "watermark_config", "reasoning_config", "speech_to_text_config", "diffusion_config",
@@ -81,6 +88,7 @@ def _load(path: Path) -> Any:
 
 
 FLAG_TECHNIQUES: dict[str, str] = {}  # boolean fact -> the technique its flag adds (filled by field_map)
+VALUE_MAPS: dict[str, dict[str, str]] = {}  # fact -> {engine value: optkg value} of its flag (filled by field_map)
 
 
 def field_map(engine: str) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -97,6 +105,8 @@ def field_map(engine: str) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
                 flat.setdefault(str(n)[2:].replace("-", "_"), str(spec["set"]))
         if spec.get("type") == "flag" and spec.get("technique"):
             FLAG_TECHNIQUES.setdefault(str(spec["set"]), str(spec["technique"]))
+        if isinstance(spec.get("value_map"), dict):
+            VALUE_MAPS.setdefault(str(spec["set"]), {str(k).lower(): str(v) for k, v in spec["value_map"].items()})
         if spec.get("type") == "json" and isinstance(spec.get("fields"), dict):
             sub[str(spec["set"])] = {str(k): str(v) for k, v in spec["fields"].items()}
     return flat, sub
@@ -224,7 +234,10 @@ class Translator:
                 return sub_json[fld]
             if fld in self.flat and (path == "" or path not in self.sub):
                 fact = self.flat[fld]
-                self.reads[fact] = self.defaults.get(fld, NO_DEFAULT)
+                dflt = self.defaults.get(fld, NO_DEFAULT)
+                if fact in VALUE_MAPS and dflt is not NO_DEFAULT:  # the engine's value as optkg names it
+                    dflt = VALUE_MAPS[fact].get(str(dflt).lower(), NO_DEFAULT)
+                self.reads[fact] = dflt
                 return fact
         self.unmapped.append(".".join(rest))
         raise Untranslatable(".".join(rest))
@@ -243,7 +256,14 @@ class Translator:
             return f"-{self.tr(n.operand)}"
         if isinstance(n, ast.Compare):
             parts = [self.tr(n.left)]
+            mapped = VALUE_MAPS.get(parts[0])  # a fact whose flag maps the engine's values onto optkg's names
             for op, right in zip(n.ops, n.comparators):
+                if mapped is not None:
+                    if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                        raise Untranslatable(f"orders {parts[0]}, whose values optkg names ({_short(n)})")
+                    parts += [{ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in"}[type(op)],
+                              self.mapped(right, mapped)]
+                    continue
                 sym = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
                        ast.In: "in", ast.NotIn: "not in"}.get(type(op))
                 if isinstance(op, (ast.Is, ast.IsNot)):
@@ -267,6 +287,22 @@ class Translator:
             return self.name(n)
         raise Untranslatable(_short(n))
 
+    def mapped(self, n: ast.AST, vmap: dict[str, str]) -> str:
+        """A constant, an enum member (``QuantPolicy.FP8``: ENUMS) or a tuple of them compared with a fact whose flag
+        maps the engine's values onto optkg's names (VALUE_MAPS), as optkg names it."""
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+            return "(" + ", ".join(self.mapped(e, vmap) for e in n.elts) + ("," if len(n.elts) == 1 else "") + ")"
+        ch = _chain(n)
+        if ch and ".".join(ch) in ENUMS:
+            value: Any = ENUMS[".".join(ch)]
+        elif isinstance(n, ast.Constant) and isinstance(n.value, (int, str)):
+            value = n.value
+        else:
+            raise Untranslatable(_short(n))
+        if str(value).lower() not in vmap:
+            raise Untranslatable(f"{_short(n)} has no optkg name")
+        return repr(vmap[str(value).lower()])
+
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -280,6 +316,34 @@ def _short(n: ast.AST) -> str:
 
 
 MUTATED: set[str] = set()  # config fields engine code assigns somewhere in the scanned files (mutated_fields)
+ENUMS: dict[str, Any] = {}  # "Enum.MEMBER" -> literal value of every enum class of the scanned files (enum_members)
+
+
+def enum_members(sources: dict[str, list[str]]) -> dict[str, Any]:
+    """{"Class.MEMBER": value} of every class of the scanned files that derives from an ``enum`` base
+    (``class QuantPolicy(enum.IntEnum): FP8 = 16``), for members with a literal value."""
+    out: dict[str, Any] = {}
+    for text in sources.values():
+        try:
+            tree = ast.parse("\n".join(text))
+        except SyntaxError:
+            continue
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            if not any("Enum" in _short(b) for b in cls.bases):
+                continue
+            for st in cls.body:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                    ok, val = _literal(st.value)
+                    if ok:
+                        out[f"{cls.name}.{st.targets[0].id}"] = val
+    return out
+
+
+def _literal(n: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(n)
+    except (ValueError, SyntaxError, TypeError):
+        return False, None
 
 
 def mutated_fields(sources: dict[str, list[str]]) -> set[str]:
@@ -291,8 +355,11 @@ def mutated_fields(sources: dict[str, list[str]]) -> set[str]:
     rx = re.compile(r"\.(\w+)\s*(?:=[^=]|\+=|-=|\*=)|setattr\(\s*\w+\s*,\s*[\"'](\w+)[\"']"
                     r"|[\"'](\w+)[\"']\s*:\s*[^\s,}]|\[[\"'](\w+)[\"']\]\s*=[^=]")
     kw = re.compile(r"\b(\w+)\s*=[^=]")
+    enums = {k.split(".")[0] for k in enum_members(sources)}
     for lines in sources.values():
         for ln in lines:
+            if _enum_conversion(ln, enums):
+                continue
             for m in rx.finditer(ln):
                 out.add(next(g for g in m.groups() if g))
             if "declare_resolution(" in ln:
@@ -300,9 +367,22 @@ def mutated_fields(sources: dict[str, list[str]]) -> set[str]:
     return out
 
 
+_CONVERSION = re.compile(r"\.(\w+)\s*=\s*(\w+)\(\s*\w+\.(\w+)\s*\)\s*$")
+
+
+def _enum_conversion(line: str, enums: set[str]) -> bool:
+    """``x.f = Enum(x.f)``: the same value as a member of one of the scanned files' enums (LMDeploy's
+    ``self.quant_policy = QuantPolicy(self.quant_policy)``), not a new value; a value outside the enum raises."""
+    m = _CONVERSION.search(line)
+    return bool(m) and m.group(2) in enums and m.group(1) == m.group(3)
+
+
 def assigned_before(fn_src: str, site_line: int, fields: set[str]) -> set[str]:
-    """Fields the function assigns (``x.f = ...``) before ``site_line``: the engine changed them before its check."""
-    return {f for f in fields if re.search(rf"\.{re.escape(f)}\s*(=[^=]|\+=|-=)", fn_src)}
+    """Fields the function assigns (``x.f = ...``) before ``site_line``: the engine changed them before its check
+    (converting one to a member of an enum of the scanned files keeps its value)."""
+    enums = {k.split(".")[0] for k in ENUMS}
+    src = "\n".join(ln for ln in fn_src.splitlines() if not _enum_conversion(ln, enums))
+    return {f for f in fields if re.search(rf"\.{re.escape(f)}\s*(=[^=]|\+=|-=)", src)}
 
 
 def translate(site: Any, tr: Translator) -> str:
@@ -408,6 +488,11 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
         if f in fields_:
             by_fact.setdefault(fact, set()).add(f)
     flat = {f: fact for f, fact in flat.items() if len(by_fact.get(fact, ())) <= 1}  # two fields, one fact: ambiguous
+    # the engine's command line -> config fields (and their command-line defaults) its generator read from the wheel
+    flat.update(generated.get("fields") or {})
+    defaults.update(generated.get("defaults") or {})
+    ENUMS.clear()
+    ENUMS.update(enum_members(sources))
     rows = []
     for s in sites:
         row: dict[str, Any] = {"id": s.id, "path": s.path, "line": s.line, "function": s.function, "kind": s.kind,
@@ -446,6 +531,8 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
     if gen is not None:
         used = {r["expr"] for r in rows if r["class"] == "table"}
         GENERATED.update({"inputs": engine, "lets": _lets_used(used, gen[1])})
+    if generated:
+        generated["used_facts"] = {n for r in rows if r["class"] == "table" and r.get("expr") for n in _names(r["expr"])}
     return rows
 
 
@@ -502,7 +589,8 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
             raise Untranslatable("reached through a loop, an except handler or after an early return")
         expr = translate(s, tr)
         from kg.engine.expr import names_in
-        known = set(flat.values()) | {v for m in sub.values() for v in m.values()} | model | {"techniques"}
+        known = set(flat.values()) | {v for m in sub.values() for v in m.values()} | model | {"techniques"} \
+            | PRESENCE_FACTS
         unknown = sorted(names_in(expr) - known)
         if unknown:  # a presence guard over a fact no stack of this engine carries (LMDeploy --backend)
             tr.unmapped += unknown
@@ -515,6 +603,9 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
         expr, why = None, str(e)
     if expr is not None and not uk:
         dflt = {k: v for k, v in sorted(tr.reads.items()) if v is not NO_DEFAULT}
+        from kg.engine.expr import names_in
+        dflt.update({k: v for k, v in PRESENCE_DEFAULTS.items() if k in names_in(expr)})
+        dflt = dict(sorted(dflt.items()))
         techs = {k: FLAG_TECHNIQUES[k] for k in sorted(tr.reads) if k in FLAG_TECHNIQUES}
         return {"class": "table", "expr": expr, **({"defaults": dflt} if dflt else {}),
                 **({"set_by_technique": techs} if techs else {})}

@@ -54,8 +54,10 @@ SCOPES: dict[str, tuple[str, list[str]]] = {
 WHEEL_DIRS = [Path("/work/wheels")]
 # engine -> module under tools/ whose ``generate_release(wheel)`` walks the engine's startup code symbolically
 # (tools/checkgen.py) and returns generated check rows by (path, line) (see classify_all); ``write_tables(release,
-# result)`` writes what else the rows need (the option -> fact table the launch reader uses)
-GENERATORS = {"vllm": "vllm_generated_checks"}
+# result)`` writes what else the rows need (the option -> fact table the launch reader uses), after classify_all, which
+# records the facts the table rows read in ``result["used_facts"]``. LMDeploy's generator returns no rows but the
+# ``fields`` / ``defaults`` its command line gives each engine-config field (tools/lmdeploy_generated_checks.py)
+GENERATORS = {"vllm": "vllm_generated_checks", "lmdeploy": "lmdeploy_generated_checks"}
 MAX_TEXT = 240
 
 
@@ -384,8 +386,9 @@ def main(argv: list[str]) -> int:
         import importlib
         gen = importlib.import_module(GENERATORS[a.engine])
         generated = gen.generate_release(wheel)
-        gen.write_tables(a.release, generated)
     rows = classify_all(a.engine, a.release, sites, sources, generated, wheel=wheel)
+    if generated is not None:
+        gen.write_tables(a.release, generated)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))
