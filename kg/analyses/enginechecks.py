@@ -143,21 +143,11 @@ def sites_dir() -> Path:
     return paths.catalog_dir() / "engines" / "checks" / "sites"
 
 
-_SITES: dict[str, tuple[float, dict[str, Any]]] = {}
+_SITES: dict[str, tuple[int, dict[str, Any]]] = {}
 
 
-def load_sites(path: Path) -> dict[str, Any]:
-    """One generated sites file (engine, release, package, scanned, counts, sites), read once per process and mtime.
-    A file without engine / release / sites is an OptkgError naming it."""
+def _read_sites(path: Path) -> dict[str, Any]:
     from kg.core.yamlio import load_yaml
-    path = Path(path)
-    try:
-        mtime = path.stat().st_mtime
-    except OSError as e:
-        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
-    got = _SITES.get(str(path))
-    if got and got[0] == mtime:
-        return got[1]
     d = load_yaml(path).data
     if not isinstance(d, dict) or not d.get("engine") or not d.get("release") or not isinstance(d.get("sites"), list):
         raise OptkgError(f"{path}:1: a sites file needs engine:, release: and a sites: list")
@@ -165,6 +155,23 @@ def load_sites(path: Path) -> dict[str, Any]:
         if not isinstance(s, dict) or s.get("class") not in CLASSES or not s.get("id"):
             raise OptkgError(f"{path}: sites[{i}] needs an id and a class ({', '.join(CLASSES)})")
     d["release"] = str(d["release"])
+    return d
+
+
+def load_sites(path: Path) -> dict[str, Any]:
+    """One generated sites file (engine, release, package, scanned, counts, sites), parsed once per content (the
+    content-keyed cache, kg.core.cache.built_from: the four shipped files are 1.5 MB of YAML) and kept per process
+    by mtime. A file without engine / release / sites is an OptkgError naming it."""
+    path = Path(path)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError as e:
+        raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
+    got = _SITES.get(str(path))
+    if got and got[0] == mtime:
+        return got[1]
+    from kg.core import cache
+    d = cache.built_from("engine-sites", [path], lambda: _read_sites(path))
     _SITES[str(path)] = (mtime, d)
     return d
 
@@ -175,8 +182,6 @@ _ALL_SITES: dict[str, tuple[tuple, list[dict[str, Any]]]] = {}
 def all_sites(folder: Path | None = None) -> list[dict[str, Any]]:
     """Every sites file of ``folder`` (default catalog/engines/checks/sites), engine then release order; listed
     and sorted again only when a file's name, size or mtime changes (every checked stack asks)."""
-    from packaging.version import Version
-
     from kg.core.paths import yaml_files_stamp
     folder = Path(folder) if folder else sites_dir()
     if not folder.is_dir():
@@ -184,10 +189,32 @@ def all_sites(folder: Path | None = None) -> list[dict[str, Any]]:
     names, stamp = yaml_files_stamp(folder)
     hit = _ALL_SITES.get(str(folder))
     if hit is None or hit[0] != stamp:
-        files = [load_sites(Path(f)) for f in names]
-        hit = (stamp, sorted(files, key=lambda d: (d["engine"], Version(d["release"]))))
+        files = {f: load_sites(Path(f)) for f in names}
+        hit = (stamp, [files[f] for _, _, f in _release_files(folder)])
         _ALL_SITES[str(folder)] = hit
     return list(hit[1])
+
+
+_INDEX: dict[str, tuple[tuple, list[list[str]]]] = {}
+
+
+def _release_files(folder: Path) -> list[list[str]]:
+    """[engine, release, path] of every sites file of ``folder``, engine then release order: from the content-keyed
+    cache, so a stack's check reads only its own release's file, not all of them."""
+    from kg.core.paths import yaml_files_stamp
+    names, stamp = yaml_files_stamp(folder)
+    hit = _INDEX.get(str(folder))
+    if hit is None or hit[0] != stamp:
+        from packaging.version import Version
+
+        from kg.core import cache
+
+        def build() -> list[list[str]]:
+            out = [[d["engine"], d["release"], f] for f, d in ((f, load_sites(Path(f))) for f in names)]
+            return sorted(out, key=lambda r: (r[0], Version(r[1])))
+        hit = (stamp, cache.built_from("engine-sites-index", [Path(f) for f in names], build))
+        _INDEX[str(folder)] = hit
+    return hit[1]
 
 
 def site_counts(d: dict[str, Any]) -> dict[str, Any]:
@@ -200,22 +227,107 @@ def site_counts(d: dict[str, Any]) -> dict[str, Any]:
             "percent": round(100.0 * cov / knowable, 1) if knowable else 0.0}
 
 
-def sites_release_for(engine: str | None, version: str | None, folder: Path | None = None) -> dict[str, Any] | None:
-    """The sites file a stack of ``engine`` at ``version`` is checked against: that release's, or the newest scanned
-    one when no version is given or the version is newer than every scanned release; None otherwise."""
-    from packaging.version import InvalidVersion, Version
-    mine = [d for d in all_sites(folder) if d["engine"] == engine]
+def _release_path(engine: str | None, version: str | None, folder: Path | None = None) -> str | None:
+    """The sites file a stack of ``engine`` at ``version`` is checked against (see ``sites_release_for``)."""
+    folder = Path(folder) if folder else sites_dir()
+    if not folder.is_dir():
+        return None
+    mine = [r for r in _release_files(folder) if r[0] == engine]
     if not mine:
         return None
     if not version:
-        return mine[-1]
-    for d in mine:
-        if d["release"] == str(version):
-            return d
+        return mine[-1][2]
+    for r in mine:
+        if r[1] == str(version):
+            return r[2]
+    from packaging.version import InvalidVersion, Version
     try:
-        return mine[-1] if Version(str(version)) > Version(mine[-1]["release"]) else None
+        return mine[-1][2] if Version(str(version)) > Version(mine[-1][1]) else None
     except InvalidVersion:
         return None
+
+
+def sites_release_for(engine: str | None, version: str | None, folder: Path | None = None) -> dict[str, Any] | None:
+    """The sites file a stack of ``engine`` at ``version`` is checked against: that release's, or the newest scanned
+    one when no version is given or the version is newer than every scanned release; None otherwise."""
+    path = _release_path(engine, version, folder)
+    return load_sites(Path(path)) if path else None
+
+
+_READS = {"true", "True", "false", "False"}  # constants, not facts (kg.engine.expr._eval)
+
+
+def _always_read(node: Any) -> set[str]:
+    """The fact names evaluating ``node`` reads whatever the values (kg.engine.expr._eval: ``and`` / ``or`` read
+    their first operand, a comparison its first two, ``a if c else b`` its test; arithmetic, containers and a
+    call's arguments all of theirs). A row missing one of them raises MissingFact before it decides anything."""
+    import ast
+    if isinstance(node, ast.Expression):
+        return _always_read(node.body)
+    if isinstance(node, ast.Name):
+        return set() if node.id in _READS else {node.id}
+    if isinstance(node, ast.BoolOp):
+        return _always_read(node.values[0])
+    if isinstance(node, ast.Compare):
+        return _always_read(node.left) | _always_read(node.comparators[0])
+    if isinstance(node, ast.IfExp):
+        return _always_read(node.test)
+    if isinstance(node, ast.BinOp):
+        return _always_read(node.left) | _always_read(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _always_read(node.operand)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return set().union(*(_always_read(x) for x in node.elts))
+    if isinstance(node, ast.Call):
+        return set().union(*(_always_read(x) for x in node.args))
+    return set()
+
+
+def _needs(expr: str, lets: set[str]) -> list[list[str]]:
+    """[inputs, lets] ``expr`` always reads (``_always_read``), sorted; [[], []] when it does not parse (evaluating
+    it then says why)."""
+    import ast
+    try:
+        names = _always_read(ast.parse(expr.strip(), mode="eval"))
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        names = set()
+    return [sorted(names - lets), sorted(names & lets)]
+
+
+def _build_rows(path: Path) -> dict[str, Any]:
+    d = load_sites(path)
+    lets = [(str(x["name"]), str(x["expr"])) for x in d.get("lets") or []]
+    let_names = {n for n, _ in lets}
+    rows = []
+    for s in d["sites"]:
+        if s["class"] != "table" or not s.get("expr"):
+            continue
+        r = {k: s[k] for k in ("id", "path", "line", "message", "expr", "defaults", "set_by_technique") if k in s}
+        r["needs"], r["needs_lets"] = _needs(str(s["expr"]), let_names)
+        r["lets"] = [n for n, _ in _lets_read(str(s["expr"]), lets)]
+        rows.append(r)
+    return {"release": d["release"], "inputs": d.get("inputs"), "rows": rows,
+            "lets": [[n, e, *_needs(e, let_names)] for n, e in lets]}
+
+
+_ROWS: dict[str, tuple[int, dict[str, Any]]] = {}
+
+
+def check_rows(path: Path | str) -> dict[str, Any]:
+    """The generated check rows (class ``table`` with an ``expr``) of sites file ``path``, as ``generated_refusals``
+    evaluates them: {release, inputs, lets: [[name, expr, inputs read, lets read]], rows: [site fields + needs
+    (the inputs the row always reads), needs_lets (the lets it always reads), lets (every let it reads, in
+    definition order)]}. Built once per file content (kg.core.cache.built_from), kept per process by mtime: a
+    one-shot ``check`` neither parses the sites YAML nor walks 400 expressions for the names they read."""
+    path = Path(path)
+    mtime = path.stat().st_mtime_ns
+    got = _ROWS.get(str(path))
+    if got and got[0] == mtime:
+        return got[1]
+    from kg.core import cache
+    t = cache.built_from("engine-check-rows", [path], lambda: _build_rows(path))
+    _ROWS[str(path)] = (mtime, t)
+    return t
 
 
 class _LetFacts(dict):
@@ -259,7 +371,7 @@ def _input_rows(d: dict[str, Any], stack: Any) -> tuple[dict[str, Any] | None, d
     if base is None:
         return None, {}
     fns = row_functions(d)
-    lets = {str(x["name"]): str(x["expr"]) for x in d.get("lets") or []}
+    lets = {str(x[0]): str(x[1]) for x in d.get("lets") or []}
     return _LetFacts(base, lets, fns), fns
 
 
@@ -283,24 +395,29 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     ``lets`` and the engine's ``check_functions``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS, NONE
-    d = sites_release_for(engine, version, folder)
-    if d is None:
+    path = _release_path(engine, version, folder)
+    if path is None:
         return {}
+    d = check_rows(path)  # the rows, the names each always reads and the lets it needs: cached by content
     from kg.inputs.launch.engineinputs import release_inputs
     inputs = set(release_inputs(str(engine), d["release"])) if engine else set()
     given = _given_names(stack, ns)
     defaulted_techs = set(((getattr(stack, "defaulted", None) or {}).get("techniques")) or []) if stack else set()
     techniques = set(ns.get("techniques") or ())
-    rows = [s for s in d["sites"] if s["class"] == "table" and s.get("expr")]
-    lets = [(x["name"], x["expr"]) for x in d.get("lets") or []]  # named long values, evaluated before a row
+    rows = d["rows"]
+    lets = {x[0]: x for x in d["lets"]}  # named long values, evaluated before a row
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
     for s in rows:
+        # a row (or let) missing a name it always reads raises MissingFact whatever the other values: such a row
+        # is not evaluable, so it is counted as such without being compiled and run
         if own is not None:  # rows over the engine's own inputs (one namespace for every row)
             if own[0] is None:
                 continue
             facts, fns = own
+            if not all(n in facts and facts[n] is not None for n in s["needs"]):
+                continue
         else:
             fns = FUNCTIONS
             dflt = s.get("defaults") or {}
@@ -319,11 +436,19 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             for fact, tid in (s.get("set_by_technique") or {}).items():
                 if not given(fact) and tid in techniques and tid not in defaulted_techs:
                     facts[fact] = True
-            for name, expr in _lets_read(s["expr"], lets):
+            if not all(facts.get(n) is not None for n in s["needs"]):
+                continue
+            for name in s["lets"]:
+                _, expr, needs, needs_lets = lets[name]
+                if not all(facts.get(n) is not None for n in needs) \
+                        or not all(facts.get(n) is not None for n in needs_lets):
+                    continue  # it would raise MissingFact; the rows reading it are then not evaluable
                 try:
                     facts[name] = evaluate(expr, facts, FUNCTIONS)
                 except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
                     pass  # the rows reading it are then not evaluable
+        if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
+            continue
         try:
             hit = evaluate(s["expr"], facts, fns)
         except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
