@@ -136,3 +136,29 @@ def test_documented_data_and_expert_parallel_launches_raise_no_generated_row(cmd
         st.engine_version = "0.34.0"
         got = generated_refusals("vllm", "0.34.0", stack_facts(st)[1], stack=st)
         assert [(r["path"], r["line"]) for r in got["engine_check_refusals"]] == [("vllm/config/parallel.py", 584)]
+
+
+def _refused_lines(cmd: str, release: str, catalog) -> list[tuple[str, int]]:
+    import kg
+    from kg.analyses.check import stack_facts
+    st = kg.stack_from_command(cmd, catalog)
+    st.engine_version = release
+    got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)
+    return [(r["path"], r["line"]) for r in got["engine_check_refusals"]]
+
+
+def test_generated_rows_read_the_served_models_config_json(catalog):
+    # vLLM 0.34.0 config/model.py:1602: decode context parallelism on a GQA model (not MLA: use_mla) needs TP above
+    # the model's KV heads (Llama-3.1-8B: 8); DeepSeek-V3 is MLA (model type deepseek_v3 with kv_lora_rank)
+    gqa = ("vllm/config/model.py", 1602)
+    assert gqa in _refused_lines("vllm serve meta-llama/Llama-3.1-8B -tp 4 --decode-context-parallel-size 2",
+                                 "0.34.0", catalog)
+    assert gqa not in _refused_lines("vllm serve meta-llama/Llama-3.1-8B -tp 16 --decode-context-parallel-size 2",
+                                     "0.34.0", catalog)
+    assert gqa not in _refused_lines("vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --decode-context-parallel-size 2",
+                                     "0.34.0", catalog)
+    # model.py:1099 reads config.json's is_encoder_decoder itself (Whisper sets it)
+    assert ("vllm/config/model.py", 1099) in _refused_lines(
+        "vllm serve openai/whisper-large-v3 --enable-prompt-embeds", "0.34.0", catalog)
+    assert ("vllm/config/model.py", 1099) not in _refused_lines(
+        "vllm serve meta-llama/Llama-3.1-8B --enable-prompt-embeds", "0.34.0", catalog)

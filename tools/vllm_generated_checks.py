@@ -56,7 +56,7 @@ def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if name == MODEL_HOOKS or (name.endswith(".py") and any(name.startswith(p) for p in WALKED)):
+            if name in (MODEL_HOOKS, MLA_SOURCE) or (name.endswith(".py") and any(name.startswith(p) for p in WALKED)):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
     return out
 
@@ -98,6 +98,24 @@ class VllmWalker(cg.Walker):
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
 
     model_hook_attrs: set[str] = set()
+    deepseek_mla_types: list[str] = []
+    in_create_model_config = 0
+
+    def get_attr(self, obj: cg.Obj, attr: str, pc: list[str] | None = None) -> Any:
+        # a property of the served model's ModelConfig that optkg reads from the same config.json (model_props)
+        if attr not in obj.env and obj.cls == "ModelConfig" and attr in self.props and served_model_config(self, obj):
+            text = self.props[attr]
+            for env in cg.free_names(text) & set(self.env):
+                self.inputs.add(env)
+                self.input_info.setdefault(env, {"kind": "env", "default": self.env[env]})
+            return cg.Expr(text)
+        return super().get_attr(obj, attr, pc)
+
+    @property
+    def props(self) -> dict[str, str]:
+        if not hasattr(self, "_props"):
+            self._props = model_props(self)
+        return self._props
 
     def expr_stmt(self, node: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -207,7 +225,8 @@ class VllmWalker(cg.Walker):
                 except cg.Untranslatable:
                     got = cg.TAINT
                 given[f] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
-        obj = super().new_dataclass(cls, given, spread, pc, path)
+        served = cls == "ModelConfig" and self.in_create_model_config > 0
+        obj = super().new_dataclass(cls, given, spread, pc, path, env={SERVED: True} if served else None)
         if hit is not None:
             for name, (vfields, mode) in validators(hit[0]).items():
                 if mode == "after" and not vfields:  # @model_validator(mode="after")
@@ -246,6 +265,12 @@ class VllmWalker(cg.Walker):
 
     def invoke(self, func: ast.FunctionDef, path: str, self_obj: cg.Obj | None, args: list, kwargs: dict,
                pc: list[str], cls: str | None = None, static: bool = False) -> Any:
+        if func.name == "create_model_config" and cls == "EngineArgs":
+            self.in_create_model_config += 1
+            try:
+                return super().invoke(func, path, self_obj, args, kwargs, pc, cls)
+            finally:
+                self.in_create_model_config -= 1
         if static:  # a classmethod validator: drop its ``cls`` parameter
             params = [a.arg for a in func.args.posonlyargs + func.args.args]
             if params and params[0] in ("cls", "self"):
@@ -410,13 +435,36 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             return c
         return None
     if name == "get_config":
-        return model_obj()
+        # the served model's config.json (ModelConfig.__post_init__ of the ModelConfig EngineArgs.create_model_config
+        # builds); any other model's (a draft's) is not what optkg loaded
+        return model_obj("hf__") if served_model_config(w, fr.locals.get("self")) else cg.TAINT
     if name == "get_hf_text_config" and node.args:
         try:
             v = w.value(node.args[0], fr, pc)
         except cg.Untranslatable:
             return None
-        return v if isinstance(v, cg.Obj) and v.label == "hf_config" else None
+        return model_obj("hf_text__") if isinstance(v, cg.Obj) and v.label == "hf__" else None
+    if name in ("getattr", "hasattr") and isinstance(node.func, ast.Name) and len(node.args) >= 2:
+        # a config.json key: present -> its value; absent -> not given (the transformers config class may have a
+        # default of its own), so getattr's default is never assumed
+        try:
+            v = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        key = w.const_str(node.args[1], fr, pc)
+        if isinstance(v, cg.Obj) and v.label in ("hf__", "hf_text__") and key is not None:
+            got = v.free(key) if key not in v.env else v.env[key]
+            if not isinstance(got, cg.Expr):
+                raise cg.Untranslatable(f"config.json key {key}")
+            return cg.Expr(f"({got.text} == {got.text})") if name == "hasattr" else got
+        return None
+    if name in MODEL_METHODS and isinstance(node.func, ast.Attribute):
+        try:
+            v = w.value(node.func.value, fr, pc)
+        except cg.Untranslatable:
+            return None
+        if served_model_config(w, v):
+            return cg.Expr(MODEL_METHODS[name])
     return None
 
 
@@ -508,19 +556,85 @@ def _env_shape(b: ast.AST, name: str) -> tuple[Any] | None:
     return None
 
 
-# config.json attributes optkg reads as vLLM does (kg.inputs.modelcfg.ModelFacts of the same meaning)
+# config.json attributes optkg reads as vLLM does (kg.inputs.modelcfg.ModelFacts of the same meaning: the text
+# model's, read from the language section of a multimodal config as vLLM's hf_text_config is)
 MODEL_ATTRS = {"num_attention_heads": "num_attention_heads", "hidden_size": "hidden_size",
                "num_hidden_layers": "num_hidden_layers", "vocab_size": "vocab_size", "model_type": "model_type"}
+# ModelConfig methods of the served model read as optkg's model facts of the same meaning (vllm/config/model.py:
+# get_num_experts -> model_arch_config.num_experts (the config's expert-count aliases, optkg's num_experts);
+# get_total_num_kv_heads -> the KV-head aliases in vLLM's order (optkg's num_key_value_heads);
+# get_total_num_attention_heads -> num_attention_heads)
+MODEL_METHODS = {"get_num_experts": "num_experts", "get_total_num_kv_heads": "num_key_value_heads",
+                 "get_total_num_attention_heads": "num_attention_heads"}
 
 
-def model_obj() -> cg.Obj:
+def model_props(w: "VllmWalker") -> dict[str, str]:
+    """ModelConfig properties of the served model as optkg expressions (read at the walked release):
+
+    - ``is_moe`` (``get_num_experts() > 0``): optkg's ``is_moe`` (num_experts > 1; a one-expert MoE config is the
+      one disagreement, and none is published);
+    - ``use_mla`` (model.py ``use_mla``: False under VLLM_MLA_DISABLE; else, for the model types of
+      model_arch_config_convertor.py ``is_deepseek_mla``, ``kv_lora_rank`` is set): optkg's ``is_mla`` (kv_lora_rank
+      set, for the types both lists name); unknown for a type only vLLM's list names, for ``eagle`` and where optkg
+      says MLA of a type vLLM's list lacks (the Transformers backend); False otherwise;
+    - ``is_encoder_decoder``: config.json's ``is_encoder_decoder`` (top level or the text section)."""
+    vllm_types = w.deepseek_mla_types
+    both = sorted(set(vllm_types) & MLA_TYPES_OPTKG)
+    only = sorted(set(vllm_types) - MLA_TYPES_OPTKG)
+    use_mla = (f"(False if truthy(VLLM_MLA_DISABLE) else (truthy(is_mla) if model_type in {tuple(both)!r} else "
+               f"({cg.UNK} if model_type in {tuple(only) + ('eagle',)!r} or truthy(is_mla) else False)))") \
+        if vllm_types else None
+    out = {"is_moe": "truthy(is_moe)",
+           "is_encoder_decoder": "(truthy(hf__is_encoder_decoder) or truthy(hf_text__is_encoder_decoder))"}
+    if use_mla:
+        out["use_mla"] = use_mla
+    return out
+
+
+def _optkg_mla_types() -> set[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kg.inputs.modelcfg import MLA_MODEL_TYPES
+    return set(MLA_MODEL_TYPES)
+
+
+MLA_TYPES_OPTKG = _optkg_mla_types()
+MLA_SOURCE = "vllm/transformers_utils/model_arch_config_convertor.py"
+
+
+def deepseek_mla_types(text: str) -> list[str]:
+    """The model types ``ModelArchConfigConvertorBase.is_deepseek_mla`` lists (the first tuple it tests
+    ``hf_text_config.model_type`` against), [] when the release has no such method."""
+    for n in ast.walk(ast.parse(text)) if text else ():
+        if isinstance(n, ast.FunctionDef) and n.name == "is_deepseek_mla":
+            for c in ast.walk(n):
+                if (isinstance(c, ast.Compare) and len(c.ops) == 1 and isinstance(c.ops[0], ast.In)
+                        and ast.unparse(c.left).endswith("model_type") and isinstance(c.comparators[0], ast.Tuple)):
+                    return [e.value for e in c.comparators[0].elts if isinstance(e, ast.Constant)]
+    return []
+
+
+SERVED = "__served_model__"  # marks the served model's ModelConfig (VllmWalker.new_dataclass)
+
+
+def served_model_config(w: "VllmWalker", v: Any) -> bool:
+    """``v`` is the served model's ModelConfig (the one EngineArgs.create_model_config builds), not a draft's."""
+    return isinstance(v, cg.Obj) and v.cls == "ModelConfig" and v.env.get(SERVED) is True
+
+
+def model_obj(prefix: str) -> cg.Obj:
+    """The Hugging Face config vLLM loads for the served model: ``hf__`` the whole config.json, ``hf_text__`` its
+    text model (vLLM's hf_text_config). A key is the input ``<prefix><key>`` (given when config.json has it; the
+    evaluator leaves an absent key missing, see kg.analyses.enginechecks.model_config_keys); the text model's
+    MODEL_ATTRS are optkg's facts; ``architectures`` is config.json's list."""
     def free(a: str) -> Any:
-        if a in MODEL_ATTRS:
+        if a.startswith("_"):
+            return cg.TAINT
+        if prefix == "hf_text__" and a in MODEL_ATTRS:
             return cg.Expr(MODEL_ATTRS[a])
-        if a == "architectures":
-            return cg.Expr("(architecture,)")
-        return None
-    return cg.Obj("hf_config", free, None)
+        if a.isidentifier():
+            return cg.Expr(f"{prefix}{a}")
+        return cg.TAINT
+    return cg.Obj(prefix, free, None)
 
 
 # --------------------------------------------------------------------------------------------- entry
@@ -644,7 +758,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
          lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
-        if p == MODEL_HOOKS:
+        if p in (MODEL_HOOKS, MLA_SOURCE):
             continue
         try:
             modules.append(cg.read_module(p, t))
@@ -652,6 +766,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
             continue
     w = VllmWalker(modules, platform, lets)
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
+    w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)

@@ -426,6 +426,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 # input the stack does not give; rows compare strings case-insensitively
                 base = {k: v.lower() if isinstance(v, str) else v for k, v in ns.items()
                         if v is not None and not (k in inputs and not given(k))}
+                base.update(model_config_keys(stack, given, ns))
             facts = dict(base)
             for k in dflt:  # and for the row's own defaulted names
                 if k in facts and not given(k):
@@ -461,6 +462,35 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+# sub-configs transformers' get_text_config may pick as the text model (any of them but text_config alone: unknown)
+TEXT_SECTIONS = ("text_config", "llm_config", "language_config", "thinker_config", "decoder", "generator",
+                 "text_encoder")
+
+
+def model_config_keys(stack: Any, given: Any, ns: dict[str, Any]) -> dict[str, Any]:
+    """The served model's config.json keys as the vLLM rows read them (tools/vllm_generated_checks.py model_obj):
+    ``hf__<key>`` for the whole file, ``hf_text__<key>`` for its text model (the file itself, or its
+    ``text_config`` when that is its only sub-model section); None as ``'__none__'``, strings as written. A key
+    the file lacks is left out (the transformers config class may give it a default: rows reading it are not
+    evaluated). Nothing when vLLM would not read this file as it is: ``--hf-overrides``, ``--hf-config-path``, or a
+    ``--config-format`` other than auto / hf given."""
+    raw = getattr(getattr(stack, "model", None), "raw_config", None)
+    if not isinstance(raw, dict) or not raw or given("hf_overrides") or given("hf_config_path"):
+        return {}
+    if given("config_format") and str(ns.get("config_format", "auto")).lower() not in ("auto", "hf"):
+        return {}
+    from kg.frameworks.checkrows import NONE
+
+    def keys(prefix: str, d: dict[str, Any]) -> dict[str, Any]:
+        return {f"{prefix}{k}": NONE if v is None else v for k, v in d.items() if isinstance(k, str) and k.isidentifier()}
+    out = keys("hf__", raw)
+    subs = [k for k in TEXT_SECTIONS if isinstance(raw.get(k), dict)]
+    text = raw if not subs else raw["text_config"] if subs == ["text_config"] else None
+    if text is not None:
+        out.update(keys("hf_text__", text))
+    return out
 
 
 def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
