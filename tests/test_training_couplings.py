@@ -121,7 +121,8 @@ DRIVERS = {"nemo", "verl", "openrlhf", "trl"}
 # the newest release of each distribution whose source the evidence was read in (/work/dl): an open range
 # claims the fact still holds there
 NEWEST = {"megatron-core": "0.16.1", "deepspeed": "0.19.8", "torchtitan": "0.3.0", "transformers": "5.24.0",
-          "accelerate": "1.15.0", "transformer-engine": "2.20.2", "torch": "2.14.1", "trl": "1.16.0"}
+          "accelerate": "1.15.0", "transformer-engine": "2.20.2", "torch": "2.14.1", "trl": "1.16.0",
+          "peft": "0.21.2"}
 # named exceptions, each with its reason: none left
 UNBOUNDED: dict[str, str] = {}
 
