@@ -51,3 +51,11 @@ def test_gaps_view_highlights_the_top_cells(catalog, report):
     dot = coordinate_map(catalog, combined=False, gaps=report).text("dot")
     assert "<B>gap #1</B>" in dot and "<B>gap #10</B>" in dot
     assert dot.count("<I>out-of-scope</I>") + dot.count("<I>impossible</I>") == len(report["annotated"])
+
+
+def test_text_view_fits_100_columns(catalog, report):
+    # reasons name many techniques and couplings: a long reason wraps under its own indent instead of running on
+    from kg.analyses.gaps import render_text
+    text = render_text(report, catalog.axes)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "        - [severe] L4 in training holds" in text

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kg.core.errors import OptkgError
-from kg.core.textsafe import one_line
+from kg.core.textsafe import fit_width, one_line
 
 SCHEMA_VERSION = "1.0"
 ANNOTATION_STATUSES = {
@@ -328,7 +328,7 @@ def render_text(report: dict[str, Any], axes=None) -> str:
         for a in report["conflicts"]:
             out.append(f"  {a['stage']} × {a['layer']} × {a['dimension']}: annotated {a['status']} but occupied by "
                        f"{', '.join(a['occupied_by'])} ({a['source']})")
-    return "\n".join(out).rstrip() + "\n"
+    return fit_width("\n".join(out).rstrip()) + "\n"
 
 
 def _group_annotated(annotated: list[dict[str, Any]]) -> list[tuple[tuple[str, str, str], list[str]]]:

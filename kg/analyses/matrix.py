@@ -54,7 +54,7 @@ from packaging.specifiers import SpecifierSet
 from kg.knowledge.catalog import Catalog
 from kg.engine.expr import compile_expr
 from kg.inputs.modelcfg import ModelFacts
-from kg.core.textsafe import join_lines
+from kg.core.textsafe import WIDTH, fit_width, join_lines
 
 SCHEMA_VERSION = "1.0"
 MARK_ORDER = {"ok": 0, "conditional": 1, "conflict": 2}
@@ -348,19 +348,7 @@ def render_matrix_text(m: dict[str, Any], names: dict[str, str] | None = None, g
              f"{sum(c['mark'] == 'conditional' for c in cells)} {MARK_SYMBOL['conditional']} conditional; "
              f"every other pair {MARK_SYMBOL['ok']})"]
     if grid and involved:
-        idx = {t: i + 1 for i, t in enumerate(involved)}
-        mark = {}
-        for c in cells:
-            ch = "X" if c["mark"] == "conflict" else "~"
-            mark[(c["a"], c["b"])] = mark[(c["b"], c["a"])] = ch
-        width = len(str(len(involved)))
-        lines.append("")
-        lines.append("grid (X conflict, ~ conditional, . ok):")
-        head = " " * (width + 2) + " ".join(str(i).rjust(width) for i in range(1, len(involved) + 1))
-        lines.append(head)
-        for t in involved:
-            row = " ".join((mark.get((t, u), "." if t != u else " ")).rjust(width) for u in involved)
-            lines.append(f"{str(idx[t]).rjust(width)}  {row}  {t}")
+        lines += _grid_panels(involved, cells)
     lines.append("")
     for c in cells:
         eng = f" ({', '.join(c['engines'])})" if c["engines"] else ""
@@ -371,4 +359,33 @@ def render_matrix_text(m: dict[str, Any], names: dict[str, str] | None = None, g
             lines.append(f"      when: {' '.join(c['condition'].split())}")
         for s in c["sources"][:2]:
             lines.append(f"      source: {s.get('title', '')} <{s.get('url', '')}>")
-    return join_lines(lines) + "\n"
+    return fit_width(join_lines(lines)) + "\n"
+
+
+def _grid_panels(involved: list[str], cells: list[dict[str, Any]]) -> list[str]:
+    """The grid over ``involved``, cut into panels of columns so that no line passes WIDTH (100) columns; rows and
+    columns are numbered, and the numbers are named once below the panels."""
+    idx = {t: i + 1 for i, t in enumerate(involved)}
+    mark = {}
+    for c in cells:
+        ch = "X" if c["mark"] == "conflict" else "~"
+        mark[(c["a"], c["b"])] = mark[(c["b"], c["a"])] = ch
+    w = len(str(len(involved)))
+    per_panel = max(1, (WIDTH - (w + 2)) // (w + 1))
+    out = ["", "grid (X conflict, ~ conditional, . ok):"]
+    for start in range(0, len(involved), per_panel):
+        cols = involved[start:start + per_panel]
+        if start:
+            out.append("")
+        out.append(" " * (w + 2) + " ".join(str(idx[u]).rjust(w) for u in cols))
+        for t in involved:
+            row = " ".join((mark.get((t, u), "." if t != u else " ")).rjust(w) for u in cols)
+            out.append(f"{str(idx[t]).rjust(w)}  {row}".rstrip())
+    out.append("")
+    names = [f"{str(idx[t]).rjust(w)} {t}" for t in involved]
+    colw = max(len(n) for n in names) + 2
+    per_line = max(1, WIDTH // colw)
+    rows = -(-len(names) // per_line)
+    for r in range(rows):
+        out.append("".join(names[r + k * rows].ljust(colw) for k in range(per_line) if r + k * rows < len(names)).rstrip())
+    return out

@@ -23,6 +23,8 @@ All functions accept any object (``str(obj)`` first) and never raise.
 """
 from __future__ import annotations
 
+import textwrap
+
 import re
 from typing import Any
 
@@ -125,3 +127,20 @@ class TerminalWriter:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+WIDTH = 100  # output for people fits 100 columns (tests/test_report_width.py runs the README's commands)
+
+
+def fit_width(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line over ``width`` columns wrapped, continuing under its own indent plus four spaces;
+    a word longer than a line (a long URL) is split, as a terminal would."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = " " * (len(line) - len(line.lstrip(" ")))
+        out.append(textwrap.fill(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "    ",
+                                 break_on_hyphens=False))
+    return "\n".join(out)

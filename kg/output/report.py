@@ -11,30 +11,15 @@ from typing import Any
 
 from kg.core.numfmt import REPORT, fmt_error_gib, fmt_num
 from kg.core.paths import repo_path
-from kg.core.textsafe import one_line
+from kg.core.textsafe import WIDTH, fit_width, one_line  # noqa: F401 (fit_width: re-exported)
 
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
-WIDTH = 100  # output for people fits 100 columns (tests/test_report_width.py runs the README's commands)
 
 
 def _wrap(text: str, indent: str, first: str | None = None) -> str:
     """``text`` filled to WIDTH columns; URLs and paths are never broken."""
     return textwrap.fill(" ".join(text.split()), width=WIDTH, initial_indent=indent if first is None else first,
                          subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-
-
-def fit_width(text: str, width: int = WIDTH) -> str:
-    """``text`` with every line over ``width`` columns wrapped, continuing under its own indent plus four spaces;
-    a word longer than a line (a long URL) is split, as a terminal would."""
-    out = []
-    for line in text.split("\n"):
-        if len(line) <= width:
-            out.append(line)
-            continue
-        lead = " " * (len(line) - len(line.lstrip(" ")))
-        out.append(textwrap.fill(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "    ",
-                                 break_on_hyphens=False))
-    return "\n".join(out)
 
 
 class Sources:
