@@ -168,3 +168,25 @@ def test_torchtitan_field_errors_name_file_and_line(cli, tmp_path):
     code, out, err = cli("check", str(tmp_path / "bad1.toml"))
     assert code == 2 and err.strip().endswith("bad1.toml:7: parallelism.tensor_parallel_degree: tp_size must be an integer, found 'eight'")
     assert len(err.strip().splitlines()) == 1
+
+
+TT_CASE = __import__("pathlib").Path(__file__).parent / "fixtures" / "training_cases" / "tt_llama3_8b_tp16.toml"
+
+
+def test_torchtitan_command_overrides_win_over_the_config_file():
+    # the TOML sets seq_len 8192 and TP 16; the command's flags are applied after the file (torchtitan 0.3.0
+    # config/manager.py:34-45), so the job trains 4,096-token sequences at TP 8 -- the file's values were kept before
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_command
+    job = parse_torchtitan_command(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {TT_CASE} "
+                                   "--training.seq_len 4096 --parallelism.tensor_parallel_degree=8")
+    assert (job.get("seq_length"), job.get("tp_size"), job.get("micro_batch_size")) == (4096, 8, 1)
+    assert job.configs["torchtitan"]["training"]["seq_len"] == 4096
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_torchtitan_override_that_is_not_a_finite_number_is_refused(value):
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_command
+    with pytest.raises(OptkgError, match=rf"--cmd: --training.seq_len {value}: not a finite number"):
+        parse_torchtitan_command(f"torchrun -m torchtitan.train --job.config_file {TT_CASE} --training.seq_len {value}")
+    with pytest.raises(OptkgError, match=r"--cmd: --training.seq_len: seq_length must be an integer, found 'abc'"):
+        parse_torchtitan_command(f"torchrun -m torchtitan.train --job.config_file {TT_CASE} --training.seq_len abc")

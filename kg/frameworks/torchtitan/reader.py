@@ -11,6 +11,8 @@ The model comes from the flavor: llama3 8B / 70B / 405B map onto the bundled Lla
 """
 from __future__ import annotations
 
+import math
+
 import re
 from pathlib import Path
 from typing import Any
@@ -58,8 +60,8 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     return job_from_sections(d, text, name, resolver, world_size)
 
 
-def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, world_size: int | None = None
-                      ) -> TrainingJob:
+def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, world_size: int | None = None,
+                      cli: dict[str, str] | None = None) -> TrainingJob:
     """A TrainingJob from torchtitan's config sections (a TOML's tables, or a 0.3.0 registry config with the
     command's overrides); ``text`` is the TOML for line numbers ("" when there is none)."""
     job = TrainingJob(framework="torchtitan", source=name, name=Path(name).name)
@@ -71,7 +73,10 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
     tr = d.get("training") or {}
     ac = d.get("activation_checkpoint") or {}
     def at(key: str) -> str:
-        """``file:line: key`` like the YAML readers (``file: key`` when the line is not found)."""
+        """``file:line: key`` like the YAML readers (``file: key`` when the line is not found); the command's flag
+        when the command set the key."""
+        if cli and key in cli:
+            return cli[key]
         line = toml_line(text, key)
         return f"{name}:{line}: {key}" if line else f"{name}: {key}"
     for sec, val in (("model", model), ("parallelism", par), ("training", tr), ("activation_checkpoint", ac)):
@@ -166,9 +171,33 @@ def parse_torchtitan_command(text: str, model=None, where: str = "--cmd", base_d
     p = p if p.is_absolute() or base_dir is None else base_dir / p
     if not p.exists():
         raise OptkgError(f"{where}: torchtitan config '{cfg}' not found")
-    job = load_torchtitan_toml(p, resolver, world)
+    from kg.core.tomlio import loads_toml
+    text = read_text(p)
+    sections = loads_toml(text, str(p))
+    # the command's --section.field overrides win over the TOML (tyro: the CLI is applied after the file,
+    # torchtitan 0.3.0 config/manager.py:34-45; 0.2.1 config/job_config.py parse_args_from_command_line)
+    cli = _overrides(sections, flags, where, skip=("--job.config_file", "--job.config-file"))
+    job = job_from_sections(_typed(sections, cli), text, str(p), resolver, world, cli=cli)
     job.model = model or job.model
     return job
+
+
+def _overrides(sections: dict[str, Any], flags: dict[str, Any], where: str, skip: tuple[str, ...] = ()
+               ) -> dict[str, str]:
+    """Apply ``--section.field value`` flags onto ``sections`` in place; returns the dotted keys set, each with
+    where it came from (for messages that point at the command, not at the file value it replaced)."""
+    cli: dict[str, str] = {}
+    for flag, val in flags.items():
+        if flag in skip:
+            continue
+        sec, dot, key = flag[2:].partition(".")
+        if dot:
+            key = key.replace("-", "_")
+            if not isinstance(sections.setdefault(sec, {}), dict):
+                raise OptkgError(f"{where}: {flag}: [{sec}] is not a table in the config")
+            sections[sec][key] = val
+            cli[f"{sec}.{key}"] = f"{where}: {flag}"
+    return cli
 
 
 REGISTRY = Path(__file__).parent / "data" / "config-registry-0.3.0.yaml"
@@ -193,13 +222,10 @@ def registry_job(module: str, config: str, flags: dict[str, Any], model, where: 
                          + (f" (did you mean {near[0]}?)" if near else ""))
     sections = {sec: {k: v for k, v in vals.items() if v != "__unknown__"} for sec, vals in reg[module][config].items()}
     unknown = {f"{sec}.{k}" for sec, vals in reg[module][config].items() for k, v in vals.items() if v == "__unknown__"}
-    for flag, val in flags.items():
-        sec, dot, key = flag[2:].partition(".")
-        if dot:
-            sections.setdefault(sec, {})[key.replace("-", "_")] = val
-            unknown.discard(f"{sec}.{key.replace('-', '_')}")
-    job = job_from_sections(_typed(sections), "", f"{where} (torchtitan 0.3.0 --module {module} --config {config})",
-                            resolver, world)
+    cli = _overrides(sections, {f: v for f, v in flags.items() if f not in ("--module", "--config")}, where)
+    unknown -= set(cli)
+    job = job_from_sections(_typed(sections, cli), "", f"{where} (torchtitan 0.3.0 --module {module} --config {config})",
+                            resolver, world, cli=cli)
     job.framework_version = "0.3.0"
     job.configs["torchtitan_registry"] = f"{module}.{config}"
     flavor = (module, config.rsplit("_", 1)[-1].upper())
@@ -211,17 +237,25 @@ def registry_job(module: str, config: str, flags: dict[str, Any], model, where: 
     return job
 
 
-def _typed(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """CLI strings as numbers / booleans where they read as such (the registry's own values are typed already)."""
-    def conv(v: Any) -> Any:
-        if not isinstance(v, str):
+def _typed(sections: dict[str, dict[str, Any]], cli: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The command's override strings as numbers / booleans where they read as such (the TOML's and the registry's
+    own values are typed already). 'nan', 'inf' and overflowing numbers are refused: a degree, a length or a
+    batch cannot be one, and optkg would otherwise carry a float no reader expects."""
+    def conv(key: str, v: Any) -> Any:
+        if key not in cli or not isinstance(v, str):
             return v
         if v.lower() in ("true", "false"):
             return v.lower() == "true"
-        for t in (int, float):
-            try:
-                return t(v)
-            except ValueError:
-                pass
-        return v
-    return {sec: {k: conv(v) for k, v in vals.items()} for sec, vals in sections.items()}
+        try:
+            return int(v)
+        except ValueError:
+            pass
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        if not math.isfinite(f):
+            raise OptkgError(f"{cli[key]} {v}: not a finite number")
+        return f
+    return {sec: {k: conv(f"{sec}.{k}", v) for k, v in vals.items()} if isinstance(vals, dict) else vals
+            for sec, vals in sections.items()}
