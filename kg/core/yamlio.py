@@ -100,13 +100,8 @@ def _loader_class() -> type:
 
     def construct_float(loader, node):
         text = loader.construct_scalar(node)
-        low = text.lower()
-        if low.lstrip("+-") == ".inf":
-            return YamlFloat(float("-inf") if low.startswith("-") else float("inf"), text)
-        if low == ".nan":
-            return YamlFloat(float("nan"), text)
         try:
-            return YamlFloat(float(text), text)
+            return _yaml_float(text)
         except ValueError:
             raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not a number", node.start_mark) from None
 
@@ -116,6 +111,16 @@ def _loader_class() -> type:
     return Loader
 
 MAX_BYTES = 2 * 1024 * 1024  # 2 MiB per YAML file
+
+
+def _yaml_float(text: str) -> YamlFloat:
+    """The float a YAML 1.2 float scalar ``text`` is (``.inf``, ``.nan`` too), keeping its text; ValueError."""
+    low = text.lower()
+    if low.lstrip("+-") == ".inf":
+        return YamlFloat(float("-inf") if low.startswith("-") else float("inf"), text)
+    if low == ".nan":
+        return YamlFloat(float("nan"), text)
+    return YamlFloat(float(text), text)
 MAX_NODES = 200_000  # nodes after alias expansion
 
 
@@ -147,6 +152,13 @@ class YamlDoc:
             self._lines = _exact_lines(self._text or "")
             self._text = None
         return self._lines
+
+    def has_lines(self) -> bool:
+        """``bool(self.lines)`` (read from text with a node, not made from in-memory data) without building a
+        fast-path document's full line map: a stack file's check needs it, not the map."""
+        if self._lines is not None:
+            return bool(self._lines)
+        return self.data is not None or bool(self._shallow)
 
     @lines.setter
     def lines(self, value: dict[tuple, tuple[int, int]]) -> None:
@@ -319,14 +331,97 @@ def _exact_lines(text: str) -> dict[tuple, tuple[int, int]]:
     return _line_map(node) if node is not None else {}
 
 
-def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
+# ---------------------------------------------------------------------------------------------
+# A user's stack file, read by every `check` of it, through the content-keyed cache (kg.core.cache): a warm
+# run neither imports PyYAML (~27 ms: its reader compiles a large regular expression) nor parses
+
+CACHE_MAX_CHARS = 256 * 1024  # stack and launch files; catalogs have their own caches
+_DOC_KIND = "yaml-doc"
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _encode(x: Any) -> Any:
+    """``x`` (data the fast path built) as JSON that keeps every type: {"f": text} a YamlFloat, {"l": [...]} a
+    list, {"m": [[key, value], ...]} a mapping (keys of any scalar type, in order). _NotPlain for anything else."""
+    t = type(x)
+    if x is None or t is bool or t is int or t is str:
+        return x
+    if t is YamlFloat:
+        return {"f": x.text}
+    if t is list:
+        return {"l": [_encode(v) for v in x]}
+    if t is dict:
+        return {"m": [[_encode(k), _encode(v)] for k, v in x.items()]}
+    raise _NotPlain(t.__name__)
+
+
+def _decode(x: Any) -> Any:
+    if type(x) is not dict:
+        return x
+    if "f" in x:
+        return _yaml_float(x["f"])
+    if "l" in x:
+        return [_decode(v) for v in x["l"]]
+    return {_decode(k): _decode(v) for k, v in x["m"]}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` equal with equal types all the way down (1 is not True, a YamlFloat keeps its text)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is YamlFloat:
+        return a.text == b.text
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return len(a) == len(b) and all(_same(k, l) and _same(v, w) for (k, v), (l, w) in zip(a.items(), b.items()))
+    return a == b
+
+
+def _fast_doc(text: str, name: str, cache: bool) -> YamlDoc | None:
+    """The fast path's document of ``text`` (None: the exact path must read it). With ``cache`` (and a text of at
+    most ``CACHE_MAX_CHARS``), its data and shallow lines come from and go to a content-keyed cache entry
+    (kg.core.cache: private folder, MAC-checked, plain JSON); the full line map is still built from the text
+    when a problem needs it."""
+    entry = key = None
+    if cache and len(text) <= CACHE_MAX_CHARS:
+        import hashlib
+
+        from kg.core import cache as kc
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        entry = kc.cache_file(f"yaml-{key[:32]}.json")
+        got = kc.read_data(entry, _DOC_KIND, key)
+        if got is not None:
+            try:
+                data, shallow = _decode(got[0]), {tuple(p): (int(ln), int(col)) for p, ln, col in got[1]}
+                return YamlDoc(name, data, None, [], text=text, shallow=shallow)
+            except (TypeError, ValueError, KeyError, IndexError):
+                pass  # not an entry this code wrote: parse again and overwrite it
+    fast = fast_parse(text, MAX_NODES, _loader_class())
+    if fast is None:
+        return None
+    if entry is not None:
+        from kg.core import cache as kc
+        try:
+            enc = [_encode(fast[0]), [[list(p), ln, col] for p, (ln, col) in fast[1].items()]]
+            if _same(_decode(enc[0]), fast[0]):
+                kc.write_data(entry, _DOC_KIND, key, enc)
+        except (_NotPlain, ValueError, RecursionError):
+            pass
+    return YamlDoc(name, fast[0], None, [], text=text, shallow=fast[1])
+
+
+def parse_yaml(text: str, name: str = "<string>", cache: bool = False) -> YamlDoc:
     """Parse one YAML document from ``text`` safely. Raises OptkgError with ``name:line:col``.
 
-    Most documents take the fast path (``kg.core.yamlfast``: same data, lines on demand); the rest, and
-    every error, the exact path below."""
-    fast = fast_parse(text, MAX_NODES, _loader_class())
+    Most documents take the fast path (``kg.core.yamlfast``: same data, lines on demand; ``cache``: through
+    the content-keyed cache, ``_fast_doc``); the rest, and every error, the exact path below."""
+    fast = _fast_doc(text, name, cache)
     if fast is not None:
-        return YamlDoc(name, fast[0], None, [], text=text, shallow=fast[1])
+        return fast
     import yaml
 
     _refuse_huge_before_composing(text, name, MAX_NODES)
@@ -349,9 +444,9 @@ def parse_yaml(text: str, name: str = "<string>") -> YamlDoc:
     return YamlDoc(name, data, lines, duplicates)
 
 
-def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES) -> YamlDoc:
-    """Read and parse a YAML file (see module doc). Raises OptkgError."""
-    return parse_yaml(read_text(path, max_bytes), str(path))
+def load_yaml(path: Path | str, max_bytes: int = MAX_BYTES, cache: bool = False) -> YamlDoc:
+    """Read and parse a YAML file (see module doc; ``cache``: see ``parse_yaml``). Raises OptkgError."""
+    return parse_yaml(read_text(path, max_bytes), str(path), cache)
 
 
 _PROTECTED: set[str] = set()
@@ -458,13 +553,18 @@ def _write_replace(p: Path, data: str | bytes, force: bool, shown: str) -> Path:
     return p
 
 
-def parse_yaml_all(text: str, name: str = "<string>") -> list[YamlDoc]:
+def parse_yaml_all(text: str, name: str = "<string>", cache: bool = False) -> list[YamlDoc]:
     """Parse every document of a multi-document YAML stream (``---`` separated) safely.
 
     Same refusals as ``parse_yaml`` (unsafe tags, more than ``MAX_NODES`` nodes over all documents
     after alias expansion); line numbers are of the whole file. Empty documents are skipped.
-    Raises OptkgError with ``name:line:col``.
+    Raises OptkgError with ``name:line:col``. With ``cache``, a stream of one non-null document the fast
+    path reads comes from the content-keyed cache as ``parse_yaml``'s does (same data and lines).
     """
+    if cache:
+        one = _fast_doc(text, name, cache)
+        if one is not None and one.data is not None:  # (None: an empty stream or a null document; exact path)
+            return [one]
     import yaml
 
     _refuse_huge_before_composing(text, name, MAX_NODES)

@@ -295,7 +295,7 @@ def load_stack_file(path: Path | str, catalog: Catalog, resolver: Callable[[str]
     A ``hardware.gpu`` the catalog does not know is an error naming the closest GPUs, unless the file
     describes it (``memory_gib``, optionally ``compute_capability``: kg.knowledge.gpus).
     """
-    doc = load_yaml(path)
+    doc = load_yaml(path, cache=True)  # through the content-keyed cache (kg.core.yamlio._fast_doc)
     return stack_from_doc(doc, catalog, base_dir=Path(path).parent, resolver=resolver)
 
 
@@ -314,7 +314,7 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
 
     # a YAML file says what each value is: a count written as text is refused there (issue 26 #27); an
     # in-memory mapping (the Python API, values read from commands) may carry numbers as text
-    plain_number = _plain_number if doc.lines else (lambda *a: None)
+    plain_number = _plain_number if doc.has_lines() else (lambda *a: None)
 
     if not isinstance(d, dict):
         raise OptkgError(f"{doc.path}:1: a stack file must be a mapping with model, techniques, ...")

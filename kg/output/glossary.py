@@ -20,9 +20,10 @@ def terms(path: Path | None = None) -> list[dict[str, Any]]:
     """Every entry of ``path`` (default: the catalog's glossary.yaml): ``{term, match, short, long, source, anchor}``."""
     global _TERMS
     if path is not None or _TERMS is None:
-        from kg.core import paths
+        from kg.core import cache, paths
         from kg.core.yamlio import load_yaml
-        data = load_yaml(path or paths.catalog_dir() / "glossary.yaml").data or {}
+        f = Path(path or paths.catalog_dir() / "glossary.yaml")
+        data = cache.built_from("glossary", [f], lambda: load_yaml(f).data or {})  # parsed once per content
         got = [dict(t, anchor=anchor(str(t["term"]))) for t in data.get("terms") or []]
         if path is not None:
             return got

@@ -46,7 +46,7 @@ def stacks_from_file(path: Path | str, catalog: Any, *, model_override: str | No
     Files the described commands name (``--config X.yaml``) are read relative to the file's folder.
     """
     text = read_text(path)
-    docs = parse_yaml_all(text, str(path))
+    docs = parse_yaml_all(text, str(path), cache=True)
     kind = _kind(docs)
     base = Path(path).parent
     lines = text.splitlines()

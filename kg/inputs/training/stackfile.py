@@ -157,7 +157,7 @@ def _file_framework(p: Path):
     from kg.frameworks.registry import file_framework
     if p.suffix == ".toml":
         return file_framework(p, None), None
-    doc = load_yaml(p)
+    doc = load_yaml(p, cache=True)  # the stack file `check` reads next: parsed once per content
     return file_framework(p, doc.data), doc
 
 
