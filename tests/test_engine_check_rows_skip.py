@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from kg.analyses.enginechecks import _always_read, check_rows, sites_dir
+from kg.analyses.enginechecks import _always_read, check_rows, load_sites, sites_dir
 from kg.engine.expr import MissingFact, evaluate
 from kg.frameworks.checkrows import FUNCTIONS
 
