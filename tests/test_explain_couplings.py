@@ -76,3 +76,11 @@ def test_explain_single_technique_shows_conditions():
     assert code == 0
     assert "conflicts_with (when kv_cache_dtype in ('fp8', 'fp8_e4m3', 'fp8_e5m2'); engines: trtllm): Prefix caching" \
         in " ".join(out.split())  # the output wraps at 100 columns
+
+
+def test_explain_misspelt_technique_suggests_the_nearest_ids(capsys):
+    code, out, err = run(["explain", "tensor-paralelism"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "unknown technique or property 'tensor-paralelism'; did you mean tensor-parallelism," in err
+    code, out, err = run(["explain", "zzzz"], capsys)
+    assert code == 2 and "'zzzz' (docs/techniques.md lists every technique)" in err

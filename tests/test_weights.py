@@ -203,3 +203,18 @@ def test_shared_expert_rule_holds_for_moe_without_shared_experts():
                    "--count", "8", "--engine-version", "0.28.0")
     f = {x["rule_id"]: x for x in d["findings"]}["fp8-block-moe-misaligned"]
     assert f["numbers"]["moe_intermediate_size_per_rank"] == 192 and f["numbers"]["remainder"] == 64
+
+
+def test_per_layer_ignore_entries_are_one_note_not_one_per_layer():
+    # checkpoints list every layer's router in their ignore list (Qwen3-235B-A22B-NVFP4: 94 of them); each is left
+    # at its quantised size and said once, with the count and the first and last entry
+    cfg = json.loads((QC / "llama31-8b-w4a16-ct" / "config.json").read_text())
+    from kg.inputs.modelcfg import parse_config
+    cfg["quantization_config"]["ignore"] = ["lm_head"] + [f"model.layers.{i}.mlp.gate_proj" for i in range(32)]
+    notes = [n for n in weight_scheme(parse_config(cfg, "ct-layers")).notes if "single layers" in n]
+    assert notes == ["32 ignored modules name single layers (e.g. 'model.layers.0.mlp.gate_proj', "
+                     "'model.layers.31.mlp.gate_proj'); their sizes are not counted at the model dtype"]
+    cfg["quantization_config"]["ignore"] = ["lm_head", "model.layers.3.mlp.gate_proj"]
+    notes = [n for n in weight_scheme(parse_config(cfg, "ct-layer")).notes if "single layers" in n]
+    assert notes == ["ignored module 'model.layers.3.mlp.gate_proj' names single layers; its size is not counted "
+                     "at the model dtype"]

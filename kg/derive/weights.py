@@ -129,16 +129,23 @@ def _layer_specific(pattern: str) -> bool:
 
 
 def _apply_ignored(bpp: dict[str, float], patterns: list[str], dt: float, notes: list[str]) -> list[str]:
-    kept = []
+    kept, single = [], []
     for pat in patterns:
         if not isinstance(pat, str):
             continue
         if _layer_specific(pat):
-            notes.append(f"ignored module '{pat}' names single layers; its size is not counted at the model dtype")
+            single.append(pat)
             continue
         for g in _groups_named(pat):
             bpp[g] = dt
         kept.append(pat)
+    if len(single) == 1:
+        notes.append(f"ignored module '{single[0]}' names single layers; its size is not counted at the model dtype")
+    elif single:
+        # one line for the lot: a checkpoint's ignore list often names every layer's router (94 for
+        # Qwen3-235B-A22B-NVFP4), and a note per module buried the report
+        notes.append(f"{len(single)} ignored modules name single layers (e.g. '{single[0]}', '{single[-1]}'); "
+                     "their sizes are not counted at the model dtype")
     return kept
 
 

@@ -76,7 +76,11 @@ def node_for(g: nx.MultiDiGraph, catalog: Catalog, name: str) -> str:
         return tnode(tid)
     if pnode(name) in g:
         return pnode(name)
-    raise OptkgError(f"unknown technique or property '{name}'")
+    from difflib import get_close_matches
+    known = sorted(set(catalog.techniques) | set(catalog.aliases) | set(catalog.properties))
+    near = get_close_matches(str(name).lower(), known, n=3, cutoff=0.75)
+    raise OptkgError(f"unknown technique or property '{name}'"
+                     + (f"; did you mean {', '.join(near)}?" if near else " (docs/techniques.md lists every technique)"))
 
 
 @dataclass

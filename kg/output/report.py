@@ -13,6 +13,7 @@ from kg.core.numfmt import REPORT, fmt_error_gib, fmt_num
 from kg.core.paths import repo_path
 from kg.core.textsafe import WIDTH, fit_width, one_line  # noqa: F401 (fit_width: re-exported)
 
+SHOWN_DEFAULTS = 8  # engine defaults no finding reads are named up to this many, else counted
 SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "INFO "}
 
 
@@ -267,9 +268,12 @@ def _effective_lines(d: dict[str, Any], refs: Sources, verbose: bool) -> list[st
             out.append(head)
         else:
             out.append(_wrap(e["why"], " " * 6, first=head + ": ") if len(head) < 60 else head)
-    if rest:
+    if rest and len(rest) <= SHOWN_DEFAULTS:
         names = ", ".join(f"{e['setting']}={fmt_num(e['value'], REPORT)}" for e in rest)
         out.append(_wrap(f"+ {len(rest)} engine default(s) no finding reads: {names} (--verbose: each with its"
+                         " release range; --format json: its evidence)", "    ", first="  "))
+    elif rest:  # a wall of flags nobody asked about (SGLang: 43) is a count, and --verbose lists them
+        out.append(_wrap(f"+ {len(rest)} engine default(s) no finding reads (--verbose: each with its value and"
                          " release range; --format json: its evidence)", "    ", first="  "))
     return out
 
