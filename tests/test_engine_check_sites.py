@@ -74,12 +74,60 @@ def test_translation_maps_fields_through_the_flag_table_and_refuses_none_compari
     assert tr.reads == {"tp_size": 1}
 
 
+LMDEPLOY_SRC = '''
+import enum
+
+class QuantPolicy(enum.IntEnum):
+    NONE = 0
+    FP8 = 16
+
+class TurbomindEngineConfig:
+    quant_policy: int = 0
+    def __post_init__(self):
+        self.quant_policy = QuantPolicy(self.quant_policy)
+        assert self.quant_policy not in (QuantPolicy.FP8,), 'no fp8 on TurboMind'
+
+class SpeculativeConfig:
+    method: str
+    dflash_block_size: int | None = None
+    def __post_init__(self):
+        if self.dflash_block_size is not None and self.dflash_block_size < 2:
+            raise ValueError('too small')
+'''
+
+
+def test_lmdeploy_enum_members_translate_through_the_flag_value_map_and_cli_none_is_a_row_value():
+    """QuantPolicy.FP8 becomes kv_cache_dtype 'fp8' (the --quant-policy value_map), the enum conversion of the
+    field is not the engine changing it, the config belongs to TurboMind, and an option's None default
+    (``is not None``) is '__none__' with SpeculativeConfig present only under --speculative-algorithm."""
+    from engine_check_classify import classify_all
+    walkers: list = []
+    sites = sites_in("lmdeploy/messages.py", LMDEPLOY_SRC, walkers)
+    resolve_contexts(sites, walkers)
+    gen = {"class_fields": {"TurbomindEngineConfig": {"quant_policy": "kv_cache_dtype"},
+                            "SpeculativeConfig": {"method": "lmdeploy_speculative_algorithm",
+                                                  "dflash_block_size": "lmdeploy_speculative_dflash_block_size"}},
+           "class_defaults": {"TurbomindEngineConfig": {"quant_policy": 0},
+                              "SpeculativeConfig": {"method": "__none__", "dflash_block_size": "__none__"}}}
+    rows = classify_all("lmdeploy", "0.18.0", sites, {"lmdeploy/messages.py": LMDEPLOY_SRC.splitlines()}, gen)
+    fp8, spec = rows
+    assert fp8["class"] == "table"
+    assert fp8["expr"] == ("(lmdeploy_backend != 'pytorch' and turbomind_supports_arch) and "
+                           "(not kv_cache_dtype not in ('fp8',))")
+    assert fp8["defaults"] == {"kv_cache_dtype": "auto", "lmdeploy_backend": "turbomind"}
+    assert spec["expr"] == ("lmdeploy_speculative_algorithm != '__none__' and "
+                            "(lmdeploy_speculative_dflash_block_size != '__none__' and "
+                            "lmdeploy_speculative_dflash_block_size < 2)")
+    assert gen["used_facts"] >= {"kv_cache_dtype", "lmdeploy_speculative_dflash_block_size"}
+
+
 def test_committed_sites_files_count_what_they_list_and_their_rows_compile():
     from kg.engine.expr import compile_expr
     from kg.analyses.enginechecks import row_functions
     files = {(d["engine"], d["release"]): d for d in all_sites()}
     assert site_counts(files[("vllm", "0.34.0")])["total"] == 480
     assert site_counts(files[("sglang", "0.5.23")])["total"] == 764
+    assert site_counts(files[("lmdeploy", "0.18.0")])["total"] == 60
     for d in files.values():
         c = site_counts(d)
         assert d["counts"] == {k: c[k] for k in ("rule", "table", "unknowable", "uncovered")}

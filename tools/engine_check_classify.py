@@ -68,7 +68,11 @@ PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)", "lor
 # facts a PRESENCE expression reads besides the flag table's: a stack carries them (kg.knowledge.support), and the
 # engine's default of the flag ones (--backend default turbomind, lmdeploy 0.18.0 cli/utils.py:397)
 PRESENCE_FACTS = {"turbomind_supports_arch"}
-PRESENCE_DEFAULTS = {"lmdeploy_backend": "turbomind"}
+# per engine, where its own option says a sub-config is given: LMDeploy builds SpeculativeConfig only when
+# --speculative-algorithm is given (0.18.0 cli/utils.py:95 get_speculative_config)
+ENGINE_PRESENCE = {"lmdeploy": {"speculative_config": "(lmdeploy_speculative_algorithm != '__none__')"}}
+NONE_TEXT = "__none__"  # None in a row (kg.frameworks.checkrows.NONE)
+PRESENCE_DEFAULTS = {"lmdeploy_backend": "turbomind", "lmdeploy_speculative_algorithm": "__none__"}
 OPTIONAL = {"speculative_config", "lora_config", "kv_transfer_config", "ec_transfer_config", "pooler_config",
             "multimodal_config", "kv_events_config", "profiler_config", "weight_transfer_config", "offload_config",
             "engram_config", "watermark_config", "reasoning_config", "speech_to_text_config", "diffusion_config",
@@ -194,14 +198,14 @@ class Translator:
     """A site's condition in optkg's expression language (kg.engine.expr), or Untranslatable naming why."""
 
     def __init__(self, flat: dict[str, str], sub: dict[str, dict[str, str]], model: set[str], defaults: dict[str, Any],
-                 function: str):
+                 function: str, engine: str = ""):
         self.flat, self.sub, self.model, self.defaults = flat, sub, model, defaults
         self.cls = function.split(".")[0]
         self.presence: set[str] = set()
+        self.engine = engine
+        self.cli_facts: set[str] = set()  # facts read through CLI_FIELDS (their None default is '__none__')
         if _snake(self.cls) in OPTIONAL:
-            if _snake(self.cls) not in PRESENCE:
-                raise Untranslatable(f"{self.cls} is optional and optkg cannot tell when it is given")
-            self.presence.add(PRESENCE[_snake(self.cls)])
+            self.presence.add(self.present(_snake(self.cls)))
         self.reads: dict[str, Any] = {}  # fact -> engine default (None when the engine has none / it is a model fact)
         self.unmapped: list[str] = []
 
@@ -214,6 +218,14 @@ class Translator:
         rest = ch[1:]
         path = ".".join(rest[:-1])
         fld = rest[-1]
+        owner_cls = "args" if ch[0] == "args" else self.cls
+        if path == "" and fld in CLI_FIELDS.get(owner_cls, {}):
+            fact, dflt = CLI_FIELDS[owner_cls][fld]
+            self.cli_facts.add(fact)
+            if fact in VALUE_MAPS and dflt is not NO_DEFAULT:  # the engine's value as optkg names it
+                dflt = VALUE_MAPS[fact].get(str(dflt).lower(), NO_DEFAULT)
+            self.reads[fact] = dflt
+            return fact
         if path in MODEL_BASES or (path == "" and self.cls in ("ModelConfig",) and fld in self.model
                                    and fld not in self.flat):
             if fld in self.model:
@@ -222,9 +234,7 @@ class Translator:
         elif path == "" or path in SUBCONFIGS:
             owner = _snake(self.cls) if path == "" else path
             if owner in OPTIONAL:
-                if owner not in PRESENCE:
-                    raise Untranslatable(f"{owner} is optional and optkg cannot tell when it is given")
-                self.presence.add(PRESENCE[owner])
+                self.presence.add(self.present(owner))
             sub_json = self.sub.get(owner)
             if sub_json is not None and fld not in sub_json:
                 self.unmapped.append(".".join(rest))
@@ -242,6 +252,13 @@ class Translator:
         self.unmapped.append(".".join(rest))
         raise Untranslatable(".".join(rest))
 
+    def present(self, owner: str) -> str:
+        """The expression that is true when optional sub-config ``owner`` is given (ENGINE_PRESENCE, PRESENCE)."""
+        got = ENGINE_PRESENCE.get(self.engine, {}).get(owner) or PRESENCE.get(owner)
+        if got is None:
+            raise Untranslatable(f"{owner} is optional and optkg cannot tell when it is given")
+        return got
+
     def __call__(self, n: ast.AST) -> str:
         t = self.tr(n)
         return t
@@ -258,6 +275,11 @@ class Translator:
             parts = [self.tr(n.left)]
             mapped = VALUE_MAPS.get(parts[0])  # a fact whose flag maps the engine's values onto optkg's names
             for op, right in zip(n.ops, n.comparators):
+                if parts[0] in self.cli_facts and isinstance(right, ast.Constant) and right.value is None \
+                        and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+                    # an option's value as the command gives it, None when not given ('__none__' in rows)
+                    parts += ["==" if isinstance(op, (ast.Is, ast.Eq)) else "!=", repr(NONE_TEXT)]
+                    continue
                 if mapped is not None:
                     if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
                         raise Untranslatable(f"orders {parts[0]}, whose values optkg names ({_short(n)})")
@@ -317,6 +339,9 @@ def _short(n: ast.AST) -> str:
 
 MUTATED: set[str] = set()  # config fields engine code assigns somewhere in the scanned files (mutated_fields)
 ENUMS: dict[str, Any] = {}  # "Enum.MEMBER" -> literal value of every enum class of the scanned files (enum_members)
+# {config class (or "args" for the parsed options): {field: (fact, default)}}: the fields the engine's command line
+# sets, read by its generator (GENERATORS' ``class_fields``); None defaults are '__none__', so ``is None`` translates
+CLI_FIELDS: dict[str, dict[str, tuple[str, Any]]] = {}
 
 
 def enum_members(sources: dict[str, list[str]]) -> dict[str, Any]:
@@ -489,8 +514,13 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
             by_fact.setdefault(fact, set()).add(f)
     flat = {f: fact for f, fact in flat.items() if len(by_fact.get(fact, ())) <= 1}  # two fields, one fact: ambiguous
     # the engine's command line -> config fields (and their command-line defaults) its generator read from the wheel
-    flat.update(generated.get("fields") or {})
-    defaults.update(generated.get("defaults") or {})
+    CLI_FIELDS.clear()
+    for cls, fmap in (generated.get("class_fields") or {}).items():
+        dflt = (generated.get("class_defaults") or {}).get(cls) or {}
+        CLI_FIELDS[cls] = {f: (fact, dflt.get(f, NO_DEFAULT)) for f, fact in fmap.items()}
+    if generated.get("options"):
+        dflt = generated.get("option_defaults") or {}
+        CLI_FIELDS["args"] = {d: (fact, dflt.get(d, NO_DEFAULT)) for d, fact in generated["options"].items()}
     ENUMS.clear()
     ENUMS.update(enum_members(sources))
     rows = []
@@ -579,7 +609,7 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
     why = ""
     tr = None
     try:
-        tr = Translator(flat, sub, model, defaults, s.function)
+        tr = Translator(flat, sub, model, defaults, s.function, engine)
         if s.exc not in ("ValueError", "AssertionError", "TypeError", "RuntimeError", "NotImplementedError") \
                 and not s.exc.endswith("Error"):
             raise Untranslatable(f"raises {s.exc}")
@@ -590,7 +620,7 @@ def _auto(s: Any, lines: list[str], flat, sub, model, defaults, engine: str, rel
         expr = translate(s, tr)
         from kg.engine.expr import names_in
         known = set(flat.values()) | {v for m in sub.values() for v in m.values()} | model | {"techniques"} \
-            | PRESENCE_FACTS
+            | PRESENCE_FACTS | {f for m in CLI_FIELDS.values() for f, _ in m.values()}
         unknown = sorted(names_in(expr) - known)
         if unknown:  # a presence guard over a fact no stack of this engine carries (LMDeploy --backend)
             tr.unmapped += unknown

@@ -12,10 +12,11 @@ fields. This module reads, with ``ast``:
   site passes one), choices;
 - the keyword -> ``args.<dest>`` of each engine-config construction in ``api_server``.
 
-It returns ``fields`` (config field -> optkg fact: the flag table's setting for an option catalog/engines/lmdeploy.yaml
-models, else ``lmdeploy_<dest>``) and ``defaults`` (config field -> the option's default: the value the check reads
-when a command does not give the option; api_server always passes ``args.<dest>``, so the dataclass default never
-applies on this path). tools/engine_check_classify.classify_all translates each config check through them.
+It returns ``class_fields`` ({config class: {field: optkg fact}}: the flag table's setting for an option
+catalog/engines/lmdeploy.yaml models, else ``lmdeploy_<dest>``), ``class_defaults`` ({config class: {field: the
+option's default}}: the value the check reads when a command does not give the option; the builders always pass
+``args.<dest>``, so the dataclass default never applies on this path; None as '__none__'), and ``options`` /
+``option_defaults`` (the same by dest, for the CLI's own checks on ``args.<dest>``). tools/engine_check_classify.classify_all translates each config check through them.
 ``write_tables`` writes catalog/engines/options/lmdeploy-inputs.yaml (every such input: options, type, default;
 the launch reader reads the options the flag table does not model through it, kg.inputs.launch.engineinputs) and
 catalog/settings/lmdeploy-engine-options.yaml (so a stack file can give them).
@@ -35,7 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 SERVE = "lmdeploy/cli/serve.py"
 UTILS = "lmdeploy/cli/utils.py"
-CONFIGS = ("PytorchEngineConfig", "TurbomindEngineConfig")
+CONFIGS = ("PytorchEngineConfig", "TurbomindEngineConfig", "SpeculativeConfig")
+# functions of the CLI that build an engine config from the parsed options (lmdeploy/cli/): the speculative config
+# is built only when --speculative-algorithm is given (utils.py get_speculative_config)
+BUILDERS = {SERVE: ["api_server"], UTILS: ["get_speculative_config"]}
 TYPES = {"int": "integer", "float": "number", "str": "string"}
 NONE = "__none__"
 
@@ -53,11 +57,9 @@ def _kw(call: ast.Call) -> dict[str, ast.AST]:
     return {k.arg: k.value for k in call.keywords if k.arg}
 
 
-def _add_argument(fn: ast.FunctionDef) -> ast.Call | None:
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
-            return n
-    return None
+def _add_arguments(fn: ast.FunctionDef) -> list[ast.Call]:
+    return [n for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"]
 
 
 def _option(call: ast.Call, params: dict[str, ast.AST | None]) -> dict[str, Any] | None:
@@ -114,32 +116,44 @@ def server_options(serve: ast.Module, utils: ast.Module) -> dict[str, dict[str, 
     for c in ast.walk(fn):
         if not isinstance(c, ast.Call) or not isinstance(c.func, ast.Attribute):
             continue
-        o = None
+        found: list[tuple[dict[str, Any] | None, str]] = []
         if isinstance(c.func.value, ast.Name) and c.func.value.id == "ArgumentHelper" and c.func.attr in helpers:
             h = helpers[c.func.attr]
-            call = _add_argument(h)
-            o = _option(call, _bind(h, c)) if call is not None else None
-            if o:
-                o["where"] = f"{UTILS}:{call.lineno}"
+            found = [(_option(call, _bind(h, c)), f"{UTILS}:{call.lineno}") for call in _add_arguments(h)]
         elif c.func.attr == "add_argument":
-            o = _option(c, {})
+            found = [(_option(c, {}), f"{SERVE}:{c.lineno}")]
+        for o, where in found:
             if o:
-                o["where"] = f"{SERVE}:{c.lineno}"
-        if o:
-            out.setdefault(o["dest"], o)
+                o["where"] = where
+                out.setdefault(o["dest"], o)
     return out
 
 
-def config_fields(serve: ast.Module) -> dict[str, dict[str, str]]:
-    """{config class: {field: dest}} of the engine configs ``api_server`` builds from ``args.<dest>``."""
-    fn = next(n for n in ast.walk(serve) if isinstance(n, ast.FunctionDef) and n.name == "api_server")
+def _args_dest(v: ast.AST, local: dict[str, str]) -> str | None:
+    """The option a value reads: ``args.<dest>``, ``getattr(args, '<dest>', ...)`` or a local bound to one."""
+    if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "args":
+        return v.attr
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "getattr" and len(v.args) >= 2 \
+            and isinstance(v.args[0], ast.Name) and v.args[0].id == "args" and isinstance(v.args[1], ast.Constant):
+        return str(v.args[1].value)
+    if isinstance(v, ast.Name):
+        return local.get(v.id)
+    return None
+
+
+def config_fields(modules: dict[str, ast.Module]) -> dict[str, dict[str, str]]:
+    """{config class: {field: dest}} of the engine configs the CLI builders (BUILDERS) construct from the options."""
     out: dict[str, dict[str, str]] = {}
-    for c in ast.walk(fn):
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in CONFIGS:
-            for k in c.keywords:
-                v = k.value
-                if k.arg and isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "args":
-                    out.setdefault(c.func.id, {})[k.arg] = v.attr
+    for path, names in BUILDERS.items():
+        for fn in (n for n in ast.walk(modules[path]) if isinstance(n, ast.FunctionDef) and n.name in names):
+            local = {t.id: d for st in ast.walk(fn) if isinstance(st, ast.Assign) and len(st.targets) == 1
+                     for t in st.targets if isinstance(t, ast.Name) and (d := _args_dest(st.value, {}))}
+            for c in ast.walk(fn):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in CONFIGS:
+                    for k in c.keywords:
+                        dest = _args_dest(k.value, local)
+                        if k.arg and dest:
+                            out.setdefault(c.func.id, {})[k.arg] = dest
     return out
 
 
@@ -154,33 +168,40 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         serve = ast.parse(z.read(SERVE).decode())
         utils = ast.parse(z.read(UTILS).decode())
     opts = server_options(serve, utils)
-    by_class = config_fields(serve)
+    by_class = config_fields({SERVE: serve, UTILS: utils})
     table = flag_table()
-    fields: dict[str, str] = {}
-    defaults: dict[str, Any] = {}
+    fields: dict[str, dict[str, str]] = {}
+    defaults: dict[str, dict[str, Any]] = {}
     inputs: dict[str, dict[str, Any]] = {}
-    clash: set[str] = set()
     for cls, fmap in sorted(by_class.items()):
         for fld, dest in sorted(fmap.items()):
             o = opts.get(dest)
             if o is None or o["type"] is None and not any(n in table for n in o["names"]):
                 continue  # an option parsed by a function of its own (json.loads, an enum name): not modelled
             fact = next((table[n] for n in o["names"] if n in table), "lmdeploy_" + dest.rstrip("_"))
-            if fields.get(fld, fact) != fact:
-                clash.add(fld)
-            fields[fld] = fact
+            fields.setdefault(cls, {})[fld] = fact
             if o["known_default"]:
-                defaults[fld] = o["default"]
+                defaults.setdefault(cls, {})[fld] = NONE if o["default"] is None else o["default"]
             if not any(n in table for n in o["names"]):
                 e = {"options": o["names"], "type": o["type"], "default": NONE if o["default"] is None else o["default"],
                      "where": o["where"]}
                 if o["choices"]:
                     e["choices"] = list(o["choices"])
                 inputs[fact] = e
-    for f in clash:
-        fields.pop(f, None)
-        defaults.pop(f, None)
-    return {"fields": fields, "defaults": defaults, "inputs": inputs, "rows": {}, "never": {}, "why": {}}
+    # the options themselves (``args.<dest>`` in the CLI's own checks), by the same facts
+    options = {d: ("lmdeploy_" + d.rstrip("_")) if not any(n in table for n in o["names"]) else
+               next(table[n] for n in o["names"] if n in table) for d, o in opts.items()}
+    for d, o in opts.items():
+        if o["type"] is not None and not any(n in table for n in o["names"]) and options[d] not in inputs:
+            e = {"options": o["names"], "type": o["type"], "where": o["where"],
+                 "default": NONE if o["default"] is None else o["default"]}
+            if o["choices"]:
+                e["choices"] = list(o["choices"])
+            inputs[options[d]] = e
+    return {"class_fields": fields, "class_defaults": defaults, "inputs": inputs, "options": options,
+            "option_defaults": {d: (NONE if o["default"] is None else o["default"]) for d, o in opts.items()
+                                if o["known_default"]},
+            "rows": {}, "never": {}, "why": {}}
 
 
 def write_tables(release: str, result: dict[str, Any]) -> None:
