@@ -93,6 +93,18 @@ def test_unknown_model_names_the_closest_bundled_ids():
     assert "closest: Qwen/Qwen3.5-27B" in str(e.value) and "optkg models" in str(e.value)
 
 
+def test_unknown_instruct_release_suggests_its_bundled_base_first():
+    # Meta's current id is the -Instruct one; the bundled base of the same shape used to come third, after two
+    # Llama-4 ids. It is suggested first and still not substituted (an instruct config can differ from its base,
+    # e.g. Qwen2.5-7B's max_position_embeddings 131,072 against the instruct model's 32,768)
+    with pytest.raises(OptkgError) as e:
+        resolve_model("meta-llama/Llama-3.1-70B-Instruct")
+    assert "(closest: meta-llama/Meta-Llama-3.1-70B, " in str(e.value)
+    with pytest.raises(OptkgError) as e:
+        resolve_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert "(closest: mistralai/Mixtral-8x7B-v0.1, " in str(e.value)
+
+
 def test_report_header_names_the_model_id_not_the_config_path(capsys):
     cfg = str(REPO / "catalog/models/tiiuae__falcon-40b.json")
     rc, out, _ = run(["check", "--vllm", "vllm serve tiiuae/falcon-40b -tp 16", "--config", cfg, "--gpu", "H100",

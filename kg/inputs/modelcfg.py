@@ -677,12 +677,19 @@ def closest_model_ids(name: str, n: int = 3) -> list[str]:
     import difflib
     ids = bundled_model_ids()
     by_norm = {_norm(i): i for i in ids}
+    # a fine-tuned release of a bundled base (``-Instruct``, ``-Chat``, ``-it``) first: its layer shapes are
+    # usually the base's, though not always its context length (Qwen2.5-7B 131,072 vs -Instruct 32,768), so it is
+    # a suggestion, never a silent substitute
+    base = re.sub(r"-(instruct|chat|it)(?=$|-)", "", name, flags=re.I)
+    first = [i for k in (_norm(base), _norm(base.replace("/Llama-", "/Meta-Llama-"))) if base != name
+             for i in [by_norm.get(k)] if i]
     got = difflib.get_close_matches(_norm(name), list(by_norm), n=n, cutoff=0.6)
     if not got:
         tail = {_norm(i.split("/", 1)[1]): i for i in ids}
         got = [tail[k] for k in difflib.get_close_matches(_norm(name.split("/")[-1]), list(tail), n=n, cutoff=0.6)]
-        return got
-    return [by_norm[k] for k in got]
+    else:
+        got = [by_norm[k] for k in got]
+    return list(dict.fromkeys(first + got))[:n]
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
