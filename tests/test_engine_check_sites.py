@@ -210,3 +210,15 @@ def test_generated_rows_read_the_served_models_config_json(catalog):
         "vllm serve openai/whisper-large-v3 --enable-prompt-embeds", "0.34.0", catalog)
     assert ("vllm/config/model.py", 1099) not in _refused_lines(
         "vllm serve meta-llama/Llama-3.1-8B --enable-prompt-embeds", "0.34.0", catalog)
+
+
+def test_a_regeneration_covering_fewer_sites_does_not_replace_the_committed_file(tmp_path):
+    """A regeneration of the same release that covers less (a missing wheel, environment or tool regression once
+    wrote 25 SGLang table rows over 409) is refused; the same or more coverage is written."""
+    from engine_check_sites import shrinkage
+    old = tmp_path / "sglang-0.5.23.yaml"
+    old.write_text("counts:\n  rule: 68\n  table: 428\n  unknowable: 32\n  uncovered: 236\n")
+    assert shrinkage(old, {"rule": 68, "table": 25, "uncovered": 639}) == \
+        "covered sites fall from rule 68 -> 68, table 428 -> 25"
+    assert shrinkage(old, {"rule": 68, "table": 428}) == ""
+    assert shrinkage(tmp_path / "new-release.yaml", {"table": 1}) == ""

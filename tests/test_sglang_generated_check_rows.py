@@ -79,3 +79,15 @@ def test_platform_facts_follow_the_gpu(catalog):
     st.hardware = catalog.resolve_hardware("MI300X")
     ns = namespace(st, "0.5.23")
     assert (ns["platform__is_hip"], ns["platform__is_cuda"], ns["platform__is_sm90"]) == (True, False, False)
+
+
+def test_model_facts_follow_sglangs_model_config(catalog):
+    """mc__attention_arch by ModelConfig._derive_model_shapes' architecture chain (model_config.py:1367-1542, read into
+    the inputs table); hf__index_topk as getattr(hf_config, 'index_topk', None): absent from DeepSeek-V3's config.json
+    and not declared by transformers 5.19.0's DeepseekV3Config, 2048 in DeepSeek-V3.2's, not given for Qwen3."""
+    got = {}
+    for m in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.2", "Qwen/Qwen3-8B", "deepseek-ai/DeepSeek-V4-Flash"):
+        ns = namespace(parse_command(B + m, catalog, "sglang"), "0.5.23")
+        got[m.split("/")[1]] = (ns.get("mc__attention_arch"), ns.get("hf__index_topk", "-"))
+    assert got == {"DeepSeek-V3": ("MLA", "__none__"), "DeepSeek-V3.2": ("MLA", 2048), "Qwen3-8B": ("MHA", "-"),
+                   "DeepSeek-V4-Flash": ("MHA", 512)}

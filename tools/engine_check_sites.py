@@ -371,12 +371,29 @@ def resolve_contexts(sites: list[Site], walkers: list) -> None:
         s.context, s.context_why = resolve(s.function, 0)
 
 
+def shrinkage(path: Path, counts: dict[str, int]) -> str:
+    """Why the new classification of a release must not replace ``path`` (its sites file, written before): it covers
+    fewer sites by rule or table (a regeneration in a worktree without the wheel, or a tool regression, once wrote 25
+    SGLang table rows over the 409 committed); '' when it covers as many or more."""
+    if not path.exists():
+        return ""
+    import yaml
+    old = (yaml.safe_load(path.read_text()) or {}).get("counts") or {}
+    was = {k: int(old.get(k) or 0) for k in ("rule", "table")}
+    now = {k: counts.get(k, 0) for k in ("rule", "table")}
+    if sum(now.values()) >= sum(was.values()):
+        return ""
+    return "covered sites fall from " + ", ".join(f"{k} {was[k]} -> {now[k]}" for k in was)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("engine", choices=sorted(SCOPES))
     ap.add_argument("release")
     ap.add_argument("--wheel", type=Path)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--force", action="store_true",
+                    help="write the sites file even when it covers fewer sites than the one it replaces")
     a = ap.parse_args(argv)
     from engine_check_classify import classify_all, render  # noqa: E402 (tools/ sibling)
     wheel = a.wheel or find_wheel(a.engine, a.release)
@@ -390,11 +407,16 @@ def main(argv: list[str]) -> int:
     if generated is not None:
         gen.write_tables(a.release, generated)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["class"]] = counts.get(r["class"], 0) + 1
+    lost = shrinkage(out, counts)
+    if lost and not a.force:
+        print(f"{out}: not written: {lost}. A regeneration of the same release covering less means a missing wheel,"
+              " environment or tool change (rerun with --force to write it anyway)", file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))
     print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {len(rows)} sites "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

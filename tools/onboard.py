@@ -220,7 +220,7 @@ def main(argv: list[str]) -> int:
             print(f"-- --quantization names (catalog/engines/values/vllm-quantization.yaml): {len(qm[0])} added, "
                   f"{len(qm[1])} removed" + "".join(f"\n    + {x}" for x in qm[0]) + "".join(f"\n    - {x}" for x in qm[1]))
     import engine_check_sites
-    engine_check_sites.main([a.engine, a.release, "--wheel", str(wheel)])
+    sites_refused = engine_check_sites.main([a.engine, a.release, "--wheel", str(wheel)])  # 1: would cover less
     try:
         import engine_capabilities
         for line in engine_capabilities.onboard(a.engine, a.release, wheel):
@@ -276,7 +276,7 @@ def main(argv: list[str]) -> int:
     if counts["gone"]:
         print("   each gone fact needs an upper bound (versions: '<" + a.release + "', evidence role: changed) or new "
               "evidence at " + a.release)
-    return 1 if counts["gone"] else 0
+    return 1 if counts["gone"] or sites_refused else 0
 
 
 

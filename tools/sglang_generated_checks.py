@@ -57,8 +57,11 @@ PROBES = {"is_cuda": "is_cuda", "is_hip": "is_hip", "is_npu": "is_npu", "is_xpu"
           "use_mlx": "use_mlx"}
 # ModelConfig attributes read as facts of the model (kg.engines.sglang.checkns derives each from config.json) and the
 # hf_config attributes it gives (checkns.HF_KEYS and the architectures)
-MODEL_FACTS: set[str] = set()
-HF_ATTRS = {"architectures", "model_type"}
+MODEL_FACTS: set[str] = {"attention_arch"}
+# auto() enums whose members stand for their names: the model facts that hold them are given as names
+# (mc__attention_arch 'MLA' / 'MHA' / 'SSM', checkns.attention_arch)
+NAMED_ENUMS = {"AttentionArch"}
+HF_ATTRS = {"architectures", "model_type", "index_topk"}
 BOOKKEEPING = {"_resolution_finished": False, "_resolution_failed": False, "_input_frozen": False}
 BUILTINS = {"getattr", "hasattr", "isinstance", "len", "min", "max", "bool", "int", "str", "float", "any", "all",
             "sorted", "list", "tuple", "set", "dict", "print", "type", "repr", "abs", "round", "zip", "enumerate",
@@ -73,6 +76,7 @@ class Modules(dict):
         super().__init__()
         self.z = z
         self.names = {n for n in z.namelist() if n.endswith(".py") and n.startswith("sglang/")}
+        self._mutated: set[str] | None = None
 
     def get(self, path: str, default: Any = None) -> Any:  # noqa: D401 - dict.get that loads
         if path in self:
@@ -83,8 +87,29 @@ class Modules(dict):
             m = cg.read_module(path, self.z.read(path).decode("utf-8", errors="replace"))
         except SyntaxError:
             return default
+        for st in m.tree.body:  # annotated constants, frozenset({...}) and unions of sets: checkgen reads neither
+            target = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+                st.target if isinstance(st, ast.AnnAssign) and st.value is not None else None
+            if not isinstance(target, ast.Name) or target.id in m.constants or target.id in self.mutated():
+                continue
+            for read in (cg._const_eval, _set_const):
+                try:
+                    m.constants[target.id] = read(st.value, m.constants)
+                    break
+                except (ValueError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError, ZeroDivisionError):
+                    pass
         self[path] = m
         return m
+
+    def mutated(self) -> set[str]:
+        """Names some module of the wheel mutates in place (``NAME.add(..)``, ``NAME[k] = ..``, ``NAME |= ..``,
+        ``x = NAME.extend``): a registry filled at import is not the constant its literal says."""
+        if self._mutated is None:
+            rx = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\.(?:append|add|extend|update|insert|setdefault|discard|remove|pop|"
+                            r"clear)\b|\[[^\]\n]*\]\s*=[^=]|[|&+-]=)")
+            self._mutated = {mm.group(1) for n in self.names
+                             for mm in rx.finditer(self.z.read(n).decode("utf-8", errors="replace"))}
+        return self._mutated
 
     def dotted(self, dotted: str) -> str | None:
         base = dotted.replace(".", "/")
@@ -92,6 +117,26 @@ class Modules(dict):
             if cand in self.names:
                 return cand
         return None
+
+
+def _set_const(node: ast.AST, consts: dict[str, Any]) -> frozenset:
+    """``frozenset({...})`` / ``set((...))`` of literals, and ``|`` / ``&`` / ``-`` of such sets or of earlier
+    constants (sglang layers/layernorm_sp.py SP_SUPPORTED_ARCHITECTURES = MUSE_SP_ARCHITECTURES | frozenset(...))."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set") \
+            and len(node.args) == 1 and not node.keywords:
+        v = ast.literal_eval(node.args[0])
+        if not isinstance(v, (set, tuple, list, frozenset)) or not all(isinstance(x, str) for x in v):
+            raise ValueError("not a set of strings")
+        return frozenset(v)
+    if isinstance(node, ast.Name):
+        v = consts[node.id]
+        if not isinstance(v, (set, frozenset)):
+            raise ValueError("not a set")
+        return frozenset(v)
+    if isinstance(node, ast.BinOp) and type(node.op) in (ast.BitOr, ast.BitAnd, ast.Sub):
+        a, b = _set_const(node.left, consts), _set_const(node.right, consts)
+        return a | b if isinstance(node.op, ast.BitOr) else a & b if isinstance(node.op, ast.BitAnd) else a - b
+    raise ValueError("not a set constant")
 
 
 class Dict_(Obj):
@@ -148,8 +193,17 @@ class SglWalker(cg.Walker):
         self.class_index: dict[str, list[str]] | None = None
         self.registry: dict[str, list[tuple[str, str]]] | None = None
         self.current: list[ast.FunctionDef] = []
+        self.trace: set[str] = set()     # fields whose first turn to unknown is logged (--trace)
+        self.trace_log: list[tuple[str, str, str]] = []
+        self.unk_lets: set[str] = set()  # lets whose value may be unknown
+        self.losing = ""
 
     # ------------------------------------------------------------------ inputs
+    def literal(self, v: Any) -> Expr:
+        if isinstance(v, (set, frozenset)):  # in a fixed order: the sites file is the same on every run
+            v = tuple(sorted(v, key=repr))
+        return super().literal(v)
+
     def raw(self, attr: str) -> Any:
         if attr in self.fields:
             return Expr(attr)
@@ -271,6 +325,16 @@ class SglWalker(cg.Walker):
             if isinstance(v, Expr) and v.text == ABSENT:
                 continue
             self.decl[f] = self.sg_bind(self.merge(old, v, conds, first=False))
+            if f in self.trace and self.unknownish(self.decl[f]) and not self.unknownish(old):
+                where = " > ".join(fn.name for fn in self.current[-3:]) + (f": {self.losing}" if self.losing else "")
+                self.trace_log.append((f, where, cg.conj(conds)[:160]))
+
+    def unknownish(self, v: Any) -> bool:
+        if v is TAINT or v is None:
+            return True
+        if not isinstance(v, Expr):
+            return False
+        return cg.UNK in v.text or any(n in self.unk_lets for n in re.findall(r"\b_s\d+\b", v.text))
 
     def sg_bind(self, v: Any) -> Any:
         """A long value becomes a named let (``_s<n>``, evaluated before the rows); a dict value that still holds
@@ -285,16 +349,27 @@ class SglWalker(cg.Walker):
                 return Expr(cg.UNK)
             name = f"_s{len(self.sg_lets)}"
             self.sg_lets.append((name, v.text))
+            if self.unknownish(v):
+                self.unk_lets.add(name)
             return Expr(name)
         return v
 
     def lose(self, what: str, fields: set[str] | None, conds: list[str]) -> None:
         """A call the walk cannot follow may declare ``fields`` (None: any field): they become unknown."""
         self.lost[what] = self.lost.get(what, 0) + 1
+        self.losing = what
+        try:
+            self.lose_fields(fields, conds)
+        finally:
+            self.losing = ""
+
+    def lose_fields(self, fields: set[str] | None, conds: list[str]) -> None:
         if fields is None:
             if not conds:
+                self.trace_log += [(f, self.losing, "every field") for f in self.trace
+                                   if not self.unknownish(self.decl.get(f, Expr(f)))]
                 self.decl = {}
-                self.poisoned = what
+                self.poisoned = self.losing
             else:  # only where the call ran: keep the old value elsewhere (merge with an unknown new value)
                 for f in self.fields:
                     self.declare({f: TAINT}, conds)
@@ -365,6 +440,17 @@ class SglWalker(cg.Walker):
             if isinstance(v, Expr) and v.text == "model_path":
                 return self.literal(None)
             raise Untranslatable("resolve_hf_gguf_reference of another path")
+        if name in ("_hf_arch", "_hf_attr") and isinstance(f, ast.Name) and node.args:
+            # configs/model_config.py:174-188: the first architecture / getattr(config, name, None) of the HF config
+            v = self.value_or_taint(node.args[0], fr, pc)
+            if not (isinstance(v, Obj) and v.label == "hf_config"):
+                raise Untranslatable(f"{name} of another config")
+            if name == "_hf_arch" and len(node.args) == 1:
+                return Expr("hf__architecture")
+            key = node.args[1] if len(node.args) == 2 else None
+            if isinstance(key, ast.Constant) and key.value in HF_ATTRS:
+                return Expr(f"hf__{key.value}")
+            raise Untranslatable(f"_hf_attr {ast.unparse(key) if key is not None else ''}")
         if name == "str" and len(node.args) == 1 and isinstance(f, ast.Name):
             return Expr(f"str({self.text(node.args[0], fr, pc)})")
         if name == "collect_model_override_declarations":
@@ -443,7 +529,9 @@ class SglWalker(cg.Walker):
         if isinstance(node.value, ast.Name) and node.value.id == "SpeculativeAlgorithm" \
                 and node.value.id not in fr.locals and node.attr in self.spec_members():
             return self.literal(node.attr)  # an auto() member compares by its name (see spec_algorithm)
-        # enum members of classes anywhere in the wheel (ConnectorType.INSTANCE, AttentionArch.MLA)
+        if isinstance(node.value, ast.Name) and node.value.id in NAMED_ENUMS and node.value.id not in fr.locals:
+            return self.literal(node.attr)
+        # enum members of classes anywhere in the wheel (ConnectorType.INSTANCE)
         if isinstance(node.value, ast.Name) and node.value.id not in fr.locals and node.value.id[:1].isupper():
             ok, v = self.enum_value(node.value.id, node.attr, fr.path)
             if ok:
@@ -460,6 +548,11 @@ class SglWalker(cg.Walker):
         if isinstance(base, Expr) and base.text == "hf__architectures" and isinstance(node.slice, ast.Constant) \
                 and node.slice.value == 0:
             return Expr("hf__architecture")
+        if isinstance(base, Expr) and not base.ref and isinstance(node.slice, ast.Constant) \
+                and type(node.slice.value) is int and node.slice.value >= 0:
+            # a list option's element (validation_hook.py:389 buckets_rule[0]): item() raises, as Python's index
+            # does, on None or a short list, so the row is not evaluated there
+            return Expr(f"item({base.text}, {node.slice.value})")
         return None
 
     def dict_literal(self, node: ast.Dict, fr: Frame, pc: list[str]) -> Any:
@@ -775,29 +868,42 @@ class SglWalker(cg.Walker):
                 return
         super().expr_stmt(node, fr, pc)
 
-    def unroll(self, s: ast.For, fr: Frame, pc: list[str]) -> bool:
-        """``for a, b in ((c1, c2), ...)`` over a literal of constants (no break / continue / else): the body once per
-        element, in order."""
+    def unroll(self, s: ast.For, fr: Frame, pc: list[str], elts: list[ast.expr] | None = None) -> bool:
+        """``for a, b in ((x1, y1), ...)`` over a tuple / list written out in the code (``elts``: the elements of the
+        literal a local was assigned just before the loop; no break / continue / else): the body once per element, in
+        order, each target bound to its element's value (untranslatable: unknown, that pass's sites untranslated)."""
         if s.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(s)):
             return False
-        if not isinstance(s.iter, (ast.Tuple, ast.List)):
+        if elts is None:
+            if not isinstance(s.iter, (ast.Tuple, ast.List)):
+                return False
+            elts = s.iter.elts
+        if len(elts) > 32 or any(isinstance(x, ast.Starred) for x in elts):
             return False
-        try:
-            items = ast.literal_eval(s.iter)
-        except (ValueError, SyntaxError):
+        width = len(s.target.elts) if isinstance(s.target, ast.Tuple) else None
+        if width is not None and not all(isinstance(x, (ast.Tuple, ast.List)) and len(x.elts) == width
+                                         and not any(isinstance(y, ast.Starred) for y in x.elts) for x in elts):
             return False
-        if len(items) > 32:
-            return False
-        for x in items:
-            if isinstance(s.target, ast.Tuple):
-                if not isinstance(x, (tuple, list)) or len(x) != len(s.target.elts):
-                    return False
-                for t, v in zip(s.target.elts, x):
-                    self.assign(t, self.literal(v), fr, pc)
-            else:
-                self.assign(s.target, self.literal(x), fr, pc)
+        for x in elts:
+            pairs = list(zip(s.target.elts, x.elts)) if width is not None else [(s.target, x)]
+            for t, v in pairs:
+                self.assign(t, self.value_or_taint(v, fr, pc), fr, pc)
             self.run(s.body, fr, pc)
         return True
+
+    def run(self, stmts: list[ast.stmt], fr: Frame, pc: list[str]) -> None:
+        """checkgen's run, except that ``name = (..., ...)`` right before ``for x in name:`` unrolls that loop over
+        the literal's elements (sglang deepseek_v4_hook.py:180-199, lora_hook.py:280-296)."""
+        for i, st in enumerate(stmts):
+            if fr.dead:
+                return
+            prev = stmts[i - 1] if i else None
+            if isinstance(st, ast.For) and isinstance(st.iter, ast.Name) and isinstance(prev, ast.Assign) \
+                    and len(prev.targets) == 1 and isinstance(prev.targets[0], ast.Name) \
+                    and prev.targets[0].id == st.iter.id and isinstance(prev.value, (ast.Tuple, ast.List)) \
+                    and self.unroll(st, fr, pc, prev.value.elts):
+                continue
+            self.stmt(st, fr, pc)
 
     def site(self, path: str, line: int, conds: list[str]) -> None:
         conds = [c if cg.is_unknown(c) else simplify(c) for c in conds]
@@ -879,10 +985,11 @@ def load_inputs(release: str) -> dict[str, Any]:
     return yaml.safe_load(p.read_text())
 
 
-def walk(release: str, wheel: Path) -> SglWalker:
+def walk(release: str, wheel: Path, trace: set[str] = frozenset()) -> SglWalker:
     z = zipfile.ZipFile(wheel)
     mods = Modules(z)
     w = SglWalker(mods, load_inputs(release))
+    w.trace = set(trace)
     sa = "sglang/srt/server_args.py"
     m = mods.get(sa)
     cls = m.classes["ServerArgs"]
@@ -924,13 +1031,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("release")
     ap.add_argument("--wheel", type=Path)
     ap.add_argument("--why", action="store_true")
+    ap.add_argument("--trace", nargs="+", default=[], metavar="FIELD",
+                    help="print where each FIELD first turns unknown (the call the walk lost)")
     a = ap.parse_args(argv)
     from engine_check_sites import find_wheel
     wheel = a.wheel or find_wheel("sglang", a.release)
-    rows, lets, w = rows_for(a.release, wheel)
-    scanned = {k: v for k, v in rows.items() if k[0].startswith(SCANNED)}
+    w = walk(a.release, wheel, set(a.trace))
+    for f, where, conds in w.trace_log:
+        print(f"{f} unknown after {where} (where {conds})")
+    found, lets = rows(w), list(w.sg_lets)
+    scanned = {k: v for k, v in found.items() if k[0].startswith(SCANNED)}
     reached = {k for k in w.sites if k[0].startswith(SCANNED)}
-    print(f"sites reached {len(reached)}, rows {len(scanned)} (all files {len(rows)}), lets {len(lets)}")
+    print(f"sites reached {len(reached)}, rows {len(scanned)} (all files {len(found)}), lets {len(lets)}")
     print("calls handed the record that the walk could not follow:")
     for k, v in sorted(w.lost.items(), key=lambda x: -x[1])[:40]:
         print(f"  {v:3d} {k}")

@@ -237,13 +237,76 @@ def read_env(z: zipfile.ZipFile) -> dict[str, dict[str, Any]]:
     return out
 
 
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+
+
+def _arch_tests(test: ast.AST) -> tuple[list[str], list[str]] | None:
+    """``"A" in self.hf_config.architectures or ("B" in ... and <more>) ...``: (architectures the test accepts by
+    themselves, architectures it accepts only under a further condition); None for any other shape."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    sure: list[str] = []
+    cond: list[str] = []
+    for p in parts:
+        extra = False
+        if isinstance(p, ast.BoolOp) and isinstance(p.op, ast.And):
+            p, extra = p.values[0], True
+        if not (isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In)
+                and isinstance(p.left, ast.Constant) and isinstance(p.left.value, str)
+                and ast.unparse(p.comparators[0]) == "self.hf_config.architectures"):
+            return None
+        (cond if extra else sure).append(p.left.value)
+    return sure, cond
+
+
+def _sets_arch(body: list[ast.stmt]) -> str | None:
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and ast.unparse(st.targets[0]) == "self.attention_arch" \
+                and isinstance(st.value, ast.Attribute) and ast.unparse(st.value.value) == "AttentionArch":
+            return st.value.attr
+    return None
+
+
+def read_attention_arch(z: zipfile.ZipFile) -> dict[str, Any] | None:
+    """ModelConfig.attention_arch (configs/model_config.py ``_derive_model_shapes``): the if / elif chain over
+    ``hf_config.architectures``, in order, as branches {value, archs, conditional, line}; the final ``else`` gives SSM
+    for PURE_SSM_ARCHITECTURES, else MHA. None when the chain has another shape (the fact is then not given)."""
+    tree = ast.parse(z.read(MODEL_CONFIG).decode())
+    consts = module_constants(tree)
+    fn = next((f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "ModelConfig" for f in c.body
+               if isinstance(f, ast.FunctionDef) and f.name == "_derive_model_shapes"), None)
+    if fn is None:
+        return None
+    head = next((st for st in fn.body if isinstance(st, ast.If) and _arch_tests(st.test) is not None
+                 and _sets_arch(st.body)), None)
+    if head is None:
+        return None
+    branches: list[dict[str, Any]] = []
+    node: ast.stmt = head
+    while True:
+        tests, value = _arch_tests(node.test), _sets_arch(node.body)
+        if tests is None or value is None:
+            return None
+        branches.append({"value": value, "archs": tests[0], "conditional": tests[1], "line": node.lineno})
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        tail = ast.unparse(ast.Module(body=node.orelse, type_ignores=[]))
+        ssm = consts.get("PURE_SSM_ARCHITECTURES")
+        if "AttentionArch.SSM" not in tail or "AttentionArch.MHA" not in tail or not isinstance(ssm, (list, tuple)):
+            return None
+        return {"path": MODEL_CONFIG, "line": head.lineno, "branches": branches,
+                "else": {"ssm_if_any": sorted(ssm), "otherwise": "MHA",
+                         "line": node.orelse[0].lineno if node.orelse else node.lineno}}
+
+
 def build(release: str, wheel: Path) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as z:
         fields = read_fields(z)
         extra = read_extra_options(z, fields)
         env = read_env(z)
+        arch = read_attention_arch(z)
     return {"engine": "sglang", "release": release, "package": "sglang", "fields": fields,
-            "extra_options": extra, "env": env}
+            "extra_options": extra, "env": env, "model": {"attention_arch": arch} if arch else {}}
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -252,7 +315,9 @@ def render(doc: dict[str, Any]) -> str:
             "# option names, choices, path:line) and every environment variable of sglang/srt/environ.py (kind, literal\n"
             "# default). kg.engines.sglang.checkns builds a stack's SGLang inputs from it for the generated check rows.\n")
     out = [head + yaml.safe_dump({k: doc[k] for k in ("engine", "release", "package")}, sort_keys=False).rstrip()]
-    for sec in ("fields", "extra_options", "env"):
+    for sec in ("fields", "extra_options", "env", "model"):
+        if sec not in doc:
+            continue
         out.append(f"{sec}:")
         for k, v in doc[sec].items():
             out.append(f"  {yaml.safe_dump({k: v}, default_flow_style=True, width=100_000, sort_keys=False).strip()[1:-1]}")

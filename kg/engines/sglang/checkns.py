@@ -49,13 +49,20 @@ def _string_method(name: str) -> Any:
     return call
 
 
+def item(v: Any, i: int) -> Any:
+    """``v[i]`` of a list option; on None or a short list Python raises, and so does this (the row is not evaluated)."""
+    if not isinstance(v, list) or not 0 <= i < len(v):
+        raise TypeError("no such item")
+    return v[i]
+
+
 # the rows' functions (kg.engine.expr extra functions): truthy / is_a / str of kg.frameworks.checkrows, the
 # connector scheme, and str methods that raise as Python's do on None
 FUNCTIONS: dict[str, Any] = {**ROW_FUNCTIONS, "url_scheme": url_scheme,
                              "str": lambda v: "None" if v == NONE else str(v),
                              "upper": _string_method("upper"), "lower": _string_method("lower"),
                              "startswith": _string_method("startswith"),
-                             "endswith": _string_method("endswith")}
+                             "endswith": _string_method("endswith"), "item": item}
 
 
 def inputs_path(release: str) -> Path:
@@ -321,7 +328,11 @@ def platform_ns(stack: Any, env: dict[str, Any]) -> dict[str, Any]:
 # config.py get_config, then ModelConfig.__init__) keeps as written for a checkpoint with a config.json. Others
 # (``sliding_window``: Qwen2Config drops it when use_sliding_window is false; keys copied up from text_config ...)
 # are left out rather than read from the file.
-HF_KEYS = ("model_type",)
+HF_KEYS = ("model_type",)  # and index_topk (model_ns: absent from config.json only where no default applies)
+# model types SGLang loads with transformers' DeepseekV3Config (deepseek_v32 through its alias, sglang
+# utils/hf_transformers/common.py:198-223; SGLang 0.5.23 pins transformers==5.19.0), which declares no index_topk:
+# getattr(config, "index_topk", None) is None when config.json has no such key (configuration_deepseek_v3.py)
+V3_CONFIG_TYPES = ("deepseek_v3", "deepseek_v32")
 LONGCAT = (["LongcatCausalLM"], ["LongcatFlashForCausalLM"], ["LongcatFlashNgramForCausalLM"])
 
 
@@ -353,7 +364,24 @@ def sglang_architectures(raw: dict[str, Any], model_path: str, fields: dict[str,
     return list(archs)
 
 
-def model_ns(stack: Any, fields: dict[str, Any]) -> dict[str, Any]:
+def attention_arch(archs: list[str], model: dict[str, Any]) -> str | None:
+    """ModelConfig.attention_arch ('MLA' / 'MHA' / 'SSM') for ``hf_config.architectures`` by the release's if / elif
+    chain (``model.attention_arch`` of the inputs table, read from configs/model_config.py): the first branch naming
+    one of the architectures; None where a branch reached first names it under a further condition (a config value
+    optkg does not read) or the table is missing."""
+    table = model.get("attention_arch")
+    if not table:
+        return None
+    for b in table["branches"]:
+        if any(a in archs for a in b.get("conditional") or []):
+            return None
+        if any(a in archs for a in b["archs"]):
+            return str(b["value"])
+    tail = table["else"]
+    return "SSM" if any(a in archs for a in tail["ssm_if_any"]) else str(tail["otherwise"])
+
+
+def model_ns(stack: Any, fields: dict[str, Any], release: str) -> dict[str, Any]:
     """``hf__architectures`` / ``hf__architecture`` and the keys of ``HF_KEYS`` from the model's config.json (see
     ``sglang_architectures``); ``hf_text__`` keys are not given yet."""
     model = getattr(stack, "model", None)
@@ -369,6 +397,13 @@ def model_ns(stack: Any, fields: dict[str, Any]) -> dict[str, Any]:
             out[f"hf__{k}"] = NONE if raw[k] is None else raw[k]
     if archs == ["LongcatFlashForCausalLM"]:
         out["hf__model_type"] = "longcat_flash"
+    arch = attention_arch(archs, (inputs_table(release) or {}).get("model") or {})
+    if arch is not None:
+        out["mc__attention_arch"] = arch
+    if "index_topk" in raw:
+        out["hf__index_topk"] = NONE if raw["index_topk"] is None else raw["index_topk"]
+    elif raw.get("model_type") in V3_CONFIG_TYPES:
+        out["hf__index_topk"] = NONE
     return out
 
 
@@ -380,7 +415,7 @@ def namespace(stack: Any, release: str) -> dict[str, Any] | None:
     env = env_ns(stack, release)
     ns.update(env)
     ns.update(platform_ns(stack, env))
-    ns.update(model_ns(stack, ns))
+    ns.update(model_ns(stack, ns, release))
     ns["model_path__scheme"] = url_scheme(ns.get("model_path", ""))
     ns.update(checkpoint_ns(stack, ns))
     return ns
