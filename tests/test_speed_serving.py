@@ -225,3 +225,21 @@ def test_an_attention_dp_rank_holds_every_gqa_kv_head_but_the_same_mla_latent():
     assert _attention_dp_rank_pool(gqa, {"kv_tokens_total": 1_631_328, "kv_heads_per_rank": 1}, 8, 2) == 1_631_328
     mla = SimpleNamespace(is_mla=True, num_key_value_heads=128)
     assert _attention_dp_rank_pool(mla, {"kv_tokens_total": 1_339_936}, 8, 8) == 1_339_936
+
+
+def test_estimator_missing_data_reason_is_one_readable_sentence():
+    # the raw aiconfigurator-core 0.12.0 message (Rust PerfDatabase) ran on into its install path and was cut there;
+    # the reason names the missing measurement and the database, and a reason cached in the old wording reads the same
+    from types import SimpleNamespace
+    from kg.speed.estimator import tidy_reason
+    raw = ('the estimator has no data for this point: perf database error: MoE data missing for MoeKey { quant: "fp8",'
+           ' distribution: "uniform", topk: 8, num_experts: 256, hidden_size: 7168, inter_size: 2048, moe_tp_size: 8,'
+           ' moe_ep_size: 1 } at /x/.venv/lib/python3.11/site-packag')
+    p = SimpleNamespace(system="h200_sxm", backend="sglang", release="0.5.16")
+    want = ("the estimator has no data for this point: no measured MoE data for quant fp8, distribution uniform, topk 8,"
+            " num_experts 256, hidden_size 7168, inter_size 2048, moe_tp_size 8, moe_ep_size 1 in the h200_sxm sglang"
+            " 0.5.16 database")
+    assert tidy_reason(raw, p) == want and tidy_reason(want, p) == want
+    gemm = ("perf database error: GEMM perf data missing for quant 'int4_wo' at /x/site-packages/a.py available: "
+            '["bfloat16", "fp8", "fp8_block"]')
+    assert tidy_reason(gemm) == "no measured GEMM data for quant 'int4_wo' (it has bfloat16, fp8, fp8_block)"

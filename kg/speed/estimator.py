@@ -17,6 +17,7 @@ engine, quantisation, model family, ops without data); its text is shown to the 
 """
 from __future__ import annotations
 
+
 import contextlib
 import functools
 import hashlib
@@ -24,6 +25,7 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -190,10 +192,34 @@ def _database(system: str, backend: str, release: str):
     return db
 
 
-def _reason(e: BaseException) -> str:
-    """A one-line reason from an estimator exception (its first line, trimmed)."""
+_MISSING = re.compile(r"^(?:perf database error: )?(?P<what>[\w ]+?) (?:perf )?data missing for (?:\w+Key )?"
+                      r"(?:\{(?P<key>[^}]*)\}|(?P<rest>.*?)(?= at /|$))(?: at /\S*)?(?: available: \[(?P<have>[^\]]*)\]?)?.*$")
+
+
+def _reason(e: BaseException, p: "Point | None" = None) -> str:
+    """A one-line reason from an estimator exception: its first line, trimmed, read into words (``tidy_reason``)."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return text[:240]
+    return tidy_reason(text, p)[:240]
+
+
+def tidy_reason(text: str, p: "Point | None" = None) -> str:
+    """The estimator's missing-data message read into words, its install path dropped: ``MoE data missing for
+    MoeKey { quant: "fp8", topk: 8, ... } at /…/site-packages/…`` -> ``no measured MoE data for quant fp8, topk 8,
+    … in the h200_sxm sglang 0.5.6 database``. Idempotent, so reasons cached in the old wording read the same."""
+    head, sep, raw = text.partition(": perf database error: ")
+    raw = "perf database error: " + raw if sep else text
+    m = _MISSING.match(raw)
+    if m:
+        if m.group("key") is not None:
+            fields = re.findall(r'(\w+): "?([^",]+?)"?\s*(?:,|$)', m.group("key").strip())
+            what = ", ".join(f"{k} {v}" for k, v in fields)
+        else:
+            what = " ".join(m.group("rest").split())
+        where = f" in the {p.system} {p.backend} {p.release} database" if p is not None else ""
+        have = ", ".join(x.strip(' "\'') for x in (m.group("have") or "").split(",") if x.strip(' "\''))
+        raw = f"no measured {m.group('what')} data for {what}{where}" + (f" (it has {have})" if have else "")
+        text = f"{head}: {raw}" if sep else raw
+    return re.sub(r" at /\S+", "", text)
 
 
 def run_point(p: Point, model_path: str) -> dict[str, Any]:
@@ -224,7 +250,7 @@ def run_point(p: Point, model_path: str) -> dict[str, Any]:
         except NotImplementedError as e:
             raise NotEvaluable(f"the estimator does not model this layout: {_reason(e)}") from None
         except (ValueError, KeyError, TypeError, AssertionError, RuntimeError, OSError, ZeroDivisionError) as e:
-            raise NotEvaluable(f"the estimator has no data for this point: {_reason(e)}") from None
+            raise NotEvaluable(f"the estimator has no data for this point: {_reason(e, p)}") from None
     out = {"ttft_ms": float(r["ttft"]), "tpot_ms": float(r["tpot"]),
            "output_tokens_per_s": float(r["tokens/s"]), "tokens_per_s_per_gpu": float(r["tokens/s/gpu"]),
            "tokens_per_s_per_user": float(r["tokens/s/user"]), "request_latency_ms": float(r["request_latency"]),

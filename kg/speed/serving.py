@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kg.speed.estimator import NotEvaluable, Point, database_release, estimator_version, run_point, tables
+from kg.speed.estimator import (NotEvaluable, Point, database_release, estimator_version, run_point, tables,
+                                tidy_reason)
 from kg.speed.mapping import ENGINES, kv_tokens_per_request
 
 DEFAULT_ISL = 1024
@@ -287,7 +288,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     point = Point(**{**point.__dict__, "config_digest": digest})
     r = cached("speed-point", point.key(), lambda: run_point(point, str(folder)))
     if "not_evaluable" in r:
-        raise NotEvaluable(r["not_evaluable"])
+        raise NotEvaluable(tidy_reason(r["not_evaluable"], point))
     cal = calibration()
     cell = f"{backend}/{system}" if f"{backend}/{system}" in cal else f"{backend}/*"
     kf = cal.get(cell) or {}
