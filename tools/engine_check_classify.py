@@ -68,9 +68,11 @@ PRESENCE = {"speculative_config": "('speculative-decoding' in techniques)", "lor
 # facts a PRESENCE expression reads besides the flag table's: a stack carries them (kg.knowledge.support), and the
 # engine's default of the flag ones (--backend default turbomind, lmdeploy 0.18.0 cli/utils.py:397)
 PRESENCE_FACTS = {"turbomind_supports_arch"}
-# per engine, where its own option says a sub-config is given: LMDeploy builds SpeculativeConfig only when
-# --speculative-algorithm is given (0.18.0 cli/utils.py:95 get_speculative_config)
-ENGINE_PRESENCE = {"lmdeploy": {"speculative_config": "(lmdeploy_speculative_algorithm != '__none__')"}}
+# per engine, where its own option says a sub-config (by attribute or class name) is given: LMDeploy builds
+# SpeculativeConfig only when --speculative-algorithm is given (0.18.0 cli/utils.py:95 get_speculative_config)
+ENGINE_PRESENCE = {"lmdeploy": {"speculative_config": "(lmdeploy_speculative_algorithm != '__none__')",
+                               # built from --kv-transfer-config by the PyTorch engine config only (messages.py:642-643)
+                               "KVTransferConfig": PRESENCE["pytorch_engine_config"]}}
 NONE_TEXT = "__none__"  # None in a row (kg.frameworks.checkrows.NONE)
 PRESENCE_DEFAULTS = {"lmdeploy_backend": "turbomind", "lmdeploy_speculative_algorithm": "__none__"}
 OPTIONAL = {"speculative_config", "lora_config", "kv_transfer_config", "ec_transfer_config", "pooler_config",
@@ -204,7 +206,9 @@ class Translator:
         self.presence: set[str] = set()
         self.engine = engine
         self.cli_facts: set[str] = set()  # facts read through CLI_FIELDS (their None default is '__none__')
-        if _snake(self.cls) in OPTIONAL:
+        if self.cls in ENGINE_PRESENCE.get(engine, {}):
+            self.presence.add(ENGINE_PRESENCE[engine][self.cls])
+        elif _snake(self.cls) in OPTIONAL:
             self.presence.add(self.present(_snake(self.cls)))
         self.reads: dict[str, Any] = {}  # fact -> engine default (None when the engine has none / it is a model fact)
         self.unmapped: list[str] = []

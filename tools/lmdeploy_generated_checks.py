@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 SERVE = "lmdeploy/cli/serve.py"
 UTILS = "lmdeploy/cli/utils.py"
+MESSAGES = "lmdeploy/messages.py"
 CONFIGS = ("PytorchEngineConfig", "TurbomindEngineConfig", "SpeculativeConfig")
 # functions of the CLI that build an engine config from the parsed options (lmdeploy/cli/): the speculative config
 # is built only when --speculative-algorithm is given (utils.py get_speculative_config)
@@ -85,8 +86,10 @@ def _option(call: ast.Call, params: dict[str, ast.AST | None]) -> dict[str, Any]
         kind = "list"
     elif isinstance(t, ast.Name) and t.id in TYPES:
         kind = TYPES[t.id]
+    elif isinstance(t, ast.Attribute) and ast.unparse(t) == "json.loads":
+        kind = "json"
     else:
-        kind = "string" if t is None else None  # a parsing function (json.loads, _parse): not modelled here
+        kind = "string" if t is None else None  # a parsing function of its own (_parse): not modelled here
     dest = kw["dest"].value if isinstance(kw.get("dest"), ast.Constant) else names[0][2:].replace("-", "_")
     return {"names": names, "dest": dest, "type": kind, "default": default if ok_d else NONE,
             "known_default": ok_d, "choices": choices if ok_c else None, "line": call.lineno}
@@ -167,6 +170,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as z:
         serve = ast.parse(z.read(SERVE).decode())
         utils = ast.parse(z.read(UTILS).decode())
+        messages = ast.parse(z.read(MESSAGES).decode())
     opts = server_options(serve, utils)
     by_class = config_fields({SERVE: serve, UTILS: utils})
     table = flag_table()
@@ -179,6 +183,9 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             if o is None or o["type"] is None and not any(n in table for n in o["names"]):
                 continue  # an option parsed by a function of its own (json.loads, an enum name): not modelled
             fact = next((table[n] for n in o["names"] if n in table), "lmdeploy_" + dest.rstrip("_"))
+            if o["type"] == "json":  # a JSON option the config turns into a dataclass: its keys are the inputs
+                _json_keys(cls, fld, o, fact, messages, fields, defaults, inputs)
+                continue
             fields.setdefault(cls, {})[fld] = fact
             if o["known_default"]:
                 defaults.setdefault(cls, {})[fld] = NONE if o["default"] is None else o["default"]
@@ -202,6 +209,34 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             "option_defaults": {d: (NONE if o["default"] is None else o["default"]) for d, o in opts.items()
                                 if o["known_default"]},
             "rows": {}, "never": {}, "why": {}}
+
+
+def _json_keys(cls: str, fld: str, o: dict[str, Any], fact: str, messages: ast.Module, fields: dict, defaults: dict,
+               inputs: dict) -> None:
+    """The keys of JSON option ``o``, when config ``cls``'s field ``fld`` is annotated with a dataclass of
+    messages.py (``kv_transfer_config: KVTransferConfig | dict | None``, built with ``KVTransferConfig(**value)``):
+    that dataclass's fields, each an input ``<fact>__<key>`` of the option, None defaults as '__none__'."""
+    classes = {c.name: c for c in messages.body if isinstance(c, ast.ClassDef)}
+    owner = classes.get(cls)
+    ann = next((st.annotation for st in (owner.body if owner else []) if isinstance(st, ast.AnnAssign)
+                and isinstance(st.target, ast.Name) and st.target.id == fld), None)
+    names = {n.id for n in ast.walk(ann) if isinstance(n, ast.Name)} if ann is not None else set()
+    target = next((classes[n] for n in sorted(names) if n in classes), None)
+    if target is None:
+        return
+    for st in target.body:
+        if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
+            continue
+        text = ast.unparse(st.annotation)
+        kind = "string" if ("str" in text or "Literal" in text or "Role" in text) and "dict" not in text else None
+        ok, val = _lit(st.value)
+        if kind is None or not ok:
+            continue
+        key_fact = f"{fact}__{st.target.id}"
+        fields.setdefault(target.name, {})[st.target.id] = key_fact
+        defaults.setdefault(target.name, {})[st.target.id] = NONE if val is None else val
+        inputs[key_fact] = {"options": list(o["names"]), "key": st.target.id, "type": kind,
+                            "default": NONE if val is None else val, "where": o["where"]}
 
 
 def write_tables(release: str, result: dict[str, Any]) -> None:
