@@ -222,3 +222,12 @@ def test_a_regeneration_covering_fewer_sites_does_not_replace_the_committed_file
         "covered sites fall from rule 68 -> 68, table 428 -> 25"
     assert shrinkage(old, {"rule": 68, "table": 428}) == ""
     assert shrinkage(tmp_path / "new-release.yaml", {"table": 1}) == ""
+
+
+def test_an_engine_release_without_readable_source_is_listed_as_not_scanned_with_its_reason():
+    from kg.core import paths
+    from kg.output.engine_checks_doc import sites_markdown
+    rule_ids = {r for d in all_sites() for s in d["sites"] for r in s.get("by") or []}
+    md = "\n".join(sites_markdown(paths.catalog_dir() / "engines" / "checks" / "sites", rule_ids))
+    assert "| trtllm | 1.2.1 | not scanned | | | | | [why](#trtllm-not-scanned) |" in md
+    assert "### trtllm 1.2.1: not scanned" in md and "over the 500 MB" in md

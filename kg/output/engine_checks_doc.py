@@ -65,6 +65,20 @@ def _site_cell(s: dict) -> str:
     return f"not covered: {_cell(s.get('why', ''))[:160]}"
 
 
+def _unscanned(folder: Path) -> list[dict]:
+    """The engine releases no source could be read for (catalog/engines/checks/unscanned/*.yaml): engine, release,
+    scanned, why, rules_citing_source."""
+    from kg.core.yamlio import load_yaml
+    out = []
+    for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        d = load_yaml(f).data
+        if not isinstance(d, dict) or not d.get("engine") or not d.get("release") or not d.get("why"):
+            from kg.core.errors import OptkgError
+            raise OptkgError(f"{f}:1: a not-scanned entry needs engine:, release: and why:")
+        out.append(d)
+    return out
+
+
 def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
     """The per-release denominator: every raise / assert site of the scanned folders and its class."""
     files = all_sites(folder)
@@ -84,6 +98,18 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
         c = site_counts(d)
         out.append(f"| {d['engine']} | {d['release']} | {c['total']} | {c['rule']} | {c['table']} | {c['unknowable']} "
                    f"| {c['uncovered']} | {c['covered']} / {c['knowable']} = {c['percent']:.1f} % |")
+    unscanned = _unscanned(folder.parent / "unscanned")
+    for u in unscanned:
+        out.append(f"| {u['engine']} | {u['release']} | not scanned | | | | | [why](#{u['engine']}-not-scanned) |")
+    for u in unscanned:
+        out += ["", f"### {u['engine']} {u['release']}: not scanned", "",
+                f'<a id="{u["engine"]}-not-scanned"></a>', "",
+                f"Would scan: {', '.join('`' + x + '`' for x in u.get('scanned') or [])}. {_cell(u.get('why', ''))}"]
+        cites = u.get("rules_citing_source") or []
+        if cites:
+            out += ["", "| rule | cites | against the scanned files |", "|---|---|---|"]
+            out += [f"| [`{x['rule']}`](rules.md#r-{x['rule']}) | {_cell(x.get('cites', ''))} | {_cell(x.get('site', ''))} |"
+                    for x in cites]
     for d in files:
         c = site_counts(d)
         unknown = sorted({r for s in d["sites"] for r in s.get("by") or [] if r not in rule_ids})
