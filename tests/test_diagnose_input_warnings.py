@@ -85,3 +85,12 @@ def test_field_list_hints(cli):
                                         "restart the exporter and scrape it")
     assert items["bandwidth"]["hint"] == (f"DCGM_FI_PROF_DRAM_ACTIVE is enabled in {FIELDS}; scrape the exporter "
                                           "(GET /metrics) and pass that file")
+
+
+def test_field_list_alone_is_an_input_error_naming_what_to_enable(cli):
+    # the field list says what dcgm-exporter would collect, not what a GPU did: alone, exit 2 (it was an
+    # INCONCLUSIVE verdict with exit 0); beside a capture it still gives the hints above
+    code, out, err = cli("diagnose", str(FIELDS))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("a dcgm-exporter field list holds no readings; pass a scrape of the exporter (GET /metrics) with it "
+            "(5 profiling field(s) are commented out, e.g. DCGM_FI_PROF_SM_ACTIVE)") in err

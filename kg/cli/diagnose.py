@@ -86,6 +86,14 @@ def run(args: argparse.Namespace) -> int:
         cap = int(args.max_input_mib * 2**20)
     snap = load_snapshot(args.paths, before=args.before, after=args.after, window_s=args.window,
                          phase=args.capture_phase, max_bytes=cap)
+    if snap.sources and all(x.format == "dcgm-fields" for x in snap.sources):
+        # a dcgm-exporter field list says what the exporter would collect, not what a GPU did: alone it gives
+        # no reading to diagnose (an INCONCLUSIVE verdict with exit 0 read as a check that ran)
+        off = sorted((f for f, on in (snap.collector_fields or {}).items() if on is False and "_PROF_" in f),
+                     key=lambda f: (f != "DCGM_FI_PROF_SM_ACTIVE", f))  # SM_ACTIVE first: the compute wall reads it
+        raise OptkgError(f"{snap.sources[0].path}: a dcgm-exporter field list holds no readings; pass a scrape of the "
+                         "exporter (GET /metrics) with it" + (f" ({len(off)} profiling field(s) are commented out, "
+                                                              f"e.g. {off[0]})" if off else ""))
     problems: list = []
 
     def catalog():  # loaded only when a wall fires (its techniques are linked) or a stack is given
