@@ -125,3 +125,14 @@ def test_mistyped_command_and_option_exit_2_with_a_suggestion(capsys):
     assert rc == 2 and "did you mean --tp?" in err
     rc, _, err = run(["check", "examples/qwen3-235b-tp8.yaml", "--format", "jsn"], capsys)
     assert rc == 2 and "did you mean 'json'?" in err
+
+
+def test_models_lists_mla_head_and_latent_not_hidden_over_heads(capsys):
+    # DeepSeek-V3 config.json: hidden 7168 / 128 heads = 56 is no dimension of the model; its q/k heads are
+    # qk_nope_head_dim 128 + qk_rope_head_dim 64 = 192 and it caches kv_lora_rank 512 + 64 = 576 per token and layer
+    rc, out, _ = run(["models", "deepseek-ai/DeepSeek-V3", "--format", "json"], capsys)
+    m = next(x for x in json.loads(out)["models"] if x["id"] == "deepseek-ai/DeepSeek-V3")
+    assert (m["head_dim"], m["mla_latent"], m["kv_heads"]) == (192, 576, 128)
+    rc, out, _ = run(["models", "Qwen/Qwen3-8B", "--format", "json"], capsys)
+    m = next(x for x in json.loads(out)["models"] if x["id"] == "Qwen/Qwen3-8B")
+    assert (m["head_dim"], m["mla_latent"]) == (128, None)

@@ -34,8 +34,14 @@ def list_models(contains: str | None = None) -> dict[str, Any]:
             continue
         m = load_bundled(f)
         kinds = sorted(set(m.layer_kinds) - {"full", "none"})
+        # MLA: hidden / heads (56 for DeepSeek-V3) is no dimension the model has; its query/key heads are
+        # qk_nope_head_dim + qk_rope_head_dim (128 + 64 = 192) and it caches one latent of kv_lora_rank +
+        # qk_rope_head_dim (512 + 64 = 576) per token and layer (DeepSeek-V3 config.json; vLLM MLA backends)
+        mla_qk = (m.qk_nope_head_dim or 0) + (m.qk_rope_head_dim or 0) if m.is_mla else 0
         rows.append({"id": hub, "model_type": m.model_type, "attention": m.attention,
-                     "layers": m.num_hidden_layers, "kv_heads": m.num_key_value_heads, "head_dim": m.head_dim,
+                     "layers": m.num_hidden_layers, "kv_heads": m.num_key_value_heads,
+                     "head_dim": mla_qk or m.head_dim,
+                     "mla_latent": (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0) if m.is_mla else None,
                      "moe_experts": m.num_experts if m.is_moe else None, "other_layer_kinds": kinds,
                      "quantization": m.quant_method, "max_model_len_vllm": m.derived_max_model_len,
                      "file": f"catalog/models/{f.name}", "source": src.get(f.name, "")})

@@ -11,7 +11,7 @@ def render_text(d: dict[str, Any]) -> str:
     head = f"{'model id':<48} {'attn':<4} {'layers':>6} {'KV h':>4} {'hd':>4} {'max len':>9}  other"
     out.append(head)
     for m in d["models"]:
-        other = []
+        other = [f"latent {m['mla_latent']}"] if m.get("mla_latent") else []
         if m["moe_experts"]:
             other.append(f"MoE {m['moe_experts']}")
         other += m["other_layer_kinds"]
@@ -22,6 +22,7 @@ def render_text(d: dict[str, Any]) -> str:
                 f"{fmt_num(m['max_model_len_vllm'], REPORT):>9}  {', '.join(other)}")
         out.append(line if len(line) <= 100 else line[:99] + "…")
     out.append("")
-    out.append("attn: gqa / mha / mqa / mla; KV h: KV heads; hd: head_dim; max len: the longest max_model_len vLLM")
-    out.append("accepts; other: MoE experts, layer kinds other than full attention, checkpoint quantisation.")
+    out.append("attn: gqa / mha / mqa / mla; KV h: KV heads; hd: head_dim (MLA: the query/key head, nope + rope);")
+    out.append("max len: the longest max_model_len vLLM accepts; other: the MLA latent cached per token and layer")
+    out.append("(kv_lora_rank + rope), MoE experts, layer kinds other than full attention, checkpoint quantisation.")
     return "\n".join(out) + "\n"
