@@ -66,6 +66,16 @@ def test_deepspeeds_own_and_example_configs_raise_nothing_but_removed_features(p
      ("zero/stage_1_and_2.py", 351), None),
     ({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "legacy_stage1": True}},
      ("engine.py", 2651), None),
+    # the ZeRO-3 optimizer's constructor (engine.py:2751 builds it when the job has an optimizer): reduce-scatter (on
+    # by default) refuses a pre-divide factor and pre-scaling (stage3.py:395-396), and quantized gradients (an
+    # all-to-all group, engine.py:2159-2161) need reduce-scatter (stage3.py:390)
+    ({"train_micro_batch_size_per_gpu": 1, "gradient_predivide_factor": 2.0, "zero_optimization": {"stage": 3}},
+     ("zero/stage3.py", 395), None),
+    ({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True, "zero_optimization": {"stage": 3}},
+     ("zero/stage3.py", 396), None),
+    ({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "zero_quantized_gradients": True, "reduce_scatter": False}},
+     ("zero/stage3.py", 390), None),
 ])
 def test_mechanical_config_checks_fire_where_deepspeed_refuses(config, site, values):
     got = _fired(config)
@@ -81,6 +91,11 @@ def test_zero_optimizer_checks_hold_where_deepspeed_accepts_the_config():
     assert _fired({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True, "zero_optimization": {"stage": 1}}) == {}
     assert _fired({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True,
                    "zero_optimization": {"stage": 2, "reduce_scatter": False}}) == {}
+    # ZeRO-3: without reduce-scatter neither is checked; quantized gradients with reduce-scatter (the default) pass
+    assert _fired({"train_micro_batch_size_per_gpu": 1, "prescale_gradients": True, "gradient_predivide_factor": 2.0,
+                   "zero_optimization": {"stage": 3, "reduce_scatter": False}}) == {}
+    assert _fired({"train_micro_batch_size_per_gpu": 1,
+                   "zero_optimization": {"stage": 3, "zero_quantized_gradients": True}}) == {}
 
 
 def test_batch_checks_need_the_data_parallel_size_and_a_config_deepspeed_reads_itself():

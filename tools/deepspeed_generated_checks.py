@@ -412,8 +412,33 @@ ZERO12_PICK = ("Stage1And2ZeroOptimizer = DeepSpeedZeroOptimizer if not self.zen
 ZERO12_WALKED = "Stage1And2ZeroOptimizer = DeepSpeedZeroOptimizer\n            pass\n"
 
 
+# ZeRO-3 (engine.py:2711-2795): the branch that builds the stage-3 optimizer runs unless the engine has no optimizer at
+# all (DummyOptim: deepspeed.initialize with neither a config `optimizer` section nor a client optimizer, i.e. not a
+# training job - every job optkg reads trains); its class pick reads SuperOffload, whose optimizer subclasses
+# DeepSpeedZeroOptimizer_Stage3 (superoffload/superoffload_stage3.py:27) and runs its __init__ checks first
+ZERO3_DUMMY = ("            if isinstance(optimizer, DummyOptim):\n"
+               "                log_dist(\"Creating ZeRO Offload\", ranks=[0])\n")
+ZERO3_DUMMY_WALKED = "            if False:  # a training job has an optimizer\n                pass\n"
+ZERO3_PICK = ("                from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3\n"
+              "                from deepspeed.runtime.superoffload.superoffload_stage3 import SuperOffloadOptimizer_Stage3\n"
+              "                Stage3ZeroOptimizer = DeepSpeedZeroOptimizer_Stage3 if not self.super_offload(\n"
+              "                ) else SuperOffloadOptimizer_Stage3\n")
+ZERO3_WALKED = ("                pass\n                pass\n"
+                "                Stage3ZeroOptimizer = DeepSpeedZeroOptimizer_Stage3\n                pass\n")
+# quantized gradients: the engine takes the local all-to-all groups (engine.py:2161), a dict utils/groups.py:738-764
+# fills and returns, never None; stage3.py:389-390 tests only that it is not None
+A2A = "            self.local_all_to_all_group = groups._get_local_all_to_all_group()\n"
+A2A_WALKED = "            self.local_all_to_all_group = 'local all-to-all groups'\n"
+WALKED = ((ZERO12_PICK, ZERO12_WALKED), (ZERO3_DUMMY, ZERO3_DUMMY_WALKED), (ZERO3_PICK, ZERO3_WALKED), (A2A, A2A_WALKED))
+
+
 def generate(sources: dict[str, str]) -> tuple[dict, list, dict, dict]:
     """Rows over the config's keys, the lets they read, the defaults of absent keys, the calls not modelled."""
-    if ZERO12_PICK in sources.get(ENGINE, ""):
-        sources = {**sources, ENGINE: sources[ENGINE].replace(ZERO12_PICK, ZERO12_WALKED)}
+    text = sources.get(ENGINE, "")
+    for pick, walked in WALKED:
+        text = text.replace(pick, walked)
+    if ENGINE in sources:
+        # the stage-3 class is imported inside _configure_zero_optimizer (engine.py:2747); the walk resolves
+        # module-level imports only, so the same import is appended at the end (no line above it moves)
+        sources = {**sources, ENGINE: text + "\nfrom deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3\n"}
     return Generator(sources).run()
