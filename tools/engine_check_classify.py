@@ -125,25 +125,30 @@ def model_fact_names() -> set[str]:
     return {f.name for f in fields(ModelFacts)} - {"name", "warnings", "source", "quantization_config"}
 
 
-def class_defaults(sources: dict[str, list[str]]) -> dict[str, Any]:
-    """{field: literal default} of every annotated class attribute in the scanned files (dataclass / pydantic
-    fields ``f: T = <literal>`` or ``Field(default=<literal>)``); a field with two different defaults is left out."""
-    out: dict[str, Any] = {}
-    clash: set[str] = set()
+def _classes(sources: dict[str, list[str]]):
+    """Every class definition of the scanned files (a file that does not parse is passed over)."""
     for text in sources.values():
         try:
             tree = ast.parse("\n".join(text))
         except SyntaxError:
             continue
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            for st in cls.body:
-                ok, val = literal_default(st)
-                if not ok:
-                    continue
-                name = st.target.id
-                if name in out and out[name] != val:
-                    clash.add(name)
-                out.setdefault(name, val)
+        yield from (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+
+
+def class_defaults(sources: dict[str, list[str]]) -> dict[str, Any]:
+    """{field: literal default} of every annotated class attribute in the scanned files (dataclass / pydantic
+    fields ``f: T = <literal>`` or ``Field(default=<literal>)``); a field with two different defaults is left out."""
+    out: dict[str, Any] = {}
+    clash: set[str] = set()
+    for cls in _classes(sources):
+        for st in cls.body:
+            ok, val = literal_default(st)
+            if not ok:
+                continue
+            name = st.target.id
+            if name in out and out[name] != val:
+                clash.add(name)
+            out.setdefault(name, val)
     return {k: v for k, v in out.items() if k not in clash}
 
 
@@ -166,13 +171,8 @@ def literal_default(st: ast.AST) -> tuple[bool, Any]:
 def class_fields(sources: dict[str, list[str]]) -> set[str]:
     """Names of every annotated class attribute in the scanned files (the config fields)."""
     out: set[str] = set()
-    for text in sources.values():
-        try:
-            tree = ast.parse("\n".join(text))
-        except SyntaxError:
-            continue
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            out |= {st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
+    for cls in _classes(sources):
+        out |= {st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
     return out
 
 
@@ -352,19 +352,14 @@ def enum_members(sources: dict[str, list[str]]) -> dict[str, Any]:
     """{"Class.MEMBER": value} of every class of the scanned files that derives from an ``enum`` base
     (``class QuantPolicy(enum.IntEnum): FP8 = 16``), for members with a literal value."""
     out: dict[str, Any] = {}
-    for text in sources.values():
-        try:
-            tree = ast.parse("\n".join(text))
-        except SyntaxError:
+    for cls in _classes(sources):
+        if not any("Enum" in _short(b) for b in cls.bases):
             continue
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            if not any("Enum" in _short(b) for b in cls.bases):
-                continue
-            for st in cls.body:
-                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
-                    ok, val = _literal(st.value)
-                    if ok:
-                        out[f"{cls.name}.{st.targets[0].id}"] = val
+        for st in cls.body:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                ok, val = _literal(st.value)
+                if ok:
+                    out[f"{cls.name}.{st.targets[0].id}"] = val
     return out
 
 
