@@ -394,6 +394,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     engine's own inputs: one namespace for every row, the engine's ``check_inputs`` for the stack, with the file's
     ``lets`` and the engine's ``check_functions``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.engine.incremental import current, freeze
     from kg.frameworks.checkrows import FUNCTIONS, NONE
     path = _release_path(engine, version, folder)
     if path is None:
@@ -406,10 +407,12 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     techniques = set(ns.get("techniques") or ())
     rows = d["rows"]
     lets = {x[0]: x for x in d["lets"]}  # named long values, evaluated before a row
+    reads, union, memo = _row_reads(d)
+    sweep = current() is not None
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
-    for s in rows:
+    for i, s in enumerate(rows):
         # a row (or let) missing a name it always reads raises MissingFact whatever the other values: such a row
         # is not evaluable, so it is counted as such without being compiled and run
         if own is not None:  # rows over the engine's own inputs (one namespace for every row)
@@ -423,11 +426,12 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             dflt = s.get("defaults") or {}
             if base is None:
                 # the engine reads its own default, not optkg's table default or a derived number, for an
-                # input the stack does not give; rows compare strings case-insensitively
-                base = {k: v.lower() if isinstance(v, str) else v for k, v in ns.items()
-                        if v is not None and not (k in inputs and not given(k))}
+                # input the stack does not give; rows compare strings case-insensitively. Only the names some
+                # row reads (directly or through its lets): a row's outcome depends on nothing else
+                base = {k: v.lower() if isinstance(v, str) else v for k in union
+                        if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
                 base.update(model_config_keys(stack, given, ns))
-            facts = dict(base)
+            facts = {k: base[k] for k in reads[i] if k in base}  # the names this row reads
             for k in dflt:  # and for the row's own defaulted names
                 if k in facts and not given(k):
                     del facts[k]
@@ -437,17 +441,21 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             for fact, tid in (s.get("set_by_technique") or {}).items():
                 if not given(fact) and tid in techniques and tid not in defaulted_techs:
                     facts[fact] = True
-            if not all(facts.get(n) is not None for n in s["needs"]):
-                continue
-            for name in s["lets"]:
-                _, expr, needs, needs_lets = lets[name]
-                if not all(facts.get(n) is not None for n in needs) \
-                        or not all(facts.get(n) is not None for n in needs_lets):
-                    continue  # it would raise MissingFact; the rows reading it are then not evaluable
-                try:
-                    facts[name] = evaluate(expr, facts, FUNCTIONS)
-                except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
-                    pass  # the rows reading it are then not evaluable
+            # the row's outcome is a function of these facts alone: a sweep meets each set of values again and
+            # again, and keeps each outcome (kg.engine.incremental)
+            if sweep:
+                key = (i, tuple([(k, freeze(v)) for k, v in facts.items()]))
+                done = memo.get(key)
+                if done is None:
+                    done = memo.put(key, _row_outcome(s, lets, facts))
+            else:
+                done = _row_outcome(s, lets, facts)
+            if done:
+                evaluated += 1
+                if done == 2:
+                    refusals.append({"id": s["id"], "path": s["path"], "line": s["line"],
+                                     "message": s.get("message") or "", "expr": s["expr"]})
+            continue
         if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
             continue
         try:
@@ -462,6 +470,60 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+def _row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any]) -> int:
+    """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
+    accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
+    values: it is counted as not evaluable without being run."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import FUNCTIONS
+    if not all(facts.get(n) is not None for n in s["needs"]):
+        return 0
+    facts = dict(facts)
+    for name in s["lets"]:
+        _, expr, needs, needs_lets = lets[name]
+        if not all(facts.get(n) is not None for n in needs) or not all(facts.get(n) is not None for n in needs_lets):
+            continue  # it would raise MissingFact; the rows reading it are then not evaluable
+        try:
+            facts[name] = evaluate(expr, facts, FUNCTIONS)
+        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+            pass  # the rows reading it are then not evaluable
+    if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
+        return 0
+    try:
+        hit = evaluate(s["expr"], facts, FUNCTIONS)
+    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+        return 0
+    return 2 if hit is True else 1
+
+
+_READ_PLANS: dict[int, tuple[dict[str, Any], tuple[list[tuple[str, ...]], frozenset[str], Any]]] = {}
+
+
+def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str], Any]:
+    """Per row of ``check_rows`` result ``d``: every name it reads (its expression's, its lets' names and theirs);
+    the union of them; the memo of row outcomes by their facts. Once per ``d`` (kept per file content)."""
+    hit = _READ_PLANS.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    from kg.engine.incremental import Memo
+    from kg.frameworks.checkrows import names_of
+    let_expr = {x[0]: x[1] for x in d["lets"]}
+    reads: list[tuple[str, ...]] = []
+    for s in d["rows"]:
+        if d.get("inputs"):
+            reads.append(())  # rows over the engine's own inputs share one namespace: nothing to narrow
+            continue
+        names = set(names_of(str(s["expr"]))) | set(s["lets"])
+        for n in s["lets"]:
+            names |= set(names_of(str(let_expr[n])))
+        reads.append(tuple(sorted(names)))
+    plan = (reads, frozenset(n for r in reads for n in r), Memo())
+    if len(_READ_PLANS) > 64:
+        _READ_PLANS.clear()
+    _READ_PLANS[id(d)] = (d, plan)
+    return plan
 
 
 # sub-configs transformers' get_text_config may pick as the text model (any of them but text_config alone: unknown)

@@ -11,6 +11,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.analyses.check import check_stack
 from kg.core.errors import OptkgError
+from kg.engine.incremental import Session, use
 from kg.engine.rules import SEVERITY_ORDER, RuleSet
 from kg.inputs.stack import Stack, add_technique
 
@@ -144,7 +145,8 @@ class Plan:
 class Evaluator:
     """Evaluates combinations of a Plan in one process (catalog and rules loaded once per process)."""
 
-    def __init__(self, plan: Plan, catalog: Catalog | None = None, rules: RuleSet | None = None):
+    def __init__(self, plan: Plan, catalog: Catalog | None = None, rules: RuleSet | None = None,
+                 incremental: bool = True):
         from pathlib import Path
         if catalog is None:
             from kg.knowledge.catalog import load_catalog
@@ -155,6 +157,9 @@ class Evaluator:
             from kg.engine.rules import load_ruleset
             rules = load_ruleset("check", Path(plan.rules_dir) if plan.rules_dir else None)
         self.plan, self.catalog, self.rules = plan, catalog, rules
+        # incremental: a rule or check row whose inputs equal those of an earlier stack keeps its result
+        # (kg.engine.incremental; the same findings as evaluating every stack afresh: tests/test_sweep_incremental.py)
+        self.session = Session() if incremental else None
         self.threshold = SEVERITY_ORDER[plan.invalid_on]
         self.bases: dict[str | None, Stack] = {}
         self.appliers: dict[str | None, _Applier] = {}
@@ -172,8 +177,8 @@ class Evaluator:
             for name, values in self.plan.axes.items():
                 ap.check_supported(name, values, AXIS_DEFAULTS.get(name))
 
-    def evaluate(self, i: int) -> dict[str, Any]:
-        """Combination ``i`` as plain data (``Combination.to_dict`` keys, speed under ``_speed``)."""
+    def stack(self, i: int) -> tuple[Stack, dict[str, Any], str | None]:
+        """Combination ``i``'s stack, its axis values (without GPU and engine) and its GPU."""
         pv = self.plan.point(i)
         gpu, engine = pv.pop("gpu"), pv.pop("engine")
         ap, base = self.appliers[engine], self.bases[engine]
@@ -181,7 +186,18 @@ class Evaluator:
         st.hardware = self.hardware[gpu]
         for name, v in pv.items():
             ap.apply(st, name, v)
-        rep = check_stack(st, self.catalog, self.rules)
+        return st, pv, gpu
+
+    def check(self, st: Stack):
+        """check_stack of one combination; results of rules and check rows whose inputs did not change since an
+        earlier combination are kept (``incremental``)."""
+        with use(self.session):
+            return check_stack(st, self.catalog, self.rules)
+
+    def evaluate(self, i: int) -> dict[str, Any]:
+        """Combination ``i`` as plain data (``Combination.to_dict`` keys, speed under ``_speed``)."""
+        st, pv, gpu = self.stack(i)
+        rep = self.check(st)
         d = rep.derived
         vals = st.values()
         tp, pp, dp = int(vals.get("tp_size") or 1), int(vals.get("pp_size") or 1), int(vals.get("dp_size") or 1)

@@ -159,12 +159,28 @@ def names_in(text: str) -> frozenset[str]:
     return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls)
 
 
+_MERGED: tuple[Any, Any, tuple] = (None, FUNCTIONS, ())  # the last ``functions`` mapping, FUNCTIONS + it, its names
+
+
+def _merged(functions: Mapping[str, Callable[..., Any]] | None) -> tuple[Mapping[str, Callable[..., Any]], tuple]:
+    """FUNCTIONS with ``functions`` on top, and the extra names; merged once per mapping object, not per call (a
+    rule loop evaluates hundreds of expressions with one mapping). The mapping is kept, so its id is not reused."""
+    if not functions:
+        return FUNCTIONS, ()
+    global _MERGED
+    last = _MERGED  # one tuple, replaced whole: a thread never sees one mapping's names with another's functions
+    if last[0] is functions:
+        return last[1], last[2]
+    fns = {**FUNCTIONS, **functions}
+    names = tuple(sorted(functions))
+    _MERGED = (functions, fns, names)
+    return fns, names
+
+
 def evaluate(text: str, facts: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] | None = None) -> Any:
     """Evaluate ``text`` over ``facts``. Raises MissingFact, ExprTypeError, ExprError, ZeroDivisionError."""
-    fns = dict(FUNCTIONS)
-    if functions:
-        fns.update(functions)
-    tree = compile_expr(text, tuple(sorted(functions or ())))
+    fns, names = _merged(functions)
+    tree = compile_expr(text, names)
     return _eval(tree.body, facts, fns)
 
 

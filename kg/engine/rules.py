@@ -20,6 +20,7 @@ overridable by the user; they appear in the fact namespace under their names.
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -619,8 +620,10 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
     Returns one Firing per rule, in rule order: fired ones with severity, numbers and message,
     and non-fired ones with the reason (no structural match, outside its version range, missing
     fact, condition false, parent did not fire) and ``outcome`` (see ``Firing``). Deterministic for
-    equal inputs.
+    equal inputs. Inside a sweep's ``kg.engine.incremental.use(session)`` a rule whose inputs (the values it
+    reads, the matched facts, its parent's outcome) equal those of the previous stack keeps that stack's Firing.
     """
+    from kg.engine import incremental
     ns = dict(namespace)
     for name, t in rs.thresholds.items():
         ns[name] = t["value"]
@@ -630,64 +633,79 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         # rules may always ask has('<technique id>'); default to the namespace's technique list
         present = set(ns.get("techniques") or [])
         functions = {**(functions or {}), "has": present.__contains__}
-    matched: dict[str, list[list[dict[str, Any]]]] = {}
-    for rid, fs in rs.compiled.match(facts):
-        matched.setdefault(rid, []).append(fs)
+    session = incremental.current()
+    state = session.rules(rs, engine, version) if session is not None else None
+    redo: set[int] | None = None
+    if state is not None:
+        matched, redo, vals, frozen = state.begin(facts, ns, rs.compiled.match)
+        prev, prev_parent = state.prev_out, state.prev_parent
+    else:
+        matched = {}
+        for rid, fs in rs.compiled.match(facts):
+            matched.setdefault(rid, []).append(fs)
     out: list[Firing] = []
+    parent_fired: list[bool] = []
     fired_ids: set[str] = set()
-    present_techs: set[Any] | None = None  # for _unmatched, computed once when first needed
-    fact_kinds: set[Any] = set()
-    for r in rs.rules:
-        ok, why = _version_ok(r, engine, version)
-        if not ok:
-            out.append(Firing(r, False, why, outcome="not_applicable"))
-            continue
-        if r.id not in matched:
-            if present_techs is None:
-                present_techs = {f.get("technique") for f in facts if f.get("kind") == "technique"}
-                fact_kinds = {f.get("kind") for f in facts}
-            outcome, kinds = _unmatched(r, present_techs, fact_kinds)
-            if kinds and r.condition and _false_without(r, ns, functions):
-                # decided without the absent facts (`weight_is_fp8 and <hardware ...>` on a BF16 model): held
-                out.append(Firing(r, False, f"condition is false whatever the {' and '.join(kinds)} facts: "
-                                            f"{r.condition}"))
-                continue
-            if kinds:
-                why = f"needs {' and '.join(kinds)} facts, which this input does not provide"
-            else:
-                why = f"no facts match its pattern ({r.pattern_text})"
-            out.append(Firing(r, False, why, outcome=outcome, missing=kinds))
-            continue
-        if r.parent and r.parent not in fired_ids:
-            out.append(Firing(r, False, f"its parent rule '{r.parent}' did not fire", outcome="not_applicable"))
-            continue
-        local = dict(ns)
-        for fs in matched[r.id][:1]:
-            for fact in fs:
-                for k, v in fact.items():
-                    local.setdefault(k, v)
-        try:
-            if r.condition and not evaluate(r.condition, local, functions):
-                out.append(Firing(r, False, f"condition is false: {r.condition}"))
-                continue
-            nums = {k: evaluate(v, local, functions) for k, v in r.numbers.items()}
-            sev = r.severity
-            for band in r.severity_bands:
-                if evaluate(band["when"], {**local, **nums}, functions):
-                    sev = band["severity"]
-                    break
-        except MissingFact as e:
-            missing = _missing_names(r, local) or [e.name]
-            out.append(Firing(r, False, f"needs fact '{e.name}', which this input does not provide",
-                              outcome="not_evaluable", missing=missing))
-            continue
-        except (ExprTypeError, ZeroDivisionError, ValueError, TypeError, OverflowError) as e:
-            out.append(Firing(r, False, f"could not evaluate: {e}", outcome="not_evaluable"))
-            continue
-        if sev is None or sev == "none":
-            out.append(Firing(r, False, "no severity band applies"))
-            continue
-        fired_ids.add(r.id)
-        nums = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in nums.items()}
-        out.append(Firing(r, True, "fired", sev, nums, _fmt(r.message, {**local, **nums}), matched[r.id][0]))
+    kinds: list[Any] = []  # [technique ids among the facts, fact kinds] for _unmatched, computed once when needed
+    for i, r in enumerate(rs.rules):
+        pf = bool(r.parent) and r.parent in fired_ids
+        parent_fired.append(pf)
+        if redo is not None and i not in redo and pf == prev_parent[i]:
+            f = prev[i]  # nothing it reads changed since the previous stack of the sweep
+        else:
+            f = _fire(r, matched.get(r.id), ns, functions, engine, version, facts, kinds, fired_ids)
+        if f.fired:
+            fired_ids.add(r.id)
+        out.append(f)
+    if state is not None:
+        state.end(matched, vals, frozen, out, parent_fired)
     return out
+
+
+def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any],
+          functions: Mapping[str, Callable[..., Any]], engine: str | None, version: str | None,
+          facts: list[dict[str, Any]], kinds: list[Any], fired_ids: set[str]) -> Firing:
+    """One rule's Firing (evaluate_rules): ``matches`` are the fact combinations the engine matched for it."""
+    ok, why = _version_ok(r, engine, version)
+    if not ok:
+        return Firing(r, False, why, outcome="not_applicable")
+    if matches is None:
+        if not kinds:
+            kinds += [{f.get("technique") for f in facts if f.get("kind") == "technique"}, {f.get("kind") for f in facts}]
+        outcome, absent = _unmatched(r, kinds[0], kinds[1])
+        if absent and r.condition and _false_without(r, ns, functions):
+            # decided without the absent facts (`weight_is_fp8 and <hardware ...>` on a BF16 model): held
+            return Firing(r, False, f"condition is false whatever the {' and '.join(absent)} facts: {r.condition}")
+        if absent:
+            why = f"needs {' and '.join(absent)} facts, which this input does not provide"
+        else:
+            why = f"no facts match its pattern ({r.pattern_text})"
+        return Firing(r, False, why, outcome=outcome, missing=absent)
+    if r.parent and r.parent not in fired_ids:
+        return Firing(r, False, f"its parent rule '{r.parent}' did not fire", outcome="not_applicable")
+    # the namespace, then the first match's fact values for names it lacks (not a copy of ns per rule)
+    extra: dict[str, Any] = {}
+    for fact in matches[0]:
+        for k, v in fact.items():
+            if k not in ns and k not in extra:
+                extra[k] = v
+    local: Mapping[str, Any] = ChainMap(ns, extra) if extra else ns
+    try:
+        if r.condition and not evaluate(r.condition, local, functions):
+            return Firing(r, False, f"condition is false: {r.condition}")
+        nums = {k: evaluate(v, local, functions) for k, v in r.numbers.items()}
+        sev = r.severity
+        for band in r.severity_bands:
+            if evaluate(band["when"], {**local, **nums}, functions):
+                sev = band["severity"]
+                break
+    except MissingFact as e:
+        missing = _missing_names(r, local) or [e.name]
+        return Firing(r, False, f"needs fact '{e.name}', which this input does not provide",
+                      outcome="not_evaluable", missing=missing)
+    except (ExprTypeError, ZeroDivisionError, ValueError, TypeError, OverflowError) as e:
+        return Firing(r, False, f"could not evaluate: {e}", outcome="not_evaluable")
+    if sev is None or sev == "none":
+        return Firing(r, False, "no severity band applies")
+    nums = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in nums.items()}
+    return Firing(r, True, "fired", sev, nums, _fmt(r.message, {**local, **nums}), matches[0])
