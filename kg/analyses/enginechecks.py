@@ -515,9 +515,13 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
         if d.get("inputs"):
             reads.append(())  # rows over the engine's own inputs share one namespace: nothing to narrow
             continue
-        names = set(names_of(str(s["expr"]))) | set(s["lets"])
-        for n in s["lets"]:
-            names |= set(names_of(str(let_expr[n])))
+        names = set(s["lets"])
+        for text in [s["expr"], *(let_expr[n] for n in s["lets"])]:
+            try:
+                names |= set(names_of(str(text)))
+            except (SyntaxError, RecursionError, MemoryError, ValueError):
+                pass  # evaluating it says why (not evaluable), whatever the facts
+
         reads.append(tuple(sorted(names)))
     plan = (reads, frozenset(n for r in reads for n in r), Memo())
     if len(_READ_PLANS) > 64:
