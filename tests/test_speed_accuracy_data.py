@@ -40,6 +40,25 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
         # [a, b, c], or null where no factor lowered the train rows' MAPE (factor 1)
         assert all(v[m] is None or len(v[m]) == 3 for m in ("ttft", "tpot")) and v["train_rows"] >= 30, cell
         assert 1 <= v["concurrency"][0] <= v["concurrency"][1] and 1 <= v["isl"][0] <= v["isl"][1], cell
+        # its coverage: the models it saw and whether it carried over to a left-out model (and GPU, engine-wide)
+        assert v["models"] and set(v["transfers"]) == {"ttft", "tpot"}, cell
+        assert cell.endswith("/*") == ("transfers_gpu" in v), cell
+        # a cell with one configuration group takes the engine-wide factor for that metric (where it lowers the
+        # cell's own train error), never its own
+        for m, use in (v.get("fallback") or {}).items():
+            assert not (use and v[m]) and cell.split("/")[0] + "/*" in doc["cells"], cell
+
+
+def test_a_cell_factor_reaches_other_models_only_where_leaving_one_out_on_train_lowered_the_error():
+    import run
+    # rows: (concurrency, isl, measured / estimated, model signature, GPU); 40 rows per model
+    rows = lambda model, q: [(c, 1024, q, model, "h200_sxm") for c in (4, 8, 16, 32) * 10]  # noqa: E731
+    # every model runs 1.5x slower than estimated: fitted on the others, the factor fixes the left-out one
+    assert run._transfers(rows("a", 1.5) + rows("b", 1.5) + rows("c", 1.5), 3) is True
+    # one model 1.5x slower, another 1.5x faster: fitted on one, the factor doubles the other's error
+    assert run._transfers(rows("a", 1.5) + rows("b", 1 / 1.5), 3) is False
+    # a single model cannot show it either way (nothing is left to fit on): no evidence, not a failure
+    assert run._transfers(rows("a", 1.5), 3) is None
 
 
 def test_the_accuracy_doc_is_generated_from_the_current_inputs():

@@ -116,6 +116,24 @@ def test_launch_flags_follow_the_script_of_the_measurement_day():
     assert "--mem-fraction-static 0.95" in tp4.flags and "--max-running-requests 32" in tp4.flags
 
 
+def test_a_row_outside_the_sweep_config_of_its_day_keeps_the_engine_defaults():
+    # Qwen3.5-397B FP8 on 4 B200s, SGLang 0.5.9, 256 clients: InferenceX's config swept TP 4 only with EP 4 and up to
+    # 128 clients (nvidia-master.yaml @ 35d4bb367 / 1cb92d21d); qwen3.5_fp8_b200.sh's --max-running-requests 128
+    # would have queued 128 of them, yet TPOT grew from 29.5 ms (128) to 47.9 ms (256): another sweep's run
+    r = next(r for r in rows() if r["model_path"] == "Qwen/Qwen3.5-397B-A17B" and r["backend"] == "sglang"
+             and r["tp_size"] == "4" and r["moe_ep_size"] == "1" and r["isl"] == "1024" and r["osl"] == "1024"
+             and "silicon_concurrency=256;" in r["silicon_data_source"] and "2026-04-06" in r["silicon_data_source"])
+    run = measured.run_of(r)
+    assert run.flags == "" and run.launch_evidence is None and "qwen3.5-fp8-b200-sglang" in run.outside_sweep
+    # DeepSeek-R1 FP8 on 8 B200s at 64 clients (inside the config's 4-64) keeps the script's flags
+    inside = measured.run_of(next(r for r in rows() if r["model_path"] == "deepseek-ai/DeepSeek-R1"
+                                  and r["backend"] == "sglang" and r["backend_version"] == "0.5.9"
+                                  and r["system"] == "b200_sxm"
+                                  and r["tp_size"] == "8" and r["precision"] == "fp8" and r["isl"] == "1024"
+                                  and r["osl"] == "1024" and "silicon_concurrency=64;" in r["silicon_data_source"]))
+    assert "--max-running-requests 128" in inside.flags and inside.outside_sweep is None
+
+
 def test_launch_conditions_are_data_not_code():
     assert measured.evaluate("max(8192, ((conc + isl + 64 + 63) // 64) * 64)", {"conc": 512, "isl": 8192}) == 8768  # (512 + 8192 + 127) // 64 = 137 blocks of 64
     for bad in ("__import__('os')", "conc.real", "[x for x in ()]", "open('f')"):

@@ -198,6 +198,33 @@ def test_the_calibration_is_not_extrapolated_beyond_its_measured_runs():
     assert (inside.isl, inside.concurrency) == (1024, 4)
 
 
+def test_the_calibration_applies_to_the_models_it_saw_and_to_others_only_where_it_carried_over():
+    from kg.speed.serving import calibrated
+    cell = {"ttft": [1.0, 0.0, 0.0], "tpot": [0.5, 0.0, 0.0], "models": {"aaa": "Qwen/Qwen3-32B"},
+            "transfers": {"ttft": True, "tpot": False}}
+    assert calibrated(cell, "tpot", "aaa", "h200_sxm") == ([0.5, 0.0, 0.0], None)  # fitted on this model
+    coef, why = calibrated(cell, "tpot", "bbb", "h200_sxm")  # another model; leave-one-model-out said no
+    assert coef is None and "TPOT not calibrated" in why and "leave-one-model-out" in why
+    assert calibrated(cell, "ttft", "bbb", "h200_sxm") == ([1.0, 0.0, 0.0], None)  # it carried over for TTFT
+    fallback = {**cell, "systems": ["b200_sxm"], "transfers_gpu": {"ttft": False, "tpot": False}}
+    assert calibrated(fallback, "tpot", "aaa", "b200_sxm")[0] == [0.5, 0.0, 0.0]
+    coef, why = calibrated(fallback, "tpot", "aaa", "gb200")  # an engine-wide factor on a GPU it never saw
+    assert coef is None and "leave-one-GPU-out" in why
+
+
+def test_a_model_signature_is_its_shapes_not_its_quantisation_or_metadata():
+    import json
+    from kg.speed.serving import model_signature
+    base = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 64,
+            "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 25600, "vocab_size": 151936}
+    fp8 = {**base, "quantization_config": {"quant_method": "fp8"}, "transformers_version": "4.57.0"}
+    assert model_signature(json.dumps(base).encode()) == model_signature(json.dumps(fp8).encode())
+    assert model_signature(json.dumps({**base, "num_hidden_layers": 32}).encode()) != model_signature(
+        json.dumps(base).encode())
+    wrapped = {"architectures": ["X"], "text_config": {k: v for k, v in base.items() if k != "architectures"}}
+    assert model_signature(json.dumps(wrapped).encode()) != model_signature(json.dumps(base).encode())
+
+
 def test_tensorrt_llm_attention_dp_ranks_each_keep_a_whole_kv_pool(catalog, check_rules):
     # TensorRT-LLM attention DP: every rank schedules its own requests and keeps their KV; optkg's kv_tokens_total
     # is one rank's pool (SGLang's --dp total counts every pool, vLLM's -dp gives kv_tokens_all_dp_engines), so

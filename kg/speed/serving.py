@@ -76,6 +76,45 @@ def within_fit(cell: dict[str, Any], wl: Workload) -> Workload:
     return Workload(clamp(wl.isl, cell.get("isl")), wl.osl, clamp(wl.concurrency, cell.get("concurrency")))
 
 
+# config.json keys that fix a network's shapes: two checkpoints equal on all of them are one model to the estimator
+# (a ModelOpt FP8 / NVFP4 release of a model, DeepSeek-R1 and -V3), whatever their quantisation and metadata
+SHAPE_KEYS = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "head_dim", "intermediate_size", "moe_intermediate_size", "n_routed_experts",
+              "num_experts", "num_local_experts", "num_experts_per_tok", "n_shared_experts", "kv_lora_rank",
+              "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "vocab_size", "layer_types")
+
+
+def model_signature(config_json: bytes) -> str:
+    """A short digest of the shape keys (``SHAPE_KEYS``) of a config.json (``text_config`` first, for multimodal
+    wrappers): the model identity a calibration's coverage is recorded by (kg/speed/calibration.yaml ``models``)."""
+    import hashlib
+    import json
+    cfg = json.loads(config_json)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    shapes = {k: text.get(k, cfg.get(k)) for k in SHAPE_KEYS}
+    return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def calibrated(kf: dict[str, Any], metric: str, signature: str,
+               system: str) -> tuple[list[float] | None, str | None]:
+    """The cell's ``[a, b, c]`` for ``metric`` (``ttft`` / ``tpot``) when the model is inside the calibration's
+    coverage, else (None, why). Inside: the model's own rows were in the fit (``models``), or leave-one-model-out
+    on the train split showed the cell's factor lowers the error of a model it was not fitted on
+    (``transfers``). A ``<engine>/*`` fallback on a GPU it did not see (``systems``) must also have carried over to
+    a left-out GPU (``transfers_gpu``)."""
+    coef = kf.get(metric)
+    if not coef:
+        return None, None
+    if system not in kf.get("systems", [system]) and not (kf.get("transfers_gpu") or {}).get(metric):
+        return None, (f"{metric.upper()} not calibrated: on the train split the engine-wide factor did not lower the "
+                      "error of a GPU it was not fitted on (leave-one-GPU-out)")
+    if signature in (kf.get("models") or {}) or (kf.get("transfers") or {}).get(metric):
+        return coef, None
+    return None, (f"{metric.upper()} not calibrated: no measured train rows of this model for this engine x GPU, and "
+                  "on the train split the factor did not lower the error of a model it was not fitted on "
+                  "(leave-one-model-out)")
+
+
 def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
     """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c]`` (1.0 without one): the
     estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt length."""
@@ -83,6 +122,31 @@ def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
         return 1.0
     a, b, c = coef
     return math.exp(a + b * math.log2(wl.concurrency) + c * math.log2(wl.isl))
+
+
+def _factors(backend: str, system: str, signature: str, wl: Workload, notes: list[str]) -> tuple[float, float]:
+    """(TTFT factor, TPOT factor) of kg/speed/calibration.yaml for the engine x GPU cell at ``wl`` (the running
+    batch), each inside its coverage (``calibrated``); a cell whose train rows hold one configuration only (no
+    evidence either way, ``fallback``) takes the engine-wide ``<engine>/*`` factor. Appends what was done to
+    ``notes``."""
+    cal = calibration()
+    own = f"{backend}/{system}"
+    ks = []
+    for metric in ("ttft", "tpot"):
+        cell = own if own in cal and not (cal[own].get("fallback") or {}).get(metric) else f"{backend}/*"
+        kf = cal.get(cell) or {}
+        coef, why = calibrated(kf, metric, signature, system)
+        notes.extend([why] if why else [])
+        at = within_fit(kf, wl)
+        ks.append(calibration_factor(coef, at))
+        if coef:
+            notes.append(f"{metric.upper()} calibrated x {ks[-1]:.2f} ({cell}, {kf.get('train_rows', '?')} measured "
+                         f"train rows, kg/speed/calibration.yaml) at {wl.concurrency:,} running requests and this ISL")
+            if (at.concurrency, at.isl) != (wl.concurrency, wl.isl):
+                notes.append(f"outside the calibration's measured runs ({cell}: concurrency {kf['concurrency'][0]:,}-"
+                             f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}): its factor is taken "
+                             f"at the nearest edge (concurrency {at.concurrency:,}, ISL {at.isl:,}), not extrapolated")
+    return ks[0], ks[1]
 
 
 def _cache_root() -> Path:
@@ -284,30 +348,21 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
                   moe_quant_mode=gq["moe"] if stack.model.is_moe else None,
                   kvcache_quant_mode=t["kv_cache_dtype"][kvd], batch_size=b, isl=wl.isl, osl=wl.osl,
                   ctx_tokens=min(ctx, wl.isl))
-    folder, digest = model_dir(config_files(stack.model), _cache_root())
+    files = config_files(stack.model)
+    folder, digest = model_dir(files, _cache_root())
     point = Point(**{**point.__dict__, "config_digest": digest})
     r = cached("speed-point", point.key(), lambda: run_point(point, str(folder)))
     if "not_evaluable" in r:
         raise NotEvaluable(tidy_reason(r["not_evaluable"], point))
-    cal = calibration()
-    cell = f"{backend}/{system}" if f"{backend}/{system}" in cal else f"{backend}/*"
-    kf = cal.get(cell) or {}
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
-    at = within_fit(kf, Workload(wl.isl, wl.osl, running))
-    k_ttft, k_tpot = calibration_factor(kf.get("ttft"), at), calibration_factor(kf.get("tpot"), at)
+    k_ttft, k_tpot = _factors(backend, system, model_signature(files["config.json"]),
+                              Workload(wl.isl, wl.osl, running), notes)
     queued = max(0, wl.concurrency - running)
     raw_wait = (r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0
     raw = {"ttft_ms": r["ttft_ms"] + raw_wait, "itl_ms": r["tpot_ms"], "engine_ttft_ms": r["ttft_ms"]}
     r = dict(r, ttft_ms=r["ttft_ms"] * k_ttft, tpot_ms=r["tpot_ms"] * k_tpot,
              output_tokens_per_s=r["output_tokens_per_s"] / k_tpot)
     r["request_latency_ms"] = r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)
-    if kf:
-        notes.append(f"calibrated ({cell}, {kf.get('train_rows', '?')} measured train rows, kg/speed/calibration.yaml): "
-                     f"TTFT x {k_ttft:.2f}, TPOT x {k_tpot:.2f} at {running:,} running requests and this ISL")
-        if (at.concurrency, at.isl) != (running, wl.isl):
-            notes.append(f"outside the calibration's measured runs ({cell}: concurrency {kf['concurrency'][0]:,}-"
-                         f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}): its factor is taken at "
-                         f"the nearest edge (concurrency {at.concurrency:,}, ISL {at.isl:,}), not extrapolated")
     wait = r["request_latency_ms"] * (wl.concurrency / running - 1) if queued else 0.0
     if queued:
         notes.append(f"{queued:,} of {wl.concurrency:,} requests queue: the {caps.get('limit', 'running-request')} "

@@ -158,6 +158,7 @@ class Run:
     settings: dict = field(default_factory=dict)  # settings optkg's launch reader cannot take as a flag
     release: str | None = None   # engine release of the image when the row records none (or a nightly)
     launch_evidence: str | None = None
+    outside_sweep: str | None = None  # the InferenceX sweep config the row lies outside of (its flags unknown)
 
     @property
     def gpus(self) -> int:
@@ -291,12 +292,27 @@ def _matches(entry: dict, run: Run) -> bool:
     return not (("from" in m and d < m["from"]) or ("until" in m and d > m["until"]))
 
 
+def in_sweep(entry: dict, env: dict) -> bool:
+    """Is the row's point (isl, osl, GPUs, expert-parallel size, concurrency) one the entry's ``search_space`` swept
+    (InferenceX's .github/configs/nvidia-master.yaml on the measurement days)? True when the entry lists none."""
+    space = entry.get("search_space")
+    if space is None:
+        return True
+    return any(p["isl"] == env["isl"] and p["osl"] == env["osl"] and p["tp"] == env["tp"] and p["ep"] == env["ep"]
+               and p["conc"][0] <= env["conc"] <= p["conc"][1] for p in space["points"])
+
+
 def apply_launch(run: Run) -> None:
-    """Set ``run.flags`` / ``run.settings`` from the first launches.yaml entry matching the row."""
+    """Set ``run.flags`` / ``run.settings`` from the first launches.yaml entry matching the row. A row outside the
+    entry's ``search_space`` was not run by that sweep (another one, whose flags are not published): it keeps the
+    engine's defaults, as the rows of the other sources do, and ``run.outside_sweep`` names the config."""
     env = _env(run)
     for entry in launches():
         if not _matches(entry, run):
             continue
+        if not in_sweep(entry, env):
+            run.outside_sweep = entry["search_space"]["evidence"]
+            return
         flags: list[str] = []
         settings: dict = {}
         for item in entry.get("flags") or []:

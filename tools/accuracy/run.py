@@ -195,6 +195,17 @@ class Scorer:
         except NotEvaluable as e:
             return {"not_evaluable": str(e)}
 
+    def signature(self, r: dict) -> str:
+        """kg.speed.serving.model_signature of the checkpoint the row served ("" when it has no bundled config)."""
+        from kg.speed.serving import model_signature
+        key = ("sig", r["model_path"], r["gemm_quant_mode"])
+        if key not in self.memo:
+            try:
+                self.memo[key] = model_signature(served_files(r, self.models)["config.json"])
+            except FileNotFoundError:
+                self.memo[key] = ""
+        return self.memo[key]
+
     def is_moe(self, model_path: str) -> bool:
         """The model's bundled config.json names routed experts (num_experts / n_routed_experts /
         num_local_experts, at the top or in text_config)."""
@@ -298,7 +309,8 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
         rec = {k: r[k] for k in ("id", "mode", "backend", "backend_version", "system", "model_path", "isl", "osl",
                                  "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_ep_size",
                                  "gemm_quant_mode")}
-        rec["split"] = split.get(group_of(r), "unsplit")
+        rec["group"] = group_of(r)
+        rec["split"] = split.get(rec["group"], "unsplit")
         rec["ttft_ms"], rec["tpot_ms"] = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
         rec["measurement"] = f"{r['system']}|{r['isl']}|{r['osl']}|{rec['ttft_ms']:.4f}|{rec['tpot_ms']:.4f}"
         if r["mode"] != "agg":
@@ -311,6 +323,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
         rec["layout"] = f"tp{run.tp} pp{run.pp} dp{run.adp} moe_tp{run.moe_tp} moe_ep{run.moe_ep}"
         rec["corrected"] = "; ".join(run.corrections)
         rec["launch"] = run.launch_evidence or ""
+        rec["outside_sweep"] = run.outside_sweep or ""
         rec["disagg_as_agg"] = bool(run.not_evaluable)
         rec["concurrency"], rec["mean_isl"] = run.concurrency, run.isl  # the workload optkg's calibration sees
         b = sc.bare(run)
@@ -319,6 +332,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
         else:
             rec["bare_ttft_ms"], rec["bare_tpot_ms"] = b["ttft_ms"], b["tpot_ms"]
         o = sc.optkg(run)
+        rec["model_sig"] = sc.signature(r)
         rec["optkg_status"] = o["status"]
         if o["status"] == "ok":
             rec["optkg_ttft_ms"], rec["optkg_tpot_ms"] = o["ttft_ms"], o["itl_ms"]
@@ -342,13 +356,18 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
 CALIBRATION = REPO / "kg" / "speed" / "calibration.yaml"
 
 
-def _lsq(rows: list[tuple[float, float, float]]) -> list[float] | None:
-    """Least squares of log(measured / estimated) = a + b log2(concurrency) + c log2(isl), then ``a`` moved to the
-    value that minimises the MAPE on the same rows (the log fit centres the median ratio; MAPE, the error reported,
-    is not symmetric in log space). None when even so the factor does not lower the rows' MAPE (factor 1)."""
+def _design(rows: list[tuple]) -> tuple:
     import numpy as np
-    x = np.array([[1.0, math.log2(c), math.log2(i)] for c, i, _ in rows])
-    q = np.array([q for _, _, q in rows])
+    return (np.array([[1.0, math.log2(r[0]), math.log2(r[1])] for r in rows]), np.array([r[2] for r in rows]))
+
+
+def _lsq(rows: list[tuple]) -> list[float] | None:
+    """Least squares of log(measured / estimated) = a + b log2(concurrency) + c log2(isl) over ``rows`` of
+    (concurrency, isl, measured / estimated, ...), then ``a`` moved to the value that minimises the MAPE on the same
+    rows (the log fit centres the median ratio; MAPE, the error reported, is not symmetric in log space). None when
+    even so the factor does not lower the rows' MAPE (factor 1)."""
+    import numpy as np
+    x, q = _design(rows)
     coef = np.linalg.lstsq(x, np.log(q), rcond=None)[0]
     base = x @ coef
     mape_at = lambda d: float(np.mean(np.abs(np.exp(base + d) / q - 1.0)))  # noqa: E731  |f est - m| / m = |f/q - 1|
@@ -359,31 +378,90 @@ def _lsq(rows: list[tuple[float, float, float]]) -> list[float] | None:
     return [round(float(v), 5) for v in coef]
 
 
+def _ranges(rows: list[tuple]) -> tuple[list[int], list[int]]:
+    return [min(r[0] for r in rows), max(r[0] for r in rows)], [min(r[1] for r in rows), max(r[1] for r in rows)]
+
+
+def _transfers(rows: list[tuple], part: int) -> bool | None:
+    """Leave-one-out over the values of field ``part`` of ``rows`` (3: the model, 4: the GPU, 5: the configuration
+    group of tools/accuracy/split.csv): fitted without one
+    value's rows (when >= MIN_ROWS remain) and applied to them (clamped to the fit's ranges, as kg.speed.serving
+    does), does the factor lower their MAPE against no factor? Pooled over every left-out value; TRAIN rows only.
+    None when no value can be left out with >= MIN_ROWS rows to fit on (one value only): no evidence either way."""
+    import numpy as np
+    from kg.speed.serving import Workload, calibration_factor, within_fit
+    cal, raw = [], []
+    values = sorted({r[part] for r in rows})
+    if not any(sum(1 for r in rows if r[part] != v) >= MIN_ROWS for v in values):
+        return None
+    for left in values:
+        fit_on = [r for r in rows if r[part] != left]
+        coef = _lsq(fit_on) if len(fit_on) >= MIN_ROWS else None
+        span = dict(zip(("concurrency", "isl"), _ranges(fit_on))) if fit_on else {}
+        for r in rows:
+            if r[part] == left:
+                f = calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))
+                cal.append(abs(f / r[2] - 1.0))
+                raw.append(abs(1.0 / r[2] - 1.0))
+    return bool(cal) and float(np.mean(cal)) < float(np.mean(raw))
+
+
+def _lowers(coef: list[float] | None, span: dict, rows: list[tuple]) -> bool:
+    """Does the factor ``coef`` (clamped to ``span``'s ranges) lower the MAPE of ``rows``?"""
+    from kg.speed.serving import Workload, calibration_factor, within_fit
+    if not coef:
+        return False
+    err = lambda f: statistics.fmean(abs(f(r) / r[2] - 1.0) for r in rows)  # noqa: E731
+    return err(lambda r: calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))) < err(lambda r: 1.0)
+
+
 def fit(recs: list[dict]) -> dict:
-    """Per engine x GPU cell with >= MIN_ROWS train rows, and per engine over all its GPUs (``<engine>/*``,
-    the fallback), the least-squares fit of log(measured / optkg-uncalibrated) on log2(concurrency) and
-    log2(isl), for TTFT and TPOT; TRAIN rows only. Ratios beyond 20x either way (rows where optkg's KV cap
-    and the measured run disagree by a queue) are left out of the fit."""
+    """Per engine x GPU cell with >= MIN_ROWS train rows, and per engine over all its GPUs (``<engine>/*``, the
+    fallback), the least-squares fit of log(measured / optkg-uncalibrated) on log2(concurrency) and log2(isl), for
+    TTFT and TPOT; TRAIN rows only. Ratios beyond 20x either way, and rows where optkg queues requests, are left
+    out. A factor is kept only where leave-one-configuration-group-out on the train rows lowers the error (the
+    held-out split's unit: a factor that only fits the train rows would not carry over); a cell whose train rows
+    hold one configuration group cannot show it either way and takes the engine-wide factor where that lowers the
+    cell's own train error (``fallback``), else none. With each fit its coverage: the measured concurrency / ISL ranges, the models it saw (``models``:
+    kg.speed.serving.model_signature -> name) and whether it carries over to a model it was not fitted on
+    (``transfers``, leave-one-model-out) and, for ``<engine>/*``, to a GPU (``transfers_gpu``, leave-one-GPU-out)."""
     cells: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    names: dict[str, dict[str, str]] = defaultdict(dict)
     for r in recs:
         if r["split"] != "train" or "raw_ttft_ms" not in r or r.get("optkg_queued"):
             continue
         for key in (f"{r['backend']}/{r['system']}", f"{r['backend']}/*"):
+            names[key].setdefault(r["model_sig"], r["model_path"])
             for m, raw in (("ttft", "raw_ttft_ms"), ("tpot", "raw_tpot_ms")):
                 q = r[f"{m}_ms"] / r[raw]
                 if 1 / 20 < q < 20:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
                     # per-rank batch_size and nominal ISL
-                    cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q))
+                    cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
+                                          r["group"]))
     out = {}
     for k in sorted(cells):
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
-        if n >= MIN_ROWS:
-            rows = cells[k]["ttft"] + cells[k]["tpot"]
-            out[k] = {"ttft": _lsq(cells[k]["ttft"]), "tpot": _lsq(cells[k]["tpot"]), "train_rows": n,
-                      # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
-                      "concurrency": [min(c for c, _, _ in rows), max(c for c, _, _ in rows)],
-                      "isl": [min(i for _, i, _ in rows), max(i for _, i, _ in rows)]}
+        if n < MIN_ROWS:
+            continue
+        conc, isl = _ranges(cells[k]["ttft"] + cells[k]["tpot"])
+        # a factor that does not lower the error of a configuration group it was not fitted on (leave-one-group-out,
+        # the held-out split's own unit) is dropped: it would fit the train rows, not the estimator's error
+        # a cell whose rows hold one configuration cannot show it either way: it takes the engine-wide factor
+        logo = {m: _transfers(cells[k][m], 5) for m in ("ttft", "tpot")}
+        coefs = {m: _lsq(cells[k][m]) if logo[m] else None for m in ("ttft", "tpot")}
+        out[k] = {"ttft": coefs["ttft"], "tpot": coefs["tpot"], "train_rows": n,
+                  # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
+                  "concurrency": conc, "isl": isl,
+                  "models": dict(sorted(names[k].items(), key=lambda kv: kv[1])),
+                  "transfers": {m: _transfers(cells[k][m], 3) for m in ("ttft", "tpot")}}
+        engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
+        fallback = {m: logo[m] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
+        if not k.endswith("/*") and any(fallback.values()):
+            out[k]["fallback"] = fallback
+        if k.endswith("/*"):
+            out[k]["systems"] = sorted({row[4] for row in cells[k]["ttft"]})
+            out[k]["transfers_gpu"] = {m: _transfers(cells[k][m], 4) for m in ("ttft", "tpot")}
     return out
 
 
@@ -398,6 +476,13 @@ def write_calibration(cells: dict) -> None:
                          "split": "train",
                          "model": "measured / estimated = exp(a + b log2(concurrency) + c log2(isl)); [a, b, c] "
                                   "by least squares on the train rows of the cell (<engine>/*: all GPUs)",
+                         "kept": "a factor only where leave-one-configuration-group-out on the train rows lowered "
+                                 "the error (else null); a cell with one configuration group takes <engine>/* "
+                                 "where that lowers the cell's train error (fallback)",
+                         "coverage": "applied within the cell's concurrency / ISL ranges (clamped at their edges), to "
+                                     "the models it saw (models: shape signature -> name), and to other models only "
+                                     "where leave-one-model-out on the train split lowered the error (transfers); "
+                                     "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu)",
                          "adapter": ADAPTER_VERSION, "tool": "tools/accuracy/run.py --fit"},
            "cells": cells}
     CALIBRATION.write_text(head + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
@@ -419,17 +504,17 @@ def _pct(v: float | None) -> str:
 
 
 def _table(rs: list[dict], heldout: bool) -> list[str]:
-    head = ("| engine | GPU | rows | TTFT optkg | TTFT uncal. | TTFT bare (rows) | TPOT optkg | TPOT uncal. | "
-            "TPOT bare |" + (" targets (TTFT <= 25 %, TPOT <= 15 %) |" if heldout else ""))
-    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if heldout else "")]
+    head = ("| engine | GPU | rows | TTFT optkg | TTFT uncal. | TPOT optkg | TPOT uncal. | bare's rows | TTFT optkg | "
+            "TTFT bare | TPOT optkg | TPOT bare |" + (" targets (TTFT <= 25 %, TPOT <= 15 %) |" if heldout else ""))
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if heldout else "")]
     cells: dict[tuple, list] = defaultdict(list)
     for r in rs:
         cells[(r["backend"], r["system"])].append(r)
     for (be, sysname), xs in sorted(cells.items()) + ([(("all", "all"), rs)] if rs else []):
         s = _cell_stats(xs)
         row = (f"| {be} | {sysname} | {s['n']} | {_pct(s['optkg_ttft'])} | {_pct(s['raw_ttft'])} | "
-               f"{_pct(s['bare_ttft'])} ({s['n_bare']}) | {_pct(s['optkg_tpot'])} | {_pct(s['raw_tpot'])} | "
-               f"{_pct(s['bare_tpot'])} |")
+               f"{_pct(s['optkg_tpot'])} | {_pct(s['raw_tpot'])} | {s['n_bare']} | {_pct(s['optkg_ttft_same'])} | "
+               f"{_pct(s['bare_ttft'])} | {_pct(s['optkg_tpot_same'])} | {_pct(s['bare_tpot'])} |")
         if heldout:
             if be == "all":
                 row += " |"
@@ -453,11 +538,14 @@ def render(recs: list[dict], digest: str) -> str:
              "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
              "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
              "release mapped to the nearest database release, per engine x GPU calibration fitted on the train "
-             "split, kg/speed/calibration.yaml); **uncal.** = the same without the calibration; **bare** = "
-             "aiconfigurator-core as its authors compare it with this CSV (`cli_estimate`: the row's layout and "
-             "batch_size, ctx_tokens = ISL, the row's release when its database has it), on the rows where it "
-             "gives a number (their count in brackets). MAPE = mean of |estimate - measured| / measured. Split: "
-             "tools/accuracy/split.csv (by configuration group; held-out never fitted on).", ""]
+             "split, kg/speed/calibration.yaml: a factor is kept only where leave-one-configuration-group-out on "
+             "the train rows lowers the error, and applied only inside its coverage: concurrency / ISL ranges, the "
+             "models it was fitted on, other models only where leave-one-model-out on the train rows showed it "
+             "carries over); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
+             "authors compare it with this CSV (`cli_estimate`: the row's layout and batch_size, ctx_tokens = ISL, "
+             "the row's release when its database has it), on the rows where it gives a number (**bare's rows**: "
+             "their count; optkg's error on the same rows beside bare's). MAPE = mean of |estimate - measured| / "
+             "measured. Split: tools/accuracy/split.csv (by configuration group; held-out never fitted on).", ""]
     n_num = len(ok)
     n_reason = sum(1 for r in recs if r.get("optkg_status") in ("infeasible", "not_evaluable"))
     lines += ["## Coverage", "",
@@ -466,6 +554,7 @@ def render(recs: list[dict], digest: str) -> str:
     for split in ("heldout", "train"):
         rs = [r for r in ok if r["split"] == split]
         lines += [f"## {'Held-out' if split == 'heldout' else 'Train'} split", "", *_table(rs, split == "heldout"), ""]
+    lines += _against_bare(ok)
     lines += _limits(ok)
     lines += _kv_binding(ok)
     lines += _duplicates(ok)
@@ -482,6 +571,44 @@ def render(recs: list[dict], digest: str) -> str:
             lines.append(f"- {len(xs)} x {reason} (e.g. {ex})")
         lines.append("")
     return "\n".join(lines)
+
+
+def _against_bare(ok: list[dict]) -> list[str]:
+    """Held-out TPOT of optkg beside the bare estimator's: over different row sets (optkg times rows bare cannot),
+    then like for like, and per cell where optkg is worse on the same rows, whether the calibration or the
+    uncalibrated composition makes it so."""
+    held = [r for r in ok if r["split"] == "heldout"]
+    s = _cell_stats(held)
+    if not held or not s["n_bare"]:
+        return []
+    extra: dict[str, int] = defaultdict(int)
+    for r in held:
+        if "bare_ttft_ms" not in r:
+            extra[f"{r['model_path']} ({r['backend']} {r['system']})"] += 1
+    others = [r for r in held if "bare_ttft_ms" not in r]
+    import yaml
+    native = yaml.safe_load(MODELS.read_text())["native_quant"]
+    out = ["## Held-out TPOT beside the bare estimator", "",
+           f"- all rows with a number: optkg {_pct(s['optkg_tpot'])} over {s['n']} rows, bare {_pct(s['bare_tpot'])} "
+           f"over the {s['n_bare']} it times; on those same {s['n_bare']} rows optkg {_pct(s['optkg_tpot_same'])} "
+           f"(uncal. {_pct(_cell_stats([r for r in held if 'bare_ttft_ms' in r])['raw_tpot'])}).",
+           f"- the {len(others)} rows only optkg times ({_pct(_cell_stats(others)['optkg_tpot'])} TPOT): "
+           + ", ".join(f"{k} {v}" for k, v in sorted(extra.items(), key=lambda kv: -kv[1])) + "; bare: "
+           + "; ".join(sorted({_short(r.get("bare_reason", "")).split(" at <path>")[0][:110] for r in others})[:3])
+           + "".join(f" ({m}: the row's quant label is InferenceX's precision tag, optkg times the checkpoint's own "
+                     f"quantisation, models.yaml native_quant: {why})" for m, why in sorted(native.items())
+                     if any(r["model_path"] == m for r in others)) + "."]
+    cells: dict[tuple, list] = defaultdict(list)
+    for r in held:
+        if "bare_ttft_ms" in r:
+            cells[(r["backend"], r["system"])].append(r)
+    for (be, sysname), xs in sorted(cells.items()):
+        c = _cell_stats(xs)
+        if c["optkg_tpot_same"] > c["bare_tpot"]:
+            cause = "the calibration" if c["raw_tpot"] <= c["bare_tpot"] else "the uncalibrated composition"
+            out.append(f"- {be} {sysname} ({c['n_bare']} rows): optkg {_pct(c['optkg_tpot_same'])}, uncal. "
+                       f"{_pct(c['raw_tpot'])}, bare {_pct(c['bare_tpot'])}: {cause} makes it worse than bare")
+    return out + [""]
 
 
 def _limits(ok: list[dict]) -> list[str]:
@@ -512,17 +639,21 @@ def _limits(ok: list[dict]) -> list[str]:
 
 
 def _kv_binding(ok: list[dict]) -> list[str]:
-    kvb = [r for r in ok if r.get("optkg_queued") and "bare_ttft_ms" in r]
+    """Rows where optkg queues requests, by the cap that binds: optkg's KV capacity (the issue's target: optkg's
+    error <= the bare estimator's there) or the engine's running-request setting."""
     out = ["## Rows where optkg's KV capacity binds (requests queue)", ""]
-    if not kvb:
-        return out + ["- none: no measured row runs more requests than optkg's KV capacity allows", ""]
-    for split in ("heldout", "train"):
-        rs = [r for r in kvb if r["split"] == split]
-        if rs:
-            s = _cell_stats(rs)
-            out.append(f"- {split}: {s['n']} rows; TTFT MAPE optkg {_pct(s['optkg_ttft'])} (uncal. "
-                       f"{_pct(s['raw_ttft'])}) vs bare {_pct(s['bare_ttft'])}; TPOT MAPE optkg {_pct(s['optkg_tpot'])} "
-                       f"(uncal. {_pct(s['raw_tpot'])}) vs bare {_pct(s['bare_tpot'])}")
+    for limit, what in (("kv_cache", "KV capacity binds"), (None, "the engine's running-request cap binds")):
+        q = [r for r in ok if r.get("optkg_queued") and "bare_ttft_ms" in r
+             and (r.get("optkg_cap_limit") == "kv_cache") == (limit == "kv_cache")]
+        if not q and limit == "kv_cache":
+            out.append("- none: no measured row runs more requests than optkg's KV capacity allows")
+        for split in ("heldout", "train"):
+            rs = [r for r in q if r["split"] == split]
+            if rs:
+                s = _cell_stats(rs)
+                out.append(f"- {split}, {what}: {s['n']} rows; TTFT MAPE optkg {_pct(s['optkg_ttft'])} (uncal. "
+                           f"{_pct(s['raw_ttft'])}) vs bare {_pct(s['bare_ttft'])}; TPOT MAPE optkg "
+                           f"{_pct(s['optkg_tpot'])} (uncal. {_pct(s['raw_tpot'])}) vs bare {_pct(s['bare_tpot'])}")
     return out + [""]
 
 
@@ -562,6 +693,7 @@ def _corrections(recs: list[dict]) -> list[str]:
     matched = sum(1 for r in flagged if (r["system"], r["isl"], r["osl"], round(r["tpot_ms"], 1)) in dis_meas)
     ix = [r for r in agg if r.get("source") == "inferencex"]
     launched = [r for r in ix if r.get("launch")]
+    outside = [r for r in ix if r.get("outside_sweep")]
     return ["## Rows read differently from the CSV's columns (tools/accuracy/measured.py)", "",
             f"- {len(sig)} InferenceX rows record a `tp N, ep M` run on N x M GPUs; read as N GPUs. {twins} of them "
             "have a twin row (same GPU, lengths, TTFT and TPOT) recorded with the corrected layout.",
@@ -573,6 +705,13 @@ def _corrections(recs: list[dict]) -> list[str]:
             f"- {len(launched)} of {len(ix)} InferenceX aggregated rows launched with the engine flags of their "
             "script on the measurement day (launches.yaml); the rest (B300 / GB200, no optkg GPU, or scripts not "
             "found) with the engine's defaults.",
+            f"- {len(outside)} InferenceX-dump rows lie outside the sweep InferenceX's config ran on their day "
+            "(.github/configs/nvidia-master.yaml, launches.yaml `search_space`): another sweep's runs, launched with "
+            "flags not published, so with the engine's defaults. Among them Qwen3.5-397B FP8 on 4 B200s with 256 clients "
+            "and DeepSeek-R1 FP8 on 8 B200s with 256 / 512: the script's --max-running-requests 128 would have queued half "
+            "the clients, but SGLang 0.5.9 enforces it (model_executor/model_runner.py:593-600 max_running_requests // "
+            "dp_size, managers/scheduler.py:588-591 and 1954-1958: no request is admitted above it) and the measured TPOT "
+            "grows with the clients (Qwen3.5: 29.5 ms at 128, 47.9 ms at 256), so more than 128 ran.",
             ""]
 
 
