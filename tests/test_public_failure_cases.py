@@ -77,6 +77,20 @@ def test_lora_report_from_the_command_with_the_adapter_on_disk(case, catalog, ru
     assert case["rule"] not in fired(run(case["fixed_for_test"])), case["id"]
 
 
+COMMANDS = [c for c in CASES if c.get("command_for_test") and not c.get("adapter")]
+
+
+@pytest.mark.parametrize("case", COMMANDS, ids=[c["id"] for c in COMMANDS])
+def test_report_from_the_pasted_command_fires_and_its_fix_holds(case, catalog, rules):
+    def run(cmd):
+        st = parse_command(cmd, catalog, case["engine"], None)
+        st.engine_version = case["release_for_test"]
+        return check_stack(st, catalog, rules)
+    got = run(case["command_for_test"])
+    assert case["rule"] in fired(got), case["id"]
+    assert case["rule"] not in fired(run(case["fixed_for_test"])), case["id"]
+
+
 def test_adapter_rank_is_the_largest_over_adapters_and_rank_patterns(tmp_path):
     for name, cfg in (("a", {"r": 16}), ("b", {"r": 8, "rank_pattern": {"q_proj": 64}})):
         (tmp_path / name).mkdir()
