@@ -35,6 +35,33 @@ def test_mechanical_checks_of_validate_args(flags, site, message):
     assert ("arguments.py", site) in got and got[("arguments.py", site)]["message"].startswith(message), sorted(got)
 
 
+CG = ("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 16 --hidden-size 2048 "
+      "--num-attention-heads 16 --seq-length 4096 --micro-batch-size 1 --bf16 ")
+CG_MOE = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --sequence-parallel "
+
+
+@pytest.mark.parametrize("flags,fired", [
+    # TransformerConfig's cuda_graph_scope checks (megatron-core 0.16.1 transformer_config.py:1739-1782), over the
+    # scope names --cuda-graph-scope takes (each converted to the CudaGraphScope member of that name)
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope full_iteration", {1739}),
+    ("--cuda-graph-impl local --cuda-graph-scope full_iteration", set()),
+    (CG_MOE + "--cuda-graph-impl transformer_engine --cuda-graph-scope moe_preprocess", {1748}),
+    # the local implementation adds moe_router itself (:1731-1734): no refusal
+    (CG_MOE + "--cuda-graph-impl local --cuda-graph-scope moe_preprocess", set()),
+    (CG_MOE + "--cuda-graph-impl transformer_engine --cuda-graph-scope moe moe_router", {1743, 1768}),
+    (CG_MOE + "--cuda-graph-impl transformer_engine --cuda-graph-scope moe", {1768}),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope moe", {1752}),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn mlp", set()),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope full", set()),
+    ("--cuda-graph-scope moe", set()),  # no CUDA graphs (cuda_graph_impl none): nothing is checked
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn --recompute-granularity full "
+     "--recompute-method uniform --recompute-num-layers 1", {1782}),
+])
+def test_cuda_graph_scope_checks_fire_where_transformer_config_refuses(flags, fired):
+    got = {line for (f, line) in _fired(CG + flags) if f == "transformer_config.py" and 1690 <= line <= 1830}
+    assert got == fired
+
+
 RUN_TABLE_1 = {  # NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh: TP, PP, MBS, GBS, layers, h, heads, nodes
     "39B": (8, 2, 4, 1536, 48, 8192, 64, 64, ""), "76B": (8, 4, 2, 1792, 60, 10240, 80, 128,
                                                           "--num-layers-per-virtual-pipeline-stage 5"),

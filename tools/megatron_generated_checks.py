@@ -40,8 +40,13 @@ def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tu
     (checkgen.Walker.bind) and the calls the walk did not model.
 
     ``sources``: path -> text for megatron/training/{arguments,training}.py and megatron/core/** of the release."""
+    sources = {p: _walked(p, t) for p, t in sources.items()}
     modules = [cg.read_module(p, t) for p, t in sources.items()]
     w = cg.Walker(modules)
+    # a CudaGraphScope member is its name: Megatron-LM's --cuda-graph-scope converts each command-line name to the
+    # member of that name (arguments.py:1430, CudaGraphScope[scope]), so the list optkg reads holds names
+    for k in [k for k in w.enums if k.startswith("CudaGraphScope.")]:
+        w.enums[k] = k.split(".", 1)[1]
     dests = {v["dest"] for v in argtable.values()} | {"world_size"}
     args = cg.Obj("args", lambda a: cg.Expr(a) if a in dests else None)
     A = "megatron/training/arguments.py"
@@ -75,6 +80,28 @@ def generate(sources: dict[str, str], argtable: dict[str, dict[str, Any]]) -> tu
                               "megatron/core/optimizer/optimizer_config.py")
         w.run([block], cg.Frame(O, {"config": opt}), ["(optimizer == 'adam')"])
     return cg.rows(w), w.lets, dict(sorted(w.opaque.items(), key=lambda x: -x[1]))
+
+
+TC = "megatron/core/transformer/transformer_config.py"
+# TransformerConfig.__post_init__'s cuda_graph_scope normalisation (0.16.1 transformer_config.py:1700-1714), as it runs
+# on what Megatron-LM passes: a list of CudaGraphScope members with "full" already removed (arguments.py:1255-1260), so
+# the branch converting strings does nothing (an empty list converts to itself); the local implementation's appends
+# (:1731-1734) become assignments the walk models. Same line count, so every row keeps its line.
+CGS_WALKED = [
+    ("        if all(isinstance(scope, str) for scope in self.cuda_graph_scope):\n",
+     "        if False:  # from Megatron-LM: members, never strings\n"),
+    ("                        self.cuda_graph_scope.append(CudaGraphScope.moe_router)\n",
+     "                        self.cuda_graph_scope = self.cuda_graph_scope + [CudaGraphScope.moe_router]\n"),
+    ("                        self.cuda_graph_scope.append(CudaGraphScope.moe_preprocess)\n",
+     "                        self.cuda_graph_scope = self.cuda_graph_scope + [CudaGraphScope.moe_preprocess]\n"),
+]
+
+
+def _walked(path: str, text: str) -> str:
+    if path == TC:
+        for a, b in CGS_WALKED:
+            text = text.replace(a, b)
+    return text
 
 
 def _arg_or_none(w: cg.Walker, args: cg.Obj, attr: str):
