@@ -161,8 +161,9 @@ def check(stack: "Stack | TrainingJob", catalog: "Catalog | None" = None,
     quantities (e.g. KV bytes per token); ``.to_dict()`` the JSON shape of ``optkg check --format json``.
     ``rules``: a RuleSet, a rules folder, or None for the shipped rules.
     """
-    from kg.inputs.training.job import TrainingJob
-    if isinstance(stack, TrainingJob):
+    import sys
+    job = sys.modules.get("kg.inputs.training.job")  # a TrainingJob exists only once its module is loaded
+    if job is not None and isinstance(stack, job.TrainingJob):
         from kg.analyses.training import training_report
         return training_report(stack, _rules("training", rules), _catalog(catalog))
     from kg.analyses.check import check_stack

@@ -37,11 +37,36 @@ def _command(args: argparse.Namespace) -> str | None:
     return None
 
 
+# top-level fields of a serving stack file (kg.inputs.stack) that no training framework's config file has
+# (each framework's claims_file keys on its own: zero_optimization, distributed_type, actor_rollout_ref, ...;
+# tests/test_training_detection_shortcut.py holds every registered framework to it)
+SERVING_ONLY_FIELDS = frozenset({"name", "model", "config", "engine", "engine_version", "hardware", "techniques",
+                                 "settings", "description"})
+
+
+def serving_stack_file(path: Path) -> bool:
+    """True for a YAML file that is plainly a serving stack: a mapping whose every top-level field is a serving
+    stack's (``SERVING_ONLY_FIELDS``: no ``framework:``, ``training:``), among them ``engine`` or ``techniques``.
+    Read through the content-keyed cache, so a serving ``check`` neither imports the training readers nor asks
+    every framework package whether it claims the file. False (the full detection decides) otherwise."""
+    if Path(path).suffix not in (".yaml", ".yml"):
+        return False
+    from kg.core.yamlio import load_yaml
+    try:
+        data = load_yaml(path, cache=True).data
+    except (OptkgError, OSError):
+        return False
+    return (isinstance(data, dict) and bool({"engine", "techniques"} & set(data))
+            and all(isinstance(k, str) and k in SERVING_ONLY_FIELDS for k in data))
+
+
 def wants_training(args: argparse.Namespace) -> bool:
     if _command(args):
         return True
     st = getattr(args, "stack", None)
     if st is not None and Path(st).exists():
+        if serving_stack_file(Path(st)):
+            return False
         from kg.inputs.training import is_training_file
         return is_training_file(st)
     return False
