@@ -124,14 +124,16 @@ def _available() -> dict[str, tuple[str, str]]:
     return out
 
 
-_RST_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
+_RST_ROLE = r":[a-z]+(?::[a-z]+)?:`~?([^`<]+?)(?:\s*<[^>]*>)?`"
 
 
 def plain_description(doc: str | None, fallback: str) -> str:
     """A command module's docstring as ``--help`` shows it: the first paragraph, lines joined (argparse wraps it
     again), in plain text: RST roles (``:class:`X` ``) and literals (````x````) lose their markup."""
     text = " ".join((doc or "").strip().split("\n\n", 1)[0].split()) or fallback
-    return _RST_ROLE.sub(r"\1", text).replace("``", "")
+    if "`" not in text:  # no role or literal: nothing to compile (every ``optkg`` run builds one description)
+        return text
+    return re.sub(_RST_ROLE, r"\1", text).replace("``", "")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -131,6 +131,52 @@ def _check_cost(tree: ast.AST) -> None:
         stack.extend((c, depth + 1) for c in ast.iter_child_nodes(n))
 
 
+_PLAIN = frozenset({ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.BinOp,
+                    ast.Compare, ast.Name, ast.Load, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.IfExp}
+                   | set(_BIN) | set(_CMP))
+
+
+def _plainly_valid(tree: ast.AST, functions: set[str]) -> bool:
+    """True when ``_check_cost`` and ``_validate`` would both pass ``tree``: one walk over the same nodes in
+    ``_check_cost``'s order with the same limits, by exact node types (~4x faster than the two walks; every
+    ``check`` compiles ~190 expressions). False sends the tree to the two walks, which word the error."""
+    nodes = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n, depth = pop()
+        nodes += 1
+        if nodes > MAX_NODES or depth > MAX_DEPTH:
+            return False
+        t = type(n)
+        if t is ast.Constant:
+            v = n.value
+            if (type(v) is int and v.bit_length() > MAX_INT_BITS) or (type(v) is str and len(v) > MAX_CHARS):
+                return False
+            continue  # no child nodes
+        if t is ast.Call:
+            f = n.func
+            if type(f) is not ast.Name or f.id not in functions or n.keywords:
+                return False
+        elif t not in _PLAIN:
+            return False
+        elif t is ast.BinOp and type(n.op) is ast.Pow:
+            e = n.right
+            lit = e.operand if type(e) is ast.UnaryOp and type(e.op) in (ast.USub, ast.UAdd) else e
+            if not (type(lit) is ast.Constant and type(lit.value) in (int, float) and abs(lit.value) <= MAX_EXPONENT):
+                return False
+        depth += 1
+        for name in n._fields:  # ast.iter_child_nodes, inlined
+            v = getattr(n, name, None)
+            if isinstance(v, ast.AST):
+                push((v, depth))
+            elif type(v) is list:
+                for x in v:
+                    if isinstance(x, ast.AST):
+                        push((x, depth))
+    return True
+
+
 @lru_cache(maxsize=4096)
 def compile_expr(text: str, extra_functions: tuple[str, ...] = ()) -> ast.Expression:
     """Parse and check ``text`` (language and cost, see ``_check_cost``). Raises ExprError with the reason. Cached by text."""
@@ -144,8 +190,10 @@ def compile_expr(text: str, extra_functions: tuple[str, ...] = ()) -> ast.Expres
         raise ExprError(f"syntax error at column {e.offset}: {e.msg}") from None
     except (RecursionError, MemoryError):
         raise ExprError(f"expression nests deeper than {MAX_DEPTH} levels") from None
-    _check_cost(tree)
-    _validate(tree, set(FUNCTIONS) | set(extra_functions))
+    allowed = set(FUNCTIONS) | set(extra_functions)
+    if not _plainly_valid(tree, allowed):
+        _check_cost(tree)
+        _validate(tree, allowed)
     return tree
 
 

@@ -22,7 +22,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import logging
 import math
 import os
 import re
@@ -138,6 +137,7 @@ def model_dir(files: dict[str, bytes], root: Path) -> tuple[Path, str]:
 @contextlib.contextmanager
 def _quiet():
     """The estimator logs every low-fidelity table it loads at WARNING; optkg reports coverage itself."""
+    import logging  # only around an estimate that misses the cache (a warm check does not load logging)
     lg = logging.getLogger("aiconfigurator_core")
     old = lg.level
     lg.setLevel(logging.ERROR)
