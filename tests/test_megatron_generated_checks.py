@@ -56,6 +56,17 @@ CG_MOE = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --s
     ("--cuda-graph-scope moe", set()),  # no CUDA graphs (cuda_graph_impl none): nothing is checked
     ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn --recompute-granularity full "
      "--recompute-method uniform --recompute-num-layers 1", {1782}),
+    # graphed selective recompute takes no random numbers (:1801-1823): the default recompute module core_attn with
+    # Megatron's default attention dropout 0.1 under a whole-layer graph is refused; dropout 0, or the module outside
+    # the graphed scope, holds
+    ("--cuda-graph-impl transformer_engine --recompute-granularity selective", {1806}),
+    ("--cuda-graph-impl transformer_engine --recompute-granularity selective --attention-dropout 0.0", set()),
+    ("--cuda-graph-impl transformer_engine --recompute-granularity selective --recompute-modules mlp "
+     "--attention-dropout 0.0", {1813}),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn --recompute-granularity selective "
+     "--recompute-modules mlp --attention-dropout 0.0", set()),
+    (CG_MOE + "--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router --recompute-granularity selective "
+     "--recompute-modules moe --attention-dropout 0.0 --hidden-dropout 0.0", {1792}),
 ])
 def test_cuda_graph_scope_checks_fire_where_transformer_config_refuses(flags, fired):
     got = {line for (f, line) in _fired(CG + flags) if f == "transformer_config.py" and 1690 <= line <= 1830}

@@ -94,6 +94,9 @@ CGS_WALKED = [
      "                        self.cuda_graph_scope = self.cuda_graph_scope + [CudaGraphScope.moe_router]\n"),
     ("                        self.cuda_graph_scope.append(CudaGraphScope.moe_preprocess)\n",
      "                        self.cuda_graph_scope = self.cuda_graph_scope + [CudaGraphScope.moe_preprocess]\n"),
+    # --moe-layer-recompute adds "moe" to recompute_modules (:1265-1266), as an assignment the walk models
+    ('                self.recompute_modules.append("moe")\n',
+     '                self.recompute_modules = self.recompute_modules + ["moe"]\n'),
 ]
 
 
@@ -241,6 +244,8 @@ def _field_annotation(w: cg.Walker, cls: str, name: str) -> str:
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
                 text = ast.unparse(s.annotation)
                 low = text.lower()
+                if low.startswith("optional[") and low.endswith("]"):
+                    low = low[len("optional["):-1]  # argument_utils.py:112-115 builds the type inside Optional[]
                 if low.startswith(("list[", "tuple[")) or "| list[" in low:
                     inner = low.split("[", 1)[1]
                     return "list:" + next((t for t in ("int", "float", "str") if inner.startswith(t)), "str")
