@@ -26,7 +26,7 @@ def _fit_budget(*extra: str) -> dict:
 
 def _check(cmd: str, *extra: str) -> dict:
     extra = extra if "--engine-version" in extra else extra + V033
-    code, out, err = run_cli("check", "--vllm", cmd, *extra, "--format", "json")
+    code, out, err = run_cli("check", "--vllm", cmd, *extra, "--format", "json", "--no-speed")  # reads derived only
     assert code in (0, 1), err
     return json.loads(out)["derived"]
 
@@ -103,7 +103,7 @@ def test_fit_gpt_oss_longest_request_and_cache_size_match_check():
     assert code in (0, 1), err
     cc = json.loads(out)["cost_curve"]
     code, out, err = run_cli("check", "--vllm", "vllm serve openai/gpt-oss-120b", "--gpu", "H100", "--count", "1",
-                             "--format", "json", *V033)
+                             "--format", "json", "--no-speed", *V033)
     assert code in (0, 1), err
     d = json.loads(out)["derived"]
     assert cc["budget_bytes_per_gpu"] == d["kv_budget_bytes_per_gpu"] == 8_437_735_097
@@ -121,7 +121,7 @@ def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
     stack = tmp_path / "stack.yaml"
     stack.write_text("model: Qwen/Qwen3-235B-A22B\nengine: {name: vllm, version: '0.33.0'}\nhardware: {gpu: H200, count: 8}\n"
                      "techniques:\n  - tensor-parallelism: {tp_size: 8}\n  - paged-kv-cache\nsettings:\n  max_model_len: 32768\n")
-    code, out, err = run_cli("check", str(stack), "--format", "json")
+    code, out, err = run_cli("check", str(stack), "--format", "json", "--no-speed")
     assert code in (0, 1), err
     d = json.loads(out)
     want = "vllm 0.33.0 default: vllm >=0.20.0,<0.34.0 default (vllm/config/cache.py:66 at vllm 0.20.0)"
@@ -132,7 +132,7 @@ def test_stack_file_without_utilization_labels_the_engine_default(tmp_path):
     assert eff["source"] == "engine default" and eff["value"] == 0.92
     # given in the file: still 'given'
     stack.write_text(stack.read_text() + "  gpu_memory_utilization: 0.9\n")
-    code, out, err = run_cli("check", str(stack), "--format", "json")
+    code, out, err = run_cli("check", str(stack), "--format", "json", "--no-speed")
     d = json.loads(out)
     assert d["derived"]["kv_budget_utilization_source"].startswith("given (")
     assert d["derived"]["kv_budget_gpu_memory_utilization"] == 0.9
@@ -152,8 +152,8 @@ def test_check_labels_the_kv_budget():
     # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB.
     # Error bar (kg.derive.budget, the text sweep and fit print too): activation 0.15 x 2.03 + 0.25 = 0.554 GiB
     # + graphs 0.25 + non-torch 1.0 = 1.80 GiB
-    code, out, _ = run_cli("check", EXAMPLE)
+    code, out, _ = run_cli("check", EXAMPLE, "--no-speed")  # the budget lines only: no Speed section
     assert "KV budget per GPU (estimate)               ~66.3 GiB (+-1.80 GiB)" in out
     assert "- activation peak                        2.03 GiB" in out
-    code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40")
+    code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40", "--no-speed")
     assert "KV budget per GPU (given)                  40.00 GiB" in out

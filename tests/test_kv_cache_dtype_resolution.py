@@ -25,7 +25,7 @@ def test_modelopt_fp8_kv_auto_is_fp8_on_vllm_033(path):
     assert d["kv_bytes_per_token_model"] == 65_536 and d["kv_cache_dtype"] == "fp8_e4m3"
     assert d["kv_cache_dtype_checkpoint"] == "kv_cache_quant_algo FP8" and ">=0.14.0" in d["kv_cache_dtype_source"]
     code, out, _ = run_cli("check", "--vllm", f"vllm serve {MODELOPT_FP8} --kv-cache-dtype auto", "--gpu", "H100",
-                           "--count", "1")
+                           "--count", "1", "--no-speed")
     assert "KV-cache dtype                             fp8_e4m3 (auto: checkpoint kv_cache_quant_algo FP8;" in out
 
 

@@ -83,7 +83,7 @@ def test_human_readable_integers_per_release():
     # #12: vLLM's human_readable_int (0.33.0 utils/argparse_utils.py:30-94): k decimal, K binary; --max-model-len
     # from 0.8.5, --max-num-batched-tokens from 0.9.1; 'auto' / -1 from 0.14.0 (the engine fits it: noted)
     code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 32k "
-                             "--max-num-batched-tokens 16K", "--gpu", "H100", "--format", "json")
+                             "--max-num-batched-tokens 16K", "--gpu", "H100", "--format", "json", "--no-speed")
     assert code in (0, 1), err
     st = json.loads(out)["stack"]["settings"]
     assert (st["max_model_len"], st["max_num_batched_tokens"]) == (32_000, 16_384)
@@ -94,7 +94,7 @@ def test_human_readable_integers_per_release():
                              "--gpu", "H100")
     assert code == 2 and "decimals are not allowed with the binary suffix K" in err
     code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len -1",
-                             "--gpu", "H100", "--format", "json")
+                             "--gpu", "H100", "--format", "json", "--no-speed")
     assert code in (0, 1), err
     d = json.loads(out)
     assert d["stack"]["settings"]["max_model_len_auto"] is True

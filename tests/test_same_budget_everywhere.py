@@ -23,7 +23,9 @@ LLAMA70 = "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4"
 
 @pytest.fixture(scope="module")
 def llama70():
-    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4", "--format", "json")
+    # no test here reads the Speed section (~1 CPU-s a point): --no-speed
+    code, out, err = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4", "--format", "json",
+                             "--no-speed")
     assert code in (0, 1), err
     check = json.loads(out)["derived"]
     code, out, err = run_cli("fit", "--engine-version", "0.33.0", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM",
@@ -31,7 +33,7 @@ def llama70():
     assert code in (0, 1), err
     fit = json.loads(out)
     code, out, err = run_cli("sweep", "--engine-version", "0.33.0", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B", "--tp", "4",
-                             "--gpu", "H100-SXM", "--count", "4", "--format", "json")
+                             "--gpu", "H100-SXM", "--count", "4", "--format", "json", "--no-speed")
     assert code in (0, 1), err
     return check, fit, json.loads(out)
 
@@ -55,7 +57,8 @@ def test_error_bar_is_one_text(llama70):
     # Llama-3.1-70B TP 4 on an H100: activation 0.15 x peak + 0.25 GiB, graphs 0.25, non-torch 1.0 (TP > 1) -> 1.76 GiB
     assert check["kv_budget_source"].endswith("(kg.derive.budget; +-1.76 GiB)")
     assert sweep["kv_budget_source"] == check["kv_budget_source"]  # one row: no 'rank 1' prefix
-    code, out, _ = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4")
+    code, out, _ = run_cli("check", "--engine-version", "0.33.0", "--vllm", LLAMA70, "--gpu", "H100-SXM", "--count", "4",
+                           "--no-speed")
     assert "KV budget per GPU (estimate)               ~34.9 GiB (+-1.76 GiB)" in out
     code, out, _ = run_cli("fit", "--engine-version", "0.33.0", SMALL, "--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "4", "--gpu", "H100-SXM")
     assert "(kg.derive.budget; +-1.76 GiB))" in out
