@@ -35,6 +35,18 @@ def test_mechanical_checks_of_validate_args(flags, site, message):
     assert ("arguments.py", site) in got and got[("arguments.py", site)]["message"].startswith(message), sorted(got)
 
 
+@pytest.mark.parametrize("flags,fired", [
+    # argparse.BooleanOptionalAction flags (--x / --no-x) are read: the RL checks of validate_args (arguments.py:329-388)
+    ("--perform-rl-step --rl-use-sequence-packing --micro-batch-size 2", {387}),
+    ("--perform-rl-step --no-rl-use-sequence-packing --micro-batch-size 2", set()),
+    ("--perform-rl-step --rl-partial-rollouts --rl-remove-kv-cache-during-training", {343}),
+    ("--rl-partial-rollouts --rl-remove-kv-cache-during-training", set()),  # not an RL step: not checked
+])
+def test_boolean_optional_flags_of_the_rl_checks(flags, fired):
+    got = _fired(f"torchrun --nproc_per_node 8 pretrain_gpt.py --seq-length 4096 {flags}", "meta-llama/Llama-3.1-8B")
+    assert {line for (f, line) in got if f == "arguments.py" and 329 <= line <= 388} == fired
+
+
 CG = ("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 16 --hidden-size 2048 "
       "--num-attention-heads 16 --seq-length 4096 --micro-batch-size 1 --bf16 ")
 CG_MOE = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --sequence-parallel "

@@ -183,6 +183,15 @@ def argparse_args(arguments_src: str) -> dict[str, dict[str, Any]]:
             continue
         kw = {k.arg: k.value for k in n.keywords if k.arg}
         dest = literal(kw.get("dest")) if "dest" in kw else longs[0][2:].replace("-", "_")
+        if "action" in kw and ast.unparse(kw["action"]).split(".")[-1] == "BooleanOptionalAction":
+            # argparse.BooleanOptionalAction: --flag sets True, --no-flag sets False (Python 3.9+ argparse)
+            default = literal(kw.get("default")) if "default" in kw else None
+            if default is UNKNOWN or not isinstance(dest, str):
+                continue
+            for f in longs:
+                out[f] = {"dest": dest, "kind": "true", "type": "bool", "default": default}
+                out["--no-" + f[2:]] = {"dest": dest, "kind": "false", "type": "bool", "default": default}
+            continue
         action = literal(kw.get("action")) if "action" in kw else None
         if action not in (None, "store_true", "store_false"):
             continue  # custom actions: not modelled (their checks stay untranslated or unknown)
