@@ -186,13 +186,16 @@ def test_documented_data_and_expert_parallel_launches_raise_no_generated_row(cmd
         assert [(r["path"], r["line"]) for r in got["engine_check_refusals"]] == [("vllm/config/parallel.py", 584)]
 
 
-def _refused_lines(cmd: str, release: str, catalog) -> list[tuple[str, int]]:
+def _refusals(cmd: str, release: str, catalog) -> list[dict]:
     import kg
     from kg.analyses.check import stack_facts
     st = kg.stack_from_command(cmd, catalog)
     st.engine_version = release
-    got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)
-    return [(r["path"], r["line"]) for r in got["engine_check_refusals"]]
+    return generated_refusals("vllm", release, stack_facts(st)[1], stack=st)["engine_check_refusals"]
+
+
+def _refused_lines(cmd: str, release: str, catalog) -> list[tuple[str, int]]:
+    return [(r["path"], r["line"]) for r in _refusals(cmd, release, catalog)]
 
 
 def test_generated_rows_read_the_served_models_config_json(catalog):
@@ -231,3 +234,16 @@ def test_an_engine_release_without_readable_source_is_listed_as_not_scanned_with
     md = "\n".join(sites_markdown(paths.catalog_dir() / "engines" / "checks" / "sites", rule_ids))
     assert "| trtllm | 1.2.1 | not scanned | | | | | [why](#trtllm-not-scanned) |" in md
     assert "### trtllm 1.2.1: not scanned" in md and "over the 500 MB" in md
+
+
+def test_a_config_built_on_one_branch_is_checked_there_only_and_its_message_carries_the_values(catalog):
+    # engine/arg_utils.py (0.34.0): lora_config = LoRAConfig(...) if self.enable_lora else None, so config/lora.py:117
+    # (max_cpu_loras below max_loras) is raised only with --enable-lora
+    cmd = "vllm serve meta-llama/Llama-3.1-8B --max-loras 4 --max-cpu-loras 2"
+    assert ("vllm/config/lora.py", 117) not in _refused_lines(cmd, "0.34.0", catalog)
+    got = [r for r in _refusals(cmd + " --enable-lora", "0.34.0", catalog) if r["line"] == 117]
+    assert [r["message"] for r in got] == ["max_cpu_loras (2) must be >= max_loras (4)."]
+    # a field the generator could not read names the value instead of showing the raw {...}
+    eplb = [r["message"] for r in _refusals("vllm serve Qwen/Qwen3-30B-A3B --enable-expert-parallel --enable-eplb",
+                                            "0.34.0", catalog) if r["line"] == 617]
+    assert len(eplb) == 1 and "{" not in eplb[0] and "TP=1" in eplb[0], eplb

@@ -232,6 +232,18 @@ class Walker:
     reaching (None when that reaching did not translate)."""
 
     let_at = LET_AT  # a walker whose rows must stay self-contained sets MAX_TEXT (no lets)
+    # a call the walk cannot follow (not found, ``*args``, too deep) that is handed a symbolic object may change any
+    # of its fields: with this on they become unknown after it (forget_all). Off by default so the generators that
+    # have not been re-measured with it keep their tables; tools/vllm_generated_checks.py turns it on.
+    opaque_calls_forget_args = False
+    # the checks a call in one branch of ``a if t else b`` reaches are reached under ``t`` (under ``not t`` for b).
+    # Off by default: without it those checks are written without the branch's condition (too wide); the generators
+    # not yet re-measured with it keep their tables; tools/vllm_generated_checks.py turns it on.
+    branch_conditions = False
+    # record, at each raise / assert, the values its message's f-string fields hold there (``fills``: site ->
+    # {"{field text}": expression, or None where two reachings disagree or one does not translate})
+    record_fills = False
+    pure_calls: frozenset[str] = frozenset()  # callee texts read to change nothing they are handed (the generator's)
 
     def __init__(self, modules: list[Module], enums: dict[str, Any] | None = None,
                  constants: dict[str, Any] | None = None):
@@ -251,6 +263,7 @@ class Walker:
         self.why: dict[tuple[str, int], str] = {}
         self.partial: dict[str, str] = {}   # unknown `a and b` test -> the conjuncts that did translate       # site -> why a reaching did not translate   # attribute -> (line, why) where the walk first lost it
         self.lineno = 0
+        self.fills: dict[tuple[str, int], dict[str, str | None]] = {}
         self.ambiguous: set[str] = set()        # every empty dict literal the walk created (kwargs being built)   # (walker, node, frame, pc) -> value or None: framework-specific calls
 
     # ---------------------------------------------------------------------------------- lookup
@@ -423,16 +436,19 @@ class Walker:
             return Expr(parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")")
         if isinstance(node, ast.IfExp):
             t = self.text(node.test, fr, pc, True)
+            if self.branch_conditions:  # what a branch calls runs only where the branch is taken
+                return Expr(f"({self.text(node.body, fr, pc + [t])} if {t} else "
+                            f"{self.text(node.orelse, fr, pc + [f'(not {t})'])})")
             return Expr(f"({self.text(node.body, fr, pc)} if {t} else {self.text(node.orelse, fr, pc)})")
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.text(e, fr, pc) for e in node.elts]
             return Expr("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
         if isinstance(node, ast.Call):
-            return self.call(node, fr, pc)
+            return self.call_forgetting(node, fr, pc)
         if isinstance(node, ast.Lambda):
             return LambdaVal(node, fr)
         if isinstance(node, ast.Dict) and not node.keys:
-            d = Obj(f"dict@{fr.path}:{node.lineno}")
+            d = Obj(f"dict@{fr.path}:{getattr(node, 'lineno', 0)}")
             self.dicts.append(d)
             return d
         if isinstance(node, ast.Subscript):
@@ -645,6 +661,60 @@ class Walker:
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise Untranslatable("star args")
         return self.invoke(func, path, self_obj, args, kwargs, pc, cls)
+
+    def call_forgetting(self, node: ast.Call, fr: Frame, pc: list[str]) -> Any:
+        """``call``; where the call is not followed (opaque_calls_forget_args), every object passed to it loses
+        what the walk knew of its fields."""
+        try:
+            return self.call(node, fr, pc)
+        except Untranslatable as e:
+            if (self.opaque_calls_forget_args and str(e).startswith(NOT_FOLLOWED) and not _pure_call(node)
+                    and ast.unparse(node.func) not in self.pure_calls):
+                for a in list(node.args) + [k.value for k in node.keywords]:
+                    a = a.value if isinstance(a, ast.Starred) else a
+                    try:
+                        v = self.value(a, fr, pc)
+                    except Untranslatable:
+                        continue
+                    if isinstance(v, Obj):
+                        self.forget_all(v, ast.unparse(node.func)[:60], self.eff(fr, pc))
+            raise
+
+    def forget_all(self, obj: Obj, why: str, conds: list[str], seen: set[int] | None = None) -> None:
+        """Every field of ``obj`` (its dataclass fields, what was assigned, what its ``free`` would give) is unknown
+        from here on where ``conds`` hold (merge: ``__unknown__`` there, the old value elsewhere); a field holding an
+        object forgets that object's fields the same way (replacing it would change no more); markers (``__x__``)
+        stay."""
+        seen = set() if seen is None else seen
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, ObjIf):
+            self.forget_all(obj.a, why, conds, seen)
+            self.forget_all(obj.b, why, conds, seen)
+            return
+        if isinstance(obj, (UnknownObj, LambdaVal)):
+            return
+        fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
+        for f in set(fields) | set(obj.env):
+            if f.startswith("__") and f.endswith("__"):
+                continue
+            try:
+                cur = self.get_attr(obj, f)
+            except Untranslatable:
+                cur = None
+            if isinstance(cur, Obj) and len(seen) < 64:
+                self.forget_all(cur, why, conds, seen)
+            else:
+                self.set_attr(obj, f, TAINT, conds)
+        old_free = obj.free
+
+        def free(a: str) -> Any:
+            old = old_free(a) if old_free is not None else None
+            return None if old is None else self.merge(old, TAINT, conds, first=False)
+        obj.free = free
+        key = f"forgotten by {why}"
+        self.opaque[key] = self.opaque.get(key, 0) + 1
 
     def const_str(self, node: ast.AST, fr: Frame, pc: list[str]) -> str | None:
         """The string a name argument evaluates to (a literal, or a local bound to one), else None."""
@@ -983,10 +1053,14 @@ class Walker:
                 self.run(s.orelse, fr, pc + [neg])
             return
         if isinstance(s, ast.Raise):
+            if self.record_fills and isinstance(s.exc, ast.Call) and s.exc.args:
+                self.record_fill(fr.path, s.lineno, s.exc.args[0], fr, pc)
             self.site(fr.path, s.lineno, self.eff(fr, pc))
             self.exit(fr, pc, raised=True)
             return
         if isinstance(s, ast.Assert):
+            if self.record_fills and s.msg is not None:
+                self.record_fill(fr.path, s.lineno, s.msg, fr, pc)
             t = self.test(s.test, fr, pc)
             self.site(fr.path, s.lineno, self.eff(fr, pc) + ([t] if is_unknown(t) else [f"(not {t})"]))
             return
@@ -1060,6 +1134,25 @@ class Walker:
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             for a in s.names:
                 fr.locals[(a.asname or a.name).split(".")[0]] = TAINT
+
+    def record_fill(self, path: str, line: int, msg: ast.AST, fr: Frame, pc: list[str]) -> None:
+        """The expressions of the f-string fields of message ``msg`` here, keyed by the field's text as
+        tools/engine_check_sites.py writes it into the site's message (``{self.x}``)."""
+        got = self.fills.setdefault((path, line), {})
+        for n in ast.walk(msg):
+            if not isinstance(n, ast.FormattedValue):
+                continue
+            key = "{" + " ".join(ast.unparse(n.value).split()) + "}"
+            try:
+                v = self.value(n.value, fr, pc)
+                text = self.as_text(_scalar(v)) if not isinstance(v, Obj) or getattr(v, "scalar", None) else None
+            except Untranslatable:
+                text = None
+            if text is not None and (UNK in free_names(text) or len(text) > LET_AT):
+                text = None
+            if key in got and got[key] != text:
+                text = None
+            got[key] = text
 
     def unrolled(self, s: ast.For, fr: Frame, pc: list[str]) -> bool:
         """A loop over a constant list (``for key in REMOVED_KEYS:``) is walked once per element."""
@@ -1194,9 +1287,23 @@ class Walker:
                 fr.locals[f.value.id] = TAINT
             return
         try:
-            self.call(node, fr, pc)
+            self.call_forgetting(node, fr, pc)
         except Untranslatable:
             pass
+
+
+# the reasons ``call`` gives for a call it did not follow (see Walker.call_forgetting)
+NOT_FOLLOWED = ("call ", "star args", "depth", "construct ")
+# calls that change none of the objects they are handed (builtins that read or copy, logging)
+PURE_CALLS = {"len", "str", "repr", "int", "float", "bool", "min", "max", "abs", "sorted", "list", "tuple", "set",
+              "frozenset", "dict", "any", "all", "isinstance", "issubclass", "getattr", "hasattr", "callable", "type",
+              "id", "hash", "print", "format", "round", "sum", "range", "enumerate", "zip", "vars", "cast"}
+PURE_PREFIXES = ("logger.", "logging.", "log.", "warnings.warn")
+
+
+def _pure_call(node: ast.Call) -> bool:
+    name = ast.unparse(node.func)
+    return name in PURE_CALLS or name.startswith(PURE_PREFIXES)
 
 
 def fold(v: Expr) -> Expr:

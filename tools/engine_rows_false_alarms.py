@@ -52,7 +52,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--engine", default="vllm")
     ap.add_argument("--release", action="append")
     ap.add_argument("--docs", action="append", type=Path, default=[])
+    ap.add_argument("--rows-evaluated", action="store_true",
+                    help="also count, per release, the table rows evaluated on at least one --docs command")
     a = ap.parse_args(argv)
+    row_hits = _count_row_evaluations() if a.rows_evaluated else None
     from kg.analyses.check import fixture_stack, stack_facts
     from kg.analyses.enginechecks import all_sites, generated_refusals
     from kg.core.errors import OptkgError
@@ -93,6 +96,8 @@ def main(argv: list[str]) -> int:
             except OptkgError as e:
                 print(f"skip {label} @ {rel}: {str(e)[:100]}")
                 continue
+            if row_hits is not None:
+                row_hits["on"] = (rel, must_start)
             got = generated_refusals(a.engine, rel, ns, stack=st)
             evaluated += got.get("engine_check_rows_evaluated", 0)
             for r in got.get("engine_check_refusals") or []:
@@ -103,7 +108,32 @@ def main(argv: list[str]) -> int:
         st.engine_version = own
     print(f"{len(stacks)} stacks x {len(releases)} release(s): {evaluated} row evaluations, {fired} refusals, "
           f"{bad} on stacks that start")
+    if row_hits is not None:
+        for d in all_sites():
+            if d["engine"] != a.engine or d["release"] not in releases:
+                continue
+            rows = {s["expr"] for s in d["sites"] if s["class"] == "table" and s.get("expr")}
+            got = rows & row_hits.get(d["release"], set())
+            print(f"{a.engine} {d['release']}: {len(got)} of {len(rows)} table rows evaluated on at least one "
+                  f"--docs command")
     return 1 if bad else 0
+
+
+def _count_row_evaluations() -> dict[str, Any]:
+    """Record, per release, the row expressions kg.engine.expr.evaluate returned a value for while a --docs
+    command (``on``: (release, is a --docs command)) was being checked."""
+    import kg.engine.expr as ex
+    hits: dict[str, Any] = {"on": None}
+    real = ex.evaluate
+
+    def evaluate(text: str, *args: Any, **kw: Any) -> Any:
+        out = real(text, *args, **kw)
+        on = hits["on"]
+        if on is not None and on[1]:
+            hits.setdefault(on[0], set()).add(text)
+        return out
+    ex.evaluate = evaluate
+    return hits
 
 
 if __name__ == "__main__":

@@ -78,6 +78,48 @@ def model_hook_attrs(text: str) -> set[str]:
     return out
 
 
+# calls the walk does not follow that read the config objects they are handed and change none of them (read at
+# 0.34.0; the same at 0.33.0): they keep what the walk knows of those objects (checkgen pure_calls)
+READ_ONLY_CALLS = {
+    "Executor.get_class": "v1/executor/abstract.py:65-104: a class picked by parallel_config's executor backend",
+    "bi._get_tuned_matmul_arch_family": "model_executor/determinism/batch_invariant_configs.py:1227: capability -> name",
+    "registry.is_text_generation_model": "model_executor/models/registry.py: looks the architectures up",
+    "registry.is_pooling_model": "model_executor/models/registry.py: looks the architectures up",
+    "registry.inspect_model_cls": "model_executor/models/registry.py: looks the architectures up",
+    "self.registry.is_pp_supported_model": "model_executor/models/registry.py: looks the architectures up",
+    "ModelRegistry._normalize_arch": "model_executor/models/registry.py: looks the architectures up",
+    "resolve_kv_cache_dtype_string": "utils/torch_utils.py:518-536: reads hf_config.quantization_config",
+    "MULTIMODAL_REGISTRY.get_processing_info": ("multimodal/registry.py:137-148: builds the model's processing info; "
+                                                "nothing in vllm/multimodal/ or the models assigns through it"),
+    "TurboQuantConfig.get_boundary_skip_layers": ("model_executor/layers/quantization/turboquant/config.py:178-: "
+                                                  "layer indices read from the model config"),
+    "ModelArchConfigConvertorBase.get_torch_dtype": "transformers_utils/model_arch_config_convertor.py: reads the dtype",
+    "self.registry.is_hc_sp_supported_model": "model_executor/models/registry.py: looks the architectures up",
+    "VllmConfig._get_quantization_config": ("config/vllm.py:880-913 and model_loader/weight_utils.py get_quant_config: "
+                                            "no assignment to the model or load config"),
+    "get_sparse_attention_config": "no assignment to the configs it reads (grep at 0.34.0)",
+    "current_platform.get_default_ir_op_priority": "platforms/*.py: returns op priorities; assigns nothing on vllm_config",
+    "KVConnectorFactory.get_connector_class": "distributed/kv_transfer/kv_connector/factory.py: a class lookup",
+    "cached_tokenizer_from_config": "tokenizers: loads the tokenizer the model config names; assigns nothing on it",
+    "mm_config.validate_mm_processor_device": "config/multimodal.py: a check; assigns nothing on the configs it reads",
+    "KVConnectorFactory.kv_cache_access": "distributed/kv_transfer/kv_connector/factory.py: a lookup",
+    # the per-architecture hooks of model_executor/models/config.py: the fields they assign (model_hook_attrs) are
+    # made unknown where the walk meets try_verify_and_update_config / _try_verify_and_update_model_config
+    "cls.verify_and_update_config": "model_executor/models/config.py (model_hook_attrs)",
+    "cls.verify_and_update_model_config": "model_executor/models/config.py (model_hook_attrs)",
+    "HybridAttentionMambaModelConfig.verify_and_update_config": "model_executor/models/config.py (model_hook_attrs)",
+    "SequenceClassificationConfig.verify_and_update_config": "model_executor/models/config.py (model_hook_attrs)",
+}
+# calls not followed that change only the named fields of the objects handed to them (VllmWalker.forget_all)
+PARTIAL_EFFECTS = {
+    # config/kernel.py:488-520 KernelConfig.set_platform_defaults: only self.ir_op_priority (setattr / extend)
+    "self.kernel_config.set_platform_defaults": {"ir_op_priority"},
+    # transformers_utils/model_arch_config_convertor.py:581-674: a convertor rewrites architectures and adds the
+    # joint / decision head configs of a few models
+    "convertor_cls": {"architectures", "joint_head_config", "decision_config"},
+}
+
+
 def _deco_names(node: ast.AST) -> list[str]:
     return [ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] for d in node.decorator_list]
 
@@ -97,6 +139,10 @@ class VllmWalker(cg.Walker):
         envs = self.modules.get("vllm/envs.py")
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
 
+    opaque_calls_forget_args = True  # checkgen: a call not followed that is handed a config forgets its fields
+    pure_calls = frozenset(READ_ONLY_CALLS)
+    branch_conditions = True
+    record_fills = True
     model_hook_attrs: set[str] = set()
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
@@ -149,6 +195,19 @@ class VllmWalker(cg.Walker):
                 and _call_hook(self, node.func.attr, node, fr, pc) is not None):
             return
         super().expr_stmt(node, fr, pc)
+
+    def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: set[int] | None = None) -> None:
+        if why in PARTIAL_EFFECTS:  # a call whose effects are read from the source: only those fields
+            if why == "self.kernel_config.set_platform_defaults":
+                try:
+                    obj = self.get_attr(obj, "kernel_config")
+                except cg.Untranslatable:
+                    obj = None
+            if isinstance(obj, cg.Obj):
+                for f in PARTIAL_EFFECTS[why]:
+                    self.set_attr(obj, f, cg.TAINT, conds)
+            return
+        super().forget_all(obj, why, conds, seen)
 
     def forget_fields(self, root: cg.Obj, names: set[str]) -> None:
         """Fields ``names`` of ``root`` and of every config object it holds (two levels: vllm_config.X_config,
@@ -333,9 +392,42 @@ CC = "gpu_compute_capability"
 CC_INT = f"round({CC} * 10)"
 
 
+class NoneObj(cg.UnknownObj):
+    """``None`` on one side of a conditional config object (``LoRAConfig(...) if self.enable_lora else None``): false,
+    ``is None``; its fields are never read where the other side is not chosen (an unknown value if they are)."""
+
+    def __init__(self, cls: str | None, path: str | None):
+        super().__init__()
+        self.label, self.cls, self.path = "None", cls, path
+        self.truth = "False"
+        self.scalar = None
+        self.present = "False"
+
+
 def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
         return w.platform
+    if isinstance(node, ast.IfExp):
+        # a config object or None: both sides as one conditional object (a value expression cannot hold an object)
+        if not any(isinstance(n, ast.Constant) and n.value is None for n in (node.body, node.orelse)):
+            return None
+        t = w.test(node.test, fr, pc)
+        if cg.is_unknown(t):
+            return None
+        sides = []
+        for n, branch in ((node.body, t), (node.orelse, f"(not {t})")):
+            if isinstance(n, ast.Constant) and n.value is None:
+                sides.append(None)
+                continue
+            v = w.value_or_taint(n, fr, pc + [branch])  # built (its checks walked) only where its branch is taken
+            sides.append(v if type(v) is cg.Obj and v.cls else cg.TAINT)
+        objs = [x for x in sides if x is not None]
+        if len(objs) == 1 and objs[0] is not cg.TAINT:
+            o = objs[0]
+            if sides[0] is None:
+                return cg.ObjIf(f"(not {t})", o, NoneObj(o.cls, o.path))
+            return cg.ObjIf(t, o, NoneObj(o.cls, o.path))
+        return None
     if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in fr.locals
             and w.modules.get(fr.path) is not None and w.modules[fr.path].imports.get(node.value.id) == "vllm.envs"):
         # an environment variable: an input of its own name when vllm/envs.py gives its default, else not modelled
@@ -434,6 +526,8 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             c.env = dict(v.env)
             return c
         return None
+    if name == "create_speculative_config" and isinstance(node.func, ast.Attribute):
+        return speculative_obj(w, node, fr, pc)
     if name == "get_config":
         # the served model's config.json (ModelConfig.__post_init__ of the ModelConfig EngineArgs.create_model_config
         # builds); any other model's (a draft's) is not what optkg loaded
@@ -466,6 +560,51 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         if served_model_config(w, v):
             return cg.Expr(MODEL_METHODS[name])
     return None
+
+
+# EngineArgs.create_speculative_config (engine/arg_utils.py): --spec-method / --spec-model / --spec-tokens fill the
+# speculative config's method / model / num_speculative_tokens (refused when the JSON also gives the key); the
+# config exists when any of them or --speculative-config is given
+SPEC_SHORTCUTS = {"method": "spec_method", "model": "spec_model", "num_speculative_tokens": "spec_tokens"}
+
+
+def speculative_obj(w: "VllmWalker", node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
+    """The SpeculativeConfig ``create_speculative_config(target_model_config, target_parallel_config)`` returns:
+    built from the ``--speculative-config`` keys (inputs ``speculative_config__<key>``) with the shortcut options
+    in front, its validators and ``__post_init__`` walked under its presence; None (falsy) when it is absent."""
+    passed = dict(zip(("target_model_config", "target_parallel_config"), node.args))
+    passed.update({k.arg: k.value for k in node.keywords if k.arg})
+    if w.find_class("SpeculativeConfig", None) is None or set(passed) != {"target_model_config",
+                                                                          "target_parallel_config"}:
+        return None
+    try:
+        args = w.value(node.func.value, fr, pc)
+    except cg.Untranslatable:
+        return None
+    if not isinstance(args, cg.Obj) or args.cls != "EngineArgs":
+        return None
+    shortcuts = {}
+    for key, field in SPEC_SHORTCUTS.items():
+        v = args.free(field) if args.free else None
+        if not isinstance(v, cg.Expr):
+            return None
+        shortcuts[key] = v.text
+    raw = args.free("speculative_config")
+    if not isinstance(raw, cg.Obj):
+        return None
+    presence = "(" + " or ".join([raw.truth or "True"] + [f"({t} != {NONE!r})" for t in shortcuts.values()]) + ")"
+    raw_free = raw.free
+
+    def free(k: str) -> Any:
+        v = raw_free(k) if raw_free else None
+        if k in shortcuts and isinstance(v, cg.Expr):
+            return cg.Expr(f"({shortcuts[k]} if {shortcuts[k]} != {NONE!r} else {v.text})")
+        return v
+    spread = cg.Obj(f"json:speculative_config", free, None)
+    given = {k: w.value_or_taint(v, fr, pc) for k, v in passed.items()}
+    obj = w.new_dataclass("SpeculativeConfig", given, [spread], pc + [presence], None)
+    obj.truth = presence
+    return obj
 
 
 def optimization_level_fields(w: VllmWalker) -> list[tuple[str, ...]]:
@@ -802,6 +941,20 @@ def generate(sources: dict[str, str]) -> tuple[dict[tuple[str, int], dict[str, A
     return out, walkers
 
 
+def message_fills(per_walk: list[dict[str, str | None] | None], names: dict[str, str]) -> dict[str, str]:
+    """{"{field}": optkg expression} for every f-string field of the site's message: the expression every platform
+    walk that reached the site read it as (over optkg's fact names; a let stays a let), None where they differ or
+    it did not translate."""
+    got = [d for d in per_walk if d is not None]
+    if not got:
+        return {}
+    out: dict[str, Any] = {}
+    for k, v in got[0].items():
+        same = v is not None and all(d.get(k) == v for d in got[1:])
+        out[k] = cg.substitute(v, names) if same else None
+    return out
+
+
 def _paren(t: str) -> str:
     return cg._paren(t)
 
@@ -1120,6 +1273,9 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
             expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
         expr = cg.substitute(expr, names)
+        if len(expr) > EXPR_LIMIT:  # the two platforms' conditions together are over optkg's expression limit
+            why[key] = f"its condition is {len(expr):,} characters, over optkg's expression limit"
+            continue
         used = cg.inputs_of(cg.free_names(expr), let_table)  # the inputs it reads, through the lets it uses
         row: dict[str, Any] = {"expr": expr}
         d = {f: inputs[f]["default"] for f in sorted(used) if f in inputs and "default" in inputs[f]}
@@ -1128,6 +1284,9 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         t = {f: techs[f] for f in sorted(used) if f in techs}
         if t:
             row["set_by_technique"] = t
+        fills = message_fills([w.fills.get(key) for w in walkers if key in w.sites], names)
+        if fills:
+            row["fills"] = fills
         rows[key] = row
     lets = cg.used_lets({k: {"names": sorted(cg.free_names(r["expr"]))} for k, r in rows.items()},
                         list(let_table.items()))
@@ -1135,6 +1294,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             "lets": [{"name": n, "expr": e} for n, e in lets]}
 
 
+EXPR_LIMIT = 2000  # kg/engine/expr.py MAX_CHARS
 INPUTS_FILE = "vllm-inputs.yaml"  # catalog/engines/options/<this>
 
 

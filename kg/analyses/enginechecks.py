@@ -302,7 +302,8 @@ def _build_rows(path: Path) -> dict[str, Any]:
     for s in d["sites"]:
         if s["class"] != "table" or not s.get("expr"):
             continue
-        r = {k: s[k] for k in ("id", "path", "line", "message", "expr", "defaults", "set_by_technique") if k in s}
+        r = {k: s[k] for k in ("id", "path", "line", "message", "expr", "defaults", "set_by_technique", "fills")
+             if k in s}
         r["needs"], r["needs_lets"] = _needs(str(s["expr"]), let_names)
         r["lets"] = [n for n, _ in _lets_read(str(s["expr"]), lets)]
         rows.append(r)
@@ -325,7 +326,8 @@ def check_rows(path: Path | str) -> dict[str, Any]:
     if got and got[0] == mtime:
         return got[1]
     from kg.core import cache
-    t = cache.built_from("engine-check-rows", [path], lambda: _build_rows(path))
+    # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills)
+    t = cache.built_from("engine-check-rows-2", [path], lambda: _build_rows(path))
     _ROWS[str(path)] = (mtime, t)
     return t
 
@@ -453,8 +455,12 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             if done:
                 evaluated += 1
                 if done == 2:
-                    refusals.append({"id": s["id"], "path": s["path"], "line": s["line"],
-                                     "message": s.get("message") or "", "expr": s["expr"]})
+                    message = s.get("message") or ""
+                    if s.get("fills"):  # the message's fields read names and lets of their own
+                        message = fill_message(message, s["fills"], _fill_facts(s["fills"], {**base, **facts}, d),
+                                               fns)
+                    refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": message,
+                                     "expr": s["expr"]})
             continue
         if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
             continue
@@ -464,7 +470,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             continue
         evaluated += 1
         if hit is True:
-            refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": s.get("message") or "",
+            refusals.append({"id": s["id"], "path": s["path"], "line": s["line"],
+                             "message": fill_message(s.get("message") or "", s.get("fills"), facts, fns),
                              "expr": s["expr"]})
     text = "; ".join(f"{r['message'] or r['expr']} ({r['path']}:{r['line']})" for r in refusals)
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
@@ -523,11 +530,80 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
                 pass  # evaluating it says why (not evaluable), whatever the facts
 
         reads.append(tuple(sorted(names)))
-    plan = (reads, frozenset(n for r in reads for n in r), Memo())
+    fill_names: set[str] = set()  # what the messages' fields read (kept in the base facts; not in a row's key)
+    for s in d["rows"]:
+        for text in (s.get("fills") or {}).values():
+            if text is not None:
+                try:
+                    fill_names |= set(names_of(str(text)))
+                except (SyntaxError, RecursionError, MemoryError, ValueError):
+                    pass
+    plan = (reads, frozenset(n for r in reads for n in r) | _let_inputs(fill_names, let_expr), Memo())
     if len(_READ_PLANS) > 64:
         _READ_PLANS.clear()
     _READ_PLANS[id(d)] = (d, plan)
     return plan
+
+
+def _let_inputs(names: set[str], let_expr: dict[str, str]) -> frozenset[str]:
+    """``names`` and every name the lets among them read, through other lets."""
+    from kg.frameworks.checkrows import names_of
+    out, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in out:
+            continue
+        out.add(n)
+        if n in let_expr:
+            try:
+                todo += list(names_of(str(let_expr[n])))
+            except (SyntaxError, RecursionError, MemoryError, ValueError):
+                pass
+    return frozenset(out)
+
+
+def _fill_facts(fills: dict[str, Any], facts: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` with the lets the message fields ``fills`` read evaluated (those that evaluate)."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import FUNCTIONS
+    lets = [(x[0], x[1]) for x in d["lets"]]
+    out = dict(facts)
+    need: list[tuple[str, str]] = []
+    for text in fills.values():
+        if text is not None:
+            need += [x for x in _lets_read(str(text), lets) if x not in need]
+    for name, expr in sorted(need, key=lambda x: lets.index(x)):
+        try:
+            out[name] = evaluate(expr, out, FUNCTIONS)
+        except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+            pass
+    return out
+
+
+def fill_message(message: str, fills: dict[str, str] | None, facts: Any, fns: dict[str, Any]) -> str:
+    """The engine's message with its f-string fields (``{self.tensor_parallel_size}``) as the values the row's stack
+    gives them (``fills``: every field of the message -> an expression over the row's facts, or None where the
+    generator could not tell; written by the generator); a field without a value reads ``<name>`` (its last name),
+    never the raw ``{...}``. Literal braces of the message are left as they are."""
+    import re
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import NONE
+    for key, expr in (fills or {}).items():
+        if key not in message:
+            continue
+        v = None
+        if expr is not None:
+            try:
+                v = evaluate(str(expr), facts, fns)
+            except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+                v = None
+        if v is None:
+            names = re.findall(r"[A-Za-z_]\w*", key)
+            text = f"<{names[-1]}>" if names else "<?>"
+        else:
+            text = "None" if v == NONE else str(v)
+        message = message.replace(key, text)
+    return message
 
 
 # sub-configs transformers' get_text_config may pick as the text model (any of them but text_config alone: unknown)
