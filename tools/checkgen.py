@@ -680,15 +680,15 @@ class Walker:
                         self.forget_all(v, ast.unparse(node.func)[:60], self.eff(fr, pc))
             raise
 
-    def forget_all(self, obj: Obj, why: str, conds: list[str], seen: set[int] | None = None) -> None:
+    def forget_all(self, obj: Obj, why: str, conds: list[str], seen: dict[int, Obj] | None = None) -> None:
         """Every field of ``obj`` (its dataclass fields, what was assigned, what its ``free`` would give) is unknown
         from here on where ``conds`` hold (merge: ``__unknown__`` there, the old value elsewhere); a field holding an
         object forgets that object's fields the same way (replacing it would change no more); markers (``__x__``)
         stay."""
-        seen = set() if seen is None else seen
+        seen = {} if seen is None else seen  # held, so that no id is reused while the walk lasts
         if id(obj) in seen:
             return
-        seen.add(id(obj))
+        seen[id(obj)] = obj
         if isinstance(obj, ObjIf):
             self.forget_all(obj.a, why, conds, seen)
             self.forget_all(obj.b, why, conds, seen)
@@ -696,7 +696,7 @@ class Walker:
         if isinstance(obj, (UnknownObj, LambdaVal)):
             return
         fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
-        for f in set(fields) | set(obj.env):
+        for f in sorted(set(fields) | set(obj.env)):
             if f.startswith("__") and f.endswith("__"):
                 continue
             try:

@@ -151,7 +151,7 @@ class VllmWalker(cg.Walker):
         # a property of the served model's ModelConfig that optkg reads from the same config.json (model_props)
         if attr not in obj.env and obj.cls == "ModelConfig" and attr in self.props and served_model_config(self, obj):
             text = self.props[attr]
-            for env in cg.free_names(text) & set(self.env):
+            for env in sorted(cg.free_names(text) & set(self.env)):
                 self.inputs.add(env)
                 self.input_info.setdefault(env, {"kind": "env", "default": self.env[env]})
             return cg.Expr(text)
@@ -184,7 +184,7 @@ class VllmWalker(cg.Walker):
                 base = None
             if isinstance(base, cg.Obj):
                 fields = (self.dataclass_fields(base.cls, base.path) or {}) if base.cls else {}
-                for f in set(fields) | set(base.env):
+                for f in sorted(set(fields) | set(base.env)):
                     base.env[f] = cg.TAINT
                 self.opaque["setattr(<computed name>)"] = self.opaque.get("setattr(<computed name>)", 0) + 1
                 return
@@ -196,7 +196,7 @@ class VllmWalker(cg.Walker):
             return
         super().expr_stmt(node, fr, pc)
 
-    def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: set[int] | None = None) -> None:
+    def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: dict[int, cg.Obj] | None = None) -> None:
         if why in PARTIAL_EFFECTS:  # a call whose effects are read from the source: only those fields
             if why == "self.kernel_config.set_platform_defaults":
                 try:
@@ -204,7 +204,7 @@ class VllmWalker(cg.Walker):
                 except cg.Untranslatable:
                     obj = None
             if isinstance(obj, cg.Obj):
-                for f in PARTIAL_EFFECTS[why]:
+                for f in sorted(PARTIAL_EFFECTS[why]):
                     self.set_attr(obj, f, cg.TAINT, conds)
             return
         super().forget_all(obj, why, conds, seen)
@@ -212,19 +212,19 @@ class VllmWalker(cg.Walker):
     def forget_fields(self, root: cg.Obj, names: set[str]) -> None:
         """Fields ``names`` of ``root`` and of every config object it holds (two levels: vllm_config.X_config,
         model_config.hf_config) become unknown."""
-        seen: set[int] = set()
+        seen: dict[int, cg.Obj] = {}  # held, so that no id is reused while the walk lasts
         todo: list[tuple[cg.Obj, int]] = [(root, 0)]
         while todo:
             obj, depth = todo.pop()
             if id(obj) in seen:
                 continue
-            seen.add(id(obj))
-            for n in names:
+            seen[id(obj)] = obj
+            for n in sorted(names):
                 obj.env[n] = cg.TAINT
             if depth >= 2:
                 continue
             fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
-            for f in set(fields) | set(obj.env):
+            for f in sorted(set(fields) | set(obj.env)):
                 if not f.endswith("config"):
                     continue
                 try:
