@@ -396,8 +396,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     engine's own inputs: one namespace for every row, the engine's ``check_inputs`` for the stack, with the file's
     ``lets`` and the engine's ``check_functions``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
-    from kg.engine.incremental import current, freeze
-    from kg.frameworks.checkrows import FUNCTIONS, NONE
+    from kg.engine.incremental import current
+    from kg.frameworks.checkrows import FUNCTIONS
     path = _release_path(engine, version, folder)
     if path is None:
         return {}
@@ -409,8 +409,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     techniques = set(ns.get("techniques") or ())
     rows = d["rows"]
     lets = {x[0]: x for x in d["lets"]}  # named long values, evaluated before a row
-    reads, union, memo = _row_reads(d)
-    sweep = current() is not None
+    reads, union, _ = _row_reads(d)
+    sweep = current()
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
@@ -424,8 +424,6 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             if not all(n in facts and facts[n] is not None for n in s["needs"]):
                 continue
         else:
-            fns = FUNCTIONS
-            dflt = s.get("defaults") or {}
             if base is None:
                 # the engine reads its own default, not optkg's table default or a derived number, for an
                 # input the stack does not give; rows compare strings case-insensitively. Only the names some
@@ -433,25 +431,12 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 base = {k: v.lower() if isinstance(v, str) else v for k in union
                         if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
                 base.update(model_config_keys(stack, given, ns))
-            facts = {k: base[k] for k in reads[i] if k in base}  # the names this row reads
-            for k in dflt:  # and for the row's own defaulted names
-                if k in facts and not given(k):
-                    del facts[k]
-            for k, v in dflt.items():
-                if k not in facts and v is not None:
-                    facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
-            for fact, tid in (s.get("set_by_technique") or {}).items():
-                if not given(fact) and tid in techniques and tid not in defaulted_techs:
-                    facts[fact] = True
-            # the row's outcome is a function of these facts alone: a sweep meets each set of values again and
-            # again, and keeps each outcome (kg.engine.incremental)
-            if sweep:
-                key = (i, tuple([(k, freeze(v)) for k, v in facts.items()]))
-                done = memo.get(key)
-                if done is None:
-                    done = memo.put(key, _row_outcome(s, lets, facts))
+            if sweep and i == 0:
+                outcomes = _sweep_outcomes(d, base, given, techniques, defaulted_techs, sweep)
+            if sweep:  # the row's outcome on an earlier stack whose values it reads were the same
+                done = outcomes[i]
             else:
-                done = _row_outcome(s, lets, facts)
+                done = _row_outcome(s, lets, _row_facts(s, reads[i], base, given, techniques, defaulted_techs))
             if done:
                 evaluated += 1
                 if done == 2:
@@ -477,6 +462,72 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+def _row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],
+               defaulted_techs: set[str]) -> dict[str, Any]:
+    """The facts row ``s`` is evaluated on: the stack's (``base``) for the names it reads, its own defaults for the
+    names the stack does not give, and the options its techniques set (``generated_refusals``)."""
+    from kg.frameworks.checkrows import NONE
+    dflt = s.get("defaults") or {}
+    facts = {k: base[k] for k in reads if k in base}  # the names this row reads
+    for k in dflt:  # and for the row's own defaulted names
+        if k in facts and not given(k):
+            del facts[k]
+    for k, v in dflt.items():
+        if k not in facts and v is not None:
+            facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
+    for fact, tid in (s.get("set_by_technique") or {}).items():
+        if not given(fact) and tid in techniques and tid not in defaulted_techs:
+            facts[fact] = True
+    return facts
+
+
+def _sweep_outcomes(d: dict[str, Any], base: dict[str, Any], given: Any, techniques: set[str],
+                    defaulted_techs: set[str], session: Any) -> list[int]:
+    """Every row's outcome (``_row_outcome``) for one stack of a sweep: a row none of whose inputs (the values of the
+    names it reads, whether the stack gives its defaulted names and technique-set options, those techniques)
+    changed since the previous stack keeps its outcome; the others are looked up by their facts, and run only for
+    facts not met before."""
+    from kg.engine.incremental import MISSING, freeze, same
+    reads, union, memo = _row_reads(d)
+    rows = d["rows"]
+    lets = {x[0]: x for x in d["lets"]}
+    plan = session.extra.get(("rows", id(d)))
+    if plan is None or plan[0] is not d:
+        index: dict[Any, set[int]] = {}
+        for i, s in enumerate(rows):
+            for n in reads[i]:
+                index.setdefault(n, set()).add(i)
+            for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
+                index.setdefault(("given", k), set()).add(i)
+            for tid in (s.get("set_by_technique") or {}).values():
+                index.setdefault(("technique", tid), set()).add(i)
+        plan = session.extra[("rows", id(d))] = [d, index, None]
+    index, prev = plan[1], plan[2]
+    now = {n: base.get(n, MISSING) for n in union}
+    for key in index:
+        if key.__class__ is tuple:
+            now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
+    redo: set[int] | None = None
+    if prev is not None:
+        redo = set()
+        for n, v in now.items():
+            if not same(v, prev[0][n]):
+                redo |= index[n]
+    out = []
+    for i, s in enumerate(rows):
+        if redo is not None and i not in redo:
+            out.append(prev[1][i])
+            continue
+        facts = _row_facts(s, reads[i], base, given, techniques, defaulted_techs)
+        key = (i, tuple([(k, freeze(v)) for k, v in facts.items()]))
+        done = memo.get(key)
+        if done is None:
+            done = memo.put(key, _row_outcome(s, lets, facts))
+        out.append(done)
+    plan[2] = (now, out)
+    return out
 
 
 def _row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any]) -> int:
@@ -656,8 +707,8 @@ def _given_names(stack: Any, ns: dict[str, Any]):
     name in ``ns`` counts as given."""
     if stack is None:
         return lambda name: name in ns
-    from kg.inputs.effective import setting_given
-    return lambda name: setting_given(stack, name)
+    from kg.inputs.effective import setting_given_fn
+    return setting_given_fn(stack)
 
 
 def refused_option_facts(stack: Any) -> dict[str, Any]:
@@ -680,7 +731,9 @@ def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     out = generated_refusals(stack.engine, stack.engine_version, ns, stack=stack)
     if stack.engine:
         out.update(refused_option_facts(stack))
-    out.update(attention_backend_facts(ns))
+    from kg.engine.incremental import current
+    session = current()  # a sweep: the same values give the same backends (it reads nothing but ns)
+    out.update(attention_backend_facts(ns) if session is None else session.call(attention_backend_facts, ns))
     return out
 
 

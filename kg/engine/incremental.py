@@ -10,7 +10,9 @@ a sweep's findings with and without the memo). ``Memo`` is such a memo, bounded.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any, Hashable, Mapping
+
+MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
 
 def freeze(v: Any) -> Hashable:
     """A hashable key for ``v`` equal to another's only when the two values are of the same types throughout and
@@ -27,6 +29,8 @@ def freeze(v: Any) -> Hashable:
         return (t, tuple([(freeze(k), freeze(x)) for k, x in v.items()]))
     if t is set or t is frozenset:
         return (t, frozenset([freeze(x) for x in v]))
+    if v is MISSING:
+        return "<missing>"
     return (t, object())  # unknown type: a key equal to nothing else
 
 
@@ -42,9 +46,6 @@ class Memo(dict):
             self.clear()
         self[key] = value
         return value
-
-
-MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -98,6 +99,10 @@ class RuleState:
             for n in names:
                 index.setdefault(n, []).append(i)
         self.index = index
+        self.with_parent = {i for i, r in enumerate(rs.rules) if r.parent}
+        self.pos: dict[str, list[int]] = {}
+        for i, r in enumerate(rs.rules):
+            self.pos.setdefault(r.id, []).append(i)
         self.union = tuple(sorted(index))
         self.prev_vals: dict[str, Any] | None = None
         self.prev_facts: Any = None
@@ -105,12 +110,23 @@ class RuleState:
         self.prev_out: list[Any] = []
         self.prev_parent: list[bool] = []
         self.matches = Memo(4096)  # frozen facts -> what the engine matched
+        self.fact_ids: dict[Any, int] = {}  # frozen facts -> a small number, for the firing memo's keys
+        self.firings = Memo(200_000)  # (facts number, rule index, values it reads, parent fired) -> Firing
+        self.fid = 0
 
     def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], match) -> tuple[dict[str, list], set[int] | None,
                                                                                   dict[str, Any], Any]:
         """(matched rules, the rule indices to re-run or None for all, this stack's values, its frozen facts)."""
         ff = tuple(freeze(f) for f in facts)
         vals = {n: ns.get(n, MISSING) for n in self.union}
+        fid = self.fact_ids.get(ff)
+        if fid is None:
+            if len(self.fact_ids) > 4096:
+                self.fact_ids.clear()
+                self.firings.clear()
+            fid = self.fact_ids[ff] = len(self.fact_ids) + 1 + self.fid
+            self.fid = fid
+        self.current = fid
         if ff == self.prev_facts and self.prev_vals is not None:
             pv, redo = self.prev_vals, set()
             for n, v in vals.items():
@@ -125,17 +141,88 @@ class RuleState:
             self.matches.put(ff, matched)
         return matched, None, vals, ff
 
+    def firing(self, i: int, vals: dict[str, Any], parent: bool, fire) -> Any:
+        """Rule ``i``'s Firing: kept from an earlier stack with the same facts, values it reads and parent outcome,
+        else ``fire()``."""
+        key = (self.current, i, parent, tuple([_key(vals[n]) for n in self.reads[i]]))
+        hit = self.firings.get(key)
+        if hit is None:
+            hit = self.firings.put(key, fire())
+        return hit
+
     def end(self, matched: dict[str, list], vals: dict[str, Any], ff: Any, out: list[Any], parent: list[bool]) -> None:
         self.prev_matched, self.prev_vals, self.prev_facts, self.prev_out, self.prev_parent = matched, vals, ff, out, parent
+
+
+class _Reads(Mapping):
+    """A read-only view of a namespace that records the names read (``get``, ``[]``, ``in``)."""
+
+    def __init__(self, ns: Mapping[str, Any]):
+        self.ns, self.read = ns, {}
+
+    def __getitem__(self, name: str) -> Any:
+        self.read[name] = None
+        return self.ns[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read[name] = None
+        return self.ns.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.read[name] = None
+        return name in self.ns
+
+    def __iter__(self):
+        raise TypeError("a recorded namespace is read by name only")
+
+    def __len__(self) -> int:
+        raise TypeError("a recorded namespace is read by name only")
+
+
+def _key(v: Any) -> Hashable:
+    """``freeze(v)``, but a large container (a catalog table in the namespace) by identity: such tables come from
+    the process's caches and are not changed."""
+    t = v.__class__
+    if (t is dict or t is list) and len(v) > 16:
+        return (t, id(v))
+    return freeze(v)
 
 
 class Session:
     """The per-sweep state of every ruleset evaluated under it (``use``): one RuleState per ruleset object, engine
     and release. Only a caller whose rule functions read nothing but the namespace's ``techniques`` may use one
-    (kg.analyses.check: ``has``)."""
+    (kg.analyses.check: ``has``). ``call`` keeps the results of functions of the namespace alone."""
 
     def __init__(self) -> None:
         self.states: dict[tuple[int, Any, Any], tuple[Any, RuleState]] = {}
+        self.calls: dict[Any, list[tuple[tuple[str, ...], Memo]]] = {}
+        self.pinned: list[Any] = []  # large values keyed by identity (``_key``) are kept alive
+        self.extra: dict[Any, Any] = {}  # other modules' per-sweep state (kg.analyses.enginechecks: rows)
+
+    def call(self, fn: Any, ns: Mapping[str, Any]) -> Any:
+        """``fn(ns)`` for a function that reads nothing but ``ns`` (by name) and returns a dict of plain values: the
+        names it read are recorded, and a later namespace with the same values for them gets that result again
+        (a copy: list values are new lists)."""
+        entries = self.calls.setdefault(fn, [])
+        for names, memo in entries:
+            hit = memo.get(tuple([_key(ns.get(n, MISSING)) for n in names]))
+            if hit is not None:
+                return {k: list(v) if v.__class__ is list else v for k, v in hit.items()}
+        rec = _Reads(ns)
+        out = fn(rec)
+        names = tuple(rec.read)
+        vals = [ns.get(n, MISSING) for n in names]
+        self.pinned.extend(v for v in vals if (v.__class__ is dict or v.__class__ is list) and len(v) > 16)
+        if len(self.pinned) > 10_000:
+            self.pinned.clear()
+            self.calls.clear()  # an unpinned identity could be reused: forget everything keyed on one
+            entries = self.calls.setdefault(fn, [])
+        memo = next((m for n, m in entries if n == names), None)
+        if memo is None:
+            memo = Memo(50_000)
+            entries.append((names, memo))
+        memo.put(tuple([_key(v) for v in vals]), {k: list(v) if v.__class__ is list else v for k, v in out.items()})
+        return out
 
     def rules(self, rs: Any, engine: str | None, version: str | None) -> RuleState:
         key = (id(rs), engine, version)

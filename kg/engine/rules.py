@@ -643,15 +643,29 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         matched = {}
         for rid, fs in rs.compiled.match(facts):
             matched.setdefault(rid, []).append(fs)
+    kinds: list[Any] = []  # [technique ids among the facts, fact kinds] for _unmatched, computed once when needed
+    if redo is not None:
+        # the previous stack's Firings, except the rules reading a changed value and those whose parent's outcome
+        # changed (in rule order, so a parent is final before its children are looked at)
+        out, parent_fired = list(prev), list(prev_parent)
+        for i in sorted(redo | state.with_parent):
+            r = rs.rules[i]
+            pf = bool(r.parent) and any(out[j].fired for j in state.pos.get(r.parent, ()) if j < i)
+            parent_fired[i] = pf
+            if i in redo or pf != prev_parent[i]:
+                out[i] = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version,
+                                                                 facts, kinds, {r.parent} if pf else set()))
+        state.end(matched, vals, frozen, out, parent_fired)
+        return out
     out: list[Firing] = []
     parent_fired: list[bool] = []
     fired_ids: set[str] = set()
-    kinds: list[Any] = []  # [technique ids among the facts, fact kinds] for _unmatched, computed once when needed
     for i, r in enumerate(rs.rules):
         pf = bool(r.parent) and r.parent in fired_ids
         parent_fired.append(pf)
-        if redo is not None and i not in redo and pf == prev_parent[i]:
-            f = prev[i]  # nothing it reads changed since the previous stack of the sweep
+        if state is not None:  # an earlier stack with the same facts and values it reads
+            f = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version, facts,
+                                                        kinds, fired_ids))
         else:
             f = _fire(r, matched.get(r.id), ns, functions, engine, version, facts, kinds, fired_ids)
         if f.fired:

@@ -138,6 +138,17 @@ def setting_given(stack: Any, name: str) -> bool:
     return _given(stack, name)
 
 
+def setting_given_fn(stack: Any) -> Callable[[str], bool]:
+    """``setting_given`` for many names of one stack that does not change meanwhile: its given names are collected
+    once (a check asks for every generated check row's inputs)."""
+    names = set(stack.settings)
+    for p in stack.techniques.values():
+        names.update(p)
+    table_default = (getattr(stack, "defaulted", None) or {}).get("settings", {})
+    settings = stack.settings
+    return lambda name: name in names and not (name in table_default and settings.get(name) == table_default[name])
+
+
 def _given(stack: Any, name: str) -> bool:
     if name not in stack.settings and not any(name in p for p in stack.techniques.values()):
         return False
@@ -181,13 +192,15 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     for e in t.get("defaults") or []:
         by_setting.setdefault(str(e["setting"]), []).append(e)
     out: list[dict[str, Any]] = []
+    facts = None  # the stack's facts, built again only after a default changed the stack
     for name, entries in by_setting.items():
         if _given(stack, name):
             value = stack.values().get(name)
             out.append({"setting": name, "value": value, "source": "given", "releases": None, "evidence": [],
                         "why": "set by the stack"})
             continue
-        facts = _facts(stack, release_facts)
+        if facts is None:
+            facts = _facts(stack, release_facts)
         # given('x'): the stack sets option x (a `when` about an option that is usually absent)
         fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
         chosen, lacking = None, set()
@@ -214,6 +227,7 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
             continue
         e, value = chosen
         stack.settings[name] = value
+        facts = None
         # still a default (the release's), not given: setting_given stays false, also for a stack file that
         # does not name the setting (new dicts: the caller's stack is not changed)
         old = getattr(stack, "defaulted", None) or {}

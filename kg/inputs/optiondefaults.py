@@ -23,6 +23,7 @@ changes with the release; ``ranged_fact(engine, release, name)`` gives the value
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Mapping
 
 from packaging.version import InvalidVersion, Version
@@ -30,12 +31,18 @@ from packaging.version import InvalidVersion, Version
 from kg.inputs.stack import _engine_tables
 
 
+@lru_cache(maxsize=1024)
+def _version(text: str) -> Version:
+    """Parsed once per text: every checked stack asks for every flag entry's bounds."""
+    return Version(text)
+
+
 def _holds(entry: Mapping[str, Any], release: Version | None) -> bool:
     if release is None:
         return entry.get("until") is None
-    if entry.get("since") is not None and release < Version(str(entry["since"])):
+    if entry.get("since") is not None and release < _version(str(entry["since"])):
         return False
-    return not (entry.get("until") is not None and release >= Version(str(entry["until"])))
+    return not (entry.get("until") is not None and release >= _version(str(entry["until"])))
 
 
 def option_facts(engine: str | None, release: str | None, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,7 +71,7 @@ def option_facts(engine: str | None, release: str | None, settings: Mapping[str,
             if settings.get(name) is None and name not in out:
                 out[name] = value
         for ex in spec.get("exclusive_with") or []:
-            if rel is not None and ex.get("since") is not None and rel < Version(str(ex["since"])):
+            if rel is not None and ex.get("since") is not None and rel < _version(str(ex["since"])):
                 continue
             obj = settings.get(str(ex["json"]))
             if settings.get(spec.get("set")) is not None and isinstance(obj, dict) and ex["field"] in obj:
