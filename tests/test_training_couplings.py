@@ -123,8 +123,10 @@ DRIVERS = {"nemo", "verl", "openrlhf", "trl"}
 NEWEST = {"megatron-core": "0.16.1", "deepspeed": "0.19.8", "torchtitan": "0.3.0", "transformers": "5.24.0",
           "accelerate": "1.15.0", "transformer-engine": "2.20.2", "torch": "2.14.1", "trl": "1.16.0",
           "peft": "0.21.2"}
-# named exceptions, each with its reason: none left
-UNBOUNDED: dict[str, str] = {}
+# named exceptions, each with its reason
+UNBOUNDED: dict[str, str] = {
+    "accelerate-fsdp-auto-wrap-policy-unknown": "accelerate's own check (1.15.0 read); the job's accelerate release is "
+                                                "not an input, and torch / transformers releases do not bound it"}
 
 
 def test_training_rules_carry_release_evidence():
@@ -138,7 +140,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 36
+    assert len(rs.rules) == 37
     bad = []
     for r in rs.rules:
         if not r.evidence:

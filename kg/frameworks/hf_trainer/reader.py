@@ -132,6 +132,8 @@ def apply_accelerate_config(job: TrainingJob, data: Any, name: str, where=None, 
             job.set("fsdp_sharding", "shard_grad_op", at("fsdp_config", "fsdp_reshard_after_forward"))
         else:
             job.set("fsdp_sharding", "full_shard", at("fsdp_config"))  # FSDP plugin default: FULL_SHARD
+        if fc.get("fsdp_auto_wrap_policy") is not None:
+            job.set("fsdp_auto_wrap_policy", str(fc["fsdp_auto_wrap_policy"]), at("fsdp_config", "fsdp_auto_wrap_policy"))
         if "fsdp_use_orig_params" in fc:
             job.set("use_orig_params", fc["fsdp_use_orig_params"], at("fsdp_config", "fsdp_use_orig_params"))
         if fc.get("fsdp_offload_params") in (True, "true"):

@@ -49,6 +49,7 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "dp_shard_size": ("integer", "FSDP2/torchtitan data_parallel_shard_degree (sharding group size)"),
     "dp_replicate_size": ("integer", "FSDP2/torchtitan data_parallel_replicate_degree"),
     "use_orig_params": ("boolean", "FSDP1 use_orig_params"),
+    "fsdp_auto_wrap_policy": ("string", "accelerate FSDP plugin auto-wrap policy name (fsdp_config.fsdp_auto_wrap_policy)"),
     "offload_optimizer": (("none", "cpu", "nvme"), "optimizer states (and fp32 master weights) offloaded"),
     "offload_param": (("none", "cpu", "nvme"), "parameters offloaded (ZeRO-3 / FSDP cpu_offload)"),
     "optimizer": ("string", "optimizer name (adam, adamw, sgd, adafactor, lion, muon, ...)"),
