@@ -442,8 +442,9 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 if done == 2:
                     message = s.get("message") or ""
                     if s.get("fills"):  # the message's fields read names and lets of their own
+                        facts = _row_facts(s, reads[i], base, given, techniques, defaulted_techs)
                         message = fill_message(message, s["fills"], _fill_facts(s["fills"], {**base, **facts}, d),
-                                               fns)
+                                               FUNCTIONS)
                     refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": message,
                                      "expr": s["expr"]})
             continue
@@ -574,7 +575,10 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
             reads.append(())  # rows over the engine's own inputs share one namespace: nothing to narrow
             continue
         names = set(s["lets"])
-        for text in [s["expr"], *(let_expr[n] for n in s["lets"])]:
+        fills = [str(t) for t in (s.get("fills") or {}).values() if t is not None]  # the message's fields read these
+        fill_lets = {n for t in fills for n, _ in _lets_read(t, list(let_expr.items()))}
+        names |= fill_lets
+        for text in [s["expr"], *fills, *(let_expr[n] for n in [*s["lets"], *fill_lets])]:
             try:
                 names |= set(names_of(str(text)))
             except (SyntaxError, RecursionError, MemoryError, ValueError):
