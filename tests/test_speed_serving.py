@@ -212,6 +212,21 @@ def test_the_calibration_applies_to_the_models_it_saw_and_to_others_only_where_i
     assert coef is None and "leave-one-GPU-out" in why
 
 
+def test_tensorrt_llm_runs_an_mxfp4_checkpoint_with_mxfp8_activations_on_blackwell_only():
+    # tensorrt_llm/_torch/model_config.py get_mxfp4_quant_algo: SM >= 100 and a MoE backend other than TRITON ->
+    # W4A8_MXFP4_MXFP8; Hopper keeps the checkpoint's W4A16_MXFP4 (the estimator's reading of quant_method mxfp4)
+    from kg.speed.estimator import tables
+    from kg.speed.serving import execution_mode
+    t = tables()
+    assert execution_mode(t, "trtllm", "b200_sxm", "mxfp4", {}) == {"gemm": None, "moe": "w4a8_mxfp4_mxfp8"}
+    assert execution_mode(t, "trtllm", "gb200", "mxfp4", {}) == {"gemm": None, "moe": "w4a8_mxfp4_mxfp8"}
+    assert execution_mode(t, "trtllm", "h200_sxm", "mxfp4", {}) is None
+    assert execution_mode(t, "trtllm", "b200_sxm", "mxfp4", {"moe_backend": "TRITON"}) is None
+    # vLLM 0.16.0 on SM 100 runs MXFP4 with BF16 activations unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+    # (vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend): the label stands
+    assert execution_mode(t, "vllm", "b200_sxm", "mxfp4", {}) is None
+
+
 def test_a_model_signature_is_its_shapes_not_its_quantisation_or_metadata():
     import json
     from kg.speed.serving import model_signature

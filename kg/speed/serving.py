@@ -149,6 +149,17 @@ def _factors(backend: str, system: str, signature: str, wl: Workload, notes: lis
     return ks[0], ks[1]
 
 
+def execution_mode(t: dict[str, Any], backend: str, system: str, weight_quant: str,
+                   values: dict[str, Any]) -> dict[str, str | None] | None:
+    """The estimator's ``{"gemm", "moe"}`` modes for a checkpoint quantisation the engine runs in another mode than
+    its label on this GPU (kg/speed/tables.yaml ``execution_modes``), or None."""
+    for e in t.get("execution_modes") or []:
+        if (e["backend"], e["weight_quant"]) == (backend, weight_quant) and system in e["systems"] and not any(
+                values.get(k) in v for k, v in (e.get("unless") or {}).items()):
+            return {"gemm": e.get("gemm"), "moe": e.get("moe")}
+    return None
+
+
 def _cache_root() -> Path:
     from kg.core.cache import cache_dir
     return cache_dir()
@@ -341,7 +352,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     per_lane_cap = None if run_cap is None else max(1, run_cap // par.pp_size)
     b = want if per_lane_cap is None else min(want, per_lane_cap)
     running = min(wl.concurrency, b * lanes)
-    gq = quant or t["weight_quant"][wq]
+    gq = quant or execution_mode(t, backend, system, wq, values) or t["weight_quant"][wq]
     point = Point(model=stack.model.name, config_digest="", system=system, backend=backend, release=rel["release"],
                   tp_size=par.tp_size, pp_size=par.pp_size, attention_dp_size=par.attention_dp_size,
                   moe_tp_size=par.moe_tp_size, moe_ep_size=par.moe_ep_size, gemm_quant_mode=gq["gemm"],
