@@ -230,3 +230,16 @@ def test_cli_options_are_not_matched_by_prefix(cli):
     # refused (not read as --kv-budget-gib), with the full name offered as a suggestion
     assert code == 2 and "unknown option --kv-budget;" in err and "did you mean --kv-budget-gib?" in err
     assert "Traceback" not in err and out == ""
+
+
+def test_vllm_serves_the_positional_model_when_model_is_also_given(catalog):
+    # vllm serve A --model B serves A: ServeSubcommand.cmd sets args.model = args.model_tag (vllm 0.34.0
+    # entrypoints/cli/serve.py:56-57), whichever comes first; the report said B before
+    for cmd in ("vllm serve Qwen/Qwen3-32B --model Qwen/Qwen3-8B -tp 2", "vllm serve --model Qwen/Qwen3-8B Qwen/Qwen3-32B"):
+        st = parse_launch(cmd, catalog)
+        assert st.model.name == "Qwen/Qwen3-32B", cmd
+        assert any("the model is named twice (Qwen/Qwen3-32B and --model Qwen/Qwen3-8B): the engine serves the "
+                   "positional Qwen/Qwen3-32B (vllm/entrypoints/cli/serve.py:56 at vllm 0.34.0)" in n
+                   for n in st.notes), st.notes
+    st = parse_launch("vllm serve Qwen/Qwen3-32B --model Qwen/Qwen3-32B", catalog)  # the same name twice: no note
+    assert not any("named twice" in n for n in st.notes)

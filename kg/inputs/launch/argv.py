@@ -279,14 +279,17 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     st.defaulted = {"settings": dict(table.get("defaults") or {}),
                     "techniques": [t for t in table.get("default_techniques") or [] if catalog.resolve(t)]}
     removed: set[str] = set()
-    model_name = None
+    model_name = positional = None
     i = 0
     given: dict[str, tuple[str, Any]] = {}  # canonical flag -> (as typed, value): a repeated option is noted
     while i < len(words):
         w = words[i]
         if not w.startswith("-") or w == "-":
-            if table.get("positional_model") and model_name is None:
-                model_name = w
+            if table.get("positional_model") and positional is None and (
+                    model_name is None or table.get("positional_model_wins")):
+                if model_name is not None:  # --model came first; the positional still wins
+                    _model_twice(st, table, label, w, model_name)
+                positional = model_name = w
                 st.origins["model"] = w
             else:
                 st.ignored.append(w)
@@ -396,8 +399,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             given[name] = (typed, value)
         apply_flag(st, catalog, engine, spec, value, flag, removed, by_value_tids, origin=typed)
         if spec.get("set") == "model":
-            model_name = value
-            st.origins["model"] = typed
+            if positional is not None and table.get("positional_model_wins"):
+                _model_twice(st, table, label, positional, value)
+            else:
+                model_name = value
+                st.origins["model"] = typed
     env_data = data.get("env") or {} if data else {}
     prefixes = tuple(str(p) for p in table.get("env_prefixes") or ())
     for k in list(env):
@@ -579,3 +585,14 @@ def parse_with_table(command: str, catalog: Catalog, engine: str, model_override
     from kg.inputs.lora_adapters import apply_adapters  # adapters' adapter_config.json (paths from the working directory)
     apply_adapters(st, engine, None)
     return st
+
+
+def _model_twice(st: Stack, table: dict[str, Any], label: str, positional: str, flag_model: Any) -> None:
+    """A command naming the model twice, positionally and with --model: the engine serves the positional one
+    where its table says so (``positional_model_wins``, with its source line); say which is checked."""
+    if str(flag_model) == positional:
+        return
+    ev = (table.get("positional_model_wins") or [{}])[0]
+    where = f" ({ev['path']}:{ev['line']} at {ev['package']} {ev['release']})" if ev.get("path") else ""
+    st.notes.append(f"{label}: the model is named twice ({positional} and --model {flag_model}): the engine serves "
+                    f"the positional {positional}{where}; checked as {positional}")
