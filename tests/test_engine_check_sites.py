@@ -247,3 +247,12 @@ def test_a_config_built_on_one_branch_is_checked_there_only_and_its_message_carr
     eplb = [r["message"] for r in _refusals("vllm serve Qwen/Qwen3-30B-A3B --enable-expert-parallel --enable-eplb",
                                             "0.34.0", catalog) if r["line"] == 617]
     assert len(eplb) == 1 and "{" not in eplb[0] and "TP=1" in eplb[0], eplb
+
+
+def test_the_speculative_config_exists_when_any_of_its_options_is_given(catalog):
+    # config/vllm.py:1669 (0.34.0): per-request spec-decode metrics need a speculative config, which
+    # create_speculative_config builds from --speculative-config or --spec-method / --spec-model / --spec-tokens
+    line = ("vllm/config/vllm.py", 1669)
+    cmd = "vllm serve meta-llama/Llama-3.1-8B --per-request-spec-decode-metrics summary"
+    assert line in _refused_lines(cmd, "0.34.0", catalog)
+    assert line not in _refused_lines(cmd + " --spec-method ngram --spec-tokens 3", "0.34.0", catalog)
