@@ -585,36 +585,11 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
                 pass  # evaluating it says why (not evaluable), whatever the facts
 
         reads.append(tuple(sorted(names)))
-    fill_names: set[str] = set()  # what the messages' fields read (kept in the base facts; not in a row's key)
-    for s in d["rows"]:
-        for text in (s.get("fills") or {}).values():
-            if text is not None:
-                try:
-                    fill_names |= set(names_of(str(text)))
-                except (SyntaxError, RecursionError, MemoryError, ValueError):
-                    pass
-    plan = (reads, frozenset(n for r in reads for n in r) | _let_inputs(fill_names, let_expr), Memo())
+    plan = (reads, frozenset(n for r in reads for n in r), Memo())
     if len(_READ_PLANS) > 64:
         _READ_PLANS.clear()
     _READ_PLANS[id(d)] = (d, plan)
     return plan
-
-
-def _let_inputs(names: set[str], let_expr: dict[str, str]) -> frozenset[str]:
-    """``names`` and every name the lets among them read, through other lets."""
-    from kg.frameworks.checkrows import names_of
-    out, todo = set(), list(names)
-    while todo:
-        n = todo.pop()
-        if n in out:
-            continue
-        out.add(n)
-        if n in let_expr:
-            try:
-                todo += list(names_of(str(let_expr[n])))
-            except (SyntaxError, RecursionError, MemoryError, ValueError):
-                pass
-    return frozenset(out)
 
 
 def _fill_facts(fills: dict[str, Any], facts: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
