@@ -8,6 +8,7 @@ that write (``new``, ``export --all``, ``--diagram``) never touch the repository
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -54,7 +55,7 @@ def checkout(tmp_path_factory) -> Path:
 def test_readme_command_runs_as_written(checkout: Path, line: str):
     argv = shlex.split(line, comments=True)
     assert argv[0] == "optkg"
-    r = optkg(argv[1:], checkout, cache=checkout.parent / "cache")
+    r = optkg(argv[1:], checkout)  # the session's content-keyed cache: speed points the other tests built serve
     assert r.returncode in (0, 1), f"{line}\nexit {r.returncode}\n{r.stderr}"
     assert "error" not in r.stderr, r.stderr
     assert (r.stdout + r.stderr).strip(), "printed nothing"
@@ -69,7 +70,7 @@ def test_readme_command_runs_as_written(checkout: Path, line: str):
 def test_readme_python_block_runs_as_written(checkout: Path, i: int):
     # the second block continues the first (same session: `kg`, `catalog` and `stack` are defined there)
     p = subprocess.run([sys.executable, "-c", "\n".join(PYTHON[: i + 1])], cwd=checkout, capture_output=True, text=True, timeout=300,
-                       env=env_for(checkout, checkout.parent / "cache"))
+                       env=env_for(checkout, Path(os.environ["OPTKG_CACHE_DIR"])))
     assert p.returncode == 0, p.stderr
 
 
