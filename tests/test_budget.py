@@ -75,11 +75,11 @@ def test_budget_lines_and_error_bar():
 
 def test_check_fit_and_sweep_print_the_same_budget(tmp_path):
     code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM",
-                             "--format", "json")
+                             "--format", "json", "--no-speed")  # the budgets only: no Speed section
     assert code in (0, 1), err
     check_budget = json.loads(out)["derived"]["kv_budget_bytes_per_gpu"]
     code, out, err = run_cli("sweep", "--vllm", "vllm serve meta-llama/Llama-3.1-8B", "--tp", "1", "--gpu", "H100-SXM",
-                             "--format", "json")
+                             "--format", "json", "--no-speed")
     assert code in (0, 1), err
     sweep_budget = json.loads(out)["combinations"][0]["kv_budget_bytes_per_gpu"]
     from kg.analyses.fit import model_context
@@ -94,7 +94,7 @@ def test_check_fit_and_sweep_print_the_same_budget(tmp_path):
 def _utilization_everywhere(*argv: str) -> set:
     """gpu_memory_utilization in the check header (paged-kv-cache parameter), the effective configuration
     and the budget's requested line, for one check run."""
-    code, out, err = run_cli("check", *argv, "--gpu", "H100-SXM", "--format", "json")
+    code, out, err = run_cli("check", *argv, "--gpu", "H100-SXM", "--format", "json", "--no-speed")  # no Speed read
     assert code in (0, 1), err
     d = json.loads(out)
     eff = {e["setting"]: e for e in d["effective_config"]}["gpu_memory_utilization"]
