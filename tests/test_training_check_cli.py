@@ -167,3 +167,24 @@ def test_torchtitan_default_global_batch_is_local_times_dp(cli, tmp_path):
     assert "micro 8 x grad-accum 1 x DP 8 = global 64 sequences; 524,288 tokens per step" in out
     assert "global ? sequences" not in out and "neither global_batch_size" not in out
     assert "step time" in out  # the speed estimate is evaluable
+
+
+def test_torchtitan_layout_that_cannot_tile_the_world_is_an_error_without_memory_or_zero1_note(cli, tmp_path):
+    # newuser3 #3: TP 8 x PP 3 on 64 GPUs, dp_shard -1 -> 64 // 24 = 2; 2 x 8 x 3 = 48 != 64, which torchtitan's
+    # ParallelDims._validate asserts against (0.3.0 distributed/parallel_dims.py:186)
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "70B"\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n'
+                    '[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
+                    'pipeline_parallel_degree = 3\n')
+    code, out, err = cli("check", str(toml), "--gpu", "H100", "--count", "64", "--no-speed")
+    assert code == 1
+    assert ("ERROR torchtitan-parallel-dims-not-world-size: torchtitan parallel degrees do not multiply to the GPU "
+            "count\n      dp_replicate(1) * dp_shard(2) * cp(1) * tp(8) * pp(3) = 48 != WORLD_SIZE(64): torchtitan's "
+            "ParallelDims._validate asserts") in out
+    assert ("note: memory per GPU not computed: torchtitan refuses the layout (dp_replicate(1) * dp_shard(2) * "
+            "cp(1) * tp(8) * pp(3) = 48 != WORLD_SIZE(64))") in out
+    assert "Memory per GPU" not in out and "sharding over 1 GPUs" not in out
+    assert "INFO  coupling-zero-1-requires-data-parallelism" not in out
+    assert "coupling-zero-1-requires-data-parallelism: missing dp_size" in out
+    code, out, err = cli("check", str(toml), "--gpu", "H100", "--count", "48", "--no-speed")
+    assert "torchtitan-parallel-dims-not-world-size" not in out and "Memory per GPU" in out

@@ -74,6 +74,12 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     pp_unknown = "pp_size" in job.unknown
     if pp_unknown:
         job.notes.append("memory per GPU not computed: the pipeline size is unknown")
+    elif ns.get("parallel_layout_error"):
+        # the framework refuses this layout (e.g. torchtitan ParallelDims._validate): no data-parallel size exists,
+        # so no sharding to size memory by, and the techniques that read DP are left open
+        job.notes.append(f"memory per GPU not computed: {job.framework} refuses the layout "
+                         f"({ns['parallel_layout_error']})")
+        ns.pop("dp_size", None)
     elif ns["has_model_shape"] and job.get("seq_length"):
         _memory_facts(ns, derived, job, shape, par, fw)
     else:
@@ -289,6 +295,8 @@ def _technique_states(job: TrainingJob, ns: Mapping[str, Any]) -> tuple[list[str
     from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     local = {**ns, "params_dtype": job.settings.get("params_dtype", "")}
     forgotten = set(PP_DEPENDENT) if "pp_size" in job.unknown else set()
+    if ns.get("parallel_layout_error"):
+        forgotten.add("dp_size")
     held, open_ = [], {}
     for tid, cond in JOB_TECHNIQUES.items():
         try:

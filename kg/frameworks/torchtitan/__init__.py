@@ -52,9 +52,10 @@ class Torchtitan(TrainingFramework):
         (TP when sequence parallel, x 2 x CP when CP > 1); 0.2.x llama3 parallelize.py:63-68 (TP x 2 x CP)."""
         from kg.core.relcmp import older_than
         tp, cp = parallel["tp_size"], parallel["cp_size"]
+        out = parallel_dims(job, parallel)
         if older_than(job.framework_version, "0.3.0"):
-            return {"seq_len_divisor": tp * 2 * cp, "seq_len_divisor_formula": f"TP {tp} x 2 x CP {cp}"}
-        return {"seq_len_divisor": tp * (2 * cp if cp > 1 else 1),
+            return {**out, "seq_len_divisor": tp * 2 * cp, "seq_len_divisor_formula": f"TP {tp} x 2 x CP {cp}"}
+        return {**out, "seq_len_divisor": tp * (2 * cp if cp > 1 else 1),
                 "seq_len_divisor_formula": f"TP {tp} (sequence parallel)" + (f" x 2 x CP {cp}" if cp > 1 else "")}
 
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
@@ -64,6 +65,22 @@ class Torchtitan(TrainingFramework):
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         from kg.frameworks.torchtitan.generated import findings
         return findings(job)
+
+
+def parallel_dims(job: Any, parallel) -> dict[str, Any]:
+    """torchtitan's ParallelDims._validate (0.3.0 distributed/parallel_dims.py:182-189; 0.2.0 :48-52):
+    dp_shard -1 becomes world // (dp_replicate x cp x tp x pp), then dp_replicate x dp_shard x cp x tp x pp
+    must equal the world size. ``titan_world_product`` is that product; a layout whose product differs
+    carries ``parallel_layout_error`` (the assert's wording), so no memory is computed on it."""
+    world, tp, pp, cp = parallel["world_size"], parallel["tp_size"], parallel["pp_size"], parallel["cp_size"]
+    rep = job.get("dp_replicate_size") or 1
+    shard = job.get("dp_shard_size") or world // (rep * cp * tp * pp)
+    product = rep * shard * cp * tp * pp
+    out: dict[str, Any] = {"titan_dp_shard": shard, "titan_world_product": product}
+    if product != world:
+        out["parallel_layout_error"] = (f"dp_replicate({rep}) * dp_shard({shard}) * cp({cp}) * tp({tp}) * pp({pp}) "
+                                        f"= {product} != WORLD_SIZE({world})")
+    return out
 
 
 FRAMEWORKS = (Torchtitan(),)
