@@ -188,3 +188,27 @@ def test_torchtitan_layout_that_cannot_tile_the_world_is_an_error_without_memory
     assert "coupling-zero-1-requires-data-parallelism: missing dp_size" in out
     code, out, err = cli("check", str(toml), "--gpu", "H100", "--count", "48", "--no-speed")
     assert "torchtitan-parallel-dims-not-world-size" not in out and "Memory per GPU" in out
+
+
+def test_fsdp_and_zero3_jobs_decide_the_full_shard_nvlink_coupling(cli, tmp_path):
+    # newuser3 #9: the coupling zero-3-fsdp/requires/nvlink-nvswitch read sharding_strategy, which no training reader
+    # set, so it was "not evaluable" on every FSDP job. Now: FULL_SHARD over 8 GPUs stays inside one 8-GPU NVLink
+    # domain (holds); ZeRO-3 (FULL_SHARD over DP) on 64 GPUs spans 8 nodes (warns); HYBRID_SHARD on 64 holds.
+    def acc(strategy, machines, procs):
+        p = tmp_path / f"acc_{strategy}_{procs}.yaml"
+        p.write_text(f"distributed_type: FSDP\nmixed_precision: bf16\nnum_machines: {machines}\nnum_processes: {procs}\n"
+                     f"fsdp_config:\n  fsdp_sharding_strategy: {strategy}\n  fsdp_version: 2\n")
+        return str(p)
+    rule = "coupling-zero-3-fsdp-requires-nvlink-nvswitch"
+    for path, fired in ((acc("FULL_SHARD", 1, 8), False), (acc("HYBRID_SHARD", 8, 64), False),
+                        (acc("FULL_SHARD", 8, 64), True)):
+        code, out, err = cli("check", path, "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed",
+                             "--format", "json")
+        d = json.loads(out)
+        assert rule not in [n["rule_id"] for n in d["not_evaluable"]], path
+        assert (rule in [f["rule_id"] for f in d["findings"]]) is fired, path
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}')
+    code, out, err = cli("check", str(ds), "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--count", "64",
+                         "--no-speed")
+    assert f"WARN  {rule}: ZeRO-3/FSDP requires NVLink" in out and "missing sharding_strategy" not in out

@@ -71,6 +71,7 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     _hardware_facts(ns, job.hardware or {})
     _layout_facts(ns, job, shape, par)
     _batch_facts(ns, derived, job, shape, par)
+    _sharding_facts(ns, job, par)
     pp_unknown = "pp_size" in job.unknown
     if pp_unknown:
         job.notes.append("memory per GPU not computed: the pipeline size is unknown")
@@ -155,6 +156,25 @@ def _layout_facts(ns: dict[str, Any], job: TrainingJob, shape: Mapping[str, Any]
     ns["world_remainder_expert"] = par["world_size"] % ns["expert_model_size"]
     ns["model_parallel_size"] = tp * pp * par["cp_size"]
     ns["world_remainder"] = par["world_size"] % ns["model_parallel_size"]
+
+
+def _sharding_facts(ns: dict[str, Any], job: TrainingJob, par: Mapping[str, int]) -> None:
+    """``sharding_strategy`` under FSDP's names (the catalog's zero-3-fsdp couplings read it): the job's FSDP
+    strategy, or FULL_SHARD for ZeRO-3 (parameters, gradients and optimizer states partitioned over the whole
+    data-parallel group, Rajbhandari et al. 2020 §5); ``shard_group_gpus`` (the GPUs one parameter is sharded
+    over: DP, x CP for torchtitan's dp_shard_cp mesh) and ``nvlink_domain_gpus`` (the node's GPUs given, else the
+    GPU's NVLink domain, else 8 as kg.speed.training assumes)."""
+    fsdp, zero = job.get("fsdp_sharding"), job.get("zero_stage")
+    if fsdp:
+        ns["sharding_strategy"] = "_HYBRID_SHARD_ZERO2" if fsdp == "hybrid_shard_zero2" else fsdp.upper()
+    elif zero == 3:
+        ns["sharding_strategy"] = "FULL_SHARD"
+    if "titan_dp_shard" in ns:
+        ns["shard_group_gpus"] = ns["titan_dp_shard"] * par["cp_size"]
+    else:
+        ns["shard_group_gpus"] = par["dp_size"]
+    hw = job.hardware or {}
+    ns["nvlink_domain_gpus"] = int(job.get("gpus_per_node") or hw.get("nvlink_domain_size") or 8)
 
 
 def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, shape: Mapping[str, Any],
