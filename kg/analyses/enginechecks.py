@@ -306,9 +306,28 @@ def _build_rows(path: Path) -> dict[str, Any]:
              if k in s}
         r["needs"], r["needs_lets"] = _needs(str(s["expr"]), let_names)
         r["lets"] = [n for n, _ in _lets_read(str(s["expr"]), lets)]
+        r["reads"] = [] if d.get("inputs") else _names_read(r, lets)  # rows over an engine's own inputs: one namespace
         rows.append(r)
     return {"release": d["release"], "inputs": d.get("inputs"), "rows": rows,
             "lets": [[n, e, *_needs(e, let_names)] for n, e in lets]}
+
+
+def _names_read(s: dict[str, Any], lets: list[tuple[str, str]]) -> list[str]:
+    """Every name row ``s`` reads, sorted: its expression's, its message fields' (``fills``) and those of the lets
+    either reads (kg.frameworks.checkrows.names_of); an expression that does not parse adds none (evaluating it
+    says why, whatever the facts)."""
+    from kg.frameworks.checkrows import names_of
+    let_expr = dict(lets)
+    names = set(s["lets"])
+    fills = [str(t) for t in (s.get("fills") or {}).values() if t is not None]  # the message's fields read these
+    fill_lets = {n for t in fills for n, _ in _lets_read(t, list(let_expr.items()))}
+    names |= fill_lets
+    for text in [s["expr"], *fills, *(let_expr[n] for n in [*s["lets"], *fill_lets])]:
+        try:
+            names |= set(names_of(str(text)))
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            pass
+    return sorted(names)
 
 
 _ROWS: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -318,16 +337,18 @@ def check_rows(path: Path | str) -> dict[str, Any]:
     """The generated check rows (class ``table`` with an ``expr``) of sites file ``path``, as ``generated_refusals``
     evaluates them: {release, inputs, lets: [[name, expr, inputs read, lets read]], rows: [site fields + needs
     (the inputs the row always reads), needs_lets (the lets it always reads), lets (every let it reads, in
-    definition order)]}. Built once per file content (kg.core.cache.built_from), kept per process by mtime: a
-    one-shot ``check`` neither parses the sites YAML nor walks 400 expressions for the names they read."""
+    definition order), reads (every name it reads, through its lets: [] for rows over an engine's own inputs)]}.
+    Built once per file content (kg.core.cache.built_from), kept per process by mtime: a one-shot ``check``
+    neither parses the sites YAML nor walks 400 expressions for the names they read."""
     path = Path(path)
     mtime = path.stat().st_mtime_ns
     got = _ROWS.get(str(path))
     if got and got[0] == mtime:
         return got[1]
     from kg.core import cache
-    # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills)
-    t = cache.built_from("engine-check-rows-2", [path], lambda: _build_rows(path))
+    # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills;
+    # 3: each row's read set)
+    t = cache.built_from("engine-check-rows-3", [path], lambda: _build_rows(path))
     _ROWS[str(path)] = (mtime, t)
     return t
 
@@ -567,24 +588,9 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
     if hit is not None and hit[0] is d:
         return hit[1]
     from kg.engine.incremental import Memo
-    from kg.frameworks.checkrows import names_of
-    let_expr = {x[0]: x[1] for x in d["lets"]}
-    reads: list[tuple[str, ...]] = []
-    for s in d["rows"]:
-        if d.get("inputs"):
-            reads.append(())  # rows over the engine's own inputs share one namespace: nothing to narrow
-            continue
-        names = set(s["lets"])
-        fills = [str(t) for t in (s.get("fills") or {}).values() if t is not None]  # the message's fields read these
-        fill_lets = {n for t in fills for n, _ in _lets_read(t, list(let_expr.items()))}
-        names |= fill_lets
-        for text in [s["expr"], *fills, *(let_expr[n] for n in [*s["lets"], *fill_lets])]:
-            try:
-                names |= set(names_of(str(text)))
-            except (SyntaxError, RecursionError, MemoryError, ValueError):
-                pass  # evaluating it says why (not evaluable), whatever the facts
-
-        reads.append(tuple(sorted(names)))
+    # each row's read set (its expression's names, its message fields' and its lets') is built with the cached
+    # table (_names_read): walking every row and let here cost ~12 % of a one-shot check
+    reads: list[tuple[str, ...]] = [tuple(s["reads"]) for s in d["rows"]]
     plan = (reads, frozenset(n for r in reads for n in r), Memo())
     if len(_READ_PLANS) > 64:
         _READ_PLANS.clear()
