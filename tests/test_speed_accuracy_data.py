@@ -75,3 +75,18 @@ def test_every_public_serving_row_cites_a_listed_source_and_was_scored_into_the_
     for s in sources.values():
         assert s["url"].startswith("https://github.com/") and s["commit"] in s["url"]
     assert public_serving.main(["--check"]) == 0, "docs/speed-accuracy-public.md is stale: run `make accuracy`"
+
+
+def test_check_states_the_held_out_accuracy_the_doc_measured():
+    # kg/speed/accuracy.yaml is the held-out table of docs/speed-accuracy.md, cell by cell; check's Speed section
+    # prints it beside every estimate of that engine x GPU (an estimator error of 95 % must not read as a fact)
+    import run
+    from kg.speed.serving import accuracy_note
+    got = yaml.safe_load((REPO / "kg" / "speed" / "accuracy.yaml").read_text())["cells"]
+    assert got == run.held_out_cells((REPO / "docs" / "speed-accuracy.md").read_text()), "run `make accuracy`"
+    v = got["vllm/h200_sxm"]
+    assert accuracy_note("vllm", "h200_sxm") == (
+        f"measured accuracy for vllm on h200_sxm: mean error TTFT {v['ttft_mape']:.1f} %, TPOT {v['tpot_mape']:.1f} % "
+        f"over {v['rows']:,} held-out rows (docs/speed-accuracy.md)")
+    assert accuracy_note("vllm", "l40s") == ("accuracy not measured: no held-out measured rows for vllm on l40s "
+                                             "(docs/speed-accuracy.md)")

@@ -52,6 +52,23 @@ class Workload:
 
 
 CALIBRATION = Path(__file__).with_name("calibration.yaml")
+ACCURACY = Path(__file__).with_name("accuracy.yaml")  # held-out MAPE per engine x GPU (tools/accuracy/run.py)
+
+
+def accuracy_note(backend: str, system: str) -> str:
+    """What the held-out measured rows say of estimates for this engine x GPU (kg/speed/accuracy.yaml, written
+    with docs/speed-accuracy.md by `make accuracy`): an estimate is printed with its measured error, or with the
+    fact that none is measured."""
+    from kg.core.cache import built_from
+
+    def build():
+        import yaml
+        return (yaml.safe_load(ACCURACY.read_text(encoding="utf-8")) or {}).get("cells") or {}
+    acc = (built_from("speed-accuracy", [ACCURACY], build) if ACCURACY.is_file() else {}).get(f"{backend}/{system}")
+    if not acc:
+        return f"accuracy not measured: no held-out measured rows for {backend} on {system} (docs/speed-accuracy.md)"
+    return (f"measured accuracy for {backend} on {system}: mean error TTFT {acc['ttft_mape']:.1f} %, TPOT "
+            f"{acc['tpot_mape']:.1f} % over {acc['rows']:,} held-out rows (docs/speed-accuracy.md)")
 
 
 def calibration() -> dict[str, dict[str, float]]:
@@ -366,6 +383,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     if "not_evaluable" in r:
         raise NotEvaluable(tidy_reason(r["not_evaluable"], point))
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
+    notes.append(accuracy_note(backend, system))
     k_ttft, k_tpot = _factors(backend, system, model_signature(files["config.json"]),
                               Workload(wl.isl, wl.osl, running), notes)
     queued = max(0, wl.concurrency - running)

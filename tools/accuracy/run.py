@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 DOC = REPO / "docs" / "speed-accuracy.md"
+ACCURACY = REPO / "kg" / "speed" / "accuracy.yaml"  # the held-out table of DOC, read by check's Speed section
 SPLIT = HERE / "split.csv"
 MODELS = HERE / "models.yaml"
 GROUP_KEYS = ("mode", "model_path", "system", "backend", "backend_version", "precision", "gemm_quant_mode",
@@ -781,8 +782,31 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         return 0
     DOC.write_text(text + "\n", encoding="utf-8")
-    print(f"wrote {DOC.relative_to(REPO)}", file=sys.stderr)
+    write_accuracy(text)
+    print(f"wrote {DOC.relative_to(REPO)}, {ACCURACY.relative_to(REPO)}", file=sys.stderr)
     return 0
+
+
+def held_out_cells(doc: str) -> dict[str, dict]:
+    """``"<engine>/<system>"`` -> ``{"rows", "ttft_mape", "tpot_mape"}`` (percent) from the held-out table of the
+    accuracy doc: the errors check's Speed section states beside an estimate of that engine x GPU."""
+    part = doc.split("## Held-out split", 1)[1].split("\n## ", 1)[0]
+    cells = {}
+    for line in part.splitlines():
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(c) < 6 or c[0] in ("engine", "all") or c[0].startswith("---"):
+            continue
+        cells[f"{c[0]}/{c[1]}"] = {"rows": int(c[2].replace(",", "")), "ttft_mape": float(c[3].rstrip(" %")),
+                                   "tpot_mape": float(c[5].rstrip(" %"))}
+    return cells
+
+
+def write_accuracy(doc: str) -> None:
+    import yaml
+    head = ("# Held-out accuracy per engine x GPU (MAPE, percent), copied from docs/speed-accuracy.md by\n"
+            "# `make accuracy` (tools/accuracy/run.py); check's Speed section states it beside each estimate.\n")
+    ACCURACY.write_text(head + yaml.safe_dump({"source": "docs/speed-accuracy.md (held-out split)",
+                                               "cells": held_out_cells(doc)}, sort_keys=True), encoding="utf-8")
 
 
 if __name__ == "__main__":
