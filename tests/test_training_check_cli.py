@@ -212,3 +212,16 @@ def test_fsdp_and_zero3_jobs_decide_the_full_shard_nvlink_coupling(cli, tmp_path
     code, out, err = cli("check", str(ds), "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--count", "64",
                          "--no-speed")
     assert f"WARN  {rule}: ZeRO-3/FSDP requires NVLink" in out and "missing sharding_strategy" not in out
+
+
+def test_a_generic_train_py_says_the_hf_trainer_framework_was_assumed(cli):
+    # newuser3 #15: `torchrun train.py --lr 3e-4` was labelled hf-trainer with nothing saying it was the fallback reader
+    code, out, err = cli("check", "--train", "torchrun --nproc_per_node 8 train.py --lr 3e-4", "--model",
+                         "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed")
+    assert "  framework: hf-trainer (assumed)   model: meta-llama/Meta-Llama-3.1-8B" in out
+    assert ("note: assumed: framework hf-trainer because no framework claims train.py and none of its flags is an HF "
+            "TrainingArguments / TRL one (--lr not TrainingArguments); only the launch's layout was read, so little "
+            "was checked") in out
+    code, out, err = cli("check", "--train", "torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 2",
+                         "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed", "--format", "json")
+    assert "framework_assumed" not in json.loads(out)["stack"]

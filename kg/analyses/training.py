@@ -504,6 +504,8 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
              "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
              "source": job.source, "settings": dict(sorted(job.settings.items())),
              "techniques": list(ns.get("techniques") or [])}
+    if job.configs.get("framework_assumed"):
+        stack["framework_assumed"] = job.configs["framework_assumed"]
     speed = job_speed(job, derived, findings)
     outcomes = {k: sum(f.outcome == k for f in firings) for k in ("fired", "held", "not_evaluable", "not_applicable")}
     outcomes["fired"] -= len(notes_only)

@@ -154,6 +154,8 @@ def render_training_text(d: Mapping[str, Any], explain: bool = False) -> str:
     fw = st.get("framework") or "?"
     if st.get("framework_version"):
         fw += f" {st['framework_version']}"
+    if st.get("framework_assumed"):
+        fw += " (assumed)"
     out.append(f"optkg check (training): {st.get('name') or st.get('source') or 'job'}")
     out.append(f"  framework: {fw}   model: {st.get('model') or '(shape from arguments)'}   "
                f"GPUs: {gpus_phrase(d)}")

@@ -343,6 +343,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
 
     def apply(target: str, val: Any, flag: str) -> None:
         w = f"{where}: {flag}"
+        state["flags_read"] = state.get("flags_read", 0) + 1
         if target == "_fsdp":
             job.framework = "fsdp"
             _fsdp_options(job, val, w)
@@ -422,6 +423,13 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             # accelerate setup says; framework_version is then TRL's release
             job.notes.append(f"TRL GRPO trainer ({cmd.script}) on {job.framework}")
             job.framework = "trl"
+    if job.framework == "hf-trainer" and not trainer and not state.get("flags_read") and cmd.launcher != "accelerate":
+        # the fallback reader took a script that shows nothing of the HF Trainer: say it was a guess (newuser3 #15)
+        gave = f" ({', '.join(job.ignored)} not TrainingArguments)" if job.ignored else ""
+        job.configs["framework_assumed"] = (
+            f"framework hf-trainer because no framework claims {cmd.script} and none of its flags is an HF "
+            f"TrainingArguments / TRL one{gave}; only the launch's layout was read, so little was checked")
+        job.notes.append("assumed: " + job.configs["framework_assumed"])
     if state.get("_max_prompt") or state.get("_max_completion"):
         if "seq_length" not in job.settings:
             job.set("seq_length", state.get("_max_prompt", 0) + state.get("_max_completion", 0),
