@@ -38,10 +38,11 @@ class DeepSpeed(TrainingFramework):
         return looks_like_deepspeed_config(data)
 
     def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
-        from kg.frameworks.deepspeed.reader import apply_deepspeed_config
+        from kg.frameworks.deepspeed.reader import apply_deepspeed_config, record_duplicate_keys
         from kg.inputs.training.job import TrainingJob
         job = job or TrainingJob(framework=self.id, source=str(path), name=Path(path).name)
         apply_deepspeed_config(job, doc.data, str(path), doc.where)
+        record_duplicate_keys(job, path)
         return job
 
     def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
@@ -59,8 +60,9 @@ class DeepSpeed(TrainingFramework):
         return largest_module_params(shape, counts.embedding // shape["hidden_size"])
 
     def config_checks(self, job: Any) -> list[dict[str, Any]]:
+        from kg.frameworks.deepspeed import keys
         from kg.frameworks.deepspeed.generated import findings
-        return findings(job)
+        return findings(job) + keys.findings(job)
 
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         zs = job.get("zero_stage") or 0

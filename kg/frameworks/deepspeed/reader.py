@@ -94,6 +94,20 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
     if "pipeline" in data:
         job.set("pipeline_engine", True, at("pipeline"))
         _pipeline_stages(job, data["pipeline"], at)
+    from kg.frameworks.deepspeed.keys import check_keys
+    job.configs["deepspeed_unknown_keys"] = check_keys(data, name, at, job.notes)
+
+
+def record_duplicate_keys(job: TrainingJob, path: Path | str) -> None:
+    """Record the keys the JSON file repeats (kg.frameworks.deepspeed.keys), with a note saying which value is read."""
+    from kg.core.yamlio import read_text
+    from kg.frameworks.deepspeed.keys import duplicate_keys
+    dups = duplicate_keys(read_text(path))
+    job.configs["deepspeed_duplicate_keys"] = [(k, lines, f"{path}:{lines[-1]}") for k, lines in dups]
+    for k, lines in dups:
+        job.notes.append(f"{path}:{lines[-1]}: duplicate key {k!r} (lines {', '.join(map(str, lines))}): deepspeed "
+                         "refuses the file (\"Duplicate keys in DeepSpeed config\"); read through the HF Trainer / "
+                         "accelerate (json.load) the last one wins, and this report reads the last one")
 
 
 def _pipeline_stages(job: TrainingJob, pipe: Any, at) -> None:
@@ -139,6 +153,7 @@ def load_deepspeed_config(path: Path | str, job: TrainingJob | None = None, mode
     doc = load_yaml(path)  # JSON is YAML; loaded safely, with line numbers
     job = job or TrainingJob(framework="deepspeed", model=model, source=str(path), name=Path(path).name)
     apply_deepspeed_config(job, doc.data, str(path), doc.where)
+    record_duplicate_keys(job, path)
     return job
 
 
@@ -172,6 +187,7 @@ def parse_deepspeed_command(text: str, model: ModelFacts | None = None, where: s
         if not p.exists():
             raise OptkgError(f"{where}: DeepSpeed config '{cfg}' not found")
         apply_deepspeed_config(job, load_yaml(p).data, str(p), load_yaml(p).where)
+        record_duplicate_keys(job, p)
         job.configs["deepspeed_direct"] = True  # the launched script hands this config to deepspeed.initialize
     job.ignored = [x for x in job.ignored if x not in CONFIG_FLAGS + ("--no-pipeline-parallel",)]
     return job

@@ -1,0 +1,58 @@
+"""DeepSpeed JSON keys against deepspeed 0.19.8 (kg/frameworks/deepspeed/keys.py, newuser3 #5): a key outside a pydantic
+section's fields is an ERROR (extra="forbid"), a repeated key is an ERROR when DeepSpeed reads the file (a note through
+the HF Trainer, whose json.load keeps the last), a misspelt top-level key is a note (DeepSpeed ignores it)."""
+import json
+
+import pytest
+from report_text import cli  # noqa: F401  (the CLI with the report's wrapping undone)
+
+ARGS = ("--model", "meta-llama/Llama-3.1-8B", "--count", "8", "--gpu", "H100", "--no-speed")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ds")
+    (d / "typos.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "optimzer": {"type": "AdamW"},
+        "zero_optimization": {"stage": 2, "overlap_com": True, "contigous_gradients": True,
+                              "offload_optimizer": {"devic": "cpu"}}}, indent=1))
+    (d / "aliases.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "optimizer": {"type": "AdamW"},
+        "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7, "prefetch_bucket_size": 5e7,
+                              "overlap_comm": True, "offload_optimizer": {"device": "cpu", "pin_memory": True}}}))
+    (d / "dup.json").write_text('{\n "train_micro_batch_size_per_gpu": 1,\n "zero_optimization": {"stage": 2},\n'
+                                ' "zero_optimization": {"stage": 3}\n}\n')
+    return d
+
+
+def test_misspelt_zero_keys_are_refused_with_the_nearest_field(cli, files):
+    code, out, err = cli("check", str(files / "typos.json"), *ARGS)
+    p = files / "typos.json"
+    assert code == 1
+    assert (f"ERROR deepspeed-config-unknown-key: deepspeed 0.19.8 refuses this configuration at startup\n"
+            f"      {p}:11: zero_optimization.overlap_com: overlap_com is not a field of DeepSpeedZeroConfig (did you mean "
+            f"overlap_comm?); {p}:12: zero_optimization.contigous_gradients: contigous_gradients is not a field of "
+            f"DeepSpeedZeroConfig (did you mean contiguous_gradients?); {p}:14: zero_optimization.offload_optimizer.devic:"
+            f" devic is not a field of DeepSpeedZeroOffloadOptimizerConfig (did you mean device?)") in out
+    assert (f"note: {p}:6: optimzer: not a key deepspeed 0.19.8 reads; it ignores unknown top-level keys, so this "
+            "section is not applied (did you mean optimizer?)") in out
+
+
+def test_field_names_and_aliases_are_accepted(cli, files):
+    code, out, err = cli("check", str(files / "aliases.json"), *ARGS)
+    assert "deepspeed-config-unknown-key" not in out and "not a key deepspeed" not in out
+
+
+def test_a_repeated_key_is_refused_by_deepspeed_and_a_note_through_the_hf_trainer(cli, files):
+    p = files / "dup.json"
+    code, out, err = cli("check", str(p), *ARGS)
+    assert code == 1
+    assert (f"ERROR deepspeed-config-duplicate-key: deepspeed 0.19.8 refuses this configuration at startup\n"
+            f"      {p}:4: duplicate key 'zero_optimization' (lines 3, 4) (ValueError \"Duplicate keys in DeepSpeed "
+            "config\", runtime/config.py:444)") in out
+    code, out, err = cli("check", "--train", f"torchrun --nproc_per_node 8 train.py --deepspeed {p}", *ARGS[:2],
+                         "--gpu", "H100", "--no-speed")
+    assert "deepspeed-config-duplicate-key" not in out
+    assert (f"note: {p}:4: duplicate key 'zero_optimization' (lines 3, 4): deepspeed refuses the file (\"Duplicate keys "
+            "in DeepSpeed config\"); read through the HF Trainer / accelerate (json.load) the last one wins, and this "
+            "report reads the last one") in out
