@@ -59,3 +59,25 @@ def check_rules():
     rs, problems = load_rules("check")
     assert not problems, [p.one_line() for p in problems]
     return rs
+
+
+# The modules holding the longest single tests (CPU-s on a quiet core, 2026-12-07 serial profile), run first:
+# `make test` hands tests to its two xdist workers in collection order, so a 20-second test collected last keeps
+# one worker busy while the other has nothing left (the wall time is bounded by the longest test at the end).
+HEAVY_FIRST = (
+    "test_engine_stress.py",        # 22: 1,500 generated stacks through the rule engine and the pure-Python matcher
+    "test_validate_precommit.py",   # 13: pre-commit builds the hook's environment (pip)
+    "test_hardening_isolation.py",  # 8.5: 400 checks in one process against fresh processes
+    "test_sweep_speed.py",          # 7: speed points of many layouts
+    "test_packaging.py",            # 6.6: builds the wheel
+    "test_readme_commands.py",      # 6-7 per sweep line of the README
+    "test_fuzz.py",                 # 5.6
+    "test_sweep_executors.py",      # 5: Ray tasks and worker processes
+    "test_docs_reference.py",       # 4.7
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    order = {id(item): (rank.get(item.path.name, len(rank)), n) for n, item in enumerate(items)}
+    items.sort(key=lambda item: order[id(item)])
