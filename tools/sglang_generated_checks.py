@@ -61,6 +61,8 @@ MODEL_FACTS: set[str] = {"attention_arch"}
 # auto() enums whose members stand for their names: the model facts that hold them are given as names
 # (mc__attention_arch 'MLA' / 'MHA' / 'SSM', checkns.attention_arch)
 NAMED_ENUMS = {"AttentionArch"}
+# ModelConfig attributes computed from hf_config.architectures alone (configs/model_config.py:871): walked
+ARCH_DERIVED = {"is_encoder_decoder": ("sglang/srt/configs/model_config.py", "is_encoder_decoder_model")}
 HF_ATTRS = {"architectures", "model_type", "index_topk"}
 BOOKKEEPING = {"_resolution_finished": False, "_resolution_failed": False, "_input_frozen": False}
 BUILTINS = {"getattr", "hasattr", "isinstance", "len", "min", "max", "bool", "int", "str", "float", "any", "all",
@@ -381,6 +383,12 @@ class SglWalker(cg.Walker):
     def hook(self, node: ast.AST, fr: Frame, pc: list[str]) -> Any:
         if isinstance(node, ast.Dict):
             return self.dict_literal(node, fr, pc)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            keys = self.dict_keys(self.value_or_taint(node.comparators[0], fr, pc))
+            if keys is not None:  # ``old in aliases`` over a dict the walk built (serving_hook.py:304-312)
+                op = "in" if isinstance(node.ops[0], ast.In) else "not in"
+                return Expr(f"({self.text(node.left, fr, pc)} {op} {self.literal(tuple(keys)).text})")
+            return None
         if isinstance(node, ast.Subscript):
             return self.subscript(node, fr, pc)
         if isinstance(node, ast.Attribute):
@@ -498,6 +506,18 @@ class SglWalker(cg.Walker):
                     base.free = lambda a: TAINT  # unknown keys: every key unknown
                     base.env = {k: TAINT for k in base.env}
                 return Expr(repr(cg.NONE))
+        if isinstance(f, ast.Attribute) and name == "get" and 1 <= len(node.args) <= 2 and not node.keywords \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            try:
+                base = self.value(f.value, fr, pc)
+            except Untranslatable:
+                base = None
+            if isinstance(base, Dict_) and "*" not in base.env:  # ``renamed.get("k")`` (serving_hook.py:319)
+                dflt = self.value(node.args[1], fr, pc) if len(node.args) == 2 else self.literal(None)
+                v = base.env.get(node.args[0].value, Expr(ABSENT))
+                if not isinstance(v, Expr) or not isinstance(dflt, Expr):
+                    raise Untranslatable("get of an unknown value")
+                return Expr(cg.substitute(v.text, {ABSENT: dflt.text}))
         if isinstance(f, ast.Attribute) and name in ("upper", "lower") and not node.args:
             return Expr(f"{name}({self.text(f.value, fr, pc)})")
         if isinstance(f, ast.Attribute) and name in ("startswith", "endswith") and len(node.args) == 1:
@@ -543,8 +563,26 @@ class SglWalker(cg.Walker):
                 return self.literal(v)
         return None
 
+    @staticmethod
+    def dict_keys(d: Any) -> list[str] | None:
+        """The keys of a dict the walk built whose every key is present on every path (a literal of constant keys);
+        None otherwise."""
+        if not isinstance(d, Dict_) or "*" in d.env or not d.env:
+            return None
+        if not all(isinstance(v, Expr) and ABSENT not in cg.free_names(v.text) for v in d.env.values()):
+            return None
+        return list(d.env)
+
     def subscript(self, node: ast.Subscript, fr: Frame, pc: list[str]) -> Any:
         base = self.value(node.value, fr, pc)
+        keys = self.dict_keys(base)
+        if keys is not None and not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            # ``aliases[old]``: the value of the key ``old`` holds; another key raises KeyError (unknown, not a fact)
+            k = self.text(node.slice, fr, pc)
+            acc = cg.UNK
+            for key in reversed(keys):
+                acc = f"({base.env[key].text} if ({k} == {key!r}) else {acc})"
+            return Expr(acc)
         if isinstance(base, Expr) and base.text == "hf__architectures" and isinstance(node.slice, ast.Constant) \
                 and node.slice.value == 0:
             return Expr("hf__architecture")
@@ -554,6 +592,22 @@ class SglWalker(cg.Walker):
             # does, on None or a short list, so the row is not evaluated there
             return Expr(f"item({base.text}, {node.slice.value})")
         return None
+
+    def assign(self, target: ast.AST, v: Any, fr: Frame, pc: list[str]) -> None:
+        """checkgen's assign, except that ``d[k] = v`` with ``k`` a local holding a string (an unrolled loop's
+        variable, serving_hook.py:306-318) sets that key instead of making every key unknown."""
+        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Constant):
+            try:
+                base, key = self.value(target.value, fr, pc), self.value(target.slice, fr, pc)
+            except Untranslatable:
+                base = key = None
+            if isinstance(base, Obj) and isinstance(key, Expr) and key.text[:1] in "'\"" \
+                    and not cg.free_names(key.text):
+                k = ast.literal_eval(key.text)
+                if isinstance(k, str):
+                    self.set_attr(base, k, v, self.eff(fr, pc))
+                    return
+        super().assign(target, v, fr, pc)
 
     def dict_literal(self, node: ast.Dict, fr: Frame, pc: list[str]) -> Any:
         d = Dict_(f"dict@{fr.path}:{node.lineno}")
@@ -669,8 +723,40 @@ class SglWalker(cg.Walker):
                 return hf
             if a in MODEL_FACTS:
                 return Expr(f"mc__{a}")
+            if a in ARCH_DERIVED:  # ModelConfig.__init__ computes it from the architectures: walk that function
+                path, name = ARCH_DERIVED[a]
+                m = self.modules.get(path)
+                fn = m.functions.get(name) if m else None
+                if fn is None:
+                    return None
+                try:
+                    return self.invoke(fn, path, None, [Expr("hf__architectures")], {}, [])
+                except Untranslatable:
+                    return None
             return None
         return Obj("model_config", free)
+
+    def each(self, node: ast.AST, fr: Frame, pc: list[str]) -> list[str]:
+        """checkgen's each, also over a constant or a local holding a literal (``any(m in archs for m in models)``,
+        configs/model_config.py:2540-2546)."""
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp)) and len(node.generators) == 1:
+            g = node.generators[0]
+            if not g.ifs and not g.is_async and isinstance(g.target, ast.Name) \
+                    and not isinstance(g.iter, (ast.List, ast.Tuple)):
+                v = self.value(g.iter, fr, pc)
+                items = None
+                if isinstance(v, Expr) and not v.ref and not cg.free_names(v.text):
+                    try:
+                        items = ast.literal_eval(v.text)
+                    except (ValueError, SyntaxError):
+                        items = None
+                if isinstance(items, tuple) and len(items) <= 64:
+                    out = []
+                    for x in items:
+                        inner = Frame(fr.path, {**fr.locals, g.target.id: self.literal(x)}, fr.cls, fr.base)
+                        out.append(self.text(node.elt, inner, pc, True))
+                    return out
+        return super().each(node, fr, pc)
 
     def model_overrides(self, node: ast.Call, fr: Frame, pc: list[str], conds: list[str]) -> Any:
         """The per-architecture providers (model_override_base.MODEL_OVERRIDES, register_model_override,
