@@ -252,3 +252,17 @@ def test_the_speculative_config_exists_when_any_of_its_options_is_given(catalog)
     cmd = "vllm serve meta-llama/Llama-3.1-8B --per-request-spec-decode-metrics summary"
     assert line in _refused_lines(cmd, "0.34.0", catalog)
     assert line not in _refused_lines(cmd + " --spec-method ngram --spec-tokens 3", "0.34.0", catalog)
+
+
+def test_the_sglang_walker_overrides_checkgen_only_with_the_same_parameters():
+    """A SglWalker method named like a checkgen.Walker method replaces it for checkgen's own calls: a different
+    signature broke regenerations twice (bind -> 25 rows over 409; dict_keys -> a TypeError mid-walk)."""
+    import ast
+
+    def methods(path: Path, cls: str) -> dict[str, list[str]]:
+        tree = ast.parse(path.read_text())
+        body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls).body
+        return {f.name: [a.arg for a in f.args.args] for f in body if isinstance(f, ast.FunctionDef)}
+    base = methods(REPO / "tools" / "checkgen.py", "Walker")
+    own = methods(REPO / "tools" / "sglang_generated_checks.py", "SglWalker")
+    assert {k for k in set(base) & set(own) if base[k] != own[k]} == {"__init__"}

@@ -91,3 +91,26 @@ def test_model_facts_follow_sglangs_model_config(catalog):
         got[m.split("/")[1]] = (ns.get("mc__attention_arch"), ns.get("hf__index_topk", "-"))
     assert got == {"DeepSeek-V3": ("MLA", "__none__"), "DeepSeek-V3.2": ("MLA", 2048), "Qwen3-8B": ("MHA", "-"),
                    "DeepSeek-V4-Flash": ("MHA", 512)}
+
+
+def _lines(got: list[tuple[str, int, str]]) -> set[tuple[str, int]]:
+    return {(f, line) for f, line, _ in got}
+
+
+def test_rows_after_the_load_format_evaluate_on_a_real_model(refusals):
+    """Every field resolved after serving_hook.py:337 (declare_resolution(**renamed): the deprecated attention-backend
+    aliases) was unknown for a real model path until the walk followed that dict; parallel_hook.py:250 (--dcp-size > 1
+    with --enable-prefill-cp) now fires on a real checkpoint."""
+    assert ("parallel_hook.py", 250) in _lines(refusals(B + "Qwen/Qwen3-8B --tp 2 --dcp-size 2 --enable-prefill-cp"))
+    assert ("parallel_hook.py", 250) not in _lines(refusals(B + "Qwen/Qwen3-8B --tp 2 --dcp-size 2"))
+
+
+def test_model_rows_read_sglangs_own_model_facts(refusals):
+    """model_hook.py:188 (is_deepseek_dsa: the architecture and config.json's index_topk) and layernorm_sp_hook.py:131
+    (SP_SUPPORTED_ARCHITECTURES, a frozenset union in layers/layernorm_sp.py:53-54)."""
+    split = "--enable-dsa-cache-layer-split"
+    assert ("model_hook.py", 188) in _lines(refusals(B + f"Qwen/Qwen3-8B {split}"))
+    assert ("model_hook.py", 188) not in _lines(refusals(B + f"deepseek-ai/DeepSeek-V3.2 --tp 8 {split}", "H200"))
+    assert ("model_hook.py", 188) in _lines(refusals(B + f"deepseek-ai/DeepSeek-V3 --tp 8 {split}", "H200"))
+    assert ("layernorm_sp_hook.py", 131) in _lines(refusals(B + "meta-llama/Llama-3.1-8B --enable-layernorm-sp"))
+    assert ("layernorm_sp_hook.py", 131) not in _lines(refusals(B + "Qwen/Qwen3-8B --tp 2 --enable-layernorm-sp"))

@@ -384,7 +384,7 @@ class SglWalker(cg.Walker):
         if isinstance(node, ast.Dict):
             return self.dict_literal(node, fr, pc)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
-            keys = self.dict_keys(self.value_or_taint(node.comparators[0], fr, pc))
+            keys = self.built_dict_keys(self.value_or_taint(node.comparators[0], fr, pc))
             if keys is not None:  # ``old in aliases`` over a dict the walk built (serving_hook.py:304-312)
                 op = "in" if isinstance(node.ops[0], ast.In) else "not in"
                 return Expr(f"({self.text(node.left, fr, pc)} {op} {self.literal(tuple(keys)).text})")
@@ -413,6 +413,8 @@ class SglWalker(cg.Walker):
             return View(self, dict(self.decl))
         if name == "record_of":
             return self.record
+        if isinstance(f, ast.Attribute) and ast.unparse(f) == "torch.cuda.get_device_capability" and not node.args:
+            return Expr("platform__device_capability")  # (major, minor) of the GPU (checkns: a CUDA GPU's)
         if name == "get_platform" and not node.args:
             return Obj("platform", lambda a: Expr(f"platform__{a}") if a in PLATFORM_FACTS else None)
         if name in PROBES and not node.args and isinstance(f, ast.Name):
@@ -564,7 +566,7 @@ class SglWalker(cg.Walker):
         return None
 
     @staticmethod
-    def dict_keys(d: Any) -> list[str] | None:
+    def built_dict_keys(d: Any) -> list[str] | None:
         """The keys of a dict the walk built whose every key is present on every path (a literal of constant keys);
         None otherwise."""
         if not isinstance(d, Dict_) or "*" in d.env or not d.env:
@@ -575,7 +577,7 @@ class SglWalker(cg.Walker):
 
     def subscript(self, node: ast.Subscript, fr: Frame, pc: list[str]) -> Any:
         base = self.value(node.value, fr, pc)
-        keys = self.dict_keys(base)
+        keys = self.built_dict_keys(base)
         if keys is not None and not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
             # ``aliases[old]``: the value of the key ``old`` holds; another key raises KeyError (unknown, not a fact)
             k = self.text(node.slice, fr, pc)
@@ -595,7 +597,24 @@ class SglWalker(cg.Walker):
 
     def assign(self, target: ast.AST, v: Any, fr: Frame, pc: list[str]) -> None:
         """checkgen's assign, except that ``d[k] = v`` with ``k`` a local holding a string (an unrolled loop's
-        variable, serving_hook.py:306-318) sets that key instead of making every key unknown."""
+        variable, serving_hook.py:306-318) sets that key instead of making every key unknown, and that a tuple
+        target takes the elements of a tuple value (``prefill, decode = attention_backends_of(view)``) or ``item(v,
+        i)`` of another value (``major, _ = torch.cuda.get_device_capability()``)."""
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(v, Expr) and not v.ref \
+                and not any(isinstance(t, ast.Starred) for t in target.elts):
+            try:
+                e = ast.parse(v.text, mode="eval").body
+            except SyntaxError:
+                e = None
+            if isinstance(e, (ast.Tuple, ast.List)):
+                if len(e.elts) == len(target.elts):
+                    for t, x in zip(target.elts, e.elts):
+                        self.assign(t, Expr(ast.unparse(x)), fr, pc)
+                    return
+            elif e is not None and cg.free_names(v.text) and cg.UNK not in cg.free_names(v.text):
+                for i, t in enumerate(target.elts):
+                    self.assign(t, Expr(f"item({v.text}, {i})"), fr, pc)
+                return
         if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Constant):
             try:
                 base, key = self.value(target.value, fr, pc), self.value(target.slice, fr, pc)
@@ -911,6 +930,12 @@ class SglWalker(cg.Walker):
                 else:
                     val = v.env.get(k, Expr(ABSENT))
                 if cg.has_unknown(conds) or val is TAINT or not isinstance(acc, Expr) or not isinstance(val, Expr):
+                    known = [c for c in conds if not cg.is_unknown(c)]
+                    if known and isinstance(acc, Expr):
+                        # a value the walk cannot model returned where the known conditions hold (the real
+                        # condition implies them): unknown there, the later returns' value elsewhere
+                        acc = Expr(f"({cg.UNK} if {cg.conj(known)} else {acc.text})")
+                        continue
                     acc = TAINT if (cg.has_unknown(conds) or val is TAINT) else acc
                     if acc is TAINT:
                         break

@@ -50,8 +50,8 @@ def _string_method(name: str) -> Any:
 
 
 def item(v: Any, i: int) -> Any:
-    """``v[i]`` of a list option; on None or a short list Python raises, and so does this (the row is not evaluated)."""
-    if not isinstance(v, list) or not 0 <= i < len(v):
+    """``v[i]`` of a list option or a tuple fact; on None or a short list Python raises, and so does this (the row is not evaluated)."""
+    if not isinstance(v, (list, tuple)) or not 0 <= i < len(v):
         raise TypeError("no such item")
     return v[i]
 
