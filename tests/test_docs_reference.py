@@ -12,10 +12,19 @@ from catalog_copy import REPO, copy_catalog, dump, load, optkg
 
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:
+    """A catalog copy of the test's own (for a test that edits it)."""
     return copy_catalog(tmp_path / "home")
 
 
-def test_docs_cover_every_technique_and_rule(home: Path) -> None:
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory) -> Path:
+    """One catalog copy for the tests that only read it (each copy's catalog and rules are built again: ~1.5
+    CPU-s, the cache being keyed on the files' paths)."""
+    return copy_catalog(tmp_path_factory.mktemp("docs-home") / "home")
+
+
+def test_docs_cover_every_technique_and_rule(shared_home: Path) -> None:
+    home = shared_home
     r = optkg(["docs"], home)
     assert r.returncode == 0, r.stderr
     tech = (home / "docs" / "techniques.md").read_text(encoding="utf-8")
@@ -72,7 +81,8 @@ def test_docs_check_detects_stale_copies(home: Path) -> None:
     assert "Changed in a test." in (home / "docs" / "techniques.md").read_text()
 
 
-def test_docs_are_deterministic(home: Path, tmp_path: Path) -> None:
+def test_docs_are_deterministic(shared_home: Path, tmp_path: Path) -> None:
+    home = shared_home
     a, b = tmp_path / "a", tmp_path / "b"
     assert optkg(["docs", "-o", str(a)], home).returncode == 0
     assert optkg(["docs", "-o", str(b)], home, cwd=tmp_path).returncode == 0
@@ -80,11 +90,11 @@ def test_docs_are_deterministic(home: Path, tmp_path: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes()
 
 
-def test_committed_schema_and_docs_are_fresh(tmp_path: Path) -> None:
+def test_committed_schema_and_docs_are_fresh() -> None:
     """The committed catalog/schema/technique.schema.json and docs/ match what the commands generate."""
     home = REPO
-    r = optkg(["schema", "--check", "--catalog", str(REPO / "catalog")], home, cache=tmp_path / "cache")
+    r = optkg(["schema", "--check", "--catalog", str(REPO / "catalog")], home)  # the session's cache
     assert r.returncode == 0, r.stdout + r.stderr
     d = optkg(["docs", "--check", "--catalog", str(REPO / "catalog"), "--rules", str(REPO / "rules"),
-               "-o", str(REPO / "docs")], home, cache=tmp_path / "cache")
+               "-o", str(REPO / "docs")], home)
     assert d.returncode == 0, d.stdout + d.stderr
