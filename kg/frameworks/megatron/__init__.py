@@ -51,11 +51,29 @@ class Megatron(TrainingFramework):
 
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         from kg.frameworks.megatron.generated import findings
-        return findings(job) if job.framework == self.id else []
+        if job.framework != self.id:
+            return []
+        return refused_arguments(job) + findings(job)
 
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         from kg.frameworks.megatron.memory import theoretical_cross_check
         return {"megatron_theoretical": theoretical_cross_check(job, shape, parallel)}
+
+
+def refused_arguments(job: Any) -> list[dict[str, Any]]:
+    """The options Megatron's parser refuses (kg.frameworks.megatron.reader._unknown_arguments), as one finding."""
+    refused = job.configs.get("megatron_refused_args") or []
+    if not refused:
+        return []
+    return [{"rule_id": "megatron-unrecognized-argument", "package": "Megatron-LM", "release": "core_v0.16.1",
+             "path": "megatron/training/arguments.py", "line": 102,
+             "message": "; ".join(f"{f} is not an option of Megatron-LM core_v0.16.1 (did you mean {near}?)"
+                                  for f, near in refused)
+             + "; this report reads the job without " + ("it" if len(refused) == 1 else "them"),
+             "values": "argparse allow_abbrev=False, parser.parse_args(): error: unrecognized arguments",
+             "expr": "an option add_megatron_arguments does not define",
+             "url": "https://github.com/NVIDIA/Megatron-LM/blob/core_v0.16.1/megatron/training/arguments.py",
+             "table": "kg/frameworks/megatron/data/parser-options-core_v0.16.1.txt"}]
 
 
 FRAMEWORKS = (Megatron(),)

@@ -141,23 +141,44 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
 
 
 def _unknown_arguments(job: TrainingJob) -> None:
-    """A note per option that is not in optkg's table of Megatron-LM core_v0.16.1's arguments, with the nearest one.
+    """Options Megatron-LM core_v0.16.1's parser does not define (newuser3 #4).
 
     Megatron's parse_args (megatron/training/arguments.py:87-102 at core_v0.16.1: ArgumentParser(allow_abbrev=False),
-    then parser.parse_args()) refuses an option it does not define. But the table (data/arguments-core_v0.16.1.yaml)
-    is incomplete: it lacks the script's extra_args_provider arguments, and Megatron's own examples at that tag pass
-    --disable-bias-linear, which it does not list. So an option outside it stays "ignored", never "refused"."""
+    then parser.parse_args()) refuses an option it does not define. Known: the options its add_megatron_arguments
+    builds (data/parser-options-core_v0.16.1.txt, tools/megatron_parser_options.py) and every name of
+    data/arguments-core_v0.16.1.yaml. A script may add its own (extra_args_provider, e.g. pretrain_gpt.py's
+    add_modelopt_args when nvidia-modelopt is installed), which optkg does not list; so an unknown option that is a
+    near miss of a core one (difflib ratio >= 0.85) is refused (``job.configs["megatron_refused_args"]``: an ERROR),
+    and any other stays a note."""
     from difflib import get_close_matches
     from kg.frameworks.megatron.generated import arg_table
-    table = arg_table()
-    names = sorted(table)
+    known = set(arg_table()) | parser_options()
+    names = sorted(known)
+    refused = []
     for f in job.ignored:
-        if not f.startswith("--") or f in table or f.replace("_", "-") in table:
+        if not f.startswith("--") or f in known:
             continue
-        near = get_close_matches(f.replace("_", "-"), names, n=1, cutoff=0.85)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        job.notes.append(f"{f}: not in optkg's table of Megatron-LM core_v0.16.1's arguments (incomplete, so not "
-                         f"known to be refused){hint}")
+        near = get_close_matches(f, names, n=1, cutoff=0.85)
+        if near:
+            refused.append((f, near[0]))
+            job.notes.append(f"{f}: read as absent (Megatron refuses it, see the ERROR); did you mean {near[0]}?")
+        else:
+            job.notes.append(f"{f}: not an option of Megatron-LM core_v0.16.1's parser; Megatron refuses it unless "
+                             "the script's extra_args_provider adds it")
+    if refused:
+        job.configs["megatron_refused_args"] = refused
+
+
+_PARSER_OPTIONS: frozenset[str] | None = None
+
+
+def parser_options() -> frozenset[str]:
+    """The options of data/parser-options-core_v0.16.1.txt (read once)."""
+    global _PARSER_OPTIONS
+    if _PARSER_OPTIONS is None:
+        p = Path(__file__).parent / "data" / "parser-options-core_v0.16.1.txt"
+        _PARSER_OPTIONS = frozenset(x for x in p.read_text().split() if x.startswith("--"))
+    return _PARSER_OPTIONS
 
 
 # Megatron-LM core_v0.16.1 megatron/training/tokenizer/tokenizer.py build_tokenizer: which vocabulary each
