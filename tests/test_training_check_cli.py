@@ -225,3 +225,17 @@ def test_a_generic_train_py_says_the_hf_trainer_framework_was_assumed(cli):
     code, out, err = cli("check", "--train", "torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 2",
                          "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed", "--format", "json")
     assert "framework_assumed" not in json.loads(out)["stack"]
+
+
+def test_torchtitan_fsdp_over_cp_without_dp_gets_no_zero1_needs_dp_info(cli, tmp_path):
+    # torchtitan shards with FSDP2 over dp_shard x cp (0.3.0 parallel_dims.py:692-693 fsdp_enabled): CP 2 at DP 1
+    # still splits the states over 2 GPUs; a Megatron distributed optimizer at DP 1 keeps the info
+    toml = tmp_path / "cp.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+                    '[parallelism]\ndata_parallel_shard_degree = 1\ncontext_parallel_degree = 2\n')
+    code, out, err = cli("check", str(toml), "--gpu", "H100", "--count", "2", "--no-speed")
+    assert "coupling-zero-1-requires-data-parallelism" not in out.split("Could not be evaluated")[0]
+    code, out, err = cli("check", "--train", "torchrun --nproc_per_node 1 pretrain_gpt.py --use-distributed-optimizer "
+                         "--micro-batch-size 1 --global-batch-size 8 --seq-length 1024", "--model",
+                         "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed")
+    assert "INFO  coupling-zero-1-requires-data-parallelism: ZeRO-1 requires DP" in out
