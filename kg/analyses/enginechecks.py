@@ -163,17 +163,23 @@ def load_sites(path: Path) -> dict[str, Any]:
     content-keyed cache, kg.core.cache.built_from: the four shipped files are 1.5 MB of YAML) and kept per process
     by mtime. A file without engine / release / sites is an OptkgError naming it."""
     path = Path(path)
+    return _per_file(_SITES, "engine-sites", path, lambda: _read_sites(path))
+
+
+def _per_file(memo: dict[str, tuple[int, Any]], kind: str, path: Path, build: Any) -> Any:
+    """``build()`` (plain data from ``path``) through the content-keyed cache (kg.core.cache.built_from under
+    ``kind``), kept in ``memo`` by the file's mtime; OptkgError when the file cannot be read."""
     try:
         mtime = path.stat().st_mtime_ns
     except OSError as e:
         raise OptkgError(f"{path}: cannot read ({e.strerror})") from None
-    got = _SITES.get(str(path))
+    got = memo.get(str(path))
     if got and got[0] == mtime:
         return got[1]
     from kg.core import cache
-    d = cache.built_from("engine-sites", [path], lambda: _read_sites(path))
-    _SITES[str(path)] = (mtime, d)
-    return d
+    data = cache.built_from(kind, [path], build)
+    memo[str(path)] = (mtime, data)
+    return data
 
 
 _ALL_SITES: dict[str, tuple[tuple, list[dict[str, Any]]]] = {}
@@ -341,16 +347,9 @@ def check_rows(path: Path | str) -> dict[str, Any]:
     Built once per file content (kg.core.cache.built_from), kept per process by mtime: a one-shot ``check``
     neither parses the sites YAML nor walks 400 expressions for the names they read."""
     path = Path(path)
-    mtime = path.stat().st_mtime_ns
-    got = _ROWS.get(str(path))
-    if got and got[0] == mtime:
-        return got[1]
-    from kg.core import cache
     # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills;
     # 3: each row's read set)
-    t = cache.built_from("engine-check-rows-3", [path], lambda: _build_rows(path))
-    _ROWS[str(path)] = (mtime, t)
-    return t
+    return _per_file(_ROWS, "engine-check-rows-3", path, lambda: _build_rows(path))
 
 
 class _LetFacts(dict):
