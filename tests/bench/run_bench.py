@@ -136,11 +136,13 @@ def sweep_rate(runs: int) -> dict:
 
 # Why a target can be missed (measured while writing this benchmark; printed for each row marked "no").
 WHY = {
-    "optkg check": "the command imports what it uses and reads the catalog, rules and the engine, release and option "
-                   "tables from the content-keyed cache (until 2026-12-01 the engine tables, ~2,400 YAML lines, were "
-                   "re-parsed on every run: 0.85x; cached: 0.67x); what remains is Python start-up, PyYAML for the "
-                   "stack file (its resolver compiles ~20 regular expressions at import), durable-rules' import of "
-                   "logging, compiling ~70 rule expressions and ~260 check rules' outcomes; machine noise moves the ratio by ~0.05",
+    "optkg check": ("the command reads the catalog, rules, engine tables, the stack file and its release's generated "
+                    'check rows (with the names each reads) from the content-keyed cache, and imports neither PyYAML nor '
+                    'the training readers (2026-12-07: 2,039 -> 1,113 M instructions under callgrind, 1.22x -> 0.83x at '
+                    'load 4-14); what remains is ~500 M instructions of imports (stdlib pathlib/dataclasses/typing ~110 '
+                    'M, the rule engine with durable-rules and packaging ~100 M, the launch readers ~80 M, the analyses '
+                    '~50 M) and the run itself (~190 expressions compiled, ~80 rows and ~70 rules evaluated, the report);'
+                    " under load the floor's imports slow down more, so a quiet machine gives a higher ratio"),
     "optkg kv": "nothing heavy is imported (no PyYAML since 2026-12-07: the attribute-alias table comes from the "
                 "content-keyed cache; no jsonschema, no durable-rules, not the stack model: kg/inputs/settingcheck.py); "
                 "the CLI builds only the command's own parser; the rest is pathlib, dataclasses/inspect, packaging and "
