@@ -185,9 +185,13 @@ def test_model_given_as_a_config_path():
 
 
 def test_scheduler_and_context_limits_in_the_text():
+    from report_text import unwrap  # the text is wrapped at 100 columns
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--max-num-seqs", "8", "--engine-version", "0.33.0")  # 16-token blocks
+    out = unwrap(out)
     assert code == 0, err
+    assert max(len(line) for line in run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib",
+                                             "16")[1].splitlines()) <= 100
     # Llama-3.1-8B: 131,072 B/token -> 16 GiB holds 8,192 blocks = 131,072 tokens; one sequence all but the null
     # block: 131,056, just under max_position_embeddings 131,072
     assert ("knee: one sequence up to 131,056 tokens (KV memory binds; the model's max_position_embeddings would "
@@ -197,6 +201,7 @@ def test_scheduler_and_context_limits_in_the_text():
     assert "throughput: at up to 8 concurrent requests (the scheduler limit; the KV knee is 113 median requests)" in flat
     code, out, err = run_cli("fit", SMALL, "--model", "meta-llama/Llama-3.1-8B", "--kv-budget-gib", "16",
                              "--max-model-len", "8192", "--engine-version", "0.33.0")
+    out = unwrap(out)
     assert ("knee: one sequence up to 8,192 tokens (--max-model-len binds; KV memory alone would hold 131,056, the "
             "GPU KV cache's 131,072 tokens less vLLM's null block)") in out
     assert run_cli("fit", SMALL, "--max-num-seqs", "0")[0] == 2

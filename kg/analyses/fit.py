@@ -717,8 +717,10 @@ def _notes(features: Mapping[str, Any], ctx: Mapping[str, Any] | None,
                      f"model's context limit ({lim:,} tokens, {(curve or {}).get('context_limit_by')}): such requests "
                      "are refused or truncated whatever the memory")
     if features.get("prefix_measurable"):
+        eng = (ctx or {}).get("block_size")  # the engine release's default block (64 tokens from vLLM 0.34.0)
         notes.append(f"prefix reuse is measured at the trace's {features.get('block_size')}-token block granularity; "
-                     "engines cache smaller blocks (vLLM 16 tokens), so real hit ratios can be slightly higher")
+                     + (f"the engine caches {eng}-token blocks" if eng else "engines cache smaller blocks")
+                     + ", so real hit ratios can be slightly higher")
         notes.append("the LRU model holds only cached prefixes; running requests also occupy the KV budget, "
                      "so hit ratios at the GPU capacity are upper bounds")
     if ctx and ctx["model"].sliding_window:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kg.core.textsafe import fit_width
 from kg.cli.common import add_catalog_arg, add_stack_args, write_output
 
 FORMATS = ("text", "json", "markdown")
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         text = render_markdown(d, args.verbose)
     else:
-        text = render_text(d, args.verbose)
+        text = fit_width(render_text(d, args.verbose))  # people read it: 100 columns
     write_output(text, args.output, force=args.force)
     return fail_code(d, args.fail_on)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from kg.core.errors import OptkgError
+from kg.core.textsafe import fit_width
 from kg.cli.common import add_catalog_arg, load_clean_catalog, parse_thresholds, write_output
 
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.verbose:
             report["measurements"]["elapsed_s"] = m.summary.get("elapsed_s")
-        text = render_fit_text(report, verbose=args.verbose)
+        text = fit_width(render_fit_text(report, verbose=args.verbose))  # people read it: 100 columns
     if args.plot is not None:
         plot_fit(report, args.plot, force=args.force)
     write_output(text, args.output, force=args.force)

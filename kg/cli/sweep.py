@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kg.core.textsafe import fit_width
 from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stack_from_args, write_output
 
 FORMATS = ("text", "json", "csv")
@@ -116,6 +117,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = render_csv(d)
     else:
-        text = render_text(d)
+        text = fit_width(render_text(d))  # people read it: 100 columns
     write_output(text, args.output, force=args.force)
     return 0 if d["summary"]["valid_and_fit"] else 1

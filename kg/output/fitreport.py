@@ -31,8 +31,14 @@ def _wrap(text: str, indent: str = "  ", width: int = 100) -> str:
 
 
 def _table(rows: list[list[Any]], headers: list[str], fmt: str) -> str:
-    from tabulate import tabulate
-    return tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    import tabulate as tb
+    # no extra padding beside a header wider than its column (tabulate's MIN_PADDING 2): with it the capacity
+    # table ran to 104 columns; the two-space column gap stays
+    pad, tb.MIN_PADDING = tb.MIN_PADDING, 0
+    try:
+        return tb.tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    finally:
+        tb.MIN_PADDING = pad
 
 
 def measurement_sections(m: dict[str, Any], fmt: str = "simple") -> list[tuple[str, list[str]]]:
