@@ -24,7 +24,16 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
+from conftest import run_cli as _run_cli
+
+from report_text import unwrap
+
+
+def run_cli(*argv):
+    """The in-process CLI with the text's 100-column wrapping undone, for substring assertions."""
+    code, out, err = _run_cli(*argv)
+    return code, unwrap(out), err
+
 from kg.engines.vllm.kv_plan import eagle_method, hybrid_manager, plan_kv_cache
 from kg.inputs.modelcfg import resolve_model
 

@@ -2,7 +2,16 @@
 above the model's limit), tokens in flight only for window groups, the engine's KV block, MLA's latent."""
 from __future__ import annotations
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli as _run_cli
+
+from report_text import unwrap
+
+
+def run_cli(*argv):
+    """The in-process CLI with the text's 100-column wrapping undone, for substring assertions."""
+    code, out, err = _run_cli(*argv)
+    return code, unwrap(out), err
+
 
 MISTRAL = REPO / "tests/fixtures/field_cases/configs/mistral-7b-v0.1.json"
 

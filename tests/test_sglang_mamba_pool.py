@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli as _run_cli
+
+from report_text import unwrap
+
+
+def run_cli(*argv):
+    """The in-process CLI with the text's 100-column wrapping undone, for substring assertions."""
+    code, out, err = _run_cli(*argv)
+    return code, unwrap(out), err
+
 from kg.core.errors import OptkgError
 from kg.engines.sglang.pools import sglang_mamba_state_bytes, sglang_pools
 from kg.inputs.modelcfg import load_config_file, parse_config

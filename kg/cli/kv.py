@@ -131,92 +131,99 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(out), end="")
         return 0
-    for w in out.get("warnings") or []:
-        print(f"WARNING {w['rule_id']}: {w['message']}")
-    L = lay
-    if model.is_mla:
-        # MLA caches one latent per token per layer, shared by every query head: KV heads and
-        # head_dim are not the cache's shape (facts §1.5)
-        print(f"{one_line(model.name)}: MLA, {model.num_attention_heads} query heads sharing one latent of "
-              f"kv_lora_rank {model.kv_lora_rank} + qk_rope_head_dim {model.qk_rope_head_dim} = "
-              f"{(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)} elements per token per layer, "
-              f"{model.num_hidden_layers} layers, {model.dtype}")
-    else:
-        print(f"{one_line(model.name)}: {model.attention.upper()}, {model.num_attention_heads} query heads, "
-              f"{model.num_key_value_heads} KV heads, head_dim {model.head_dim}, {model.num_hidden_layers} layers, {model.dtype}")
-    per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
-        else f"{L.kv_element_bytes:g} bytes/element"
-    print(f"  tp_size {L.tp_size}  pp_size {L.pp_size}  dcp_size {L.dcp_size}  kv_cache_dtype {L.kv_cache_dtype}"
-          f" ({per_layer})" + (f", auto from checkpoint {auto_kv['checkpoint']} ({auto_kv['source']})" if auto_kv else ""))
-    print(f"  KV bytes/token, whole model          {L.bytes_per_token_model:,.0f}")
-    if model.is_mla:
-        print(f"  {'latent copies (one per TP rank)':<37}{L.tp_size}")
-    else:
-        print(f"  KV heads per rank                    {L.kv_heads_per_rank}")
-    print(f"  KV-head replication                  {L.replication_factor:g}x")
-    print(f"  KV bytes/token per GPU               {L.bytes_per_token_per_gpu:,.0f}"
-          f"  (without replication: {L.bytes_per_token_per_gpu_unreplicated:,.0f})")
-    if L.dcp_size > 1:
-        print(f"  KV bytes per context token per GPU   {L.bytes_per_token_per_gpu_effective:,.0f}  (DCP-sharded)")
-    print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
-    ca = out.get("cross_attention")
-    if ca:
-        label = f"cross-attention (x{ca['layers']} layers)"
-        print(f"  {label:<37}{ca['bytes_per_encoder_token_per_gpu']:,} bytes/encoder token"
-              f" per GPU; {ca['encoder_tokens_reserved_per_request']:,} encoder tokens ({ca['blocks_per_request']:,} blocks)"
-              " reserved per request")
-    if plan is not None:
-        print(f"  {'KV layer groups (vLLM)':<37}{plan.groups_text()}")
-        if plan.hybrid_reason:
-            print(f"  {'hybrid KV-cache manager (vLLM)':<37}{plan.hybrid_reason}")
-        if plan.refused:
-            print(f"WARNING hybrid-kv-cache-manager-refused: {plan.refused}")
-    if "capacity" in out:
-        c = out["capacity"]
-        if budget is not None:  # the lines check prints for the same stack (kg.derive.budget)
-            print(f"  {'KV budget per GPU (estimate)':<37}~{budget.kv_bytes / 2**30:,.1f} GiB ({budget.error_text}) on "
-                  f"{hardware['id']}" + (f" x{args.count}" if args.count else ""))
-            for i, line in enumerate(budget.lines):
-                print(f"    {('' if i == 0 else '- ') + line.name:<33}{line.bytes / 2**30:,.2f} GiB  {line.basis}")
+    # the text is printed line by line below; people read it at 100 columns, wrapped like check's report
+    import contextlib
+    import io
+    from kg.core.textsafe import fit_width
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        for w in out.get("warnings") or []:
+            print(f"WARNING {w['rule_id']}: {w['message']}")
+        L = lay
+        if model.is_mla:
+            # MLA caches one latent per token per layer, shared by every query head: KV heads and
+            # head_dim are not the cache's shape (facts §1.5)
+            print(f"{one_line(model.name)}: MLA, {model.num_attention_heads} query heads sharing one latent of "
+                  f"kv_lora_rank {model.kv_lora_rank} + qk_rope_head_dim {model.qk_rope_head_dim} = "
+                  f"{(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)} elements per token per layer, "
+                  f"{model.num_hidden_layers} layers, {model.dtype}")
         else:
-            print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
-        if "num_blocks" in c:
-            print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
-            print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
-                  f"  ({' + '.join(f'{g.groups} x {g.blocks_per_request:,} {g.kind}' if g.groups > 1 else f'{g.blocks_per_request:,} {g.kind}' for g in plan.specs)}"
-                  + (f"; {plan.max_in_flight_tokens:,} tokens in flight, {plan.model_runner} model runner"
-                     if any(g.kind in ("sliding", "chunked") for g in plan.specs) else "") + ")")
-            print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
-        print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
-        print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
-        fits, limit = c["max_model_len_that_fits"], out.get("max_model_len_limit")
-        if plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
-            upto = f" ({limit:,} tokens for this model)" if limit else ""
-            print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
-                  "the sliding / chunked groups stop growing past the window")
-        elif limit and fits > limit:
-            print(f"  {'longest request that fits':<37}{limit:,} tokens (the model's limit; KV memory alone "
-                  f"would hold {fits:,})")
+            print(f"{one_line(model.name)}: {model.attention.upper()}, {model.num_attention_heads} query heads, "
+                  f"{model.num_key_value_heads} KV heads, head_dim {model.head_dim}, {model.num_hidden_layers} layers, {model.dtype}")
+        per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
+            else f"{L.kv_element_bytes:g} bytes/element"
+        print(f"  tp_size {L.tp_size}  pp_size {L.pp_size}  dcp_size {L.dcp_size}  kv_cache_dtype {L.kv_cache_dtype}"
+              f" ({per_layer})" + (f", auto from checkpoint {auto_kv['checkpoint']} ({auto_kv['source']})" if auto_kv else ""))
+        print(f"  KV bytes/token, whole model          {L.bytes_per_token_model:,.0f}")
+        if model.is_mla:
+            print(f"  {'latent copies (one per TP rank)':<37}{L.tp_size}")
         else:
-            print(f"  {'longest request that fits':<37}{fits:,} tokens")
-        if c["max_concurrency"] is not None:
-            print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
-    sp = out.get("sglang_pools")
-    if sp:
-        label = f"SGLang token pool ({sp['kind']})"
-        print(f"  {label:<37}{sp['max_total_num_tokens']:,} tokens")
-        if sp["swa_tokens"]:
-            print(f"  {'SGLang SWA pool':<37}{sp['swa_tokens']:,} tokens")
-        if sp.get("layers"):
-            print(f"  {'SGLang pools serve':<37}{sp['layers']}")
-        mp = sp.get("mamba")
-        if mp:
-            print(f"  {'SGLang Mamba state per request':<37}{mp['state_bytes_per_request']:,} bytes ({mp['ssm_dtype']} SSM state)")
-            print(f"  {'SGLang Mamba state slots':<37}{mp['max_mamba_cache_size']:,} ({mp['memory_bytes'] / 2**30:,.2f} GiB, "
-                  f"taken before the token pool)")
-            print(f"  {'SGLang max running requests':<37}{mp['max_running_requests']:,}"
-                  + (f"  (capped by the Mamba pool: {mp['slots_per_request']} slots per request, {mp['strategy']})"
-                     if mp["capped_by_mamba"] else ""))
+            print(f"  KV heads per rank                    {L.kv_heads_per_rank}")
+        print(f"  KV-head replication                  {L.replication_factor:g}x")
+        print(f"  KV bytes/token per GPU               {L.bytes_per_token_per_gpu:,.0f}"
+              f"  (without replication: {L.bytes_per_token_per_gpu_unreplicated:,.0f})")
+        if L.dcp_size > 1:
+            print(f"  KV bytes per context token per GPU   {L.bytes_per_token_per_gpu_effective:,.0f}  (DCP-sharded)")
+        print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
+        ca = out.get("cross_attention")
+        if ca:
+            label = f"cross-attention (x{ca['layers']} layers)"
+            print(f"  {label:<37}{ca['bytes_per_encoder_token_per_gpu']:,} bytes/encoder token"
+                  f" per GPU; {ca['encoder_tokens_reserved_per_request']:,} encoder tokens ({ca['blocks_per_request']:,} blocks)"
+                  " reserved per request")
+        if plan is not None:
+            print(f"  {'KV layer groups (vLLM)':<37}{plan.groups_text()}")
+            if plan.hybrid_reason:
+                print(f"  {'hybrid KV-cache manager (vLLM)':<37}{plan.hybrid_reason}")
+            if plan.refused:
+                print(f"WARNING hybrid-kv-cache-manager-refused: {plan.refused}")
+        if "capacity" in out:
+            c = out["capacity"]
+            if budget is not None:  # the lines check prints for the same stack (kg.derive.budget)
+                print(f"  {'KV budget per GPU (estimate)':<37}~{budget.kv_bytes / 2**30:,.1f} GiB ({budget.error_text}) on "
+                      f"{hardware['id']}" + (f" x{args.count}" if args.count else ""))
+                for i, line in enumerate(budget.lines):
+                    print(f"    {('' if i == 0 else '- ') + line.name:<33}{line.bytes / 2**30:,.2f} GiB  {line.basis}")
+            else:
+                print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
+            if "num_blocks" in c:
+                print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
+                print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
+                      f"  ({' + '.join(f'{g.groups} x {g.blocks_per_request:,} {g.kind}' if g.groups > 1 else f'{g.blocks_per_request:,} {g.kind}' for g in plan.specs)}"
+                      + (f"; {plan.max_in_flight_tokens:,} tokens in flight, {plan.model_runner} model runner"
+                         if any(g.kind in ("sliding", "chunked") for g in plan.specs) else "") + ")")
+                print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
+            print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
+            print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
+            fits, limit = c["max_model_len_that_fits"], out.get("max_model_len_limit")
+            if plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
+                upto = f" ({limit:,} tokens for this model)" if limit else ""
+                print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
+                      "the sliding / chunked groups stop growing past the window")
+            elif limit and fits > limit:
+                print(f"  {'longest request that fits':<37}{limit:,} tokens (the model's limit; KV memory alone "
+                      f"would hold {fits:,})")
+            else:
+                print(f"  {'longest request that fits':<37}{fits:,} tokens")
+            if c["max_concurrency"] is not None:
+                print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
+        sp = out.get("sglang_pools")
+        if sp:
+            label = f"SGLang token pool ({sp['kind']})"
+            print(f"  {label:<37}{sp['max_total_num_tokens']:,} tokens")
+            if sp["swa_tokens"]:
+                print(f"  {'SGLang SWA pool':<37}{sp['swa_tokens']:,} tokens")
+            if sp.get("layers"):
+                print(f"  {'SGLang pools serve':<37}{sp['layers']}")
+            mp = sp.get("mamba")
+            if mp:
+                print(f"  {'SGLang Mamba state per request':<37}{mp['state_bytes_per_request']:,} bytes ({mp['ssm_dtype']} SSM state)")
+                print(f"  {'SGLang Mamba state slots':<37}{mp['max_mamba_cache_size']:,} ({mp['memory_bytes'] / 2**30:,.2f} GiB, "
+                      f"taken before the token pool)")
+                print(f"  {'SGLang max running requests':<37}{mp['max_running_requests']:,}"
+                      + (f"  (capped by the Mamba pool: {mp['slots_per_request']} slots per request, {mp['strategy']})"
+                         if mp["capped_by_mamba"] else ""))
+    sys.stdout.write(fit_width(buf.getvalue().rstrip("\n")) + "\n")
     return 0
 
 
