@@ -32,6 +32,16 @@ def test_a_misspelled_option_is_an_error_naming_the_accepted_spelling():
     assert not any("tensor-paralel" in x for x in d["ignored_flags"])  # refused, not "ignored (not modelled)"
 
 
+def test_a_prefix_of_two_options_is_refused_as_ambiguous_not_unrecognized():
+    # argparse (allow_abbrev, vLLM's FlexibleArgumentParser keeps it) stops --kv-cache-dt with "ambiguous option":
+    # vllm 0.34.0 defines both --kv-cache-dtype and --kv-cache-dtype-skip-layers (engine/arg_utils.py:819)
+    d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --kv-cache-dt fp8", "--engine-version", "0.34.0")
+    f = _finding(d, "engine-option-refused")
+    assert f["message"] == ('vllm refuses to start (argparse "ambiguous option"): --kv-cache-dt is ambiguous in vllm '
+                            "0.34.0 (could match --kv-cache-dtype, --kv-cache-dtype-skip-layers); did you mean "
+                            "--kv-cache-dtype?")
+
+
 def test_an_accepted_option_optkg_does_not_model_stays_a_note():
     d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --disable-log-stats --no-enable-log-requests",
                     "--engine-version", "0.34.0")

@@ -87,6 +87,18 @@ def test_models_command_lists_every_bundled_config_within_100_columns(capsys):
     assert d["count"] == 1 and d["models"][0]["kv_heads"] == 8 and "falcon-40b" in d["models"][0]["source"]
 
 
+def test_a_config_without_length_keys_runs_at_vllms_2048_default(capsys):
+    # falcon-40b's config.json has none of vLLM's length keys: vLLM assumes 2,048 unless --max-model-len is given
+    # (vllm 0.34.0 config/model.py:2633); optkg neither prints "None" nor the KV-bound length as the limit
+    from kg.inputs.modelcfg import vllm_default_max_model_len, vllm_max_model_len
+    assert vllm_max_model_len({"model_type": "falcon"}) is None
+    assert vllm_default_max_model_len({"model_type": "falcon"}) == 2048
+    rc, out, _ = run(["models", "falcon"], capsys)
+    assert rc == 0 and re.search(r"tiiuae/falcon-40b +gqa +60 +8 +64 +any\*", out) and "None" not in out
+    rc, out, _ = run(["kv", "--model", "tiiuae/falcon-40b", "--gpu", "H100", "--tp", "2"], capsys)
+    assert rc == 0 and "longest request that fits            2,048 tokens (vLLM's default: config.json" in out
+
+
 def test_unknown_model_names_the_closest_bundled_ids():
     with pytest.raises(OptkgError) as e:
         resolve_model("Qwen/Qwen3.5-27")

@@ -65,6 +65,13 @@ def test_bad_framework_fields(catalog, data, needle):
     assert needle in str(e.value)
 
 
+def test_a_misspelled_setting_names_each_suggestion_once(catalog):
+    # gpu_memory_utilization is both a base setting and a technique parameter: one suggestion, not two
+    with pytest.raises(OptkgError) as e:
+        _stack(catalog, settings={"gpu_memory_utilisation": 0.9})
+    assert str(e.value).endswith("unknown setting 'gpu_memory_utilisation'; did you mean gpu_memory_utilization?")
+
+
 def test_engine_version_beside_engine(catalog):
     st = _stack(catalog, engine="vllm", engine_version="0.10.2")
     assert (st.engine, st.engine_version) == ("vllm", "0.10.2")

@@ -159,6 +159,11 @@ def test_csv_and_text_outputs(capsys):
     code, out, err = run(["sweep", "--vllm", f"vllm serve {MODEL}", "--tp", "4,8", "--dcp", "1,2",
                           "--kv-budget-gib", "40"], capsys)
     assert "KV tok/GPU" in out and "verdict" in out
+    # 40 GiB / (2 x 94 layers x 1 KV head x 128 x 2 bytes = 48,128 B per token) in 64-token blocks: 13,943 blocks =
+    # 892,352 tokens on each GPU; distinct = scheduler-wide / GPUs: tp 8 replicates each KV head on 2 GPUs
+    # (892,352 / 8 = 111,544), dcp 2 splits the tokens again (x 2), so the two tp 8 rows differ in that column
+    lines = {tuple(line.split()[1:3]): line.split()[4:6] for line in out.splitlines() if line[:1] in "1234"}
+    assert lines[("8", "2")] == ["892,352", "223,088"] and lines[("8", "1")] == ["892,352", "111,544"]
     assert "4 combination(s): 3 valid by the rules, 3 valid and fit" in out
     assert code == 0
 

@@ -696,17 +696,21 @@ def _given_names(stack: Any, ns: dict[str, Any]):
 
 
 def refused_option_facts(stack: Any) -> dict[str, Any]:
-    """Facts of the options the stack's release does not accept (``Stack.refused``, kg.inputs.launch.argv):
-    ``refused_option_count`` (always set for an engine stack, 0 when every option is accepted) and
-    ``refused_options_text`` (each option, the release, the nearest accepted spelling or where it exists)."""
+    """Facts of the options the stack's release refuses (``Stack.refused``, kg.inputs.launch.argv): their count (0
+    for an engine stack that gives none), text (option, release, nearest spelling) and argparse's error."""
     refused = list(getattr(stack, "refused", None) or [])
     parts = []
     for r in refused:
         hint = f"; did you mean {r['suggestion']}?" if r.get("suggestion") else ""
         where = f" (it exists in {stack.engine} {r['exists_in']})" if r.get("exists_in") else ""
         assumed = " (the newest release optkg has scanned; pass --engine-version)" if r.get("assumed") else ""
-        parts.append(f"{r['flag']} is not an option of {stack.engine} {r['release']}{assumed}{where}{hint}")
-    return {"refused_option_count": len(refused), "refused_options_text": "; ".join(parts)}
+        amb = r.get("ambiguous")  # argparse: "ambiguous option: --kv-cache-dt could match ..."
+        parts.append(f"{r['flag']} is ambiguous in {stack.engine} {r['release']}{assumed} (could match "
+                     f"{', '.join(amb[:6])}{' ...' if len(amb) > 6 else ''}){hint}" if amb else
+                     f"{r['flag']} is not an option of {stack.engine} {r['release']}{assumed}{where}{hint}")
+    kinds, pairs = {bool(r.get("ambiguous")) for r in refused}, (("unrecognized arguments", False), ("ambiguous option", True))
+    errors = " / ".join(f'argparse "{e}"' for e, k in pairs if k in kinds)
+    return {"refused_option_count": len(refused), "refused_options_text": "; ".join(parts), "refused_argparse_error": errors}
 
 
 def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:

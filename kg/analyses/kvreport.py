@@ -11,6 +11,7 @@ from kg.core.errors import OptkgError
 from kg.derive.kv import GIB, check_parallel_sizes, kv_capacity, kv_layout
 from kg.derive.encoder_cache import cross_attention_summary, longest_decoder_request
 from kg.engines.vllm.kv_plan import null_block_bytes, plan_kv_cache
+from kg.inputs.modelcfg import VLLM_NO_LENGTH_KEY_DEFAULT
 
 
 def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str = "auto",
@@ -43,6 +44,11 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
     limit = model.derived_max_model_len
     if limit is not None:
         out["max_model_len_limit"] = int(limit)
+    else:
+        out.setdefault("notes", []).append(
+            "config.json names none of the length keys vLLM reads (max_position_embeddings, n_positions, ...): "
+            f"vLLM runs with max_model_len {VLLM_NO_LENGTH_KEY_DEFAULT:,} and a warning, and accepts any --max-model-len "
+            "(vllm 0.34.0 config/model.py:2633, _get_and_verify_max_len)")
     if max_model_len and limit and max_model_len > limit:
         # the rule `optkg check` fires for the same stack (rules/capacity.yaml)
         out["warnings"] = [{"rule_id": "max-model-len-exceeds-max-position-embeddings", "message": (

@@ -51,6 +51,10 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "f
 # (vLLM 0.33.0 transformers_utils/model_arch_config_convertor.py:374-392 adds Whisper's max_target_positions)
 VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+# With none of VLLM_LENGTH_KEYS in config.json vLLM logs "Assuming the model's maximum length is 2048" and runs
+# with 2,048 tokens unless --max-model-len is given, which it then accepts as is (_get_and_verify_max_len:
+# vllm 0.33.0 config/model.py:2589, 0.34.0 :2633; e.g. tiiuae/falcon-40b).
+VLLM_NO_LENGTH_KEY_DEFAULT = 2048
 SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 
 
@@ -565,8 +569,11 @@ def vllm_max_model_len(c: dict[str, Any], name: str = "config.json") -> int | No
 
 def vllm_default_max_model_len(c: dict[str, Any]) -> int | None:
     """The ``max_model_len`` vLLM runs with when none is given: the derived limit, except LongRoPE
-    models, which default to ``original_max_position_embeddings`` (vLLM 0.33.0 ``config/model.py:2641-2652``)."""
+    models, which default to ``original_max_position_embeddings`` (vLLM 0.33.0 ``config/model.py:2641-2652``),
+    and configs with no length key, which run at 2,048 (``VLLM_NO_LENGTH_KEY_DEFAULT``)."""
     limit = vllm_max_model_len(c)
+    if limit is None:  # no length key: vLLM assumes 2,048 with a warning and accepts any --max-model-len
+        return VLLM_NO_LENGTH_KEY_DEFAULT
     rs = _rope_scaling(c)
     if rs and str(rs.get("rope_type") or rs.get("type") or "") == "longrope":
         orig = c.get("original_max_position_embeddings")

@@ -164,7 +164,7 @@ def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog
         if key in extra:
             stack.settings[key] = value
             return
-        near = get_close_matches(key, list(BASE_SETTINGS) + list(PARALLEL_DEFAULTS) + extra, n=3)
+        near = get_close_matches(key, list(dict.fromkeys([*BASE_SETTINGS, *PARALLEL_DEFAULTS, *extra])), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
     stack.settings[key] = checked_setting(key, value, where)

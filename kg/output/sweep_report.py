@@ -40,7 +40,9 @@ def render_text(d: dict[str, Any]) -> str:
     out.append("")
     axes = d.get("axes") or {}
     shown = [k for k in AXIS_HEADS if len(axes.get(k) or []) > 1] or ["tp_size"]
-    heads = ["#", *(AXIS_HEADS[k] for k in shown), "GPUs", "KV tok/GPU"]
+    # DCP (or replicated KV heads) makes distinct tokens differ from check's figure: the ranking's column is shown
+    uniq = any((c.get("dcp_size") or 1) > 1 or (c.get("kv_replication") or 1) > 1 for c in d["combinations"])
+    heads = ["#", *(AXIS_HEADS[k] for k in shown), "GPUs", "KV tok/GPU", *(["distinct"] if uniq else [])]
     if w:  # the findings move to --format json/csv: the row keeps 100 columns
         heads += ["TTFT", "ITL", "tok/s/GPU", "tok/s/req", "SLO"]
     heads += ["verdict"] + ([] if w else ["findings"])
@@ -50,6 +52,8 @@ def render_text(d: dict[str, Any]) -> str:
         row = [c["rank"], *(fmt_num(c.get(k), SWEEP) if not isinstance(c.get(k), bool)
                              else ("on" if c[k] else "off") for k in shown),
                c["gpus_needed"], fmt_num(c["kv_tokens_per_gpu"], SWEEP)]  # check's "KV tokens per GPU"
+        if uniq:
+            row.append(fmt_num(c.get("unique_kv_tokens_per_gpu"), SWEEP))
         if w:
             row += _speed_cells(c)
         others = ", ".join(f["rule_id"] for f in c["findings"]) or "-"
@@ -69,8 +73,9 @@ def render_text(d: dict[str, Any]) -> str:
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
     if len(d["combinations"]) > 1:  # the column is check's figure; a copy of a replicated KV head is no new token
-        out.append("rank: KV tok/GPU is check's 'KV tokens per GPU'; rows rank by distinct tokens per GPU\n"
-                   "      (KV tokens, scheduler-wide / GPUs: unique_kv_tokens_per_gpu in --format json)")
+        by = "limits met, then tok/s/GPU, then distinct" if w else "distinct"
+        out.append(f"rank: by {by} tokens per GPU (KV tokens, scheduler-wide / GPUs;\n"
+                   "      unique_kv_tokens_per_gpu in --format json); KV tok/GPU is check's 'KV tokens per GPU'")
     best = s["best"]
     desc = " ".join(f"{AXIS_HEADS.get(k, k)} {('on' if v else 'off') if isinstance(v, bool) else v}"
                     for k, v in (best or {}).items())

@@ -317,8 +317,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         refused = spec is None and release and opts and name not in opts and not _accepted(name, ropts)
         if refused:
             # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
+            amb = sorted(k for k in ropts if k.startswith(name)) if (table.get("spelling") or {}).get(
+                "abbreviations") and name.startswith("--") else []
             st.refused.append({"flag": name, "release": release, "assumed": assumed,
-                               "suggestion": _nearest(name, ropts), "exists_in": None})
+                               "suggestion": _nearest(name, ropts), "exists_in": None,
+                               **({"ambiguous": amb} if len(amb) > 1 else {})})
         elif spec is None and not release and full_opts and name not in full_opts:
             # no scanned releases, but the table lists every option of the source it was read from (TRT-LLM: the
             # click options of `trtllm-serve serve`): click refuses any other ("No such option")
