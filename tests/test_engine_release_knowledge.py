@@ -42,6 +42,27 @@ def test_a_prefix_of_two_options_is_refused_as_ambiguous_not_unrecognized():
                             "--kv-cache-dtype?")
 
 
+def test_frontend_options_of_vllm_029_to_032_are_accepted():
+    # 0.29.0-0.32.0 define the server's options in vllm/entrypoints/launchers/cli_args.py (BaseFrontendArgs and
+    # FrontendArgs; e.g. 0.31.0 :70), a file the option scan first missed: --api-key was "refused" there
+    d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --api-key sk-1 --port 8000 --host 0.0.0.0 --chat-template t.j",
+                    "--engine-version", "0.30.0")
+    assert _finding(d, "engine-option-refused") is None
+
+
+def test_an_unscanned_release_does_not_refuse_an_option_of_the_next_scanned_one():
+    # vLLM 0.10.0 was not scanned (0.9.1 and 0.10.2 were); --async-scheduling exists from 0.10.2 in the table and is
+    # defined at 0.10.0 (engine/arg_utils.py:821): a note that it is not known, no refusal; a typo is still refused,
+    # naming the scanned release that stands for 0.10.0
+    d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --async-scheduling", "--engine-version", "0.10.0")
+    assert _finding(d, "engine-option-refused") is None
+    assert any("0.10.0 was not scanned: --async-scheduling is in the next scanned release (0.10.2)" in n
+               for n in d["notes"])
+    d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --tensor-paralel-size 2", "--engine-version", "0.10.0")
+    assert "is not an option of vllm 0.9.1 (the scanned release that stands for 0.10.0)" in \
+        _finding(d, "engine-option-refused")["message"]
+
+
 def test_an_accepted_option_optkg_does_not_model_stays_a_note():
     d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --disable-log-stats --no-enable-log-requests",
                     "--engine-version", "0.34.0")

@@ -23,7 +23,8 @@ from packaging.version import Version
 
 ENGINES = {
     "vllm": {"env_files": ["vllm/envs.py"], "package": "vllm", "globs": ["vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
-                                          "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py",
+                                          "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
+                                          "vllm/entrypoints/cli/serve.py",
                                           "vllm/entrypoints/openai/api_server.py"],
              "dataclass_classes": ("FrontendArgs",)},
     "lmdeploy": {"package": "lmdeploy", "globs": ["lmdeploy/cli/serve.py", "lmdeploy/cli/utils.py"],

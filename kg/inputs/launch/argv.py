@@ -148,6 +148,20 @@ def present_at(entry: dict[str, Any], release: str) -> bool:
     return release not in [str(x) for x in entry.get("absent_in") or []]
 
 
+def _next_scanned(data: dict[str, Any], version: str | None, release: str) -> str | None:
+    """The scanned release just above ``version`` when ``version`` itself was not scanned (else None)."""
+    from packaging.version import Version
+    scanned = [str(r) for r in data.get("scanned") or []]
+    if version is None or str(version) in scanned:
+        return None
+    try:
+        v = Version(str(version))
+    except ValueError:
+        return None
+    above = [r for r in scanned if Version(r) > v and Version(r) > Version(release)]
+    return above[0] if above else None
+
+
 def _accepted(name: str, ropts: set[str]) -> bool:
     """``name`` is an option the release's parser takes although the scanned table does not list it: the ``--no-X``
     inverse of a listed boolean ``--X`` (argparse.BooleanOptionalAction), a ``--X.field`` of a listed JSON option, or
@@ -257,7 +271,13 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     release, assumed = release_for(data, engine_version) if data else (None, True)
     opts = data.get("options") or {} if data else {}
     ropts = {o for o, e in opts.items() if present_at(e, release)} if release else set()
-    by_name, valueless, known = _flag_index(table, ropts)
+    # a release between two scanned ones (vLLM 0.10.0 between 0.9.1 and 0.10.2): an option either neighbour has
+    # may be accepted, so it is not refused, only noted (the scanned release below stands for everything else)
+    nxt = _next_scanned(data, engine_version, release) if release and not assumed else None
+    unsure = {o for o, e in opts.items() if present_at(e, nxt)} - ropts if nxt else set()
+    by_name, valueless, known = _flag_index(table, ropts | unsure)
+    rel_label = release if assumed or engine_version in (None, release) else \
+        f"{release} (the scanned release that stands for {engine_version})"
     full = table.get("all_options") or {}  # every option of one source (no release list): others are refused
     full_opts = set(full.get("options") or ())
     which = f"{engine} {release}" + (" (the newest release optkg has scanned; pass --engine-version)" if assumed else "")
@@ -299,8 +319,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         name, note = canonical_flag(typed, table, known)
         if note:
             st.notes.append(f"{label}: {note}")
-        if release and name in opts and name not in ropts:
-            st.refused.append({"flag": name, "release": release, "assumed": assumed,
+        if name in unsure:
+            st.notes.append(f"{label}: {engine} {engine_version} was not scanned: {name} is in the next scanned "
+                            f"release ({nxt}) but not in {release}, so whether {engine_version} accepts it is not known")
+        elif release and name in opts and name not in ropts:
+            st.refused.append({"flag": name, "release": rel_label, "assumed": assumed,
                                "suggestion": _nearest(name, ropts), "exists_in": _span(opts[name])})
         # the flag table's entry, or the release's generated inputs (options the engine's own startup checks read:
         # kg.inputs.launch.engineinputs) for an option the table does not model
@@ -319,7 +342,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
             amb = sorted(k for k in ropts if k.startswith(name)) if (table.get("spelling") or {}).get(
                 "abbreviations") and name.startswith("--") else []
-            st.refused.append({"flag": name, "release": release, "assumed": assumed,
+            st.refused.append({"flag": name, "release": rel_label, "assumed": assumed,
                                "suggestion": _nearest(name, ropts), "exists_in": None,
                                **({"ambiguous": amb} if len(amb) > 1 else {})})
         elif spec is None and not release and full_opts and name not in full_opts:
