@@ -140,7 +140,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 38  # + torchtitan-parallel-dims-not-world-size
+    assert len(rs.rules) == 39  # + packed-sequence-sharding-padding
     bad = []
     for r in rs.rules:
         if not r.evidence:

@@ -216,6 +216,14 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
         align = {"mxfp8": 32, "blockwise": 128}.get(str(job.get("fp8_recipe") or "").lower(), 16)
         ns["fp8_align"] = align
         ns["fp8_pad_multiple"] = align * par["cp_size"] * (tp if job.get("sequence_parallel") and tp > 1 else 1)
+    # the token multiple every packed / variable-length micro-batch must keep for Megatron's sequence sharding: CP
+    # cuts each sequence into 2 x CP chunks (megatron-core utils.py get_batch_on_this_cp_rank; packed THD through TE's
+    # thd_get_partitioned_indices), then SP scatters each CP rank's S / CP tokens over TP (tensor_parallel/mappings.py
+    # _split_along_first_dim asserts the first dimension divides by TP): CP x lcm(2, TP), 2 x CP, or TP alone
+    sp_tp, cp = (tp if job.get("sequence_parallel") and tp > 1 else 1), par["cp_size"]
+    ns["seq_shard_multiple"] = cp * math.lcm(2, sp_tp) if cp > 1 else sp_tp
+    ns["seq_shard_formula"] = (f"CP {cp} x lcm(2, TP {sp_tp})" if cp > 1 and sp_tp > 1 else f"2 x CP {cp}" if cp > 1
+                               else f"TP {sp_tp}, sequence parallel" if sp_tp > 1 else "no sequence sharding")
     if job.get("global_batch_size") and job.get("micro_batch_size") and not job.get("gradient_accumulation_steps"):
         # DeepSpeed _set_batch_related_parameters: grad_acc = train_batch // micro // world
         ns["derived_gradient_accumulation_steps"] = job.get("global_batch_size") // job.get("micro_batch_size") // par["dp_size"]
