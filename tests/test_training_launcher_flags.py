@@ -190,3 +190,28 @@ def test_torchtitan_override_that_is_not_a_finite_number_is_refused(value):
         parse_torchtitan_command(f"torchrun -m torchtitan.train --job.config_file {TT_CASE} --training.seq_len {value}")
     with pytest.raises(OptkgError, match=r"--cmd: --training.seq_len: seq_length must be an integer, found 'abc'"):
         parse_torchtitan_command(f"torchrun -m torchtitan.train --job.config_file {TT_CASE} --training.seq_len abc")
+
+
+@pytest.mark.parametrize("rep,shard,cp,strategy,group", [
+    # torchtitan 0.3.0 parallel_dims.py:278: the fsdp mesh is dp_shard x cp, so CP ranks shard model states even at
+    # dp_shard 1; models/llama3/parallelize.py:74-76: dp_replicate > 1 adds a replicated mesh dimension (HSDP)
+    (1, 1, 2, "full_shard", 2),
+    (2, 4, 2, "hybrid_shard", 8),
+    (2, 4, 1, "hybrid_shard", 4),
+    (2, 1, 1, "no_shard", None),  # dp_replicate alone is DDP
+])
+def test_torchtitan_fsdp2_shards_over_dp_shard_times_cp_and_replicates_over_dp_replicate(rep, shard, cp, strategy,
+                                                                                          group):
+    from kg.derive.training_memory import training_memory
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_toml
+    from kg.inputs.modelcfg import resolve_model
+    toml = TT.format(shard=shard, tp=4) + f"data_parallel_replicate_degree = {rep}\ncontext_parallel_degree = {cp}\n"
+    job = parse_torchtitan_toml(toml, "t.toml", resolve_model)
+    assert job.get("fsdp_sharding") == strategy
+    if group is None:
+        return
+    mem = training_memory(job)
+    # Llama-3.1-8B 8,030,261,248 parameters / TP 4 = 2,007,565,312, sharded over the fsdp mesh; Adam with an fp32
+    # master copy keeps 12 B per parameter
+    assert mem.shard_group == group
+    assert mem.optimizer == 12 * 2_007_565_312 // group

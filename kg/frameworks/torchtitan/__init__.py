@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kg.frameworks.protocol import Release, SpeedTraits, TrainingFramework
+from kg.frameworks.protocol import FSDP_LEVEL, Release, Sharding, SpeedTraits, TrainingFramework
 
 
 class Torchtitan(TrainingFramework):
@@ -57,6 +57,22 @@ class Torchtitan(TrainingFramework):
             return {**out, "seq_len_divisor": tp * 2 * cp, "seq_len_divisor_formula": f"TP {tp} x 2 x CP {cp}"}
         return {**out, "seq_len_divisor": tp * (2 * cp if cp > 1 else 1),
                 "seq_len_divisor_formula": f"TP {tp} (sequence parallel)" + (f" x 2 x CP {cp}" if cp > 1 else "")}
+
+    def sharding(self, job: Any, dp: int) -> Sharding:
+        """FSDP2 as torchtitan applies it: fully_shard over the ``fsdp`` mesh, dp_shard x cp (0.3.0
+        distributed/parallel_dims.py:278), so CP ranks shard model states too, even at dp_shard 1; with
+        dp_replicate > 1 the mesh is (dp_replicate, fsdp), HSDP: replicated across dp_replicate
+        (models/llama3/parallelize.py:74-76)."""
+        fsdp = job.get("fsdp_sharding")
+        if fsdp not in ("full_shard", "hybrid_shard"):
+            return super().sharding(job, dp)
+        par = job.parallel()
+        shard, cp, rep = parallel_dims(job, par)["titan_dp_shard"], par["cp_size"], job.get("dp_replicate_size") or 1
+        group = shard * cp
+        over = f"dp_shard {shard} x CP {cp} = {group} GPUs" if cp > 1 else f"dp_shard {group}"
+        line = f"FSDP2 {'HSDP' if rep > 1 else 'full shard'}: sharded over {over}" + \
+            (f", replicated across dp_replicate {rep}" if rep > 1 else "")
+        return Sharding(FSDP_LEVEL[fsdp], group, [line])
 
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1

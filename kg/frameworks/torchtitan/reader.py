@@ -126,7 +126,11 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
             (job.get("dp_replicate_size") or 1)
         shard = world_size // rest if world_size % rest == 0 else -1
     fsdp = shard in (-1, None) or shard > 1 or (job.get("cp_size") or 1) > 1
-    job.set("fsdp_sharding", "full_shard" if fsdp else "no_shard", f"{name}: parallelism.data_parallel_shard_degree")
+    # dp_replicate > 1 on top of FSDP is HSDP: fully_shard on the (dp_replicate, fsdp) mesh (0.3.0
+    # models/llama3/parallelize.py:74-76); dp_replicate alone is DDP
+    hsdp = fsdp and (job.get("dp_replicate_size") or 1) > 1
+    job.set("fsdp_sharding", "hybrid_shard" if hsdp else "full_shard" if fsdp else "no_shard",
+            f"{name}: parallelism.data_parallel_shard_degree")
     if world_size:
         job.set("world_size", world_size, f"{name}: world size")
     key = (model.get("name"), str(model.get("flavor")))
