@@ -8,6 +8,7 @@ import hashlib
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,8 +38,10 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
     doc = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())
     assert doc["fitted_on"]["split"] == "train"
     for cell, v in doc["cells"].items():
-        # [a, b, c], or null where no factor lowered the train rows' MAPE (factor 1)
-        assert all(v[m] is None or len(v[m]) == 3 for m in ("ttft", "tpot")) and v["train_rows"] >= 30, cell
+        # [a, b, c] or [a, b, c, t0] (t0 >= 0 ms added after the factor), or null where no form lowered the
+        # left-out error (factor 1)
+        assert all(v[m] is None or len(v[m]) == 3 or (len(v[m]) == 4 and v[m][3] >= 0) for m in ("ttft", "tpot"))
+        assert v["train_rows"] >= 30, cell
         assert 1 <= v["concurrency"][0] <= v["concurrency"][1] and 1 <= v["isl"][0] <= v["isl"][1], cell
         # its coverage: the models it saw and whether it carried over to a left-out model (and GPU, engine-wide)
         assert v["models"] and set(v["transfers"]) == {"ttft", "tpot"}, cell
@@ -51,14 +54,31 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
 
 def test_a_cell_factor_reaches_other_models_only_where_leaving_one_out_on_train_lowered_the_error():
     import run
-    # rows: (concurrency, isl, measured / estimated, model signature, GPU); 40 rows per model
-    rows = lambda model, q: [(c, 1024, q, model, "h200_sxm") for c in (4, 8, 16, 32) * 10]  # noqa: E731
+    # rows: (concurrency, isl, measured / estimated, model signature, GPU, group, estimated ms); 40 rows per model
+    rows = lambda model, q: [(c, 1024, q, model, "h200_sxm", model, 100.0) for c in (4, 8, 16, 32) * 10]  # noqa: E731
     # every model runs 1.5x slower than estimated: fitted on the others, the factor fixes the left-out one
     assert run._transfers(rows("a", 1.5) + rows("b", 1.5) + rows("c", 1.5), 3) is True
     # one model 1.5x slower, another 1.5x faster: fitted on one, the factor doubles the other's error
     assert run._transfers(rows("a", 1.5) + rows("b", 1 / 1.5), 3) is False
     # a single model cannot show it either way (nothing is left to fit on): no evidence, not a failure
     assert run._transfers(rows("a", 1.5), 3) is None
+
+
+def test_a_fixed_time_is_added_to_the_factor_only_where_leaving_a_group_out_on_train_says_so():
+    import run
+    # rows: (concurrency, isl, measured / estimated, model, GPU, group, estimated ms); one group per estimate size
+    def rows(measured):
+        return [(c, 1024, measured(est) / est, "m", "h100_sxm", f"g{est}", float(est))
+                for est in (40, 80, 160, 320) for c in (4, 8, 16, 32) * 4]
+    # measured = 150 ms + the estimate: no factor alone fits a 40 ms and a 320 ms estimate at once; the fixed time
+    # does, and it carries over to a left-out group
+    assert run._form(rows(lambda e: 150.0 + e)) == (True, True)
+    coef = run._lsq(rows(lambda e: 150.0 + e), overhead=True)
+    assert len(coef) == 4 and 100 < coef[3] <= 150
+    # measured = 1.5 x the estimate: a factor alone, no fixed time
+    assert run._form(rows(lambda e: 1.5 * e)) == (True, False)
+    from kg.speed.serving import Workload, calibration_factor
+    assert calibration_factor(run._lsq(rows(lambda e: 1.5 * e)), Workload(1024, 1, 8)) == pytest.approx(1.5, rel=0.01)
 
 
 def test_the_accuracy_doc_is_generated_from_the_current_inputs():

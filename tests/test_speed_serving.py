@@ -198,6 +198,16 @@ def test_the_calibration_is_not_extrapolated_beyond_its_measured_runs():
     assert (inside.isl, inside.concurrency) == (1024, 4)
 
 
+def test_a_calibration_with_a_fixed_time_adds_it_after_the_factor():
+    import math
+    from kg.speed.serving import Workload, calibration_factor, calibration_overhead_ms
+    wl = Workload(1024, 100, 4)
+    # [a, b, c, t0]: exp(0.5 + 0.25 x log2 4) = e, plus 60 ms per request (TTFT) or per step (TPOT)
+    assert calibration_factor([0.5, 0.25, 0.0, 60.0], wl) == pytest.approx(math.e)
+    assert calibration_overhead_ms([0.5, 0.25, 0.0, 60.0]) == 60.0
+    assert calibration_overhead_ms([0.5, 0.25, 0.0]) == 0.0 and calibration_overhead_ms(None) == 0.0
+
+
 def test_the_calibration_applies_to_the_models_it_saw_and_to_others_only_where_it_carried_over():
     from kg.speed.serving import calibrated
     cell = {"ttft": [1.0, 0.0, 0.0], "tpot": [0.5, 0.0, 0.0], "models": {"aaa": "Qwen/Qwen3-32B"},

@@ -133,19 +133,26 @@ def calibrated(kf: dict[str, Any], metric: str, signature: str,
 
 
 def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
-    """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c]`` (1.0 without one): the
+    """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c(, t0)]`` (1.0 without one): the
     estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt length."""
     if not coef:
         return 1.0
-    a, b, c = coef
+    a, b, c = coef[:3]
     return math.exp(a + b * math.log2(wl.concurrency) + c * math.log2(wl.isl))
 
 
-def _factors(backend: str, system: str, signature: str, wl: Workload, notes: list[str]) -> tuple[float, float]:
-    """(TTFT factor, TPOT factor) of kg/speed/calibration.yaml for the engine x GPU cell at ``wl`` (the running
-    batch), each inside its coverage (``calibrated``); a cell whose train rows hold one configuration only (no
-    evidence either way, ``fallback``) takes the engine-wide ``<engine>/*`` factor. Appends what was done to
-    ``notes``."""
+def calibration_overhead_ms(coef: list[float] | None) -> float:
+    """The fixed time ``t0`` (ms) of a cell's ``[a, b, c, t0]`` added after the factor (0 without one): a cost per
+    request (TTFT) or per engine step (TPOT) outside the per-op kernel timings the estimator sums."""
+    return float(coef[3]) if coef and len(coef) > 3 else 0.0
+
+
+def _factors(backend: str, system: str, signature: str, wl: Workload,
+             notes: list[str]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((TTFT factor, fixed ms), (TPOT factor, fixed ms)) of kg/speed/calibration.yaml for the engine x GPU cell at
+    ``wl`` (the running batch), each inside its coverage (``calibrated``); a cell whose train rows hold one
+    configuration only (no evidence either way, ``fallback``) takes the engine-wide ``<engine>/*`` factor. Appends
+    what was done to ``notes``."""
     cal = calibration()
     own = f"{backend}/{system}"
     ks = []
@@ -155,10 +162,12 @@ def _factors(backend: str, system: str, signature: str, wl: Workload, notes: lis
         coef, why = calibrated(kf, metric, signature, system)
         notes.extend([why] if why else [])
         at = within_fit(kf, wl)
-        ks.append(calibration_factor(coef, at))
+        ks.append((calibration_factor(coef, at), calibration_overhead_ms(coef)))
         if coef:
-            notes.append(f"{metric.upper()} calibrated x {ks[-1]:.2f} ({cell}, {kf.get('train_rows', '?')} measured "
-                         f"train rows, kg/speed/calibration.yaml) at {wl.concurrency:,} running requests and this ISL")
+            plus = f" + {ks[-1][1]:,.1f} ms" if ks[-1][1] else ""
+            notes.append(f"{metric.upper()} calibrated x {ks[-1][0]:.2f}{plus} ({cell}, {kf.get('train_rows', '?')} "
+                         f"measured train rows, kg/speed/calibration.yaml) at {wl.concurrency:,} running requests and "
+                         "this ISL")
             if (at.concurrency, at.isl) != (wl.concurrency, wl.isl):
                 notes.append(f"outside the calibration's measured runs ({cell}: concurrency {kf['concurrency'][0]:,}-"
                              f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}): its factor is taken "
@@ -384,13 +393,14 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
         raise NotEvaluable(tidy_reason(r["not_evaluable"], point))
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
     notes.append(accuracy_note(backend, system))
-    k_ttft, k_tpot = _factors(backend, system, model_signature(files["config.json"]),
-                              Workload(wl.isl, wl.osl, running), notes)
+    (k_ttft, t_ttft), (k_tpot, t_tpot) = _factors(backend, system, model_signature(files["config.json"]),
+                                                  Workload(wl.isl, wl.osl, running), notes)
     queued = max(0, wl.concurrency - running)
     raw_wait = (r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0
     raw = {"ttft_ms": r["ttft_ms"] + raw_wait, "itl_ms": r["tpot_ms"], "engine_ttft_ms": r["ttft_ms"]}
-    r = dict(r, ttft_ms=r["ttft_ms"] * k_ttft, tpot_ms=r["tpot_ms"] * k_tpot,
-             output_tokens_per_s=r["output_tokens_per_s"] / k_tpot)
+    tpot = r["tpot_ms"] * k_tpot + t_tpot
+    r = dict(r, ttft_ms=r["ttft_ms"] * k_ttft + t_ttft, tpot_ms=tpot,
+             output_tokens_per_s=r["output_tokens_per_s"] * r["tpot_ms"] / tpot)
     r["request_latency_ms"] = r["ttft_ms"] + r["tpot_ms"] * (wl.osl - 1)
     wait = r["request_latency_ms"] * (wl.concurrency / running - 1) if queued else 0.0
     if queued:

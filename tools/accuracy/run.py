@@ -362,70 +362,126 @@ def _design(rows: list[tuple]) -> tuple:
     return (np.array([[1.0, math.log2(r[0]), math.log2(r[1])] for r in rows]), np.array([r[2] for r in rows]))
 
 
-def _lsq(rows: list[tuple]) -> list[float] | None:
-    """Least squares of log(measured / estimated) = a + b log2(concurrency) + c log2(isl) over ``rows`` of
-    (concurrency, isl, measured / estimated, ...), then ``a`` moved to the value that minimises the MAPE on the same
-    rows (the log fit centres the median ratio; MAPE, the error reported, is not symmetric in log space). None when
-    even so the factor does not lower the rows' MAPE (factor 1)."""
+def _lsq_at(rows: list[tuple], t0: float) -> tuple[list[float], float] | None:
+    """``[a, b, c]`` of measured = t0 + estimated x exp(a + b log2(concurrency) + c log2(isl)) over ``rows`` of
+    (concurrency, isl, measured / estimated, model, GPU, group, estimated), and its MAPE on them: least squares of
+    log((measured - t0) / estimated) on the rows where measured - t0 stays above 1/20 of the estimate, then ``a`` moved
+    to the value that minimises the MAPE on every row (the log fit centres the median ratio; MAPE, the error
+    reported, is not symmetric in log space). With t0 = 0 the plain multiplicative factor."""
     import numpy as np
     x, q = _design(rows)
-    coef = np.linalg.lstsq(x, np.log(q), rcond=None)[0]
-    base = x @ coef
-    mape_at = lambda d: float(np.mean(np.abs(np.exp(base + d) / q - 1.0)))  # noqa: E731  |f est - m| / m = |f/q - 1|
-    shift = min(np.linspace(-1.5, 1.5, 301), key=mape_at)
-    if mape_at(shift) >= float(np.mean(np.abs(1.0 / q - 1.0))):
+    est = np.array([r[6] for r in rows])
+    rest = q - t0 / est  # (measured - t0) / estimated
+    ok = rest > 1 / 20
+    if ok.sum() < 3:
         return None
-    coef[0] += shift
-    return [round(float(v), 5) for v in coef]
+    coef = np.linalg.lstsq(x[ok], np.log(rest[ok]), rcond=None)[0]
+    base = x @ coef
+    # |t0 + f est - m| / m = |(t0 / est + f) / q - 1|: a sum of terms convex in exp(d), so one minimum over the
+    # shifts d of the 301-point lattice on [-1.5, 1.5]: every 10th point first, then the lattice around the best
+    shifts = np.linspace(-1.5, 1.5, 301)
+    mape_at = lambda i: np.mean(np.abs((t0 / est + np.exp(base[None, :] + shifts[i, None])) / q - 1.0), axis=1)  # noqa: E731
+    coarse = np.arange(0, 301, 10)
+    c = int(coarse[int(np.argmin(mape_at(coarse)))])
+    fine = np.arange(max(0, c - 10), min(301, c + 11))
+    errs = mape_at(fine)
+    i = int(fine[int(np.argmin(errs))])
+    coef[0] += shifts[i]
+    return [float(v) for v in coef], float(np.min(errs))
+
+
+def _lsq(rows: list[tuple], overhead: bool = False) -> list[float] | None:
+    """The multiplicative factor ``[a, b, c]`` (``_lsq_at`` with t0 = 0) or, with ``overhead``, ``[a, b, c, t0]``: the
+    estimate times the factor plus a fixed time t0 >= 0 (ms), a cost per request (TTFT) or per engine step (TPOT)
+    outside the per-op kernel timings the estimator sums (the serving front end, the scheduler's CPU work;
+    aiconfigurator-core adds such a constant itself for vLLM's prefill, sdk/backends/vllm_backend.py
+    ``_prefill_dispatch_overhead_ms``). t0 is taken from a grid over [0, 0.9 x the rows' 10th-percentile measured
+    value], each point with its own least squares; the lowest MAPE wins. None when even so the rows' MAPE is not
+    lowered (factor 1, no overhead)."""
+    import numpy as np
+    _, q = _design(rows)
+    meas = q * np.array([r[6] for r in rows])
+    grid = np.linspace(0.0, 0.9 * float(np.percentile(meas, 10)), 16) if overhead else [0.0]
+    fits = [(f, t0) for t0 in grid for f in [_lsq_at(rows, float(t0))] if f]
+    if not fits:
+        return None
+    (coef, err), t0 = min(fits, key=lambda ft: ft[0][1])
+    if err >= float(np.mean(np.abs(1.0 / q - 1.0))):
+        return None
+    return [round(v, 5) for v in coef] + ([round(float(t0), 3)] if overhead else [])
 
 
 def _ranges(rows: list[tuple]) -> tuple[list[int], list[int]]:
     return [min(r[0] for r in rows), max(r[0] for r in rows)], [min(r[1] for r in rows), max(r[1] for r in rows)]
 
 
-def _transfers(rows: list[tuple], part: int) -> bool | None:
+def _ratio(coef: list[float] | None, span: dict, r: tuple) -> float:
+    """calibrated estimate / measured for row ``r`` (``coef`` clamped to ``span``'s ranges, as kg.speed.serving
+    applies it)."""
+    from kg.speed.serving import Workload, calibration_factor, calibration_overhead_ms, within_fit
+    f = calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))
+    return (f + calibration_overhead_ms(coef) / r[6]) / r[2]
+
+
+def _left_out_error(rows: list[tuple], part: int, overhead: bool = False) -> tuple[float, float] | None:
     """Leave-one-out over the values of field ``part`` of ``rows`` (3: the model, 4: the GPU, 5: the configuration
-    group of tools/accuracy/split.csv): fitted without one
-    value's rows (when >= MIN_ROWS remain) and applied to them (clamped to the fit's ranges, as kg.speed.serving
-    does), does the factor lower their MAPE against no factor? Pooled over every left-out value; TRAIN rows only.
-    None when no value can be left out with >= MIN_ROWS rows to fit on (one value only): no evidence either way."""
+    group of tools/accuracy/split.csv): fitted without one value's rows (when >= MIN_ROWS remain) and applied to them
+    (clamped to the fit's ranges, as kg.speed.serving does): (MAPE with the factor, MAPE without), pooled over every
+    left-out value; TRAIN rows only. None when no value can be left out with >= MIN_ROWS rows to fit on (one value
+    only): no evidence either way."""
     import numpy as np
-    from kg.speed.serving import Workload, calibration_factor, within_fit
     cal, raw = [], []
     values = sorted({r[part] for r in rows})
     if not any(sum(1 for r in rows if r[part] != v) >= MIN_ROWS for v in values):
         return None
     for left in values:
         fit_on = [r for r in rows if r[part] != left]
-        coef = _lsq(fit_on) if len(fit_on) >= MIN_ROWS else None
+        coef = _lsq(fit_on, overhead) if len(fit_on) >= MIN_ROWS else None
         span = dict(zip(("concurrency", "isl"), _ranges(fit_on))) if fit_on else {}
         for r in rows:
             if r[part] == left:
-                f = calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))
-                cal.append(abs(f / r[2] - 1.0))
+                cal.append(abs(_ratio(coef, span, r) - 1.0))
                 raw.append(abs(1.0 / r[2] - 1.0))
-    return bool(cal) and float(np.mean(cal)) < float(np.mean(raw))
+    return (float(np.mean(cal)), float(np.mean(raw))) if cal else None
+
+
+def _transfers(rows: list[tuple], part: int, overhead: bool = False) -> bool | None:
+    """Does the factor lower the error of the left-out values (``_left_out_error``)? None: no evidence."""
+    e = _left_out_error(rows, part, overhead)
+    return None if e is None else e[0] < e[1]
 
 
 def _lowers(coef: list[float] | None, span: dict, rows: list[tuple]) -> bool:
     """Does the factor ``coef`` (clamped to ``span``'s ranges) lower the MAPE of ``rows``?"""
-    from kg.speed.serving import Workload, calibration_factor, within_fit
     if not coef:
         return False
-    err = lambda f: statistics.fmean(abs(f(r) / r[2] - 1.0) for r in rows)  # noqa: E731
-    return err(lambda r: calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))) < err(lambda r: 1.0)
+    return statistics.fmean(abs(_ratio(coef, span, r) - 1.0) for r in rows) < \
+        statistics.fmean(abs(1.0 / r[2] - 1.0) for r in rows)
+
+
+def _form(rows: list[tuple]) -> tuple[bool | None, bool]:
+    """(kept, overhead) for one cell and metric, from leave-one-configuration-group-out on the train rows: the form
+    (factor alone, or factor plus fixed time, ``_lsq``) with the lower left-out error, kept only where that error is
+    below the uncalibrated one; kept None when the rows hold one group (no evidence)."""
+    plain, extra = _left_out_error(rows, 5), _left_out_error(rows, 5, True)
+    if plain is None:
+        return None, False
+    overhead = extra is not None and extra[0] < plain[0]
+    best = extra if overhead else plain
+    return best[0] < best[1], overhead
 
 
 def fit(recs: list[dict]) -> dict:
     """Per engine x GPU cell with >= MIN_ROWS train rows, and per engine over all its GPUs (``<engine>/*``, the
     fallback), the least-squares fit of log(measured / optkg-uncalibrated) on log2(concurrency) and log2(isl), for
-    TTFT and TPOT; TRAIN rows only. Ratios beyond 20x either way, and rows where optkg queues requests, are left
-    out. A factor is kept only where leave-one-configuration-group-out on the train rows lowers the error (the
-    held-out split's unit: a factor that only fits the train rows would not carry over); a cell whose train rows
-    hold one configuration group cannot show it either way and takes the engine-wide factor where that lowers the
-    cell's own train error (``fallback``), else none. With each fit its coverage: the measured concurrency / ISL ranges, the models it saw (``models``:
-    kg.speed.serving.model_signature -> name) and whether it carries over to a model it was not fitted on
-    (``transfers``, leave-one-model-out) and, for ``<engine>/*``, to a GPU (``transfers_gpu``, leave-one-GPU-out)."""
+    TTFT and TPOT, alone or with a fixed time added (``_lsq``); TRAIN rows only. Ratios beyond 20x either way, and rows
+    where optkg queues requests, are left out. Form and keep are decided by leave-one-configuration-group-out on the
+    train rows (the held-out split's unit: a factor that only fits the train rows would not carry over, ``_form``); a
+    cell whose train rows hold one configuration group cannot show it either way and takes the engine-wide factor
+    where that lowers the cell's own train error (``fallback``), else none. With each fit its coverage: the measured
+    concurrency / ISL ranges, the models it saw (``models``: kg.speed.serving.model_signature -> name) and whether it
+    carries over to a model it was not fitted on (``transfers``, leave-one-model-out) and, for ``<engine>/*``, to a
+    GPU (``transfers_gpu``, leave-one-GPU-out)."""
     cells: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     names: dict[str, dict[str, str]] = defaultdict(dict)
     for r in recs:
@@ -439,7 +495,7 @@ def fit(recs: list[dict]) -> dict:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
                     # per-rank batch_size and nominal ISL
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
-                                          r["group"]))
+                                          r["group"], float(r[raw])))
     out = {}
     for k in sorted(cells):
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
@@ -449,20 +505,20 @@ def fit(recs: list[dict]) -> dict:
         # a factor that does not lower the error of a configuration group it was not fitted on (leave-one-group-out,
         # the held-out split's own unit) is dropped: it would fit the train rows, not the estimator's error
         # a cell whose rows hold one configuration cannot show it either way: it takes the engine-wide factor
-        logo = {m: _transfers(cells[k][m], 5) for m in ("ttft", "tpot")}
-        coefs = {m: _lsq(cells[k][m]) if logo[m] else None for m in ("ttft", "tpot")}
+        form = {m: _form(cells[k][m]) for m in ("ttft", "tpot")}
+        coefs = {m: _lsq(cells[k][m], form[m][1]) if form[m][0] else None for m in ("ttft", "tpot")}
         out[k] = {"ttft": coefs["ttft"], "tpot": coefs["tpot"], "train_rows": n,
                   # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
                   "concurrency": conc, "isl": isl,
                   "models": dict(sorted(names[k].items(), key=lambda kv: kv[1])),
-                  "transfers": {m: _transfers(cells[k][m], 3) for m in ("ttft", "tpot")}}
+                  "transfers": {m: _transfers(cells[k][m], 3, form[m][1]) for m in ("ttft", "tpot")}}
         engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
-        fallback = {m: logo[m] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
+        fallback = {m: form[m][0] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
         if not k.endswith("/*") and any(fallback.values()):
             out[k]["fallback"] = fallback
         if k.endswith("/*"):
             out[k]["systems"] = sorted({row[4] for row in cells[k]["ttft"]})
-            out[k]["transfers_gpu"] = {m: _transfers(cells[k][m], 4) for m in ("ttft", "tpot")}
+            out[k]["transfers_gpu"] = {m: _transfers(cells[k][m], 4, form[m][1]) for m in ("ttft", "tpot")}
     return out
 
 
@@ -475,11 +531,13 @@ def write_calibration(cells: dict) -> None:
             "# `python tools/accuracy/run.py --fit`; data, not code: refit when the estimator or the adapter changes.\n")
     doc = {"fitted_on": {"data": f"aiconfigurator-core {estimator_version()} systems/silicon_sample.csv, agg rows",
                          "split": "train",
-                         "model": "measured / estimated = exp(a + b log2(concurrency) + c log2(isl)); [a, b, c] "
-                                  "by least squares on the train rows of the cell (<engine>/*: all GPUs)",
-                         "kept": "a factor only where leave-one-configuration-group-out on the train rows lowered "
-                                 "the error (else null); a cell with one configuration group takes <engine>/* "
-                                 "where that lowers the cell's train error (fallback)",
+                         "model": "measured = estimated x exp(a + b log2(concurrency) + c log2(isl)) [+ t0]; [a, b, c] "
+                                  "or [a, b, c, t0] (t0: a fixed time in ms per request for TTFT, per engine step "
+                                  "for TPOT) by least squares on the train rows of the cell (<engine>/*: all GPUs)",
+                         "kept": "the form (with or without t0) with the lower leave-one-configuration-group-out error "
+                                 "on the train rows, and only where that error is below the uncalibrated one (else "
+                                 "null); a cell with one configuration group takes <engine>/* where that lowers the "
+                                 "cell's train error (fallback)",
                          "coverage": "applied within the cell's concurrency / ISL ranges (clamped at their edges), to "
                                      "the models it saw (models: shape signature -> name), and to other models only "
                                      "where leave-one-model-out on the train split lowered the error (transfers); "
@@ -539,8 +597,10 @@ def render(recs: list[dict], digest: str) -> str:
              "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
              "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
              "release mapped to the nearest database release, per engine x GPU calibration fitted on the train "
-             "split, kg/speed/calibration.yaml: a factor is kept only where leave-one-configuration-group-out on "
-             "the train rows lowers the error, and applied only inside its coverage: concurrency / ISL ranges, the "
+             "split, kg/speed/calibration.yaml: a factor of concurrency and ISL, alone or plus a fixed time per "
+             "request (TTFT) or engine step (TPOT) that per-op kernel timings do not hold, whichever form has the "
+             "lower leave-one-configuration-group-out error on the train rows, kept only where that error is below "
+             "the uncalibrated one, and applied only inside its coverage: concurrency / ISL ranges, the "
              "models it was fitted on, other models only where leave-one-model-out on the train rows showed it "
              "carries over); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
              "authors compare it with this CSV (`cli_estimate`: the row's layout and batch_size, ctx_tokens = ISL, "
@@ -748,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", metavar="REGEX", help="score only rows whose id|model|engine|GPU matches (a quick look; "
                                                    "the doc is not written)")
     ap.add_argument("--fit", action="store_true", help="refit kg/speed/calibration.yaml on the train split first")
+    ap.add_argument("--fit-from", type=Path, metavar="CSV", help="with --fit: fit on the uncalibrated columns (raw_*) "
+                                                                 "of rows a --csv run wrote instead of rescoring them")
     ap.add_argument("--check", action="store_true", help="only verify docs/speed-accuracy.md is up to date")
     ap.add_argument("--render-from", type=Path, metavar="CSV", help="print the report of rows a --csv run wrote "
                                                                     "(nothing is scored; the doc is not written)")
@@ -767,7 +829,9 @@ def main(argv: list[str] | None = None) -> int:
     with (package_dir() / "systems" / "silicon_sample.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     sc = Scorer()  # one scorer for both passes: each launch command is checked once
-    if args.fit:
+    if args.fit and args.fit_from:  # raw_* are the uncalibrated estimates whatever calibration the run had
+        write_calibration(fit(read_records(args.fit_from)))
+    elif args.fit:
         write_calibration({})  # fit against the uncalibrated estimates
         write_calibration(fit(score(rows, args.limit, True, args.only, sc)))
     recs = score(rows, args.limit, True, args.only, sc)
