@@ -8,7 +8,7 @@
   ``config.py`` module, and the section names: DeepSpeed reads the top level key by key (``param_dict.get``) and ignores the rest, so an
   unknown top-level key is only a note (a misspelt section silently falls back to its defaults).
 
-Run: ``python tools/deepspeed_config_keys.py --sdist /work/wheels/deepspeed-0.19.8.tar.gz``
+Run: ``python tools/deepspeed_config_keys.py --sdist /work/wheels/deepspeed-0.19.8.tar.gz`` (``--check``: compare only)
 """
 from __future__ import annotations
 
@@ -45,13 +45,11 @@ def model_keys(src: str, cls: str) -> dict[str, int]:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sdist", required=True)
-    a = ap.parse_args(argv)
-    release = re.search(r"deepspeed-([\d.]+)\.tar\.gz", a.sdist).group(1)
+def render(sdist: str) -> tuple[str, str, int]:
+    """(release, the file's text, top-level name count) generated from DeepSpeed's sdist ``sdist``."""
+    release = re.search(r"deepspeed-([\d.]+)\.tar\.gz", Path(sdist).name).group(1)
     files: dict[str, str] = {}
-    with tarfile.open(a.sdist) as tf:
+    with tarfile.open(sdist) as tf:
         for m in tf.getmembers():
             rel = m.name.split("/", 1)[-1]
             if rel.startswith("deepspeed/") and rel.endswith((".py",)):
@@ -76,9 +74,26 @@ def main(argv=None) -> int:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[a-z][a-z0-9_]*", n.value):
                 vocab.add(n.value)
     lines.append("top_level: [" + ", ".join(sorted(vocab)) + "]")
-    out = ROOT / "kg" / "frameworks" / "deepspeed" / "data" / f"config-keys-{release}.yaml"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}: {sum(1 for _ in MODELS)} sections, {len(vocab)} top-level names")
+    return release, "\n".join(lines) + "\n", len(vocab)
+
+
+def target(release: str) -> Path:
+    return ROOT / "kg" / "frameworks" / "deepspeed" / "data" / f"config-keys-{release}.yaml"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sdist", required=True)
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the committed file differs")
+    a = ap.parse_args(argv)
+    release, text, names = render(a.sdist)
+    out = target(release)
+    if a.check:
+        fresh = out.is_file() and out.read_text() == text
+        print(f"{out.relative_to(ROOT)}: {'fresh' if fresh else 'stale (regenerate without --check)'}")
+        return 0 if fresh else 1
+    out.write_text(text)
+    print(f"wrote {out.relative_to(ROOT)}: {sum(1 for _ in MODELS)} sections, {names} top-level names")
     return 0
 
 
