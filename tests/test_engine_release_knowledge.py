@@ -63,6 +63,23 @@ def test_an_unscanned_release_does_not_refuse_an_option_of_the_next_scanned_one(
         _finding(d, "engine-option-refused")["message"]
 
 
+YARN = '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}'
+
+
+def test_qwens_yarn_recipe_starts_on_the_releases_that_scale_from_the_original_length():
+    # Up to vLLM 0.29.0 YaRN restarts from original_max_position_embeddings and multiplies by factor: 32,768 x 4 =
+    # 131,072 (0.10.0 config.py:3549-3552, 0.29.0 config/model.py:2457-2458); from 0.30.0 max_position_embeddings
+    # (40,960 for Qwen3-32B) is kept (0.34.0 config/model.py:2654-2667), so 131,072 is refused there.
+    # --hf-overrides replaces the keys (0.24.0 transformers_utils/config.py:759-761); --rope-scaling joins it (<= 0.11.0)
+    for flag, release, limit in (("--rope-scaling", "0.10.2", 131072), ("--hf-overrides", "0.24.0", 131072),
+                                 ("--hf-overrides", "0.34.0", 40960)):
+        value = YARN if flag == "--rope-scaling" else '{"rope_scaling":' + YARN + "}"
+        d = _check_json("--vllm", f"vllm serve Qwen/Qwen3-32B -tp 4 --max-model-len 131072 {flag} '{value}'",
+                        "--engine-version", release)
+        assert d["derived"]["max_model_len_limit"] == limit, (flag, release)
+        assert (_finding(d, "max-model-len-exceeds-max-position-embeddings") is not None) is (limit < 131072)
+
+
 def test_an_accepted_option_optkg_does_not_model_stays_a_note():
     d = _check_json("--vllm", "vllm serve meta-llama/Llama-3.1-8B --disable-log-stats --no-enable-log-requests",
                     "--engine-version", "0.34.0")

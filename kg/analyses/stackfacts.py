@@ -194,7 +194,7 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
 def _limits(ctx: KVContext) -> None:
     """Step 2 (module doc): the context limit and max_model_len, the weight scheme, the draft."""
     stack, ns, derived, m = ctx.stack, ctx.ns, ctx.derived, ctx.model
-    limit = ctx.engine.context_limit(m)
+    limit = ctx.engine.context_limit(m, ns, stack.engine_version)
     if limit is not None:
         derived["max_model_len_limit"] = int(limit)
     mml = ns.get("max_model_len") or derived.get("max_model_len_limit")

@@ -112,7 +112,7 @@ class Engine:
         ``max_model_len_effective`` when the stack gives ``max_model_len``."""
         return {"max_model_len_effective": int(ns["max_model_len"])} if ns.get("max_model_len") else {}
 
-    def context_limit(self, model: Any) -> int | None:
+    def context_limit(self, model: Any, ns: dict[str, Any] | None = None, release: str | None = None) -> int | None:
         """The longest context the engine accepts for ``model`` (and runs with when none is given): the model's
         ``max_position_embeddings``."""
         return model.max_position_embeddings

@@ -543,7 +543,7 @@ def _rope_scaling(c: dict[str, Any]) -> dict[str, Any] | None:
     return rs
 
 
-def vllm_max_model_len(c: dict[str, Any], name: str = "config.json") -> int | None:
+def vllm_max_model_len(c: dict[str, Any], name: str = "config.json", release: str | None = None) -> int | None:
     """The longest ``max_model_len`` vLLM accepts for config ``c`` (tokens), or None without a length key.
 
     vLLM 0.33.0 ``_get_and_verify_max_len`` (``config/model.py:2545-2684``): the smallest of
@@ -552,6 +552,9 @@ def vllm_max_model_len(c: dict[str, Any], name: str = "config.json") -> int | No
     max_position_embeddings already scaled", ``:2610-2621``); gemma3 configs are already scaled.
     A longer ``--max-model-len`` is a startup ValueError unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``.
     E.g. DeepSeek-V3 (YaRN, max_position_embeddings 163,840) -> 163,840; Qwen3-235B (no scaling) -> 40,960.
+    Up to vLLM 0.29.0 (``release`` below 0.30.0) only su / longrope / llama3 kept the length, and YaRN started from
+    ``original_max_position_embeddings`` (0.29.0 ``config/model.py:2452-2458``; 0.24.0 ``:2160-2166``): Qwen3 with
+    YaRN factor 4 from 32,768 -> 131,072 there, 40,960 from 0.30.0 (vLLM PR #56446).
     """
     lens = [c[k] for k in VLLM_LENGTH_KEYS if isinstance(c.get(k), (int, float)) and not isinstance(c.get(k), bool)]
     if not lens:
@@ -560,9 +563,16 @@ def vllm_max_model_len(c: dict[str, Any], name: str = "config.json") -> int | No
     rs = _rope_scaling(c)
     if rs and "gemma3" not in str(c.get("model_type") or ""):
         rtype = str(rs.get("rope_type") or rs.get("type") or "default")
-        if rtype not in ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"):
+        from packaging.version import Version
+        before_030 = release is not None and Version(str(release)) < Version("0.30.0")
+        keep = ("su", "longrope", "llama3") if before_030 else \
+            ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+        if rtype not in keep:
             factor = rs.get("factor", 1.0)
             factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
+            orig = rs.get("original_max_position_embeddings")
+            if before_030 and rtype == "yarn" and isinstance(orig, int) and not isinstance(orig, bool):
+                derived = float(orig)
             derived *= factor
     return _length(derived, name)
 

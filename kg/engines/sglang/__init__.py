@@ -43,7 +43,7 @@ class SGLang(Engine):
         return FUNCTIONS
 
     # ---- releases and defaults
-    def context_limit(self, model: Any) -> int | None:
+    def context_limit(self, model: Any, ns: dict[str, Any] | None = None, release: str | None = None) -> int | None:
         """SGLang's context length for the model, else max_position_embeddings."""
         limit = model.sglang_context_length
         return model.max_position_embeddings if limit is None else limit

@@ -47,9 +47,22 @@ class VLLM(Engine):
             out["vllm_model_runner_v2"] = v2
         return out
 
-    def context_limit(self, model: Any) -> int | None:
-        """vLLM's derived max_model_len (RoPE scaling applied as vLLM does), else max_position_embeddings."""
+    def context_limit(self, model: Any, ns: dict[str, Any] | None = None, release: str | None = None) -> int | None:
+        """vLLM's derived max_model_len (RoPE scaling applied as ``release`` does), else max_position_embeddings.
+        ``--hf-overrides`` (a JSON object) and the older ``--rope-scaling`` (to 0.11.0) replace config.json's keys
+        first: vllm 0.24.0 transformers_utils/config.py:759-761 ``config.update(hf_overrides_kw)``, 0.34.0 :1034-1036."""
+        from kg.inputs.modelcfg import _rope_scaling, vllm_max_model_len
+        from kg.inputs.vision import language_config
+        raw = getattr(model, "raw_config", None)
         limit = model.derived_max_model_len
+        text = language_config(raw) if isinstance(raw, dict) and raw else None
+        if text is None and isinstance(raw, dict) and raw:  # a text model: overrides land on the keys vLLM reads
+            over = _config_overrides(ns or {})
+            rope = _rope_scaling({**raw, **over}) or {}
+            yarn = str(rope.get("rope_type") or rope.get("type") or "") in ("yarn", "deepseek_yarn",
+                                                                             "deepseek_llama_scaling")
+            if over or (yarn and release is not None):
+                limit = vllm_max_model_len({**raw, **over}, release=release)
         return model.max_position_embeddings if limit is None else limit
 
     # ---- budget
@@ -192,3 +205,27 @@ class VLLM(Engine):
 
 
 ENGINE = VLLM()
+
+
+def _config_overrides(ns: dict[str, Any]) -> dict[str, Any]:
+    """The config.json keys the command replaces: ``--hf-overrides`` given as a JSON object, and ``--rope-scaling``
+    (vLLM <= 0.11.0, arg_utils.py:541 there) as ``rope_scaling``."""
+    import json
+    out: dict[str, Any] = {}
+    hf = ns.get("hf_overrides")
+    if isinstance(hf, str):
+        try:
+            hf = json.loads(hf)
+        except ValueError:
+            hf = None
+    if isinstance(hf, dict):
+        out.update(hf)
+    rs = ns.get("rope_scaling")
+    if isinstance(rs, str):
+        try:
+            rs = json.loads(rs)
+        except ValueError:
+            rs = None
+    if isinstance(rs, dict):
+        out["rope_scaling"] = rs
+    return out
