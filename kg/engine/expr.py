@@ -228,62 +228,109 @@ def _merged(functions: Mapping[str, Callable[..., Any]] | None) -> tuple[Mapping
 def evaluate(text: str, facts: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] | None = None) -> Any:
     """Evaluate ``text`` over ``facts``. Raises MissingFact, ExprTypeError, ExprError, ZeroDivisionError."""
     fns, names = _merged(functions)
-    tree = compile_expr(text, names)
-    return _eval(tree.body, facts, fns)
+    return compiled(text, names)(facts, fns)
 
 
-def _eval(n: ast.AST, f: Mapping[str, Any], fns: Mapping[str, Callable[..., Any]]) -> Any:
+@lru_cache(maxsize=8192)
+def compiled(text: str, extra_functions: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
+    """``text`` (``compile_expr``: same checks and errors) as a function of (facts, functions): one closure per node
+    of its tree, each holding its node's fields and children, so an evaluation does not walk the tree (a sweep
+    evaluates the same few hundred expressions on every stack). Cached by text."""
+    return _closure(compile_expr(text, extra_functions).body)
+
+
+def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
+    """The closure of one node. A name missing from the facts or None raises MissingFact; ``true`` / ``false`` are
+    booleans; operands are type-checked (``_check_types``) before an operator applies; ``and`` / ``or`` return the
+    deciding operand; a chained comparison stops at the first false link; lists and tuples give lists."""
     if isinstance(n, ast.Constant):
-        return n.value
+        value = n.value
+        return lambda f, fns: value
     if isinstance(n, ast.Name):
-        if n.id in ("true", "True"):
-            return True
-        if n.id in ("false", "False"):
-            return False
-        if n.id not in f or f[n.id] is None:
-            raise MissingFact(n.id)
-        return f[n.id]
+        name = n.id
+        if name in ("true", "True"):
+            return lambda f, fns: True
+        if name in ("false", "False"):
+            return lambda f, fns: False
+
+        def get(f: Mapping[str, Any], fns: Any) -> Any:
+            if f.__class__ is dict:  # one lookup: a dict's get gives None for a missing name too
+                v = f.get(name)
+                if v is None:
+                    raise MissingFact(name)
+                return v
+            if name not in f or f[name] is None:
+                raise MissingFact(name)
+            return f[name]
+        return get
     if isinstance(n, ast.BoolOp):
+        parts = tuple(_closure(x) for x in n.values)
         if isinstance(n.op, ast.And):
-            v: Any = True
-            for x in n.values:
-                v = _eval(x, f, fns)
-                if not v:
+            def and_(f: Mapping[str, Any], fns: Any) -> Any:
+                v: Any = True
+                for c in parts:
+                    v = c(f, fns)
+                    if not v:
+                        return v
+                return v
+            return and_
+
+        def or_(f: Mapping[str, Any], fns: Any) -> Any:
+            v: Any = False
+            for c in parts:
+                v = c(f, fns)
+                if v:
                     return v
             return v
-        v = False
-        for x in n.values:
-            v = _eval(x, f, fns)
-            if v:
-                return v
-        return v
+        return or_
     if isinstance(n, ast.UnaryOp):
-        v = _eval(n.operand, f, fns)
+        operand = _closure(n.operand)
         if isinstance(n.op, ast.Not):
-            return not v
-        if not _is_num(v):
-            raise ExprTypeError(f"unary minus needs a number, found {v!r}")
-        return -v if isinstance(n.op, ast.USub) else +v
+            return lambda f, fns: not operand(f, fns)
+        neg = isinstance(n.op, ast.USub)
+
+        def sign(f: Mapping[str, Any], fns: Any) -> Any:
+            v = operand(f, fns)
+            if not _is_num(v):
+                raise ExprTypeError(f"unary minus needs a number, found {v!r}")
+            return -v if neg else +v
+        return sign
     if isinstance(n, ast.BinOp):
-        a, b = _eval(n.left, f, fns), _eval(n.right, f, fns)
-        _check_types(type(n.op), a, b)
-        return _BIN[type(n.op)](a, b)
+        left, right, op_t = _closure(n.left), _closure(n.right), type(n.op)
+        op = _BIN[op_t]
+
+        def binop(f: Mapping[str, Any], fns: Any) -> Any:
+            a, b = left(f, fns), right(f, fns)
+            _check_types(op_t, a, b)
+            return op(a, b)
+        return binop
     if isinstance(n, ast.Compare):
-        left = _eval(n.left, f, fns)
-        for op, comp in zip(n.ops, n.comparators):
-            right = _eval(comp, f, fns)
-            _check_types(type(op), left, right)
-            if not _CMP[type(op)](left, right):
-                return False
-            left = right
-        return True
+        first = _closure(n.left)
+        chain = tuple((type(op), _CMP[type(op)], _closure(c)) for op, c in zip(n.ops, n.comparators))
+
+        def compare(f: Mapping[str, Any], fns: Any) -> Any:
+            a = first(f, fns)
+            for op_t, op, c in chain:
+                b = c(f, fns)
+                _check_types(op_t, a, b)
+                if not op(a, b):
+                    return False
+                a = b
+            return True
+        return compare
     if isinstance(n, (ast.List, ast.Tuple)):
-        return [_eval(x, f, fns) for x in n.elts]
+        elts = tuple(_closure(x) for x in n.elts)
+        return lambda f, fns: [c(f, fns) for c in elts]
     if isinstance(n, ast.Set):
-        return {_eval(x, f, fns) for x in n.elts}
+        elts = tuple(_closure(x) for x in n.elts)
+        return lambda f, fns: {c(f, fns) for c in elts}
     if isinstance(n, ast.IfExp):
-        return _eval(n.body, f, fns) if _eval(n.test, f, fns) else _eval(n.orelse, f, fns)
+        test, body, orelse = _closure(n.test), _closure(n.body), _closure(n.orelse)
+        return lambda f, fns: body(f, fns) if test(f, fns) else orelse(f, fns)
     if isinstance(n, ast.Call):
-        fn = fns[n.func.id]  # validated at compile time
-        return fn(*[_eval(a, f, fns) for a in n.args])
-    raise ExprError(f"'{type(n).__name__}' is not allowed")  # pragma: no cover - rejected by _validate
+        fname, args = n.func.id, tuple(_closure(a) for a in n.args)  # validated at compile time
+        return lambda f, fns: fns[fname](*[c(f, fns) for c in args])
+
+    def refused(f: Mapping[str, Any], fns: Any) -> Any:  # pragma: no cover - rejected by _validate
+        raise ExprError(f"'{type(n).__name__}' is not allowed")
+    return refused
