@@ -54,3 +54,17 @@ def test_values_of_other_types_are_not_the_same():
     assert same([1, "a", {"x": 2.5}], [1, "a", {"x": 2.5}]) and same(None, None)
     assert freeze(1) != freeze(True) and freeze(0.0) != freeze(-0.0) and freeze([1, 2]) == freeze([1, 2])
     assert freeze({"a": [1]}) != freeze({"a": (1,)})
+
+
+def test_incremental_combinations_equal_ones_from_fresh_reports(catalog, check_rules):
+    """A sweep keeps only each combination's findings and KV numbers, without writing the whole check report
+    (kg.analyses.check.check_parts): the rows equal those read from fresh, whole reports."""
+    from kg.engines.launch import parse_command
+    for cmd, axes in SWEEPS.values():
+        base = parse_command(cmd, catalog, "vllm")
+        base.hardware, base.gpu_count = catalog.resolve_hardware("H200"), 16
+        plan = build_plan(base, catalog, axes)
+        inc, fresh = Evaluator(plan, catalog, check_rules), Evaluator(plan, catalog, check_rules, incremental=False)
+        rows = [inc.evaluate(i) for i in range(plan.size())]
+        assert rows == [fresh.evaluate(i) for i in range(plan.size())]
+        assert {r["valid"] for r in rows} == {True, False} and any(r["findings"] for r in rows)

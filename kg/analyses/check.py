@@ -157,6 +157,42 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
 
     First the engine's effective configuration is applied to a copy of the stack (kg.inputs.effective:
     the release assumed when none is given, release defaults for settings the stack does not give)."""
+    return report_of(check_parts(stack, catalog, rules), catalog)
+
+
+@dataclass
+class Checked:
+    """What ``check_stack`` computes before it writes the report: the stack with its effective configuration applied
+    (a copy), the configuration's entries, the engine facts, the namespace and one Firing per rule."""
+
+    stack: Stack
+    effective: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
+    ns: dict[str, Any]
+    firings: list[Firing]
+
+    def findings_brief(self) -> list[tuple[str, str]]:
+        """(rule id, severity) of the report's findings, in its order (``report_of``), without writing them: what a
+        sweep keeps of each combination."""
+        notes_only = {f.rule.id for f in self.firings if f.fired and _is_effect_note(f.rule)}
+        out = [(f.rule.id, f.severity or "info") for f in self.firings if f.fired and f.rule.id not in notes_only]
+        out.sort(key=lambda x: (-SEVERITY_ORDER.get(x[1], 0), x[0]))
+        return out
+
+    def derived_subset(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """``report_of(...).derived`` restricted to ``names``, each starting ``kv_`` or ``max_`` (no DCP fact), without
+        writing the report."""
+        out = {}
+        for k in names:
+            if not k.startswith(("kv_", "max_")):
+                raise ValueError(f"{k}: only kv_ and max_ names are read without the report")
+            if k in self.ns and not isinstance(self.ns[k], dict):
+                out[k] = self.ns[k]
+        return out
+
+
+def check_parts(stack: Stack, catalog: Catalog, rules: RuleSet) -> Checked:
+    """``check_stack`` up to its report (module doc)."""
     import copy
     from kg.inputs.effective import effective_configuration
     stack = copy.copy(stack)
@@ -171,6 +207,12 @@ def check_stack(stack: Stack, catalog: Catalog, rules: RuleSet) -> Report:
         ns = {**ns, **stored[0], "kv_bytes_per_token_per_gpu_requested": ns.get("kv_bytes_per_token_per_gpu")}
         stack.notes.append(stored[1])
         firings = [keep.get(f.rule.id, f) for f in _evaluate(rules, facts, ns, stack, catalog)]
+    return Checked(stack, effective, facts, ns, firings)
+
+
+def report_of(c: Checked, catalog: Catalog) -> Report:
+    """The Report of a ``check_parts`` result (``check_stack``)."""
+    stack, effective, ns, firings = c.stack, c.effective, c.ns, c.firings
     # an informational effect coupling that applies (DCP causes communication volume when dcp_size > 1) is
     # "in effect", listed apart from findings: nothing to fix
     notes_only = {f.rule.id for f in firings if f.fired and _is_effect_note(f.rule)}

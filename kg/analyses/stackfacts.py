@@ -129,7 +129,8 @@ def _base_facts(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             ns["framework_version"] = stack.framework_version
     m = stack.model
     if m is not None:
-        for k, v in m.to_dict().items():
+        from kg.engine.incremental import model_dict
+        for k, v in model_dict(m).items():
             if k in ("warnings", "source", "name", "quantization_config", "quantization_config_source"):
                 continue
             if k == "weight_block_size":

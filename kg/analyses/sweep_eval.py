@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kg.knowledge.catalog import Catalog
-from kg.analyses.check import check_stack
+from kg.analyses.check import Checked, check_parts, check_stack, report_of
 from kg.core.errors import OptkgError
 from kg.engine.incremental import Session, use
 from kg.engine.rules import SEVERITY_ORDER, RuleSet
@@ -28,6 +28,8 @@ LEGACY = ("tp_size", "pp_size", "dcp_size", "kv_cache_dtype")
 
 KV_KEYS = ("kv_bytes_per_token_per_gpu", "kv_replication", "kv_budget_bytes_per_gpu", "kv_budget_source",
            "kv_budget_error_bytes", "kv_tokens_per_gpu", "kv_tokens_total", "max_concurrency", "unique_kv_tokens_per_gpu")
+# the check report's derived numbers a combination reads (KV_KEYS, _fit_reasons, the pools' basis, max_model_len)
+DERIVED_READ = (*(k for k in KV_KEYS if k != "unique_kv_tokens_per_gpu"), "kv_tokens_total_basis", "max_model_len_effective")
 
 
 def _flag_specs(engine: str | None, version: str | None = None) -> dict[str, dict[str, Any]]:
@@ -194,15 +196,27 @@ class Evaluator:
         with use(self.session):
             return check_stack(st, self.catalog, self.rules)
 
+    def parts(self, st: Stack) -> Checked:
+        """``check`` up to its report (kg.analyses.check.check_parts): a rules-only sweep keeps only the findings'
+        ids and severities and a few derived numbers of each combination, so it does not write the whole report."""
+        with use(self.session):
+            return check_parts(st, self.catalog, self.rules)
+
     def evaluate(self, i: int) -> dict[str, Any]:
         """Combination ``i`` as plain data (``Combination.to_dict`` keys, speed under ``_speed``)."""
         st, pv, gpu = self.stack(i)
-        rep = self.check(st)
-        d = rep.derived
+        if self.session is None:  # the reference: the whole report, as `optkg check` writes it
+            rep = self.check(st)
+            d = rep.derived
+            brief = [(f.rule_id, f.severity) for f in rep.findings]
+        else:
+            c = self.parts(st)
+            d = c.derived_subset(DERIVED_READ)
+            brief = c.findings_brief()
         vals = st.values()
         tp, pp, dp = int(vals.get("tp_size") or 1), int(vals.get("pp_size") or 1), int(vals.get("dp_size") or 1)
-        findings = [{"rule_id": f.rule_id, "severity": f.severity} for f in rep.findings]
-        blocking = [f.rule_id for f in rep.findings if SEVERITY_ORDER.get(f.severity, 0) >= self.threshold]
+        findings = [{"rule_id": r, "severity": sev} for r, sev in brief]
+        blocking = [r for r, sev in brief if SEVERITY_ORDER.get(sev, 0) >= self.threshold]
         gpus = _gpus_needed(st, vals)
         fit_reasons = _fit_reasons(st, d, vals, gpus, tp, pp, dp, pv.get("ep_size"))
         fits = not fit_reasons
@@ -225,6 +239,8 @@ class Evaluator:
                "_mml": d.get("max_model_len_effective")}
         if self.plan.workload is not None and not blocking and fits:
             from kg.speed.serving import speed_for_stack
+            if self.session is not None:
+                rep = report_of(c, self.catalog)
             out["_speed"] = speed_for_stack(st, rep.to_dict(), self.plan.workload)
         elif self.plan.workload is not None:
             out["_speed"] = {"status": "infeasible", "reasons": reasons}
