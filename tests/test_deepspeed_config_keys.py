@@ -56,3 +56,22 @@ def test_a_repeated_key_is_refused_by_deepspeed_and_a_note_through_the_hf_traine
     assert (f"note: {p}:4: duplicate key 'zero_optimization' (lines 3, 4): deepspeed refuses the file (\"Duplicate keys "
             "in DeepSpeed config\"); read through the HF Trainer / accelerate (json.load) the last one wins, and this "
             "report reads the last one") in out
+
+
+def test_precision_monitor_and_tensor_parallel_sections_refuse_keys_outside_their_models():
+    # deepspeed 0.19.8 builds DeepSpeedFP16Config / DeepSpeedBF16Config (runtime/precision_config.py:38, :97),
+    # TensorBoardConfig (monitor/config.py:12-14) and TPTrainingConfig (tensor_parallel/config.py:151) from these
+    # sections, each with extra="forbid"
+    from kg.frameworks.deepspeed.keys import check_keys
+    bad = {"fp16": {"enabled": True, "loss_scale_windw": 1000}, "bf16": {"enabled": False, "immediate_grad_updates": 1},
+           "tensorboard": {"enabled": True, "output_dir": "tb"}, "tensor_parallel": {"autotp_sizes": 2}}
+    got = [(p["section"], p["key"], p["near"]) for p in check_keys(bad, "ds.json", lambda *a: ".".join(a), [])]
+    assert got == [("bf16", "immediate_grad_updates", " (did you mean immediate_grad_update?)"),
+                   ("fp16", "loss_scale_windw", " (did you mean loss_scale_window?)"),
+                   ("tensorboard", "output_dir", " (did you mean output_path?)"),
+                   ("tensor_parallel", "autotp_sizes", " (did you mean autotp_size?)")]
+    # the HF Trainer's documented ZeRO-3 JSON (transformers docs, deepspeed.md): every key a field
+    ok = {"fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+                   "hysteresis": 2, "min_loss_scale": 1}, "bf16": {"enabled": "auto"},
+          "wandb": {"enabled": True, "project": "p"}, "timers": {"throughput": {"enabled": True}}}
+    assert check_keys(ok, "ds.json", lambda *a: ".".join(a), []) == []

@@ -25,7 +25,22 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = (("zero_optimization", "deepspeed/runtime/zero/config.py", "DeepSpeedZeroConfig"),
           ("zero_optimization.offload_param", "deepspeed/runtime/zero/offload_config.py", "DeepSpeedZeroOffloadParamConfig"),
           ("zero_optimization.offload_optimizer", "deepspeed/runtime/zero/offload_config.py",
-           "DeepSpeedZeroOffloadOptimizerConfig"))
+           "DeepSpeedZeroOffloadOptimizerConfig"),
+          # the other sections DeepSpeedConfig builds a model from (0.19.8 runtime/config.py:506-584): precision_config.py
+          # :38 / :97, monitor/config.py:12-14 (one model per monitor key), config.py:371, compile :584,
+          # tensor_parallel/config.py:151, comm/config.py:25, utils/config.py:28-32. The legacy "bfloat16" key is
+          # left out: it is read only when "bf16" is absent (precision_config.py:35-37)
+          ("bf16", "deepspeed/runtime/precision_config.py", "DeepSpeedBF16Config"),
+          ("fp16", "deepspeed/runtime/precision_config.py", "DeepSpeedFP16Config"),
+          ("tensorboard", "deepspeed/monitor/config.py", "TensorBoardConfig"),
+          ("wandb", "deepspeed/monitor/config.py", "WandbConfig"),
+          ("csv_monitor", "deepspeed/monitor/config.py", "CSVConfig"),
+          ("comet", "deepspeed/monitor/config.py", "CometConfig"),
+          ("hybrid_engine", "deepspeed/runtime/config.py", "HybridEngineConfig"),
+          ("compile", "deepspeed/compile/config.py", "CompileConfig"),
+          ("tensor_parallel", "deepspeed/runtime/tensor_parallel/config.py", "TPTrainingConfig"),
+          ("comms_logger", "deepspeed/comm/config.py", "CommsLoggerConfig"),
+          ("timers.throughput", "deepspeed/utils/config.py", "DeepSpeedThroughputTimerConfig"))
 
 
 def model_keys(src: str, cls: str) -> dict[str, int]:

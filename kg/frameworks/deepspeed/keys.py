@@ -2,7 +2,9 @@
 tools/deepspeed_config_keys.py from the release's source).
 
 - A key inside a section DeepSpeed builds a pydantic model from (``zero_optimization`` and its ``offload_param`` /
-  ``offload_optimizer``) that is neither a field nor an alias: ``DeepSpeedConfigModel`` sets ``extra="forbid"``
+  ``offload_optimizer``; ``bf16``, ``fp16``, the monitors ``tensorboard`` / ``wandb`` / ``csv_monitor`` / ``comet``,
+  ``hybrid_engine``, ``compile``, ``tensor_parallel``, ``comms_logger``, ``timers.throughput``) that is neither a
+  field nor an alias: ``DeepSpeedConfigModel`` sets ``extra="forbid"``
   (deepspeed 0.19.8 runtime/config_utils.py:105-113), so ``deepspeed.initialize`` raises a ValidationError: an ERROR.
 - A duplicate key: DeepSpeed loads a config file with ``object_pairs_hook=dict_raise_error_on_duplicate_keys``
   (runtime/config.py:444, config_utils.py:205-211: "Duplicate keys in DeepSpeed config"): an ERROR when DeepSpeed
