@@ -185,6 +185,15 @@ def test_aliases_still_work(cli):
     d = _check(cli, "--vllm", "--model Qwen/Qwen3-32B -tp 2")  # a bare list of flags
     assert d["stack"]["techniques"]["tensor-parallelism"]["tp_size"] == 2 and d["stack"]["source"] == "--vllm"
     code, _, err = cli("check", "--sglang", "vllm serve Qwen/Qwen3-32B")
+    assert code == 2 and err.strip().endswith("--sglang: a vllm command, not an sglang one: pass it with --vllm (or --cmd)")
+
+
+def test_another_engines_command_names_the_flag_that_takes_it(cli):
+    code, _, err = cli("check", "--vllm", "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 2")
+    assert code == 2 and err.strip().endswith("--vllm: an sglang command, not a vllm one: pass it with --sglang (or --cmd)")
+    code, _, err = cli("check", "--sglang", "lmdeploy serve api_server Qwen/Qwen3-32B --tp 2")
+    assert code == 2 and err.strip().endswith("--sglang: an lmdeploy command, not an sglang one: pass it with --cmd")
+    code, _, err = cli("check", "--sglang", "vllm chat")  # a program of the family, not an engine's launch
     assert code == 2 and "does not look like a sglang launch command" in err
 
 

@@ -205,6 +205,18 @@ def _program_heads() -> set[str]:
     return {program_word(str(p[0])) for t in _engine_tables().values() for p in t.get("programs") or [] if p}
 
 
+def _other_engine_hint(words: list[str], engine: str, label: str) -> str:
+    """``--vllm: an sglang command, not a vllm one: pass it with --sglang (or --cmd)`` when another engine's
+    program starts the words (an SGLang command given to check --vllm), else empty."""
+    for other, table in sorted(_engine_tables().items()):
+        if other != engine and table.get("programs") and split_launch(words, table)[3]:
+            flag = f"{table['command_option']} (or --cmd)" if table.get("command_option") else "--cmd"
+            def a(e: str) -> str:  # an sglang, an lmdeploy, a trtllm, a vllm
+                return ("an " if e[0] in "aeiosl" else "a ") + e
+            return f"{label}: {a(other)} command, not {a(engine)} one: pass it with {flag}"
+    return ""
+
+
 def table_for(engine: str, label: str) -> dict[str, Any]:
     """The flag table of ``engine`` (``catalog/engines/<engine>.yaml``); OptkgError when it has no programs."""
     tables = _engine_tables()
@@ -604,7 +616,8 @@ def parse_with_table(command: str, catalog: Catalog, engine: str, model_override
     env_words, launch, words, found = split_launch(words, table)
     env: dict[str, str] = dict(w.split("=", 1) for w in env_words)
     if not found and words and not words[0].startswith("-") and program_word(words[0]) in _program_heads():
-        raise OptkgError(f"{label}: does not look like a {engine} launch command "
+        raise OptkgError(_other_engine_hint(words, engine, label) or
+                         f"{label}: does not look like a {engine} launch command "
                          f"(expected it to start with {' '.join(table['programs'][0])})")
     st = parse_words(words, catalog, engine, label=label, env=env, launch=launch,
                        model_override=model_override, resolver=resolver)
