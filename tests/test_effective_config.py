@@ -120,8 +120,9 @@ def test_every_default_cites_the_released_source():
             checked += 1
     # 34 + the 0.33.0 lines of the five open-ended defaults (vllm_use_v1, max_num_seqs 256, max_num_batched_tokens x3)
     # 48 = 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults + the V2-runner async entry (2); + 8 for 0.34.0:
-    # gpu_memory_utilization 1.0 (3) and 0.92 (1), block_size 16 (1) and 64 (2), async scheduling (1)
-    assert checked == 56
+    # gpu_memory_utilization 1.0 (3) and 0.92 (1), block_size 16 (1) and 64 (2), async scheduling (1); + 12 for V0's
+    # long-context chunked prefill (7: 0.5.4, 0.6.3.post1, 0.7.2) and V1 on 0.7.x (3), lora_extra_vocab_size (3)
+    assert checked == 69
 
 
 def test_excerpts_are_the_released_text():

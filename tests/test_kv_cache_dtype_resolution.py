@@ -80,9 +80,11 @@ def test_capacity_uses_the_kv_dtype_the_engine_stores_when_fp8_is_ignored():
     assert f["numbers"]["kv_bytes_per_token_per_gpu_expected"] == 65536
     dv = d["derived"]
     # the table follows the actual 131,072 B/token: 16 x 131,072 = 2 MiB blocks, half the FP8 count
-    # (42,430 FP8 blocks -> 21,215; 21,215 x 16 = 339,440 tokens; 21,215 / 8,192 blocks per 131,072-token request = 2.59)
+    # (55,376 FP8 blocks -> 27,688; 27,688 x 16 = 443,008 tokens; 27,688 / 8,192 blocks per 131,072-token request = 3.38).
+    # V1 on 0.7.x runs chunked prefill with max_num_batched_tokens 8192 on an H100 (0.7.2 arg_utils.py:1303, :1313), so
+    # the profile's peak is the sampler's, not a 131,072-token forward (which gave 21,215 blocks before)
     assert dv["kv_bytes_per_token_per_gpu"] == 131072 and dv["kv_bytes_per_token_per_gpu_requested"] == 65536
-    assert dv["kv_num_blocks"] == 21215 and dv["kv_tokens_per_gpu"] == 339440 and dv["max_concurrency"] == 2.59
+    assert dv["kv_num_blocks"] == 27688 and dv["kv_tokens_per_gpu"] == 443008 and dv["max_concurrency"] == 3.38
     assert any("KV capacity at the dtype the engine stores (auto: bfloat16)" in n for n in d["notes"])
 
 

@@ -34,14 +34,23 @@ class VLLM(Engine):
 
     # ---- releases and defaults
     def release_facts(self, stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
-        """``max_model_len_effective`` (given, else the model's derived context vLLM runs with) and
-        ``vllm_model_runner_v2``, the GPU model runner the release picks (kg.engines.vllm.runner)."""
+        """``max_model_len_effective`` (given, else the model's derived context vLLM runs with),
+        ``vllm_model_runner_v2``, the GPU model runner the release picks (kg.engines.vllm.runner), and what V0's
+        long-context chunked-prefill switch reads (catalog/engines/releases/vllm.yaml): ``model_sliding_window``
+        (an effective sliding window), ``model_is_multimodal``, ``model_seqlen_agnostic`` (Mamba / linear-attention
+        layers) and, with a GPU, ``gpu_is_rocm``."""
         from kg.engines.vllm.runner import model_uses_v2_runner
         out: dict[str, Any] = {}
         m = stack.model
         mml = ns.get("max_model_len") or (m.derived_max_model_len if m is not None else None)
         if mml:
             out["max_model_len_effective"] = int(mml)
+        if m is not None:
+            out["model_sliding_window"] = m.sliding_window is not None
+            out["model_is_multimodal"] = m.vision_model_type is not None
+            out["model_seqlen_agnostic"] = bool(m.linear_attention)
+        if (stack.hardware or {}).get("vendor"):
+            out["gpu_is_rocm"] = str(stack.hardware["vendor"]).lower() == "amd"
         v2, _ = model_uses_v2_runner(m, stack.engine_version, ns.get("speculative_method"), int(ns.get("pp_size") or 1))
         if v2 is not None:
             out["vllm_model_runner_v2"] = v2
