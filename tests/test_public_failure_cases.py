@@ -36,6 +36,14 @@ def fired(report) -> set[str]:
 def test_every_class_has_at_least_five_public_reports():
     by_class = Counter(c["class"] for c in CASES)
     assert set(by_class) == {1, 2, 3, 4, 5} and min(by_class.values()) >= 5, by_class
+    # reports check catches (a rule named) / reports gathered, per class; each caught report fires and its fix holds
+    # in the tests below or in its rule's fixtures. Class 3 misses: InferenceX 2128 (the weights SGLang loaded, 125.65
+    # GiB per GPU, are 16.7 GiB above the checkpoint's), SGLang 4330 (model not stated), LMDeploy 3280 / 3440 (vision
+    # activations per request); class 5 misses: vLLM 21500 / 55193 (the modules each architecture exposes to LoRA)
+    caught = Counter(c["class"] for c in CASES if c["rule"])
+    assert {k: (caught[k], by_class[k]) for k in sorted(by_class)} == {
+        1: (7, 7), 2: (5, 7), 3: (5, 9), 4: (8, 8), 5: (7, 9)}
+    assert min(caught.values()) >= 5
     assert len({c["url"] for c in CASES}) == len(CASES)  # one entry per report
     for c in CASES:
         assert c["url"].startswith(TRACKERS), c["id"]

@@ -276,7 +276,7 @@ def test_support_lookup_by_release():
     assert got["allowed_max_lora_ranks"] == [8, 16, 32, 64]         # 0.5.4 entry holds until 0.6.4.post1
     assert got["support_releases"]["vllm-lora"] == "0.5.4"
     assert support_facts("vllm", "0.11.1", {})["allowed_max_lora_ranks"][0] == 1   # rank 1 from 0.11.1 (PR 26461)
-    assert support_facts("vllm", "0.4.0", {}).get("allowed_max_lora_ranks") is None   # older than every entry
+    assert support_facts("vllm", "0.3.3", {}).get("allowed_max_lora_ranks") is None   # older than every entry (0.4.0)
     assert support_facts("vllm", None, {})["support_releases"]["vllm-lora"] == "0.33.0"
     assert "allowed_max_lora_ranks" not in support_facts("sglang", "0.5.23", {})
 

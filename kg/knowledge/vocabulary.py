@@ -97,6 +97,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "lora_adapter_rank": ("integer", "largest rank r of the LoRA adapters served (adapter_config.json r)"),
     # read from each adapter's adapter_config.json (kg.inputs.lora_adapters) or given in a stack file
     "lora_modules": ("string", "vLLM --lora-modules: the adapters served (name=path or JSON items)"),
+    "lora_extra_vocab_size": ("integer", "vLLM --lora-extra-vocab-size: vocabulary slots LoRA adds to the logits "
+                              "(256 until 0.12.0)"),
     "lora_adapter_modules_to_save": ("names", "union of the adapters' modules_to_save (adapter_config.json)"),
     "lora_adapter_target_modules": ("names", "union of the adapters' target_modules (adapter_config.json)"),
     "lora_adapter_modules_to_save_heads_only": ("boolean", "every modules_to_save entry is a classification head (classifier, score)"),
