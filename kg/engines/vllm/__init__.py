@@ -140,7 +140,8 @@ class VLLM(Engine):
     def engine_facts(self, stack: Any, ns: dict[str, Any], out: dict[str, Any]) -> None:
         """V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221);
         ``all2all_backend`` defaults to allgather_reducescatter (EngineArgs.all2all_backend); ``cudagraph_mode``, when
-        none is given, is the one the release configures (kg.engines.vllm.cudagraph)."""
+        none is given, is the one the release configures (kg.engines.vllm.cudagraph); the release's model registry facts
+        of the served architecture (kg.engines.vllm.registry)."""
         m = stack.model
         if (not out.get("engine_uses_v0") and ns.get("attention_backend") is None and stack.engine_version
                 and m is not None and not m.is_mla):
@@ -153,6 +154,8 @@ class VLLM(Engine):
         from kg.engines.vllm.cudagraph import resolved_cudagraph_mode
         if (mode := resolved_cudagraph_mode(stack, ns)) is not None:
             out["cudagraph_mode"] = mode  # the mode the release configures when none is given
+        from kg.engines.vllm.registry import registry_facts
+        out.update(registry_facts(stack, ns))  # the model registry's facts of the served architecture
 
     def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None) -> str:
         """With ``--dtype auto``, vLLM 0.9.0+ falls back to float16 below compute capability 8.0 when the checkpoint
