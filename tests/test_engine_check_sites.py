@@ -266,3 +266,47 @@ def test_the_sglang_walker_overrides_checkgen_only_with_the_same_parameters():
     base = methods(REPO / "tools" / "checkgen.py", "Walker")
     own = methods(REPO / "tools" / "sglang_generated_checks.py", "SglWalker")
     assert {k for k in set(base) & set(own) if base[k] != own[k]} == {"__init__"}
+
+
+def test_the_model_registry_facts_are_the_served_architectures_in_its_release(catalog):
+    """catalog/engines/models/vllm.yaml (tools/vllm_model_registry.py, read from each wheel's registry.py): the
+    _ModelInfo facts of config.json's first architecture, given only where vLLM's lookup is the plain one."""
+    import kg
+    from kg.engines.vllm.registry import registry_facts
+    facts = {}
+    for cmd in ("vllm serve Qwen/Qwen3-VL-8B-Instruct", "vllm serve meta-llama/Llama-3.1-8B",
+                "vllm serve meta-llama/Llama-3.1-8B --model-impl transformers"):
+        st = kg.stack_from_command(cmd, catalog)
+        st.engine_version = "0.34.0"
+        facts[cmd] = registry_facts(st, st.values())
+    vl, llama, tf = facts.values()
+    assert (vl["vllm_model__supports_multimodal"], vl["vllm_model__supports_lora"]) == (True, True)
+    assert (llama["vllm_model__supports_multimodal"], llama["vllm_model__is_hybrid"]) == (False, False)
+    assert not any(k.startswith("vllm_model__supports") for k in tf)  # the Transformers backend's class instead
+    assert llama["vllm_model__speculators_checkpoint"] is False and llama["vllm_model_cloud_storage"] is False
+
+
+def test_rows_read_the_registry_facts_of_the_served_architecture(catalog):
+    # engine/arg_utils.py:2723 (0.34.0): default multimodal LoRAs on a model without a multimodal config
+    mm_loras = " --enable-lora --default-mm-loras '{\"image\": \"/loras/img\"}'"
+    assert ("vllm/engine/arg_utils.py", 2723) in _refused_lines("vllm serve meta-llama/Llama-3.1-8B" + mm_loras,
+                                                                "0.34.0", catalog)
+    assert ("vllm/engine/arg_utils.py", 2723) not in _refused_lines("vllm serve Qwen/Qwen3-VL-8B-Instruct" + mm_loras,
+                                                                    "0.34.0", catalog)
+    # config/vllm.py:3619: --use-replayssm needs a model class with SupportsReplaySSM (Nemotron-H has it)
+    assert ("vllm/config/vllm.py", 3619) in _refused_lines("vllm serve meta-llama/Llama-3.1-8B --use-replayssm",
+                                                           "0.34.0", catalog)
+    assert ("vllm/config/vllm.py", 3619) not in _refused_lines(
+        "vllm serve nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 --use-replayssm", "0.34.0", catalog)
+
+
+def test_the_speculative_config_keeps_what_the_speculator_classes_do_not_assign(catalog):
+    # config/speculative.py:1648 (0.34.0) _verify_args refuses tensor_parallel_size in --speculative-config; the
+    # speculator classes' configure() (v1/worker/gpu/spec_decode/**/config.py) never assigns it
+    spec = "vllm serve meta-llama/Llama-3.1-8B --speculative-config '{\"method\": \"ngram\", " \
+           "\"num_speculative_tokens\": 3%s}'"
+    line = ("vllm/config/speculative.py", 1648)
+    assert line in _refused_lines(spec % ', "tensor_parallel_size": 2', "0.34.0", catalog)
+    assert line not in _refused_lines(spec % "", "0.34.0", catalog)
+    from vllm_speculators import speculator_effects
+    assert speculator_effects({}) is None  # a release without the speculator modules: everything is forgotten

@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
+from vllm_speculators import SPEC_DIR, speculator_effects  # noqa: E402
 
 NONE = cg.NONE
 ARGS_PATH = "vllm/engine/arg_utils.py"
@@ -56,7 +57,8 @@ def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if name in (MODEL_HOOKS, MLA_SOURCE) or (name.endswith(".py") and any(name.startswith(p) for p in WALKED)):
+            if (name in (MODEL_HOOKS, MLA_SOURCE) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
+                    or (name.endswith(".py") and any(name.startswith(p) for p in WALKED))):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
     return out
 
@@ -110,6 +112,13 @@ READ_ONLY_CALLS = {
     "HybridAttentionMambaModelConfig.verify_and_update_config": "model_executor/models/config.py (model_hook_attrs)",
     "SequenceClassificationConfig.verify_and_update_config": "model_executor/models/config.py (model_hook_attrs)",
 }
+# SpeculativeConfig.__post_init__ (config/speculative.py:1349-1416 at 0.34.0) hands itself to the speculator config
+# class it picks (v1/worker/gpu/spec_decode/**/config.py): these change only the fields tools/vllm_speculators.py
+# reads from those modules (VllmWalker.speculator_fields)
+# (the ``speculator_config`` property, :1418-1422, builds ``get_speculator_config_class(self)(self)``, whose only
+# __init__, v1/worker/gpu/spec_decode/speculator_config.py:96, stores the spec on the new object)
+SPECULATOR_CALLS = {"config_cls.configure", "config_cls.apply_options", "config_cls.default_model",
+                    "get_method_config_class", "get_speculator_config_class", "get_speculator_config_class(self)"}
 # calls not followed that change only the named fields of the objects handed to them (VllmWalker.forget_all)
 PARTIAL_EFFECTS = {
     # config/kernel.py:488-520 KernelConfig.set_platform_defaults: only self.ir_op_priority (setattr / extend)
@@ -144,10 +153,14 @@ class VllmWalker(cg.Walker):
     branch_conditions = True
     record_fills = True
     model_hook_attrs: set[str] = set()
+    speculator_fields: list[str] | None = None  # fields a speculator config class may assign (None: any)
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
 
     def get_attr(self, obj: cg.Obj, attr: str, pc: list[str] | None = None) -> Any:
+        if attr in ("_model_info", "_architecture") and obj.cls == "ModelConfig" and served_model_config(self, obj):
+            # the registry's _ModelInfo of the served architecture and the architecture it resolved (model_info_obj)
+            return model_info_obj() if attr == "_model_info" else cg.Expr("vllm_model__arch")
         # a property of the served model's ModelConfig that optkg reads from the same config.json (model_props)
         if attr not in obj.env and obj.cls == "ModelConfig" and attr in self.props and served_model_config(self, obj):
             text = self.props[attr]
@@ -197,6 +210,11 @@ class VllmWalker(cg.Walker):
         super().expr_stmt(node, fr, pc)
 
     def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: dict[int, cg.Obj] | None = None) -> None:
+        if why in SPECULATOR_CALLS and obj.cls == "SpeculativeConfig" and self.speculator_fields is not None:
+            # a speculator config class's setup (tools/vllm_speculators.py): only the fields some class assigns
+            for f in self.speculator_fields:
+                self.set_attr(obj, f, cg.TAINT, conds)
+            return
         if why in PARTIAL_EFFECTS:  # a call whose effects are read from the source: only those fields
             if why == "self.kernel_config.set_platform_defaults":
                 try:
@@ -314,6 +332,11 @@ class VllmWalker(cg.Walker):
         return t if cg.is_unknown(t) else simplify(t)
 
     def stmt(self, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> None:
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+                and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "maybe_override_with_speculators"):
+            self.lineno = s.lineno
+            speculators_override(self, s.targets[0], s.value, fr, pc)
+            return
         if isinstance(s, ast.If):  # a test known to hold (or not) on this walk adds nothing to the path
             t = self.test(s.test, fr, pc)
             if t in ("True", "False"):
@@ -526,6 +549,9 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             c.env = dict(v.env)
             return c
         return None
+    if name == "is_cloud_storage" and len(node.args) == 1 and ast.unparse(node.args[0]) == "self.model":
+        # transformers_utils/utils.py:18-31 (0.34.0): an s3:// / gs:// / az:// model path (kg.engines.vllm.registry)
+        return cg.Expr("truthy(vllm_model_cloud_storage)")
     if name == "create_speculative_config" and isinstance(node.func, ast.Attribute):
         return speculative_obj(w, node, fr, pc)
     if name == "get_config":
@@ -552,6 +578,15 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
                 raise cg.Untranslatable(f"config.json key {key}")
             return cg.Expr(f"({got.text} == {got.text})") if name == "hasattr" else got
         return None
+    if name in REGISTRY_METHODS and isinstance(node.func, ast.Attribute) and len(node.args) == 2:
+        # ModelRegistry.<is_x>(architectures, model_config) of the served model: its _ModelInfo field
+        try:
+            v = w.value(node.args[1], fr, pc)
+        except cg.Untranslatable:
+            return None
+        if served_model_config(w, v) and ast.unparse(node.args[0]).split(".")[-1] == "architectures":
+            return model_info_obj().free(REGISTRY_METHODS[name])
+        return None
     if name in MODEL_METHODS and isinstance(node.func, ast.Attribute):
         try:
             v = w.value(node.func.value, fr, pc)
@@ -560,6 +595,32 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         if served_model_config(w, v):
             return cg.Expr(MODEL_METHODS[name])
     return None
+
+
+# transformers_utils/config.py maybe_override_with_speculators (0.34.0 :833-874): returns model, tokenizer and the
+# --speculative-config dict unchanged unless the served config.json has a ``speculators_config`` (a speculators-format
+# checkpoint, whose target model and speculative config then replace them)
+SPECULATORS_RETURNS = ("model", "tokenizer", "vllm_speculative_config")
+SPECULATORS_FACT = "truthy(vllm_model__speculators_checkpoint)"
+
+
+def speculators_override(w: "VllmWalker", target: ast.Tuple, call: ast.Call, fr: cg.Frame, pc: list[str]) -> None:
+    """``(a, b, c) = maybe_override_with_speculators(model=.., tokenizer=.., vllm_speculative_config=..)``: each target
+    keeps the value it is handed where the checkpoint is not a speculators one (kg.engines.vllm.registry gives the
+    fact), and is unknown where it is; anything else (other arguments, positional ones) is not modelled."""
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    if call.args or len(target.elts) != 3 or any(k not in kw for k in SPECULATORS_RETURNS):
+        for t in target.elts:
+            w.assign(t, cg.TAINT, fr, pc)
+        return
+    for t, k in zip(target.elts, SPECULATORS_RETURNS):
+        given = w.value_or_taint(kw[k], fr, pc)
+        w.assign(t, given, fr, pc)  # unchanged ...
+        cur = w.value_or_taint(t, fr, pc)
+        if type(cur) is cg.Obj:  # ... except on a speculators checkpoint (a JSON option: every key of it)
+            w.forget_all(cur, "maybe_override_with_speculators", w.eff(fr, pc + [SPECULATORS_FACT]))
+        else:
+            w.assign(t, cg.TAINT, fr, pc + [SPECULATORS_FACT])
 
 
 # EngineArgs.create_speculative_config (engine/arg_utils.py): --spec-method / --spec-model / --spec-tokens fill the
@@ -752,6 +813,26 @@ def deepseek_mla_types(text: str) -> list[str]:
     return []
 
 
+# ModelRegistry methods (model_executor/models/registry.py, 0.34.0 :1553-1648) -> the _ModelInfo field they return
+REGISTRY_METHODS = {"is_multimodal_model": "supports_multimodal", "is_hc_sp_supported_model": "supports_hc_sp",
+                    "model_has_inner_state": "has_inner_state", "is_attention_free_model": "is_attention_free",
+                    "is_hybrid_model": "is_hybrid", "is_noops_model": "has_noops",
+                    "is_transcription_model": "supports_transcription",
+                    "is_multimodal_raw_input_only_model": "supports_multimodal_raw_input_only"}
+
+
+def model_info_obj() -> cg.Obj:
+    """The ``_ModelInfo`` vLLM's registry gives the served model (ModelConfig.__post_init__: ``model_info, arch =
+    registry.inspect_model_cls(architectures, self)``): a field tools/vllm_model_registry.py reads per release
+    (FLAGS) is the fact ``vllm_model__<field>`` (kg.engines.vllm.registry gives it for the served architecture,
+    only where the lookup is the plain one); any other field is not modelled."""
+    from vllm_model_registry import FLAGS
+
+    def free(a: str) -> Any:
+        return cg.Expr(f"vllm_model__{a}") if a in FLAGS else cg.TAINT
+    return cg.Obj("model_info", free, None)
+
+
 SERVED = "__served_model__"  # marks the served model's ModelConfig (VllmWalker.new_dataclass)
 
 
@@ -897,7 +978,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
          lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
-        if p in (MODEL_HOOKS, MLA_SOURCE):
+        if p in (MODEL_HOOKS, MLA_SOURCE) or p.startswith(SPEC_DIR):
             continue
         try:
             modules.append(cg.read_module(p, t))
@@ -906,6 +987,8 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     w = VllmWalker(modules, platform, lets)
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
+    got = speculator_effects(sources)
+    w.speculator_fields = got[0] if got else None
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)

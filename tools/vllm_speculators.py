@@ -1,0 +1,158 @@
+"""What vLLM's speculator config classes change on the ``SpeculativeConfig`` they set up, read with ``ast``.
+
+``SpeculativeConfig.__post_init__`` (vllm/config/speculative.py, 0.33.0 / 0.34.0) picks a ``SpeculatorConfig``
+subclass by method (and, for a draft checkpoint, by what the checkpoint declares) and calls its classmethods
+``default_model(self)``, ``configure(self)`` and ``apply_options(self)``; the classes live in
+vllm/v1/worker/gpu/spec_decode/**/config.py, outside the scanned folders, and which one runs depends on the draft
+checkpoint. The walk (tools/vllm_generated_checks.py) does not follow them; instead of forgetting every field of the
+speculative config (and of the target's configs it holds) after them, it forgets the fields some speculator class
+may assign: every ``spec.<field> = ...`` (or a store / call through ``spec.<field>``) in any function of those
+modules, over every class, since which class runs is not known before start.
+
+``speculator_effects`` returns None (forget everything, as before) when the reading is not sound for the release:
+a module does ``setattr`` on the spec, or hands the spec object itself to a function outside the speculator
+modules, or stores into / hands the target's configs (``spec.target_model_config``, ``target_parallel_config``,
+directly or through a local) to a function not read to leave them unchanged (``TARGET_READERS``).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+SPEC_DIR = "vllm/v1/worker/gpu/spec_decode/"
+TARGETS = ("target_model_config", "target_parallel_config")
+# functions handed the target's configs (or values read from them) that assign nothing on them (read at 0.34.0:
+# config/speculative.py:1318-1330 compose_draft_hf_overrides, :1530-1552 _verify_and_get_draft_tp, :1554-1582
+# _verify_and_get_draft_dcp, :1584-1615 create_draft_parallel_config builds a new ParallelConfig; ModelConfig(...)
+# builds the draft's config from values; copy.copy makes a shallow copy the speculator then changes)
+TARGET_READERS = {"compose_draft_hf_overrides", "_verify_and_get_draft_tp", "_verify_and_get_draft_dcp",
+                  "create_draft_parallel_config", "ModelConfig", "copy", "getattr", "isinstance", "len", "min",
+                  "max", "_maybe_override_draft_max_model_len", "_is_qwen3_omni_target", "get_hidden_size",
+                  "_validate_qwen3_omni_dspark", "_get_qwen3_omni_text_config",
+                  "_get_minimax_m3_dspark_draft"}  # :137-155 reads the target's model path and revision
+
+
+def _root(n: ast.AST) -> tuple[str | None, list[str]]:
+    """(root name, attribute chain) of ``a.b.c`` / ``a.b[0].c``."""
+    chain: list[str] = []
+    while True:
+        if isinstance(n, ast.Attribute):
+            chain.append(n.attr)
+            n = n.value
+        elif isinstance(n, ast.Subscript):
+            n = n.value
+        elif isinstance(n, ast.Name):
+            return n.id, chain[::-1]
+        else:
+            return None, []
+
+
+SPEC_CONFIG = "vllm/config/speculative.py"
+# ModelConfig / ParallelConfig methods named get_* / is_* / using_* / uses_* / has_* assign nothing on self (every one
+# read at 0.33.0 and 0.34.0, config/model.py and config/parallel.py): a speculator may query the target's configs
+QUERY_PREFIXES = ("get_", "is_", "using_", "uses_", "has_")
+
+
+def self_stores(files: dict[str, str], method: str) -> set[str] | None:
+    """The fields ``SpeculativeConfig.<method>`` assigns on ``self`` (None: not found, or it hands ``self`` on or
+    uses setattr)."""
+    tree = ast.parse(files.get(SPEC_CONFIG, ""))
+    cls = next((c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "SpeculativeConfig"), None)
+    f = next((m for m in (cls.body if cls else []) if isinstance(m, ast.FunctionDef) and m.name == method), None)
+    if f is None:
+        return None
+    out = set()
+    for n in ast.walk(f):
+        stores = n.targets if isinstance(n, ast.Assign) else \
+            [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in stores:
+            r, chain = _root(t)
+            if r == "self" and chain:
+                out.add(chain[0])
+        if isinstance(n, ast.Call) and (ast.unparse(n.func) == "setattr"
+                                        or any(isinstance(a, ast.Name) and a.id == "self" for a in n.args)):
+            return None
+    return out
+
+
+def speculator_effects(files: dict[str, str]) -> tuple[list[str], list[str]] | None:
+    """(the SpeculativeConfig fields some speculator class may assign, the places read as path:line), or None."""
+    fields: set[str] = set()
+    where: list[str] = []
+    mods = {p: t for p, t in files.items() if p.startswith(SPEC_DIR) and p.endswith("config.py")}
+    if not mods:
+        return None
+    local_funcs: set[str] = set()
+    trees = {}
+    for p, t in sorted(mods.items()):
+        trees[p] = ast.parse(t)
+        local_funcs |= {f.name for f in ast.walk(trees[p]) if isinstance(f, ast.FunctionDef)}
+    for p, tree in sorted(trees.items()):
+        for f in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            params = {a.arg for a in f.args.args + f.args.kwonlyargs if a.arg in ("spec", "spec_config")
+                      or "SpeculativeConfig" in ast.unparse(a.annotation or ast.Constant(""))}
+            if not params:
+                continue
+            alias: dict[str, str] = {}  # local -> the spec field it was read from (target = spec.target_model_config)
+            for n in ast.walk(f):
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                    r, chain = _root(n.value)
+                    if r in params and chain:
+                        alias[n.targets[0].id] = chain[0]
+
+            def field_of(node: ast.AST) -> str | None:
+                r, chain = _root(node)
+                if r in params:
+                    return chain[0] if chain else ""
+                return alias.get(r) if r in alias else None
+            for n in ast.walk(f):
+                stores = (n.targets if isinstance(n, ast.Assign)
+                          else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)) else [])
+                for t in stores:
+                    for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                        if isinstance(e, (ast.Attribute, ast.Subscript)):
+                            fld = field_of(e)
+                            if fld in TARGETS:
+                                return None
+                            if fld:
+                                fields.add(fld)
+                                where.append(f"{p}:{n.lineno}")
+                if isinstance(n, ast.Call):
+                    callee = ast.unparse(n.func).split(".")[-1]
+                    if callee == "setattr" and n.args and field_of(n.args[0]) is not None:
+                        return None
+                    for a in list(n.args) + [k.value for k in n.keywords]:
+                        fld = field_of(a)
+                        if fld is None:
+                            continue
+                        if fld == "" and callee not in local_funcs:
+                            return None  # the spec itself handed to code not read here
+                        if fld in TARGETS and callee not in TARGET_READERS and callee not in local_funcs:
+                            r, chain = _root(a)
+                            if len(chain) <= (1 if r in params else 0) or isinstance(a, ast.Name):
+                                return None  # the target's config object itself handed to code not read
+                    if isinstance(n.func, ast.Attribute):  # a method called on something the spec holds
+                        fld = field_of(n.func.value)
+                        if fld == "":  # a SpeculativeConfig method (config/speculative.py): what it assigns on self
+                            own = self_stores(files, n.func.attr)
+                            if own is None:
+                                return None
+                            fields |= own
+                            where.append(f"{p}:{n.lineno}")
+                            continue
+                        if fld in TARGETS and not callee.startswith(QUERY_PREFIXES):
+                            return None
+                        if fld and fld not in TARGETS:
+                            fields.add(fld)
+                            where.append(f"{p}:{n.lineno}")
+    return sorted(fields), sorted(set(where))
+
+
+if __name__ == "__main__":
+    import sys
+    import zipfile
+    with zipfile.ZipFile(sys.argv[1]) as z:
+        fs = {n: z.read(n).decode() for n in z.namelist()
+              if (n.startswith(SPEC_DIR) and n.endswith(".py")) or n == SPEC_CONFIG}
+    got: Any = speculator_effects(fs)
+    print(got if got is None else got[0])
