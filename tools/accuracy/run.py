@@ -459,16 +459,19 @@ def _lowers(coef: list[float] | None, span: dict, rows: list[tuple]) -> bool:
         statistics.fmean(abs(1.0 / r[2] - 1.0) for r in rows)
 
 
-def _form(rows: list[tuple]) -> tuple[bool | None, bool]:
-    """(kept, overhead) for one cell and metric, from leave-one-configuration-group-out on the train rows: the form
-    (factor alone, or factor plus fixed time, ``_lsq``) with the lower left-out error, kept only where that error is
-    below the uncalibrated one; kept None when the rows hold one group (no evidence)."""
+def _form(rows: list[tuple]) -> tuple[bool | None, bool, dict]:
+    """(kept, overhead, evidence) for one cell and metric, from leave-one-configuration-group-out on the train rows:
+    the form (factor alone, or factor plus fixed time, ``_lsq``) with the lower left-out error, kept only where that
+    error is below the uncalibrated one; kept None when the rows hold one group (no evidence). ``evidence``: the
+    left-out MAPEs in percent (``uncalibrated``, ``factor``, ``factor_plus_fixed``), written to calibration.yaml."""
     plain, extra = _left_out_error(rows, 5), _left_out_error(rows, 5, True)
     if plain is None:
-        return None, False
+        return None, False, {}
     overhead = extra is not None and extra[0] < plain[0]
     best = extra if overhead else plain
-    return best[0] < best[1], overhead
+    evidence = {"uncalibrated": round(plain[1] * 100, 1), "factor": round(plain[0] * 100, 1),
+                "factor_plus_fixed": round(extra[0] * 100, 1) if extra else None}
+    return best[0] < best[1], overhead, evidence
 
 
 def fit(recs: list[dict]) -> dict:
@@ -511,7 +514,9 @@ def fit(recs: list[dict]) -> dict:
                   # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
                   "concurrency": conc, "isl": isl,
                   "models": dict(sorted(names[k].items(), key=lambda kv: kv[1])),
-                  "transfers": {m: _transfers(cells[k][m], 3, form[m][1]) for m in ("ttft", "tpot")}}
+                  "transfers": {m: _transfers(cells[k][m], 3, form[m][1]) for m in ("ttft", "tpot")},
+                  # the decision's evidence: leave-one-configuration-group-out MAPE (percent) on the train rows
+                  "left_out_mape": {m: form[m][2] or None for m in ("ttft", "tpot")}}
         engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
         fallback = {m: form[m][0] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
         if not k.endswith("/*") and any(fallback.values()):
@@ -616,6 +621,7 @@ def render(recs: list[dict], digest: str) -> str:
         rs = [r for r in ok if r["split"] == split]
         lines += [f"## {'Held-out' if split == 'heldout' else 'Train'} split", "", *_table(rs, split == "heldout"), ""]
     lines += _against_bare(ok)
+    lines += _calibration_forms()
     lines += _limits(ok)
     lines += _kv_binding(ok)
     lines += _duplicates(ok)
@@ -632,6 +638,30 @@ def render(recs: list[dict], digest: str) -> str:
             lines.append(f"- {len(xs)} x {reason} (e.g. {ex})")
         lines.append("")
     return "\n".join(lines)
+
+
+def _calibration_forms() -> list[str]:
+    """The calibration's form per cell and metric with the train-split evidence it was chosen on
+    (kg/speed/calibration.yaml ``left_out_mape``)."""
+    import yaml
+    cells = (yaml.safe_load(CALIBRATION.read_text(encoding="utf-8")) or {}).get("cells") or {}
+    out = ["## Calibration per cell and the train evidence for it", "",
+           "Leave-one-configuration-group-out MAPE on the train rows (kg/speed/calibration.yaml `left_out_mape`): "
+           "uncalibrated, with a factor of concurrency and ISL, and with the factor plus a fixed time t0; the form "
+           "with the lower error is kept where it is below the uncalibrated one. Held-out rows play no part.", "",
+           "| cell | metric | uncal. | factor | factor + t0 | kept | t0 |", "|---|---|---:|---:|---:|---|---:|"]
+    for cell, v in cells.items():
+        for m in ("ttft", "tpot"):
+            ev = (v.get("left_out_mape") or {}).get(m) or {}
+            coef = v.get(m)
+            kept = ("fallback to " + cell.split("/")[0] + "/*" if (v.get("fallback") or {}).get(m) else
+                    "no (one configuration group)" if not ev else
+                    "no" if not coef else "factor + t0" if len(coef) > 3 else "factor")
+            t0 = f"{coef[3]:,.1f} ms" if coef and len(coef) > 3 else "-"
+            pct = lambda x: "-" if x is None else f"{x:.1f} %"  # noqa: E731
+            out.append(f"| {cell} | {m.upper()} | {pct(ev.get('uncalibrated'))} | {pct(ev.get('factor'))} | "
+                       f"{pct(ev.get('factor_plus_fixed'))} | {kept} | {t0} |")
+    return out + [""]
 
 
 def _against_bare(ok: list[dict]) -> list[str]:
