@@ -215,3 +215,17 @@ def test_torchtitan_fsdp2_shards_over_dp_shard_times_cp_and_replicates_over_dp_r
     # master copy keeps 12 B per parameter
     assert mem.shard_group == group
     assert mem.optimizer == 12 * 2_007_565_312 // group
+
+
+@pytest.mark.parametrize("converters,fp8,float8_moe", [
+    ('["float8"]', True, False),                                              # 0.1.0's name
+    ('["quantize.linear.float8"]', True, False),                              # 0.2.x float8.py:237
+    ('["quantize.grouped_mm.float8"]', False, True),                          # 0.2.x float8.py:238: MoE experts only
+    ('["quantize.linear.float8", "quantize.grouped_mm.float8"]', True, True),
+    ('["quantize.linear.mx"]', False, False),
+])
+def test_torchtitan_float8_converter_names_of_each_release_are_read(converters, fp8, float8_moe):
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_toml
+    toml = TT.format(shard=8, tp=1).replace('flavor = "8B"\n', f'flavor = "8B"\nconverters = {converters}\n')
+    job = parse_torchtitan_toml(toml, "t.toml")
+    assert (bool(job.get("fp8")), bool(job.get("float8_moe"))) == (fp8, float8_moe)

@@ -115,8 +115,12 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
             raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective or full, found {mode!r}")
         job.set("recompute_granularity", mode, at("activation_checkpoint.mode"))
     conv = model.get("converters") or []
-    if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
+    # converter names: "float8" (0.1.0), "quantize.linear.float8" / "quantize.grouped_mm.float8" (0.2.x
+    # components/quantization/float8.py:237-238 register_model_converter)
+    if {"float8", "quantize.linear.float8"} & set(conv) or (d.get("float8") or {}).get("enable_float8_linear"):
         job.set("fp8", True, f"{name}: model.converters")
+    if "quantize.grouped_mm.float8" in conv:
+        job.set("float8_moe", True, at("model.converters"))
     mp = tr.get("mixed_precision_param")
     job.set("params_dtype", {"float32": "fp32", "float16": "fp16"}.get(mp, "bf16"), f"{name}: training.mixed_precision_param")
     # torchtitan applies fully_shard only when FSDP is enabled: dp_shard > 1 or cp > 1 (0.3.0
