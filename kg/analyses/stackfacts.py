@@ -524,8 +524,7 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         if ns.get(key) is None:
             out[key] = default
     # the flag table's defaults for options the stack does not give, and flags given with their JSON twin
-    from kg.inputs.optiondefaults import option_facts
-    for key, default in option_facts(stack.engine, stack.engine_version, stack.settings).items():
+    for key, default in _option_facts(stack).items():
         if ns.get(key) is None:
             out[key] = default
     eng.engine_facts(stack, ns, out)  # the engine's own (vLLM all2all_backend, SGLang moe_a2a_backend ...)
@@ -533,6 +532,23 @@ def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         if ns.get(key) is None and key not in out:
             out[key] = default
     return out
+
+
+def _option_facts(stack: Stack) -> dict[str, Any]:
+    """kg.inputs.optiondefaults.option_facts of the stack's engine, release and settings. It reads the settings by
+    name only, so in a sweep its result is kept per (engine, release, flag table) for the values of the settings it
+    read (kg.engine.incremental.Session.call)."""
+    from kg.engine.incremental import current
+    from kg.inputs.optiondefaults import option_facts
+    engine, version = stack.engine, stack.engine_version
+    session = current()
+    if session is None:
+        return option_facts(engine, version, stack.settings)
+    from kg.inputs.stack import _engine_tables
+    table = _engine_tables().get(engine or "")
+    return session.call(lambda settings: option_facts(engine, version, settings), stack.settings,
+                        key=(option_facts, engine, version, id(table)), keep=(table,),
+                        fresh=("options_given_twice",))  # the rest are the table's or the settings' own values
 
 
 def _exact_div(a: int, b: int) -> int | float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kg.engine.incremental import current
 from kg.engines import of
 from kg.inputs.stack import Stack
 from kg.knowledge.support import support_facts
@@ -35,7 +36,12 @@ from kg.knowledge.support import support_facts
 def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     """Facts to add to the check namespace of ``stack`` (``ns`` is read, not changed)."""
     m = stack.model
-    out = support_facts(stack.engine, stack.engine_version, {"architecture": m.architecture if m else None})
+    keys = {"architecture": m.architecture if m else None}
+    session = current()  # a sweep: the same release and keys give the same facts (the files are read once)
+    engine, version = stack.engine, stack.engine_version
+    out = support_facts(engine, version, keys) if session is None else \
+        session.call(lambda k: support_facts(engine, version, k), keys, key=(support_facts, engine, version),
+                     fresh=("support_releases",))  # the rest are the support files' own values
     if m is not None:
         out["has_softcapping"] = m.attn_logit_softcapping is not None
         # vLLM's use_sparse: hasattr(hf_config, "index_topk") (0.12.0 platforms/cuda.py:173): DeepSeek sparse attention

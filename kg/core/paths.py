@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Any
 
 _PKG = Path(__file__).resolve().parent.parent  # kg/ (this file is kg/core/paths.py)
 
@@ -94,6 +95,9 @@ def yaml_files_stamp(folder: Path | str) -> tuple[list[str], tuple]:
     ``check`` and ``sweep`` ask for the engine and release tables hundreds of times per run.
     """
     d = os.fspath(folder)
+    frozen = _FROZEN.get() if _FROZEN is not None else None
+    if frozen is not None and d in frozen:
+        return list(frozen[d][0]), frozen[d][1]
     try:
         dm = os.stat(d).st_mtime_ns
         hit = _LISTED.get(d)
@@ -107,4 +111,30 @@ def yaml_files_stamp(folder: Path | str) -> tuple[list[str], tuple]:
     except OSError:  # the folder or a file went away meanwhile: list it again next time
         _LISTED.pop(d, None)
         return [], ()
+    if frozen is not None:
+        frozen[d] = (list(hit[1]), tuple(stamp))
     return list(hit[1]), tuple(stamp)
+
+
+_FROZEN: Any = None  # a ContextVar, made by the first ``frozen_stamps``
+
+
+def frozen_stamps(memo: dict[str, Any] | None):
+    """Context manager: inside it ``yaml_files_stamp`` lists and stats each folder once and then answers from
+    ``memo`` (None: as usual). A sweep (kg.engine.incremental.use) reads the data files as they were when it
+    first read them, instead of ~40 ``os.stat`` calls per combination."""
+    import contextlib
+    import contextvars
+    global _FROZEN
+    if _FROZEN is None:
+        _FROZEN = contextvars.ContextVar("optkg_frozen_stamps", default=None)
+    var = _FROZEN
+
+    @contextlib.contextmanager
+    def cm():
+        token = var.set(memo)
+        try:
+            yield memo
+        finally:
+            var.reset(token)
+    return cm()

@@ -53,6 +53,19 @@ def plain_copy(v: Any) -> Any:
     return copy.deepcopy(v)
 
 
+def _fresh(d: dict[str, Any], names: tuple[str, ...] | None) -> dict[str, Any]:
+    """A copy of ``d`` with new lists for its list values (``names`` None), or new lists and dicts for the values of
+    ``names`` (their items shared)."""
+    if names is None:
+        return {k: list(v) if v.__class__ is list else v for k, v in d.items()}
+    out = dict(d)
+    for k in names:
+        v = out.get(k)
+        if v.__class__ is list or v.__class__ is dict:
+            out[k] = v.copy()
+    return out
+
+
 def model_dict(m: Any) -> dict[str, Any]:
     """``m.to_dict()`` (a fresh deep copy). In a sweep (a current Session) the model's dict is built once per model
     object and copied for each stack: every stack of a sweep shares its base's model object, which nothing changes
@@ -251,16 +264,27 @@ class Session:
         self.calls: dict[Any, list[tuple[tuple[str, ...], Memo]]] = {}
         self.pinned: list[Any] = []  # large values keyed by identity (``_key``) are kept alive
         self.extra: dict[Any, Any] = {}  # other modules' per-sweep state (kg.analyses.enginechecks: rows)
+        self.kept: dict[int, Any] = {}  # objects ``call`` keys name by identity
+        self.stamps: dict[str, Any] = {}  # data folders as the sweep first read them (kg.core.paths.frozen_stamps)
 
-    def call(self, fn: Any, ns: Mapping[str, Any]) -> Any:
-        """``fn(ns)`` for a function that reads nothing but ``ns`` (by name) and returns a dict of plain values: the
-        names it read are recorded, and a later namespace with the same values for them gets that result again
-        (a copy: list values are new lists)."""
-        entries = self.calls.setdefault(fn, [])
+    def call(self, fn: Any, ns: Mapping[str, Any], key: Hashable = None, keep: tuple = (),
+             fresh: tuple[str, ...] | None = None) -> Any:
+        """``fn(ns)`` for a function that reads nothing but ``ns`` (by name: ``get``, ``[]``, ``in``) and returns a
+        dict of plain values: the names it read are recorded, and a later namespace with the same values for them
+        gets that result again: a new dict, with new lists for its list values, or (``fresh``) new lists and dicts
+        for the values of those names only (the ones ``fn`` builds; the others are a data table's entries, which
+        every call shares, and a copy would make them compare item by item). ``key``: what else the result depends on (default
+        ``fn``: nothing else), e.g. ``(option_facts, engine, release, id(table))`` for a closure over those;
+        ``keep``: objects ``key`` names by identity, kept alive for the session so their ids are not reused."""
+        if key is None:
+            key = fn
+        for obj in keep:
+            self.kept.setdefault(id(obj), obj)
+        entries = self.calls.setdefault(key, [])
         for names, memo in entries:
             hit = memo.get(tuple([_key(ns.get(n, MISSING)) for n in names]))
             if hit is not None:
-                return {k: list(v) if v.__class__ is list else v for k, v in hit.items()}
+                return _fresh(hit, fresh)
         rec = _Reads(ns)
         out = fn(rec)
         names = tuple(rec.read)
@@ -269,12 +293,12 @@ class Session:
         if len(self.pinned) > 10_000:
             self.pinned.clear()
             self.calls.clear()  # an unpinned identity could be reused: forget everything keyed on one
-            entries = self.calls.setdefault(fn, [])
+            entries = self.calls.setdefault(key, [])
         memo = next((m for n, m in entries if n == names), None)
         if memo is None:
             memo = Memo(50_000)
             entries.append((names, memo))
-        memo.put(tuple([_key(v) for v in vals]), {k: list(v) if v.__class__ is list else v for k, v in out.items()})
+        memo.put(tuple([_key(v) for v in vals]), _fresh(out, fresh))
         return out
 
     def rules(self, rs: Any, engine: str | None, version: str | None) -> RuleState:
@@ -296,7 +320,8 @@ def current() -> Session | None:
 
 
 def use(session: Session | None):
-    """Context manager: evaluate_rules inside it reuses ``session``'s results (None: plain evaluation)."""
+    """Context manager: evaluate_rules inside it reuses ``session``'s results (None: plain evaluation), and the data
+    folders are read as the session first read them (kg.core.paths.frozen_stamps)."""
     import contextlib
     import contextvars
     global _CURRENT
@@ -304,11 +329,14 @@ def use(session: Session | None):
         _CURRENT = contextvars.ContextVar("optkg_incremental", default=None)
     var = _CURRENT
 
+    from kg.core.paths import frozen_stamps
+
     @contextlib.contextmanager
     def cm():
         token = var.set(session)
         try:
-            yield session
+            with frozen_stamps(session.stamps if session is not None else None):
+                yield session
         finally:
             var.reset(token)
     return cm()

@@ -23,6 +23,9 @@ EAGLE3 with PP (0.22.0 / 0.23.0), not stock torch.compile, sequence parallelism,
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any
+
 from packaging.version import InvalidVersion, Version
 
 FIRST_V2_RELEASE = "0.22.0"
@@ -124,9 +127,24 @@ def model_uses_v2_runner(model, engine_version: str | None, speculative_method: 
     if model is None:
         return uses_v2_model_runner(engine_version, None, speculative_method=speculative_method, pp_size=pp_size,
                                     env=env)
-    kinds = list(getattr(model, "layer_kinds", None) or [])
-    hybrid = any(k in ("linear", "mamba") for k in kinds)
-    attention_free = bool(kinds) and all(k in ("linear", "mamba", "none") for k in kinds)
+    hybrid, attention_free = _layer_flags(getattr(model, "layer_kinds", None))
     return uses_v2_model_runner(engine_version, getattr(model, "architecture", None),
                                 bool(getattr(model, "num_experts", None)), bool(getattr(model, "quant_method", None)),
                                 hybrid, attention_free, speculative_method, pp_size, env)
+
+
+def _layer_flags(layer_kinds: Any) -> tuple[bool, bool]:
+    """(hybrid: some Mamba / linear-attention layer, attention-free: no attention layer at all) of a model's
+    ``layer_kinds``."""
+    kinds = tuple(layer_kinds or ())
+    try:
+        return _kind_flags(kinds)
+    except TypeError:  # an unhashable kind: not a layer kind of any config optkg reads, asked without the cache
+        return _kind_flags.__wrapped__(kinds)
+
+
+@lru_cache(maxsize=256)
+def _kind_flags(kinds: tuple) -> tuple[bool, bool]:
+    """``_layer_flags`` once per distinct list of layer kinds (a sweep asks ~10 times per stack about one model)."""
+    return (any(k in ("linear", "mamba") for k in kinds),
+            bool(kinds) and all(k in ("linear", "mamba", "none") for k in kinds))
