@@ -54,7 +54,13 @@ def resolve_gpu_arg(args: argparse.Namespace, catalog) -> Any:
         return None
     if not args.gpu.strip():
         raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
-    return catalog.resolve_hardware(args.gpu, mem, None if cc is None else f"{cc:.1f}")
+    hw = catalog.resolve_hardware(args.gpu, mem, None if cc is None else f"{cc:.1f}")
+    from kg.knowledge.gpus import variant_note
+    note = variant_note(catalog.hardware, args.gpu, hw)
+    if note:
+        import sys
+        sys.stderr.write(f"optkg: note: {note}\n")
+    return hw
 
 
 def add_stack_args(p: argparse.ArgumentParser, positional: bool = True) -> None:

@@ -70,6 +70,24 @@ def find_gpu(hardware: dict[str, dict[str, Any]], name: str) -> tuple[dict[str, 
     return None, sorted(str(h["id"]) for h in hits)
 
 
+def variant_note(hardware: dict[str, dict[str, Any]], name: str, hw: dict[str, Any] | None) -> str | None:
+    """A note when ``name`` is a bare alias of one of several catalog variants of a GPU (``A100`` is A100-80GB; the
+    A100-40GB has half the memory): which one was read and the ids of the others. None for an id, a name that says
+    the variant, or a GPU whose variants all have its memory (H100 SXM / PCIe: only the speed differs)."""
+    if hw is None or str(name).strip().lower() == str(hw.get("id") or "").lower():
+        return None
+    family = (_words(str(hw.get("id") or "")) or [""])[0]
+    if _norm(name) != family:
+        return None
+    others = sorted(str(h["id"]) for h in hardware.values() if h is not hw  # same memory (H100 PCIe): no note
+                    and (_words(str(h.get("id") or "")) or [""])[0] == family and h.get("memory_gib") != hw.get("memory_gib"))
+    if not others:
+        return None
+    mem = hw.get("memory_gib")
+    return (f"GPU '{name}' read as {hw['id']}" + (f" ({mem:g} GiB)" if isinstance(mem, (int, float)) else "")
+            + f"; other variants: {', '.join(others)} (pass the id)")
+
+
 def closest_gpus(hardware: dict[str, dict[str, Any]], name: str, n: int = 3) -> list[str]:
     """The catalog ids closest to ``name`` (compared on ids and aliases, vendor words dropped)."""
     by_name: dict[str, str] = {}

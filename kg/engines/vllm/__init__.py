@@ -170,13 +170,15 @@ class VLLM(Engine):
         """``quantization_known_to_release`` (and the release's list): vLLM's ModelConfig refuses any name the
         release does not have ("Unknown quantization method"; catalog/engines/values/vllm-quantization.yaml)."""
         if not explicit:
-            return {"quantization_known_to_release": True}  # no --quantization: no name for the release to refuse
+            # no --quantization: no name for the release to refuse, no file to read
+            return {"quantization_known_to_release": True, "quantization_config_files": ""}
         from kg.inputs.quantmethods import methods_at
         known = methods_at(self.name, version)
         if known is None:
             return {}
         return {"quantization_known_to_release": explicit in known[0],
-                "quantization_methods_of_release": ", ".join(sorted(known[0])), "quantization_methods_release": known[1]}
+                "quantization_methods_of_release": ", ".join(sorted(known[0])), "quantization_methods_release": known[1],
+                "quantization_config_files": " or ".join(QUANT_CONFIG_FILES.get(explicit, ()))}
 
     def default_attention_backend(self, ns: dict[str, Any]) -> str | None:
         """V0 on an NVIDIA GPU below compute capability 8.0: XFORMERS (FlashAttention-2 needs Ampere: vLLM 0.6.5
@@ -218,6 +220,19 @@ class VLLM(Engine):
 
 ENGINE = VLLM()
 
+
+# The files a --quantization method reads when config.json has no quantization_config: its config class's
+# get_config_filenames() (vllm 0.34.0 model_executor/layers/quantization/auto_awq.py:240, auto_gptq.py:195,
+# moe_wna16.py:115, modelopt.py:313, inc/inc.py:271; the names map to those classes in quantization/__init__.py:
+# 158-170); get_quant_config raises "Cannot find the config file for <method>" when the checkpoint folder has none
+# of them (model_loader/weight_utils.py:410 at 0.34.0, :380 at 0.33.0). Methods with no file (fp8, bitsandbytes,
+# the online shorthands) quantise an unquantised checkpoint while loading.
+QUANT_CONFIG_FILES: dict[str, tuple[str, ...]] = {
+    **{m: ("quantize_config.json", "quant_config.json") for m in ("awq", "auto_awq", "awq_marlin")},
+    **{m: ("quantize_config.json",) for m in ("gptq", "auto_gptq", "gptq_marlin", "moe_wna16")},
+    **{m: ("hf_quant_config.json",) for m in ("modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed")},
+    "inc": ("quantization_config.json",),
+}
 
 def _config_overrides(ns: dict[str, Any]) -> dict[str, Any]:
     """The config.json keys the command replaces: ``--hf-overrides`` given as a JSON object, and ``--rope-scaling``
