@@ -238,21 +238,13 @@ def _config_overrides(ns: dict[str, Any]) -> dict[str, Any]:
     """The config.json keys the command replaces: ``--hf-overrides`` given as a JSON object, and ``--rope-scaling``
     (vLLM <= 0.11.0, arg_utils.py:541 there) as ``rope_scaling``."""
     import json
-    out: dict[str, Any] = {}
-    hf = ns.get("hf_overrides")
-    if isinstance(hf, str):
-        try:
-            hf = json.loads(hf)
-        except ValueError:
-            hf = None
-    if isinstance(hf, dict):
-        out.update(hf)
-    rs = ns.get("rope_scaling")
-    if isinstance(rs, str):
-        try:
-            rs = json.loads(rs)
-        except ValueError:
-            rs = None
-    if isinstance(rs, dict):
-        out["rope_scaling"] = rs
-    return out
+
+    def obj(v: Any) -> dict[str, Any]:  # a JSON object given as text or already parsed; anything else: none
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except ValueError:
+                return {}
+        return v if isinstance(v, dict) else {}
+    rs = obj(ns.get("rope_scaling"))
+    return {**obj(ns.get("hf_overrides")), **({"rope_scaling": rs} if rs else {})}
