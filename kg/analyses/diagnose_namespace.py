@@ -25,6 +25,8 @@ BANDWIDTH_LABEL = {"dram_active": "DRAM activity", "mem_copy_util": "memory util
 
 @dataclass(frozen=True)
 class Item:
+    """One item of the collection checklist: what to collect, how it is read (``hint``), where it applies."""
+
     id: str
     label: str
     hint: str

@@ -37,6 +37,7 @@ _STRING = re.compile(r"""^\s*(?:raise \w+\(|[\w.]+\()?\s*[rbuf]*(["'])(.*?)(?<!\
 
 @dataclass
 class EngineCheck:
+    """One check an engine makes on its configuration, found in its source (``path:line``); the rules covering it."""
     id: str
     path: str
     line: int

@@ -55,6 +55,8 @@ class Item:
 
 @dataclass
 class Result:
+    """One evidence item at the checked release: found, moved (to ``lines``) or gone."""
+
     item: Item
     checked_release: str
     status: str  # found | moved | gone

@@ -184,6 +184,8 @@ def _has_upper_bound(spec: str | None) -> bool:
 
 @dataclass
 class _Evidence:
+    """Why a matrix cell has its mark: the rule or coupling, its condition, engines and sources."""
+
     a: str
     b: str
     mark: str

@@ -15,6 +15,10 @@ import os
 import re
 import sys
 
+from kg.core.deferred import defer
+
+defer("inspect")  # read only by dataclasses, for a class without a docstring: kg.core.deferred
+
 # command name -> (module, one-line help). The module is imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("kg.cli.check", "check a serving or training stack (file, --cmd, --train, --vllm or --sglang) for coupling findings"),

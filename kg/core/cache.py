@@ -27,7 +27,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +104,7 @@ def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
     tag = mac("cache", kind, key, payload)
     if tag is None:  # no usable key: nothing could be verified when read back, so nothing is stored
         return False
+    import tempfile  # only a write pays for it: a warm run reads entries and never imports it
     header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "kind": kind, "key": key, "mac": tag}).encode()
     tmp = None
     try:

@@ -27,9 +27,7 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 KEY_BYTES = 32
@@ -96,6 +94,7 @@ def _read_private(path: Path, max_bytes: int) -> bytes | None:
 
 def _write_private(path: Path, data: bytes, replace: bool = True) -> bool:
     """Write ``data`` to ``path`` (mode 0600) atomically; with ``replace=False`` never over an existing file."""
+    import tempfile  # only writers pay for it (a read-only run never imports it)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
@@ -120,6 +119,7 @@ def _key_in(folder: str) -> bytes | None:
     path = Path(folder) / "key"
     raw = _read_private(path, 1024)
     if raw is None and not path.exists() and not path.is_symlink():
+        import secrets
         _write_private(path, secrets.token_hex(KEY_BYTES).encode(), replace=False)
         raw = _read_private(path, 1024)
     if raw is None:

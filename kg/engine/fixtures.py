@@ -28,6 +28,8 @@ from kg.core.yamlio import load_yaml
 
 @dataclass
 class FixtureCase:
+    """One fixture of a rule: its input, whether the rule must fire, and the values expected."""
+
     rule: str
     expect_fire: bool
     name: str

@@ -31,6 +31,8 @@ class Row:
 
 @dataclass
 class Reconciliation:
+    """An engine's startup log beside optkg's memory estimate: one row per number the log states."""
+
     log: str
     engine: str
     generation: str

@@ -27,15 +27,11 @@ from __future__ import annotations
 
 import contextlib
 
-from functools import lru_cache
 from typing import Any, Callable
-
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from kg.core import paths
 from kg.core.errors import OptkgError
-from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+from kg.core.relcmp import Release, in_range
 
 _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
@@ -59,6 +55,9 @@ def release_tables() -> dict[str, dict[str, Any]]:
                 if not isinstance(d, dict) or not isinstance(d.get("engine"), str):
                     raise OptkgError(f"{f}:1: a release table needs `engine:` and `releases:`")
                 out[d["engine"]] = d
+                # the releases in PEP 440 order, kept in the entry: sorting them needs packaging for the few that
+                # are not plain (0.4.0.post1), which a warm run then never imports
+                d["_sorted"] = sorted((str(v) for v in d.get("releases") or []), key=Release)
             return out
         # shipped data read on every check (no line map needed): parsed with the safe loader, then served
         # from a content-keyed, checksummed cache entry (kg.core.cache.built_from)
@@ -73,8 +72,8 @@ def known_releases(engine: str | None) -> list[str]:
     t = release_tables().get(engine or "")
     if t is None:
         return []
-    if "_sorted" not in t:  # parsed once per table version (Version() is not free)
-        t["_sorted"] = sorted((str(v) for v in t.get("releases") or []), key=Version)
+    if "_sorted" not in t:  # sorted once per table version
+        t["_sorted"] = sorted((str(v) for v in t.get("releases") or []), key=Release)
     return list(t["_sorted"])
 
 
@@ -83,19 +82,14 @@ def latest_release(engine: str | None) -> str | None:
     return rel[-1] if rel else None
 
 
-@lru_cache(maxsize=512)
-def _spec(text: str) -> SpecifierSet:
-    return SpecifierSet(text)
-
-
 def newer_release_note(engine: str | None, version: str | None) -> str | None:
     """The note every command prints for a release newer than the newest one optkg knows (None otherwise)."""
     latest = latest_release(engine)
     try:
-        if latest and version and Version(str(version)) > Version(latest):
+        if latest and version and Release(version) > Release(latest):
             return (f"{engine} {version} is newer than the latest release optkg knows ({latest}): "
                     f"checked with the knowledge of {latest}")
-    except InvalidVersion:
+    except ValueError:  # not a release (packaging's InvalidVersion)
         return None
     return None
 
@@ -112,23 +106,23 @@ def resolve_release(stack: Any) -> None:
                            "(pass --engine-version or engine_version: to check another)")
         return
     try:
-        given = Version(stack.engine_version)
-        if given > Version(latest):
+        given = Release(stack.engine_version)
+        if given > Release(latest):
             stack.notes.append(newer_release_note(stack.engine, stack.engine_version))
             return
         known = known_releases(stack.engine)
-        if known and given not in {Version(r) for r in known}:
+        if known and given not in {Release(r) for r in known}:
             first = known[0]
-            if given < Version(first):
+            if given < Release(first):
                 where = (f"it is older than every known release, so the rules and defaults bounded from a known "
                          f"release on do not apply to it")
             else:
-                below = max((r for r in known if Version(r) < given), key=Version)
-                above = min((r for r in known if Version(r) > given), key=Version)
+                below = max((r for r in known if Release(r) < given), key=Release)
+                above = min((r for r in known if Release(r) > given), key=Release)
                 where = f"release-bounded rules and defaults are matched against {stack.engine_version} as given (between {below} and {above})"
             stack.notes.append(f"release {stack.engine_version} is not in optkg's release list for {stack.engine} "
                                f"(known: {first}-{latest}); {where}")
-    except InvalidVersion:  # the CLI and stack readers refuse such a version first; an API caller gets no note
+    except ValueError:  # not a release: the CLI and stack readers refuse it first; an API caller gets no note
         pass
 
 
@@ -178,14 +172,15 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     t = release_tables().get(stack.engine or "")
     if t is None:
         return []
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     resolve_release(stack)
     try:
-        version = Version(stack.engine_version)
-    except (InvalidVersion, TypeError):
+        version = Release(stack.engine_version)
+    except (ValueError, TypeError):  # ValueError: packaging's InvalidVersion
         return []
     latest = latest_release(stack.engine)
-    if latest and version > Version(latest):
-        version = Version(latest)  # newer than known: the newest knowledge
+    if latest and version > Release(latest):
+        version = Release(latest)  # newer than known: the newest knowledge
     present = set(stack.techniques)
     fns = {"has": present.__contains__}
     by_setting: dict[str, list[dict[str, Any]]] = {}
@@ -205,7 +200,7 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
         fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
         chosen, lacking = None, set()
         for e in entries:
-            if version not in _spec(str(e["releases"])):
+            if not in_range(version, str(e["releases"])):
                 continue
             try:
                 if e.get("when") and not evaluate(str(e["when"]), facts, fns):
@@ -258,23 +253,34 @@ def engine_default(engine: str, setting: str, version: str | None, facts: dict[s
     rel = version or latest_release(engine)
     if t is None or rel is None:
         return None, f"no release table for {engine}"
-    v = Version(rel)
+    v = Release(rel)
     latest = latest_release(engine)
-    if latest and v > Version(latest):
-        v = Version(latest)
+    if latest and v > Release(latest):
+        v = Release(latest)
     for e in t.get("defaults") or []:
-        if e["setting"] != setting or v not in _spec(str(e["releases"])):
+        if e["setting"] != setting or not in_range(v, str(e["releases"])):
             continue
-        try:
-            if e.get("when") and not evaluate(str(e["when"]), facts, {"has": lambda _t: False,
-                                                                       "given": lambda n: facts.get(n) not in (None, "")}):
+        if e.get("when") or "value_expr" in e:
+            value, decided = _entry_value(e, facts)
+            if not decided:
                 continue
-            value = evaluate(str(e["value_expr"]), facts) if "value_expr" in e else e["value"]
-        except (MissingFact, ExprTypeError, ZeroDivisionError, TypeError, ValueError):
-            continue
+        else:  # a plain value (block_size): nothing to evaluate, so `optkg kv` imports no expression compiler
+            value = e["value"]
         ev = (e.get("evidence") or [{}])[0]
         return value, f"{engine} {e['releases']} default ({ev.get('path')}:{ev.get('line')} at {engine} {ev.get('release')})"
     return None, f"no {engine} {rel} default for {setting} decided by these facts"
+
+
+def _entry_value(e: dict[str, Any], facts: dict[str, Any]) -> tuple[Any, bool]:
+    """(value, True) when entry ``e`` of a release table applies to ``facts`` (its ``when`` holds), else (None, False)."""
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    try:
+        if e.get("when") and not evaluate(str(e["when"]), facts, {"has": lambda _t: False,
+                                                                   "given": lambda n: facts.get(n) not in (None, "")}):
+            return None, False
+        return (evaluate(str(e["value_expr"]), facts) if "value_expr" in e else e["value"]), True
+    except (MissingFact, ExprTypeError, ZeroDivisionError, TypeError, ValueError):
+        return None, False
 
 
 def default_block_size(engine: str, version: str | None) -> int:

@@ -15,6 +15,8 @@ from kg.core.yamlio import load_yaml
 
 @dataclass(frozen=True)
 class Axes:
+    """The catalog's coordinate axes (axes.yaml): stages, layers, dimensions and cell annotations."""
+
     stages: list[dict[str, Any]]
     layers: list[dict[str, Any]]
     dimensions: list[dict[str, Any]]

@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Parallel:
+    """A parallel layout as the speed estimator counts it."""
+
     tp_size: int            # attention TP per rank, as the estimator counts it
     pp_size: int
     attention_dp_size: int  # ranks each running its own batch (DP attention or DP replicas)
@@ -80,6 +82,9 @@ def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
 
 @dataclass(frozen=True)
 class EngineMapping:
+    """How one engine's settings reach the speed estimator: its context and running-request settings, its
+    admission policy and its parallel layout."""
+
     ctx_setting: str
     ctx_default: int
     running_setting: str

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import Release
 
 # (first release, checkpoint value lower-cased, vLLM cache dtype)
 MODELOPT_AUTO_KV = [("0.14.0", "fp8", "fp8_e4m3"), ("0.20.0", "nvfp4", "nvfp4")]
@@ -57,18 +57,18 @@ def vllm_auto_kv_cache_dtype(model: Any, version: str | None, kv_cache_dtype: st
     qc = getattr(model, "quantization_config", None) or {}
     method = str(qc.get("quant_method") or getattr(model, "quant_method", None) or "")
     try:
-        v = Version(str(version)) if version else None
-    except InvalidVersion:
+        v = Release(str(version)) if version else None
+    except ValueError:  # not a release (packaging's InvalidVersion)
         v = None
     if method == "compressed-tensors":
-        if qc.get("kv_cache_scheme") is not None and (v is None or v >= Version(CT_FIRST)):
+        if qc.get("kv_cache_scheme") is not None and (v is None or v >= Release(CT_FIRST)):
             return {"dtype": "fp8", "checkpoint": "compressed-tensors kv_cache_scheme", "source": CT_SOURCE}
         return None
     if not method.startswith("modelopt") and not isinstance(qc.get("quantization"), dict):
         return None
     algo, key = _checkpoint_kv_algo(qc)
     for first, value, dtype in MODELOPT_AUTO_KV:
-        if algo == value and (v is None or v >= Version(first)):
+        if algo == value and (v is None or v >= Release(first)):
             return {"dtype": dtype, "checkpoint": f"{key} {algo.upper()}",
                     "source": SOURCE.format(v=f">={first}")}
     return None

@@ -93,30 +93,30 @@ def null_block_bytes(engine_version: str | None, bytes_per_block: float) -> floa
     the null block ``BlockPool`` keeps (vLLM 0.33.0 ``v1/core/kv_cache_planning.py:170-176, 1533-1541``; from
     0.29.0, ``v1/core/kv_cache_utils.py:975``). 0 for older releases (None: the latest)."""
     if engine_version:
-        from packaging.version import InvalidVersion, Version
+        from kg.core.relcmp import Release
         try:
-            if Version(engine_version) < Version("0.29.0"):
+            if Release(engine_version) < Release("0.29.0"):
                 return 0.0
-        except InvalidVersion:
-            pass  # an unreadable release is treated as the latest, as elsewhere
+        except ValueError:  # packaging's InvalidVersion: an unreadable release is treated as the latest, as elsewhere
+            pass
     return float(bytes_per_block)
 
 
 def _release(engine_version: str | None):
-    """``packaging`` Version of a vLLM release; None for no release (the latest) or an unreadable one."""
+    """A vLLM release as a ``kg.core.relcmp.Release``; None for no release (the latest) or an unreadable one."""
     if not engine_version:
         return None
-    from packaging.version import InvalidVersion, Version
+    from kg.core.relcmp import Release
     try:
-        return Version(str(engine_version))
-    except InvalidVersion:
+        return Release(str(engine_version))
+    except ValueError:  # packaging's InvalidVersion
         return None  # an unreadable release is treated as the latest, as elsewhere
 
 
 def _at_least(engine_version: str | None, release: str) -> bool:
-    from packaging.version import Version
+    from kg.core.relcmp import Release
     v = _release(engine_version)
-    return v is None or v >= Version(release)
+    return v is None or v >= Release(release)
 
 
 # Releases from which sliding-window and chunked-local layers reserve every batch in flight

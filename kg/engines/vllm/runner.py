@@ -26,7 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import Release
 
 FIRST_V2_RELEASE = "0.22.0"
 V2_FOR_ALL_SINCE = "0.29.0"
@@ -59,17 +59,17 @@ _V2_SPEC: list[tuple[str, str, frozenset[str]]] = [
 ]
 
 
-def _version(engine_version: str | None) -> Version | None:
+def _version(engine_version: str | None) -> Release | None:
     try:
-        return Version(str(engine_version)) if engine_version else None
-    except InvalidVersion:
+        return Release(str(engine_version)) if engine_version else None
+    except ValueError:  # not a release (packaging's InvalidVersion)
         return None
 
 
-def _at(table: list, v: Version):
+def _at(table: list, v: Release):
     hit = None
     for row in table:
-        if v >= Version(row[0]):
+        if v >= Release(row[0]):
             hit = row
     return hit
 
@@ -88,24 +88,24 @@ def uses_v2_model_runner(engine_version: str | None, architecture: str | None = 
     0.34.0, where V1 is gone). ``env``: ``VLLM_USE_V2_MODEL_RUNNER`` as given (None: unset). ``is_hybrid``: Mamba /
     linear-attention layers; ``attention_free``: no attention layer at all. (None, why) when the answer needs the
     architecture and none is given."""
-    v = _version(engine_version) or Version(V1_REMOVED_IN)
+    v = _version(engine_version) or Release(V1_REMOVED_IN)
     rel = f"vllm {v}"
-    if v >= Version(V1_REMOVED_IN):  # Model Runner V1 removed: VLLM_USE_V2_MODEL_RUNNER=0 is refused at start
+    if v >= Release(V1_REMOVED_IN):  # Model Runner V1 removed: VLLM_USE_V2_MODEL_RUNNER=0 is refused at start
         return True, f"{rel}: the V2 model runner (Model Runner V1 removed in {V1_REMOVED_IN}: {V1_REMOVED_EVIDENCE})"
     if env is not None:
         return bool(env), f"VLLM_USE_V2_MODEL_RUNNER={int(bool(env))}"
-    if v < Version(FIRST_V2_RELEASE):
+    if v < Release(FIRST_V2_RELEASE):
         return False, f"{rel}: the V1 model runner (V2 only with VLLM_USE_V2_MODEL_RUNNER=1, default from 0.22.0)"
-    if v < Version(V2_FOR_ALL_SINCE):
+    if v < Release(V2_FOR_ALL_SINCE):
         if architecture is None:
             return None, f"{rel}: the default runner depends on the model architecture"
         archs = _at(_V2_ARCHS, v)[1]
         listed = architecture in archs
-        if v < Version("0.24.0"):
+        if v < Release("0.24.0"):
             ok = listed and not is_moe and not is_quantized
-        elif v < Version("0.25.0"):
+        elif v < Release("0.25.0"):
             ok = listed
-        elif v < Version("0.27.0"):
+        elif v < Release("0.27.0"):
             ok = not is_hybrid and not attention_free and (listed or not is_moe)
         else:
             ok = (listed or not is_hybrid) and not attention_free and (listed or not is_moe)
@@ -116,9 +116,9 @@ def uses_v2_model_runner(engine_version: str | None, architecture: str | None = 
         kind, methods = _at(_V2_SPEC, v)[1:]
         if (kind == "only" and method not in methods) or (kind == "not" and method in methods):
             return False, f"{rel}: the V2 runner does not support speculative method '{method}' (falls back to V1)"
-        if v < Version("0.24.0") and method == "eagle3" and pp_size > 1:
+        if v < Release("0.24.0") and method == "eagle3" and pp_size > 1:
             return False, f"{rel}: the V2 runner does not support EAGLE3 with pipeline parallelism (falls back to V1)"
-    return True, f"{rel}: the V2 model runner (default" + (" for this model)" if v < Version(V2_FOR_ALL_SINCE) else ")")
+    return True, f"{rel}: the V2 model runner (default" + (" for this model)" if v < Release(V2_FOR_ALL_SINCE) else ")")
 
 
 def model_uses_v2_runner(model, engine_version: str | None, speculative_method: str | None = None,

@@ -289,6 +289,8 @@ class Snapshot:
 
 @dataclass
 class _Part:
+    """What one metrics file gave, before the files of a snapshot are merged."""
+
     source: Source
     engines: dict[str, Engine] = field(default_factory=dict)
     devices: dict[str, Device] = field(default_factory=dict)
