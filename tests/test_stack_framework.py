@@ -72,6 +72,15 @@ def test_a_misspelled_setting_names_each_suggestion_once(catalog):
     assert str(e.value).endswith("unknown setting 'gpu_memory_utilisation'; did you mean gpu_memory_utilization?")
 
 
+def test_an_engines_own_name_for_a_setting_names_the_setting(catalog):
+    # SGLang's --mem-fraction-static sets gpu_memory_utilization (catalog/engines/sglang.yaml): a stack file that
+    # writes SGLang's name is told which key optkg reads
+    with pytest.raises(OptkgError) as e:
+        _stack(catalog, engine="sglang", settings={"mem_fraction_static": 0.8})
+    assert str(e.value).endswith("unknown setting 'mem_fraction_static'; did you mean gpu_memory_utilization? "
+                                 "(gpu_memory_utilization is what sglang's --mem-fraction-static sets)")
+
+
 def test_engine_version_beside_engine(catalog):
     st = _stack(catalog, engine="vllm", engine_version="0.10.2")
     assert (st.engine, st.engine_version) == ("vllm", "0.10.2")

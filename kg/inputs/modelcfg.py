@@ -746,7 +746,8 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
         f"unknown model '{name}': not a folder with config.json, not in the Hugging Face cache ({hf_cache_dir()}) "
         f"and not one of the {len(bundled_model_ids())} bundled configs"
         + (f" (closest: {', '.join(near)})" if near else "")
-        + "; `optkg models` lists them; pass --config path/to/config.json"
+        + "; `optkg models` lists them; pass --config path/to/config.json, or set OPTKG_HF_DOWNLOAD=1 to fetch "
+        "the hub's config.json into that cache"
     )
 
 

@@ -164,8 +164,12 @@ def set_setting(stack: Stack, key: str, value: Any, where: str, catalog: Catalog
         if key in extra:
             stack.settings[key] = value
             return
-        near = get_close_matches(key, list(dict.fromkeys([*BASE_SETTINGS, *PARALLEL_DEFAULTS, *extra])), n=3)
+        native = _native_setting(key)
+        near = [native[0]] if native else \
+            get_close_matches(key, list(dict.fromkeys([*BASE_SETTINGS, *PARALLEL_DEFAULTS, *extra])), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
+        if native:
+            hint += f" ({native[0]} is what {native[1]}'s {native[2]} sets)"
         raise OptkgError(f"{where}: unknown setting '{key}'{hint}")
     stack.settings[key] = checked_setting(key, value, where)
     if key == "kv_cache_dtype":
@@ -445,6 +449,17 @@ def engine_table_problems(t: Any) -> list[str]:
         elif not t.get(key):
             out.append(f"engine table has no '{key}': optkg could not read any {t.get('engine')} command")
     return out
+
+
+def _native_setting(key: str) -> tuple[str, str, str] | None:
+    """(the optkg setting, the engine, its flag) when ``key`` is an engine's own name for a setting, written as a
+    stack-file key: ``mem_fraction_static`` is SGLang's --mem-fraction-static, which sets gpu_memory_utilization."""
+    flag = "--" + key.replace("_", "-")
+    for engine, table in sorted(_engine_tables().items()):
+        for spec in table.get("flags") or []:
+            if flag in (spec.get("names") or []) and spec.get("set") and spec["set"] != key:
+                return str(spec["set"]), engine, flag
+    return None
 
 
 def _engine_tables() -> dict[str, dict[str, Any]]:
