@@ -111,3 +111,22 @@ def test_the_engine_axis_times_each_engine(capsys):
 def test_bad_speed_axes_are_one_line_errors(argv, needle):
     code, out, err = run_cli("sweep", "--vllm", QWEN, "--gpu", "H200", *argv)
     assert code == 2 and needle in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("base", ["vllm serve Qwen/Qwen3-30B-A3B -tp 4",
+                                  "vllm serve Qwen/Qwen3-30B-A3B -tp 4 --enable-expert-parallel"])
+def test_the_ep_axis_at_1_times_vllm_experts_tensor_parallel(catalog, base):
+    # vLLM's EP is a switch over all tp x dp ranks: --ep 1 is "no --enable-expert-parallel", so Qwen3-30B-A3B at TP 4
+    # runs its experts at moe_tp 4 x moe_ep 1 (what `check` times without the flag), --ep 4 at moe_tp 1 x moe_ep 4
+    import kg
+    from kg.analyses.sweep_eval import _Applier, _copy_stack
+    from kg.speed.mapping import ENGINES
+    stack = kg.stack_from_command(base, catalog)
+    applier = _Applier(stack, catalog)
+    got = {}
+    for ep in (1, 4):
+        st = _copy_stack(stack)
+        applier.apply(st, "ep_size", ep)
+        p = ENGINES["vllm"].parallel(st.values(), set(st.techniques), True)
+        got[ep] = (p.moe_tp_size, p.moe_ep_size, "expert-parallelism" in st.techniques)
+    assert got == {1: (4, 1, False), 4: (1, 4, True)}

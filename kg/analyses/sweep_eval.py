@@ -98,7 +98,9 @@ class _Applier:
         tid = spec.get("technique") if spec else None
         if tid and self.catalog.resolve(tid):
             tid = self.catalog.resolve(tid)
-            on = not spec.get("when") or bool(evaluate(spec["when"], {"value": value}))
+            # a switch (type flag, vLLM --enable-expert-parallel) turns its technique on only when set: ep 1 -> off
+            on = bool(evaluate(spec["when"], {"value": value})) if spec.get("when") else \
+                (bool(value) if spec.get("type") == "flag" else True)
             if on and tid not in st.techniques:
                 add_technique(st, self.catalog, tid, None, AXES.get(name, name))
             elif not on:
