@@ -310,3 +310,110 @@ def test_the_speculative_config_keeps_what_the_speculator_classes_do_not_assign(
     assert line not in _refused_lines(spec % "", "0.34.0", catalog)
     from vllm_speculators import speculator_effects
     assert speculator_effects({}) is None  # a release without the speculator modules: everything is forgotten
+
+
+def test_an_sglang_row_over_the_cost_limit_is_cut_into_lets_that_keep_its_meaning():
+    """A value or row over kg/engine/expr.py's limits (400 nodes) was dropped as __unknown__ (kv_cache_dtype after
+    overrides.py:491 _dsa_kv_cache_dtype_default): SglWalker.fit names its largest parts as lets, evaluated where
+    the row first reads them, so it means what it did."""
+    from kg.analyses.enginechecks import _LetFacts
+    from kg.engine.expr import compile_expr, evaluate
+    from kg.engines.sglang.checkns import FUNCTIONS
+    from sglang_generated_checks import SglWalker
+    w = SglWalker.__new__(SglWalker)
+    w.sg_lets, w.let_names, w.unk_lets = [], {}, set()
+    archs = " or ".join(f"(arch in {tuple(f'Arch{i}x{j}ForCausalLM' for j in range(30))!r})" for i in range(10))
+    text = f"(kv == 'auto') and ({archs}) and (('fp8_e4m3' if major >= 10 else 'bfloat16') != kv)"
+    fitted = w.fit(text)
+    compile_expr(fitted, tuple(FUNCTIONS))
+    assert fitted != text and w.sg_lets
+    for facts in ({"kv": "auto", "arch": "Arch7x3ForCausalLM", "major": 10},
+                  {"kv": "auto", "arch": "Arch9x29ForCausalLM", "major": 9},
+                  {"kv": "fp8_e4m3", "arch": "Other"},  # the let is never read: arch short-circuits first
+                  {"kv": "auto", "arch": "Other"}):
+        ns = _LetFacts(facts, dict(w.sg_lets), FUNCTIONS)
+        assert evaluate(fitted, ns, FUNCTIONS) == eval(text, {}, dict(facts))
+
+
+def test_a_row_that_reads_an_unmodelled_value_on_every_way_to_a_refusal_never_fires():
+    """Such a row refuses nothing on any stack, so its site is not counted as covered (27 rows on main d26b28c)."""
+    from checkgen import Firing
+    f = Firing({"_s1": "(__unknown__ if c else d)", "_s2": "(__unknown__ if c else __unknown__)",
+                "_s3": "_s2 + 1"})
+    assert not f.fires("a and (__unknown__ == 'fp8_e4m3')")
+    assert not f.fires("(__unknown__ == 'fp8_e4m3') or (b > 0)")
+    assert not f.fires("a and (_s3 > 2)")
+    assert not f.fires("a and (x < __unknown__ < y)")
+    assert f.fires("(b > 0) or (__unknown__ == 'fp8_e4m3')")
+    assert f.fires("a and (_s1 == 'mxfp8')")
+    assert f.fires("(__unknown__ if a else b) == 1")
+
+
+MINI_SERVER_ARGS = '''class ServerArgs:
+    ONLY = ("A", "B")
+
+    def resolve_once(self):
+        check(self)
+        check_or(self)
+
+
+def check(server_args):
+    backends = set((server_args.attention_backend, server_args.decode_attention_backend))
+    backends.discard(None)
+    allowed = {"fa3", "triton"}
+    if server_args.tp_size > 1:
+        allowed = allowed - {"triton"}
+    assert backends <= allowed, "backends"
+    extra = {"a"}
+    if server_args.tp_size > 2:
+        extra.update({"b"})
+    assert server_args.attention_backend in extra | {None}, "extra"
+    if set((server_args.attention_backend, server_args.attention_backend)) != {"intel_xpu"}:
+        raise ValueError("xpu")
+    if not any(a in server_args.ONLY for a in server_args.archs):
+        raise ValueError("archs")
+
+
+def check_or(server_args, cfg=None):
+    cfg = cfg or server_args
+    if cfg.tp_size > 8:
+        raise ValueError("or")
+'''
+
+
+def test_the_sglang_walk_models_sets_optional_views_and_membership_over_a_list():
+    """sglang kv_cache_hook.py:517-519 (set(attention_backends_of(..)); discard(None); backends <= allowed),
+    :845-848 (decode_allowed.update(..) in a branch; x in allowed | {None}), attention_hook.py:55 (set(..) !=
+    {"intel_xpu"}), kv_shard_hook.py:31 (cfg = cfg or resolving_view(..)), model_hook.py:1103 (any(a in C for a
+    in architectures)): rows with Python's set semantics, never a lexicographic tuple comparison."""
+    import ast
+    import io
+    import zipfile
+
+    from kg.analyses.enginechecks import _LetFacts
+    from kg.engine.expr import evaluate
+    from kg.engines.sglang.checkns import FUNCTIONS
+    from sglang_generated_checks import Modules, SglWalker, rows
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("sglang/srt/server_args.py", MINI_SERVER_ARGS)
+    mods = Modules(zipfile.ZipFile(buf))
+    w = SglWalker(mods, {"fields": {"attention_backend": {}, "decode_attention_backend": {}, "tp_size": {},
+                                    "archs": {}}, "env": {}})
+    sa = "sglang/srt/server_args.py"
+    fn = next(f for f in mods.get(sa).classes["ServerArgs"].body if getattr(f, "name", "") == "resolve_once")
+    w.invoke(fn, sa, w.record, [], {}, [], "ServerArgs")
+    got = {line: r["expr"] for (_, line), r in rows(w).items()}
+    assert sorted(got) == [15, 19, 21, 23, 29]
+
+    def fires(line: int, **facts) -> bool:
+        ns = {"attention_backend": "fa3", "decode_attention_backend": "__none__", "tp_size": 1, "archs": ["A"]}
+        ns.update(facts)
+        return evaluate(got[line], _LetFacts(ns, dict(w.sg_lets), FUNCTIONS), FUNCTIONS)
+    assert not fires(15) and fires(15, decode_attention_backend="flashinfer")
+    assert not fires(15, decode_attention_backend="triton") and fires(15, decode_attention_backend="triton", tp_size=2)
+    assert fires(19) and not fires(19, attention_backend="a") and not fires(19, attention_backend="__none__")
+    assert fires(19, attention_backend="b") and not fires(19, attention_backend="b", tp_size=3)
+    assert fires(21) and not fires(21, attention_backend="intel_xpu")
+    assert not fires(23) and fires(23, archs=["C", "D"])
+    assert fires(29, tp_size=9) and not fires(29)

@@ -114,3 +114,20 @@ def test_model_rows_read_sglangs_own_model_facts(refusals):
     assert ("model_hook.py", 188) in _lines(refusals(B + f"deepseek-ai/DeepSeek-V3 --tp 8 {split}", "H200"))
     assert ("layernorm_sp_hook.py", 131) in _lines(refusals(B + "meta-llama/Llama-3.1-8B --enable-layernorm-sp"))
     assert ("layernorm_sp_hook.py", 131) not in _lines(refusals(B + "Qwen/Qwen3-8B --tp 2 --enable-layernorm-sp"))
+
+
+def test_text_config_facts_are_given_only_where_config_json_writes_them(catalog):
+    """mc__attention_chunk_size / mc__num_nextn_predict_layers: getattr(hf_text_config, KEY, None)
+    (model_config.py:797, :1602) from the section SGLang takes as the text config, only where config.json writes the
+    key (a config class may default it); mc__nvfp4_moe_meta (model_config.py:775-787) from quantization_config."""
+    from kg.engines.sglang.checkns import nvfp4_moe_meta
+    got = {}
+    for m in ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "zai-org/GLM-5.2", "Qwen/Qwen3-8B"):
+        ns = namespace(parse_command(B + m, catalog, "sglang"), "0.5.23")
+        got[m.split("/")[1]] = {k[4:]: v for k, v in ns.items() if k.startswith("mc__") and k != "mc__attention_arch"}
+    assert got == {"Llama-4-Scout-17B-16E-Instruct": {"attention_chunk_size": 8192, "nvfp4_moe_meta": "__none__"},
+                   "GLM-5.2": {"num_nextn_predict_layers": 1, "nvfp4_moe_meta": "__none__"},
+                   "Qwen3-8B": {"nvfp4_moe_meta": "__none__"}}
+    hybrid = {"quant_algo": "MIXED_PRECISION", "moe_quant_algo": "NVFP4", "group_size": 16}
+    assert nvfp4_moe_meta({"quantization_config": hybrid}) == 16
+    assert nvfp4_moe_meta({"quantization_config": {**hybrid, "moe_quant_algo": "FP8"}}) == "__none__"

@@ -1451,3 +1451,103 @@ def substitute(expr: str, mapping: dict[str, str]) -> str:
             n.args = [self.visit(a) for a in n.args]
             return n
     return ast.unparse(T().visit(tree))
+
+
+class Firing:
+    """Whether a row can ever be true under kg.engine.expr's evaluation order (``and`` / ``or`` short-circuit left to
+    right, a comparison chain stops at its first false link, ``a if c else b`` evaluates ``c`` then one branch), when
+    ``__unknown__`` (``UNK``) and every let that always reaches it raise MissingFact. A row that can never be true
+    refuses nothing whatever the stack: it is not a check, and a site whose only row is one is not covered.
+    Over-approximate: "can be true" unless the structure proves otherwise (no values are consulted)."""
+
+    def __init__(self, lets: dict[str, str]):
+        self.lets = lets
+        self.memo: dict[str, bool] = {}
+
+    def raises(self, n: ast.AST) -> bool:
+        """Evaluating ``n`` (once reached) always reaches ``__unknown__``."""
+        if isinstance(n, ast.Expression):
+            return self.raises(n.body)
+        if isinstance(n, ast.Name):
+            if n.id == UNK:
+                return True
+            if n.id in self.lets:
+                if n.id not in self.memo:
+                    self.memo[n.id] = False  # a cycle cannot occur (lets are defined before use); be safe
+                    self.memo[n.id] = self.raises(ast.parse(self.lets[n.id], mode="eval"))
+                return self.memo[n.id]
+            return False
+        if isinstance(n, ast.BoolOp):
+            return self.raises(n.values[0])
+        if isinstance(n, ast.Compare):
+            return self.raises(n.left) or self.raises(n.comparators[0])
+        if isinstance(n, ast.IfExp):
+            return self.raises(n.test) or (self.raises(n.body) and self.raises(n.orelse))
+        if isinstance(n, ast.BinOp):
+            return self.raises(n.left) or self.raises(n.right)
+        if isinstance(n, ast.UnaryOp):
+            return self.raises(n.operand)
+        if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+            return any(self.raises(x) for x in n.elts)
+        if isinstance(n, ast.Call):
+            return any(self.raises(x) for x in n.args)
+        return False
+
+    def can_be_true(self, n: ast.AST) -> bool:
+        if isinstance(n, ast.Expression):
+            return self.can_be_true(n.body)
+        if self.raises(n):
+            return False
+        if isinstance(n, ast.Constant):
+            return bool(n.value)
+        if isinstance(n, ast.BoolOp):
+            if isinstance(n.op, ast.And):
+                return all(self.can_be_true(v) for v in n.values)
+            for v in n.values:  # `or`: the first operand that can be true, unless one before it always raises
+                if self.can_be_true(v):
+                    return True
+                if self.raises(v):
+                    return False
+            return False
+        if isinstance(n, ast.Compare):
+            return not any(self.raises(c) for c in n.comparators)
+        if isinstance(n, ast.IfExp):
+            return self.can_be_true(n.body) or self.can_be_true(n.orelse)
+        return True
+
+    def fires(self, expr: str) -> bool:
+        return self.can_be_true(ast.parse(expr, mode="eval"))
+
+
+class BoolFold(ast.NodeTransformer):
+    """Boolean constant folding: ``x and False`` -> False, ``(a if True else b)`` -> a, ``not True`` -> False (a dead
+    branch stays out of the row instead of making it read names it never needs). Used by tools/sglang_generated_checks.py
+    (simplify); a generator may subclass it (vllm_generated_checks.simplify also folds ``truthy(True)``)."""
+
+    @staticmethod
+    def const(n: ast.AST) -> Any:
+        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, bool) else None
+
+    def visit_BoolOp(self, n: ast.BoolOp) -> ast.AST:
+        self.generic_visit(n)
+        absorbing = isinstance(n.op, ast.Or)  # True absorbs an `or`, False an `and`
+        kept = []
+        for v in n.values:
+            c = self.const(v)
+            if c is absorbing:
+                return ast.Constant(absorbing)
+            if c is None:
+                kept.append(v)
+        if not kept:
+            return ast.Constant(not absorbing)
+        return kept[0] if len(kept) == 1 else ast.BoolOp(op=n.op, values=kept)
+
+    def visit_UnaryOp(self, n: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(n)
+        c = self.const(n.operand)
+        return ast.Constant(not c) if isinstance(n.op, ast.Not) and c is not None else n
+
+    def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
+        self.generic_visit(n)
+        c = self.const(n.test)
+        return (n.body if c else n.orelse) if c is not None else n

@@ -42,6 +42,12 @@ from checkgen import TAINT, Expr, Frame, Obj, Untranslatable  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 ABSENT = "__absent__"   # a dict key a step did not return (its declaration leaves the field as it was)
 LET_AT = 48           # a merged value longer than this gets a name of its own (``lets``)
+FIT_NODES = 200       # a sub-expression named to bring a row or value within the cost limits: at most this many nodes
+FIT_ROUNDS = 64
+NEVER_FIRES = ("its row can never be true: every way to a refusal reads a value the walk could not model (__unknown__, "
+               "directly or through a let)")
+FIT_MAX_CHARS = 40_000  # a value longer than this is left unknown rather than cut into lets
+COST_ERRORS = ("expression is ", "expression nests deeper")  # kg/engine/expr.py's wording of its cost limits
 
 # platform facts (runtime_context._PLATFORM_PROBES / _PLATFORM_VALUES) and the utils/common.py probes behind them
 PLATFORM_FACTS = {"is_cuda", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_sm90", "is_sm100",
@@ -57,7 +63,7 @@ PROBES = {"is_cuda": "is_cuda", "is_hip": "is_hip", "is_npu": "is_npu", "is_xpu"
           "use_mlx": "use_mlx"}
 # ModelConfig attributes read as facts of the model (kg.engines.sglang.checkns derives each from config.json) and the
 # hf_config attributes it gives (checkns.HF_KEYS and the architectures)
-MODEL_FACTS: set[str] = {"attention_arch"}
+MODEL_FACTS: set[str] = {"attention_arch", "attention_chunk_size", "num_nextn_predict_layers", "nvfp4_moe_meta"}
 # auto() enums whose members stand for their names: the model facts that hold them are given as names
 # (mc__attention_arch 'MLA' / 'MHA' / 'SSM', checkns.attention_arch)
 NAMED_ENUMS = {"AttentionArch"}
@@ -141,6 +147,12 @@ def _set_const(node: ast.AST, consts: dict[str, Any]) -> frozenset:
     raise ValueError("not a set constant")
 
 
+class SetVal(Expr):
+    """A Python set (``set(x)``, ``{a, b}``, a frozenset constant): a list-valued expression whose comparisons and
+    operators are the set ones (``subset`` / ``set_eq`` / ``set_minus`` / ``set_union`` of checkns), never the
+    list ones (``(a, b) <= ('x', 'y')`` would compare lexicographically)."""
+
+
 class Dict_(Obj):
     """A dict a step builds: key -> value (``__absent__`` where the key is not set)."""
 
@@ -197,13 +209,16 @@ class SglWalker(cg.Walker):
         self.current: list[ast.FunctionDef] = []
         self.trace: set[str] = set()     # fields whose first turn to unknown is logged (--trace)
         self.trace_log: list[tuple[str, str, str]] = []
+        self.over_limit = ""            # why sg_bind last turned a value unknown (the expression language's limits)
         self.unk_lets: set[str] = set()  # lets whose value may be unknown
+        self.let_names: dict[str, str] = {}  # let text -> its name (a sub-expression named twice is one let)
+        self.sa_consts: dict[str, tuple] | None = None
         self.losing = ""
 
     # ------------------------------------------------------------------ inputs
     def literal(self, v: Any) -> Expr:
         if isinstance(v, (set, frozenset)):  # in a fixed order: the sites file is the same on every run
-            v = tuple(sorted(v, key=repr))
+            return SetVal(super().literal(tuple(sorted(v, key=repr))).text)
         return super().literal(v)
 
     def raw(self, attr: str) -> Any:
@@ -211,7 +226,30 @@ class SglWalker(cg.Walker):
             return Expr(attr)
         if attr in BOOKKEEPING:
             return self.literal(BOOKKEEPING[attr])
-        return None
+        const = self.class_constants().get(attr)
+        return None if const is None else self.literal(const)
+
+    def class_constants(self) -> dict[str, tuple]:
+        """Tuples of constants written in ServerArgs' class body (``LANGUAGE_MODEL_ONLY_ARCHITECTURES``,
+        server_args.py:335): read through the record or a view as Python reads a class attribute."""
+        if self.sa_consts is None:
+            self.sa_consts = {}
+            m = self.modules.get("sglang/srt/server_args.py")
+            cls = m.classes.get("ServerArgs") if m else None
+            for st in cls.body if cls is not None else []:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                        and isinstance(st.value, ast.Tuple) and st.targets[0].id not in self.fields:
+                    try:
+                        v = ast.literal_eval(st.value)
+                    except ValueError:
+                        continue
+                    name = st.targets[0].id
+                    rebound = re.compile(rf"\.{name}\s*(?:=[^=]|\+=)")  # ``record.NAME = ..`` anywhere in the wheel
+                    if all(isinstance(x, (str, int, float, bool)) for x in v) and not any(
+                            rebound.search(self.modules.z.read(n).decode("utf-8", errors="replace"))
+                            for n in self.modules.names):
+                        self.sa_consts[name] = v
+        return self.sa_consts
 
     # ------------------------------------------------------------------ lookup across the wheel
     def find_function(self, name: str, path: str) -> tuple[ast.FunctionDef, str] | None:
@@ -326,9 +364,11 @@ class SglWalker(cg.Walker):
                     v = Expr(cg.substitute(v.text, {ABSENT: old.text}))
             if isinstance(v, Expr) and v.text == ABSENT:
                 continue
+            self.over_limit = ""
             self.decl[f] = self.sg_bind(self.merge(old, v, conds, first=False))
             if f in self.trace and self.unknownish(self.decl[f]) and not self.unknownish(old):
-                where = " > ".join(fn.name for fn in self.current[-3:]) + (f": {self.losing}" if self.losing else "")
+                why = self.losing or self.over_limit
+                where = " > ".join(fn.name for fn in self.current[-3:]) + (f": {why}" if why else "")
                 self.trace_log.append((f, where, cg.conj(conds)[:160]))
 
     def unknownish(self, v: Any) -> bool:
@@ -347,14 +387,71 @@ class SglWalker(cg.Walker):
             from kg.engines.sglang.checkns import FUNCTIONS
             try:
                 compile_expr(v.text, tuple(FUNCTIONS))
-            except ExprError:  # over the expression language's cost limit: unknown, never half-evaluated
-                return Expr(cg.UNK)
-            name = f"_s{len(self.sg_lets)}"
-            self.sg_lets.append((name, v.text))
-            if self.unknownish(v):
-                self.unk_lets.add(name)
-            return Expr(name)
+            except ExprError as e:  # over the expression language's cost limit: split into lets, else unknown
+                fitted = self.fit(v.text)
+                if fitted is None:
+                    self.over_limit = f"{e} ({len(v.text):,} characters)"
+                    return Expr(cg.UNK)
+                v = Expr(fitted)
+            return Expr(self.new_let(v.text))
         return v
+
+    def new_let(self, text: str) -> str:
+        name = self.let_names.get(text)
+        if name is None:
+            name = self.let_names[text] = f"_s{len(self.sg_lets)}"
+            self.sg_lets.append((name, text))
+            if self.unknownish(Expr(text)):
+                self.unk_lets.add(name)
+        return name
+
+    def fit(self, text: str) -> str | None:
+        """``text`` within the expression language's cost limits (kg/engine/expr.py: 2,000 characters, 400 syntax
+        nodes, 40 levels), its largest sub-expressions of at most ``FIT_NODES`` nodes named as lets, as often as
+        needed; None when it cannot be (a sub-expression over the limits that has no smaller part to name). A let is
+        evaluated where the row first reads it (kg.analyses.enginechecks._LetFacts), so ``and`` / ``or`` / ``if``
+        still short-circuit as written: the row means the same. Long architecture tuples of a membership test
+        (``hf__architecture in (...)``, sglang overrides.py:491 _dsa_kv_cache_dtype_default) are what overflows."""
+        from kg.engine.expr import ExprError, compile_expr
+        from kg.engines.sglang.checkns import FUNCTIONS
+        if len(text) > FIT_MAX_CHARS:
+            return None
+        for _ in range(FIT_ROUNDS):
+            try:
+                compile_expr(text, tuple(FUNCTIONS))
+                return text
+            except ExprError as e:
+                if not str(e).startswith(COST_ERRORS):
+                    return None
+            tree = ast.parse(text.replace("\n", " "), mode="eval")
+            sizes: dict[int, int] = {}
+
+            def size_of(n: ast.AST) -> int:
+                sizes[id(n)] = 1 + sum(size_of(c) for c in ast.iter_child_nodes(n))
+                return sizes[id(n)]
+            size_of(tree.body)
+            best: tuple[int, ast.AST] | None = None
+            for n in ast.walk(tree.body):
+                if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
+                    continue
+                size = sizes[id(n)]
+                # the text is one line (ast.unparse): a node's columns give its length, without unparsing it
+                if size <= FIT_NODES and n.end_col_offset - n.col_offset <= cg.MAX_TEXT \
+                        and (best is None or size > best[0]):
+                    best = (size, n)
+            if best is None or best[0] < 4:
+                return None
+            seg = ast.unparse(best[1])
+            if not cg.free_names(seg) or ABSENT in cg.free_names(seg):
+                return None  # a constant or a dict value not yet substituted: nothing to name
+            name = self.new_let(seg)
+            node = best[1]
+
+            class Put(ast.NodeTransformer):
+                def visit(self, n: ast.AST) -> ast.AST:
+                    return ast.Name(name, ast.Load()) if n is node else super().visit(n)
+            text = ast.unparse(Put().visit(tree))
+        return None
 
     def lose(self, what: str, fields: set[str] | None, conds: list[str]) -> None:
         """A call the walk cannot follow may declare ``fields`` (None: any field): they become unknown."""
@@ -393,6 +490,21 @@ class SglWalker(cg.Walker):
             return self.subscript(node, fr, pc)
         if isinstance(node, ast.Attribute):
             return self.attr_hook(node, fr, pc)
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2 \
+                and isinstance(node.values[0], ast.Name) and node.values[0].id in fr.locals:
+            # ``cfg = cfg or resolving_view(server_args)`` (kv_shard_hook.py:31): an optional view parameter
+            first = fr.locals[node.values[0].id]
+            if isinstance(first, Obj) and not isinstance(first, (cg.ObjIf, cg.UnknownObj)) \
+                    and getattr(first, "truth", None) is None and not getattr(first, "scalar", None):
+                return first
+            if first == Expr(repr(cg.NONE)):
+                return self.value(node.values[1], fr, pc)
+        if isinstance(node, (ast.Set, ast.Compare, ast.BinOp, ast.IfExp)) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("set", "frozenset") and len(node.args) == 1):
+            got = self.set_value(node, fr, pc)
+            if got is not None:
+                return got
         if not isinstance(node, ast.Call):
             return None
         f = node.func
@@ -413,6 +525,10 @@ class SglWalker(cg.Walker):
             return View(self, dict(self.decl))
         if name == "record_of":
             return self.record
+        if name in ("any", "all") and isinstance(f, ast.Name) and len(node.args) == 1:
+            got = self.membership_over_list(node.args[0], name, fr, pc)
+            if got is not None:
+                return got
         if isinstance(f, ast.Attribute) and ast.unparse(f) == "torch.cuda.get_device_capability" and not node.args:
             return Expr("platform__device_capability")  # (major, minor) of the GPU (checkns: a CUDA GPU's)
         if name == "get_platform" and not node.args:
@@ -669,22 +785,7 @@ class SglWalker(cg.Walker):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             return None
         hit = self.find_function(node.func.id, fr.path)
-        if hit is None:
-            return None
-        keys: set[str] = set()
-        for n in ast.walk(hit[0]):
-            if isinstance(n, ast.Dict):
-                for k in n.keys:
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                        keys.add(k.value)
-                    elif k is not None:
-                        return None
-            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
-                if isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
-                    keys.add(n.slice.value)
-                else:
-                    return None
-        return keys & self.fields
+        return None if hit is None else self.keys_of(hit[0])
 
     def comprehension_keys(self, local: str) -> set[str] | None:
         """Fields a dict comprehension ``local = {f"prefix_{x}": ... }`` of the current function may hold: every
@@ -754,6 +855,119 @@ class SglWalker(cg.Walker):
                     return None
             return None
         return Obj("model_config", free)
+
+    def set_like(self, node: ast.AST, fr: Frame) -> bool:
+        """``node`` is a set by its syntax alone (evaluating it is left to the caller)."""
+        if isinstance(node, ast.Set):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset"):
+            return True
+        if isinstance(node, ast.Name):
+            return isinstance(fr.locals.get(node.id), SetVal)
+        if isinstance(node, ast.IfExp):
+            return self.set_like(node.body, fr) and self.set_like(node.orelse, fr)
+        return False
+
+    def set_value(self, node: ast.AST, fr: Frame, pc: list[str]) -> Any:
+        """Sets (sglang kv_cache_hook.py:517-519 ``backends = set(attention_backends_of(..)); backends.discard(None);
+        assert backends <= allowed``; attention_hook.py:55 ``set(..) != {"intel_xpu"}``); None: not a set."""
+        if isinstance(node, ast.Set):
+            return SetVal("(" + ", ".join(self.text(e, fr, pc) for e in node.elts) + ("," if len(node.elts) == 1
+                                                                                      else "") + ")")
+        if isinstance(node, ast.Call):
+            v = self.value(node.args[0], fr, pc)
+            if isinstance(v, SetVal):
+                return v
+            if isinstance(v, Expr) and not v.ref and self.listish(v.text):
+                return SetVal(v.text)
+            raise Untranslatable(f"{node.func.id}() of a value the walk cannot list")
+        if isinstance(node, ast.IfExp):
+            if not self.set_like(node, fr):
+                return None
+            t = self.text(node.test, fr, pc, True)
+            return SetVal(f"({self.text(node.body, fr, pc)} if {t} else {self.text(node.orelse, fr, pc)})")
+        if isinstance(node, ast.BinOp):
+            if not isinstance(node.op, (ast.Sub, ast.BitOr, ast.BitAnd)) \
+                    or not (self.set_like(node.left, fr) or self.set_like(node.right, fr)):
+                return None
+            a, b = self.value(node.left, fr, pc), self.value(node.right, fr, pc)
+            if not all(isinstance(x, Expr) and not x.ref for x in (a, b)):
+                raise Untranslatable("a set operation on an object")
+            fn = {ast.Sub: "set_minus", ast.BitOr: "set_union", ast.BitAnd: "set_and"}[type(node.op)]
+            return SetVal(f"{fn}({a.text}, {b.text})")
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.LtE, ast.Lt, ast.GtE, ast.Gt)):
+                return None
+            left, right = node.left, node.comparators[0]
+            if not (self.set_like(left, fr) or self.set_like(right, fr)):
+                return None
+            a, b = self.value(left, fr, pc), self.value(right, fr, pc)
+            if not (isinstance(a, SetVal) or isinstance(b, SetVal)):
+                return None
+            if not all(isinstance(x, Expr) and not x.ref for x in (a, b)):
+                raise Untranslatable("a set compared with an object")
+            op = node.ops[0]
+            if isinstance(op, (ast.GtE, ast.Gt)):
+                a, b, op = b, a, (ast.LtE() if isinstance(op, ast.GtE) else ast.Lt())
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                eq = f"set_eq({a.text}, {b.text})"
+                return Expr(eq if isinstance(op, ast.Eq) else f"(not {eq})")
+            sub = f"subset({a.text}, {b.text})"
+            return Expr(sub if isinstance(op, ast.LtE) else f"({sub} and (not set_eq({a.text}, {b.text})))")
+        return None
+
+    @staticmethod
+    def listish(text: str) -> bool:
+        """``text`` is a tuple / list display (``attention_backends_of(view)``'s ``(prefill, decode)``)."""
+        try:
+            return isinstance(ast.parse(text, mode="eval").body, (ast.Tuple, ast.List))
+        except SyntaxError:
+            return False
+
+    def set_mutation(self, node: ast.Call, fr: Frame, pc: list[str]) -> bool:
+        """``s.discard(x)`` / ``s.add(x)`` / ``s.update(x)`` on a local set: the local becomes the changed set where
+        the call runs (kv_cache_hook.py:518 ``backends.discard(None)``, :845 ``decode_allowed.update({..})``)."""
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in ("discard", "add",
+                                                                                               "update", "remove")
+                and len(node.args) == 1 and not node.keywords and isinstance(fr.locals.get(f.value.id), SetVal)):
+            return False
+        old = fr.locals[f.value.id]
+        try:
+            arg = self.value(node.args[0], fr, pc)
+            if not isinstance(arg, Expr) or arg.ref:
+                raise Untranslatable("a set changed by an object")
+            if f.attr in ("discard", "remove"):
+                new = SetVal(f"set_minus({old.text}, ({arg.text},))")
+            elif f.attr == "add":
+                new = SetVal(f"set_union({old.text}, ({arg.text},))")
+            else:
+                new = SetVal(f"set_union({old.text}, {arg.text})")
+        except Untranslatable:
+            new = TAINT
+        self.assign(ast.Name(f.value.id, ast.Store()), new, fr, pc)
+        return True
+
+    def membership_over_list(self, gen: ast.AST, agg: str, fr: Frame, pc: list[str]) -> Expr | None:
+        """``any(a in C for a in L)`` / ``all(a not in C for a in L)`` with ``C`` a constant and ``L`` a list the
+        walk does not know element by element (``hf__architectures``): ``any_in(L, C)``, and its negations
+        (model_hook.py:1106 LANGUAGE_MODEL_ONLY_ARCHITECTURES, moe_hook.py:258 validated architectures)."""
+        if not isinstance(gen, (ast.GeneratorExp, ast.ListComp)) or len(gen.generators) != 1:
+            return None
+        g, e = gen.generators[0], gen.elt
+        if g.ifs or g.is_async or not isinstance(g.target, ast.Name) or isinstance(g.iter, (ast.List, ast.Tuple)) \
+                or not isinstance(e, ast.Compare) or len(e.ops) != 1 or not isinstance(e.ops[0], (ast.In, ast.NotIn)) \
+                or not isinstance(e.left, ast.Name) or e.left.id != g.target.id:
+            return None
+        lst, const = self.value_or_taint(g.iter, fr, pc), self.value_or_taint(e.comparators[0], fr, pc)
+        if not isinstance(lst, Expr) or lst.ref or not cg.free_names(lst.text) \
+                or not isinstance(const, Expr) or const.ref or cg.free_names(const.text) \
+                or not const.text.startswith("("):
+            return None
+        hit = f"any_in({lst.text}, {const.text})"
+        if isinstance(e.ops[0], ast.In):
+            return Expr(hit if agg == "any" else f"all_in({lst.text}, {const.text})")
+        return Expr(f"(not all_in({lst.text}, {const.text}))" if agg == "any" else f"(not {hit})")
 
     def each(self, node: ast.AST, fr: Frame, pc: list[str]) -> list[str]:
         """checkgen's each, also over a constant or a local holding a literal (``any(m in archs for m in models)``,
@@ -968,9 +1182,19 @@ class SglWalker(cg.Walker):
             out = SpecAlgo(f"({new.scalar} if {present} else {cg.NONE!r})", ())
             out.truth = present
             return out
-        return self.sg_bind(super().merge(old, new, conds, first))
+        out = self.sg_bind(super().merge(old, new, conds, first))
+        if not (isinstance(new, SetVal) or isinstance(old, SetVal)) or not isinstance(out, Expr) or out.ref:
+            return out
+        if not conds or first:
+            return SetVal(out.text) if isinstance(new, SetVal) else out
+        sides = [x for x in (old, new) if x is not TAINT and x is not None]
+        if all(isinstance(x, SetVal) for x in sides):
+            return SetVal(out.text)  # a set wherever known (``allowed = allowed - {..}`` in a branch)
+        return TAINT  # a set on one side only: its comparisons would be neither the set nor the list ones
 
     def expr_stmt(self, node: ast.AST, fr: Frame, pc: list[str]) -> None:
+        if isinstance(node, ast.Call) and self.set_mutation(node, fr, pc):
+            return
         if isinstance(node, ast.Call):
             try:
                 if self.hook(node, fr, pc) is not None:
@@ -1020,7 +1244,12 @@ class SglWalker(cg.Walker):
         conds = [c if cg.is_unknown(c) else simplify(c) for c in conds]
         if "False" in conds:
             return  # not reached on this path
-        super().site(path, line, [c for c in conds if c != "True"])
+        conds = [c for c in conds if c != "True"]
+        text = cg.conj(conds) if conds else "True"
+        if len(text) > cg.MAX_TEXT and not cg.has_unknown(conds):  # checkgen would drop it: name parts as lets
+            self.sites.setdefault((path, line), []).append(self.fit(text))
+            return
+        super().site(path, line, conds)
 
     def stmt(self, s: ast.stmt, fr: Frame, pc: list[str]) -> None:
         if isinstance(s, ast.ImportFrom) and s.module and s.level == 0:
@@ -1043,45 +1272,12 @@ class SglWalker(cg.Walker):
         super().stmt(s, fr, pc)
 
 
-class _Fold(ast.NodeTransformer):
-    """Boolean constant folding: ``x and False`` -> False, ``(a if True else b)`` -> a, ``not True`` -> False (a dead
-    branch stays out of the row instead of making it read names it never needs)."""
-
-    @staticmethod
-    def const(n: ast.AST) -> Any:
-        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, bool) else None
-
-    def visit_BoolOp(self, n: ast.BoolOp) -> ast.AST:
-        self.generic_visit(n)
-        absorbing = isinstance(n.op, ast.Or)  # True absorbs an `or`, False an `and`
-        kept = []
-        for v in n.values:
-            c = self.const(v)
-            if c is absorbing:
-                return ast.Constant(absorbing)
-            if c is None:
-                kept.append(v)
-        if not kept:
-            return ast.Constant(not absorbing)
-        return kept[0] if len(kept) == 1 else ast.BoolOp(op=n.op, values=kept)
-
-    def visit_UnaryOp(self, n: ast.UnaryOp) -> ast.AST:
-        self.generic_visit(n)
-        c = self.const(n.operand)
-        return ast.Constant(not c) if isinstance(n.op, ast.Not) and c is not None else n
-
-    def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
-        self.generic_visit(n)
-        c = self.const(n.test)
-        return (n.body if c else n.orelse) if c is not None else n
-
-
 def simplify(text: str) -> str:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
         return text
-    out = ast.unparse(_Fold().visit(tree))
+    out = ast.unparse(cg.BoolFold().visit(tree))
     return out if out != ast.unparse(ast.parse(text, mode="eval")) else text
 
 
@@ -1116,6 +1312,8 @@ def rows(w: SglWalker) -> dict[tuple[str, int], dict[str, Any]]:
     from kg.engine.expr import ExprError, compile_expr
     from kg.engines.sglang.checkns import FUNCTIONS
     out = {}
+    lets = dict(w.sg_lets)
+    firing = cg.Firing(lets)
     for key, conds in w.sites.items():
         good = sorted({c for c in conds if c is not None})
         if not good:
@@ -1126,6 +1324,15 @@ def rows(w: SglWalker) -> dict[tuple[str, int], dict[str, Any]]:
         try:
             compile_expr(expr, tuple(FUNCTIONS))
         except ExprError:
+            fitted = w.fit(expr)
+            if fitted is None:
+                continue
+            expr = fitted
+            lets.update(w.sg_lets[len(lets):])
+        if not firing.fires(expr):
+            # every way to a refusal reads __unknown__ (directly or through a let): the row refuses nothing on any
+            # stack, so the site is not covered (it would otherwise be counted as a table row that never evaluates)
+            w.why[key] = NEVER_FIRES
             continue
         out[key] = {"expr": expr, "names": sorted(cg.free_names(expr)), "paths": len(conds),
                     "translated": len([c for c in conds if c])}
@@ -1133,7 +1340,13 @@ def rows(w: SglWalker) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def rows_for(release: str, wheel: Path) -> tuple[dict[tuple[str, int], dict[str, Any]], list[tuple[str, str]], SglWalker]:
-    w = walk(release, wheel)
+    """The rows, the lets and the walker; ``OPTKG_SGL_TRACE=field,...`` also logs (stderr) where each field turns
+    unknown during the regeneration's own walk (``--trace`` without a second walk)."""
+    import os
+    trace = {f for f in os.environ.get("OPTKG_SGL_TRACE", "").split(",") if f}
+    w = walk(release, wheel, trace)
+    for f, where, conds in w.trace_log:
+        print(f"trace: {f} unknown after {where} (where {conds})", file=sys.stderr)
     return rows(w), list(w.sg_lets), w
 
 

@@ -91,7 +91,9 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
     out += [f"- **{k}**: {v}" for k, v in CLASS_NAMES.items()]
     out += ["", "Coverage = (rule + table) / (the sites knowable before start: all but unknowable). Table rows are",
            "evaluated by the rule",
-           "[`engine-startup-check-refuses`](rules.md#r-engine-startup-check-refuses).", "",
+           "[`engine-startup-check-refuses`](rules.md#r-engine-startup-check-refuses). A row the generator could",
+           "write only with a value it could not model (`__unknown__`) on every way to a refusal would refuse",
+           "nothing: SGLang's generator leaves such a site not covered, with that reason.", "",
            "| engine | release | sites | rule | table | unknowable | not covered | covered of knowable |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
     for d in files:
@@ -123,7 +125,7 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
         out += ["", f"### {d['engine']} {d['release']}: {c['total']} sites", "",
                 f"Scanned: {', '.join('`' + x + '`' for x in d.get('scanned') or [])}. Not knowable before start, by "
                 "what they need: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + "."
-                + (f" Table rows read {len(d['lets'])} named values (`_v<n>`: `lets` of "
+                + (f" Table rows read {len(d['lets'])} named values (`{str(d['lets'][0]['name'])[:2]}<n>`: `lets` of "
                    f"catalog/engines/checks/sites/{d['engine']}-{d['release']}.yaml, evaluated before the rows)."
                    if d.get("lets") else ""), "",
                 "<details><summary>every site</summary>", "",

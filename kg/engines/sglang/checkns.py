@@ -56,13 +56,58 @@ def item(v: Any, i: int) -> Any:
     return v[i]
 
 
+def _members(v: Any) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise TypeError("not a list")  # Python's any / all over None or a scalar raises: the row is not evaluated
+    return list(v)
+
+
+def any_in(v: Any, c: Any) -> bool:
+    """``any(x in c for x in v)`` of a list fact (``hf__architectures``) and a constant tuple."""
+    return any(x in c for x in _members(v))
+
+
+def all_in(v: Any, c: Any) -> bool:
+    """``all(x in c for x in v)``."""
+    return all(x in c for x in _members(v))
+
+
+def _set(v: Any) -> set:
+    if not isinstance(v, (list, tuple)):
+        raise TypeError("not a set")  # set(None) raises in Python too: the row is not evaluated
+    return set(v)
+
+
+def subset(a: Any, b: Any) -> bool:
+    """Python's ``set(a) <= set(b)`` (the walk's sets are lists in a row's namespace)."""
+    return _set(a) <= _set(b)
+
+
+def set_eq(a: Any, b: Any) -> bool:
+    return _set(a) == _set(b)
+
+
+def set_minus(a: Any, b: Any) -> list:
+    return sorted(_set(a) - _set(b), key=repr)
+
+
+def set_union(a: Any, b: Any) -> list:
+    return sorted(_set(a) | _set(b), key=repr)
+
+
+def set_and(a: Any, b: Any) -> list:
+    return sorted(_set(a) & _set(b), key=repr)
+
+
 # the rows' functions (kg.engine.expr extra functions): truthy / is_a / str of kg.frameworks.checkrows, the
 # connector scheme, and str methods that raise as Python's do on None
 FUNCTIONS: dict[str, Any] = {**ROW_FUNCTIONS, "url_scheme": url_scheme,
                              "str": lambda v: "None" if v == NONE else str(v),
                              "upper": _string_method("upper"), "lower": _string_method("lower"),
                              "startswith": _string_method("startswith"),
-                             "endswith": _string_method("endswith"), "item": item}
+                             "endswith": _string_method("endswith"), "item": item, "any_in": any_in,
+                             "all_in": all_in, "subset": subset, "set_eq": set_eq, "set_minus": set_minus,
+                             "set_union": set_union, "set_and": set_and}
 
 
 def inputs_path(release: str) -> Path:
@@ -381,6 +426,44 @@ def attention_arch(archs: list[str], model: dict[str, Any]) -> str | None:
     return "SSM" if any(a in archs for a in tail["ssm_if_any"]) else str(tail["otherwise"])
 
 
+# ModelConfig attributes SGLang reads as getattr(hf_text_config, KEY, None) (configs/model_config.py:797
+# attention_chunk_size, :1602 num_nextn_predict_layers): given only where config.json writes the key in the section
+# SGLang takes as the text config (a config class may default an absent key: Llama4TextConfig attention_chunk_size
+# 8192, transformers 5.19.0 configuration_llama4.py:169), so an absent key is not given
+TEXT_KEYS = ("attention_chunk_size", "num_nextn_predict_layers")
+TEXT_SECTIONS = ("thinker_config", "llm_config", "language_config", "text_config")  # common.py:582-606, in priority
+
+
+def text_config_json(raw: dict[str, Any], archs: list[str]) -> dict[str, Any] | None:
+    """The part of config.json SGLang reads as ``hf_text_config`` (utils/hf_transformers/common.py:547
+    get_hf_text_config): the first of ``TEXT_SECTIONS`` present (a thinker's own text_config: not read here), else
+    the file itself; None where the file alone does not say (a vision or audio config without a text section: the
+    config class may build a default text_config)."""
+    if archs[0].startswith("Llava") and archs[0].endswith("ForCausalLM"):
+        return raw  # common.py:551-559
+    for k in TEXT_SECTIONS:
+        if k in raw:
+            return raw[k] if k != "thinker_config" and isinstance(raw[k], dict) else None
+    if any(k in raw for k in ("vision_config", "audio_config")):
+        return None
+    return raw
+
+
+def nvfp4_moe_meta(raw: dict[str, Any]) -> Any:
+    """ModelConfig.nvfp4_moe_meta (configs/model_config.py:775-787): set for a hybrid FP8 + NVFP4-MoE checkpoint
+    (config.json quantization_config: quant_algo MIXED_PRECISION, moe_quant_algo NVFP4, a group_size), else None.
+    Rows only compare it with None: given as the group size, or the None sentinel."""
+    q = raw.get("quantization_config")
+    if q is None:
+        return NONE
+    if not isinstance(q, dict):
+        return None  # not a dict in the file: not read
+    if str(q.get("quant_algo", "")).upper() == "MIXED_PRECISION" and \
+            str(q.get("moe_quant_algo", "")).upper() == "NVFP4" and q.get("group_size") is not None:
+        return int(q["group_size"])
+    return NONE
+
+
 def model_ns(stack: Any, fields: dict[str, Any], release: str) -> dict[str, Any]:
     """``hf__architectures`` / ``hf__architecture`` and the keys of ``HF_KEYS`` from the model's config.json (see
     ``sglang_architectures``); ``hf_text__`` keys are not given yet."""
@@ -400,6 +483,13 @@ def model_ns(stack: Any, fields: dict[str, Any], release: str) -> dict[str, Any]
     arch = attention_arch(archs, (inputs_table(release) or {}).get("model") or {})
     if arch is not None:
         out["mc__attention_arch"] = arch
+    text = text_config_json(raw, archs)
+    for k in TEXT_KEYS if text is not None else ():
+        if k in text:
+            out[f"mc__{k}"] = NONE if text[k] is None else text[k]
+    meta = nvfp4_moe_meta(raw)
+    if meta is not None:
+        out["mc__nvfp4_moe_meta"] = meta
     if "index_topk" in raw:
         out["hf__index_topk"] = NONE if raw["index_topk"] is None else raw["index_topk"]
     elif raw.get("model_type") in V3_CONFIG_TYPES:
