@@ -28,9 +28,6 @@ def test_every_registry_config_starts_on_8_gpus():
 
 
 @pytest.mark.parametrize("extra,site,message", [
-    # 3 x 2 = 6 ranks of 8: dp_replicate * dp_shard * cp * tp * pp != WORLD_SIZE (parallel_dims.py:186)
-    ("--parallelism.tensor_parallel_degree 3 --parallelism.data_parallel_shard_degree 2",
-     ("parallel_dims.py", 186), "Invalid parallel dims"),
     # CUDA graphs are on by default in 0.3.0 and refuse pipeline parallelism (trainer.py:184)
     ("--parallelism.pipeline_parallel_degree 2", ("trainer.py", 184), "CUDA graphs do not support pipeline"),
     ("--parallelism.pipeline_parallel_degree 2 --training.disable_cuda_graphs true "
@@ -42,6 +39,19 @@ def test_torchtitan_refusals(extra, site, message):
     assert site in got, sorted(got)
     assert got[site]["message"].startswith(message)
     assert got[site]["url"].startswith("https://github.com/pytorch/torchtitan/blob/v0.3.0/torchtitan/")
+
+
+def test_the_world_size_product_is_refused_by_its_rule_and_not_again_by_a_generated_row():
+    # 3 x 2 = 6 ranks of 8: dp_replicate * dp_shard * cp * tp * pp != WORLD_SIZE (parallel_dims.py:186), the site
+    # torchtitan-parallel-dims-not-world-size cites, so the generated table leaves it to the rule
+    from kg.analyses.training import training_report
+    from kg.engine.rules import load_ruleset
+    cmd = f"{RUN} --parallelism.tensor_parallel_degree 3 --parallelism.data_parallel_shard_degree 2"
+    assert ("parallel_dims.py", 186) not in _sites(cmd)
+    errors = [f.rule_id for f in training_report(parse_training_command(cmd), load_ruleset("training")).findings
+              if f.severity == "error"]
+    # and llama3_8b's seq_len 8192 % TP 3 = 2 (trainer.py:310-311)
+    assert errors == ["torchtitan-parallel-dims-not-world-size", "torchtitan-seq-len-not-divisible"]
 
 
 def test_a_toml_job_is_not_checked_against_0_3_0_and_an_unknown_config_is_an_error():

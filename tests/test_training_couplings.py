@@ -140,7 +140,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 40  # + torchtitan-float8-moe-with-pp-or-cp
+    assert len(rs.rules) == 42  # + torchtitan-parallel-degree-below-one, torchtitan-memory-budget-ac-without-compile
     bad = []
     for r in rs.rules:
         if not r.evidence:

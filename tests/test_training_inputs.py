@@ -92,7 +92,7 @@ def test_torchtitan_toml():
     assert job.framework == "torchtitan" and job.model.num_hidden_layers == 80 and job.get("fp8")
     assert job.parallel() == {"tp_size": 8, "pp_size": 2, "cp_size": 1, "ep_size": 1, "dp_size": 8, "world_size": 128}
     assert (job.get("recompute_granularity"), job.get("fsdp_sharding"), job.get("seq_length")) == ("full", "full_shard", 8192)
-    with pytest.raises(OptkgError, match="x.toml:2: activation_checkpoint.mode must be none, selective or full"):
+    with pytest.raises(OptkgError, match="x.toml:2: activation_checkpoint.mode must be none, selective, full or memory_budget"):
         parse_torchtitan_toml('[activation_checkpoint]\nmode = "op"\n', "x.toml")
     with pytest.raises(OptkgError, match="x.toml: not valid TOML"):
         parse_torchtitan_toml("[model\n", "x.toml")

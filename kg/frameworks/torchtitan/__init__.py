@@ -90,9 +90,18 @@ def parallel_dims(job: Any, parallel) -> dict[str, Any]:
     carries ``parallel_layout_error`` (the assert's wording), so no memory is computed on it."""
     world, tp, pp, cp = parallel["world_size"], parallel["tp_size"], parallel["pp_size"], parallel["cp_size"]
     rep = job.get("dp_replicate_size") or 1
-    shard = job.get("dp_shard_size") or world // (rep * cp * tp * pp)
+    shard = job.get("dp_shard_size")
+    shard = world // (rep * cp * tp * pp) if shard is None else shard
     product = rep * shard * cp * tp * pp
-    out: dict[str, Any] = {"titan_dp_shard": shard, "titan_world_product": product}
+    # ParallelDims._validate asserts every degree but dp_shard is >= 1 (0.3.0 parallel_dims.py:179-180); the
+    # parallel sizes above read 0 as 1, so the degrees are read as given
+    low = [f"{name} {job.get(key)}" for name, key in (("dp_replicate", "dp_replicate_size"), ("cp", "cp_size"),
+           ("tp", "tp_size"), ("pp", "pp_size"), ("ep", "ep_size")) if isinstance(job.get(key), int) and job.get(key) < 1]
+    if shard == 0:  # :181 dp_shard must be -1 or >= 1; :184 dp_shard -1 resolved to world // (rep x cp x tp x pp) = 0
+        low.append("dp_shard 0" if job.get("dp_shard_size") == 0 else
+                   f"dp_shard -1 resolved to {world} // {rep * cp * tp * pp} = 0")
+    out: dict[str, Any] = {"titan_dp_shard": shard, "titan_world_product": product,
+                           "titan_degrees_below_one": ", ".join(low)}
     if product != world:
         out["parallel_layout_error"] = (f"dp_replicate({rep}) * dp_shard({shard}) * cp({cp}) * tp({tp}) * pp({pp}) "
                                         f"= {product} != WORLD_SIZE({world})")

@@ -107,12 +107,22 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
     put("seq_length", tr.get("seq_len"), "training.seq_len")
     comp = d.get("compile") or {}
     if isinstance(comp, dict) and comp.get("enable") is not None:
-        put("torch_compile", comp.get("enable"), "compile.enable")
+        # the model is compiled when compile.enable and "model" is among compile.components (default
+        # ["model", "loss"]; 0.2.1 models/llama3/infra/parallelize.py:95-97)
+        put("torch_compile", bool(comp.get("enable")) and "model" in (comp.get("components") or ["model"]),
+            "compile.enable")
     put("tp_comm_overlap", par.get("enable_async_tensor_parallel"), "parallelism.enable_async_tensor_parallel")
     mode = ac.get("mode")
-    if mode is not None:
+    if mode == "memory_budget":
+        # 0.2.x job_config.py ActivationCheckpoint.mode: torch.compile chooses what to recompute under
+        # activation_checkpoint.memory_budget (default 0.5); optkg does not model that choice
+        job.set("ac_memory_budget", True, at("activation_checkpoint.mode"))
+        job.notes.append(f"{at('activation_checkpoint.mode')} memory_budget: activations are sized without "
+                         "recomputation (an upper bound; torch.compile picks what to recompute under the budget)")
+    elif mode is not None:
         if mode not in ("none", "selective", "full"):
-            raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective or full, found {mode!r}")
+            raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective, full or memory_budget, "
+                             f"found {mode!r}")
         job.set("recompute_granularity", mode, at("activation_checkpoint.mode"))
     conv = model.get("converters") or []
     # converter names: "float8" (0.1.0), "quantize.linear.float8" / "quantize.grouped_mm.float8" (0.2.x

@@ -68,6 +68,8 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "weight_quantization": (("none", "bnb-4bit", "bnb-8bit"), "base weights loaded quantised (bitsandbytes 4-bit / 8-bit)"),
     "packing": ("boolean", "several samples packed into one sequence (TRL packing, NeMo sequence_packing)"),
     "fp8_recipe": ("string", "FP8 scaling recipe (delayed, tensorwise, rowwise, blockwise, mxfp8)"),
+    "ac_memory_budget": ("boolean", "torchtitan activation_checkpoint.mode memory_budget (torch.compile picks what to "
+                                    "recompute under a memory budget)"),
     "float8_moe": ("boolean", "float8 grouped GEMMs in the MoE experts (torchtitan quantize.grouped_mm.float8 converter)"),
     # speed (kg.speed.training): what overlaps and how the kernels are built
     "tp_comm_overlap": ("boolean", "TP communication overlapped with the GEMMs (Megatron --tp-comm-overlap, torchtitan "
