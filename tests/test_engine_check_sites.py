@@ -417,3 +417,15 @@ def test_the_sglang_walk_models_sets_optional_views_and_membership_over_a_list()
     assert fires(21) and not fires(21, attention_backend="intel_xpu")
     assert not fires(23) and fires(23, archs=["C", "D"])
     assert fires(29, tp_size=9) and not fires(29)
+
+
+def test_hisparse_checks_run_only_where_its_config_exists(catalog):
+    # config/vllm.py:1805-1816 (0.34.0): HiSparse exists when --attention-config gives hisparse_config or the KV
+    # connector is HiSparseConnector (KVTransferConfig.has_connector); only then is PP > 1 refused
+    line = ("vllm/config/vllm.py", 1816)
+    base = "vllm serve meta-llama/Llama-3.1-8B -pp 2"
+    assert line not in _refused_lines(base, "0.34.0", catalog)
+    assert line in _refused_lines(base + " --kv-transfer-config '{\"kv_connector\": \"HiSparseConnector\", "
+                                  "\"kv_role\": \"kv_both\"}'", "0.34.0", catalog)
+    assert line not in _refused_lines(base + " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", "
+                                      "\"kv_role\": \"kv_both\"}'", "0.34.0", catalog)

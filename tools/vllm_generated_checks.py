@@ -210,6 +210,9 @@ class VllmWalker(cg.Walker):
         super().expr_stmt(node, fr, pc)
 
     def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: dict[int, cg.Obj] | None = None) -> None:
+        if isinstance(obj, DictLit):
+            obj.mutated = True
+            return
         if why in SPECULATOR_CALLS and obj.cls == "SpeculativeConfig" and self.speculator_fields is not None:
             # a speculator config class's setup (tools/vllm_speculators.py): only the fields some class assigns
             for f in self.speculator_fields:
@@ -427,9 +430,73 @@ class NoneObj(cg.UnknownObj):
         self.present = "False"
 
 
+class DictLit(cg.Obj):
+    """A dict literal whose keys are literals (``msa_aliases = {AttentionBackendEnum.CUTLASS_MSA: "cutlass", ...}``):
+    ``x in d`` is ``x in (keys)``, ``d[x]`` is the value of the key ``x`` equals (unknown for none), ``bool(d)``
+    is whether it has keys."""
+
+    MUTATORS = ("update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__")
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        super().__init__("dict-literal")
+        self.pairs = pairs
+        self.mutated = False  # changed after it was built (an item stored, a mutating method, an opaque call)
+
+    @property
+    def truth(self) -> str:  # bool(d); unknown once changed
+        return f"truthy({cg.UNK})" if self.mutated or self.env else "True" if self.pairs else "False"
+
+    @truth.setter
+    def truth(self, v: Any) -> None:
+        pass
+
+    @property
+    def scalar(self) -> str | None:  # the keys, as ``in`` compares them; None (not a value) once changed
+        if self.mutated or self.env:
+            return None
+        return "(" + ", ".join(k for k, _ in self.pairs) + ("," if len(self.pairs) == 1 else "") + ")"
+
+    @scalar.setter
+    def scalar(self, v: Any) -> None:
+        pass
+
+    def lookup(self, key: str) -> cg.Expr:
+        if self.mutated or self.env:
+            raise cg.Untranslatable("a dict changed after it was built")
+        text = cg.UNK
+        for k, v in reversed(self.pairs):
+            text = f"({v} if {key} == {k} else {text})"
+        return cg.Expr(text)
+
+
+def _dict_literal(w: "VllmWalker", node: ast.Dict, fr: cg.Frame, pc: list[str]) -> DictLit | None:
+    if not node.keys or any(k is None for k in node.keys):
+        return None
+    pairs = []
+    for k, v in zip(node.keys, node.values):
+        try:
+            kt = w.as_text(w.value(k, fr, pc))
+            vt = w.as_text(w.value(v, fr, pc))
+        except cg.Untranslatable:
+            return None
+        if not (kt.startswith(("'", '"')) or kt.lstrip("-").isdigit()):
+            return None  # a literal key only: the dict's lookup compares by it
+        pairs.append((kt, vt))
+    return DictLit(pairs)
+
+
 def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
         return w.platform
+    if isinstance(node, ast.Dict):
+        return _dict_literal(w, node, fr, pc)
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+        try:
+            base = w.value(node.value, fr, pc) if isinstance(node.value, ast.Name) else None
+        except cg.Untranslatable:
+            base = None
+        if isinstance(base, DictLit):
+            return base.lookup(w.text(node.slice, fr, pc))
     if isinstance(node, ast.IfExp):
         # a config object or None: both sides as one conditional object (a value expression cannot hold an object)
         if not any(isinstance(n, ast.Constant) and n.value is None for n in (node.body, node.orelse)):
@@ -549,6 +616,29 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             c.env = dict(v.env)
             return c
         return None
+    if name in DictLit.MUTATORS and isinstance(node.func, ast.Attribute):
+        try:
+            base = w.value(node.func.value, fr, pc)
+        except cg.Untranslatable:
+            base = None
+        if isinstance(base, DictLit):
+            base.mutated = True
+        return None
+    if name == "has_connector" and isinstance(node.func, ast.Attribute) and len(node.args) == 1:
+        # config/kv_transfer.py KVTransferConfig.has_connector (0.34.0 :208-215, 0.33.0 :141-148): the connector itself,
+        # or MultiConnector with it among its children (a list in kv_connector_extra_config: not modelled)
+        try:
+            base = w.value(node.func.value, fr, pc)
+        except cg.Untranslatable:
+            return None
+        wanted = w.const_str(node.args[0], fr, pc)
+        if wanted is None or not isinstance(base, cg.Obj) or base.cls != "KVTransferConfig":
+            return None
+        try:
+            kv = w.as_text(w.get_attr(base, "kv_connector", pc))
+        except cg.Untranslatable:
+            return None
+        return cg.Expr(f"({kv} == {wanted!r} or ({kv} == 'MultiConnector' and truthy({cg.UNK})))")
     if name == "is_cloud_storage" and len(node.args) == 1 and ast.unparse(node.args[0]) == "self.model":
         # transformers_utils/utils.py:18-31 (0.34.0): an s3:// / gs:// / az:// model path (kg.engines.vllm.registry)
         return cg.Expr("truthy(vllm_model_cloud_storage)")
@@ -943,10 +1033,18 @@ def config_obj(w: VllmWalker, name: str, cls: str | None, presence: str | None) 
     def free(k: str) -> Any:
         if k in nested:
             return nested[k]
-        sub, _ = annotation_class(w, anns.get(k), None) if cls else (None, False)
+        sub, optional = annotation_class(w, anns.get(k), None) if cls else (None, False)
         key = JSON_FIELD.format(field=name, key=k)
         if sub is not None:
-            nested[k] = config_obj(w, key, sub, None)
+            # a sub-config that defaults to None (``hisparse_config: HiSparseConfig | None = None``) exists only where
+            # the user gives its key (the key's JSON value is then its input)
+            fields = w.dataclass_fields(cls, None) or {}
+            dflt = fields.get(k, (None, None))[0]
+            absent = optional and isinstance(dflt, ast.Constant) and dflt.value is None
+            if absent:
+                w.inputs.add(key)
+                w.input_info.setdefault(key, {"kind": "json", "option": name, "key": k, "cls": cls})
+            nested[k] = config_obj(w, key, sub, f"({key} != {NONE!r})" if absent else None)
             return nested[k]
         w.inputs.add(key)
         w.input_info.setdefault(key, {"kind": "json", "option": name, "key": k, "cls": cls})
@@ -1342,7 +1440,8 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         inputs[fact] = entry
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     never: dict[tuple[str, int], str] = {}
-    let_table = {n: cg.substitute(e, names) for n, e in shared}  # named long values over optkg's fact names
+    # named long values over optkg's fact names
+    let_table = {n: lower_literals(cg.substitute(e, names)) for n, e in shared}
     for key in reached:
         by = per.get(key)
         if not by:
@@ -1355,7 +1454,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         else:
             parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
             expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
-        expr = cg.substitute(expr, names)
+        expr = lower_literals(cg.substitute(expr, names))
         if len(expr) > EXPR_LIMIT:  # the two platforms' conditions together are over optkg's expression limit
             why[key] = f"its condition is {len(expr):,} characters, over optkg's expression limit"
             continue
@@ -1375,6 +1474,18 @@ def generate_release(wheel: Path) -> dict[str, Any]:
                         list(let_table.items()))
     return {"rows": rows, "never": never, "why": why, "inputs": inputs, "reached": reached,
             "lets": [{"name": n, "expr": e} for n, e in lets]}
+
+
+def lower_literals(expr: str) -> str:
+    """``expr`` with its string literals lower-cased: the evaluator gives the rows every string fact lower-cased
+    (kg.analyses.enginechecks.generated_refusals), so ``kv_connector == 'NixlConnector'`` must read 'nixlconnector'."""
+    if not re.search(r"'[^']*[A-Z][^']*'|\"[^\"]*[A-Z][^\"]*\"", expr):
+        return expr
+
+    class Low(ast.NodeTransformer):
+        def visit_Constant(self, n: ast.Constant) -> ast.AST:
+            return ast.Constant(n.value.lower()) if isinstance(n.value, str) else n
+    return ast.unparse(Low().visit(ast.parse(expr, mode="eval")))
 
 
 EXPR_LIMIT = 2000  # kg/engine/expr.py MAX_CHARS
