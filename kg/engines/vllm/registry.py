@@ -49,20 +49,32 @@ def table() -> dict[str, Any]:
 
 def entry(version: str | None) -> tuple[str, dict[str, Any]] | None:
     """(release, its registry) for ``version``: the exact release, else None; the newest read without a version."""
+    rel = _release_of(str(version) if version else None)
+    return None if rel is None else (rel, table()[rel])
+
+
+@lru_cache(maxsize=64)
+def _release_of(version: str | None) -> str | None:
     t = table()
     if not t:
         return None
     if not version:
-        rel = max(t, key=Version)
-        return rel, t[rel]
+        return max(t, key=Version)
     try:
-        v = Version(str(version))
+        v = Version(version)
     except InvalidVersion:
         return None
-    for rel, e in t.items():
-        if Version(rel) == v:
-            return rel, e
-    return None
+    return next((rel for rel in t if Version(rel) == v), None)
+
+
+@lru_cache(maxsize=1024)
+def _arch_facts(release: str, arch: str) -> tuple[tuple[str, bool], ...]:
+    """The vllm_model__<field> facts of ``arch`` at ``release`` (a field whose class was not read is left out)."""
+    out = []
+    for field, v in (table()[release].get("facts") or {}).items():
+        if arch not in v.get("unknown", ()):
+            out.append((PREFIX + field, arch in v.get("true", ())))
+    return tuple(out)
 
 
 def _architectures(stack: Any) -> list[str]:
@@ -122,9 +134,7 @@ def _registry_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
             or raw.get("model_type") in (e.get("rewritten_model_types") or ()) or "speculators_model_type" in raw):
         return out
     out[PREFIX + "arch"] = arch  # ModelConfig._architecture: the architecture the lookup resolved
-    for field, v in (e.get("facts") or {}).items():
-        if arch not in v.get("unknown", ()):
-            out[PREFIX + field] = arch in v.get("true", ())
+    out.update(_arch_facts(rel, arch))
     return out
 
 
