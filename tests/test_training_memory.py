@@ -173,3 +173,35 @@ def test_moe_activations_use_topk_experts():
     # s b h / t x (10 + 8 + 6 x (top-8 x 768) / 2048) = 4096 x 2048 / 4 x 36
     assert m.activation_per_layer == 4096 * 2048 // 4 * 36 == 75_497_472
     assert m.layers_on_stage == 48 and m.in_flight_microbatches == 1
+
+
+def _qwen235_job(**extra):
+    # newuser4 #5: 256 H100, TP 2 x PP 2, EP 16, distributed optimizer
+    return _job("megatron", model="Qwen/Qwen3-235B-A22B", world_size=256, tp_size=2, pp_size=2, ep_size=16,
+                sequence_parallel=True, distributed_optimizer=True, **extra)
+
+
+def test_megatron_expert_weights_split_over_etp_times_ep():
+    # first stage: 47 layers; per layer attention 71,303,168 + norms 8,192 (/TP 2), routed experts
+    # 128 x 3 x 4096 x 1536 = 2,415,919,104 (/ETP x EP); embedding 152,064 x 4096 (/TP 2)
+    dense = (47 * 71_311_360 + 152_064 * 4096) // 2
+    assert dense == 1_987_244_032
+    etp1 = training_memory(_qwen235_job(etp_size=1))
+    assert etp1.params_per_gpu == dense + 47 * 2_415_919_104 // 16 == 9_084_006_400
+    # ETP defaults to TP (megatron-core 0.16.1 model_parallel_config.py:413-414)
+    assert training_memory(_qwen235_job()).params_per_gpu == dense + 47 * 2_415_919_104 // 32 == 5_535_625_216
+    assert training_memory(_qwen235_job(etp_size=2)).params_per_gpu == 5_535_625_216
+
+
+def test_megatron_expert_optimizer_sharded_over_expert_data_parallel():
+    # dense states /DP 64; expert states /expert-DP = 256 // (ETP x EP 16 x PP 2): 8 at ETP 1, 4 at ETP 2
+    # (parallel_state.py:786-791, distributed_data_parallel.py:296-301 at megatron-core 0.16.1)
+    etp1 = training_memory(_qwen235_job(etp_size=1))
+    assert etp1.optimizer == 1_987_244_032 * 12 // 64 + 7_096_762_368 * 12 // 8 == 11_017_751_808
+    assert any("/expert-DP 8 = world 256 // (ETP 1 x EP 16 x PP 2)" in a for a in etp1.accounting)
+    etp2 = training_memory(_qwen235_job())
+    assert etp2.optimizer == 372_608_256 + 3_548_381_184 * 12 // 4 == 11_017_751_808
+    # 2 B weights + 4 B fp32 grads per parameter, + the sharded optimizer
+    assert etp1.model_states == 6 * 9_084_006_400 + 11_017_751_808 == 65_521_790_208
+    assert etp2.model_states == 6 * 5_535_625_216 + 11_017_751_808 == 44_231_503_104
+

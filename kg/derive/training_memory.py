@@ -255,9 +255,13 @@ def training_memory(job: Any) -> TrainingMemory:
     expert_share = pc.moe_layer_experts * n_moe_first
     other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
     emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1) + (pc.final_norm if pp == 1 else 0)
-    params = int((Fraction(other + emb_first) + Fraction(expert_share, ep)) / tp)
+    # routed experts are split over ETP x EP (megatron-core 0.16.1: ETP defaults to TP,
+    # model_parallel_config.py:413-414); the rest over TP
+    etp = g("etp_size") or tp
+    expert_params = Fraction(expert_share, ep * etp)
+    params = int(Fraction(other + emb_first, tp) + expert_params)
     words = fw.wording()
-    acc.append(words["params"])
+    acc.append(words["params"] + (f" (ETP {etp})" if expert_share and etp != tp else ""))
     wbytes = DTYPE_BYTES[g("params_dtype", "bf16")]
     mixed = wbytes < 4
     gbytes = DTYPE_BYTES[g("grad_dtype", fw.grad_dtype_default(job))]
@@ -283,7 +287,13 @@ def training_memory(job: Any) -> TrainingMemory:
     level, group = sharding.level, sharding.group
     acc.extend(sharding.lines)
     buffer = 0
-    if level >= 1:
+    dense_group = sharding.dense_group or group
+    expert_group = sharding.expert_group or dense_group
+    if level >= 1 and (dense_group, expert_group) != (group, group) and not peft:
+        # Megatron's distributed optimizer: dense states over DP x CP, expert states over expert-DP
+        n_exp = int(expert_params)
+        optim = (trainable - n_exp) * obytes // dense_group + n_exp * obytes // expert_group
+    elif level >= 1:
         optim = optim // group
     if level >= 2:
         grads = grads // group

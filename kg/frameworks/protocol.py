@@ -54,6 +54,8 @@ class Sharding:
     level: int = 0
     group: int = 1
     lines: list[str] = field(default_factory=list)
+    dense_group: int | None = None    # optimizer-state group of non-expert parameters when not ``group``
+    expert_group: int | None = None   # optimizer-state group of routed-expert parameters when not ``group``
 
 
 @dataclass(frozen=True)
@@ -163,9 +165,18 @@ class TrainingFramework:
         elif g("dp_shard_size"):
             group = g("dp_shard_size")
         level = 0
+        dense_group = expert_group = None
         if g("distributed_optimizer"):
+            # megatron-core 0.16.1: routed experts' grad buffers and distributed optimizer live on
+            # intra_expt_dp_group, world // (ETP x EP x PP) ranks with ETP defaulting to TP (parallel_state.py:786-791, distributed_data_parallel.py:296-301, optimizer/__init__.py:675)
             level = 1
+            par = job.parallel()
             lines.append(f"Megatron distributed optimizer: optimizer states /DP {dp}")
+            if (job.shape().get("num_experts") or 0) > 1:
+                etp = g("etp_size") or par["tp_size"]
+                expert_group = max(1, par["world_size"] // (etp * par["ep_size"] * par["pp_size"]))
+                lines.append(f"routed experts' optimizer states /expert-DP {expert_group} = world "
+                             f"{par['world_size']} // (ETP {etp} x EP {par['ep_size']} x PP {par['pp_size']})")
         if zero:
             level = max(level, zero)
             lines.append(f"ZeRO-{zero}: partitioned over DP {group}")
@@ -173,7 +184,7 @@ class TrainingFramework:
             level = max(level, FSDP_LEVEL[fsdp])
             if fsdp in ("full_shard", "shard_grad_op"):
                 lines.append(f"FSDP {fsdp}: sharded over DP {group}")
-        return Sharding(level, group, lines)
+        return Sharding(level, group, lines, dense_group, expert_group)
 
     def gathered_unit_params(self, counts: Any, shape: Mapping[str, Any]) -> int:
         """Parameters ZeRO-3 / FSDP gathers at once (``counts``: kg.derive.training_memory.ParamCounts):
