@@ -205,3 +205,23 @@ def test_megatron_expert_optimizer_sharded_over_expert_data_parallel():
     assert etp1.model_states == 6 * 9_084_006_400 + 11_017_751_808 == 65_521_790_208
     assert etp2.model_states == 6 * 5_535_625_216 + 11_017_751_808 == 44_231_503_104
 
+
+def test_megatron_distributed_optimizer_shards_dense_states_over_dp_times_cp():
+    # newuser4 #11: Llama-3.1-8B on 8 GPUs, TP 2 x CP 2 -> DP 2; megatron-core 0.16.1 builds the dense
+    # distributed optimizer on intra_dp_cp_group (optimizer/__init__.py:637): DP x CP = 4 ranks
+    m = training_memory(_job("megatron", world_size=8, tp_size=2, cp_size=2, sequence_parallel=True,
+                             distributed_optimizer=True, seq_length=131072))
+    p = (32 * 218_112_000 + 4_096 + 2 * 128_256 * 4_096) // 2
+    assert m.params_per_gpu == p == 4_015_130_624
+    assert m.optimizer == 12 * p // 4 and m.model_states == 6 * p + 12 * p // 4 == 36_136_175_616
+    assert any("/DP 2 x CP 2 = 4 (intra_dp_cp_group)" in a for a in m.accounting)
+
+
+def test_megatron_cross_check_says_its_file_ignores_cp_for_the_optimizer():
+    from kg.frameworks.megatron.memory import theoretical_verdict
+    j = _job("megatron", world_size=8, tp_size=2, cp_size=2, sequence_parallel=True, distributed_optimizer=True,
+             recompute_granularity="selective")
+    assert theoretical_verdict(j, j.parallel()).startswith(
+        "weights and optimizer: this report's; Megatron-LM's file divides optimizer states by DP 2 (it has no CP), "
+        "megatron-core 0.16.1 shards them over DP x CP = 4 (intra_dp_cp_group, optimizer/__init__.py:637); "
+        "activations: both Korthikanti Table 2 (SP + selective)")

@@ -167,11 +167,16 @@ class TrainingFramework:
         level = 0
         dense_group = expert_group = None
         if g("distributed_optimizer"):
-            # megatron-core 0.16.1: routed experts' grad buffers and distributed optimizer live on
-            # intra_expt_dp_group, world // (ETP x EP x PP) ranks with ETP defaulting to TP (parallel_state.py:786-791, distributed_data_parallel.py:296-301, optimizer/__init__.py:675)
+            # megatron-core 0.16.1: dense parameters' grad buffers and distributed optimizer live on
+            # intra_dp_cp_group (DP x CP; distributed_data_parallel.py:291-293, optimizer/__init__.py:637),
+            # routed experts' on intra_expt_dp_group, world // (ETP x EP x PP) ranks with ETP defaulting
+            # to TP (parallel_state.py:786-791, distributed_data_parallel.py:296-301, optimizer/__init__.py:675)
             level = 1
             par = job.parallel()
-            lines.append(f"Megatron distributed optimizer: optimizer states /DP {dp}")
+            cp = par["cp_size"]
+            dense_group = dp * cp
+            lines.append(f"Megatron distributed optimizer: optimizer states /DP {dp}" +
+                         (f" x CP {cp} = {dense_group} (intra_dp_cp_group)" if cp > 1 else ""))
             if (job.shape().get("num_experts") or 0) > 1:
                 etp = g("etp_size") or par["tp_size"]
                 expert_group = max(1, par["world_size"] // (etp * par["ep_size"] * par["pp_size"]))

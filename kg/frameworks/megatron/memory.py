@@ -139,8 +139,21 @@ def theoretical_cross_check(job: Any, shape: dict[str, Any], par: dict[str, int]
             "source": "NVIDIA/Megatron-LM@d98e8a64 megatron/training/theoretical_memory_usage.py (recomputed)"}
 
 
+_SAME_WEIGHTS = "weights and optimizer: the same 18 (or 6 + 12/DP) bytes per parameter on the same shard in both; "
+
+
 def theoretical_verdict(job: Any, par: dict[str, int]) -> str:
     """Which accounting matches the job's flags where Megatron-LM's file and this report differ, and why."""
+    verdict = _activation_verdict(job, par)
+    if par["cp_size"] > 1 and job.get("distributed_optimizer"):
+        return (f"weights and optimizer: this report's; Megatron-LM's file divides optimizer states by DP "
+                f"{par['dp_size']} (it has no CP), megatron-core 0.16.1 shards them over DP x CP = "
+                f"{par['dp_size'] * par['cp_size']} (intra_dp_cp_group, optimizer/__init__.py:637); " +
+                verdict.removeprefix(_SAME_WEIGHTS))
+    return verdict
+
+
+def _activation_verdict(job: Any, par: dict[str, int]) -> str:
     sp, recompute = bool(job.get("sequence_parallel")), job.get("recompute_granularity", "none")
     if recompute == "full":
         return ("activations: this report's; Megatron-LM's file has no full-recompute branch and counts every "
@@ -154,7 +167,6 @@ def theoretical_verdict(job: Any, par: dict[str, int]) -> str:
         return ("activations: this report's; Megatron-LM's without-SP formula s*b*h*(10 + 24/t) is Korthikanti's "
                 "selective-recompute row, so with recompute none it leaves out the attention scores unless flash "
                 "attention is on")
-    return ("weights and optimizer: the same 18 (or 6 + 12/DP) bytes per parameter on the same shard in both; "
-            "activations: both Korthikanti Table 2 (SP + selective), Megatron-LM writing the SwiGLU MLP as 4*ffn/h "
+    return (_SAME_WEIGHTS + "activations: both Korthikanti Table 2 (SP + selective), Megatron-LM writing the SwiGLU MLP as 4*ffn/h "
             "where this report counts its three ffn-wide tensors (6*f/h)")
 
