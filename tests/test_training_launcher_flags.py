@@ -229,3 +229,52 @@ def test_torchtitan_float8_converter_names_of_each_release_are_read(converters, 
     toml = TT.format(shard=8, tp=1).replace('flavor = "8B"\n', f'flavor = "8B"\nconverters = {converters}\n')
     job = parse_torchtitan_toml(toml, "t.toml")
     assert (bool(job.get("fp8")), bool(job.get("float8_moe"))) == (fp8, float8_moe)
+
+
+DS70 = ("deepspeed {flags} train.py --deepspeed {ds} --model_name_or_path meta-llama/Llama-3.1-70B "
+        "--per_device_train_batch_size 1 --bf16 True --model_max_length 4096 --gradient_checkpointing True")
+L70 = 70_553_706_496  # Llama-3.1-70B parameters (the report's params_per_gpu before sharding)
+
+
+@pytest.fixture(scope="module")
+def ds_z3(tmp_path_factory):
+    p = tmp_path_factory.mktemp("ds") / "ds_z3.json"
+    p.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": True},
+                             "zero_optimization": {"stage": 3}}))
+    return str(p)
+
+
+def test_deepspeed_launcher_without_a_count_runs_on_every_gpu_of_the_node(cli, ds_z3):
+    # deepspeed 0.19.8 launcher/runner.py:467-472: no hostfile, no --num_gpus/--include -> every local device
+    code, d = _json(cli, "--train", DS70.format(flags="", ds=ds_z3), "--gpu", "H100")
+    assert d["derived"]["parallel"]["world_size"] == 8 and d["derived"]["memory"]["shard_group"] == 8
+    assert d["derived"]["memory"]["weights_bytes"] == 2 * L70 // 8
+    assert any("read as the H100-SXM node's 8 GPUs (catalog)" in n for n in d["notes"])
+    assert "coupling-zero-1-requires-data-parallelism" not in {f["rule_id"] for f in d["findings"]}
+    # --count wins over the node
+    _, d = _json(cli, "--train", DS70.format(flags="", ds=ds_z3), "--gpu", "H100", "--count", "32")
+    assert d["derived"]["parallel"]["world_size"] == 32 and d["derived"]["memory"]["weights_bytes"] == 2 * L70 // 32
+
+
+def test_deepspeed_include_counts_its_gpu_ids(cli, ds_z3):
+    _, d = _json(cli, "--train", DS70.format(flags="--include localhost:0,1,2,3", ds=ds_z3), "--gpu", "H100")
+    assert d["derived"]["parallel"]["world_size"] == 4 and d["ignored_flags"] == []
+
+
+def test_deepspeed_hostfile_leaves_zero_3_memory_not_evaluable(cli, ds_z3):
+    # the hostfile's slots size the job (runner.py:446); unread, the count is unknown: no memory ERROR on 1 GPU
+    code, d = _json(cli, "--train", DS70.format(flags="--hostfile hostfile", ds=ds_z3), "--gpu", "H100")
+    assert code == 0 and "memory" not in d["derived"]
+    assert {f["rule_id"] for f in d["findings"]} & {"training-memory-exceeds-gpu",
+                                                   "coupling-zero-1-requires-data-parallelism"} == set()
+    assert any("the GPU count is unknown; give --count" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("value", ["gpu", "auto"])
+def test_torchrun_nproc_per_node_gpu_is_the_node_count(cli, value):
+    # torch distributed/run.py determine_local_world_size: "gpu"/"auto" -> torch.cuda.device_count()
+    cmd = f"torchrun --standalone --nnodes 2 --nproc-per-node={value} train.py"
+    _, d = _json(cli, "--train", cmd, "--model", "Qwen/Qwen3-8B", "--gpu", "H100")
+    assert d["derived"]["parallel"]["world_size"] == 16
+    _, d = _json(cli, "--train", cmd, "--model", "Qwen/Qwen3-8B")
+    assert any("the GPU count is unknown without --gpu; give --count" in n for n in d["notes"])

@@ -169,7 +169,9 @@ def _sharding_facts(ns: dict[str, Any], job: TrainingJob, par: Mapping[str, int]
         ns["sharding_strategy"] = "_HYBRID_SHARD_ZERO2" if fsdp == "hybrid_shard_zero2" else fsdp.upper()
     elif zero == 3:
         ns["sharding_strategy"] = "FULL_SHARD"
-    if "titan_dp_shard" in ns:
+    if "world_size" in job.unknown:
+        pass  # the GPU count is unknown: so is the group the states are sharded over
+    elif "titan_dp_shard" in ns:
         ns["shard_group_gpus"] = ns["titan_dp_shard"] * par["cp_size"]
     else:
         ns["shard_group_gpus"] = par["dp_size"]

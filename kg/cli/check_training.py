@@ -120,6 +120,16 @@ def build_job(args: argparse.Namespace, catalog):
             job.notes.append(f"--count {args.count} replaces the job's own world size {par['world_size']} "
                              "(launcher --nnodes x --nproc_per_node, --num_processes or the config)")
         job.set("world_size", args.count, "--count")
+        job.unknown.discard("world_size")
+    elif job.node_gpus and not ({"world_size", "gpus_per_node"} & job.settings.keys()):
+        node = (job.hardware or {}).get("gpus_per_node")
+        if node:
+            job.set("gpus_per_node", int(node), "the catalog's node")
+            job.notes.append(f"{job.node_gpus}: read as the {job.hardware['id']} node's {int(node)} GPUs "
+                             "(catalog); give --count for another count")
+        else:
+            job.unknown.add("world_size")
+            job.notes.append(f"{job.node_gpus}: the GPU count is unknown without --gpu; give --count")
     for opt, name in (("--seq-length", "seq_length"), ("--micro-batch-size", "micro_batch_size"),
                       ("--global-batch-size", "global_batch_size")):
         val = getattr(args, name, None)

@@ -285,6 +285,9 @@ def training_memory(job: Any) -> TrainingMemory:
     zero = g("zero_stage", 0) or 0
     sharding = fw.sharding(job, dp)
     level, group = sharding.level, sharding.group
+    if level >= 1 and "world_size" in job.unknown:
+        raise OptkgError("the model states are sharded over the data-parallel group, whose size the unknown GPU "
+                         "count sets (give --count)")
     acc.extend(sharding.lines)
     buffer = 0
     dense_group = sharding.dense_group or group

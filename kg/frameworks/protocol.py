@@ -118,6 +118,11 @@ class TrainingFramework:
     def read_command(self, text: str, model: Any, where: str, base_dir: Path | None, resolver: Callable | None):
         raise NotImplementedError(f"{self.id} reads no commands")
 
+    def launcher_gpus(self, cmd: Any) -> None:
+        """How this framework's own launcher sizes ``cmd`` (kg.inputs.training.argv.Command) when its flags give
+        no number: set ``cmd.node_gpus`` (one process per GPU of the node), ``cmd.gpus_unknown`` (why the count
+        is not in the command) or ``cmd.launcher_args["world_size"]``."""
+
     def claims_file(self, path: Path, data: Any) -> bool:
         """True when ``data`` (a parsed YAML/JSON file; None for files that are not YAML) is this framework's config."""
         return False

@@ -29,6 +29,28 @@ class DeepSpeed(TrainingFramework):
         # takes `deepspeed train.py --deepspeed ds.json` and reads the config itself)
         return 75 if is_megatron_command(args, script) and re.search(r"--deepspeed(_config)?\b", args) else 0
 
+    def launcher_gpus(self, cmd: Any) -> None:
+        """deepspeed 0.19.8 launcher/runner.py: without --num_gpus/--include/--hostfile the resource pool is
+        ``localhost`` with every visible device (:467-472); --include host:ids runs those ids; a hostfile's
+        slots (:446, fetch_hostfile :212) are not read, so the count is unknown unless --count gives it."""
+        if "gpus_per_node" in cmd.launcher_args:
+            return
+        raw = cmd.launcher_raw
+        cmd.ignored = [f for f in cmd.ignored if f not in ("--include", "-i", "--hostfile", "-H")]  # read here
+        include = raw.get("--include") or raw.get("-i")
+        if include:
+            hosts = [h.split(":", 1) for h in include.split("@") if h]
+            if hosts and all(len(h) == 2 and h[1] for h in hosts):
+                cmd.launcher_args["world_size"] = str(sum(len(h[1].split(",")) for h in hosts))
+                return
+            cmd.gpus_unknown = f"deepspeed --include {include} names hosts without their GPU ids"
+        elif raw.get("--hostfile") or raw.get("-H"):
+            cmd.gpus_unknown = (f"deepspeed --hostfile {raw.get('--hostfile') or raw.get('-H')}: the GPUs are the "
+                                "hostfile's slots (deepspeed 0.19.8 launcher/runner.py:446), which optkg does not read")
+        else:
+            cmd.node_gpus = ("deepspeed without --num_gpus/--include runs one process per GPU of the node "
+                             "(deepspeed 0.19.8 launcher/runner.py:467-472)")
+
     def read_command(self, text, model, where, base_dir, resolver):
         from kg.frameworks.deepspeed.reader import parse_deepspeed_command
         return parse_deepspeed_command(text, model, where, base_dir)

@@ -25,7 +25,7 @@ GENERIC_LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distribu
 # launcher flags that size the job: name -> canonical setting (torchrun, deepspeed, accelerate launch)
 LAUNCHER_FLAGS = {
     "--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
-    "--num_gpus": "gpus_per_node", "--num-gpus": "gpus_per_node",
+    "--num_gpus": "gpus_per_node", "--num-gpus": "gpus_per_node", "--num_accelerators": "gpus_per_node",
     "--nnodes": "num_nodes", "--num_nodes": "num_nodes", "--num-nodes": "num_nodes",
     "--num_processes": "world_size", "--num-processes": "world_size",
     "--num_machines": "num_nodes", "--num-machines": "num_nodes",
@@ -51,6 +51,11 @@ class Command:
     ignored: list[str] = field(default_factory=list)
     # every launcher flag as written before the script: name -> value ("" for a switch), e.g. accelerate's --use_fsdp
     launcher_raw: dict[str, str] = field(default_factory=dict)
+    # why the launcher starts one process per GPU of the node without a number (torchrun --nproc-per-node gpu,
+    # deepspeed without --num_gpus/--include), "" otherwise; the node's GPU count then sizes the job
+    node_gpus: str = ""
+    # why the launcher's GPU count is not in the command (deepspeed --hostfile), "" otherwise
+    gpus_unknown: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -135,7 +140,23 @@ def split_command(text: str, where: str) -> Command:
         i += 1
         break
     cmd.args = seg[i:]
+    _every_local_gpu(cmd)
     return cmd
+
+
+def _every_local_gpu(cmd: Command) -> None:
+    """Launchers that size the job from the node itself: torchrun ``--nproc-per-node gpu|auto`` (torch
+    distributed/run.py ``determine_local_world_size``: torch.cuda.device_count()); a framework's own launcher
+    through its package (TrainingFramework.launcher_gpus, e.g. DeepSpeed's runner)."""
+    per_node = cmd.launcher_args.get("gpus_per_node", "")
+    if cmd.launcher in ("torchrun", "python", "python3") and per_node.lower() in ("gpu", "auto"):
+        del cmd.launcher_args["gpus_per_node"]
+        cmd.node_gpus = (f"torchrun --nproc-per-node {per_node} starts one process per GPU of the node "
+                         "(torch distributed/run.py determine_local_world_size: torch.cuda.device_count())")
+    from kg.frameworks.registry import all_frameworks
+    for fw in all_frameworks().values():
+        if any(cmd.launcher == prog for prog, _ in fw.launchers):
+            fw.launcher_gpus(cmd)
 
 
 FlagHandler = Callable[[Any, str | None, str], None]

@@ -50,6 +50,14 @@ def parse_training_command(text: str, model=None, where: str = "--cmd", base_dir
     if hinted is not None and hinted.command_reader and not fw.keeps_reader_over_hint:
         fw = registry.get(hinted.command_reader)
     job = fw.read_command(text, model, where, base_dir, resolver)
+    from kg.inputs.training.argv import split_command
+    cmd = split_command(text, where)
+    if not ({"world_size", "gpus_per_node"} & job.settings.keys()):
+        if cmd.node_gpus:
+            job.node_gpus = cmd.node_gpus
+        elif cmd.gpus_unknown:
+            job.unknown.add("world_size")
+            job.notes.append(f"{cmd.gpus_unknown}: the GPU count is unknown; give --count")
     if framework and framework != job.framework and framework in registry.ids():
         job.notes.append(f"framework {framework} (command read as {job.framework})")
         job.framework = framework

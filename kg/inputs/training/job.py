@@ -196,6 +196,8 @@ class TrainingJob:
     # the framework config files the job was read from, as parsed (e.g. "deepspeed" -> the ds_config mapping), for the
     # checks each framework generates over its own config keys (TrainingFramework.config_checks)
     configs: dict[str, Any] = field(default_factory=dict)
+    # the launcher runs one process per GPU of the node without a number (kg.inputs.training.argv.Command.node_gpus)
+    node_gpus: str = ""
 
     def set(self, name: str, value: Any, where: str) -> None:
         """Set a canonical setting after checking its type; unknown names are a bug of the reader."""
