@@ -39,3 +39,14 @@ def test_megatron_parser_options_file_is_what_megatrons_own_parser_defines():
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "parser-options-core_v0.16.1.txt: fresh"
+
+
+def test_torchtitan_toml_fields_file_is_what_jobconfig_defines():
+    if not all(sorted(WHEELS.glob(f"torchtitan-{v}-*.whl")) for v in ("0.2.0", "0.2.1")):
+        pytest.skip("the torchtitan 0.2.0 / 0.2.1 wheels are not on this machine")
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import torchtitan_toml_fields as gen
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert gen.TARGET.read_text() == gen.render(WHEELS), "stale: run tools/torchtitan_toml_fields.py"

@@ -46,8 +46,24 @@ def findings(job: Any) -> list[dict[str, Any]]:
     from kg.frameworks.checkrows import findings as fire
     from kg.frameworks.checkrows import table_lets, table_rows
     if "torchtitan_registry" not in job.configs:
-        return []  # a TOML job config is torchtitan <= 0.2.x's format (0.3.0 reads --module / --config)
+        return invalid_fields(job)  # a TOML job config is torchtitan <= 0.2.x's format (0.3.0 reads --module / --config)
     v = job.framework_version
     if v and (older_than(v, PINNED) or older_than(PINNED, v)):
         return []
     return fire(table_rows(TABLE), namespace(job), HERE / "checks", table_lets(TABLE))
+
+
+def invalid_fields(job: Any) -> list[dict[str, Any]]:
+    """TOML keys torchtitan 0.2.x's ConfigManager refuses (kg.frameworks.torchtitan.reader.invalid_toml_fields)."""
+    bad = job.configs.get("torchtitan_invalid_fields") or []
+    if not bad:
+        return []
+    return [{"rule_id": "torchtitan-invalid-config-field", "package": "torchtitan", "release": "0.2.0-0.2.1",
+             "path": "torchtitan/config/manager.py", "line": 166,
+             "message": "; ".join(f"{where} is not a field of torchtitan's JobConfig"
+                                  + (f" (did you mean {near}?)" if near else "") for where, near in bad)
+             + "; this report reads the job without " + ("it" if len(bad) == 1 else "them"),
+             "values": "ValueError: Invalid field names in <section> data: {...}. Please modify your .toml config file",
+             "expr": "a TOML key that is no field of the section's dataclass (config/job_config.py)",
+             "url": "https://github.com/pytorch/torchtitan/blob/v0.2.1/torchtitan/config/manager.py#L166-L172",
+             "table": "kg/frameworks/torchtitan/data/toml-fields-0.2.x.yaml"}]
