@@ -208,6 +208,30 @@ def test_a_calibration_with_a_fixed_time_adds_it_after_the_factor():
     assert calibration_overhead_ms([0.5, 0.25, 0.0]) == 0.0 and calibration_overhead_ms(None) == 0.0
 
 
+def test_an_auto_kv_cache_is_timed_as_the_format_the_engine_stores_not_the_estimators_fp8_default():
+    from types import SimpleNamespace
+    from kg.speed.serving import auto_kv_cache_mode
+    h200, b200 = {"compute_capability": "9.0"}, {"compute_capability": "10.0"}
+    r1 = SimpleNamespace(quantization_config={"quant_method": "fp8"}, architecture="DeepseekV3ForCausalLM",
+                         index_topk=None)
+    # DeepSeek-R1's FP8 checkpoint names no KV format: SGLang 0.5.9 stores the model dtype (model_runner.py:1687);
+    # aiconfigurator-core left unset would time FP8 (sdk/models/helpers.py:657-661)
+    assert auto_kv_cache_mode("sglang", r1, h200, {})[0] == "bfloat16"
+    assert auto_kv_cache_mode("trtllm", r1, h200, {})[0] == "bfloat16"
+    # a DeepSeek-sparse-attention model (index_topk): FP8 from compute capability 10, BF16 below
+    glm5 = SimpleNamespace(quantization_config={"quant_method": "fp8"}, architecture="GlmMoeDsaForCausalLM",
+                           index_topk=2048)
+    assert auto_kv_cache_mode("sglang", glm5, b200, {})[0] == "fp8"
+    assert auto_kv_cache_mode("sglang", glm5, h200, {})[0] == "bfloat16"
+    # a ModelOpt checkpoint naming kv_cache_quant_algo FP8 (hf_quant_config.json)
+    mo = SimpleNamespace(quantization_config={"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}},
+                         architecture="LlamaForCausalLM", index_topk=None)
+    assert auto_kv_cache_mode("sglang", mo, h200, {})[0] == "fp8"
+    # vLLM: optkg's vLLM reading already resolved auto to the checkpoint's format
+    assert auto_kv_cache_mode("vllm", mo, h200, {"kv_cache_dtype_checkpoint": "kv_cache_quant_algo FP8"})[0] == "fp8"
+    assert auto_kv_cache_mode("vllm", r1, h200, {})[0] == "bfloat16"
+
+
 def test_the_calibration_applies_to_the_models_it_saw_and_to_others_only_where_it_carried_over():
     from kg.speed.serving import calibrated
     cell = {"ttft": [1.0, 0.0, 0.0], "tpot": [0.5, 0.0, 0.0], "models": {"aaa": "Qwen/Qwen3-32B"},

@@ -17,7 +17,9 @@ Per engine:
   a closed loop; ``reserve`` (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler) admits a
   request only when ``isl + osl`` fit;
 - ``parallel(values, techniques, is_moe)``: the estimator's ``tp_size, attention_dp_size, moe_tp_size,
-  moe_ep_size`` and the number of schedulers (each with its own KV pool and running cap).
+  moe_ep_size`` and the number of schedulers (each with its own KV pool and running cap);
+- ``auto_kv(model, hardware, derived)``: the KV format the engine stores for ``--kv-cache-dtype auto`` (after
+  optkg's engine reading), as the estimator's ``kvcache_quant_mode``, with the reason.
 """
 from __future__ import annotations
 
@@ -75,6 +77,61 @@ def _trtllm(v: dict[str, Any], techniques: set[str], is_moe: bool) -> Parallel:
     return Parallel(tp, pp, 1, max(1, tp // ep), ep, tp * pp)
 
 
+# SGLang 0.5.9 configs/model_config.py:54-66 is_deepseek_nsa: DeepSeek sparse attention (DSA) models
+SGLANG_NSA_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN",
+                            "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM")
+MODEL_DTYPE = ("bfloat16", "KV cache 'auto': the model's 16-bit dtype (timed so, not as the estimator's FP8 default "
+                           "for FP8 / NVFP4 checkpoints)")
+
+
+def _checkpoint_kv_fp8(model: Any) -> bool:
+    """The checkpoint's quant config (ModelOpt hf_quant_config.json ``quantization`` or config.json) names
+    ``kv_cache_quant_algo`` FP8."""
+    qc = getattr(model, "quantization_config", None) or {}
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    return str(inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo") or "").upper() == "FP8"
+
+
+def _vllm_auto_kv(model: Any, hardware: Any, derived: dict[str, Any]) -> tuple[str, str]:
+    # optkg's vLLM reading resolves 'auto' to a checkpoint's KV format (kg.engines.vllm.kv_dtype) and records it
+    ckpt = str(derived.get("kv_cache_dtype_checkpoint") or "")
+    if not ckpt:
+        return MODEL_DTYPE
+    if ckpt.upper().endswith("FP8") or "compressed-tensors" in ckpt:
+        return "fp8", f"KV cache 'auto': vLLM stores the checkpoint's format ({ckpt}) as FP8"
+    from kg.speed.estimator import NotEvaluable
+    raise NotEvaluable(f"KV cache 'auto': vLLM stores the checkpoint's format ({ckpt}), which has no estimator mode")
+
+
+def _sglang_auto_kv(model: Any, hardware: Any, derived: dict[str, Any]) -> tuple[str, str]:
+    # SGLang 0.5.9: DeepSeek sparse attention models FP8 from compute capability 10, BF16 below (server_args.py:
+    # 1142-1143, called at :1264); else FP8 E4M3 when the quant config names kv_cache_quant_algo FP8
+    # (model_executor/model_runner.py:1669-1683), else the model's dtype (:1687)
+    nsa_architecture = getattr(model, "architecture", None) in SGLANG_NSA_ARCHITECTURES
+    if nsa_architecture and getattr(model, "index_topk", None) is not None:
+        from kg.derive.kv import compute_capability
+        cc = compute_capability(hardware if isinstance(hardware, dict) else None)
+        if cc is None:
+            from kg.speed.estimator import NotEvaluable
+            raise NotEvaluable("SGLang stores a DeepSeek-sparse-attention model's 'auto' KV cache as FP8 from compute "
+                               "capability 10 and BF16 below, and the GPU's compute capability is not known")
+        return ("fp8", "bfloat16")[cc < 10], (f"KV cache 'auto': SGLang stores this DeepSeek-sparse-attention model's "
+                                              f"KV cache as {('FP8', 'BF16')[cc < 10]} on compute capability {cc:g} "
+                                              "(sglang 0.5.9 server_args.py:1142-1143)")
+    if _checkpoint_kv_fp8(model):
+        return "fp8", "KV cache 'auto': the checkpoint's kv_cache_quant_algo FP8, which SGLang stores (0.5.9 " \
+                      "model_runner.py:1669-1683)"
+    return MODEL_DTYPE
+
+
+def _trtllm_auto_kv(model: Any, hardware: Any, derived: dict[str, Any]) -> tuple[str, str]:
+    # TensorRT-LLM: the checkpoint's ModelOpt kv_cache_quant_algo (hf_quant_config.json), else the model's dtype (not
+    # pinned to a release: the TensorRT-LLM wheel was not read)
+    if _checkpoint_kv_fp8(model):
+        return "fp8", "KV cache 'auto': the checkpoint's kv_cache_quant_algo FP8, which TensorRT-LLM stores"
+    return MODEL_DTYPE
+
+
 def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
     """KV tokens one running request holds under the engine's admission (see module doc)."""
     return isl + (osl if admission == "reserve" else osl // 2)
@@ -90,10 +147,11 @@ class EngineMapping:
     running_setting: str
     admission: str
     parallel: Callable[[dict[str, Any], set[str], bool], Parallel]
+    auto_kv: Callable[[Any, Any, dict[str, Any]], tuple[str, str]]
 
 
 ENGINES: dict[str, EngineMapping] = {
-    "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm),
-    "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang),
-    "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm),
+    "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm, _vllm_auto_kv),
+    "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv),
+    "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv),
 }

@@ -175,6 +175,14 @@ def _factors(backend: str, system: str, signature: str, wl: Workload,
     return ks[0], ks[1]
 
 
+def auto_kv_cache_mode(backend: str, model: Any, hardware: Any, derived: dict[str, Any]) -> tuple[str, str]:
+    """The estimator's ``kvcache_quant_mode`` for a KV cache left at ``auto`` after optkg's engine reading, and why:
+    the backend's ``auto_kv`` (kg.speed.mapping). Passed explicitly: left unset, aiconfigurator-core 0.12.0 times an
+    FP8 KV cache for every FP8 / FP8-block / NVFP4 checkpoint (sdk/models/helpers.py:657-661
+    ``_infer_quant_modes_from_raw_config``), which the engines do not store."""
+    return ENGINES[backend].auto_kv(model, hardware, derived)
+
+
 def execution_mode(t: dict[str, Any], backend: str, system: str, weight_quant: str,
                    values: dict[str, Any]) -> dict[str, str | None] | None:
     """The estimator's ``{"gemm", "moe"}`` modes for a checkpoint quantisation the engine runs in another mode than
@@ -379,11 +387,15 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     b = want if per_lane_cap is None else min(want, per_lane_cap)
     running = min(wl.concurrency, b * lanes)
     gq = quant or execution_mode(t, backend, system, wq, values) or t["weight_quant"][wq]
+    kv_mode = t["kv_cache_dtype"][kvd]
+    if kv_mode is None:
+        kv_mode, why = auto_kv_cache_mode(backend, stack.model, stack.hardware, d)
+        notes.append(why)
     point = Point(model=stack.model.name, config_digest="", system=system, backend=backend, release=rel["release"],
                   tp_size=par.tp_size, pp_size=par.pp_size, attention_dp_size=par.attention_dp_size,
                   moe_tp_size=par.moe_tp_size, moe_ep_size=par.moe_ep_size, gemm_quant_mode=gq["gemm"],
                   moe_quant_mode=gq["moe"] if stack.model.is_moe else None,
-                  kvcache_quant_mode=t["kv_cache_dtype"][kvd], batch_size=b, isl=wl.isl, osl=wl.osl,
+                  kvcache_quant_mode=kv_mode, batch_size=b, isl=wl.isl, osl=wl.osl,
                   ctx_tokens=min(ctx, wl.isl))
     files = config_files(stack.model)
     folder, digest = model_dir(files, _cache_root())
