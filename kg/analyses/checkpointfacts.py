@@ -47,6 +47,32 @@ def apply_checkpoint_size(stack: Stack, derived: dict[str, Any], weights: float)
     return per_gpu
 
 
+def apply_cpu_offload(stack: Stack, derived: dict[str, Any], gib: Any) -> None:
+    """vLLM / SGLang ``--cpu-offload-gb N``: N GiB of each GPU's weights stay in host memory (vLLM: "the space in GiB
+    to offload to CPU, per GPU", vllm/config/offload.py:23-31 at 0.34.0, parameters offloaded until N * 1024**3
+    bytes, model_executor/offloader/uva.py:84-92; SGLang 0.5.23 OffloaderV1(cpu_offload_max_bytes=N * 1024**3),
+    srt/utils/offloader.py:69-72). The per-GPU weights the fit decision and the KV budget read lose that much
+    (never below 0); ``weight_bytes_offloaded_per_gpu`` is what moved."""
+    try:
+        off_cap = float(gib) * GIB
+    except (TypeError, ValueError):
+        return
+    on_gpu = float(derived.get("weight_bytes_per_gpu") or 0)
+    if off_cap <= 0 or on_gpu <= 0:
+        return
+    off = min(off_cap, on_gpu)
+    derived["weight_bytes_offloaded_per_gpu"] = round(off)
+    for k in ("weight_bytes_per_gpu_estimate", "weight_bytes_per_gpu_checkpoint", "weight_bytes_per_gpu"):
+        if isinstance(derived.get(k), (int, float)):
+            derived[k] = round(max(0.0, derived[k] - off))
+    if "gpu_memory_usable_bytes" in derived:
+        derived["weights_exceed_gpu_memory"] = derived["weight_bytes_per_gpu"] > derived["gpu_memory_usable_bytes"]
+    stack.notes.append(
+        f"--cpu-offload-gb {float(gib):g}: {off / GIB:,.2f} GiB of each GPU's weights stay in host memory and are "
+        f"read over the host link in every forward pass; the weights per GPU below ({on_gpu / GIB:,.2f} GiB before) "
+        "and the KV budget count what stays on the GPU")
+
+
 def relabel_weights_line(derived: dict[str, Any]) -> None:
     """The budget breakdown's weights line says it came from the checkpoint when it did."""
     if "weight_bytes_per_gpu_checkpoint" not in derived:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kg.core.errors import OptkgError
-from kg.analyses.checkpointfacts import apply_checkpoint_size, relabel_weights_line
+from kg.analyses.checkpointfacts import apply_checkpoint_size, apply_cpu_offload, relabel_weights_line
 from kg.analyses.weightfacts import dtype_facts, weight_quant_facts
 from kg.derive.budget import BudgetInputs
 from kg.derive.encoder_cache import cross_attention_summary
@@ -249,6 +249,8 @@ def _budget(ctx: KVContext) -> None:
         derived["weight_bytes_total_estimate"] = round(estimate_weight_bytes(m, scheme=ctx.scheme))
         derived["weights_exceed_gpu_memory"] = weights > derived["gpu_memory_usable_bytes"]
         apply_checkpoint_size(stack, derived, weights)  # model.safetensors(.index.json) when present
+        if ns.get("cpu_offload_gb"):
+            apply_cpu_offload(stack, derived, ns["cpu_offload_gb"])
     given = eng.given_kv_budget(ns)
     if ns.get("kv_budget_gib") is not None:
         # a file's or a log's budget too: at most the GPU's memory (kg.derive.kv.checked_kv_budget_gib)

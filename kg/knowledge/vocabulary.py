@@ -65,6 +65,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "vllm_use_v1": ("integer", "VLLM_USE_V1"),
     "swap_space_gib": ("number", "CPU swap space per GPU, GiB"),
     "kv_offloading_size": ("number", "host KV offload size, GiB"),
+    "cpu_offload_gb": ("number", "weights per GPU kept in host memory, GiB (vLLM / SGLang --cpu-offload-gb)"),
     "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
     "speculative_eagle_topk": ("integer", "EAGLE top-k"),
     "lora_paths": ("string", "LoRA adapter paths"),
