@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from kg.analyses.enginerows import row_facts, row_outcome
 from kg.core.errors import OptkgError
 
 PATTERN = (r"incompatible with|not supported with|not compatible with|cannot be used with|cannot be combined with"
@@ -419,19 +420,22 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.engine.incremental import current
     from kg.frameworks.checkrows import FUNCTIONS
-    path = _release_path(engine, version, folder)
-    if path is None:
+    sweep = current()
+    if sweep is not None:
+        from kg.analyses.enginerows import sweep_config_keys, sweep_outcomes
+    got = _release_rows(engine, version, folder) if sweep is None else \
+        sweep.extra.get(("release-rows", engine, version, folder))
+    if got is None:  # a sweep reads the release's rows once (its data folders are read once: paths.frozen_stamps)
+        got = sweep.extra[("release-rows", engine, version, folder)] = _release_rows(engine, version, folder)
+    if not got:
         return {}
-    d = check_rows(path)  # the rows, the names each always reads and the lets it needs: cached by content
-    from kg.inputs.launch.engineinputs import release_inputs
-    inputs = set(release_inputs(str(engine), d["release"])) if engine else set()
+    d, inputs = got
     given = _given_names(stack, ns)
     defaulted_techs = set(((getattr(stack, "defaulted", None) or {}).get("techniques")) or []) if stack else set()
     techniques = set(ns.get("techniques") or ())
     rows = d["rows"]
     lets = {x[0]: x for x in d["lets"]}  # named long values, evaluated before a row
-    reads, union, _ = _row_reads(d)
-    sweep = current()
+    reads, union = _row_reads(d)
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
@@ -451,19 +455,20 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 # row reads (directly or through its lets): a row's outcome depends on nothing else
                 base = {k: v.lower() if isinstance(v, str) else v for k in union
                         if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
-                base.update(model_config_keys(stack, given, ns))
+                base.update(model_config_keys(stack, given, ns) if sweep is None else
+                            sweep_config_keys(stack, given, ns, sweep, model_config_keys))
             if sweep and i == 0:
-                outcomes = _sweep_outcomes(d, base, given, techniques, defaulted_techs, sweep)
+                outcomes = sweep_outcomes(d, reads, union, base, given, techniques, defaulted_techs, sweep)
             if sweep:  # the row's outcome on an earlier stack whose values it reads were the same
                 done = outcomes[i]
             else:
-                done = _row_outcome(s, lets, _row_facts(s, reads[i], base, given, techniques, defaulted_techs))
+                done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs))
             if done:
                 evaluated += 1
                 if done == 2:
                     message = s.get("message") or ""
                     if s.get("fills"):  # the message's fields read names and lets of their own
-                        facts = _row_facts(s, reads[i], base, given, techniques, defaulted_techs)
+                        facts = row_facts(s, reads[i], base, given, techniques, defaulted_techs)
                         message = fill_message(message, s["fills"], _fill_facts(s["fills"], {**base, **facts}, d),
                                                FUNCTIONS)
                     refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": message,
@@ -486,112 +491,29 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
 
 
-def _row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],
-               defaulted_techs: set[str]) -> dict[str, Any]:
-    """The facts row ``s`` is evaluated on: the stack's (``base``) for the names it reads, its own defaults for the
-    names the stack does not give, and the options its techniques set (``generated_refusals``)."""
-    from kg.frameworks.checkrows import NONE
-    dflt = s.get("defaults") or {}
-    facts = {k: base[k] for k in reads if k in base}  # the names this row reads
-    for k in dflt:  # and for the row's own defaulted names
-        if k in facts and not given(k):
-            del facts[k]
-    for k, v in dflt.items():
-        if k not in facts and v is not None:
-            facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
-    for fact, tid in (s.get("set_by_technique") or {}).items():
-        if not given(fact) and tid in techniques and tid not in defaulted_techs:
-            facts[fact] = True
-    return facts
+def _release_rows(engine: str | None, version: str | None, folder: Path | None) -> tuple[dict[str, Any], set[str]] | ():
+    """(the release's check rows ``check_rows``, the names of its generated inputs table), or () without rows."""
+    path = _release_path(engine, version, folder)
+    if path is None:
+        return ()
+    d = check_rows(path)  # the rows, the names each always reads and the lets it needs: cached by content
+    from kg.inputs.launch.engineinputs import release_inputs
+    return d, set(release_inputs(str(engine), d["release"])) if engine else set()
 
 
-def _sweep_outcomes(d: dict[str, Any], base: dict[str, Any], given: Any, techniques: set[str],
-                    defaulted_techs: set[str], session: Any) -> list[int]:
-    """Every row's outcome (``_row_outcome``) for one stack of a sweep: a row none of whose inputs (the values of the
-    names it reads, whether the stack gives its defaulted names and technique-set options, those techniques)
-    changed since the previous stack keeps its outcome; the others are looked up by their facts, and run only for
-    facts not met before."""
-    from kg.engine.incremental import MISSING, freeze, same
-    reads, union, memo = _row_reads(d)
-    rows = d["rows"]
-    lets = {x[0]: x for x in d["lets"]}
-    plan = session.extra.get(("rows", id(d)))
-    if plan is None or plan[0] is not d:
-        index: dict[Any, set[int]] = {}
-        for i, s in enumerate(rows):
-            for n in reads[i]:
-                index.setdefault(n, set()).add(i)
-            for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
-                index.setdefault(("given", k), set()).add(i)
-            for tid in (s.get("set_by_technique") or {}).values():
-                index.setdefault(("technique", tid), set()).add(i)
-        plan = session.extra[("rows", id(d))] = [d, index, None]
-    index, prev = plan[1], plan[2]
-    now = {n: base.get(n, MISSING) for n in union}
-    for key in index:
-        if key.__class__ is tuple:
-            now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
-    redo: set[int] | None = None
-    if prev is not None:
-        redo = set()
-        for n, v in now.items():
-            if not same(v, prev[0][n]):
-                redo |= index[n]
-    out = []
-    for i, s in enumerate(rows):
-        if redo is not None and i not in redo:
-            out.append(prev[1][i])
-            continue
-        facts = _row_facts(s, reads[i], base, given, techniques, defaulted_techs)
-        key = (i, tuple([(k, freeze(v)) for k, v in facts.items()]))
-        done = memo.get(key)
-        if done is None:
-            done = memo.put(key, _row_outcome(s, lets, facts))
-        out.append(done)
-    plan[2] = (now, out)
-    return out
+_READ_PLANS: dict[int, tuple[dict[str, Any], tuple[list[tuple[str, ...]], frozenset[str]]]] = {}
 
 
-def _row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any]) -> int:
-    """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
-    accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
-    values: it is counted as not evaluable without being run."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
-    from kg.frameworks.checkrows import FUNCTIONS
-    if not all(facts.get(n) is not None for n in s["needs"]):
-        return 0
-    facts = dict(facts)
-    for name in s["lets"]:
-        _, expr, needs, needs_lets = lets[name]
-        if not all(facts.get(n) is not None for n in needs) or not all(facts.get(n) is not None for n in needs_lets):
-            continue  # it would raise MissingFact; the rows reading it are then not evaluable
-        try:
-            facts[name] = evaluate(expr, facts, FUNCTIONS)
-        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
-            pass  # the rows reading it are then not evaluable
-    if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
-        return 0
-    try:
-        hit = evaluate(s["expr"], facts, FUNCTIONS)
-    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
-        return 0
-    return 2 if hit is True else 1
-
-
-_READ_PLANS: dict[int, tuple[dict[str, Any], tuple[list[tuple[str, ...]], frozenset[str], Any]]] = {}
-
-
-def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str], Any]:
+def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]]:
     """Per row of ``check_rows`` result ``d``: every name it reads (its expression's, its lets' names and theirs);
-    the union of them; the memo of row outcomes by their facts. Once per ``d`` (kept per file content)."""
+    the union of them. Once per ``d`` (kept per file content)."""
     hit = _READ_PLANS.get(id(d))
     if hit is not None and hit[0] is d:
         return hit[1]
-    from kg.engine.incremental import Memo
     # each row's read set (its expression's names, its message fields' and its lets') is built with the cached
     # table (_names_read): walking every row and let here cost ~12 % of a one-shot check
     reads: list[tuple[str, ...]] = [tuple(s["reads"]) for s in d["rows"]]
-    plan = (reads, frozenset(n for r in reads for n in r), Memo())
+    plan = (reads, frozenset(n for r in reads for n in r))
     if len(_READ_PLANS) > 64:
         _READ_PLANS.clear()
     _READ_PLANS[id(d)] = (d, plan)

@@ -524,13 +524,15 @@ def _specifiers(spec: str) -> SpecifierSet:
     return SpecifierSet(spec)
 
 
-_VERSION_OK: dict[tuple[str, str | None, str | None], tuple[Rule, tuple[bool, str]]] = {}
+_VERSION_OK: dict[tuple[int, str | None, str | None], tuple[Rule, tuple[bool, str]]] = {}
 
 
 def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
     """(whether ``rule`` applies to ``engine`` at ``version``, why not). Memoised per rule object, engine and
-    version: a sweep asks the same question for every rule of every stack."""
-    key = (rule.id, engine, version)
+    version: a sweep asks the same question for every rule of every stack. Keyed by the object (kept in the
+    entry, so its id is not reused): each technique set's generated coupling rules are new objects with the same
+    ids, and keyed by id a sweep's technique sets evicted each other's entries."""
+    key = (id(rule), engine, version)
     hit = _VERSION_OK.get(key)
     if hit is not None and hit[0] is rule:
         return hit[1]

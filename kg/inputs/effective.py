@@ -187,21 +187,21 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     for e in t.get("defaults") or []:
         by_setting.setdefault(str(e["setting"]), []).append(e)
     out: list[dict[str, Any]] = []
-    facts = None  # the stack's facts, built again only after a default changed the stack
+    facts = None  # the stack's facts: built when a `when` or value expression reads them, again after a default
     for name, entries in by_setting.items():
         if _given(stack, name):
             value = stack.values().get(name)
             out.append({"setting": name, "value": value, "source": "given", "releases": None, "evidence": [],
                         "why": "set by the stack"})
             continue
-        if facts is None:
-            facts = _facts(stack, release_facts)
-        # given('x'): the stack sets option x (a `when` about an option that is usually absent)
-        fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
         chosen, lacking = None, set()
         for e in entries:
             if not in_range(version, str(e["releases"])):
                 continue
+            if facts is None and (e.get("when") or "value_expr" in e):  # built when an expression reads it
+                facts = _facts(stack, release_facts)
+                # given('x'): the stack sets option x (a `when` about an option that is usually absent)
+                fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
             try:
                 if e.get("when") and not evaluate(str(e["when"]), facts, fns):
                     continue

@@ -1,0 +1,122 @@
+"""Evaluating generated engine-check rows (kg.analyses.enginechecks.generated_refusals): one row's facts and outcome,
+and the rows across the stacks of a sweep (kg.engine.incremental), where a row keeps its outcome while its inputs
+do not change and is looked up by its inputs otherwise, so each distinct set of inputs is evaluated once per
+sweep. The outcomes equal a fresh evaluation's (tests/test_sweep_incremental.py). ``reads``: the names each row
+reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
+from __future__ import annotations
+
+from typing import Any
+
+
+
+def sweep_config_keys(stack: Any, given: Any, ns: dict[str, Any], session: Any, build: Any) -> dict[str, Any]:
+    """``build`` (kg.analyses.enginechecks.model_config_keys) in a sweep: once per config.json object and the four
+    inputs it reads besides it (the result is only read, by ``base.update``)."""
+    raw = getattr(getattr(stack, "model", None), "raw_config", None)
+    key = ("config-keys", id(raw), given("hf_overrides"), given("hf_config_path"), given("config_format"),
+           str(ns.get("config_format", "auto")).lower())
+    hit = session.extra.get(key)
+    if hit is None or hit[0] is not raw:
+        hit = session.extra[key] = (raw, build(stack, given, ns))  # raw is kept: its id stays unique
+    return hit[1]
+
+
+def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: frozenset[str], base: dict[str, Any],
+                   given: Any, techniques: set[str], defaulted_techs: set[str], session: Any) -> list[int]:
+    """Every row's outcome (``row_outcome``) for one stack of a sweep: a row none of whose inputs (the values of the
+    names it reads, whether the stack gives its defaulted names and technique-set options, those techniques)
+    changed since the previous stack keeps its outcome; the others are looked up by those inputs (they decide the
+    facts ``row_facts`` gives it), and run only for inputs not met before in the sweep."""
+    from kg.engine.incremental import MISSING, Memo, freeze, same
+    rows = d["rows"]
+    lets = {x[0]: x for x in d["lets"]}
+    plan = session.extra.get(("rows", id(d)))
+    if plan is None or plan[0] is not d:
+        index: dict[Any, set[int]] = {}
+        inputs: list[tuple[Any, ...]] = []
+        for i, s in enumerate(rows):
+            mine = list(reads[i])
+            for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
+                mine.append(("given", k))
+            for tid in (s.get("set_by_technique") or {}).values():
+                mine.append(("technique", tid))
+            inputs.append(tuple(dict.fromkeys(mine)))
+            for n in inputs[-1]:
+                index.setdefault(n, set()).add(i)
+        flags = tuple(k for k in index if k.__class__ is tuple)
+        plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo()]
+    index, prev, inputs, flags, memo = plan[1], plan[2], plan[3], plan[4], plan[5]
+    now = {n: base.get(n, MISSING) for n in union}
+    for key in flags:
+        now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
+    if prev is None:
+        todo, out = range(len(rows)), [0] * len(rows)
+    else:
+        redo: set[int] = set()
+        before = prev[0]
+        for n, v in now.items():
+            w = before[n]
+            if v is not w and not same(v, w):
+                redo |= index[n]
+        todo, out = sorted(redo), list(prev[1])
+    frozen: dict[Any, Any] = {}  # this stack's frozen values, each frozen once
+    for i in todo:
+        parts = []
+        for n in inputs[i]:
+            f = frozen.get(n, MISSING)
+            if f is MISSING:
+                f = frozen[n] = freeze(now[n])
+            parts.append(f)
+        key = (i, tuple(parts))
+        done = memo.get(key)
+        if done is None:
+            s = rows[i]
+            done = memo.put(key, row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs)))
+        out[i] = done
+    plan[2] = (now, out)
+    return out
+
+
+def row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],
+              defaulted_techs: set[str]) -> dict[str, Any]:
+    """The facts row ``s`` is evaluated on: the stack's (``base``) for the names it reads, its own defaults for the
+    names the stack does not give, and the options its techniques set (``generated_refusals``)."""
+    from kg.frameworks.checkrows import NONE
+    dflt = s.get("defaults") or {}
+    facts = {k: base[k] for k in reads if k in base}  # the names this row reads
+    for k in dflt:  # and for the row's own defaulted names
+        if k in facts and not given(k):
+            del facts[k]
+    for k, v in dflt.items():
+        if k not in facts and v is not None:
+            facts[k] = v.lower() if isinstance(v, str) and v != NONE else v
+    for fact, tid in (s.get("set_by_technique") or {}).items():
+        if not given(fact) and tid in techniques and tid not in defaulted_techs:
+            facts[fact] = True
+    return facts
+
+
+def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any]) -> int:
+    """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
+    accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
+    values: it is counted as not evaluable without being run."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import FUNCTIONS
+    if not all(facts.get(n) is not None for n in s["needs"]):
+        return 0
+    facts = dict(facts)
+    for name in s["lets"]:
+        _, expr, needs, needs_lets = lets[name]
+        if not all(facts.get(n) is not None for n in needs) or not all(facts.get(n) is not None for n in needs_lets):
+            continue  # it would raise MissingFact; the rows reading it are then not evaluable
+        try:
+            facts[name] = evaluate(expr, facts, FUNCTIONS)
+        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+            pass  # the rows reading it are then not evaluable
+    if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
+        return 0
+    try:
+        hit = evaluate(s["expr"], facts, FUNCTIONS)
+    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+        return 0
+    return 2 if hit is True else 1
