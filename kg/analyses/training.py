@@ -198,6 +198,14 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
         mult = cp * (2 * tp // math.gcd(2, tp)) if job.get("sequence_parallel") and tp > 1 else 2 * cp
         ns["cp_seq_multiple"] = mult
         ns["seq_length_remainder"] = job.get("seq_length") % mult
+    # deepspeed 0.19.8 engine.py:2294-2301: under ZeRO, an optimizer outside zero/utils.py:45-48 (torch Adam / AdamW /
+    # Adagrad, FusedAdam, the CPU Adam / Adagrad / Lion, FusedLion; MuonWithAuxAdam, :72-74) needs
+    # zero_allow_untested_optimizer. From the config's optimizer.type (engine.py:2476-2551) those are adam, adamw,
+    # adagrad, lion and muon; lamb (FusedLamb), muadam / muadamw / musgd and the other torch.optim names are not
+    ns["ds_untested_zero_optimizer"] = (job.get("optimizer_source") == "config" and (job.get("zero_stage") or 0) >= 1
+                                        and str(job.get("optimizer") or "") not in ("", "adam", "adamw", "adagrad",
+                                                                                    "lion", "muon")
+                                        and not job.configs.get("ds_allow_untested_optimizer"))
     ns["ds_mixed_precision_conflict"] = ""
     # accelerate 1.15.0 DeepSpeedPlugin.__post_init__ (utils/dataclasses.py:1276-1277): a JSON handed over by the HF
     # Trainer / accelerate must have a zero_optimization section

@@ -86,6 +86,9 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
     if not isinstance(opt, dict) and "optimizer_source" not in job.settings:
         # no `optimizer` section: the script hands DeepSpeed its own optimizer (HF Trainer, Megatron-DeepSpeed)
         job.set("optimizer_source", "client", at("optimizer"))
+    # zero_allow_untested_optimizer (runtime/config.py get_zero_allow_untested_optimizer): lets ZeRO take an optimizer
+    # outside zero/utils.py:45-48 ZERO_SUPPORTED_OPTIMIZERS
+    job.configs["ds_allow_untested_optimizer"] = data.get("zero_allow_untested_optimizer") is True
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and tpc.get("autotp_size") not in (None, "auto"):
         # AutoTP training (deepspeed >= 0.16.4, runtime/tensor_parallel/config.py): the TP size of the job
