@@ -7,6 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from report_text import unwrap
 
 from kg.analyses.evidence import Item, WheelReader, check_item, fetch_wheel, items_from_engine_tables, run, select_items
 from kg.core.errors import OptkgError
@@ -208,7 +209,7 @@ def test_cli_lists_unpinned_rules_and_never_counts_them_found(wheels: Path, tmp_
             "--wheel-dir", str(wheels), "--offline", "--cache-dir", str(tmp_path / "cache")]
     only = subprocess.run(base + ["--engine", "trtllm"], capture_output=True, text=True, cwd=REPO)
     assert only.returncode == 0, only.stderr
-    assert only.stdout.splitlines() == [
+    assert unwrap(only.stdout).splitlines() == [  # the text is wrapped at 100 columns
         "optkg evidence: 0 item(s) checked for trtllm (each item at its own release)",
         "found 0, moved 0, gone 0",
         "unpinned: 1 engine rule(s) rest on public docs or issues, not on a released source (nothing verified):",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kg.core.textsafe import fit_width
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", help="only this engine's evidence (vllm, sglang, trtllm)")
@@ -60,12 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if not results and unpinned and not args.release:
         # an engine whose rules all rest on public docs or issues (trtllm): say so, and that nothing was verified
         sys.stdout.write(to_json(results, args.engine, args.release, pending, unpinned) if args.format == "json"
-                         else to_text(results, args.engine, args.release, pending, unpinned))
+                         else fit_width(to_text(results, args.engine, args.release, pending, unpinned)))
         return 0
     if not results:
         raise OptkgError("no evidence item matches" + (f" {args.engine}" if args.engine else "")
                          + (f" {args.release}" if args.release else "") + "; nothing was checked")
     sys.stdout.write(to_json(results, args.engine, args.release, pending, unpinned) if args.format == "json"
-                     else to_text(results, args.engine, args.release, pending, unpinned))
+                     else fit_width(to_text(results, args.engine, args.release, pending, unpinned)))
     counts = summary(results)
     return 1 if counts["gone"] or (args.fail_on == "moved" and counts["moved"]) else 0

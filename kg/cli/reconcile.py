@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from kg.core.errors import OptkgError
+from kg.core.textsafe import fit_width
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
         comparison = compare(recs[0], recs[1])
     d = {"schema_version": SCHEMA_VERSION, "kind": "reconcile", "logs": [r.to_dict() for r in recs],
          "comparison": comparison}
-    print(to_json(d) if args.format == "json" else render_text(d), end="")
+    print(to_json(d) if args.format == "json" else fit_width(render_text(d)), end="")
     return 0

@@ -95,7 +95,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     from kg.core.textsafe import one_line
 
     def wrap(text: str, indent: str = "  ") -> str:
-        return textwrap.fill(" ".join(one_line(text).split()), width=110, initial_indent=indent, subsequent_indent=indent + "  ")
+        return textwrap.fill(" ".join(one_line(text).split()), width=100, initial_indent=indent, subsequent_indent=indent + "  ")
 
     dirs = sorted({str(Path(s["path"]).parent) + "/" for s in d["inputs"] if "/" in s["path"]}, key=len, reverse=True)
 
@@ -134,7 +134,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append("")
     out.append("Walls")
     rows = [_wall_line(n, d["walls"].get(n)) for n in ("memory", "compute", "bandwidth", "neither")]
-    out.append(textwrap.indent(tabulate(_inert(rows), tablefmt="plain", maxcolwidths=[None, 30, 70]), "  "))
+    out.append(textwrap.indent(tabulate(_inert(rows), tablefmt="plain", maxcolwidths=[None, 28, 54]), "  "))
     for n in ("memory", "compute", "bandwidth", "neither"):
         for det in (d["walls"].get(n) or {}).get("details", []):
             out.append(wrap(f"{n} detail [{det['rule_id']}]: {det['message']}"))
@@ -143,7 +143,7 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
         out.append("")
         out.append("Readings (worst GPU)")
         out.append(textwrap.indent(tabulate(_inert(rr), headers=["reading", "value", "from"], tablefmt="simple",
-                                            maxcolwidths=[None, None, 70]), "  "))
+                                            maxcolwidths=[26, None, 54]), "  "))
     sv = d.get("serving")
     if sv and sv.get("latency"):
         out.append("")
@@ -216,7 +216,8 @@ def render_text(d: dict[str, Any], verbose: bool = False) -> str:
     out.append("Thresholds used (defaults from rules/walls.yaml are running experience: recalibrate per machine)")
     trows = [[k, fmt_num(t["value"], DIAGNOSE), t["unit"] or "", t["source"] if t["source"] != "default" else "default"]
              for k, t in d["thresholds"].items()]
-    out.append(textwrap.indent(tabulate(_inert(trows), headers=["threshold", "value", "unit", "source"], tablefmt="simple"), "  "))
+    out.append(textwrap.indent(tabulate(_inert(trows), headers=["threshold", "value", "unit", "source"], tablefmt="simple",
+                                        maxcolwidths=[30, 10, 10, 40], disable_numparse=True), "  "))
     if verbose:
         out.append("")
         out.append("Threshold provenance")
