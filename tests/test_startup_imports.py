@@ -11,9 +11,9 @@ from tests.conftest import REPO
 KV = ["kv", "--model", "Qwen/Qwen3-235B-A22B", "--tp", "8", "--kv-budget-gib", "40", "--max-model-len", "32768"]
 
 
-def test_a_warm_optkg_kv_imports_no_packaging_yaml_or_inspect():
+def test_a_warm_optkg_kv_imports_no_packaging_yaml_inspect_or_shutil():
     code = (f"import sys; from kg.cli import main; rc = main({KV!r}); "
-            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('packaging', 'yaml', 'ast', 'dis'))"
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('packaging', 'yaml', 'ast', 'dis', 'shutil'))"
             " , type(sys.modules['inspect']).__name__)")
     for _ in range(2):  # the first run fills this session's cache (if no test did), the second reads it
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
@@ -33,6 +33,19 @@ def test_a_deferred_module_loads_on_first_read_and_every_importer_sees_it(tmp_pa
     from optkg_deferred_probe import X
     assert X == 41
     monkeypatch.delitem(sys.modules, "optkg_deferred_probe")
+
+
+def test_the_help_formatter_picks_the_width_argparse_would(monkeypatch):
+    import argparse
+
+    from kg.cli import _Formatter
+    for columns in ("100", "57", "abc", "0", "-3", None):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        assert _Formatter("optkg")._width == argparse.HelpFormatter("optkg")._width, columns
+    assert _Formatter("optkg", width=40)._width == 40
 
 
 def test_defer_leaves_a_loaded_module_alone():

@@ -41,12 +41,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, read the same way (COLUMNS, else the terminal of stdout, else 80)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter at the width argparse would pick, without importing shutil (with bz2, lzma and zlib)
+    for it: every add_argument builds a formatter, so every command paid for it (~6 M instructions, issue 31)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _terminal_columns() - 2 if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
     last_error: str | None = None  # the message of the last usage error (for the --format json error object)
 
     def __init__(self, *args, **kwargs) -> None:
         # no silent prefixes: `optkg kv --gpu H200` must not be read as --gpu-compute-capability
         kwargs["allow_abbrev"] = False
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
