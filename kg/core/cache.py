@@ -22,7 +22,6 @@ back equal (JSON keeps no tuples, non-string keys or dates: such data is simply 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -30,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kg.core.digest import sha256_hex
 from kg.core.provenance import folder_is_private, key as _user_key, mac, verify
 
 FORMAT = 3
@@ -126,13 +126,10 @@ def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
 
 def source_digest(files: list[Path]) -> str:
     """sha256 over the names and bytes of ``files`` (in the order given): the key of data built from them."""
-    h = hashlib.sha256()
+    parts = []
     for f in files:
-        h.update(str(f).encode())
-        h.update(b"\0")
-        h.update(Path(f).read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+        parts += [str(f).encode(), b"\0", Path(f).read_bytes(), b"\0"]
+    return sha256_hex(parts)
 
 
 def built_from(kind: str, files: list[Path], build: Any) -> Any:

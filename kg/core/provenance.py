@@ -23,12 +23,12 @@ record, which callers read as "no proof".
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import json
 import os
 import stat
 from pathlib import Path
+
+from kg.core.digest import compare_digest, hmac_sha256_hex, sha256_hex
 
 KEY_BYTES = 32
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -150,13 +150,13 @@ def mac(purpose: str, *parts: bytes | str) -> str | None:
     k = key()
     if k is None:
         return None
-    return hmac.new(k, _message(purpose, parts), hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(k, _message(purpose, parts))
 
 
 def verify(tag: object, purpose: str, *parts: bytes | str) -> bool:
     """True when ``tag`` is the MAC of ``parts`` for ``purpose`` under this user's key."""
     want = mac(purpose, *parts)
-    return want is not None and isinstance(tag, str) and hmac.compare_digest(tag, want)
+    return want is not None and isinstance(tag, str) and compare_digest(tag, want)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def _real(folder: Path | str) -> str:
 
 
 def _record_path(state: Path, folder: str, generator: str) -> Path:
-    h = hashlib.sha256(_message("record-name", (folder, generator))).hexdigest()[:40]
+    h = sha256_hex([_message("record-name", (folder, generator))])[:40]
     return state / "written" / f"{h}.json"
 
 
