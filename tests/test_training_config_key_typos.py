@@ -50,3 +50,35 @@ def test_torchtitan_toml_with_real_fields_of_either_0_2_release_is_clean(tmp_pat
     bad = ok.replace("recipe_name", "recipe_nam")
     assert parse_torchtitan_toml(bad, "b.toml").configs["torchtitan_invalid_fields"] == [
         ["b.toml:22: quantize.linear.float8.recipe_nam", "quantize.linear.float8.recipe_name"]]
+
+
+ACC = """compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_process: 16
+mixed_precison: bf16
+fsdp_config:
+  fsdp_sharding_strategy: FULL_SHARD
+"""
+
+
+def test_accelerate_config_key_that_accelerate_lacks_is_an_error_with_the_nearest_key(cli, tmp_path):
+    # accelerate 1.15.0 commands/config/config_args.py:154-159: "The config file at ... had unknown keys"
+    p = tmp_path / "acc_typo.yaml"
+    p.write_text(ACC)
+    code, d = _check(cli, str(p), "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--seq-length", "4096",
+                     "--micro-batch-size", "1", "--no-speed")
+    f = [f for f in d["findings"] if f["rule_id"] == "accelerate-config-unknown-key"]
+    assert code == 1 and len(f) == 1
+    assert f"{p}:3: num_process is not a key of an accelerate config (did you mean num_processes?); " \
+           f"{p}:4: mixed_precison is not a key of an accelerate config (did you mean mixed_precision?)" in f[0]["message"]
+
+
+def test_accelerate_config_legacy_keys_process_config_consumes_are_accepted(tmp_path):
+    from kg.frameworks.hf_trainer.reader import apply_accelerate_config
+    from kg.inputs.training.job import TrainingJob
+    job = TrainingJob(framework="hf-trainer")
+    # fp16 and dynamo_backend are popped by process_config before the check (config_args.py:114-119)
+    apply_accelerate_config(job, {"distributed_type": "MULTI_GPU", "num_processes": 8, "fp16": True,
+                                  "dynamo_backend": "NO", "machine_rank": 0}, "a.yaml")
+    assert "accelerate_unknown_keys" not in job.configs
+

@@ -50,3 +50,16 @@ def test_torchtitan_toml_fields_file_is_what_jobconfig_defines():
     finally:
         sys.path.remove(str(ROOT / "tools"))
     assert gen.TARGET.read_text() == gen.render(WHEELS), "stale: run tools/torchtitan_toml_fields.py"
+
+
+def test_accelerate_config_keys_file_is_what_config_args_defines():
+    wheel = WHEELS / "accelerate-1.15.0-py3-none-any.whl"
+    if not wheel.is_file():
+        pytest.skip(f"{wheel} is not on this machine")
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import accelerate_config_keys as gen
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    release, text = gen.render(wheel)
+    assert gen.target(release).read_text() == text, "stale: run tools/accelerate_config_keys.py"

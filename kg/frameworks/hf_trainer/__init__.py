@@ -33,10 +33,11 @@ class HFTrainer(TrainingFramework):
     def config_checks(self, job: Any) -> list[dict[str, Any]]:
         # TrainingArguments' own checks (transformers 5.24.0) on the script's flags; a TRL GRPO job runs GRPOConfig,
         # whose generated rows already include them (kg/frameworks/trl)
+        out = unknown_accelerate_keys(job)
         if job.get("trainer") == "grpo":
-            return []
+            return out
         from kg.frameworks.hf_trainer.generated import findings
-        return findings(job)
+        return out + findings(job)
 
     def read_file(self, path: Path, job: Any, resolver, doc: Any = None):
         from kg.frameworks.hf_trainer.reader import apply_accelerate_config
@@ -44,6 +45,24 @@ class HFTrainer(TrainingFramework):
         job = job or TrainingJob(framework=self.id, source=str(path), name=Path(path).name)
         apply_accelerate_config(job, doc.data, str(path), doc.where, Path(path).parent)
         return job
+
+
+
+
+def unknown_accelerate_keys(job: Any) -> list[dict[str, Any]]:
+    """The accelerate config keys accelerate 1.15.0 refuses (kg.frameworks.hf_trainer.reader._unknown_accelerate_keys)."""
+    bad = job.configs.get("accelerate_unknown_keys") or []
+    if not bad:
+        return []
+    return [{"rule_id": "accelerate-config-unknown-key", "package": "accelerate", "release": "1.15.0",
+             "path": "accelerate/commands/config/config_args.py", "line": 154,
+             "message": "; ".join(f"{where} is not a key of an accelerate config" + (f" (did you mean {near}?)" if near
+                                                                                    else "") for where, near in bad)
+             + "; this report reads the job without " + ("it" if len(bad) == 1 else "them"),
+             "values": "ValueError: The config file at ... had unknown keys ([...])",
+             "expr": "a top-level key that is no field of ClusterConfig / SageMakerConfig",
+             "url": "https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate/commands/config/config_args.py#L154-L159",
+             "table": "kg/frameworks/hf_trainer/data/accelerate-config-keys-1.15.0.yaml"}]
 
 
 FRAMEWORKS = (HFTrainer(),)
