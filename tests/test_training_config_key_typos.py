@@ -82,3 +82,34 @@ def test_accelerate_config_legacy_keys_process_config_consumes_are_accepted(tmp_
                                   "dynamo_backend": "NO", "machine_rank": 0}, "a.yaml")
     assert "accelerate_unknown_keys" not in job.configs
 
+
+VERL = ("python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-8B "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gp=4 actor_rollout_ref.model.enable_gradient_checkpointin=True "
+        "+actor_rollout_ref.model.override_config.attention_dropout=0.0 trainer.n_gpus_per_node=8 "
+        "data.max_prompt_length=1024 data.max_response_length=2048")
+
+
+def test_verl_override_of_a_key_the_struct_config_lacks_is_an_error_with_the_nearest_key(cli):
+    # Hydra struct mode: an override without + of an absent key fails ("Could not override"); +key appends
+    code, d = _check(cli, "--train", VERL, "--gpu", "H100", "--no-speed")
+    f = [f for f in d["findings"] if f["rule_id"] == "verl-override-of-unknown-key"]
+    assert code == 1 and len(f) == 1
+    assert f[0]["message"].startswith(
+        "--train: actor_rollout_ref.actor.ppo_micro_batch_size_per_gp is not a key of verl's config (did you mean "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu?); --train: "
+        "actor_rollout_ref.model.enable_gradient_checkpointin is not a key of verl's config (did you mean "
+        "actor_rollout_ref.model.enable_gradient_checkpointing?); this report reads the job without them "
+        "(a new key needs a leading +)")
+
+
+def test_verl_quickstart_overrides_are_all_keys_of_the_config():
+    from kg.inputs.training import parse_training_command
+    # verl's PPO/GRPO quick-start overrides (docs/start/quickstart.rst), every one a key of 0.9.1's composed config
+    cmd = ("python3 -m verl.trainer.main_ppo data.train_files=train.parquet data.train_batch_size=256 "
+           "data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B "
+           "actor_rollout_ref.actor.optim.lr=1e-6 actor_rollout_ref.actor.ppo_mini_batch_size=64 "
+           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 actor_rollout_ref.rollout.name=vllm "
+           "actor_rollout_ref.rollout.gpu_memory_utilization=0.4 critic.optim.lr=1e-5 algorithm.kl_ctrl.kl_coef=0.001 "
+           "algorithm.adv_estimator=grpo trainer.logger=['console','wandb'] reward_model.enable=False "
+           "actor_rollout_ref.actor.fsdp_config.param_offload=False trainer.n_gpus_per_node=1 trainer.total_epochs=15")
+    assert "verl_unknown_overrides" not in parse_training_command(cmd, where="--train").configs

@@ -18,6 +18,7 @@ x ``rollout.n`` (sequences per optimizer step); ``actor_rollout_ref.model.path``
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +77,40 @@ def parse_verl_command(text: str, model=None, where: str = "--cmd", resolver=Non
     megatron = "megatron" in config_name or any(t.lstrip("+") == A + "strategy=megatron" for t in rest)
     tree = base_tree(megatron)
     base_files = set(tree.files)
-    ignored = apply_overrides(tree, rest, where)
+    unknown = struct_misses(tree, rest)
+    ignored = apply_overrides(tree, [t for t in rest if t.split("=", 1)[0] not in {k for k, _ in unknown}], where)
     job = TrainingJob(framework="verl", model=model, source=where, name=(cmd.script or "verl").rsplit(".", 1)[-1])
     job.ignored.extend(ignored)
+    if unknown:
+        job.configs["verl_unknown_overrides"] = [[f"{where}: {k}", near] for k, near in unknown]
     return job_from_tree(job, tree, base_files, where, resolver)
+
+
+def struct_misses(tree: ConfigTree, items: list[str]) -> list[tuple[str, str]]:
+    """(key, nearest known key) for each ``key=value`` override (no ``+``) whose key is not in verl's composed
+    config: Hydra composes it in struct mode and refuses such an override ("Could not override 'key'. To append
+    to your config use +key=value", hydra/_internal/config_loader_impl.py; verl's trainer entry points are
+    ``@hydra.main``). A key under an empty or null mapping of the defaults is left alone (its schema is open)."""
+    from difflib import get_close_matches
+    keys = set(tree.values)
+    prefixes = {k.rsplit(".", i)[0] for k in keys for i in range(1, k.count(".") + 1)}
+    out = []
+    for t in items:
+        if "=" not in t or t.startswith(("+", "~", "-")):
+            continue
+        k = t.split("=", 1)[0]
+        if k in keys or k in prefixes or not re.fullmatch(r"[A-Za-z_][\w.]*", k):
+            continue
+        parent = k.rsplit(".", 1)[0] if "." in k else ""
+        while parent and parent not in prefixes and parent not in keys:
+            parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+        if parent in keys:
+            continue  # under a leaf of the defaults (an empty/null mapping): not a struct key Hydra knows of
+        siblings = sorted(x for x in keys | prefixes if x.rsplit(".", 1)[0] == parent and "." in x) if parent else \
+            sorted(x for x in prefixes if "." not in x)
+        near = get_close_matches(k, siblings, n=1)
+        out.append((k, near[0] if near else ""))
+    return out
 
 
 def load_verl_config(path: Path, job: TrainingJob | None, resolver=None) -> TrainingJob:
