@@ -429,3 +429,13 @@ def test_hisparse_checks_run_only_where_its_config_exists(catalog):
                                   "\"kv_role\": \"kv_both\"}'", "0.34.0", catalog)
     assert line not in _refused_lines(base + " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", "
                                       "\"kv_role\": \"kv_both\"}'", "0.34.0", catalog)
+
+
+def test_an_enum_looked_up_by_name_and_a_hook_field_of_another_sub_config_keep_the_backend(catalog):
+    # engine/arg_utils.py:2809-2810 (0.34.0) sets mamba_config.backend = MambaBackendEnum[--mamba-backend.upper()];
+    # the per-architecture hooks assign `backend` on attention_config only, so config/vllm.py:3627 reads it
+    nemotron = "vllm serve nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 --use-replayssm --replayssm-buffer-len "
+    line = ("vllm/config/vllm.py", 3627)
+    assert line in _refused_lines(nemotron + "32 --mamba-backend flashinfer", "0.34.0", catalog)
+    assert line not in _refused_lines(nemotron + "16 --mamba-backend flashinfer", "0.34.0", catalog)
+    assert line not in _refused_lines(nemotron + "32", "0.34.0", catalog)  # triton, the default

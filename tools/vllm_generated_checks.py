@@ -63,6 +63,40 @@ def read_sources(wheel: Path) -> dict[str, str]:
     return out
 
 
+# sub-config fields of VllmConfig / ModelConfig a hook's assignment can name as its base (``attention_config.X = ``):
+# such an X changes on that sub-config only; any other base (``config``, ``vllm_config``, a local the hook did not
+# read from one of these) may be any config object
+HOOK_SUBCONFIGS = {"attention_config", "cache_config", "compilation_config", "kernel_config", "pooler_config",
+                   "structured_outputs_config", "scheduler_config", "parallel_config", "hf_config",
+                   "hf_text_config", "model_arch_config", "mamba_config", "lora_config", "load_config",
+                   "speculative_config", "multimodal_config", "model_config"}
+
+
+def model_hook_fields(text: str) -> dict[str, set[str]]:
+    """attribute -> the sub-configs (HOOK_SUBCONFIGS) the per-architecture hooks assign it on, or {"*"} when some
+    assignment's base is not one of them (a local read from one counts as it: ``attn_config =
+    vllm_config.attention_config``); model_hook_attrs is the key set."""
+    out: dict[str, set[str]] = {}
+    tree = ast.parse(text) if text else None
+    alias: dict[str, str] = {}
+    for n in ast.walk(tree) if tree else ():
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            last = ast.unparse(n.value).split(".")[-1]
+            alias[n.targets[0].id] = last if last in HOOK_SUBCONFIGS else "*"
+    for n in ast.walk(tree) if tree else ():
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign,
+                                                                                             ast.AnnAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and re.search(r"config\b", ast.unparse(t.value)):
+                base = ast.unparse(t.value).split(".")[-1]
+                base = base if base in HOOK_SUBCONFIGS else alias.get(base, "*") if base.isidentifier() else "*"
+                out.setdefault(t.attr, set()).add(base)
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) == 3
+                and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)):
+            out.setdefault(n.args[1].value, set()).add("*")
+    return out
+
+
 def model_hook_attrs(text: str) -> set[str]:
     """Every attribute name the per-architecture config hooks assign on a config object (``cache_config.X = ``,
     ``vllm_config.attention_config.X = ``, ``setattr(..., 'X', ...)``): the walk does not follow those hooks
@@ -153,6 +187,7 @@ class VllmWalker(cg.Walker):
     branch_conditions = True
     record_fills = True
     model_hook_attrs: set[str] = set()
+    model_hook_fields: dict[str, set[str]] | None = None  # attribute -> sub-configs it is assigned on ("*": any)
     speculator_fields: list[str] | None = None  # fields a speculator config class may assign (None: any)
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
@@ -233,15 +268,19 @@ class VllmWalker(cg.Walker):
     def forget_fields(self, root: cg.Obj, names: set[str]) -> None:
         """Fields ``names`` of ``root`` and of every config object it holds (two levels: vllm_config.X_config,
         model_config.hf_config) become unknown."""
-        seen: dict[int, cg.Obj] = {}  # held, so that no id is reused while the walk lasts
-        todo: list[tuple[cg.Obj, int]] = [(root, 0)]
+        seen: dict[tuple[int, str], cg.Obj] = {}  # held, so that no id is reused while the walk lasts
+        todo: list[tuple[cg.Obj, int, str]] = [(root, 0, "")]
+        where = self.model_hook_fields or {}
         while todo:
-            obj, depth = todo.pop()
-            if id(obj) in seen:
+            obj, depth, via = todo.pop()
+            if (id(obj), via) in seen:  # an object held under two names is forgotten under each
                 continue
-            seen[id(obj)] = obj
+            seen[(id(obj), via)] = obj
             for n in sorted(names):
-                obj.env[n] = cg.TAINT
+                bases = where.get(n, {"*"})
+                # a field a hook assigns only on named sub-configs changes on those only (model_hook_fields)
+                if "*" in bases or via in bases or (via == "" and obj.cls == "ModelConfig" and "model_config" in bases):
+                    obj.env[n] = cg.TAINT
             if depth >= 2:
                 continue
             fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
@@ -253,7 +292,7 @@ class VllmWalker(cg.Walker):
                 except cg.Untranslatable:
                     continue
                 if isinstance(sub, cg.Obj):
-                    todo.append((sub, depth + 1))
+                    todo.append((sub, depth + 1, f))
 
     def bind(self, text: str) -> Any:
         """checkgen's bind, but a value already named (by this or the other platform's walk) keeps its name, so
@@ -485,6 +524,15 @@ def _dict_literal(w: "VllmWalker", node: ast.Dict, fr: cg.Frame, pc: list[str]) 
     return DictLit(pairs)
 
 
+def enum_by_name(w: "VllmWalker", name: str, path: str) -> dict[str, Any]:
+    """{member name: value} of the Enum class ``name`` as module ``path`` sees it, {} for anything else."""
+    hit = w.find_class(name, path)
+    if hit is None or not w.is_enum(hit):
+        return {}
+    return {k.split(".", 1)[1]: v for k, v in w.enums.items() if k.split(".", 1)[0] == hit[0].name
+            and isinstance(v, (str, int)) and not isinstance(v, bool)}
+
+
 def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
         return w.platform
@@ -497,6 +545,10 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
             base = None
         if isinstance(base, DictLit):
             return base.lookup(w.text(node.slice, fr, pc))
+        if isinstance(node.value, ast.Name) and node.value.id not in fr.locals:
+            members = enum_by_name(w, node.value.id, fr.path)
+            if members:  # Enum[name]: the member of that name (an unknown name raises KeyError / ValueError)
+                return DictLit([(repr(k), repr(v)) for k, v in members.items()]).lookup(w.text(node.slice, fr, pc))
     if isinstance(node, ast.IfExp):
         # a config object or None: both sides as one conditional object (a value expression cannot hold an object)
         if not any(isinstance(n, ast.Constant) and n.value is None for n in (node.body, node.orelse)):
@@ -1082,8 +1134,11 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
             modules.append(cg.read_module(p, t))
         except SyntaxError:
             continue
+    for m in modules:
+        m.constants.update(set_constants(m))
     w = VllmWalker(modules, platform, lets)
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
+    w.model_hook_fields = model_hook_fields(sources.get(MODEL_HOOKS, ""))
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
     got = speculator_effects(sources)
     w.speculator_fields = got[0] if got else None
@@ -1096,6 +1151,33 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     cec = w.find_method("EngineArgs", "create_engine_config", ARGS_PATH)
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
     return w
+
+
+def set_constants(m: cg.Module) -> dict[str, tuple]:
+    """Module-level ``X = frozenset({A, B})`` / ``set(...)`` / ``{A, B}`` of literals or the module's own literal
+    constants (config/kernel.py FLASHINFER_MOE_EP_BACKENDS): X as the tuple of its values (sorted), which ``in``
+    reads the same way."""
+    out = {}
+    for n in m.tree.body:
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
+            continue
+        v = n.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("frozenset", "set") \
+                and len(v.args) == 1 and not v.keywords:
+            v = v.args[0]
+        if not isinstance(v, (ast.Set, ast.Tuple, ast.List)) or n.value is v and not isinstance(v, ast.Set):
+            continue
+        vals = []
+        for e in v.elts:
+            if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                vals.append(e.value)
+            elif isinstance(e, ast.Name) and isinstance(m.constants.get(e.id), str):
+                vals.append(m.constants[e.id])
+            else:
+                break
+        else:
+            out[n.targets[0].id] = tuple(sorted(vals))
+    return out
 
 
 def generate(sources: dict[str, str]) -> tuple[dict[tuple[str, int], dict[str, Any]], list[VllmWalker]]:
@@ -1485,12 +1567,18 @@ def generate_release(wheel: Path) -> dict[str, Any]:
 def lower_literals(expr: str) -> str:
     """``expr`` with its string literals lower-cased: the evaluator gives the rows every string fact lower-cased
     (kg.analyses.enginechecks.generated_refusals), so ``kv_connector == 'NixlConnector'`` must read 'nixlconnector'."""
-    if not re.search(r"'[^']*[A-Z][^']*'|\"[^\"]*[A-Z][^\"]*\"", expr):
+    if not re.search(r"'[^']*[A-Z][^']*'|\"[^\"]*[A-Z][^\"]*\"|\bupper\(", expr):
         return expr
 
     class Low(ast.NodeTransformer):
         def visit_Constant(self, n: ast.Constant) -> ast.AST:
             return ast.Constant(n.value.lower()) if isinstance(n.value, str) else n
+
+        def visit_Call(self, n: ast.Call) -> ast.AST:  # upper(x) of a lower-cased fact compares as lower(x)
+            self.generic_visit(n)
+            if isinstance(n.func, ast.Name) and n.func.id == "upper":
+                n.func = ast.Name("lower", ast.Load())
+            return n
     return ast.unparse(Low().visit(ast.parse(expr, mode="eval")))
 
 
