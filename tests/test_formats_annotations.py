@@ -37,7 +37,18 @@ def test_github_levels_follow_severity() -> None:
              "findings": [{"rule_id": "r1", "title": "T", "severity": "info", "message": "m", "rule_file": "rules/x.yaml",
                            "rule_line": 7, "techniques": [], "tags": [], "sources": []}]}
     line = render("github", "check", check).splitlines()[0]
-    assert line.startswith("::notice file=rules/x.yaml,line=7,col=1,title=optkg check%3A T::m [r1]")
+    # a pasted command has no file in the user's repository: no file= (the rule file is optkg's own)
+    assert line.startswith("::notice title=optkg check%3A T::m [r1]")
+
+
+def test_an_input_file_without_line_positions_is_annotated_at_its_first_line(tmp_path: Path) -> None:
+    ds = tmp_path / "ds_config.json"  # a DeepSpeed JSON: the finding belongs to the user's file, not rules/*.yaml
+    ds.write_text("{}")
+    check = {"schema_version": "1.0", "kind": "check", "stack": {"name": "s", "source": str(ds)},
+             "findings": [{"rule_id": "r1", "title": "T", "severity": "error", "message": "m", "rule_file": "rules/x.yaml",
+                           "rule_line": 7, "techniques": [], "tags": [], "sources": []}]}
+    line = render("github", "check", check).splitlines()[0]
+    assert line.startswith(f"::error file={str(ds).replace(':', '%3A')},line=1,col=1,title=optkg check%3A T::m [r1]")
 
 
 def test_markdown_comment_table_escapes_pipes() -> None:

@@ -176,9 +176,12 @@ def _check_results(d: dict[str, Any]) -> tuple[list[Result], list[RuleMeta], str
         if where is not None:
             r = Result(f["rule_id"], f["severity"], f["message"], source, where[0], where[1], "", f.get("title", ""),
                        details, f.get("fingerprint", ""), related)
-        else:  # a pasted command has no file: point at the rule that fired
-            r = Result(f["rule_id"], f["severity"], f["message"], rule_loc[0] or None, rule_loc[1], 1, "", f.get("title", ""),
-                       details + [f"stack: {source or stack.get('name')}"], f.get("fingerprint", ""), [])
+        else:  # a pasted command has no file in the user's repository (the rule file is optkg's, not theirs):
+            # no location; an input file optkg reads without line positions (DeepSpeed JSON, TOML) at its line 1
+            own = source if source and not str(source).startswith("-") and os.path.isfile(str(source)) else None
+            r = Result(f["rule_id"], f["severity"], f["message"], own, 1 if own else 0, 1 if own else 0, "",
+                       f.get("title", ""), details + ([] if own else [f"stack: {source or stack.get('name')}"]),
+                       f.get("fingerprint", ""), related)
         results.append(r)
     n = len(results)
     name = stack.get('name', 'stack')
@@ -269,6 +272,8 @@ def to_sarif(kind: str, d: dict[str, Any]) -> dict[str, Any]:
         item: dict[str, Any] = {"ruleId": res.rule_id, "ruleIndex": index[res.rule_id], "level": res.level,
                                 "message": {"text": text}}
         loc = _location(res.file, res.line, res.column)
+        if loc is None and res.related:  # a pasted command: code scanning keeps only located results, so the rule
+            loc = _location(res.related[0][0], res.related[0][1], 1)  # that fired stands in (as before)
         if loc is not None:
             if res.field_path:
                 loc["logicalLocations"] = [{"fullyQualifiedName": res.field_path, "kind": "member"}]
