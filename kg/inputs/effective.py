@@ -248,7 +248,23 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
 def engine_default(engine: str, setting: str, version: str | None, facts: dict[str, Any]) -> tuple[Any, str]:
     """The release default of one ``setting`` for ``facts`` (e.g. ``{gpu_memory_gib, gpu_name_lower}``):
     (value, why), or (None, why) when no entry decides. ``version`` None means the latest known release.
-    ``optkg fit`` and ``optkg check`` read the same table through this and ``effective_configuration``."""
+    ``optkg fit`` and ``optkg check`` read the same table through this and ``effective_configuration``.
+    In a sweep (kg.engine.incremental) an answer without facts is kept per engine, setting and release: the
+    sweep reads the release tables once (kg.core.paths.frozen_stamps), and each stack asks for its memory
+    fraction."""
+    if not facts:
+        from kg.engine.incremental import current
+        session = current()
+        if session is not None:
+            key = ("engine-default", engine, setting, version)
+            hit = session.extra.get(key)
+            if hit is None:
+                hit = session.extra[key] = _engine_default(engine, setting, version, facts)
+            return hit
+    return _engine_default(engine, setting, version, facts)
+
+
+def _engine_default(engine: str, setting: str, version: str | None, facts: dict[str, Any]) -> tuple[Any, str]:
     t = release_tables().get(engine)
     rel = version or latest_release(engine)
     if t is None or rel is None:

@@ -80,6 +80,7 @@ V1_REMOVED_IN = "0.34.0"
 V1_REMOVED_EVIDENCE = "vllm 0.34.0 platforms/interface.py:1485"
 
 
+@lru_cache(maxsize=1024)  # a pure function of plain values: a sweep asks ~3 times per stack with the same ones
 def uses_v2_model_runner(engine_version: str | None, architecture: str | None = None, is_moe: bool = False,
                          is_quantized: bool = False, is_hybrid: bool = False, attention_free: bool = False,
                          speculative_method: str | None = None, pp_size: int = 1,
