@@ -284,6 +284,11 @@ def test_the_model_registry_facts_are_the_served_architectures_in_its_release(ca
     assert (llama["vllm_model__supports_multimodal"], llama["vllm_model__is_hybrid"]) == (False, False)
     assert not any(k.startswith("vllm_model__supports") for k in tf)  # the Transformers backend's class instead
     assert llama["vllm_model__speculators_checkpoint"] is False and llama["vllm_model_cloud_storage"] is False
+    # a release between two read ones: registered in both neighbours; one newer than every read: the newest read
+    st = kg.stack_from_command("vllm serve Qwen/Qwen3-32B", catalog)
+    for release, refused in (("0.28.0", False), ("0.35.0", False), ("0.4.0", True)):
+        st.engine_version = release
+        assert registry_facts(st, st.values())["vllm_architecture_refused"] is refused, release
 
 
 def test_rows_read_the_registry_facts_of_the_served_architecture(catalog):

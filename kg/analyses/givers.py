@@ -22,6 +22,8 @@ OPTKG_OPTIONS = {
                                      "speculative model",
     "tp_spans_nodes": "--nnodes N (or gpus_per_node: in a stack file)",
     "ep_spans_nodes": "--nnodes N (or gpus_per_node: in a stack file)",
+    "vllm_architecture_refused": "a model whose config.json names its architectures, and --engine-version of a "
+                                 "release optkg read (catalog/engines/models/vllm.yaml)",
 }
 HARDWARE_HINT = "--gpu NAME (a GPU optkg knows; `optkg check --help` lists the catalog)"
 

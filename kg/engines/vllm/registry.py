@@ -48,7 +48,8 @@ def table() -> dict[str, Any]:
 
 
 def entry(version: str | None) -> tuple[str, dict[str, Any]] | None:
-    """(release, its registry) for ``version``: the exact release, else None; the newest read without a version."""
+    """(release, its registry) for ``version``: the exact release, else None; the newest read without a version or
+    for a version newer than it (the newer-than-known note is printed elsewhere)."""
     rel = _release_of(str(version) if version else None)
     return None if rel is None else (rel, table()[rel])
 
@@ -64,6 +65,9 @@ def _release_of(version: str | None) -> str | None:
         v = Version(version)
     except InvalidVersion:
         return None
+    newest = max(t, key=Version)
+    if v > Version(newest):  # newer than every release read: the newest knowledge (as kg.inputs.effective does)
+        return newest
     return next((rel for rel in t if Version(rel) == v), None)
 
 
