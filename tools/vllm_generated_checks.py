@@ -1227,40 +1227,11 @@ def simplify(expr: str) -> str:
     True, ``(a if True else b)`` -> a); the text is re-rendered by ast.unparse."""
     tree = ast.parse(expr, mode="eval")
 
-    def const(n: ast.AST) -> Any:
-        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, bool) else None
-
-    class F(ast.NodeTransformer):
-        def visit_UnaryOp(self, n: ast.UnaryOp) -> ast.AST:
-            self.generic_visit(n)
-            if isinstance(n.op, ast.Not) and const(n.operand) is not None:
-                return ast.Constant(not n.operand.value)
-            return n
-
-        def visit_BoolOp(self, n: ast.BoolOp) -> ast.AST:
-            self.generic_visit(n)
-            absorbing = isinstance(n.op, ast.Or)  # True absorbs `or`, False absorbs `and`
-            keep = []
-            for v in n.values:
-                c = const(v)
-                if c is absorbing:
-                    return ast.Constant(absorbing)
-                if c is None:
-                    keep.append(v)
-            if not keep:
-                return ast.Constant(not absorbing)
-            return keep[0] if len(keep) == 1 else ast.BoolOp(op=n.op, values=keep)
-
-        def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
-            self.generic_visit(n)
-            c = const(n.test)
-            if c is not None:
-                return n.body if c else n.orelse
-            return n
-
+    class F(cg.BoolFold):  # checkgen's boolean folding, and truthy(True) -> True
         def visit_Call(self, n: ast.Call) -> ast.AST:
             self.generic_visit(n)
-            if isinstance(n.func, ast.Name) and n.func.id == "truthy" and len(n.args) == 1 and const(n.args[0]) is not None:
+            if isinstance(n.func, ast.Name) and n.func.id == "truthy" and len(n.args) == 1 \
+                    and self.const(n.args[0]) is not None:
                 return n.args[0]
             return n
     out = F().visit(tree)
