@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
 
     from kg.analyses.kvreport import kv_report
     from kg.inputs.modelcfg import load_config_file, resolve_model
-    from kg.output.report import to_json
     from kg.engines import get
 
     for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dcp", args.dcp), ("--block-size", args.block_size),
@@ -129,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         out["kv_budget"] = {"source": budget.source_text(), "kv_bytes": budget.kv_bytes, "error_bytes": budget.error_bytes,
                             "lines": [dict(x.__dict__) for x in budget.lines]}
     if args.format == "json":
+        from kg.output.report import to_json  # the text report below needs none of kg.output (issue 31)
         print(to_json(out), end="")
         return 0
     # the text is printed line by line below; people read it at 100 columns, wrapped like check's report
