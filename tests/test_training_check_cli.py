@@ -23,7 +23,7 @@ def test_70b_job_text_report(cli):
     assert "model states                       15.33 GB" in out
     assert "activations                        26.27 GB" in out
     assert "total                              41.60 GB   of 85.52 GB (49%)" in out
-    assert out.rstrip().splitlines()[-1] == "0 finding(s) · 29 rules held · 0 could not be evaluated"
+    assert out.rstrip().splitlines()[-1] == "0 finding(s) · 30 rules held · 0 could not be evaluated"
     assert not SERVING_WORDS.search(out), SERVING_WORDS.search(out)
 
 
@@ -66,7 +66,7 @@ def test_no_model_says_what_could_not_be_computed(cli):
     assert "No findings" not in out
     assert "training-heads-not-divisible-by-tp: missing num_attention_heads" in out
     # the summary wraps at 100 columns: compared with the wrapping folded
-    assert " ".join(out.split()).endswith("0 finding(s) · 17 rules held · 4 could not be evaluated (missing: "
+    assert " ".join(out.split()).endswith("0 finding(s) · 18 rules held · 4 could not be evaluated (missing: "
                                           "num_attention_heads, num_query_groups, gpu_memory_bytes, total_bytes)")
 
 

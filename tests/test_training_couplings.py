@@ -140,7 +140,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 43  # + deepspeed-zero-untested-optimizer
+    assert len(rs.rules) == 44  # + training-sp-sequence-not-divisible
     bad = []
     for r in rs.rules:
         if not r.evidence:
