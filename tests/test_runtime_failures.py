@@ -307,13 +307,17 @@ def test_bad_support_files_name_file_and_field(tmp_path, doc, expect):
 # --------------------------------------------------------------------------- batch 2: reporters' stacks
 
 def test_vllm_38652_mla_fp8_kv_judge_scores(catalog, rules):
-    s = _command_stack(catalog, "vllm serve deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8 --max-model-len 8192 -tp 8", "vllm", "0.18.1")
+    # the report's GPU (H100, FLASHMLA); both reports are on Hopper, so a Blackwell GPU is not flagged
+    s = _command_stack(catalog, "vllm serve deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8 --max-model-len 8192 -tp 8", "vllm",
+                       "0.18.1", "H100-SXM")
     f = _finding(check_stack(s, catalog, rules), "vllm-mla-fp8-kv-garbled")
     rn = f.failure["reported_numbers"]
     assert round(rn["judge_score_bf16_kv"] - rn["judge_score_fp8_kv"], 2) == 3.54   # 4.61 -> 1.07 on MLA
     assert round(rn["gqa_control_bf16"] - rn["gqa_control_fp8"], 2) == 0.03        # 4.74 -> 4.71 on GQA
     q = _command_stack(catalog, "vllm serve Qwen/Qwen3-235B-A22B --kv-cache-dtype fp8 -tp 8", "vllm", "0.18.1")
     _quiet(check_stack(q, catalog, rules), "vllm-mla-fp8-kv-garbled")
+    s.hardware = catalog.hardware["B200"]
+    _quiet(check_stack(s, catalog, rules), "vllm-mla-fp8-kv-garbled")
 
 
 def test_vllm_11252_gemma2_xformers_soft_cap_50(catalog, rules):
