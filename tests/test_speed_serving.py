@@ -319,3 +319,42 @@ def test_estimator_missing_data_reason_is_one_readable_sentence():
     gemm = ("perf database error: GEMM perf data missing for quant 'int4_wo' at /x/site-packages/a.py available: "
             '["bfloat16", "fp8", "fp8_block"]')
     assert tidy_reason(gemm) == "no measured GEMM data for quant 'int4_wo' (it has bfloat16, fp8, fp8_block)"
+
+
+def _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu):
+    """The (gemm, moe) quant modes speed_for_stack gives the estimator for ``cmd`` (the estimator not run)."""
+    import kg
+    import kg.speed.serving as serving
+    seen = []
+    monkeypatch.setattr(serving, "cached", lambda kind, key, build: build())
+    monkeypatch.setattr(serving, "run_point", lambda p, folder: seen.append(p) or {"not_evaluable": "stub"})
+    stack = kg.stack_from_command(cmd, catalog)
+    stack.hardware = catalog.resolve_hardware(gpu)
+    _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024, concurrency=64)
+    return (seen[0].gemm_quant_mode, seen[0].moe_quant_mode) if seen else None
+
+
+@pytest.mark.parametrize("cmd,gpu,modes", [
+    # weight_block_size [128, 128] in config.json's quantization_config: aiconfigurator-core 0.12.0 classifies the
+    # checkpoint as fp8_block itself (sdk/utils.py:1205-1207, sdk/models/helpers.py:538-540)
+    ("vllm serve Qwen/Qwen3-32B-FP8", "H100", ("fp8_block", None)),
+    ("vllm serve deepseek-ai/DeepSeek-V3 -tp 8", "H200", ("fp8_block", "fp8_block")),
+    ("vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 8", "H200", ("fp8_block", "fp8_block")),
+    # online --quantization fp8 on a BF16 checkpoint is per-tensor (vLLM 0.33.0 model_loader/weight_utils.py:355-362)
+    ("vllm serve Qwen/Qwen3-32B --quantization fp8", "H100", ("fp8", None)),
+])
+def test_a_block_scaled_fp8_checkpoint_is_timed_as_fp8_block_not_per_tensor_fp8(monkeypatch, catalog, check_rules,
+                                                                                cmd, gpu, modes):
+    assert _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu) == modes
+
+
+def test_an_unaligned_block_fp8_expert_shard_is_not_evaluable_in_words():
+    # aiconfigurator-core 0.12.0 sdk/models/moe.py:371-376 refuses Qwen3-235B-A22B-FP8 at moe_tp 8:
+    # 1,536 / 8 = 192 columns, 192 % 128 = 64; the reason says so and that per-tensor FP8 is not put in its place
+    from kg.speed.estimator import tidy_reason
+    raw = ("the estimator has no data for this point: Invalid quantized MoE configuration: (moe_intermediate_size=1536"
+           " / moe_tp_size=8) % weight_block_size=128 != 0. ")
+    want = ("block-scaled FP8 experts (fp8_block): moe_intermediate_size 1,536 / moe_tp_size 8 = 192 columns per GPU is"
+            " not a multiple of the 128-wide weight block, a shape the estimator does not time; per-tensor FP8 timings"
+            " are not substituted")
+    assert tidy_reason(raw) == want and tidy_reason(want) == want

@@ -196,6 +196,10 @@ _MISSING = re.compile(r"^(?:perf database error: )?(?P<what>[\w ]+?) (?:perf )?d
                       r"(?:\{(?P<key>[^}]*)\}|(?P<rest>.*?)(?= at /|$))(?: at /\S*)?(?: available: \[(?P<have>[^\]]*)\]?)?.*$")
 
 
+_BLOCK_SHAPE = re.compile(r"^(?:.*?: )?Invalid quantized MoE configuration: \(moe_intermediate_size=(?P<i>\d+) / "
+                          r"moe_tp_size=(?P<t>\d+)\) % weight_block_size=(?P<b>\d+) != 0\.?\s*$")
+
+
 def _reason(e: BaseException, p: "Point | None" = None) -> str:
     """A one-line reason from an estimator exception: its first line, trimmed, read into words (``tidy_reason``)."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -219,6 +223,12 @@ def tidy_reason(text: str, p: "Point | None" = None) -> str:
         have = ", ".join(x.strip(' "\'') for x in (m.group("have") or "").split(",") if x.strip(' "\''))
         raw = f"no measured {m.group('what')} data for {what}{where}" + (f" (it has {have})" if have else "")
         text = f"{head}: {raw}" if sep else raw
+    b = _BLOCK_SHAPE.match(text)
+    if b:  # aiconfigurator-core 0.12.0 sdk/models/moe.py:371-376 refuses an unaligned block-scaled FP8 expert shard
+        i, t, blk = (int(b.group(k)) for k in "itb")
+        return (f"block-scaled FP8 experts (fp8_block): moe_intermediate_size {i:,} / moe_tp_size {t} = {i / t:,g} "
+                f"columns per GPU is not a multiple of the {blk}-wide weight block, a shape the estimator does not "
+                "time; per-tensor FP8 timings are not substituted")
     return re.sub(r" at /\S+", "", text)
 
 

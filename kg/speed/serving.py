@@ -386,7 +386,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     per_lane_cap = None if run_cap is None else max(1, run_cap // par.pp_size)
     b = want if per_lane_cap is None else min(want, per_lane_cap)
     running = min(wl.concurrency, b * lanes)
-    gq = quant or execution_mode(t, backend, system, wq, values) or t["weight_quant"][wq]
+    gq = quant or execution_mode(t, backend, system, wq, values) or \
+        (d.get("weight_is_fp8_block") and t["weight_quant_block"].get(wq)) or t["weight_quant"][wq]
     kv_mode = t["kv_cache_dtype"][kvd]
     if kv_mode is None:
         kv_mode, why = auto_kv_cache_mode(backend, stack.model, stack.hardware, d)
