@@ -358,3 +358,41 @@ def test_an_unaligned_block_fp8_expert_shard_is_not_evaluable_in_words():
             " not a multiple of the 128-wide weight block, a shape the estimator does not time; per-tensor FP8 timings"
             " are not substituted")
     assert tidy_reason(raw) == want and tidy_reason(want) == want
+
+
+def _speed_stubbed(monkeypatch, catalog, check_rules, cmd, gpu="H100"):
+    """speed_for_stack for ``cmd`` with the estimator stubbed out (its notes and reasons, no timing)."""
+    import kg
+    import kg.speed.serving as serving
+    monkeypatch.setattr(serving, "cached", lambda kind, key, build: build())
+    monkeypatch.setattr(serving, "run_point", lambda p, folder: {"not_evaluable": "stub"})
+    stack = kg.stack_from_command(cmd, catalog)
+    stack.hardware = catalog.resolve_hardware(gpu)
+    return _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024, concurrency=64)
+
+
+@pytest.mark.parametrize("cmd,what", [
+    ("vllm serve meta-llama/Llama-3.1-8B --speculative-config "
+     "'{\"method\":\"eagle3\",\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\"num_speculative_tokens\":3}'",
+     "eagle3, 3 draft tokens per step"),
+    ("vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --speculative-config '{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}'",
+     "deepseek_mtp, 1 draft token per step"),
+])
+def test_speculative_decoding_is_said_to_be_untimed_never_silently_left_out(monkeypatch, catalog, check_rules, cmd, what):
+    # aiconfigurator-core 0.12.0 has no draft-model timing and its MTP (nextn) needs an acceptance rate applied above
+    # it (sdk/engine.py:75-76, :406-408): the numbers are the stack's without speculation, and the Speed section says so
+    sp = _speed_stubbed(monkeypatch, catalog, check_rules, cmd, "H200")
+    assert sp["notes"][0] == (f"speculative decoding ({what}) is not timed: these are the numbers of the same stack "
+                              "without it (the estimator has no draft-model timing, and its MTP timing needs an "
+                              "acceptance rate optkg does not know)")
+    plain = _speed_stubbed(monkeypatch, catalog, check_rules, "vllm serve meta-llama/Llama-3.1-8B", "H200")
+    assert not any(n.startswith("speculative decoding") for n in plain["notes"])
+
+
+def test_weights_offloaded_to_the_host_are_not_timed(monkeypatch, catalog, check_rules):
+    # --cpu-offload-gb 40 at TP 2: 40 GiB of each GPU's weights cross the host link every forward pass, which per-op
+    # GPU timings leave out: not evaluable, with the amount
+    sp = _speed_stubbed(monkeypatch, catalog, check_rules, "vllm serve meta-llama/Llama-3.1-70B -tp 2 --cpu-offload-gb 40")
+    assert sp["status"] == "not_evaluable"
+    assert sp["reasons"] == ["40.00 GiB of weights per GPU are read from host memory in every forward pass "
+                             "(--cpu-offload-gb); the estimator times GPU-resident weights only"]

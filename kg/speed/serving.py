@@ -297,10 +297,35 @@ def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
     out["notes"] += [f"rule {f['rule_id']} ({f['title']}): the engine starts and serves at this speed, but its "
                      "output is wrong" for f in report.get("findings") or []
                      if f.get("severity") == "error" and _starts_but_wrong(f)]
+    offloaded = (report.get("derived") or {}).get("weight_bytes_offloaded_per_gpu")
+    if offloaded:
+        return {**out, "reasons": [
+            f"{offloaded / 2**30:,.2f} GiB of weights per GPU are read from host memory in every forward pass "
+            "(--cpu-offload-gb); the estimator times GPU-resident weights only"]}
+    spec = untimed_speculation(stack)
+    if spec:
+        out["notes"].append(spec)
     try:
         return _compose(stack, report, workload, out, quant)
     except NotEvaluable as e:
         return {**out, "reasons": [str(e)]}
+
+
+def untimed_speculation(stack) -> str | None:
+    """The note for a stack with speculative decoding on, which the estimate leaves out, or None. aiconfigurator-core
+    0.12.0 has no draft-model (EAGLE, draft model, n-gram) timing, and its MTP (``nextn``) scales the step's compute
+    only, the accepted tokens being applied above it (sdk/engine.py:75-76, :406-408): it needs an acceptance rate
+    optkg does not know, so every speculative stack is timed as the same stack without speculation."""
+    values = stack.values()
+    tech = (stack.techniques or {}).get("speculative-decoding")
+    method = values.get("speculative_method") or (tech or {}).get("speculative_method")
+    if tech is None and not method:
+        return None
+    n = values.get("num_speculative_tokens") or (tech or {}).get("num_speculative_tokens")
+    what = ", ".join(str(x) for x in (method, f"{n} draft token{'s' if str(n) != '1' else ''} per step" if n else None) if x)
+    return (f"speculative decoding{f' ({what})' if what else ''} is not timed: these are the numbers of the same "
+            "stack without it (the estimator has no draft-model timing, and its MTP timing needs an acceptance "
+            "rate optkg does not know)")
 
 
 def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
