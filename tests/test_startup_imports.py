@@ -2,6 +2,7 @@
 stand-in module (kg.core.deferred) that keeps ``inspect`` out of a command-line process that never reads it."""
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -28,6 +29,8 @@ def test_a_deferred_module_loads_on_first_read_and_every_importer_sees_it(tmp_pa
     deferred.defer("optkg_deferred_probe")
     import optkg_deferred_probe as early  # binds the stand-in: nothing of the module has run
     assert type(early).__name__ == "_Deferred" and "X" not in vars(early)
+    assert importlib.util.find_spec("optkg_deferred_probe").origin == str(tmp_path / "optkg_deferred_probe.py")
+    assert "X" not in vars(early)  # asking for the spec did not load it
     assert early.f() == 42  # the first read loads the module
     real = sys.modules["optkg_deferred_probe"]
     assert real is not early and type(real).__name__ == "module" and early.X == real.X == 41

@@ -13,6 +13,7 @@ yet (a test session or an embedding program already has it: nothing changes ther
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 
@@ -33,6 +34,11 @@ def defer(name: str) -> None:
     """Put a stand-in for the top-level module ``name`` in ``sys.modules`` unless the module is loaded already."""
     if name in sys.modules:
         return
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return
     stand_in = _Deferred(name)
-    stand_in.__spec__ = None  # `import name` finds it loaded and does not ask it whether it is initializing
+    # the real module's spec (not initializing): `import name` takes the stand-in as loaded, and
+    # importlib.util.find_spec(name) still answers while the stand-in is in place
+    stand_in.__spec__ = spec
     sys.modules[name] = stand_in
