@@ -74,7 +74,7 @@ def test_stack_yaml_zero2_pp_text_report_and_zero1(cli, tmp_path):
     f.write_text(STACK.format(zero="zero-1"))
     code, out, _ = cli("check", str(f))
     assert code == 0 and "ERROR" not in out and "deepspeed-zero-with-pipeline-engine" not in out
-    assert out.rstrip().splitlines()[-1] == "1 finding(s) (1 warning) · 16 rules held · 0 could not be evaluated"
+    assert out.rstrip().splitlines()[-1] == "1 finding(s) (1 warning) · 17 rules held · 0 could not be evaluated"
 
 
 def test_zero3_pp_names_zero3(cli, tmp_path):
@@ -140,7 +140,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 44  # + training-sp-sequence-not-divisible
+    assert len(rs.rules) == 45  # + deepspeed-communication-data-type-invalid
     bad = []
     for r in rs.rules:
         if not r.evidence:

@@ -206,6 +206,7 @@ def _batch_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob, 
                                         and str(job.get("optimizer") or "") not in ("", "adam", "adamw", "adagrad",
                                                                                     "lion", "muon")
                                         and not job.configs.get("ds_allow_untested_optimizer"))
+    ns["ds_communication_data_type"] = job.configs.get("ds_communication_data_type") or ""
     ns["ds_mixed_precision_conflict"] = ""
     # accelerate 1.15.0 DeepSpeedPlugin.__post_init__ (utils/dataclasses.py:1276-1277): a JSON handed over by the HF
     # Trainer / accelerate must have a zero_optimization section

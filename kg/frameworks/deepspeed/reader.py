@@ -89,6 +89,9 @@ def apply_deepspeed_config(job: TrainingJob, data: Any, name: str, where=None) -
     # zero_allow_untested_optimizer (runtime/config.py get_zero_allow_untested_optimizer): lets ZeRO take an optimizer
     # outside zero/utils.py:45-48 ZERO_SUPPORTED_OPTIMIZERS
     job.configs["ds_allow_untested_optimizer"] = data.get("zero_allow_untested_optimizer") is True
+    # communication_data_type (runtime/config.py:217-230): None, or fp32 / fp16 / bf16 in any case
+    cdt = data.get("communication_data_type")
+    job.configs["ds_communication_data_type"] = "" if cdt is None else str(cdt)
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and tpc.get("autotp_size") not in (None, "auto"):
         # AutoTP training (deepspeed >= 0.16.4, runtime/tensor_parallel/config.py): the TP size of the job
