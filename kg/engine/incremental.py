@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Hashable, Mapping
 
 MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
+STATIC_HELD = "no facts match its pattern ("  # kg.engine.rules._fire's reason when the facts decide it alone
 
 def freeze(v: Any) -> Hashable:
     """A hashable key for ``v`` equal to another's only when the two values are of the same types throughout and
@@ -177,6 +178,7 @@ class RuleState:
         self.matches = Memo(4096)  # frozen facts -> what the engine matched
         self.fact_ids: dict[Any, int] = {}  # frozen facts -> a small number, for the firing memo's keys
         self.firings = Memo(200_000)  # (facts number, rule index, values it reads, parent fired) -> Firing
+        self.static: dict[tuple[int, int, bool], Any] = {}  # (facts number, rule index, parent fired) -> Firing
         self.fid = 0
 
     def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], match) -> tuple[dict[str, list], set[int] | None,
@@ -189,6 +191,7 @@ class RuleState:
             if len(self.fact_ids) > 4096:
                 self.fact_ids.clear()
                 self.firings.clear()
+                self.static.clear()
             fid = self.fact_ids[ff] = len(self.fact_ids) + 1 + self.fid
             self.fid = fid
         self.current = fid
@@ -209,11 +212,19 @@ class RuleState:
 
     def firing(self, i: int, vals: dict[str, Any], parent: bool, fire) -> Any:
         """Rule ``i``'s Firing: kept from an earlier stack with the same facts, values it reads and parent outcome,
-        else ``fire()``."""
+        else ``fire()``. A rule found not applicable (another engine or release, a technique it is about absent
+        from the facts, its parent not fired) or held because no fact matches its pattern is kept for those facts
+        and parent outcome whatever the values: kg.engine.rules._fire decides these before reading any value."""
+        skey = (self.current, i, parent)
+        hit = self.static.get(skey)
+        if hit is not None:
+            return hit
         key = (self.current, i, parent, tuple([_key(vals[n]) for n in self.reads[i]]))
         hit = self.firings.get(key)
         if hit is None:
             hit = self.firings.put(key, fire())
+            if hit.outcome == "not_applicable" or (hit.outcome == "held" and hit.reason.startswith(STATIC_HELD)):
+                self.static[skey] = hit
         return hit
 
     def end(self, matched: dict[str, list], vals: dict[str, Any], ff: Any, out: list[Any], parent: list[bool]) -> None:

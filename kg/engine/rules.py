@@ -695,7 +695,8 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
         if absent:
             why = f"needs {' and '.join(absent)} facts, which this input does not provide"
         else:
-            why = f"no facts match its pattern ({r.pattern_text})"
+            from kg.engine.incremental import STATIC_HELD  # a sweep keeps this outcome per facts (RuleState.firing)
+            why = f"{STATIC_HELD}{r.pattern_text})"
         return Firing(r, False, why, outcome=outcome, missing=absent)
     if r.parent and r.parent not in fired_ids:
         return Firing(r, False, f"its parent rule '{r.parent}' did not fire", outcome="not_applicable")
