@@ -282,3 +282,19 @@ def test_sglang_dp_attention_needs_tp_gpus_not_tp_times_dp():
     assert code in (0, 1), err
     c = json.loads(out)["combinations"][0]
     assert c["gpus_needed"] == 8 and c["fits"] is True
+
+
+def test_the_quantization_axis_value_none_is_the_launch_without_the_flag(catalog, check_rules):
+    # sweep --quantization none,fp8 (newuser4 #23): 'none' drops --quantization (and the technique its value chose),
+    # so the BF16 baseline is a row of its own instead of an invalid 'quantization-method-unknown-to-release' row
+    import kg
+    from kg.analyses.sweep_eval import _Applier, _copy_stack
+    base = kg.stack_from_command("vllm serve Qwen/Qwen3-32B --quantization fp8", catalog)
+    applier = _Applier(base, catalog)
+    st = _copy_stack(base)
+    applier.apply(st, "quantization", "none")
+    assert "quantization" not in st.settings and "fp8-inference-kernels" not in st.techniques
+    assert "fp8-inference-kernels" in base.techniques  # the base stack is not touched
+    report = kg.check(st, catalog, check_rules).to_dict()
+    assert report["derived"]["weight_quant"] == "none"
+    assert "quantization-method-unknown-to-release" not in [f["rule_id"] for f in report["findings"]]

@@ -86,6 +86,12 @@ class _Applier:
             name, value = "enable_expert_parallel", value > 1  # vLLM: EP is a switch over all tp x dp ranks
         if name == "enable_dp_attention" and not value and name not in self.specs:
             return  # the engine has no DP-attention switch: off is what it runs
+        if name == "quantization" and str(value).lower() == "none":
+            # sweep --quantization none: the launch without --quantization (the checkpoint's own format)
+            st.settings.pop(name, None)
+            for tid in set(((self.specs.get(name) or {}).get("technique_by_value") or {}).values()):
+                st.techniques.pop(self.catalog.resolve(tid) or tid, None)
+            return
         st.settings[name] = value
         spec = self.specs.get(name)
         by_value = (spec or {}).get("technique_by_value") or {}

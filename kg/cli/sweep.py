@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dcp", metavar="N,N,...", help="dcp_size values, e.g. 1,2,4 (default: the stack's)")
     p.add_argument("--max-num-seqs", metavar="N,N,...", help="running-request caps (vLLM --max-num-seqs, "
                    "SGLang --max-running-requests)")
-    p.add_argument("--quantization", metavar="Q,Q,...", help="--quantization values, e.g. fp8 (default: the stack's)")
+    p.add_argument("--quantization", metavar="Q,Q,...", help="--quantization values, e.g. none,fp8 (none: no --quantization flag; default: the stack's)")
     p.add_argument("--kv-cache-dtype", metavar="D,D,...", help="kv_cache_dtype values, e.g. auto,fp8 (default: the stack's)")
     p.add_argument("--engine", metavar="E,E,...", help="engines to compare, e.g. vllm,sglang (default: the stack's)")
     p.add_argument("--invalid-on", choices=("info", "warning", "error"), default="error",
