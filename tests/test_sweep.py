@@ -298,3 +298,12 @@ def test_the_quantization_axis_value_none_is_the_launch_without_the_flag(catalog
     report = kg.check(st, catalog, check_rules).to_dict()
     assert report["derived"]["weight_quant"] == "none"
     assert "quantization-method-unknown-to-release" not in [f["rule_id"] for f in report["findings"]]
+
+
+def test_the_header_names_every_gpu_of_a_gpu_axis():
+    # newuser4 #26: a sweep over H100 and H200 said "hardware: H100-SXM x8" although half its rows run on H200
+    from conftest import run_cli
+    code, out, err = run_cli("sweep", "--vllm", "vllm serve Qwen/Qwen3-32B --max-model-len 16384", "--tp", "1",
+                             "--gpu", "H100,H200", "--count", "8", "--no-speed")
+    assert code == 0, err
+    assert out.splitlines()[1] == "  model: Qwen/Qwen3-32B (gqa)   engine: vllm   hardware: H100-SXM, H200 x8"

@@ -28,8 +28,10 @@ def render_text(d: dict[str, Any]) -> str:
     b = d["base"]
     w = d.get("workload")
     from kg.core.textsafe import one_line  # names stay on their line (a line break cannot start a line)
+    gpus = [g for g in (d.get("axes") or {}).get("gpu") or [] if g]
+    hw = ", ".join(gpus) if len(gpus) > 1 else (b['hardware'] or '-')  # a GPU axis: every GPU it sweeps, not the first
     out = [f"optkg sweep: {one_line(b['name'])}",
-           f"  model: {one_line(b['model'])} ({b['attention']})   engine: {b['engine'] or '-'}   hardware: {b['hardware'] or '-'}"
+           f"  model: {one_line(b['model'])} ({b['attention']})   engine: {b['engine'] or '-'}   hardware: {hw}"
            f"{' x' + str(d['gpu_count']) if d.get('gpu_count') else ''}",
            f"  KV budget: {d.get('kv_budget_source') or 'unknown'}"]
     if w:
