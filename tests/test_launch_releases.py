@@ -94,3 +94,14 @@ def test_sglang_config_file(catalog, tmp_path):
     st = parse_launch("python -m sglang.launch_server --config sgl.yaml --context-length 4096", catalog, base_dir=tmp_path)
     assert st.settings["tp_size"] == 4 and st.settings["max_model_len"] == 4096  # the command line wins
     assert "dp-attention" in st.techniques and "prefix-caching" in st.techniques  # false store_true: nothing added
+
+
+def test_a_release_older_than_every_scanned_one_says_its_flags_are_not_checked(catalog):
+    # newuser4 #8: SGLang's option table starts at 0.5.2; on 0.4.10 a misspelt --enable-dp-attenton went unread with
+    # no word. The flags are read as 0.5.2's, and the report says a flag 0.4.10 lacks is not caught
+    cmd = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --enable-dp-attenton --dp 8"
+    st = parse_launch(cmd, catalog, engine_version="0.4.10")
+    assert [n for n in st.notes if "older than every release" in n] == [
+        "--cmd: sglang 0.4.10 is older than every release whose options optkg scanned (the oldest: 0.5.2): its "
+        "flags are read as 0.5.2's, and a flag 0.4.10 does not know (a misspelling) is not caught"]
+    assert not [n for n in parse_launch(cmd, catalog, engine_version="0.5.2").notes if "older than every" in n]

@@ -102,6 +102,16 @@ def release_for(data: dict[str, Any], version: str | None) -> tuple[str, bool]:
     return (below[-1] if below else scanned[0]), False
 
 
+def _before_scanned(data: dict[str, Any], version: str | None) -> bool:
+    """Whether ``version`` is older than the oldest scanned release (release_for then stands in with that one)."""
+    from packaging.version import InvalidVersion, Version
+    scanned = [str(r) for r in data.get("scanned") or []]
+    try:
+        return bool(scanned) and version is not None and Version(str(version)) < Version(scanned[0])
+    except (InvalidVersion, ValueError):
+        return False
+
+
 HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
@@ -296,6 +306,10 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
     env = dict(env or {})
     st = Stack(name=f"{engine} command", model=None, engine=engine, source=label)
     st.native_env = dict(env)
+    if release and not assumed and _before_scanned(data, engine_version):
+        st.notes.append(f"{label}: {engine} {engine_version} is older than every release whose options optkg scanned "
+                        f"(the oldest: {release}): its flags are read as {release}'s, and a flag {engine_version} "
+                        "does not know (a misspelling) is not caught")
     known_launch = [list(map(str, x)) for x in table.get("launchers") or []]
     if launch:
         words_l = [program_word(w) for w in launch if w != "env"]
