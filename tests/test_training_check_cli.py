@@ -239,3 +239,17 @@ def test_torchtitan_fsdp_over_cp_without_dp_gets_no_zero1_needs_dp_info(cli, tmp
                          "--micro-batch-size 1 --global-batch-size 8 --seq-length 1024", "--model",
                          "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed")
     assert "INFO  coupling-zero-1-requires-data-parallelism: ZeRO-1 requires DP" in out
+
+
+VERL_FSDP = ("python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-8B "
+             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 trainer.n_gpus_per_node=8 "
+             "data.max_prompt_length=1024 data.max_response_length=2048")
+
+
+def test_verl_fsdp_job_gets_no_megatron_estimator_block(cli):
+    # Megatron-LM's theoretical memory (unsharded, 250 GB) beside an FSDP actor's 39 GB was noise; a Megatron actor keeps it
+    d = json.loads(cli("check", "--train", VERL_FSDP, "--gpu", "H100", "--no-speed", "--format", "json")[1])
+    assert d["stack"]["settings"]["fsdp_sharding"] == "full_shard" and "megatron_theoretical" not in d["derived"]
+    d = json.loads(cli("check", "--train", VERL_FSDP + " actor_rollout_ref.actor.strategy=megatron", "--gpu", "H100",
+                       "--no-speed", "--format", "json")[1])
+    assert "megatron_theoretical" in d["derived"]

@@ -113,3 +113,4 @@ def test_verl_quickstart_overrides_are_all_keys_of_the_config():
            "algorithm.adv_estimator=grpo trainer.logger=['console','wandb'] reward_model.enable=False "
            "actor_rollout_ref.actor.fsdp_config.param_offload=False trainer.n_gpus_per_node=1 trainer.total_epochs=15")
     assert "verl_unknown_overrides" not in parse_training_command(cmd, where="--train").configs
+

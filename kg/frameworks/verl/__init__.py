@@ -59,6 +59,8 @@ class Verl(TrainingFramework):
                  "table": "kg/frameworks/verl/data/0.9.1/_generated_ppo_trainer.yaml"}]
 
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
+        if job.get("fsdp_sharding"):
+            return {}  # FSDP workers (actor strategy fsdp/fsdp2): Megatron-LM's estimator does not describe them
         from kg.frameworks.megatron.memory import theoretical_cross_check
         return {"megatron_theoretical": theoretical_cross_check(job, shape, parallel)}
 
