@@ -132,3 +132,22 @@ def test_every_generated_row_names_a_site_of_the_release():
     assert len(rows()) >= 100
     for r in rows():
         assert r["package"] in ("megatron-core", "megatron-lm") and r["line"] > 0 and r["expr"]
+
+
+def test_a_refusal_a_hand_rule_covers_is_reported_once():
+    # Megatron-LM arguments.py:317 asserts world % (TP x PP x CP) == 0; rule training-world-not-divisible-by-model-
+    # parallel cites that site, so the generator writes no row for it
+    job = parse_training_command("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 16 --bf16 "
+                                 "--micro-batch-size 1 --global-batch-size 64 --seq-length 4096",
+                                 model=resolve_model("meta-llama/Llama-3.1-8B"))
+    assert [f["rule_id"] for f in findings(job)] == []
+    assert "megatron-lm-megatron-training-arguments-317" not in {r["id"] for r in rows()}
+
+
+def test_generated_messages_print_no_unrendered_placeholders():
+    from kg.analyses.training import unplaceholder
+    # the scanner keeps f-string fields as {..} (megatron-lm-core_v0.16.1.yaml, arguments.py:317 and :194)
+    assert unplaceholder("world size ({..}) is not divisible by total_model_size (total_model_size={..})") == \
+        "world size is not divisible by total_model_size"
+    assert unplaceholder("Arguments differ from heterogeneous config: {..}") == \
+        "Arguments differ from heterogeneous config: ..."

@@ -471,9 +471,18 @@ def generated_checks(job: TrainingJob) -> list[dict[str, Any]]:
     return out
 
 
+def unplaceholder(message: str) -> str:
+    """A framework's f-string message as the site scanner keeps it (each ``{expr}`` as ``{..}``), readable: a
+    parenthesised value goes (the finding lists the values after it), any other reads "...": "world size ({..}) is not
+    divisible by total_model_size (total_model_size={..})" -> "world size is not divisible by total_model_size"."""
+    import re
+    return re.sub(r"\{\.\.\}", "...", re.sub(r"\s*\((?:[\w.]+ ?= ?)?\{\.\.\}\)", "", message))
+
+
 def _generated_finding(g: Mapping[str, Any]) -> Finding:
     """A check generated from the framework's released source that fires on the job (kg/frameworks/<name>/checks)."""
     said = g["message"] if g["message"] and not g["message"].startswith(("not ", "(")) else f"assert {g['message']} fails"
+    said = unplaceholder(said)
     return Finding(rule_id=g["rule_id"], title=f"{g['package']} {g['release']} refuses this configuration at startup",
                    severity="error", message=f"{said} ({g['values']})", techniques=[], facts={},
                    numbers={}, cost_dimension="compute", from_dimension="compute", coordinates=[],
