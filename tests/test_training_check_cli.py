@@ -253,3 +253,17 @@ def test_verl_fsdp_job_gets_no_megatron_estimator_block(cli):
     d = json.loads(cli("check", "--train", VERL_FSDP + " actor_rollout_ref.actor.strategy=megatron", "--gpu", "H100",
                        "--no-speed", "--format", "json")[1])
     assert "megatron_theoretical" in d["derived"]
+
+
+def test_megatron_head_dim_and_attention_defaults_are_facts_not_missing(cli):
+    # head_dim = 8192 / 64 = 128 from the given arguments; megatron-core 0.16.1 TransformerConfig defaults
+    # attention_backend auto (transformer_config.py:110) and recompute_modules ["core_attn"] (:1193-1194)
+    cmd = ("torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --tensor-model-parallel-size 4 "
+           "--pipeline-model-parallel-size 2 --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+           "--group-query-attention --num-query-groups 8 --ffn-hidden-size 28672 --seq-length 8192 --micro-batch-size 1 "
+           "--global-batch-size 512 --bf16 --use-flash-attn --recompute-activations --sequence-parallel")
+    d = json.loads(cli("check", "--train", cmd, "--gpu", "H100", "--no-speed", "--format", "json")[1])
+    missing = {n["rule_id"] for n in d["not_evaluable"]}
+    assert {"coupling-flash-attention-requires-head-dim",
+            "coupling-activation-checkpointing-conflicts-with-flash-attention"} & missing == set()
+    assert "coupling-activation-checkpointing-conflicts-with-flash-attention" not in {f["rule_id"] for f in d["findings"]}

@@ -59,6 +59,8 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     ns.update(par)
     shape = job.shape()
     ns.update({k: v for k, v in shape.items() if v is not None})
+    if shape.get("kv_channels"):
+        ns.setdefault("head_dim", shape["kv_channels"])  # the catalog's name (flash-attention couplings)
     if ns.get("num_layers") and ns.get("hidden_size"):
         ns.setdefault("num_experts", 0)
         ns.setdefault("num_moe_layers", 0)

@@ -44,6 +44,15 @@ class Megatron(TrainingFramework):
     def grad_dtype_default(self, job: Any) -> str:
         return "fp32"  # Megatron accumulates into fp32 main_grad buffers (accumulate_allreduce_grads_in_fp32)
 
+    def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
+        """megatron-core 0.16.1 TransformerConfig defaults the couplings read: ``attention_backend`` auto
+        (--attention-backend; transformer_config.py:110) and, with
+        selective recompute, ``recompute_modules`` ["core_attn"] (transformer_config.py:1193-1194)."""
+        out: dict[str, Any] = {"attention_backend": str(job.native.get("--attention-backend") or "auto")}
+        if "--recompute-modules" not in job.native:
+            out["recompute_modules"] = ["core_attn"]
+        return out
+
     def wording(self) -> dict[str, str]:
         return {"params": "parameters: Megatron's most loaded shard, (layers of the first stage + embedding)/TP, "
                           "routed experts /EP",
