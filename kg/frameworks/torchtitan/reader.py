@@ -58,8 +58,18 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     from kg.core.tomlio import loads_toml
     d = loads_toml(text, name)  # bounded: digits, nesting (kg.core.tomlio)
     job = job_from_sections(d, text, name, resolver, world_size)
-    invalid_toml_fields(job, d, text, name)
+    toml_release(job, d, text, name)
     return job
+
+
+def toml_release(job: TrainingJob, d: dict[str, Any], text: str, name: str) -> None:
+    """A TOML job config is torchtitan <= 0.2.x's format: 0.3.0's ConfigManager takes --module / --config from
+    config_registry and has no TOML loader (config/manager.py at 0.3.0), so the job is read as 0.2.1
+    (--framework-version still wins), and its keys are checked against 0.2.x's JobConfig."""
+    job.framework_version = "0.2.1"
+    job.notes.append("a TOML job config is read as torchtitan 0.2.1, the last release that loads TOML (0.3.0 "
+                     "takes --module / --config); give --framework-version 0.2.0 for that release")
+    invalid_toml_fields(job, d, text, name)
 
 
 def invalid_toml_fields(job: TrainingJob, d: dict[str, Any], text: str, name: str) -> None:
@@ -134,7 +144,7 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
         # config/job_config.py:248-251, train.py:193-197): local 8 at DP 8 is a global batch of 64 sequences
         job.set("gradient_accumulation_steps", 1, at("training.global_batch_size"))
         job.notes.append("global_batch_size not given: torchtitan uses local_batch_size x data-parallel degree "
-                         "(gradient accumulation 1; torchtitan 0.3.0 trainer.py:415-419)")
+                         "(gradient accumulation 1; torchtitan 0.2.1 train.py:193-197, 0.3.0 trainer.py:415-419)")
     put("seq_length", tr.get("seq_len"), "training.seq_len")
     comp = d.get("compile") or {}
     if isinstance(comp, dict) and comp.get("enable") is not None:
@@ -227,6 +237,7 @@ def parse_torchtitan_command(text: str, model=None, where: str = "--cmd", base_d
     # torchtitan 0.3.0 config/manager.py:34-45; 0.2.1 config/job_config.py parse_args_from_command_line)
     cli = _overrides(sections, flags, where, skip=("--job.config_file", "--job.config-file"))
     job = job_from_sections(_typed(sections, cli), text, str(p), resolver, world, cli=cli)
+    toml_release(job, sections, text, str(p))
     job.model = model or job.model
     return job
 
