@@ -288,3 +288,12 @@ def test_torchtitan_toml_is_read_as_the_last_release_that_loads_toml(cli):
     assert any(n.startswith("a TOML job config is read as torchtitan 0.2.1") for n in job.notes)
     _, d = _json(cli, str(TT_CASE), "--framework-version", "0.2.0", "--count", "16")
     assert d["stack"]["framework_version"] == "0.2.0"
+
+
+def test_torchtune_builtin_config_name_says_to_copy_it_to_a_yaml(cli):
+    # torchtune's README form: `tune run <recipe> --config llama3_1/8B_full` names a config the package ships
+    code, out, err = cli("check", "--train", "tune run --nproc_per_node 8 full_finetune_distributed --config "
+                         "llama3_1/8B_full", "--gpu", "H100")
+    assert code == 2 and err.strip() == (
+        "optkg: error: --train: --config llama3_1/8B_full names a torchtune built-in config, which optkg does not "
+        "bundle; copy it with `tune cp llama3_1/8B_full my_config.yaml` and give that YAML's path")

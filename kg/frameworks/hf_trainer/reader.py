@@ -306,6 +306,11 @@ def _config_file_args(cmd, base: Path, where: str) -> tuple[list[tuple[list[str]
         if not path:
             continue
         p = find_file(path, [base])
+        if p is None and cmd.launcher == "tune" and not path.endswith((".yaml", ".yml", ".json")):
+            # torchtune's `tune run <recipe> --config <name>`: a name like llama3_1/8B_full is one of the configs
+            # torchtune ships (its README; `tune ls` lists them), which optkg does not bundle
+            raise OptkgError(f"{where}: --config {path} names a torchtune built-in config, which optkg does not "
+                             f"bundle; copy it with `tune cp {path} my_config.yaml` and give that YAML's path")
         if p is None:
             raise OptkgError(f"{where}: config '{path}' not found")
         out.append((config_args(load_yaml(p).data, str(p)), p))
