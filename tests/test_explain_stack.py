@@ -54,3 +54,15 @@ def test_explain_ranks_paths_and_shows_the_most_direct(cli):
     assert max(len(x) for x in text.splitlines()) <= 100
     _, out, _ = cli("explain", "tensor-parallelism", "decode-context-parallelism", "--all", "--format", "json")
     assert len(json.loads(out)["paths"]) == 41
+
+
+def test_training_job_file_is_read_as_check_reads_it(cli):
+    # the README's training stack (framework: + training:), which the serving stack reader refuses: read as a
+    # training job (kg.analyses.training.training_facts): Megatron TP 8 PP 4, distributed optimizer, no ZeRO-3
+    from conftest import REPO
+    code, out, err = cli("explain", "tensor-parallelism", "zero-3-fsdp", "--stack",
+                         str(REPO / "examples" / "llama-3.1-70b-megatron-train.yaml"), "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["stack"], d["paths_total"], d["left_out"]) == ("llama-3.1-70b-megatron-train.yaml", 9, 34)
+    assert not any("is not used at the training stage" in r and "tensor-parallelism" in r for r in d["left_out_reasons"])

@@ -64,14 +64,20 @@ def filter_paths(g, paths: list[list[Any]], stack: Stack) -> tuple[list[dict[str
 
     kept: ``[{"path": steps, "unknown": [fact names]}]``; left_out: ``[{"path": steps, "why": text}]``."""
     ns, stage = stack_namespace(stack)
-    present = set(stack.techniques)
+    return filter_paths_over(g, paths, ns, stage, stack.engine, set(stack.techniques))
+
+
+def filter_paths_over(g, paths: list[list[Any]], ns: dict[str, Any], stage: str | None, engine: str | None,
+                      present: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``filter_paths`` over given facts: ``ns``, the ``stage``, the serving ``engine`` (None for a training
+    job) and the techniques ``present`` (a training job's: kg.analyses.training.training_facts)."""
     functions = {"has": present.__contains__}
     kept, left = [], []
     for p in paths:
         unknown: list[str] = []
         why = None
         for s in p:
-            why, miss = _why_not(g, s, ns, stage, stack.engine, functions)
+            why, miss = _why_not(g, s, ns, stage, engine, functions)
             if why:
                 break
             unknown += [m for m in miss if m not in unknown]

@@ -86,10 +86,18 @@ def run(args: argparse.Namespace) -> int:
     out: dict = {"schema_version": "1.0", "kind": "explain", "from": a}
     lines: list[str] = []
     # a stack given is read (and refused when it is bad) for one technique as for two: never ignored
-    stack = None
+    stack = training = None
     if any(getattr(args, k, None) is not None for k in ("stack", "cmd", "vllm", "sglang", "config")):
         from kg.cli.common import stack_from_args
-        stack = stack_from_args(args, cat)
+        try:
+            stack = stack_from_args(args, cat)
+        except OptkgError:
+            # a training job file (framework + training:, a DeepSpeed JSON, a TOML ...) or command, which the
+            # serving stack reader refuses: read as `check` reads it
+            from kg.cli.check_training import wants_training
+            if not wants_training(args):
+                raise
+            training = _training_view(args, cat)
     else:  # a stack option without a stack would be silently ignored: say so instead
         given = [f"--{k.replace('_', '-')}" for k in ("gpu", "count", "engine_version", "kv_budget_gib", "max_model_len",
                                                       "request_len", "isl", "osl") if getattr(args, k, None) is not None]
@@ -108,8 +116,13 @@ def run(args: argparse.Namespace) -> int:
             raise OptkgError(f"--top: expected a positive integer, found {args.top}")
         every = rank_paths(g, coupling_paths(g, a, b, max_len=args.depth, limit=200))
         unknown: list[list[str]] = [[] for _ in every]
-        if stack is not None:
+        if training is not None:
+            from kg.analyses.explain import filter_paths_over
+            kept, left = filter_paths_over(g, every, training["ns"], "training", None, training["techniques"])
+        elif stack is not None:
             kept, left = filter_paths(g, every, stack)
+        if stack is not None or training is not None:
+            stack = stack or training["view"]
             every, unknown = [k["path"] for k in kept], [k["unknown"] for k in kept]
             out["stack"] = stack.name
             out["left_out"] = len(left)
@@ -177,3 +190,20 @@ def run(args: argparse.Namespace) -> int:
         from kg.output.report import fit_width
         print(fit_width(join_lines(lines)))  # output for people fits 100 columns; names stay on their line
     return 0
+
+
+def _training_view(args: argparse.Namespace, catalog) -> dict:
+    """A training job file or command (the stack `check` reads as training: framework + training) as explain's
+    stack: its namespace and techniques from kg.analyses.training.training_facts."""
+    from types import SimpleNamespace
+
+    from kg.analyses.training import training_facts
+    from kg.cli.check_training import build_job
+    for k in ("model", "seq_length", "micro_batch_size", "global_batch_size", "framework_version", "gpu_memory_gib",
+              "train"):
+        if not hasattr(args, k):
+            setattr(args, k, None)
+    job = build_job(args, catalog)
+    _, ns, _ = training_facts(job)
+    name = Path(str(args.stack)).name if getattr(args, "stack", None) else job.name
+    return {"ns": ns, "techniques": set(ns.get("techniques") or ()), "view": SimpleNamespace(name=name)}
