@@ -151,3 +151,15 @@ def dataclass_namespace(given: Mapping[str, Any], fields: Mapping[str, Mapping[s
         elif "default" in spec:
             ns[f"{prefix}__{name}"] = spec["default"]
     return ns
+
+
+def unknown_keys_finding(bad: list[list[str]], what: str, *, rule_id: str, package: str, release: str, path: str,
+                         line: int, values: str, expr: str, url: str, table: str, hint: str = "") -> list[dict[str, Any]]:
+    """One finding for the keys a framework refuses at startup (``bad``: [where, nearest known key or ""]), each
+    "<where> is not <what> (did you mean <near>?)", in the shape of ``findings``; [] when there are none."""
+    if not bad:
+        return []
+    message = "; ".join(f"{where} is not {what}" + (f" (did you mean {near}?)" if near else "") for where, near in bad) \
+        + "; this report reads the job without " + ("it" if len(bad) == 1 else "them") + hint
+    return [{"rule_id": rule_id, "package": package, "release": release, "path": path, "line": line,
+             "message": message, "values": values, "expr": expr, "url": url, "table": table}]

@@ -51,18 +51,14 @@ class HFTrainer(TrainingFramework):
 
 def unknown_accelerate_keys(job: Any) -> list[dict[str, Any]]:
     """The accelerate config keys accelerate 1.15.0 refuses (kg.frameworks.hf_trainer.reader._unknown_accelerate_keys)."""
-    bad = job.configs.get("accelerate_unknown_keys") or []
-    if not bad:
-        return []
-    return [{"rule_id": "accelerate-config-unknown-key", "package": "accelerate", "release": "1.15.0",
-             "path": "accelerate/commands/config/config_args.py", "line": 154,
-             "message": "; ".join(f"{where} is not a key of an accelerate config" + (f" (did you mean {near}?)" if near
-                                                                                    else "") for where, near in bad)
-             + "; this report reads the job without " + ("it" if len(bad) == 1 else "them"),
-             "values": "ValueError: The config file at ... had unknown keys ([...])",
-             "expr": "a top-level key that is no field of ClusterConfig / SageMakerConfig",
-             "url": "https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate/commands/config/config_args.py#L154-L159",
-             "table": "kg/frameworks/hf_trainer/data/accelerate-config-keys-1.15.0.yaml"}]
-
+    from kg.frameworks.checkrows import unknown_keys_finding
+    return unknown_keys_finding(
+        job.configs.get("accelerate_unknown_keys") or [], "a key of an accelerate config",
+        rule_id="accelerate-config-unknown-key", package="accelerate", release="1.15.0",
+        path="accelerate/commands/config/config_args.py", line=154,
+        values="ValueError: The config file at ... had unknown keys ([...])",
+        expr="a top-level key that is no field of ClusterConfig / SageMakerConfig",
+        url="https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate/commands/config/config_args.py#L154-L159",
+        table="kg/frameworks/hf_trainer/data/accelerate-config-keys-1.15.0.yaml")
 
 FRAMEWORKS = (HFTrainer(),)

@@ -44,19 +44,15 @@ class Verl(TrainingFramework):
 
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         """Hydra overrides of keys verl's struct config lacks (kg.frameworks.verl.reader.struct_misses)."""
-        bad = job.configs.get("verl_unknown_overrides") or []
-        if not bad:
-            return []
-        return [{"rule_id": "verl-override-of-unknown-key", "package": "verl", "release": "0.9.1",
-                 "path": "verl/trainer/config/_generated_ppo_trainer.yaml", "line": 1,
-                 "message": "; ".join(f"{where} is not a key of verl's config" + (f" (did you mean {near}?)" if near else
-                                                                                   "") for where, near in bad)
-                 + "; this report reads the job without " + ("it" if len(bad) == 1 else "them")
-                 + " (a new key needs a leading +)",
-                 "values": "hydra: Could not override '<key>'. Key '<key>' is not in struct",
-                 "expr": "an override without + of a key the composed trainer config does not define",
-                 "url": "https://github.com/volcengine/verl/blob/v0.9.1/verl/trainer/config/_generated_ppo_trainer.yaml",
-                 "table": "kg/frameworks/verl/data/0.9.1/_generated_ppo_trainer.yaml"}]
+        from kg.frameworks.checkrows import unknown_keys_finding
+        return unknown_keys_finding(
+            job.configs.get("verl_unknown_overrides") or [], "a key of verl's config",
+            rule_id="verl-override-of-unknown-key", package="verl", release="0.9.1",
+            path="verl/trainer/config/_generated_ppo_trainer.yaml", line=1, hint=" (a new key needs a leading +)",
+            values="hydra: Could not override '<key>'. Key '<key>' is not in struct",
+            expr="an override without + of a key the composed trainer config does not define",
+            url="https://github.com/volcengine/verl/blob/v0.9.1/verl/trainer/config/_generated_ppo_trainer.yaml",
+            table="kg/frameworks/verl/data/0.9.1/_generated_ppo_trainer.yaml")
 
     def cross_checks(self, job, memory, shape, parallel) -> dict[str, Any]:
         if job.get("fsdp_sharding"):
