@@ -157,14 +157,18 @@ WHY = {
                          "typo hints of coupling conditions no longer rate every known name (2.0 s -> 0.5 s). Measured "
                          "here at load 8-12 on 2 cores, where a second core is not free; on a quiet machine the "
                          "per-file work (~1 ms) over two cores is ~5 s of 10,000 files, plus graph and rules",
-    "optkg sweep": "since 2026-12-07 a sweep is incremental (kg.engine.incremental): a rule, generated engine-check "
-                   "row or attention-backend fact whose inputs equal an earlier stack's keeps its result (~13 % of "
-                   "the rules and few rows re-run per stack; same reports as a fresh run: "
-                   "tests/test_sweep_incremental.py), 2.2-2.4x fewer CPU-s per stack. What remains per stack is "
-                   "building the facts themselves (stack_facts: KV layout, budget, plan, capacity, engine facts, "
-                   "~50 %), the effective engine configuration (~10 %), the ~15-30 rules that read a per-stack "
-                   "value such as kv_tokens_per_gpu (~20 %) and the report (~10 %); 1,000 stacks/s needs the "
-                   "facts computed incrementally too (per-step inputs declared), not built"
+    "optkg sweep": "a sweep is incremental (kg.engine.incremental): a rule, generated engine-check row, option "
+                   "default, support fact or attention-backend fact whose inputs equal an earlier stack's keeps "
+                   "its result, rules decided before they read a value are kept per technique set, rule "
+                   "expressions are compiled to closures, and a rules-only combination does not write the whole "
+                   "report (same rows and reports as a fresh check: tests/test_sweep_incremental.py); 2026-12-07 "
+                   "sweep4: ~2x fewer CPU-s per stack (~2 ms). What remains per stack: the facts themselves "
+                   "(stack_facts ~54 %: the generated check rows ~20 % with ~20 of 101 rows looked up again, "
+                   "engine facts ~9 %, the KV layout, budget, plan and capacity ~17 %, which change with every "
+                   "TP x DCP x KV point), the ~16 rules per stack that read a per-stack value such as "
+                   "kv_tokens_per_gpu (~23 %) and the effective configuration (~12 %); 1,000 stacks/s needs the "
+                   "KV steps and the effective configuration computed per changed input, and rule memo keys on "
+                   "the names a rule actually read"
 }
 
 
