@@ -144,6 +144,17 @@ def build_job(args: argparse.Namespace, catalog):
         from kg.inputs.stack import check_engine_version
         job.framework_version = check_engine_version(args.framework_version, "--framework-version",
                                                      "a framework version number")
+        from kg.core.relcmp import Release
+        from kg.frameworks.registry import get as framework_of
+        known = [r.version for r in framework_of(job.framework).releases]
+        try:
+            newer = bool(known) and Release(job.framework_version) > max(Release(v) for v in known)
+        except ValueError:  # not a release number (packaging's InvalidVersion)
+            newer = False
+        if newer:
+            latest = str(max(Release(v) for v in known))
+            job.notes.append(f"{job.framework} {job.framework_version} is newer than the latest release optkg knows "
+                             f"({latest}): checked with the knowledge of {latest}")
     if job.model is None and not job.shape().get("num_layers"):
         job.notes.append("no model: give --model/--config or the framework's own shape flags to size memory")
     return job
