@@ -268,6 +268,9 @@ def test_deepspeed_hostfile_leaves_zero_3_memory_not_evaluable(cli, ds_z3):
     assert {f["rule_id"] for f in d["findings"]} & {"training-memory-exceeds-gpu",
                                                    "coupling-zero-1-requires-data-parallelism"} == set()
     assert any("the GPU count is unknown; give --count" in n for n in d["notes"])
+    assert d["stack"]["gpu_count_unknown"] is True
+    code, out, _ = cli("check", "--train", DS70.format(flags="--hostfile hostfile", ds=ds_z3), "--gpu", "H100")
+    assert "GPUs: H100-SXM, count unknown (give --count)" in out
 
 
 @pytest.mark.parametrize("value", ["gpu", "auto"])

@@ -534,6 +534,8 @@ def training_report(job: TrainingJob, rules: RuleSet, catalog=None) -> TrainingR
              "model": job.model.name if job.model else None, "gpu": (job.hardware or {}).get("id"),
              "source": job.source, "settings": dict(sorted(job.settings.items())),
              "techniques": list(ns.get("techniques") or [])}
+    if "world_size" in job.unknown:
+        stack["gpu_count_unknown"] = True  # the launcher's count is not in the input (kg.inputs.training.argv)
     if job.configs.get("framework_assumed"):
         stack["framework_assumed"] = job.configs["framework_assumed"]
     speed = job_speed(job, derived, findings)

@@ -33,6 +33,8 @@ def gpus_phrase(d: Mapping[str, Any]) -> str:
     if given and world:
         n = f"{world:,} GPU" + ("" if world == 1 else "s")
         return f"{world:,} x {gpu}" if gpu else f"{n} (GPU model not given)"
+    if st.get("gpu_count_unknown"):  # the launcher sizes the job from something optkg cannot read (a hostfile)
+        return f"{gpu}, count unknown (give --count)" if gpu else "count unknown (give --count)"
     uses = f" (the layout uses {world:,})" if world else ""
     return f"{gpu}, count not given{uses}" if gpu else f"not given{uses}"
 
