@@ -44,6 +44,7 @@ ABSENT = "__absent__"   # a dict key a step did not return (its declaration leav
 LET_AT = 48           # a merged value longer than this gets a name of its own (``lets``)
 FIT_NODES = 200       # a sub-expression named to bring a row or value within the cost limits: at most this many nodes
 FIT_ROUNDS = 64
+FIT_PART = 300        # a path condition longer than this, in a path over the limits, is named whole
 NEVER_FIRES = ("its row can never be true: every way to a refusal reads a value the walk could not model (__unknown__, "
                "directly or through a let)")
 FIT_MAX_CHARS = 40_000  # a value longer than this is left unknown rather than cut into lets
@@ -213,6 +214,8 @@ class SglWalker(cg.Walker):
         self.unk_lets: set[str] = set()  # lets whose value may be unknown
         self.let_names: dict[str, str] = {}  # let text -> its name (a sub-expression named twice is one let)
         self.sa_consts: dict[str, tuple] | None = None
+        self.losing_why = ""
+        self.fitted: dict[str, str | None] = {}  # fit's answers by text (a site is reached with the same path often)
         self.losing = ""
 
     # ------------------------------------------------------------------ inputs
@@ -366,10 +369,16 @@ class SglWalker(cg.Walker):
                 continue
             self.over_limit = ""
             self.decl[f] = self.sg_bind(self.merge(old, v, conds, first=False))
-            if f in self.trace and self.unknownish(self.decl[f]) and not self.unknownish(old):
+            if f in self.trace and ((self.unknownish(self.decl[f]) and not self.unknownish(old))
+                                    or (self.bare_unknown(self.decl[f]) and not self.bare_unknown(old))):
                 why = self.losing or self.over_limit
                 where = " > ".join(fn.name for fn in self.current[-3:]) + (f": {why}" if why else "")
                 self.trace_log.append((f, where, cg.conj(conds)[:160]))
+
+    @staticmethod
+    def bare_unknown(v: Any) -> bool:
+        """Unknown on every path (not only under a condition): what makes a row reading it never fire."""
+        return v is TAINT or v is None or (isinstance(v, Expr) and v.text == cg.UNK)
 
     def unknownish(self, v: Any) -> bool:
         if v is TAINT or v is None:
@@ -412,10 +421,16 @@ class SglWalker(cg.Walker):
         evaluated where the row first reads it (kg.analyses.enginechecks._LetFacts), so ``and`` / ``or`` / ``if``
         still short-circuit as written: the row means the same. Long architecture tuples of a membership test
         (``hf__architecture in (...)``, sglang overrides.py:491 _dsa_kv_cache_dtype_default) are what overflows."""
-        from kg.engine.expr import ExprError, compile_expr
-        from kg.engines.sglang.checkns import FUNCTIONS
         if len(text) > FIT_MAX_CHARS:
             return None
+        if text in self.fitted:
+            return self.fitted[text]
+        self.fitted[text] = out = self.fit_rounds(text)
+        return out
+
+    def fit_rounds(self, text: str) -> str | None:
+        from kg.engine.expr import ExprError, compile_expr
+        from kg.engines.sglang.checkns import FUNCTIONS
         for _ in range(FIT_ROUNDS):
             try:
                 compile_expr(text, tuple(FUNCTIONS))
@@ -725,7 +740,11 @@ class SglWalker(cg.Walker):
             if isinstance(e, (ast.Tuple, ast.List)):
                 if len(e.elts) == len(target.elts):
                     for t, x in zip(target.elts, e.elts):
-                        self.assign(t, Expr(ast.unparse(x)), fr, pc)
+                        # an element keeps its parentheses: ``(a if truthy(a) else b) == 'dsa'``, never
+                        # ``a if truthy(a) else b == 'dsa'`` (attention_backends_of(view): 14 rows at d26b28c)
+                        text = ast.unparse(x)
+                        atom = isinstance(x, (ast.Name, ast.Constant, ast.Call, ast.Tuple, ast.List))
+                        self.assign(t, Expr(text if atom else f"({text})"), fr, pc)
                     return
             elif e is not None and cg.free_names(v.text) and cg.UNK not in cg.free_names(v.text):
                 for i, t in enumerate(target.elts):
@@ -822,13 +841,16 @@ class SglWalker(cg.Walker):
             return Expr(repr(cg.NONE))
         try:
             out = self.invoke(hit[0], hit[1], None, [snap], {}, conds)
-        except Untranslatable:
+        except Untranslatable as e:
             out = TAINT
+            self.losing_why = f"{fn.id}: {e}"
         if isinstance(out, Dict_):
             self.declare(dict(out.env), conds)
         else:
             keys = self.possible_keys(ast.Call(func=fn, args=[], keywords=[]), fr)
-            self.lose(f"post-process pass {fn.id}", keys, conds)
+            self.lose(f"post-process pass {fn.id}" + (f" ({self.losing_why})" if self.losing_why else ""), keys,
+                      conds)
+            self.losing_why = ""
         return Expr(repr(cg.NONE))
 
     # ------------------------------------------------------------------ model
@@ -1247,7 +1269,10 @@ class SglWalker(cg.Walker):
         conds = [c for c in conds if c != "True"]
         text = cg.conj(conds) if conds else "True"
         if len(text) > cg.MAX_TEXT and not cg.has_unknown(conds):  # checkgen would drop it: name parts as lets
-            self.sites.setdefault((path, line), []).append(self.fit(text))
+            # a long condition of the path is named whole first (a conjunct is read only once the ones before it
+            # held, like a let), then the conjunction is fitted if it is still over the limits
+            parts = [self.new_let(c) if len(c) > FIT_PART and self.fit(c) == c else c for c in conds]
+            self.sites.setdefault((path, line), []).append(self.fit(cg.conj(parts)))
             return
         super().site(path, line, conds)
 
@@ -1277,8 +1302,13 @@ def simplify(text: str) -> str:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
         return text
-    out = ast.unparse(cg.BoolFold().visit(tree))
-    return out if out != ast.unparse(ast.parse(text, mode="eval")) else text
+    folded = cg.BoolFold().visit(tree)
+    out = ast.unparse(folded)
+    if out == ast.unparse(ast.parse(text, mode="eval")):
+        return text
+    # keep the term whole: the walk joins path conditions with " and ", so an ``or`` must keep its parentheses
+    # (``(a != 'mooncake' or b)`` folded to ``a != 'mooncake' or b`` made kv_shard_hook.py:61 fire on any layer split)
+    return out if isinstance(folded.body, (ast.Constant, ast.Name, ast.Call, ast.Compare)) else f"({out})"
 
 
 def _reraises(h: ast.ExceptHandler) -> bool:
