@@ -524,23 +524,17 @@ def _specifiers(spec: str) -> SpecifierSet:
     return SpecifierSet(spec)
 
 
-_VERSION_OK: dict[tuple[int, str | None, str | None], tuple[Rule, tuple[bool, str]]] = {}
-
-
 def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
-    """(whether ``rule`` applies to ``engine`` at ``version``, why not). Memoised per rule object, engine and
-    version: a sweep asks the same question for every rule of every stack. Keyed by the object (kept in the
-    entry, so its id is not reused): each technique set's generated coupling rules are new objects with the same
-    ids, and keyed by id a sweep's technique sets evicted each other's entries."""
-    key = (id(rule), engine, version)
-    hit = _VERSION_OK.get(key)
-    if hit is not None and hit[0] is rule:
-        return hit[1]
-    if len(_VERSION_OK) > 65536:
-        _VERSION_OK.clear()
-    res = _version_ok_uncached(rule, engine, version)
-    _VERSION_OK[key] = (rule, res)
-    return res
+    """(whether ``rule`` applies to ``engine`` at ``version``, why not). Memoised on the rule object itself, per
+    engine and version: a sweep asks the same question for every rule of every stack, and each technique set's
+    generated coupling rules are new objects with the same ids. The memo lives and dies with its rule: a module
+    table holding the rules kept every RuleSet a process loaded alive (212 MiB over 100 check calls)."""
+    memo = rule.__dict__.setdefault("_version_memo", {})
+    key = (engine, version)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _version_ok_uncached(rule, engine, version)
+    return hit
 
 
 def _version_ok_uncached(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
