@@ -116,16 +116,14 @@ def same(a: Any, b: Any) -> bool:
     return False  # another type: not known to be equal
 
 
-_RULE_READS: dict[int, tuple[Any, tuple[str, ...]]] = {}
-
-
 def rule_reads(r: Any) -> tuple[str, ...]:
     """The names rule ``r``'s condition, numbers, severity bands and message read, plus ``techniques`` when it calls
-    a function beyond kg.engine.expr.FUNCTIONS (``has``), sorted. Once per rule object: a sweep's stacks run
-    several subsets of one ruleset (kg.knowledge.couplings.ruleset_for), which share their Rule objects."""
-    hit = _RULE_READS.get(id(r))
-    if hit is not None and hit[0] is r:
-        return hit[1]
+    a function beyond kg.engine.expr.FUNCTIONS (``has``), sorted. Once per rule object, kept on the rule itself (it
+    lives and dies with the rule; no table holds rules): a sweep's stacks run several subsets of one ruleset
+    (kg.knowledge.couplings.ruleset_for), which share their Rule objects."""
+    hit = r.__dict__.get("_sweep_reads")
+    if hit is not None:
+        return hit
     import ast
 
     from kg.core.template import _FIELD, MAX_TEMPLATE
@@ -140,10 +138,7 @@ def rule_reads(r: Any) -> tuple[str, ...]:
     for m in _FIELD.finditer(r.message[:MAX_TEMPLATE] if isinstance(r.message, str) else ""):
         if m.group(1) is not None:
             names.add(m.group(1).partition(":")[0])
-    if len(_RULE_READS) > 20_000:
-        _RULE_READS.clear()
-    out = tuple(sorted(names))
-    _RULE_READS[id(r)] = (r, out)  # the rule is kept: its id is not reused meanwhile
+    out = r.__dict__["_sweep_reads"] = tuple(sorted(names))
     return out
 
 
