@@ -47,7 +47,7 @@ FIT_ROUNDS = 64
 FIT_PART = 300        # a path condition longer than this, in a path over the limits, is named whole
 NEVER_FIRES = ("its row can never be true: every way to a refusal reads a value the walk could not model (__unknown__, "
                "directly or through a let)")
-FIT_MAX_CHARS = 40_000  # a value longer than this is left unknown rather than cut into lets
+FIT_MAX_CHARS = 400_000  # a value longer than this is left unknown rather than cut into lets (kv_cache_dtype: 42,017)
 COST_ERRORS = ("expression is ", "expression nests deeper")  # kg/engine/expr.py's wording of its cost limits
 
 # platform facts (runtime_context._PLATFORM_PROBES / _PLATFORM_VALUES) and the utils/common.py probes behind them
