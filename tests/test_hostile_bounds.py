@@ -59,11 +59,12 @@ def test_a_baseline_nested_100000_deep_is_an_error_in_check_validate_and_place(t
 def test_a_sweep_estimated_over_its_time_bound_is_refused_before_it_runs():
     """hostile_inputs_turn3.md #13: ``sweep --tp 1..100 --dcp 1..100`` (10,000 combinations) took 47 s; the limit of
     100,000 allowed ~8 minutes. The first 3 combinations are timed and the rest refused (a combination costs
-    a few CPU ms: at least ~1 ms even on a fast machine, so 10,000 of them are over 10 s)."""
-    axis = ",".join(str(i) for i in range(1, 101))
+    a few CPU ms. 90,000 here: with the incremental sweep a combination costs ~1.9 ms on 2 workers, so 10,000 were
+    estimated at ~9.5 s, just under the bound; 90,000 are ~84 s, far over it on any machine."""
+    axis = ",".join(str(i) for i in range(1, 301))
     code, out, err = run_cli("sweep", "--vllm", f"vllm serve {Q}", "--gpu", "H200", "--count", "65536",
                              "--tp", axis, "--dcp", axis)
-    line = one_line_error(code, err, "10,000 combinations would take about", "timed on the first 3",
+    line = one_line_error(code, err, "90,000 combinations would take about", "timed on the first 3",
                           "over the bound of 10 s", "--max-seconds")
     assert out == "", line
 
