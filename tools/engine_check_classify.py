@@ -33,6 +33,7 @@ UNKNOWABLE_KINDS = {
     "packages": "depends on which Python packages / kernels are installed",
     "internal": "an invariant of the engine's own code (abstract method, unreachable branch, internal state)",
     "request": "checks a request or per-call argument, not the startup configuration",
+    "devices": "reads the GPUs the serving machine's driver reports or the worker's visible devices",
 }
 # (kind, field it searches: function|condition|message|exc|all, regex)
 UNKNOWABLE: list[tuple[str, str, str]] = [
