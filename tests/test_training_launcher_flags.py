@@ -309,3 +309,38 @@ def test_framework_version_newer_than_any_known_release_says_so(cli):
            "0.3.0" in d["notes"]
     _, d = _json(cli, str(TT_CASE), "--framework-version", "0.2.0", "--count", "16", "--no-speed")
     assert not [n for n in d["notes"] if "newer than" in n]
+
+
+@pytest.mark.parametrize("config,granularity", [
+    # torchtitan 0.3.0 models/llama3/config_registry.py: llama3_70b passes activation_checkpoint=FullAC.Config(),
+    # llama3_8b SelectiveAC.Config() (per-op SAC)
+    ("llama3_70b", "full"), ("llama3_8b", "selective")])
+def test_torchtitan_registry_config_recomputes_as_its_activation_checkpoint_class(config, granularity):
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_command
+    job = parse_torchtitan_command(f"torchrun --nproc_per_node=8 -m torchtitan.train --module llama3 --config {config}")
+    assert job.get("recompute_granularity") == granularity
+
+
+def test_torchtitan_published_70b_registry_recipe_is_not_a_memory_error(cli):
+    # newuser5 #6: torchtitan's own llama3_70b (FullAC, TP 8, local batch 8 x 8,192 tokens) on 64 H100 was read as
+    # "recompute none" (activations 213.78 GB, ERROR training-memory-exceeds-gpu). Full recompute, SP: 80 layers x
+    # the layer input 2 x 8,192 x 8 x 8,192 B / TP 8 = 128 MiB per layer (Korthikanti et al. 2022 Table 2)
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node=8 --nnodes=8 -m torchtitan.train --module llama3 "
+                       "--config llama3_70b", "--gpu", "H100")
+    assert code == 0, out
+    assert "recompute full" in out and "(80 layers x 1 micro-batches in flight, 128.0 MiB per layer)" in out
+    assert "training-memory-exceeds-gpu" not in out
+
+
+def test_torchtitan_toml_without_activation_checkpoint_recomputes_selectively_as_torchtitan_does(tmp_path):
+    # torchtitan 0.2.1 config/job_config.py ActivationCheckpoint: mode = "selective", selective_ac_option = "2"
+    # (every second block fully checkpointed); option "1" checkpoints every block, i.e. full
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_command
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 8192\n')
+    job = parse_torchtitan_command(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {toml}")
+    assert job.get("recompute_granularity") == "selective"
+    assert any("one block in 2 fully checkpointed" in n and "upper bound" in n for n in job.notes), job.notes
+    toml.write_text(toml.read_text() + '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "1"\n')
+    job = parse_torchtitan_command(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {toml}")
+    assert job.get("recompute_granularity") == "full"

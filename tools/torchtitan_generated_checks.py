@@ -86,6 +86,9 @@ def registry(sources: dict[str, str], section_classes: dict[str, str]) -> dict[s
             sections: dict[str, dict[str, Any]] = {}
             for k in call.keywords:
                 v = local_calls.get(k.value.id) if isinstance(k.value, ast.Name) else k.value
+                if k.arg == "activation_checkpoint":
+                    sections["activation_checkpoint"] = {"mode": _ac_mode(v)}
+                    continue
                 if not isinstance(v, ast.Call) or ast.unparse(v.func) not in by_class:
                     continue
                 sec = by_class[ast.unparse(v.func)]
@@ -98,3 +101,17 @@ def registry(sources: dict[str, str], section_classes: dict[str, str]) -> dict[s
                 sections[sec] = vals
             out.setdefault(parts[2], {})[fn.name] = sections
     return out
+
+
+# torchtitan 0.3.0's activation-checkpointing classes (distributed/activation_checkpoint.py: FullAC :166,
+# SelectiveAC :185 per-op, MemoryBudgetAC :290) as the 0.2.x TOML's activation_checkpoint.mode names them
+AC_CLASSES = {"FullAC.Config": "full", "SelectiveAC.Config": "selective", "MemoryBudgetAC.Config": "memory_budget"}
+
+
+def _ac_mode(v: ast.expr | None) -> str:
+    """The mode a registry config's ``activation_checkpoint=`` gives: its class, ``none`` for None, else unknown."""
+    if isinstance(v, ast.Constant) and v.value is None:
+        return "none"
+    if isinstance(v, ast.Call):
+        return AC_CLASSES.get(ast.unparse(v.func), cg.UNK)
+    return cg.UNK

@@ -160,11 +160,11 @@ def job_from_sections(d: dict[str, Any], text: str, name: str, resolver=None, wo
         job.set("ac_memory_budget", True, at("activation_checkpoint.mode"))
         job.notes.append(f"{at('activation_checkpoint.mode')} memory_budget: activations are sized without "
                          "recomputation (an upper bound; torch.compile picks what to recompute under the budget)")
-    elif mode is not None:
-        if mode not in ("none", "selective", "full"):
-            raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective, full or memory_budget, "
-                             f"found {mode!r}")
-        job.set("recompute_granularity", mode, at("activation_checkpoint.mode"))
+    elif mode is not None and mode not in ("none", "selective", "full"):
+        raise OptkgError(f"{at('activation_checkpoint.mode')} must be none, selective, full or memory_budget, "
+                         f"found {mode!r}")
+    else:
+        _recompute(job, mode, str(ac.get("selective_ac_option", "2")), at)
     conv = model.get("converters") or []
     # converter names: "float8" (0.1.0), "quantize.linear.float8" / "quantize.grouped_mm.float8" (0.2.x
     # components/quantization/float8.py:237-238 register_model_converter)
@@ -258,6 +258,28 @@ def _overrides(sections: dict[str, Any], flags: dict[str, Any], where: str, skip
             sections[sec][key] = val
             cli[f"{sec}.{key}"] = f"{where}: {flag}"
     return cli
+
+
+def _recompute(job: TrainingJob, mode: str | None, option: str, at) -> None:
+    """Activation checkpointing as torchtitan applies it. No mode given is torchtitan's default, selective
+    (0.2.x config/job_config.py ActivationCheckpoint.mode = "selective" with selective_ac_option "2"; 0.3.0
+    trainer.py:108-110 SelectiveAC.Config). Selective is layer-level in 0.2.x with an integer option N (every
+    N-th block fully checkpointed, distributed/activation_checkpoint.py:27-50; N = 1 is every block) and per-op
+    otherwise (0.3.0 activation_checkpoint.py:185-289: matmul outputs saved except every second one). Both
+    store less than Megatron's selective recomputation (the attention core alone), as which optkg sizes them:
+    an upper bound on activations."""
+    where = at("activation_checkpoint.mode")
+    if mode is None:
+        mode = "selective"
+        where = f"{where} (torchtitan default)"
+    if mode == "selective" and option == "1":
+        mode = "full"
+    job.set("recompute_granularity", mode, where)
+    if mode == "selective":
+        kind = (f"one block in {option} fully checkpointed" if option.isdigit() else "per-op: every second matmul "
+                "output and the element-wise ops recomputed")
+        job.notes.append(f"{where}: selective activation checkpointing ({kind}) is sized as Megatron's selective "
+                         "recomputation, an upper bound on activations (torchtitan stores less)")
 
 
 REGISTRY = Path(__file__).parent / "data" / "config-registry-0.3.0.yaml"
