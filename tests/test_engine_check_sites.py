@@ -458,3 +458,52 @@ def test_every_committed_sglang_table_row_can_refuse():
     d = next(d for d in all_sites() if (d["engine"], d["release"]) == ("sglang", "0.5.23"))
     firing = Firing({str(x["name"]): str(x["expr"]) for x in d.get("lets") or []})
     assert [s["id"] for s in d["sites"] if s["class"] == "table" and not firing.fires(s["expr"])] == []
+
+
+def _refused_on(cmd: str, gpu: str, release: str, catalog) -> list[tuple[str, int]]:
+    import kg
+    from kg.analyses.check import stack_facts
+    st = kg.stack_from_command(cmd, catalog)
+    st.hardware, st.gpu_count, st.engine_version = catalog.resolve_hardware(gpu), 1, release
+    got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)["engine_check_refusals"]
+    return [(r["path"], r["line"]) for r in got]
+
+
+def test_a_literal_alias_and_a_platform_imported_inside_a_function_are_read_as_vllm_does(catalog):
+    # config/kv_transfer.py:135-136 (0.34.0; :115 at 0.33.0): kv_role not in get_args(KVRole), KVRole =
+    # Literal[KVProducer, KVConsumer] of two Literal aliases ('kv_producer', 'kv_both' / 'kv_consumer', 'kv_both')
+    base = "vllm serve meta-llama/Llama-3.1-8B --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", "
+    for release, line in (("0.34.0", 136), ("0.33.0", 115)):
+        assert ("vllm/config/kv_transfer.py", line) in _refused_lines(base + "\"kv_role\": \"kv_producr\"}'",
+                                                                      release, catalog)
+        assert _refused_lines(base + "\"kv_role\": \"kv_both\"}'", release, catalog) == []
+    # config/mamba.py:86-98 (0.34.0): `from vllm.platforms import current_platform` inside __post_init__; stochastic
+    # rounding with the Triton Mamba backend needs the SM 10.x family, and any of it needs CUDA (:89)
+    cmd = "vllm serve nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 --enable-mamba-cache-stochastic-rounding"
+    assert ("vllm/config/mamba.py", 98) in _refused_on(cmd, "H100-SXM", "0.34.0", catalog)
+    assert ("vllm/config/mamba.py", 98) not in _refused_on(cmd, "B200", "0.34.0", catalog)
+    assert ("vllm/config/mamba.py", 89) in _refused_on(cmd, "MI300X", "0.34.0", catalog)
+    assert ("vllm/config/mamba.py", 89) not in _refused_on(cmd, "B200", "0.34.0", catalog)
+
+
+def test_a_vllm_value_over_the_expression_limit_is_cut_into_lets_not_left_unknown():
+    """VllmWalker.fit: a merged value over checkgen's MAX_TEXT names its largest parts as lets (evaluated before the
+    row), so the rest of the walk still reads it; the same text twice is one let."""
+    import vllm_generated_checks as vg
+    w = vg.VllmWalker([], vg.PLATFORMS[0], [])
+    parts = [f"(tensor_parallel_size == {i} and pipeline_parallel_size > {i})" for i in range(60)]
+    text = "(" + " or ".join(parts) + ")"
+    assert len(text) > 2000
+    got = w.bind(text)
+    assert isinstance(got, vg.cg.Expr) and len(got.text) <= vg.cg.MAX_TEXT
+    lets = dict(w.lets)
+    from kg.engine.expr import evaluate
+    from kg.frameworks.checkrows import FUNCTIONS
+
+    def value(tp: int, pp: int) -> bool:
+        facts = {"tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+        for name, t in w.lets:
+            facts[name] = evaluate(t, facts, FUNCTIONS)
+        return evaluate(got.text, facts, FUNCTIONS)
+    assert value(7, 8) is True and value(7, 7) is False and value(70, 99) is False
+    assert w.bind(text).text == got.text and dict(w.lets) == lets

@@ -49,6 +49,13 @@ PLATFORM_KINDS = {"nvidia": "cuda", "amd": "rocm"}
 JSON_FIELD = "{field}__{key}"
 
 
+# fit (VllmWalker.fit): a part named as a let has at most this many syntax nodes; at most this many rounds; a value
+# longer than FIT_MAX_CHARS is left unknown (tools/sglang_generated_checks.py's limits)
+FIT_NODES = 200
+FIT_ROUNDS = 64
+FIT_MAX_CHARS = 400_000
+COST_ERRORS = ("expression is ", "expression nests deeper")  # kg/engine/expr.py's wording of its cost limits
+
 # the per-architecture hooks VllmConfig.try_verify_and_update_config runs (not walked: see model_hook_attrs)
 MODEL_HOOKS = "vllm/model_executor/models/config.py"
 
@@ -181,7 +188,9 @@ class VllmWalker(cg.Walker):
         self.input_info: dict[str, dict[str, Any]] = {}
         envs = self.modules.get("vllm/envs.py")
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
+        self.fitted = {}
 
+    fitted: dict[str, str | None]
     opaque_calls_forget_args = True  # checkgen: a call not followed that is handed a config forgets its fields
     pure_calls = frozenset(READ_ONLY_CALLS)
     branch_conditions = True
@@ -296,11 +305,103 @@ class VllmWalker(cg.Walker):
 
     def bind(self, text: str) -> Any:
         """checkgen's bind, but a value already named (by this or the other platform's walk) keeps its name, so
-        rows the two walks both reach compare equal by text."""
+        rows the two walks both reach compare equal by text; a value over the expression limits is fitted (its
+        largest parts named as lets, ``fit``) instead of becoming unknown."""
         for name, t in self.lets:
             if t == text:
                 return cg.Expr(name)
+        if len(text) > cg.MAX_TEXT:
+            fitted = self.fit(text)
+            if fitted is None:
+                return cg.TAINT
+            for name, t in self.lets:
+                if t == fitted:
+                    return cg.Expr(name)
+            text = fitted
         return super().bind(text)
+
+    def site(self, path: str, line: int, conds: list[str]) -> None:
+        """checkgen's site, but a path condition over the expression limits is fitted into lets (``fit``) instead of
+        being left untranslated as too long."""
+        if conds and not cg.has_unknown(conds):
+            text = cg.conj(conds)
+            if len(text) > cg.MAX_TEXT:
+                fitted = self.fit(text)
+                if fitted is not None:
+                    self.sites.setdefault((path, line), []).append(fitted)
+                    return
+        super().site(path, line, conds)
+
+    def as_text(self, v: Any, boolean: bool = False) -> str:
+        if isinstance(v, cg.Expr) and len(v.text) > cg.MAX_TEXT:  # fitted rather than "too long"
+            fitted = self.fit(v.text)
+            if fitted is not None:
+                v = cg.Expr(fitted)
+        return super().as_text(v, boolean)
+
+    def new_let(self, text: str) -> str:
+        for name, t in self.lets:
+            if t == text:
+                return name
+        name = f"_v{len(self.lets)}"
+        self.lets.append((name, text))
+        return name
+
+    def fit(self, text: str) -> str | None:
+        """``text`` within the expression language's cost limits (kg/engine/expr.py: 2,000 characters, 400 syntax
+        nodes, 40 levels; checkgen's MAX_TEXT), its largest sub-expressions of at most ``FIT_NODES`` nodes named as
+        lets, as often as needed; None when it cannot be. tools/sglang_generated_checks.py fit, for vLLM's lets: a
+        let is evaluated before the row (kg.analyses.enginerows.row_outcome) and one that cannot be (a missing
+        input, ``__unknown__``) leaves every row reading it not evaluable, so a named part never changes what a
+        row refuses, only whether it is evaluated."""
+        if len(text) > FIT_MAX_CHARS:
+            return None
+        if text not in self.fitted:
+            self.fitted[text] = self._fit_rounds(text)
+        return self.fitted[text]
+
+    def _fit_rounds(self, text: str) -> str | None:
+        from kg.engine.expr import ExprError, compile_expr
+        from kg.frameworks.checkrows import FUNCTIONS
+        for _ in range(FIT_ROUNDS):
+            try:
+                compile_expr(text, tuple(FUNCTIONS))
+                if len(text) <= cg.MAX_TEXT:
+                    return text
+            except ExprError as e:
+                if not str(e).startswith(COST_ERRORS):
+                    return None
+            try:
+                tree = ast.parse(text.replace("\n", " "), mode="eval")
+            except (SyntaxError, RecursionError, MemoryError):
+                return None
+            sizes: dict[int, int] = {}
+
+            def size_of(n: ast.AST) -> int:
+                sizes[id(n)] = 1 + sum(size_of(c) for c in ast.iter_child_nodes(n))
+                return sizes[id(n)]
+            size_of(tree.body)
+            best: tuple[int, ast.AST] | None = None
+            for n in ast.walk(tree.body):
+                if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
+                    continue
+                size = sizes[id(n)]
+                if size <= FIT_NODES and n.end_col_offset - n.col_offset <= cg.MAX_TEXT \
+                        and (best is None or size > best[0]):
+                    best = (size, n)
+            if best is None or best[0] < 4:
+                return None
+            seg = ast.unparse(best[1])
+            if not cg.free_names(seg):
+                return None
+            name = self.new_let(seg)
+            node = best[1]
+
+            class Put(ast.NodeTransformer):
+                def visit(self, n: ast.AST) -> ast.AST:
+                    return ast.Name(name, ast.Load()) if n is node else super().visit(n)
+            text = ast.unparse(Put().visit(tree))
+        return None
 
     # ---- classes
     def dataclass_fields(self, cls: str, path: str | None = None) -> dict[str, tuple[ast.AST | None, str]] | None:
@@ -374,6 +475,16 @@ class VllmWalker(cg.Walker):
         return t if cg.is_unknown(t) else simplify(t)
 
     def stmt(self, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> None:
+        if isinstance(s, ast.ImportFrom) and s.module and s.level == 0 and s.module.startswith("vllm"):
+            # an import inside a function (``from vllm.platforms import current_platform``, mamba.py:86 at 0.34.0):
+            # the name resolves like a module-level import of the same module (checkgen leaves it unknown)
+            m = self.modules.get(fr.path)
+            for a in s.names:
+                local = a.asname or a.name
+                fr.locals.pop(local, None)
+                if m is not None and a.name != "*":
+                    m.imports.setdefault(local, f"{s.module}.{a.name}")
+            return
         if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
                 and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "maybe_override_with_speculators"):
             self.lineno = s.lineno
@@ -691,6 +802,11 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         except cg.Untranslatable:
             return None
         return cg.Expr(f"({kv} == {wanted!r} or ({kv} == 'MultiConnector' and truthy({cg.UNK})))")
+    if name == "get_args" and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
+        # typing.get_args of a module-level Literal alias (config/kv_transfer.py:13 ``KVRole = Literal[KVProducer,
+        # KVConsumer]``): its values, nested aliases flattened as typing does
+        got = literal_alias(w, node.args[0], fr.path)
+        return cg.Expr(repr(got)) if got is not None else None
     if name == "is_cloud_storage" and len(node.args) == 1 and ast.unparse(node.args[0]) == "self.model":
         # transformers_utils/utils.py:18-31 (0.34.0): an s3:// / gs:// / az:// model path (kg.engines.vllm.registry)
         return cg.Expr("truthy(vllm_model_cloud_storage)")
@@ -736,6 +852,40 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             return None
         if served_model_config(w, v):
             return cg.Expr(MODEL_METHODS[name])
+    return None
+
+
+def literal_alias(w: "VllmWalker", n: ast.AST, path: str, depth: int = 0) -> tuple | None:
+    """The values of ``Literal[...]`` that name ``n`` is assigned at module level (in ``path`` or the scanned module it
+    is imported from), a nested alias's values in place and duplicates dropped (typing's get_args); None for anything
+    else (a Union, a name outside the scanned modules, a non-literal element)."""
+    if depth > 6 or not isinstance(n, ast.Name):
+        return None
+    m = w.modules.get(path)
+    if m is None:
+        return None
+    for st in m.tree.body:
+        target = (st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else
+                  st.target if isinstance(st, ast.AnnAssign) else None)
+        if isinstance(target, ast.Name) and target.id == n.id and st.value is not None:
+            v = st.value
+            if not (isinstance(v, ast.Subscript) and ast.unparse(v.value).split(".")[-1] == "Literal"):
+                return None
+            out: list = []
+            for e in (v.slice.elts if isinstance(v.slice, ast.Tuple) else [v.slice]):
+                if isinstance(e, ast.Constant) and isinstance(e.value, (str, int)) and not isinstance(e.value, bool):
+                    vals: tuple | None = (e.value,)
+                else:
+                    vals = literal_alias(w, e, path, depth + 1)
+                if vals is None:
+                    return None
+                out += [x for x in vals if x not in out]
+            return tuple(out)
+    origin = m.imports.get(n.id)
+    if origin and "." in origin:
+        mod = w.module_of(origin.rsplit(".", 1)[0], path)
+        if mod is not None:
+            return literal_alias(w, ast.Name(origin.rsplit(".", 1)[1]), mod.path, depth + 1)
     return None
 
 
