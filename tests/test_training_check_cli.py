@@ -267,3 +267,29 @@ def test_megatron_head_dim_and_attention_defaults_are_facts_not_missing(cli):
     assert {"coupling-flash-attention-requires-head-dim",
             "coupling-activation-checkpointing-conflicts-with-flash-attention"} & missing == set()
     assert "coupling-activation-checkpointing-conflicts-with-flash-attention" not in {f["rule_id"] for f in d["findings"]}
+
+
+MIXTRAL_FLAGS = ("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --seq-length 4096 --max-position-embeddings 32768 "
+                 "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --normalization "
+                 "RMSNorm --swiglu --untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8 "
+                 "--num-experts 8 --moe-router-topk 2 --micro-batch-size 1 --global-batch-size 256 --bf16 "
+                 "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8 "
+                 "--use-distributed-optimizer --sequence-parallel --tokenizer-type Llama2Tokenizer")
+
+
+def test_megatron_moe_without_moe_ffn_hidden_size_sizes_experts_at_ffn_hidden_size(cli):
+    # newuser5 #10 (Megatron-LM's Mixtral 8x7B recipe flags): megatron-core 0.16.1 transformer_config.py:1054-1055
+    # sets moe_ffn_hidden_size = ffn_hidden_size when it is not given; the activations read 'x None' (0 wide)
+    code, out, _ = cli("check", "--train", MIXTRAL_FLAGS, "--gpu", "H100")
+    assert "MoE: 32 layers store activations for top-2 experts x 14336 per token" in out, out
+    assert "x None per token" not in out
+
+
+def test_megatron_job_without_a_vocabulary_says_its_total_leaves_out_the_embedding(cli):
+    # Llama2Tokenizer reads its vocabulary from --tokenizer-model, which the command does not give: the embedding,
+    # output layer and logits are 0 in the estimate, and the report says so beside the total
+    code, out, _ = cli("check", "--train", MIXTRAL_FLAGS, "--gpu", "H100")
+    assert ("vocabulary size not known (give --vocab-size, --tokenizer-model or a model): the embedding, output layer "
+            "and logits are not counted, so the total is low") in out, out
+    code, out, _ = cli("check", "--train", MIXTRAL_FLAGS + " --vocab-size 32000", "--gpu", "H100")
+    assert "vocabulary size not known" not in out

@@ -246,6 +246,9 @@ def training_memory(job: Any) -> TrainingMemory:
     padded = fw.padded_vocab(vocab, tp, job)
     pc = param_counts(shape, padded)
     acc: list[str] = []
+    if not vocab:
+        acc.append("vocabulary size not known (give --vocab-size, --tokenizer-model or a model): the embedding, "
+                   "output layer and logits are not counted, so the total is low")
     # parameters on the most loaded rank
     L = shape["num_layers"]
     first = g("num_layers_in_first_pipeline_stage")

@@ -260,6 +260,10 @@ class TrainingJob:
             out.setdefault("kv_channels", out["hidden_size"] // out["num_attention_heads"])
             out.setdefault("num_query_groups", out["num_attention_heads"])
             out.setdefault("ffn_hidden_size", 4 * out["hidden_size"])
+        if (out.get("num_experts") or 0) > 1 and not out.get("moe_ffn_hidden_size") and out.get("ffn_hidden_size"):
+            # megatron-core 0.16.1 transformer/transformer_config.py:1054-1055: an expert's FFN is ffn_hidden_size
+            # when --moe-ffn-hidden-size is not given
+            out["moe_ffn_hidden_size"] = out["ffn_hidden_size"]
         if "moe_layer_freq" in out and out.get("num_layers") and "num_moe_layers" not in out:
             f = out["moe_layer_freq"] or 1
             out["num_moe_layers"] = sum(1 for i in range(out["num_layers"]) if i % f == 0)
