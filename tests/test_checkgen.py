@@ -133,3 +133,42 @@ def test_an_imported_object_is_compared_only_by_identity():
              [cg.Obj("args", lambda a: cg.Expr(a))], {}, [])
     got = {line: r["expr"] for (_, line), r in cg.rows(w).items()}
     assert got == {8: "(dtype == 'torch.float32')"}
+
+
+def test_a_function_returning_an_unmodelled_value_on_one_branch_keeps_its_other_returns():
+    # VllmConfig.num_speculative_tokens (0.34.0 config/vllm.py:587-599): the speculative config's value where it is
+    # given, then a branch the walk cannot read (diffusion_config); a walker with unknown_returns keeps the first
+    src = ("def n(args):\n    if args.spec is not None:\n        return args.spec\n"
+           "    if opaque(args):\n        return 7\n    return 0\n\n\ndef check(args):\n"
+           "    if n(args) > 4:\n        raise ValueError('too many')\n")
+    m = cg.read_module("m.py", src)
+
+    class Keep(cg.Walker):
+        unknown_returns = True
+    for walker, kept in ((cg.Walker, False), (Keep, True)):
+        w = walker([m])
+        w.invoke(m.functions["check"], "m.py", None, [cg.Obj("args", lambda a: cg.Expr(a))], {}, [])
+        if not kept:
+            assert ("m.py", 11) not in w.sites or w.sites[("m.py", 11)] == [None]
+            continue
+        (expr,) = w.sites[("m.py", 11)]
+        assert evaluate(expr, {"spec": 5}, FUNCTIONS) is True
+        assert evaluate(expr, {"spec": 3}, FUNCTIONS) is False
+        with pytest.raises(MissingFact):  # no speculative config: the branch the walk could not read
+            evaluate(expr, {"spec": NONE}, FUNCTIONS)
+
+
+@pytest.mark.parametrize("expr, can_fire", [
+    ("truthy(__unknown__ if c else False)", False),  # 0.33.0 vllm.py:3489's shape: true nowhere it evaluates
+    ("not (('__none__' if w == '__none__' else __unknown__) == '__none__')", False),
+    ("P and (m <= (0 if not P else __unknown__ if not not P else '__none__'))", False),  # 0.34.0 vllm.py:2294
+    ("not truthy(_v1) and (__unknown__ if not truthy(_v1) else 3) > 1", False),
+    ("(a or b) and (__unknown__ if (a or b) else 1) == 1", False),
+    ("x == 1 and truthy(y)", True),
+    ("_v2 > 3", True),
+    ("x and x == 3", True),
+])
+def test_a_row_true_on_no_stack_is_told_by_the_values_its_parts_can_take(expr, can_fire):
+    from row_firing import ValueFiring
+    assert ValueFiring({"_v1": "__unknown__ if a == 1 else False", "_v2": "b if c else __unknown__"}).fires(expr) \
+        is can_fire

@@ -507,3 +507,30 @@ def test_a_vllm_value_over_the_expression_limit_is_cut_into_lets_not_left_unknow
         return evaluate(got.text, facts, FUNCTIONS)
     assert value(7, 8) is True and value(7, 7) is False and value(70, 99) is False
     assert w.bind(text).text == got.text and dict(w.lets) == lets
+
+
+def test_every_committed_vllm_table_row_can_refuse():
+    """A row true on no stack refuses nothing (0.33.0 vllm.py:3489 read 'truthy(__unknown__ if .. else False)'):
+    14 such rows of 0.33.0 and 9 of 0.34.0 were counted covered at 77bfec5. tools/row_firing.py tells them by the
+    values a row's parts can take; the generator leaves their sites not covered."""
+    from row_firing import ValueFiring
+    for d in all_sites():
+        if d["engine"] != "vllm":
+            continue
+        firing = ValueFiring({str(x["name"]): str(x["expr"]) for x in d.get("lets") or []})
+        assert [s["id"] for s in d["sites"] if s["class"] == "table" and not firing.fires(s["expr"])] == [], \
+            d["release"]
+
+
+def test_a_speculator_field_filled_only_where_none_keeps_a_given_value():
+    # 0.34.0 v1/worker/gpu/spec_decode: suffix/config.py:26-28, dspark/config.py:80-85 and speculator_config.py:
+    # 280-282 set num_speculative_tokens only `if spec.num_speculative_tokens is None`; a field also stored
+    # unguarded (model here) may change whatever the user gave
+    from vllm_speculators import filled_when_none
+    src = ("class C:\n    @classmethod\n    def configure(cls, spec):\n"
+           "        if spec.num_speculative_tokens is None:\n            spec.num_speculative_tokens = 3\n"
+           "        if spec.x and spec.method is None:\n            spec.method = 'mtp'\n"
+           "        spec.model = 'draft'\n")
+    files = {"vllm/v1/worker/gpu/spec_decode/c/config.py": src}
+    assert filled_when_none(files, ["method", "model", "num_speculative_tokens"]) == ["method",
+                                                                                     "num_speculative_tokens"]

@@ -909,6 +909,8 @@ class Walker:
             self.depth -= 1
         return self.result(fr)
 
+    unknown_returns = False  # a subclass may keep a function's known returns beside one it cannot model
+
     def result(self, fr: Frame) -> Any:
         if not fr.returns:
             return Expr(repr(NONE))
@@ -917,13 +919,22 @@ class Walker:
         acc: Any = Expr(repr(NONE)) if not fr.dead else None
         for conds, v in reversed(fr.returns):
             v = _scalar(v)
-            if has_unknown(conds) or not isinstance(v, Expr):
+            if self.unknown_returns and has_unknown(conds):
+                # this return and every later one (their conditions carry its unknown exit) are one value the walk
+                # cannot model, reached where the known conditions of the returns before it do not hold
+                acc = Expr(UNK)
+                continue
+            if has_unknown(conds) or (not isinstance(v, Expr) and not (conds and self.unknown_returns)):
                 return TAINT
+            if not isinstance(v, Expr):
+                # a value the walk cannot model, returned under a known condition: __unknown__ there (an
+                # expression reaching it is not evaluated, while the other returns still are), as merge does
+                v = Expr(UNK)
             if acc is None or not conds:
                 acc = v
                 continue
             acc = Expr(f"({v.text} if {conj(conds)} else {acc.text})")
-        return acc if acc is not None else TAINT
+        return acc if acc is not None and acc.text != UNK else TAINT
 
     # ---------------------------------------------------------------------------------- statements
     def eff(self, fr: Frame, pc: list[str]) -> list[str]:

@@ -35,7 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
-from vllm_speculators import SPEC_DIR, speculator_effects  # noqa: E402
+from row_firing import ValueFiring  # noqa: E402
+from vllm_speculators import SPEC_DIR, filled_when_none, speculator_effects  # noqa: E402
 
 NONE = cg.NONE
 ARGS_PATH = "vllm/engine/arg_utils.py"
@@ -194,10 +195,12 @@ class VllmWalker(cg.Walker):
     opaque_calls_forget_args = True  # checkgen: a call not followed that is handed a config forgets its fields
     pure_calls = frozenset(READ_ONLY_CALLS)
     branch_conditions = True
+    unknown_returns = True
     record_fills = True
     model_hook_attrs: set[str] = set()
     model_hook_fields: dict[str, set[str]] | None = None  # attribute -> sub-configs it is assigned on ("*": any)
     speculator_fields: list[str] | None = None  # fields a speculator config class may assign (None: any)
+    speculator_fills: frozenset[str] = frozenset()  # of those, the ones only ever filled in where None
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
 
@@ -260,6 +263,14 @@ class VllmWalker(cg.Walker):
         if why in SPECULATOR_CALLS and obj.cls == "SpeculativeConfig" and self.speculator_fields is not None:
             # a speculator config class's setup (tools/vllm_speculators.py): only the fields some class assigns
             for f in self.speculator_fields:
+                if f in self.speculator_fills:  # filled in only where None (a given value stays)
+                    try:
+                        cur = self.get_attr(obj, f)
+                    except cg.Untranslatable:
+                        cur = cg.TAINT
+                    if isinstance(cur, cg.Expr):
+                        self.set_attr(obj, f, cg.TAINT, conds + [f"({cur.text} == {NONE!r})"])
+                        continue
                 self.set_attr(obj, f, cg.TAINT, conds)
             return
         if why in PARTIAL_EFFECTS:  # a call whose effects are read from the source: only those fields
@@ -1292,6 +1303,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
     got = speculator_effects(sources)
     w.speculator_fields = got[0] if got else None
+    w.speculator_fills = frozenset(filled_when_none(sources, got[0])) if got else frozenset()
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)
@@ -1645,7 +1657,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
     never: dict[tuple[str, int], str] = {}
     # named long values over optkg's fact names
     let_table = {n: lower_literals(cg.substitute(e, names)) for n, e in shared}
-    firing = cg.Firing(let_table)
+    firing = ValueFiring(let_table)  # by the values a row's parts can take (tools/row_firing.py)
     for key in reached:
         by = per.get(key)
         if not by:

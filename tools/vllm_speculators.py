@@ -148,6 +148,72 @@ def speculator_effects(files: dict[str, str]) -> tuple[list[str], list[str]] | N
     return sorted(fields), sorted(set(where))
 
 
+def _is_none_test(test: ast.AST, params: set[str], fld: str) -> bool:
+    """``spec.<fld> is None`` (alone or as a conjunct of an ``and``)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for p in parts:
+        if (isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Is)
+                and isinstance(p.comparators[0], ast.Constant) and p.comparators[0].value is None):
+            r, chain = _root(p.left)
+            if r in params and chain == [fld]:
+                return True
+    return False
+
+
+def filled_when_none(files: dict[str, str], fields: list[str]) -> list[str]:
+    """Of ``fields`` (speculator_effects), those every speculator module stores only as ``spec.<field> = ...`` inside
+    ``if spec.<field> is None:`` (a default filled in, never a given value replaced: 0.34.0 suffix/config.py:26-28,
+    dspark/config.py:80-85, speculator_config.py:280-282 for num_speculative_tokens), and nothing else touches
+    (no store through a local, no call or method through it, no SpeculativeConfig method storing it)."""
+    mods = {p: t for p, t in files.items() if p.startswith(SPEC_DIR) and p.endswith("config.py")}
+    ok = set(fields)
+    for p, t in sorted(mods.items()):
+        tree = ast.parse(t)
+        parent: dict[int, ast.AST] = {}
+        for n in ast.walk(tree):
+            for c in ast.iter_child_nodes(n):
+                parent[id(c)] = n
+        for f in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            params = {a.arg for a in f.args.args + f.args.kwonlyargs if a.arg in ("spec", "spec_config")
+                      or "SpeculativeConfig" in ast.unparse(a.annotation or ast.Constant(""))}
+            if not params:
+                continue
+            for n in ast.walk(f):
+                for fld in sorted(ok):
+                    mention = any(isinstance(x, ast.Attribute) and x.attr == fld and _root(x)[0] in params
+                                  and _root(x)[1] == [fld] for x in ast.walk(n)) if isinstance(n, ast.stmt) else False
+                    if not mention:
+                        continue
+                    stores = (n.targets if isinstance(n, ast.Assign)
+                              else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)) else [])
+                    hit = [e for s in stores for e in (s.elts if isinstance(s, ast.Tuple) else [s])
+                           if _root(e)[0] in params and _root(e)[1][:1] == [fld]]
+                    if not hit:
+                        continue
+                    if not isinstance(n, ast.Assign) or any(_root(e)[1] != [fld] for e in hit):
+                        ok.discard(fld)  # an augmented / nested store, or a loop target
+                        continue
+                    up, guarded = parent.get(id(n)), False
+                    child: ast.AST = n
+                    while up is not None and up is not f:
+                        if isinstance(up, ast.If) and child in up.body and _is_none_test(up.test, params, fld):
+                            guarded = True
+                            break
+                        child, up = up, parent.get(id(up))
+                    if not guarded:
+                        ok.discard(fld)
+            for n in ast.walk(f):
+                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                    continue
+                r, chain = _root(n.func.value)
+                if r in params and chain:  # a method called through the field: not a plain fill
+                    ok.discard(chain[0])
+                elif r in params:  # a SpeculativeConfig method (spec.update_arch_()): what it stores on self
+                    own = self_stores(files, n.func.attr)
+                    ok -= own if own is not None else set(ok)
+    return sorted(ok)
+
+
 if __name__ == "__main__":
     import sys
     import zipfile
