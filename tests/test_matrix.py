@@ -181,7 +181,9 @@ def test_cli_text_and_json(cli):
     assert d["kind"] == "matrix"
     code, out, err = cli("matrix", "--technique", "speculative-decoding", "--engine", "vllm")
     assert code == 0, err
-    assert "❌ PP x Spec decode (sglang, vllm)  [rule speculative-decoding-pipeline-parallel]" in out
+    # without a release, a refusal that later releases dropped is conditional (speculative decoding x PP: vLLM
+    # < 0.10.0, SGLang < 0.5.21); --engine-version makes it exact (test below)
+    assert "⚠️ PP x Spec decode (sglang, vllm)  [rule " in out
     assert "⚠️ Multi-LoRA x Spec decode (vllm)  [rule speculative-decoding-lora]" in out
     assert "grid (X conflict, ~ conditional, . ok):" in out
     code, out, err = cli("matrix", "--technique", "no-such-technique")
@@ -222,3 +224,24 @@ def test_text_grid_is_cut_into_panels_that_fit_100_columns(matrix):
     # every technique is named once under the panels, by its number
     assert sum(1 for line in lines if " 1 3d-parallelism" in line) == 1
     assert all(any(f"{i} {t}" in line for line in lines) for i, t in enumerate(involved, 1))
+
+
+@pytest.mark.parametrize("version,pair,rule", [
+    # a catalog coupling a hand rule refines is shown only where that rule holds: speculative decoding x PP is a
+    # vLLM V0 refusal (speculative-decoding-pipeline-parallel: >=0.6.5,<0.10.0), DP x PCP >=0.26.0,<0.30.0,
+    # async scheduling x PP 0.10.0-0.14.x (arg_utils.py:1144 at 0.10.0 ... config/vllm.py:564 at 0.14.0)
+    # (V0 only: the condition reads engine_uses_v0, so the pair is conditional even where the rule holds)
+    ("0.9.2", ("pipeline-parallelism", "speculative-decoding"), ("conditional", "speculative-decoding-pipeline-parallel")),
+    ("0.34.0", ("pipeline-parallelism", "speculative-decoding"), None),
+    ("0.29.0", ("data-parallelism", "prefill-context-parallelism"), ("conflict", "pcp-with-data-parallel")),
+    ("0.34.0", ("data-parallelism", "prefill-context-parallelism"), None),
+    ("0.14.0", ("async-scheduling", "pipeline-parallelism"), ("conflict", "async-scheduling-pipeline-parallel")),
+    ("0.15.0", ("async-scheduling", "pipeline-parallelism"), None),
+    ("0.11.0", ("async-scheduling", "speculative-decoding"), ("conflict", "async-scheduling-speculative-decoding-any")),
+    ("0.12.0", ("async-scheduling", "speculative-decoding"), ("conflict", "async-scheduling-speculative-method")),
+    ("0.34.0", ("async-scheduling", "speculative-decoding"), None),
+])
+def test_a_refined_coupling_is_a_conflict_only_on_the_releases_its_rule_holds_for(catalog, rules, version, pair, rule):
+    # newuser5 #11: at 0.34.0 the unversioned couplings were shown as conflicts under the refining rule's name
+    c = cell(compatibility_matrix(catalog, rules, engine="vllm", version=version), *pair)
+    assert (c and c["mark"], c and c["rule"]) == (rule or (None, None))

@@ -208,11 +208,21 @@ def _coupling_evidence(catalog: Catalog, context: set[str], rules: Iterable[Any]
     from kg.knowledge.graph import build_graph
     g = build_graph(catalog)
     from kg.knowledge.couplings import refined_refs
-    refiners = refined_refs(catalog, list(rules))
+    from kg.knowledge.couplings import normalise_ref
+    rules = list(rules)
+    refiners = refined_refs(catalog, rules)
     rule_of = {f"{cp.technique}#{cp.index}": refiners.get(cp.ref, cp.rule_id) for cp in iter_couplings(catalog)}
+    # a coupling a hand rule refines is that rule's evidence (_rule_evidence), with its engines and releases:
+    # the coupling itself names no release, so shown on its own it would call a conflict that a release fixed
+    # (speculative decoding x PP: vLLM < 0.10.0 only) or never had a conflict at all
+    spoken = {normalise_ref(catalog, ref) for r in rules for ref in (getattr(r, "refines", None) or [])
+              if len({catalog.resolve(t) or t for t in r.techniques}) >= 2}
+    ref_of = {f"{cp.technique}#{cp.index}": cp.ref for cp in iter_couplings(catalog)}
     out = []
     for u, v, key, d in sorted(g.edges(keys=True, data=True), key=lambda e: (e[0], e[1], e[2])):
         if g.nodes[u]["type"] != "technique" or g.nodes[v]["type"] != "technique" or u == v:
+            continue
+        if ref_of.get(key) in spoken:
             continue
         kind, cond = d.get("kind"), d.get("condition")
         if kind == "conflicts_with":
