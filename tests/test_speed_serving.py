@@ -82,11 +82,28 @@ def test_a_stack_that_does_not_start_gets_no_speed_but_its_reasons(catalog, chec
     assert "ttft_ms" not in sp
 
 
-def test_one_request_longer_than_the_kv_cache_is_infeasible(demo):
+def test_one_request_longer_than_the_kv_cache_is_infeasible(demo, monkeypatch):
     stack, report = demo
+    # the second guard, behind admission's max_model_len (next test), which would refuse this request first
+    import kg.speed.serving as serving
+    monkeypatch.setattr(serving, "too_long", lambda *a: [])
     sp = _speed(stack, report, isl=1_000_000, osl=1_000_000, concurrency=1)
     assert sp["status"] == "infeasible"
     assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,479,232" in sp["reasons"][0]
+
+
+def test_a_request_longer_than_max_model_len_is_refused_not_timed(demo, cli):
+    # newuser5 #21: the demo serves Qwen3-235B-A22B at max_model_len 32,768; 30,000 + 20,000 = 50,000 tokens is
+    # refused at admission (vLLM 'maximum context length is 32768 tokens', HTTP 400): no TTFT of hours for it
+    stack, report = demo
+    sp = _speed(stack, report, isl=30_000, osl=20_000, concurrency=8)
+    assert (sp["status"], sp.get("refuses_requests")) == ("infeasible", True)
+    assert sp["reasons"] == ["a request of 30,000 prompt + 20,000 output tokens = 50,000 is longer than max_model_len "
+                             "32,768: the engine refuses it at admission (HTTP 400, maximum context length), so it is "
+                             "never timed (lower --isl / --osl, or raise the context length if the model allows it)"]
+    assert _speed(stack, report, isl=30_000, osl=2_768, concurrency=8)["status"] == "ok"  # 32,768: admitted
+    code, out, _ = cli("check", DEMO, "--isl", "30000", "--osl", "20000")
+    assert "Speed (ISL 30,000, OSL 20,000, concurrency 64): none: the engine refuses requests this long" in out
 
 
 @pytest.mark.parametrize("gpu,engine,why", [

@@ -15,7 +15,8 @@ def speed_lines(sp: dict[str, Any], wrap) -> list[str]:
     load = f"ISL {w.get('isl', 0):,}, OSL {w.get('osl', 0):,}, concurrency {w.get('concurrency', 0):,}"
     out = [""]
     if sp.get("status") != "ok":
-        head = "none: the stack does not start" if sp.get("status") == "infeasible" else "not evaluable"
+        head = ("none: the engine refuses requests this long" if sp.get("refuses_requests") else
+                "none: the stack does not start" if sp.get("status") == "infeasible" else "not evaluable")
         out.append(f"Speed ({load}): {head}")
         out += [wrap(r, "  ") for r in sp.get("reasons") or []]
         return out

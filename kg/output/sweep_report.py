@@ -87,6 +87,11 @@ def render_text(d: dict[str, Any]) -> str:
     if w:
         out.append(f"speed: {s.get('with_speed', 0)} timed, {s.get('meeting_slo', 0)} meet the limits, "
                    f"{s.get('pareto', 0)} on the Pareto front of tok/s/GPU and tok/s/req (*)")
+        # why combinations that run were not timed (a workload longer than max_model_len, a model outside the data)
+        why = sorted({r for c in d["combinations"] if c.get("valid") and c.get("fits")
+                      for r in (c.get("speed") or {}).get("reasons") or [] if (c.get("speed") or {}).get("status") != "ok"})
+        from kg.core.textsafe import fit_width
+        out += [fit_width(f"not timed: {r}") for r in why[:3]]
         out.append("findings of each combination: --format json or csv")
     return "\n".join(out) + "\n"
 

@@ -294,6 +294,9 @@ def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
     bad = infeasible_reasons(report)
     if bad:
         return {**out, "status": "infeasible", "reasons": bad}
+    long = too_long(stack, report, workload)
+    if long:  # the engine starts, but refuses every request of this workload
+        return {**out, "status": "infeasible", "reasons": long, "refuses_requests": True}
     out["notes"] += [f"rule {f['rule_id']} ({f['title']}): the engine starts and serves at this speed, but its "
                      "output is wrong" for f in report.get("findings") or []
                      if f.get("severity") == "error" and _starts_but_wrong(f)]
@@ -309,6 +312,20 @@ def speed_for_stack(stack, report: dict[str, Any], workload: Workload,
         return _compose(stack, report, workload, out, quant)
     except NotEvaluable as e:
         return {**out, "reasons": [str(e)]}
+
+
+def too_long(stack, report: dict[str, Any], wl: Workload) -> list[str]:
+    """The reason a request of ``wl`` cannot be served at all, or []: its prompt plus the output it asks for is
+    longer than max_model_len, which the engines refuse at admission before any prefill (vLLM 0.34.0
+    entrypoints/openai/engine/serving.py ``_validate_input``: "This model's maximum context length is N tokens";
+    SGLang 0.5.23 managers/tokenizer_manager.py ``_validate_one_request``: "Requested token count exceeds the
+    model's maximum context length"), so there is no TTFT to estimate."""
+    mml = _setting(report, stack.values(), "max_model_len")
+    if not isinstance(mml, int) or isinstance(mml, bool) or wl.isl + wl.osl <= mml:
+        return []
+    return [f"a request of {wl.isl:,} prompt + {wl.osl:,} output tokens = {wl.isl + wl.osl:,} is longer than "
+            f"max_model_len {mml:,}: the engine refuses it at admission (HTTP 400, maximum context length), so "
+            "it is never timed (lower --isl / --osl, or raise the context length if the model allows it)"]
 
 
 def untimed_speculation(stack) -> str | None:
