@@ -439,8 +439,8 @@ def test_check_format_html_training_job(cli, tmp_path):
     assert p.scripts == [] and html.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in html
     mem = {r[0]: r[1:] for r in _cells(html, "memory")}
     # the same numbers as the text report (tests/test_training_check_cli.py)
-    assert mem["model states"][0] == "15.33 GB" and mem["activations"][0] == "26.27 GB"
-    assert mem["total"] == ["41.60 GB", "of 85.52 GB (49%)"]
+    assert mem["model states"][0] == "14.28 GiB" and mem["activations"][0] == "24.47 GiB"
+    assert mem["total"] == ["38.75 GiB", "of 79.65 GiB (49%)"]
     assert dict((r[0], r[1]) for r in _cells(html, "layout"))["data parallel (DP)"] == "16"
     assert {"Megatron-LM theoretical memory", "llm-analysis 0.2.2"} <= {r[0] for r in _cells(html, "anchors")}
     for tid in ("tensor-parallelism", "pipeline-parallelism", "sequence-parallelism"):

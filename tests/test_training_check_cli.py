@@ -20,9 +20,11 @@ def test_70b_job_text_report(cli):
     assert code == 0, err
     assert "TP 8 x PP 4 x CP 1 x DP 16 = 512 GPUs" in out
     assert "micro 1 x grad-accum 64 x DP 16 = global 1024 sequences; 8,388,608 tokens per step" in out
-    assert "model states                       15.33 GB" in out
-    assert "activations                        26.27 GB" in out
-    assert "total                              41.60 GB   of 85.52 GB (49%)" in out
+    # 15,330,981,888 B = 14.28 GiB; 26,273,120,256 B = 24.47 GiB; 41,604,102,144 B = 38.75 GiB of the H100-SXM's
+    # 85,520,809,984 B = 79.65 GiB (GiB = 2**30 B, as the serving reports print GPU memory)
+    assert "model states                      14.28 GiB" in out
+    assert "activations                       24.47 GiB" in out
+    assert "total                             38.75 GiB   of 79.65 GiB (49%)" in out
     assert out.rstrip().splitlines()[-1] == "0 finding(s) · 30 rules held · 0 could not be evaluated"
     assert not SERVING_WORDS.search(out), SERVING_WORDS.search(out)
 
@@ -92,7 +94,7 @@ def test_megatron_job_shows_megatron_theoretical_memory_to_the_byte(cli):
 def test_shipped_training_example(cli):
     code, out, err = cli("check", str(REPO / "examples/llama-3.1-70b-megatron-train.yaml"))
     assert code == 0, err
-    assert "total                              41.60 GB   of 85.52 GB (49%)" in out
+    assert "total                             38.75 GiB   of 79.65 GiB (49%)" in out
     assert not SERVING_WORDS.search(out)
 
 
@@ -139,12 +141,13 @@ def test_megatron_theoretical_label_on_an_sp_job_without_selective_recompute(cli
 
 
 def test_memory_warning_title_and_label_at_93_percent(cli):
-    # 70B job at seq 7680 on a 40 GB A100: 39.96 of 42.95 GB = 93 % (warning band from 90 %, error above 100 %)
+    # 70B job at seq 7680 on a 40 GB A100: 39,962,032,128 B = 37.22 GiB of 40 GiB = 93 % (warning band from 90 %,
+    # error above 100 %)
     code, out, _ = cli("check", "--train", JOB_70B.replace("8192", "7680"), "--model", "meta-llama/Llama-3.1-70B",
                        "--gpu", "A100-40GB")
     assert code == 0
     assert "WARN  training-memory-exceeds-gpu: Estimated memory per GPU is near or over what the GPU holds" in out
-    assert "against 42.95 GB on the A100-40GB (93%)" in out and "WARNING" not in out
+    assert "about 37.22 GiB per GPU" in out and "against 40 GiB on the A100-40GB (93%)" in out and "WARNING" not in out
     assert "exceeds" not in out.replace("training-memory-exceeds-gpu", "")  # the rule id keeps its name (ids never die)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from kg.analyses.check import Finding
 from kg.core.errors import OptkgError
-from kg.derive.training_memory import GB, batch_arithmetic, training_memory
+from kg.derive.training_memory import GIB, batch_arithmetic, training_memory
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, evaluate_rules
 from kg.frameworks.registry import get as framework_of
 from kg.inputs.training.job import JOB_TECHNIQUES, SETTINGS, TrainingJob
@@ -285,16 +285,17 @@ def _memory_facts(ns: dict[str, Any], derived: dict[str, Any], job: TrainingJob,
         if k != "accounting":
             ns[k] = v
     ns["activation_memory"] = md["activations_bytes"]  # the graph's property (catalog/properties.yaml)
+    # GiB (2**30 B), the unit GPU memory is sized and reported in (torch.cuda, nvidia-smi's MiB, the serving reports)
     for k in ("model_states_bytes", "activations_bytes", "total_bytes", "weights_bytes", "gradients_bytes",
               "optimizer_bytes"):
-        ns[k.replace("_bytes", "_gb")] = round(md[k] / GB, 2)
+        ns[k.replace("_bytes", "_gib")] = round(md[k] / GIB, 2)
     derived.update(fw.cross_checks(job, mem, shape, par))  # the framework's own estimator(s)
     la = _llm_analysis(job, md)
     if la:
         derived["llm_analysis"] = la
     if ns.get("gpu_memory_bytes"):
         ns["memory_headroom_bytes"] = ns["gpu_memory_bytes"] - md["total_bytes"]
-        ns["gpu_memory_gb"] = round(ns["gpu_memory_bytes"] / GB, 2)
+        ns["gpu_memory_gib"] = round(ns["gpu_memory_bytes"] / GIB, 2)
 
 
 # namespace values that follow from the pipeline size (and so from DP = world / (TP x PP x CP))
@@ -567,7 +568,7 @@ def job_speed(job: TrainingJob, derived: Mapping[str, Any], findings: list[Findi
         return {"evaluable": False, "reason": "the job does not start: " + ", ".join(errors)}
     mem, gpu = (derived.get("memory") or {}).get("total_bytes"), _gpu_memory_bytes(job.hardware)
     if mem and gpu and mem > gpu:
-        return {"evaluable": False, "reason": f"memory per GPU {mem / GB:,.1f} GB is over the GPU's {gpu / GB:,.1f} GB"}
+        return {"evaluable": False, "reason": f"memory per GPU {mem / GIB:,.1f} GiB is over the GPU's {gpu / GIB:,.1f} GiB"}
     from kg.speed.training import training_speed
     return training_speed(job, derived)
 

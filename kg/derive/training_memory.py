@@ -1,6 +1,6 @@
 """Training memory per GPU: model states, activations, pipeline in-flight micro-batches, batch sizes.
 
-Units: bytes (ints, rounded down only at the end), GB = 1e9 bytes, MiB = 2**20 bytes. Each function
+Units: bytes (ints, rounded down only at the end), GB = 1e9 bytes, MiB = 2**20, GiB = 2**30 bytes. Each function
 names the accounting it follows, because published estimators count differently:
 
 - **ZeRO paper** (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
@@ -31,6 +31,7 @@ from kg.frameworks.registry import get as framework_of
 
 GB = 10**9
 MIB = 2**20
+GIB = 2**30
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # optimizer state bytes per parameter *excluding* the fp32 master copy (mixed precision keeps one
 # more fp32 copy: 4 bytes). Adam/AdamW: momentum + variance (ZeRO paper §3.1: K = 4 + 4 + 4 = 12);

@@ -13,11 +13,13 @@ from kg.core.numfmt import fmt_pct
 from kg.core.paths import repo_path
 from kg.output.report import summary_line
 
-GB = 10**9
+# GiB (2**30 B): GPU memory is sized and reported in it (torch.cuda, the serving reports), so the GPU's
+# capacity and the estimate read in one unit (an H100-SXM: 79.65 GiB)
+GIB = 2**30
 
 
-def _gb(n: int | float | None) -> str:
-    return "-" if n is None else f"{n / GB:,.2f} GB"
+def _gib(n: int | float | None) -> str:
+    return "-" if n is None else f"{n / GIB:,.2f} GiB"
 
 
 def gpus_phrase(d: Mapping[str, Any]) -> str:
@@ -97,23 +99,23 @@ def _batch_lines(der: Mapping[str, Any], mismatch: bool) -> list[str]:
 
 def _memory_lines(d: Mapping[str, Any], der: Mapping[str, Any], mem: Mapping[str, Any]) -> list[str]:
     out = ["Memory per GPU (most loaded rank: first pipeline stage; estimate)",
-           "  accounting: ZeRO paper model states, Korthikanti et al. 2022 activations"]
+           "  accounting: ZeRO paper model states, Korthikanti et al. 2022 activations; GiB = 2^30 bytes"]
     rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
             ("optimizer states", mem["optimizer_bytes"])]
     if mem.get("working_buffer_bytes"):
         rows.append(("gathered unit (ZeRO-3/FSDP)", mem["working_buffer_bytes"]))
     rows.append(("model states", mem["model_states_bytes"]))
     for name, v in rows:
-        out.append(f"  {name:<30} {_gb(v):>12}")
-    out.append(f"  {'activations':<30} {_gb(mem['activations_bytes']):>12}   ({mem['layers_on_first_stage']} layers x "
+        out.append(f"  {name:<30} {_gib(v):>12}")
+    out.append(f"  {'activations':<30} {_gib(mem['activations_bytes']):>12}   ({mem['layers_on_first_stage']} layers x "
                f"{mem['in_flight_microbatches']:g} micro-batches in flight, {mem['activation_bytes_per_layer'] / 2**20:,.1f} MiB per layer)")
     gpu = d.get("gpu_memory_bytes")
-    total = f"  {'total':<30} {_gb(mem['total_bytes']):>12}"
+    total = f"  {'total':<30} {_gib(mem['total_bytes']):>12}"
     if gpu:
-        total += f"   of {_gb(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
+        total += f"   of {_gib(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
     out.append(total)
     if mem.get("cpu_offload_bytes"):
-        out.append(f"  {'on the host (offload)':<30} {_gb(mem['cpu_offload_bytes']):>12}")
+        out.append(f"  {'on the host (offload)':<30} {_gib(mem['cpu_offload_bytes']):>12}")
     if mem.get("params_resident_per_gpu") is not None:
         out += _wrap(f"parameters: {mem['params_resident_per_gpu']:,} resident on this GPU after sharding over "
                      f"{mem['shard_group']:,} GPUs ({mem['params_per_gpu']:,} before sharding, gathered one unit at a "
@@ -132,16 +134,16 @@ def _memory_lines(d: Mapping[str, Any], der: Mapping[str, Any], mem: Mapping[str
             out += _wrap(f"-> which matches these flags: {mt['verdict']}", "    ", "      ")
     la = der.get("llm_analysis")
     if la:
-        out.append(f"  llm-analysis 0.2.2's accounting of the activations: {_gb(la['activations_bytes'])} "
-                   f"(this report: {_gb(mem['activations_bytes'])}, Korthikanti Table 2); with these model states "
-                   f"{_gb(la['total_bytes'])} against {_gb(mem['total_bytes'])} here ({la['difference']:+.1%}):")
+        out.append(f"  llm-analysis 0.2.2's accounting of the activations: {_gib(la['activations_bytes'])} "
+                   f"(this report: {_gib(mem['activations_bytes'])}, Korthikanti Table 2); with these model states "
+                   f"{_gib(la['total_bytes'])} against {_gib(mem['total_bytes'])} here ({la['difference']:+.1%}):")
         for w in la["why"]:
             out.append(f"    - {w}")
         if la.get("verdict"):
             out += _wrap(f"-> which matches these flags: {la['verdict']}", "    ", "      ")
     ds = der.get("deepspeed_estimator")
     if ds:
-        out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gb(ds['bytes'])} of model states;")
+        out.append(f"  DeepSpeed's own estimator ({ds['source']}): {ds['formula']} = {_gib(ds['bytes'])} of model states;")
         out.append(f"    it differs because {ds['why']}.")
         if ds.get("verdict"):
             out += _wrap(f"-> which matches these flags: {ds['verdict']}", "    ", "      ")

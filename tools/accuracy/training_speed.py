@@ -277,7 +277,7 @@ def render(sources: dict, rows: list[dict], k: dict) -> str:
               "instead of a speed: memory false alarms for the training-memory model (the tables do not list "
               "recomputation, CPU offload or FP8 weight storage where the recipes used them). The speed model is "
               "scored on them all the same.", ""]
-    lines += [f"- `{r['id']}`: {r['memory_refusal'][0] / 1e9:,.1f} GB estimated, GPU {r['memory_refusal'][1] / 1e9:,.1f} GB"
+    lines += [f"- `{r['id']}`: {r['memory_refusal'][0] / 2**30:,.1f} GiB estimated, GPU {r['memory_refusal'][1] / 2**30:,.1f} GiB"
               for r in refused]
     lines += ["", "## Rows not scored", ""]
     lines += [f"- `{r['id']}` ({r['split']}): {r['excluded']}" for r in rows if "excluded" in r]

@@ -18,11 +18,13 @@ from kg.output.report import summary_line
 from kg.output.site.html import esc, table
 from kg.output.training_report import gpus_phrase
 
-GB = 10**9
+# GiB (2**30 B): GPU memory is sized and reported in it (torch.cuda, the serving reports), so the GPU's
+# capacity and the estimate read in one unit (an H100-SXM: 79.65 GiB)
+GIB = 2**30
 
 
-def _gb(n: Any) -> str:
-    return "–" if n is None else f"{n / GB:,.2f} GB"
+def _gib(n: Any) -> str:
+    return "–" if n is None else f"{n / GIB:,.2f} GiB"
 
 
 def _size(v: Any) -> str:
@@ -86,10 +88,10 @@ def _memory(d: Mapping[str, Any]) -> str:
     rows.append(("activations", mem["activations_bytes"],
                  f"{mem['layers_on_first_stage']} layers x {mem['in_flight_microbatches']:g} micro-batches in flight, "
                  f"{mem['activation_bytes_per_layer'] / 2**20:,.1f} MiB per layer"))
-    rows.append(("total", mem["total_bytes"], f"of {_gb(gpu)} ({mem['total_bytes'] / gpu:.0%})" if gpu else ""))
+    rows.append(("total", mem["total_bytes"], f"of {_gib(gpu)} ({mem['total_bytes'] / gpu:.0%})" if gpu else ""))
     if mem.get("cpu_offload_bytes"):
         rows.append(("on the host (offload)", mem["cpu_offload_bytes"], ""))
-    body = table(["Term", "Per GPU", "Basis"], [[esc(a), esc(_gb(b)), esc(c)] for a, b, c in rows], "memory",
+    body = table(["Term", "Per GPU", "Basis"], [[esc(a), esc(_gib(b)), esc(c)] for a, b, c in rows], "memory",
                  caption="Memory per GPU (most loaded rank: first pipeline stage; estimate; ZeRO paper model states, "
                          "Korthikanti et al. 2022 activations)")
     body += f"<p>parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}</p>"
@@ -104,12 +106,12 @@ def _memory(d: Mapping[str, Any]) -> str:
                           f"{mt['activation_mib']:,.2f} MiB; {mt['formula']}")])
     la = der.get("llm_analysis")
     if la:
-        other.append([esc("llm-analysis 0.2.2"), esc(_gb(la["total_bytes"])),
-                      esc(f"activations {_gb(la['activations_bytes'])} ({la['difference']:+.1%} here): "
+        other.append([esc("llm-analysis 0.2.2"), esc(_gib(la["total_bytes"])),
+                      esc(f"activations {_gib(la['activations_bytes'])} ({la['difference']:+.1%} here): "
                           + "; ".join(la["why"]))])
     ds = der.get("deepspeed_estimator")
     if ds:
-        other.append([esc(f"DeepSpeed's estimator ({ds['source']})"), esc(_gb(ds["bytes"])),
+        other.append([esc(f"DeepSpeed's estimator ({ds['source']})"), esc(_gib(ds["bytes"])),
                       esc(f"{ds['formula']} (model states); it differs because {ds['why']}")])
     if other:
         body += table(["Accounting", "Per GPU", "How it counts"], other, "anchors",
