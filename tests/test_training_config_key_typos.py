@@ -52,6 +52,17 @@ def test_torchtitan_toml_with_real_fields_of_either_0_2_release_is_clean(tmp_pat
         ["b.toml:22: quantize.linear.float8.recipe_nam", "quantize.linear.float8.recipe_name"]]
 
 
+def test_torchtitan_toml_fields_new_in_0_2_2_are_not_refused(tmp_path):
+    from kg.frameworks.torchtitan.reader import parse_torchtitan_toml
+    # torchtitan 0.2.2 config/job_config.py:431 adds parallelism.context_parallel_load_balancer and :175
+    # lr_scheduler.total_steps; its ConfigManager (manager.py:166-172) loads them, so they are no typo
+    ok = TT.replace("tensor_paralel_degree", "tensor_parallel_degree") + \
+        'context_parallel_load_balancer = "ptrr"\n\n[lr_scheduler]\ntotal_steps = 1000\n'
+    assert "torchtitan_invalid_fields" not in parse_torchtitan_toml(ok, "ok.toml").configs
+    assert parse_torchtitan_toml(ok.replace("total_steps", "total_step"), "b.toml").configs[
+        "torchtitan_invalid_fields"] == [["b.toml:18: lr_scheduler.total_step", "lr_scheduler.total_steps"]]
+
+
 ACC = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP
 num_process: 16

@@ -42,8 +42,8 @@ def test_megatron_parser_options_file_is_what_megatrons_own_parser_defines():
 
 
 def test_torchtitan_toml_fields_file_is_what_jobconfig_defines():
-    if not all(sorted(WHEELS.glob(f"torchtitan-{v}-*.whl")) for v in ("0.2.0", "0.2.1")):
-        pytest.skip("the torchtitan 0.2.0 / 0.2.1 wheels are not on this machine")
+    if not all(sorted(WHEELS.glob(f"torchtitan-{v}-*.whl")) for v in ("0.2.0", "0.2.1", "0.2.2")):
+        pytest.skip("the torchtitan 0.2.0 / 0.2.1 / 0.2.2 wheels are not on this machine")
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import torchtitan_toml_fields as gen

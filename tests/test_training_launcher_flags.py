@@ -283,12 +283,13 @@ def test_torchrun_nproc_per_node_gpu_is_the_node_count(cli, value):
     assert any("the GPU count is unknown without --gpu; give --count" in n for n in d["notes"])
 
 
-def test_torchtitan_toml_is_read_as_the_last_release_that_loads_toml(cli):
-    # torchtitan 0.3.0's ConfigManager has no TOML loader (--module / --config); 0.2.1 is the last that reads TOML
+def test_torchtitan_toml_is_read_as_a_release_that_loads_toml(cli):
+    # torchtitan 0.3.0's ConfigManager has no TOML loader (--module / --config); 0.2.0, 0.2.1 and 0.2.2 read TOML
+    # (config/manager.py _maybe_load_toml) and the note names all three
     from kg.frameworks.torchtitan.reader import load_torchtitan_toml
     job = load_torchtitan_toml(TT_CASE)
     assert job.framework_version == "0.2.1"
-    assert any(n.startswith("a TOML job config is read as torchtitan 0.2.1") for n in job.notes)
+    assert any(n.startswith("a TOML job config is read as torchtitan 0.2.1 (0.2.0, 0.2.1 and 0.2.2 load TOML") for n in job.notes)
     _, d = _json(cli, str(TT_CASE), "--framework-version", "0.2.0", "--count", "16")
     assert d["stack"]["framework_version"] == "0.2.0"
 

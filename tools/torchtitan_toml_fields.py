@@ -1,9 +1,9 @@
 """The fields a torchtitan TOML may hold, from the released source: writes
 ``kg/frameworks/torchtitan/data/toml-fields-0.2.x.yaml`` for the TOML reader's key check.
 
-torchtitan 0.2.0 and 0.2.1 load a TOML into ``JobConfig`` with ``ConfigManager._dict_to_dataclass``, which raises
-``ValueError("Invalid field names in <class> data: {...}")`` for a key that is not a field of the section's
-dataclass (torchtitan/config/manager.py:165-171 at 0.2.0, :166-172 at 0.2.1), nested sections included
+torchtitan 0.2.0, 0.2.1 and 0.2.2 load a TOML into ``JobConfig`` with ``ConfigManager._dict_to_dataclass``, which
+raises ``ValueError("Invalid field names in <class> data: {...}")`` for a key that is not a field of the section's
+dataclass (torchtitan/config/manager.py:165-171 at 0.2.0, :166-172 at 0.2.1 and 0.2.2), nested sections included
 (``quantize.linear.float8``). Each field is listed with the releases that define it. 0.3.0 reads no TOML (its
 ConfigManager takes --module/--config from config_registry).
 
@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASES = ("0.2.0", "0.2.1")
+RELEASES = ("0.2.0", "0.2.1", "0.2.2")
 TARGET = ROOT / "kg" / "frameworks" / "torchtitan" / "data" / "toml-fields-0.2.x.yaml"
 SOURCE = "torchtitan/config/job_config.py"
 

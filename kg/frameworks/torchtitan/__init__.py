@@ -14,7 +14,7 @@ class Torchtitan(TrainingFramework):
     aliases = ("titan",)
     package = "torchtitan"
     releases = (Release("0.2.0", "torchtitan 0.2.0 wheel"), Release("0.2.1", "torchtitan 0.2.1 wheel"),
-                Release("0.3.0", "torchtitan 0.3.0 wheel"))
+                Release("0.2.2", "torchtitan 0.2.2 wheel"), Release("0.3.0", "torchtitan 0.3.0 wheel"))
     file_kind = "a torchtitan TOML"
     # FSDP2 prefetches the next all-gather and overlaps reduce-scatter with the backward pass; TP is synchronous
     # unless parallelism.enable_async_tensor_parallel (0.2.0 torchtitan/config/job_config.py:315, default False);

@@ -58,9 +58,9 @@ def invalid_fields(job: Any) -> list[dict[str, Any]]:
     from kg.frameworks.checkrows import unknown_keys_finding
     return unknown_keys_finding(
         job.configs.get("torchtitan_invalid_fields") or [], "a field of torchtitan's JobConfig",
-        rule_id="torchtitan-invalid-config-field", package="torchtitan", release="0.2.0-0.2.1",
+        rule_id="torchtitan-invalid-config-field", package="torchtitan", release="0.2.0-0.2.2",
         path="torchtitan/config/manager.py", line=166,
         values="ValueError: Invalid field names in <section> data: {...}. Please modify your .toml config file",
         expr="a TOML key that is no field of the section's dataclass (config/job_config.py)",
-        url="https://github.com/pytorch/torchtitan/blob/v0.2.1/torchtitan/config/manager.py#L166-L172",
+        url="https://github.com/pytorch/torchtitan/blob/v0.2.2/torchtitan/config/manager.py#L166-L172",
         table="kg/frameworks/torchtitan/data/toml-fields-0.2.x.yaml")
