@@ -24,8 +24,10 @@ def rules():
 # NVIDIA-NeMo/RL#2744; NeMo/Speech#8869 names no CP size, so it is not a fixture).
 # Float8 MoE with TP has no class here: torchtitan refused it only on main between c08c9d4 (#1360, 2025-07-01) and
 # be15836 (#1375, 2025-07-08), and the float8 MoE + TP + EP alignment crash (#1651) was fixed by #1718 (2025-09-18);
-# both before v0.2.0, the first release with float8 MoE (v0.1.0 has none), so no release fails and no rule can hold
-# it. The released neighbour, float8 MoE with PP or CP (0.2.0-0.2.2), is torchtitan-float8-moe-with-pp-or-cp.
+# both before v0.2.0, the first release with float8 MoE (v0.1.0 has none), so no public report is of a release. What
+# released code does refuse: float8 MoE with PP or CP (0.2.0-0.2.2, torchtitan-float8-moe-with-pp-or-cp) and, through
+# torchao's 16-alignment asserts, TP that leaves a per-rank expert FFN size off 16
+# (torchtitan-float8-moe-expert-shard-not-16-aligned: rule fixtures only, no report found).
 REPORTS_PER_CLASS = {"trl-grpo-batch": 8, "fsdp-bnb-quantized": 7, "fp8-packed-padding": 5, "deepspeed-pipeline-engine-zero": 6, "gqa-groups": 5, "autotp-zero3": 5,
                      "moe-tp-without-sp": 5, "torchtitan-seq-len": 5}
 

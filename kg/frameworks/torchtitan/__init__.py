@@ -52,7 +52,7 @@ class Torchtitan(TrainingFramework):
         (TP when sequence parallel, x 2 x CP when CP > 1); 0.2.x llama3 parallelize.py:63-68 (TP x 2 x CP)."""
         from kg.core.relcmp import older_than
         tp, cp = parallel["tp_size"], parallel["cp_size"]
-        out = parallel_dims(job, parallel)
+        out = {**parallel_dims(job, parallel), **expert_tp(job, parallel)}
         if older_than(job.framework_version, "0.3.0"):
             return {**out, "seq_len_divisor": tp * 2 * cp, "seq_len_divisor_formula": f"TP {tp} x 2 x CP {cp}"}
         return {**out, "seq_len_divisor": tp * (2 * cp if cp > 1 else 1),
@@ -81,6 +81,25 @@ class Torchtitan(TrainingFramework):
     def generated_checks(self, job: Any) -> list[dict[str, Any]]:
         from kg.frameworks.torchtitan.generated import findings
         return findings(job)
+
+
+def expert_tp(job: Any, parallel) -> dict[str, Any]:
+    """How many ranks split each routed expert's FFN dimension (``titan_expert_tp``): with EP off, TP shards w1 / w3
+    on dim 1 and w2 on dim 2 (0.2.2 distributed/expert_parallel.py:61-77 TensorParallel; 0.3.0
+    models/common/moe_sharding.py:50-68, "EP disabled, TP > 1"); with EP on, 0.2.x splits them over
+    expert_tensor_parallel_degree (0.2.2 llama4/infra/parallelize.py:558-580: ETP = TP or 1, default 1) and 0.3.0 not
+    at all (expert_param_placement_sparse: EP only)."""
+    from kg.core.relcmp import older_than
+    tp, ep = parallel["tp_size"], parallel["ep_size"]
+    if ep <= 1:
+        n, how = tp, f"TP {tp}, expert parallelism off"
+    elif job.framework_version and older_than(job.framework_version, "0.3.0"):
+        sec = (job.configs.get("torchtitan") or {}).get("parallelism") or {}
+        etp = sec.get("expert_tensor_parallel_degree") or job.get("etp_size") or 1
+        n, how = (etp, f"expert_tensor_parallel_degree {etp} with EP {ep}") if etp > 1 else (1, f"EP {ep}, ETP 1")
+    else:
+        n, how = 1, f"EP {ep} (0.3.0 does not TP-shard experts under EP)"
+    return {"titan_expert_tp": n, "titan_expert_tp_formula": how}
 
 
 def parallel_dims(job: Any, parallel) -> dict[str, Any]:
