@@ -203,7 +203,54 @@ def _console_safe(stream):
     return TerminalWriter(stream)
 
 
+# A one-shot ``optkg`` process (the console script, ``python -m kg.cli``) allocates ~90,000 containers and keeps nearly
+# all of them (imports, cached tables, the report): CPython's cyclic collector would rescan that growing heap ~130
+# times (one full pass), and at exit it tears every module and object down one by one. Together ~12 % of a warm
+# ``optkg check`` (callgrind: 1,243 -> 1,098 M instructions), none of it changing the output.
+GC_YOUNG = 100_000  # first-generation threshold while a command runs (CPython's default: 700)
+_EXIT_CODE: list[int] = []  # the finished command's exit code, for _exit_now
+
+
+def _exit_now() -> None:
+    """At interpreter exit, after every exit handler registered since main() started (atexit runs them last in, first
+    out): flush the standard streams and end the process with the command's exit code, without tearing the heap
+    down. A stream that cannot be flushed leaves the exit to the interpreter, which reports it as before."""
+    if not _EXIT_CODE:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # noqa: BLE001 - the interpreter's own shutdown reports it (exit status 120)
+        return
+    os._exit(_EXIT_CODE[0])
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``optkg`` with ``argv`` (default: the command line) and return its exit code (module doc)."""
+    import gc
+
+    one_shot = argv is None
+    if one_shot:
+        import atexit
+        # only when nothing registered an exit handler before (coverage, an embedding program): those would run after
+        # ours, and be skipped
+        one_shot = atexit._ncallbacks() == 0
+        if one_shot:
+            atexit.register(_exit_now)
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], GC_YOUNG), *threshold[1:])
+    try:
+        rc = _main(argv)
+    finally:
+        if not one_shot:  # back to the caller's threshold (a one-shot process ends here: restoring it would only
+            gc.set_threshold(*threshold)  # make the next allocation scan the ~80,000 objects made since)
+    if one_shot:
+        _EXIT_CODE[:] = [rc]
+    return rc
+
+
+def _main(argv: list[str] | None) -> int:
     import importlib.util  # noqa: F401 - used by _available
 
     from kg.core.errors import OptkgError
