@@ -67,3 +67,49 @@ def test_every_dataclass_has_a_docstring():
     missing = [f"{f.relative_to(REPO)}: {m.group(2)}" for f in sorted((REPO / "kg").rglob("*.py"))
                for m in pattern.finditer(f.read_text(encoding="utf-8"))]
     assert missing == []
+
+
+def test_a_warm_optkg_check_keeps_inspect_deferred_and_loads_no_zipfile_or_difflib():
+    """durable-rules asks ``inspect.ismethod`` of each action it registers: the stand-in answers it (kg.cli); the
+    wheel reader (zipfile) and the "did you mean" matcher (difflib) are loaded only when used."""
+    code = ("import sys; from kg.cli import main; rc = main(['check', 'examples/qwen3-235b-tp8.yaml', '--fail-on', "
+            "'never']); print(rc, sorted(m for m in sys.modules if m in ('zipfile', 'difflib', 'dis')), "
+            "type(sys.modules['inspect']).__name__)")
+    for _ in range(2):  # the first run may fill this session's cache, the second reads it
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.splitlines()[-1] == "0 [] _Deferred"
+
+
+def test_the_stand_in_answers_ismethod_as_inspect_does_until_the_module_loads(tmp_path, monkeypatch):
+    import inspect
+    import types
+
+    from kg.cli import _ismethod
+
+    class C:
+        def m(self):
+            return 1
+    for obj in (C().m, C.m, len, [].append, types.MethodType(len, 1), C, None):
+        assert _ismethod(obj) is inspect.ismethod(obj), obj
+    (tmp_path / "optkg_deferred_probe2.py").write_text("def f():\n    return 'real'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "optkg_deferred_probe2", raising=False)
+    deferred.defer("optkg_deferred_probe2", f=lambda: "stand-in")
+    import optkg_deferred_probe2 as early
+    assert early.f() == "stand-in" and sys.modules["optkg_deferred_probe2"] is early  # answered, not loaded
+    assert early.__getattr__("f")() == "real"  # any other read loads the module, whose own names replace the stand-in's
+    assert early.f() == "real"
+    monkeypatch.delitem(sys.modules, "optkg_deferred_probe2")
+
+
+def test_a_one_shot_process_keeps_its_exit_code_and_runs_an_exit_handler_registered_before_main():
+    """The console script ends with os._exit after the command (kg.cli._exit_now): the exit code is the command's;
+    with an exit handler registered before main (coverage, an embedding program) the interpreter exits as usual."""
+    run = "import sys; sys.argv = ['optkg'] + sys.argv[1:]; from kg.cli import main; sys.exit(main())"
+    bad = [sys.executable, "-c", run, "check", "examples/qwen3-235b-tp8.yaml", "--select", "nonsense-x"]
+    p = subprocess.run(bad, capture_output=True, text=True, cwd=REPO)
+    assert (p.returncode, p.stdout) == (2, "") and p.stderr.startswith("optkg: error: --select: 'nonsense-x'")
+    ok = [sys.executable, "-c", "import atexit; atexit.register(print, 'handler ran'); " + run, "kv", "--model",
+          "Qwen/Qwen3-235B-A22B", "--tp", "8", "--format", "json"]
+    p = subprocess.run(ok, capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and p.stdout.endswith("}\nhandler ran\n")

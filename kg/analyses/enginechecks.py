@@ -23,7 +23,6 @@ rule). The snippets are evidence items (kg.analyses.evidence checks them like ru
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -80,6 +79,7 @@ def scan_text(path: str, text: str, engine: str, pattern: str = PATTERN) -> list
 
 def scan_wheel(wheel: Path, engine: str, roots: Iterable[str], pattern: str = PATTERN) -> list[EngineCheck]:
     """Every message matching ``pattern`` in the ``.py`` files of ``wheel`` under ``roots`` (prefixes), in path order."""
+    import zipfile  # only the wheel scan reads one (zipfile loads shutil, bz2 and lzma: ~12 M instructions a check)
     roots = list(roots)
     out: list[EngineCheck] = []
     try:

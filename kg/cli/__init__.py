@@ -14,10 +14,17 @@ import importlib
 import os
 import re
 import sys
+import types
 
 from kg.core.deferred import defer
 
-defer("inspect")  # read only by dataclasses, for a class without a docstring: kg.core.deferred
+
+def _ismethod(obj: object) -> bool:
+    """``inspect.ismethod``, the one function of ``inspect`` that durable-rules calls (for each action it registers)."""
+    return isinstance(obj, types.MethodType)
+
+
+defer("inspect", ismethod=_ismethod)  # read by dataclasses for a class without a docstring only: kg.core.deferred
 
 # command name -> (module, one-line help). The module is imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -45,3 +45,10 @@ def __getattr__(name: str):
         from kg.core.problem import Problem
         return Problem
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def get_close_matches(word: str, possibilities: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """``difflib.get_close_matches`` for a "did you mean" hint, loaded only when a name is not known (difflib, with
+    heapq: ~4 M instructions that a ``check`` of a correct stack does not need)."""
+    from difflib import get_close_matches as close
+    return close(word, possibilities, n, cutoff)

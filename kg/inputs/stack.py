@@ -23,14 +23,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Callable, Any
 
 from kg.core import paths
 from kg.knowledge.catalog import Catalog
 from kg.knowledge.vocabulary import BASE_SETTINGS, PARALLEL_DEFAULTS
-from kg.core.errors import OptkgError
+from kg.core.errors import OptkgError, get_close_matches
 from kg.inputs.modelcfg import ModelFacts, load_config_file, resolve_model
 from kg.inputs.settingcheck import (MAX_PARALLEL_SIZE, SETTING_MAXIMUM, SETTING_MINIMUM,  # noqa: F401 - re-exported
                                    checked_setting, coerce_value as _coerce)

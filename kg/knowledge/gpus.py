@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import math
 import re
-from difflib import get_close_matches
 from typing import Any
 
-from kg.core.errors import OptkgError
+from kg.core.errors import OptkgError, get_close_matches
 
 VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon", "gpu", "graphics"}
 MAX_NAME = 64

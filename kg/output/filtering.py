@@ -73,11 +73,11 @@ def check_terms(select: list[str], ignore: list[str], known: set[str] | None = N
     A misspelt --select would otherwise hide every finding and pass CI; the message lists close
     matches. ``known`` defaults to ``known_terms(rules_dir)``.
     """
-    from difflib import get_close_matches
     for flag, values in (("--select", select), ("--ignore", ignore)):
         terms = _terms(values)
         if not terms:
             continue
+        from difflib import get_close_matches  # only for terms given (a check without --select does not load it)
         if known is None:
             known = known_terms(rules_dir)
         for t in sorted(terms - known):

@@ -22,7 +22,6 @@ when the stack names none):
 """
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 from typing import Any
 
@@ -172,6 +171,7 @@ def unregistered_text(release: str, archs: list[str]) -> str:
         later = [r for r in has if Version(r) > Version(release)]
         if later:
             text += f"; the first release optkg read that registers it is {later[0]}"
+        import difflib  # loaded for a name that is not known only
         near = difflib.get_close_matches(a, list(models), n=3, cutoff=0.75)
         if near:
             text += "; nearest registered: " + ", ".join(near)
