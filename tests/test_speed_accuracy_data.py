@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 import sys
 from pathlib import Path
 
@@ -38,9 +39,9 @@ def test_the_calibration_was_fitted_on_the_train_split_only():
     doc = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())
     assert doc["fitted_on"]["split"] == "train"
     for cell, v in doc["cells"].items():
-        # [a, b, c] or [a, b, c, t0] (t0 >= 0 ms added after the factor), or null where no form lowered the
-        # left-out error (factor 1)
-        assert all(v[m] is None or len(v[m]) == 3 or (len(v[m]) == 4 and v[m][3] >= 0) for m in ("ttft", "tpot"))
+        # [a, b, c], [a, b, c, t0] (t0 >= 0 ms added after the factor) or [a, b, c, t0, d] (d: the log2(osl)
+        # term), or null where no form lowered the left-out error (factor 1)
+        assert all(v[m] is None or len(v[m]) == 3 or (len(v[m]) in (4, 5) and v[m][3] >= 0) for m in ("ttft", "tpot"))
         assert v["train_rows"] >= 30, cell
         assert 1 <= v["concurrency"][0] <= v["concurrency"][1] and 1 <= v["isl"][0] <= v["isl"][1], cell
         # its coverage: the models it saw and whether it carried over to a left-out model (and GPU, engine-wide)
@@ -110,3 +111,28 @@ def test_check_states_the_held_out_accuracy_the_doc_measured():
         f"over {v['rows']:,} held-out rows (docs/speed-accuracy.md)")
     assert accuracy_note("vllm", "l40s") == ("accuracy not measured: no held-out measured rows for vllm on l40s "
                                              "(docs/speed-accuracy.md)")
+
+
+def test_an_osl_term_is_kept_only_where_leaving_a_group_out_on_train_says_so():
+    import run
+    # rows: (concurrency, isl, measured / estimated, model, GPU, group, estimated ms, osl); one group per OSL
+    def rows(q):
+        return [(c, 1024, q(osl), "m", "h200_sxm", f"g{osl}", 50.0, osl)
+                for osl in (128, 512, 2048, 8192) for c in (4, 8, 16, 32) * 4]
+    # measured / estimated = (osl / 1024) ** 0.25: no factor of concurrency and ISL fits a left-out OSL, the OSL
+    # term does (the fourth element of _form), and the fitted d is 0.25 / log2 e's share: exp(d log2 osl) = osl**0.25
+    kept, overhead, evidence, osl = run._form(rows(lambda o: (o / 1024) ** 0.25))
+    assert (kept, osl) == (True, True) and evidence["factor_osl"] < evidence["factor"]
+    coef = run._lsq(rows(lambda o: (o / 1024) ** 0.25), overhead, osl)
+    assert len(coef) == 5 and coef[4] == pytest.approx(0.25 * math.log(2), abs=0.01)
+    # a ratio that does not depend on the OSL (here: on the concurrency) keeps the plain factor
+    flat = [(c, i, 1.5 * (c / 8) ** 0.2, *rest) for c, i, _, *rest in rows(lambda o: 1.0)]
+    assert run._form(flat)[1] is False and run._form(flat)[3] is False
+
+
+def test_a_leave_one_out_fit_needs_20_train_rows_not_30():
+    import run
+    # two configuration groups of 24 rows each (sglang/h100 train: Qwen3-32B TP 2 and TP 4, 24 and 27 rows): each is
+    # fitted on the other's 24 rows; at the former bound of 30 neither could be left out (no evidence either way)
+    rows = [(c, 1024, 2.0, "m", "h100_sxm", g, 50.0, 512) for g in ("tp2", "tp4") for c in (4, 8, 16, 32, 64, 128) * 4]
+    assert run.MIN_FIT_ROWS == 20 and run._form(rows)[0] is True

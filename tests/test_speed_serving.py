@@ -413,3 +413,24 @@ def test_weights_offloaded_to_the_host_are_not_timed(monkeypatch, catalog, check
     assert sp["status"] == "not_evaluable"
     assert sp["reasons"] == ["40.00 GiB of weights per GPU are read from host memory in every forward pass "
                              "(--cpu-offload-gb); the estimator times GPU-resident weights only"]
+
+
+def test_a_calibration_with_an_osl_term_scales_with_the_output_length_inside_its_range():
+    import math
+    from kg.speed.serving import Workload, calibration_factor, calibration_overhead_ms, within_fit
+    cell = {"tpot": [0.0, 0.0, 0.0, 2.0, 1.0], "concurrency": [4, 64], "isl": [1024, 8192], "osl": [128, 1024]}
+    # [a, b, c, t0, d]: exp(1 x log2 512) = exp(9), plus 2 ms per step
+    assert calibration_factor(cell["tpot"], within_fit(cell, Workload(1024, 512, 8))) == pytest.approx(math.exp(9))
+    assert calibration_overhead_ms(cell["tpot"]) == 2.0
+    # OSL 8,192 is taken at the edge of the measured runs, 1,024: exp(10), not exp(13)
+    assert within_fit(cell, Workload(1024, 8192, 8)).osl == 1024
+    assert calibration_factor(cell["tpot"], within_fit(cell, Workload(1024, 8192, 8))) == pytest.approx(math.exp(10))
+
+
+def test_a_model_whose_own_train_rows_the_factor_made_worse_is_not_calibrated():
+    from kg.speed.serving import calibrated
+    kf = {"tpot": [-0.5, 0.0, 0.0], "models": {"aaa": "gap-analysis model", "bbb": "InferenceX model"},
+          "transfers": {"tpot": False}, "worse_for": {"tpot": {"bbb": "InferenceX model"}}}
+    assert calibrated(kf, "tpot", "aaa", "h200_sxm") == ([-0.5, 0.0, 0.0], None)
+    coef, why = calibrated(kf, "tpot", "bbb", "h200_sxm")
+    assert coef is None and "raised the error of this model's own measured train rows" in why

@@ -86,11 +86,12 @@ def calibration() -> dict[str, dict[str, float]]:
 
 
 def within_fit(cell: dict[str, Any], wl: Workload) -> Workload:
-    """``wl`` with concurrency and ISL moved into the ranges the cell's calibration was fitted on (its
-    ``concurrency`` / ``isl`` [min, max]): the correction is not extrapolated beyond the measured runs."""
+    """``wl`` with concurrency, ISL and OSL moved into the ranges the cell's calibration was fitted on (its
+    ``concurrency`` / ``isl`` / ``osl`` [min, max]): the correction is not extrapolated beyond the measured runs."""
     def clamp(v: int, span) -> int:
         return min(max(v, span[0]), span[1]) if span else v
-    return Workload(clamp(wl.isl, cell.get("isl")), wl.osl, clamp(wl.concurrency, cell.get("concurrency")))
+    return Workload(clamp(wl.isl, cell.get("isl")), clamp(wl.osl, cell.get("osl")),
+                    clamp(wl.concurrency, cell.get("concurrency")))
 
 
 # config.json keys that fix a network's shapes: two checkpoints equal on all of them are one model to the estimator
@@ -117,7 +118,8 @@ def calibrated(kf: dict[str, Any], metric: str, signature: str,
     """The cell's ``[a, b, c]`` for ``metric`` (``ttft`` / ``tpot``) when the model is inside the calibration's
     coverage, else (None, why). Inside: the model's own rows were in the fit (``models``), or leave-one-model-out
     on the train split showed the cell's factor lowers the error of a model it was not fitted on
-    (``transfers``). A ``<engine>/*`` fallback on a GPU it did not see (``systems``) must also have carried over to
+    (``transfers``), and not where the factor raised the error of the model's own train rows (``worse_for``). A
+    ``<engine>/*`` fallback on a GPU it did not see (``systems``) must also have carried over to
     a left-out GPU (``transfers_gpu``)."""
     coef = kf.get(metric)
     if not coef:
@@ -125,6 +127,9 @@ def calibrated(kf: dict[str, Any], metric: str, signature: str,
     if system not in kf.get("systems", [system]) and not (kf.get("transfers_gpu") or {}).get(metric):
         return None, (f"{metric.upper()} not calibrated: on the train split the engine-wide factor did not lower the "
                       "error of a GPU it was not fitted on (leave-one-GPU-out)")
+    if signature in ((kf.get("worse_for") or {}).get(metric) or {}):
+        return None, (f"{metric.upper()} not calibrated: the cell's factor raised the error of this model's own measured "
+                      "train rows (kg/speed/calibration.yaml worse_for)")
     if signature in (kf.get("models") or {}) or (kf.get("transfers") or {}).get(metric):
         return coef, None
     return None, (f"{metric.upper()} not calibrated: no measured train rows of this model for this engine x GPU, and "
@@ -133,16 +138,18 @@ def calibrated(kf: dict[str, Any], metric: str, signature: str,
 
 
 def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
-    """``exp(a + b log2(concurrency) + c log2(isl))`` for a cell's ``[a, b, c(, t0)]`` (1.0 without one): the
-    estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt length."""
+    """``exp(a + b log2(concurrency) + c log2(isl) [+ d log2(osl)])`` for a cell's ``[a, b, c(, t0(, d))]`` (1.0
+    without one): the estimator's error grows with concurrency (its TTFT queuing model) and varies with the prompt
+    length and, where the train rows showed it (tools/accuracy/run.py FORMS), the output length."""
     if not coef:
         return 1.0
     a, b, c = coef[:3]
-    return math.exp(a + b * math.log2(wl.concurrency) + c * math.log2(wl.isl))
+    d = coef[4] if len(coef) > 4 else 0.0
+    return math.exp(a + b * math.log2(wl.concurrency) + c * math.log2(wl.isl) + d * math.log2(max(1, wl.osl)))
 
 
 def calibration_overhead_ms(coef: list[float] | None) -> float:
-    """The fixed time ``t0`` (ms) of a cell's ``[a, b, c, t0]`` added after the factor (0 without one): a cost per
+    """The fixed time ``t0`` (ms) of a cell's ``[a, b, c, t0(, d)]`` added after the factor (0 without one): a cost per
     request (TTFT) or per engine step (TPOT) outside the per-op kernel timings the estimator sums."""
     return float(coef[3]) if coef and len(coef) > 3 else 0.0
 
@@ -167,11 +174,16 @@ def _factors(backend: str, system: str, signature: str, wl: Workload,
             plus = f" + {ks[-1][1]:,.1f} ms" if ks[-1][1] else ""
             notes.append(f"{metric.upper()} calibrated x {ks[-1][0]:.2f}{plus} ({cell}, {kf.get('train_rows', '?')} "
                          f"measured train rows, kg/speed/calibration.yaml) at {wl.concurrency:,} running requests and "
-                         "this ISL")
-            if (at.concurrency, at.isl) != (wl.concurrency, wl.isl):
+                         f"this ISL{' and OSL' if len(coef) > 4 else ''}")
+            osl_used = len(coef) > 4
+            if (at.concurrency, at.isl) != (wl.concurrency, wl.isl) or (osl_used and at.osl != wl.osl):
+                o = kf.get("osl") or [at.osl, at.osl]
+                span = f", OSL {o[0]:,}-{o[1]:,}" if osl_used else ""
+                edge = f", OSL {at.osl:,}" if osl_used else ""
                 notes.append(f"outside the calibration's measured runs ({cell}: concurrency {kf['concurrency'][0]:,}-"
-                             f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}): its factor is taken "
-                             f"at the nearest edge (concurrency {at.concurrency:,}, ISL {at.isl:,}), not extrapolated")
+                             f"{kf['concurrency'][1]:,}, ISL {kf['isl'][0]:,}-{kf['isl'][1]:,}{span}): its factor is "
+                             f"taken at the nearest edge (concurrency {at.concurrency:,}, ISL {at.isl:,}{edge}), not "
+                             "extrapolated")
     return ks[0], ks[1]
 
 

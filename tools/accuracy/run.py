@@ -55,6 +55,10 @@ GROUP_KEYS = ("mode", "model_path", "system", "backend", "backend_version", "pre
               "decode_attention_dp_size", "decode_moe_tp_size", "decode_moe_ep_size", "decode_num_workers")
 BARE_CTX_TOKENS = 8192
 MIN_ROWS = 30  # targets apply to engine x GPU cells with at least this many held-out rows
+# a leave-one-out fit (``_left_out_error``) is made on at least this many train rows: 4 per coefficient of the largest
+# form (a, b, c, d and t0). At 30 (MIN_ROWS, the rule before) a cell whose train rows are two groups of 24 and 27
+# (sglang/h100: Qwen3-32B TP 2 and TP 4) could never be checked either way and stayed uncalibrated
+MIN_FIT_ROWS = 20
 
 
 def package_dir() -> Path:
@@ -326,7 +330,8 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
         rec["launch"] = run.launch_evidence or ""
         rec["outside_sweep"] = run.outside_sweep or ""
         rec["disagg_as_agg"] = bool(run.not_evaluable)
-        rec["concurrency"], rec["mean_isl"] = run.concurrency, run.isl  # the workload optkg's calibration sees
+        # the workload optkg's calibration sees
+        rec["concurrency"], rec["mean_isl"], rec["mean_osl"] = run.concurrency, run.isl, run.osl
         b = sc.bare(run)
         if "not_evaluable" in b:
             rec["bare_reason"] = b["not_evaluable"]
@@ -357,23 +362,30 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
 CALIBRATION = REPO / "kg" / "speed" / "calibration.yaml"
 
 
-def _design(rows: list[tuple]) -> tuple:
+def _osl(r: tuple) -> int:
+    """The output length of a fit row (field 7; rows without one are read at 1,024 tokens)."""
+    return r[7] if len(r) > 7 else 1024
+
+
+def _design(rows: list[tuple], osl: bool = False) -> tuple:
+    """The regressors of a fit: 1, log2(concurrency), log2(isl) and, with ``osl``, log2(osl)."""
     import numpy as np
-    return (np.array([[1.0, math.log2(r[0]), math.log2(r[1])] for r in rows]), np.array([r[2] for r in rows]))
+    return (np.array([[1.0, math.log2(r[0]), math.log2(r[1])] + ([math.log2(_osl(r))] if osl else []) for r in rows]),
+            np.array([r[2] for r in rows]))
 
 
-def _lsq_at(rows: list[tuple], t0: float) -> tuple[list[float], float] | None:
+def _lsq_at(rows: list[tuple], t0: float, osl: bool = False) -> tuple[list[float], float] | None:
     """``[a, b, c]`` of measured = t0 + estimated x exp(a + b log2(concurrency) + c log2(isl)) over ``rows`` of
     (concurrency, isl, measured / estimated, model, GPU, group, estimated), and its MAPE on them: least squares of
     log((measured - t0) / estimated) on the rows where measured - t0 stays above 1/20 of the estimate, then ``a`` moved
     to the value that minimises the MAPE on every row (the log fit centres the median ratio; MAPE, the error
     reported, is not symmetric in log space). With t0 = 0 the plain multiplicative factor."""
     import numpy as np
-    x, q = _design(rows)
+    x, q = _design(rows, osl)
     est = np.array([r[6] for r in rows])
     rest = q - t0 / est  # (measured - t0) / estimated
     ok = rest > 1 / 20
-    if ok.sum() < 3:
+    if ok.sum() < x.shape[1]:
         return None
     coef = np.linalg.lstsq(x[ok], np.log(rest[ok]), rcond=None)[0]
     base = x @ coef
@@ -390,54 +402,65 @@ def _lsq_at(rows: list[tuple], t0: float) -> tuple[list[float], float] | None:
     return [float(v) for v in coef], float(np.min(errs))
 
 
-def _lsq(rows: list[tuple], overhead: bool = False) -> list[float] | None:
+def _lsq(rows: list[tuple], overhead: bool = False, osl: bool = False) -> list[float] | None:
     """The multiplicative factor ``[a, b, c]`` (``_lsq_at`` with t0 = 0) or, with ``overhead``, ``[a, b, c, t0]``: the
     estimate times the factor plus a fixed time t0 >= 0 (ms), a cost per request (TTFT) or per engine step (TPOT)
     outside the per-op kernel timings the estimator sums (the serving front end, the scheduler's CPU work;
     aiconfigurator-core adds such a constant itself for vLLM's prefill, sdk/backends/vllm_backend.py
     ``_prefill_dispatch_overhead_ms``). t0 is taken from a grid over [0, 0.9 x the rows' 10th-percentile measured
     value], each point with its own least squares; the lowest MAPE wins. None when even so the rows' MAPE is not
-    lowered (factor 1, no overhead)."""
+    lowered (factor 1, no overhead).
+
+    With ``osl`` the factor has a fourth term, d log2(osl), stored after t0: ``[a, b, c, t0, d]`` (t0 = 0 without
+    ``overhead``). The estimator's TPOT is a mean over a request's engine steps, the steps that also prefill other
+    requests' prompts among them, and their share depends on how many decode steps (OSL) a prompt is spread over
+    (BaseBackend.run_agg: steps_to_finish_ctx against decode_iterations); in a closed loop a request's TTFT queues
+    behind the prompts of clients that return after ISL + OSL tokens."""
     import numpy as np
     _, q = _design(rows)
     meas = q * np.array([r[6] for r in rows])
     grid = np.linspace(0.0, 0.9 * float(np.percentile(meas, 10)), 16) if overhead else [0.0]
-    fits = [(f, t0) for t0 in grid for f in [_lsq_at(rows, float(t0))] if f]
+    fits = [(f, t0) for t0 in grid for f in [_lsq_at(rows, float(t0), osl)] if f]
     if not fits:
         return None
     (coef, err), t0 = min(fits, key=lambda ft: ft[0][1])
     if err >= float(np.mean(np.abs(1.0 / q - 1.0))):
         return None
+    if osl:
+        return [round(v, 5) for v in coef[:3]] + [round(float(t0), 3), round(coef[3], 5)]
     return [round(v, 5) for v in coef] + ([round(float(t0), 3)] if overhead else [])
 
 
-def _ranges(rows: list[tuple]) -> tuple[list[int], list[int]]:
-    return [min(r[0] for r in rows), max(r[0] for r in rows)], [min(r[1] for r in rows), max(r[1] for r in rows)]
+def _ranges(rows: list[tuple]) -> tuple[list[int], list[int], list[int]]:
+    """The [min, max] of the rows' concurrency, ISL and OSL."""
+    return ([min(r[0] for r in rows), max(r[0] for r in rows)], [min(r[1] for r in rows), max(r[1] for r in rows)],
+            [min(_osl(r) for r in rows), max(_osl(r) for r in rows)])
 
 
 def _ratio(coef: list[float] | None, span: dict, r: tuple) -> float:
     """calibrated estimate / measured for row ``r`` (``coef`` clamped to ``span``'s ranges, as kg.speed.serving
     applies it)."""
     from kg.speed.serving import Workload, calibration_factor, calibration_overhead_ms, within_fit
-    f = calibration_factor(coef, within_fit(span, Workload(r[1], 1, r[0])))
+    f = calibration_factor(coef, within_fit(span, Workload(r[1], _osl(r), r[0])))
     return (f + calibration_overhead_ms(coef) / r[6]) / r[2]
 
 
-def _left_out_error(rows: list[tuple], part: int, overhead: bool = False) -> tuple[float, float] | None:
+def _left_out_error(rows: list[tuple], part: int, overhead: bool = False,
+                    osl: bool = False) -> tuple[float, float] | None:
     """Leave-one-out over the values of field ``part`` of ``rows`` (3: the model, 4: the GPU, 5: the configuration
-    group of tools/accuracy/split.csv): fitted without one value's rows (when >= MIN_ROWS remain) and applied to them
-    (clamped to the fit's ranges, as kg.speed.serving does): (MAPE with the factor, MAPE without), pooled over every
-    left-out value; TRAIN rows only. None when no value can be left out with >= MIN_ROWS rows to fit on (one value
-    only): no evidence either way."""
+    group of tools/accuracy/split.csv): fitted without one value's rows (when >= MIN_FIT_ROWS remain) and applied to
+    them (clamped to the fit's ranges, as kg.speed.serving does): (MAPE with the factor, MAPE without), pooled over
+    every left-out value; TRAIN rows only. None when no value can be left out with >= MIN_FIT_ROWS rows to fit on (one
+    value only): no evidence either way."""
     import numpy as np
     cal, raw = [], []
     values = sorted({r[part] for r in rows})
-    if not any(sum(1 for r in rows if r[part] != v) >= MIN_ROWS for v in values):
+    if not any(sum(1 for r in rows if r[part] != v) >= MIN_FIT_ROWS for v in values):
         return None
     for left in values:
         fit_on = [r for r in rows if r[part] != left]
-        coef = _lsq(fit_on, overhead) if len(fit_on) >= MIN_ROWS else None
-        span = dict(zip(("concurrency", "isl"), _ranges(fit_on))) if fit_on else {}
+        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= MIN_FIT_ROWS else None
+        span = dict(zip(("concurrency", "isl", "osl"), _ranges(fit_on))) if fit_on else {}
         for r in rows:
             if r[part] == left:
                 cal.append(abs(_ratio(coef, span, r) - 1.0))
@@ -445,9 +468,9 @@ def _left_out_error(rows: list[tuple], part: int, overhead: bool = False) -> tup
     return (float(np.mean(cal)), float(np.mean(raw))) if cal else None
 
 
-def _transfers(rows: list[tuple], part: int, overhead: bool = False) -> bool | None:
+def _transfers(rows: list[tuple], part: int, overhead: bool = False, osl: bool = False) -> bool | None:
     """Does the factor lower the error of the left-out values (``_left_out_error``)? None: no evidence."""
-    e = _left_out_error(rows, part, overhead)
+    e = _left_out_error(rows, part, overhead, osl)
     return None if e is None else e[0] < e[1]
 
 
@@ -459,19 +482,35 @@ def _lowers(coef: list[float] | None, span: dict, rows: list[tuple]) -> bool:
         statistics.fmean(abs(1.0 / r[2] - 1.0) for r in rows)
 
 
-def _form(rows: list[tuple]) -> tuple[bool | None, bool, dict]:
-    """(kept, overhead, evidence) for one cell and metric, from leave-one-configuration-group-out on the train rows:
-    the form (factor alone, or factor plus fixed time, ``_lsq``) with the lower left-out error, kept only where that
-    error is below the uncalibrated one; kept None when the rows hold one group (no evidence). ``evidence``: the
-    left-out MAPEs in percent (``uncalibrated``, ``factor``, ``factor_plus_fixed``), written to calibration.yaml."""
-    plain, extra = _left_out_error(rows, 5), _left_out_error(rows, 5, True)
-    if plain is None:
-        return None, False, {}
-    overhead = extra is not None and extra[0] < plain[0]
-    best = extra if overhead else plain
-    evidence = {"uncalibrated": round(plain[1] * 100, 1), "factor": round(plain[0] * 100, 1),
-                "factor_plus_fixed": round(extra[0] * 100, 1) if extra else None}
-    return best[0] < best[1], overhead, evidence
+# the calibration's forms, simplest first (a later one is kept only when its left-out error is strictly lower):
+# evidence key -> (overhead: a fixed time t0, osl: a log2(osl) term in the factor)
+FORMS = {"factor": (False, False), "factor_plus_fixed": (True, False), "factor_osl": (False, True),
+         "factor_plus_fixed_osl": (True, True)}
+
+
+def _form(rows: list[tuple]) -> tuple[bool | None, bool, dict, bool]:
+    """(kept, overhead, evidence, osl) for one cell and metric, from leave-one-configuration-group-out on the train
+    rows: the form (``FORMS``: the factor of concurrency and ISL, alone or plus a fixed time, each with or without an
+    OSL term, ``_lsq``) with the lowest left-out error, kept only where that error is below the uncalibrated one; kept
+    None when the rows hold one group (no evidence). ``evidence``: the left-out MAPEs in percent (``uncalibrated`` and
+    one per form), written to calibration.yaml."""
+    errs = {name: _left_out_error(rows, 5, *flags) for name, flags in FORMS.items()}
+    if errs["factor"] is None:
+        return None, False, {}, False
+    best = "factor"
+    for name, e in errs.items():
+        if e is not None and e[0] < errs[best][0] - 1e-6:  # lower, not equal up to rounding
+            best = name
+    evidence = {"uncalibrated": round(errs["factor"][1] * 100, 1),
+                **{name: round(e[0] * 100, 1) if e else None for name, e in errs.items()}}
+    overhead, osl = FORMS[best]
+    return errs[best][0] < errs[best][1], overhead, evidence, osl
+
+
+def _mean_osl(r: dict) -> int:
+    """The mean output length the row's client drew (measured.mean_length; the record's own when it has one)."""
+    from measured import mean_length
+    return int(r.get("mean_osl") or max(2, mean_length(int(r["osl"]), r.get("source") or "")))
 
 
 def fit(recs: list[dict]) -> dict:
@@ -498,32 +537,42 @@ def fit(recs: list[dict]) -> dict:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
                     # per-rank batch_size and nominal ISL
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
-                                          r["group"], float(r[raw])))
+                                          r["group"], float(r[raw]), _mean_osl(r)))
     out = {}
     for k in sorted(cells):
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
         if n < MIN_ROWS:
             continue
-        conc, isl = _ranges(cells[k]["ttft"] + cells[k]["tpot"])
+        conc, isl, osl = _ranges(cells[k]["ttft"] + cells[k]["tpot"])
         # a factor that does not lower the error of a configuration group it was not fitted on (leave-one-group-out,
         # the held-out split's own unit) is dropped: it would fit the train rows, not the estimator's error
         # a cell whose rows hold one configuration cannot show it either way: it takes the engine-wide factor
         form = {m: _form(cells[k][m]) for m in ("ttft", "tpot")}
-        coefs = {m: _lsq(cells[k][m], form[m][1]) if form[m][0] else None for m in ("ttft", "tpot")}
+        coefs = {m: _lsq(cells[k][m], form[m][1], form[m][3]) if form[m][0] else None for m in ("ttft", "tpot")}
         out[k] = {"ttft": coefs["ttft"], "tpot": coefs["tpot"], "train_rows": n,
                   # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
-                  "concurrency": conc, "isl": isl,
+                  "concurrency": conc, "isl": isl, "osl": osl,
                   "models": dict(sorted(names[k].items(), key=lambda kv: kv[1])),
-                  "transfers": {m: _transfers(cells[k][m], 3, form[m][1]) for m in ("ttft", "tpot")},
+                  "transfers": {m: _transfers(cells[k][m], 3, form[m][1], form[m][3]) for m in ("ttft", "tpot")},
                   # the decision's evidence: leave-one-configuration-group-out MAPE (percent) on the train rows
                   "left_out_mape": {m: form[m][2] or None for m in ("ttft", "tpot")}}
+        # a model the fit saw whose own train rows the factor makes worse is left uncalibrated (kg.speed.serving
+        # calibrated): a cell's rows can hold measurements of another harness (vllm/h200: NVIDIA's gap-analysis rows
+        # of vLLM 0.12.0, 0.4-0.6x the estimate, beside InferenceX rows at 1.0-1.5x), and a factor fitted to both
+        # must not move the models it fits worse
+        span = {"concurrency": conc, "isl": isl, "osl": osl}
+        worse = {m: {sig: names[k][sig] for sig in sorted({r[3] for r in cells[k][m]})
+                     if not _lowers(coefs[m], span, [r for r in cells[k][m] if r[3] == sig])}
+                 for m in ("ttft", "tpot") if coefs[m]}
+        if any(worse.values()):
+            out[k]["worse_for"] = {m: dict(sorted(v.items(), key=lambda kv: kv[1])) for m, v in worse.items() if v}
         engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
         fallback = {m: form[m][0] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
         if not k.endswith("/*") and any(fallback.values()):
             out[k]["fallback"] = fallback
         if k.endswith("/*"):
             out[k]["systems"] = sorted({row[4] for row in cells[k]["ttft"]})
-            out[k]["transfers_gpu"] = {m: _transfers(cells[k][m], 4, form[m][1]) for m in ("ttft", "tpot")}
+            out[k]["transfers_gpu"] = {m: _transfers(cells[k][m], 4, form[m][1], form[m][3]) for m in ("ttft", "tpot")}
     return out
 
 
@@ -536,15 +585,18 @@ def write_calibration(cells: dict) -> None:
             "# `python tools/accuracy/run.py --fit`; data, not code: refit when the estimator or the adapter changes.\n")
     doc = {"fitted_on": {"data": f"aiconfigurator-core {estimator_version()} systems/silicon_sample.csv, agg rows",
                          "split": "train",
-                         "model": "measured = estimated x exp(a + b log2(concurrency) + c log2(isl)) [+ t0]; [a, b, c] "
-                                  "or [a, b, c, t0] (t0: a fixed time in ms per request for TTFT, per engine step "
-                                  "for TPOT) by least squares on the train rows of the cell (<engine>/*: all GPUs)",
-                         "kept": "the form (with or without t0) with the lower leave-one-configuration-group-out error "
-                                 "on the train rows, and only where that error is below the uncalibrated one (else "
+                         "model": "measured = estimated x exp(a + b log2(concurrency) + c log2(isl) [+ d log2(osl)]) "
+                                  "[+ t0]; [a, b, c], [a, b, c, t0] or [a, b, c, t0, d] (t0: a fixed time in ms per "
+                                  "request for TTFT, per engine step for TPOT, 0 when absent) by least squares on the "
+                                  "train rows of the cell (<engine>/*: all GPUs)",
+                         "kept": "the form (with or without t0, with or without the OSL term) with the lowest "
+                                 "leave-one-configuration-group-out error on the train rows (a leave-one-out fit on at "
+                                 "least 20 rows), and only where that error is below the uncalibrated one (else "
                                  "null); a cell with one configuration group takes <engine>/* where that lowers the "
                                  "cell's train error (fallback)",
-                         "coverage": "applied within the cell's concurrency / ISL ranges (clamped at their edges), to "
-                                     "the models it saw (models: shape signature -> name), and to other models only "
+                         "coverage": "applied within the cell's concurrency / ISL / OSL ranges (clamped at their edges), to "
+                                     "the models it saw (models: shape signature -> name) except those whose own train "
+                                     "error it raised (worse_for), and to other models only "
                                      "where leave-one-model-out on the train split lowered the error (transfers); "
                                      "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu)",
                          "adapter": ADAPTER_VERSION, "tool": "tools/accuracy/run.py --fit"},
@@ -602,11 +654,11 @@ def render(recs: list[dict], digest: str) -> str:
              "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
              "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
              "release mapped to the nearest database release, per engine x GPU calibration fitted on the train "
-             "split, kg/speed/calibration.yaml: a factor of concurrency and ISL, alone or plus a fixed time per "
+             "split, kg/speed/calibration.yaml: a factor of concurrency and ISL (and OSL where that helped), alone or plus a fixed time per "
              "request (TTFT) or engine step (TPOT) that per-op kernel timings do not hold, whichever form has the "
              "lower leave-one-configuration-group-out error on the train rows, kept only where that error is below "
-             "the uncalibrated one, and applied only inside its coverage: concurrency / ISL ranges, the "
-             "models it was fitted on, other models only where leave-one-model-out on the train rows showed it "
+             "the uncalibrated one, and applied only inside its coverage: concurrency / ISL / OSL ranges, the "
+             "models it was fitted on (not those whose own train rows it made worse), other models only where leave-one-model-out on the train rows showed it "
              "carries over); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
              "authors compare it with this CSV (`cli_estimate`: the row's layout and batch_size, ctx_tokens = ISL, "
              "the row's release when its database has it), on the rows where it gives a number (**bare's rows**: "
@@ -647,20 +699,23 @@ def _calibration_forms() -> list[str]:
     cells = (yaml.safe_load(CALIBRATION.read_text(encoding="utf-8")) or {}).get("cells") or {}
     out = ["## Calibration per cell and the train evidence for it", "",
            "Leave-one-configuration-group-out MAPE on the train rows (kg/speed/calibration.yaml `left_out_mape`): "
-           "uncalibrated, with a factor of concurrency and ISL, and with the factor plus a fixed time t0; the form "
-           "with the lower error is kept where it is below the uncalibrated one. Held-out rows play no part.", "",
-           "| cell | metric | uncal. | factor | factor + t0 | kept | t0 |", "|---|---|---:|---:|---:|---|---:|"]
+           "uncalibrated, with a factor of concurrency and ISL, with the factor plus a fixed time t0, and both again with "
+           "an OSL term in the factor (+ OSL); the form with the lowest error is kept where it is below the "
+           "uncalibrated one. Held-out rows play no part.", "",
+           "| cell | metric | uncal. | factor | factor + t0 | factor + OSL | factor + t0 + OSL | kept | t0 |",
+           "|---|---|---:|---:|---:|---:|---:|---|---:|"]
     for cell, v in cells.items():
         for m in ("ttft", "tpot"):
             ev = (v.get("left_out_mape") or {}).get(m) or {}
             coef = v.get(m)
+            t0 = coef[3] if coef and len(coef) > 3 else 0.0
+            form = "factor" + (" + t0" if t0 else "") + (" + OSL" if coef and len(coef) > 4 else "")
             kept = ("fallback to " + cell.split("/")[0] + "/*" if (v.get("fallback") or {}).get(m) else
-                    "no (one configuration group)" if not ev else
-                    "no" if not coef else "factor + t0" if len(coef) > 3 else "factor")
-            t0 = f"{coef[3]:,.1f} ms" if coef and len(coef) > 3 else "-"
+                    "no (one configuration group)" if not ev else "no" if not coef else form)
             pct = lambda x: "-" if x is None else f"{x:.1f} %"  # noqa: E731
             out.append(f"| {cell} | {m.upper()} | {pct(ev.get('uncalibrated'))} | {pct(ev.get('factor'))} | "
-                       f"{pct(ev.get('factor_plus_fixed'))} | {kept} | {t0} |")
+                       f"{pct(ev.get('factor_plus_fixed'))} | {pct(ev.get('factor_osl'))} | "
+                       f"{pct(ev.get('factor_plus_fixed_osl'))} | {kept} | {f'{t0:,.1f} ms' if t0 else '-'} |")
     return out + [""]
 
 
@@ -823,7 +878,7 @@ def read_records(path: Path) -> list[dict]:
             for k in list(rec):
                 if k.endswith("_ms"):
                     rec[k] = float(rec[k])
-                elif k in ("optkg_queued", "optkg_running", "optkg_kv_tokens", "concurrency", "mean_isl"):
+                elif k in ("optkg_queued", "optkg_running", "optkg_kv_tokens", "concurrency", "mean_isl", "mean_osl"):
                     rec[k] = int(float(rec[k]))
                 elif k == "disagg_as_agg":
                     rec[k] = rec[k] == "True"
