@@ -81,6 +81,7 @@ class KVContext:
 
 def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Engine facts (structural) and the flat namespace (numeric) for ``stack`` (module doc)."""
+    _runtime_dtype(stack)
     ns, facts = _base_facts(stack)
     derived: dict[str, Any] = {}
     m = stack.model
@@ -109,6 +110,16 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if f["kind"] == "model":
             f["has_sliding_window"] = ns["has_sliding_window"]
     return facts, ns
+
+
+def _runtime_dtype(stack: Stack) -> None:
+    """A float32 checkpoint under ``--dtype auto`` is sized as the 16-bit dtype the engine runs it in
+    (kg.analyses.weightfacts.runtime_model), with a note."""
+    from kg.analyses.weightfacts import runtime_model
+    stack.model, note = runtime_model(of(stack), stack.model, stack.settings.get("dtype"),
+                                      compute_capability(stack.hardware), stack.engine_version)
+    if note and note not in stack.notes:
+        stack.notes.append(note)
 
 
 def _base_facts(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]]]:

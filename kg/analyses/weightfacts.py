@@ -46,6 +46,22 @@ def _parse_block(value: Any) -> list[int] | None:
     return None
 
 
+def runtime_model(engine: Any, model: Any, dtype: str | None, cc: float | None, version: str | None
+                  ) -> tuple[Any, str | None]:
+    """``model`` as ``engine`` runs it under ``--dtype`` (None / auto: the engine's choice) and its note: a float32
+    checkpoint under auto runs in the 16-bit dtype the engine's ``loaded_dtype`` picks (vLLM, SGLang), so its weights
+    and an 'auto' KV cache are 2 bytes an element; any other model is returned as it is, with no note."""
+    if model is None or model.dtype.lower() not in ("float32", "float") or str(dtype or "auto").lower() != "auto":
+        return model, None
+    to = engine.loaded_dtype("float32", False, cc, version, model_type=model.model_type)
+    if to in ("float32", "float"):
+        return model, None
+    from dataclasses import replace
+    return replace(model, dtype=to, dtype_bytes=2), (
+        f"the checkpoint is float32 ({model.name}); with --dtype auto {engine.name} runs it in {to}: weights and an "
+        "'auto' KV cache are sized at 2 bytes (give --dtype float32 to keep 4)")
+
+
 def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     """The dtype facts of ``stack`` (see the module doc); ``ns`` is the check namespace built so far."""
     out: dict[str, Any] = {}

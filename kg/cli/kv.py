@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         hardware = resolve_gpu_arg(args, load_catalog()[0])
         if args.gpu_compute_capability is None and hardware.get("compute_capability") is not None:
             args.gpu_compute_capability = float(hardware["compute_capability"])
+        model = _runtime(model, args)
         if args.max_num_batched_tokens is None:
             mem = hardware.get("memory_gib")
             args.max_num_batched_tokens = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware["id"]))
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                                                         and 1.0 <= args.gpu_compute_capability < 100):
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
     engine = get(args.engine)
+    model = _runtime(model, args)
     auto_kv = engine.auto_kv_cache_dtype(model, _engine_version(args.engine_version), args.kv_cache_dtype)
     if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.engines.vllm.kv_dtype)
         args.kv_cache_dtype = auto_kv["dtype"]
@@ -237,3 +239,17 @@ def _engine_version(value: str | None) -> str | None:
         return None
     from kg.inputs.stack import check_engine_version
     return check_engine_version(value, "--engine-version", "a release")
+
+
+def _runtime(model, args: argparse.Namespace):
+    """``model`` as the engine runs it with --dtype auto (a float32 checkpoint in 16 bits), the note on stderr."""
+    import sys
+
+    from kg.analyses.weightfacts import runtime_model
+    from kg.engines import get
+    model, note = runtime_model(get(args.engine), model, None, args.gpu_compute_capability,
+                                _engine_version(args.engine_version))
+    if note:
+        from kg.core.textsafe import fit_width
+        sys.stderr.write(fit_width(f"optkg: note: {note}") + "\n")
+    return model

@@ -248,8 +248,10 @@ class Engine:
     def engine_facts(self, stack: Any, ns: dict[str, Any], out: dict[str, Any]) -> None:
         """Add the engine's own facts (defaults of options rules compare) to ``out`` (check's engine facts)."""
 
-    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None) -> str:
-        """The dtype the weights are loaded in for the effective ``dtype``: that dtype."""
+    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None,
+                     model_type: str = "") -> str:
+        """The dtype the weights are loaded in for the effective ``dtype`` (``explicit``: given with --dtype, not
+        auto): that dtype."""
         return dtype
 
     def quantization_facts(self, explicit: str | None, version: str | None) -> dict[str, Any]:

@@ -82,6 +82,14 @@ class SGLang(Engine):
         return budget(inp)
 
     # ---- KV
+    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None,
+                     model_type: str = "") -> str:
+        """With ``--dtype auto`` a float32 checkpoint runs in float16, a Gemma one in bfloat16 (SGLang 0.5.23
+        srt/configs/model_config.py:2303-2319, "Following the common practice, we use float16 for float32")."""
+        if not explicit and dtype == "float32":
+            return "bfloat16" if model_type.startswith("gemma") else "float16"
+        return dtype
+
     def has_dcp(self, version: str | None) -> bool:
         from kg.engines.sglang.dcp import has_dcp
         return has_dcp(version)

@@ -157,10 +157,19 @@ class VLLM(Engine):
         from kg.engines.vllm.registry import registry_facts
         out.update(registry_facts(stack, ns))  # the model registry's facts of the served architecture
 
-    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None) -> str:
+    def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None,
+                     model_type: str = "") -> str:
         """With ``--dtype auto``, vLLM 0.9.0+ falls back to float16 below compute capability 8.0 when the checkpoint
-        is bfloat16 (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep it."""
+        is bfloat16 (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep it. A
+        float32 checkpoint is downcast to the platform's preferred dtype, bfloat16 from compute capability 8.0
+        (0.34.0 config/model.py:2484-2486, platforms/cuda.py:298-304), float16 below it or before 0.9.0, bfloat16
+        for the models that refuse float16 (gemma2, gemma3, gemma3_text, glm4: config/model.py:2442-2447)."""
         from kg.core.relcmp import older_than
+        if not explicit and dtype == "float32":
+            if model_type in ("gemma2", "gemma3", "gemma3_text", "glm4"):
+                return "bfloat16"
+            new = not older_than(version, "0.9.0")
+            return "bfloat16" if new and (compute_capability is None or compute_capability >= 8.0) else "float16"
         if (not explicit and dtype == "bfloat16" and compute_capability is not None and compute_capability < 8.0
                 and not older_than(version, "0.9.0")):
             return "float16"
