@@ -2,7 +2,7 @@
 such as ``ds_config.json``, ``path/to/config.json`` and ``x.yaml``).
 
 The commands run from a temporary copy of the checkout (catalog/, rules/, examples/, docs/, exports/,
-tests/fixtures/, a git repository with an ``origin/main`` ref, ``../shared`` beside it), so the ones
+tests/fixtures/, a git repository with an ``origin/main`` ref; the example data is examples/data), so the ones
 that write (``new``, ``export --all``, ``--diagram``) never touch the repository. Each must exit 0
 (clean) or 1 (findings) and print no error; the Python blocks run in a fresh interpreter there.
 """
@@ -21,7 +21,6 @@ import pytest
 from catalog_copy import env_for, optkg
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
 # command lines, not the sample output (which starts "optkg check: <stack name>")
@@ -37,14 +36,11 @@ def test_the_readme_blocks_were_found():
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    if not SHARED.is_dir():
-        pytest.skip("../shared (the reference data beside the checkout) is not on this machine")
     root = tmp_path_factory.mktemp("readme")
     repo = root / "optkg"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for part in ("catalog", "rules", "examples", "docs", "exports", "tests/fixtures"):
         shutil.copytree(REPO / part, repo / part, ignore=ignore)
-    (root / "shared").symlink_to(SHARED)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "readme"], ["update-ref", "refs/remotes/origin/main", "HEAD"]):
         subprocess.run(git + args, check=True, capture_output=True)

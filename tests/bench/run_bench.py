@@ -15,7 +15,7 @@ Measurements (targets from issue 8):
    (tests/bench/pipeline.py, no cache)  -> 10k < 10 s; t(10k) / t(1k) <= 12.
 5. Peak RSS of the 10k run (``ru_maxrss``).
 6. ``optkg sweep`` throughput through the rule engine (stacks/s, in one process)  -> >= 1,000/s.
-7. ``optkg fit`` on the real Mooncake trace (12,031 requests, 288,500 prefix blocks; ../shared/data/traces)
+7. ``optkg fit`` on the real Mooncake trace (12,031 requests, 288,500 prefix blocks; examples/data)
    end to end  -> < 20 s; the trace measurement alone in one process  -> < 15 s. (These were timed
    asserts in tests/test_fit_cli.py and tests/test_fit_measure.py; the tests now bound the work instead.)
 
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{fmt_s(r['b_min'])} / {fmt_s(r['b_med'])}", f"{r['ratio']:.2f}x", "<= 5x",
                      "yes" if r["ratio"] <= 5 else "**no**"])
         # 7. fit on the Mooncake trace (timing moved here from the fit tests)
-        mooncake = REPO.parent / "shared" / "data" / "traces" / "mooncake_fast25_conversation_trace.jsonl"
+        mooncake = REPO / "examples" / "data" / "mooncake_fast25_conversation_trace.jsonl"
         if mooncake.is_file():
             log("fit on the Mooncake trace")
             fit_cmd = [OPTKG, "fit", str(mooncake), "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM",
