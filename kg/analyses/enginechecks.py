@@ -419,7 +419,6 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     ``lets`` and the engine's ``check_functions``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.engine.incremental import current
-    from kg.frameworks.checkrows import FUNCTIONS
     sweep = current()
     if sweep is not None:
         from kg.analyses.enginerows import sweep_config_keys, sweep_outcomes
@@ -453,26 +452,28 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 # the engine reads its own default, not optkg's table default or a derived number, for an
                 # input the stack does not give; rows compare strings case-insensitively. Only the names some
                 # row reads (directly or through its lets): a row's outcome depends on nothing else
-                base = {k: v.lower() if isinstance(v, str) else v for k in union
+                lower = _lower
+                base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v for k in union
                         if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
                 base.update(model_config_keys(stack, given, ns) if sweep is None else
                             sweep_config_keys(stack, given, ns, sweep, model_config_keys))
-            if sweep and i == 0:
-                outcomes = sweep_outcomes(d, reads, union, base, given, techniques, defaulted_techs, sweep)
-            if sweep:  # the row's outcome on an earlier stack whose values it reads were the same
-                done = outcomes[i]
-            else:
-                done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs))
+            if sweep:
+                # every row's [outcome, refusal] as on an earlier stack whose values it reads were the same
+                # (kg.analyses.enginerows); a refusal's entry is kept with it, its message read from the same values
+                for j, entry in enumerate(sweep_outcomes(d, reads, union, base, given, techniques, defaulted_techs,
+                                                         sweep)):
+                    if entry[0]:
+                        evaluated += 1
+                        if entry[0] == 2:
+                            if entry[1] is None:
+                                entry[1] = _refusal(rows[j], reads[j], base, given, techniques, defaulted_techs, d)
+                            refusals.append(dict(entry[1]))
+                break
+            done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs))
             if done:
                 evaluated += 1
                 if done == 2:
-                    message = s.get("message") or ""
-                    if s.get("fills"):  # the message's fields read names and lets of their own
-                        facts = row_facts(s, reads[i], base, given, techniques, defaulted_techs)
-                        message = fill_message(message, s["fills"], _fill_facts(s["fills"], {**base, **facts}, d),
-                                               FUNCTIONS)
-                    refusals.append({"id": s["id"], "path": s["path"], "line": s["line"], "message": message,
-                                     "expr": s["expr"]})
+                    refusals.append(_refusal(s, reads[i], base, given, techniques, defaulted_techs, d))
             continue
         if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
             continue
@@ -489,6 +490,27 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+_lower: dict[str, str] = {}  # text -> text.lower(), one object per text (a sweep compares them by identity first)
+
+
+def _lowered(v: str) -> str:
+    if len(_lower) > 50_000:
+        _lower.clear()
+    out = _lower[v] = v.lower()
+    return out
+
+
+def _refusal(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],
+             defaulted_techs: set[str], d: dict[str, Any]) -> dict[str, Any]:
+    """The ``engine_check_refusals`` entry of refusing row ``s`` (its message's fields filled from the facts)."""
+    from kg.frameworks.checkrows import FUNCTIONS
+    message = s.get("message") or ""
+    if s.get("fills"):  # the message's fields read names and lets of their own
+        facts = row_facts(s, reads, base, given, techniques, defaulted_techs)
+        message = fill_message(message, s["fills"], _fill_facts(s["fills"], {**base, **facts}, d), FUNCTIONS)
+    return {"id": s["id"], "path": s["path"], "line": s["line"], "message": message, "expr": s["expr"]}
 
 
 def _release_rows(engine: str | None, version: str | None, folder: Path | None) -> tuple[dict[str, Any], set[str]] | ():

@@ -22,12 +22,16 @@ def sweep_config_keys(stack: Any, given: Any, ns: dict[str, Any], session: Any, 
 
 
 def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: frozenset[str], base: dict[str, Any],
-                   given: Any, techniques: set[str], defaulted_techs: set[str], session: Any) -> list[int]:
-    """Every row's outcome (``row_outcome``) for one stack of a sweep: a row none of whose inputs (the values of the
-    names it reads, whether the stack gives its defaulted names and technique-set options, those techniques)
-    changed since the previous stack keeps its outcome; the others are looked up by those inputs (they decide the
-    facts ``row_facts`` gives it), and run only for inputs not met before in the sweep."""
-    from kg.engine.incremental import MISSING, Memo, freeze, same
+                   given: Any, techniques: set[str], defaulted_techs: set[str], session: Any) -> list[list]:
+    """Every row's ``[outcome, refusal]`` (``row_outcome``; ``refusal``: the entry kg.analyses.enginechecks
+    .generated_refusals lists for a refusing row, filled in by it on first use, else None) for one stack of a sweep:
+    a row none of whose inputs (the values of the names it reads, whether the stack gives its defaulted names and
+    technique-set options, those techniques) changed since the previous stack keeps its entry; the others are
+    looked up by those inputs (they decide the facts ``row_facts`` gives it, and the message's fields: they are
+    among the names it reads), and run only for inputs not met before in the sweep."""
+    from itertools import repeat
+
+    from kg.engine.incremental import MISSING, Memo, Numbers, changed, freeze
     rows = d["rows"]
     lets = {x[0]: x for x in d["lets"]}
     plan = session.extra.get(("rows", id(d)))
@@ -44,36 +48,40 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
             for n in inputs[-1]:
                 index.setdefault(n, set()).add(i)
         flags = tuple(k for k in index if k.__class__ is tuple)
-        plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo()]
-    index, prev, inputs, flags, memo = plan[1], plan[2], plan[3], plan[4], plan[5]
-    now = {n: base.get(n, MISSING) for n in union}
+        plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), tuple(sorted(union)),
+                                                 Numbers()]
+    index, prev, inputs, flags, memo, names, numbers = plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7]
+    tup = tuple(map(base.get, names, repeat(MISSING, len(names))))
+    now = dict(zip(names, tup))
     for key in flags:
         now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
     if prev is None:
-        todo, out = range(len(rows)), [0] * len(rows)
+        todo, out = range(len(rows)), [None] * len(rows)
     else:
         redo: set[int] = set()
         before = prev[0]
-        for n, v in now.items():
-            w = before[n]
-            if v is not w and not same(v, w):
+        for n in changed(names, tup, prev[2]):
+            redo |= index[n]
+        for n in flags:
+            if now[n] is not before[n]:  # True / False
                 redo |= index[n]
         todo, out = sorted(redo), list(prev[1])
-    frozen: dict[Any, Any] = {}  # this stack's frozen values, each frozen once
+    frozen: dict[Any, int] = {}  # this stack's values, each frozen once, as the number of that frozen value
     for i in todo:
         parts = []
         for n in inputs[i]:
-            f = frozen.get(n, MISSING)
-            if f is MISSING:
-                f = frozen[n] = freeze(now[n])
+            f = frozen.get(n)
+            if f is None:
+                f = frozen[n] = numbers.number(None, freeze(now[n]))
             parts.append(f)
         key = (i, tuple(parts))
         done = memo.get(key)
         if done is None:
             s = rows[i]
-            done = memo.put(key, row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs)))
+            done = memo.put(key, [row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques,
+                                                                 defaulted_techs)), None])
         out[i] = done
-    plan[2] = (now, out)
+    plan[2] = (now, out, tup)
     return out
 
 

@@ -242,6 +242,7 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     than ``MAX_COMBINATIONS`` combinations, more work than ``max_seconds`` (estimated from the first
     combinations, before the rest run), or a stack with no model."""
     from kg.analyses.sweep_exec import run_plan
+    from kg.core.parallel import frozen_gc
     given = dict(axes or {})
     given.update({k: v for k, v in (("tp_size", tp_sizes), ("dcp_size", dcp_sizes), ("pp_size", pp_sizes),
                                     ("kv_cache_dtype", kv_cache_dtypes)) if v})
@@ -250,18 +251,19 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
     plan.catalog_dir, plan.rules_dir = catalog_dir, rules_dir  # what worker processes load
     ev = Evaluator(plan, catalog, rules)
     ev.check_axes()
-    if plan.size() > _PROBE:
-        import time
+    with frozen_gc():  # the catalog, rules and tables out of the collector's passes (kg.core.parallel)
+        if plan.size() > _PROBE:
+            import time
 
-        from kg.analyses.sweep_exec import cpus
-        took = []
-        for i in range(_PROBE):
-            t0 = time.process_time()
-            ev.evaluate(i)
-            took.append(time.process_time() - t0)
-        _refuse_long(plan.size(), min(took), max_seconds, 1 if executor == "inline" else (jobs or cpus()))
-    rows = run_plan(plan, ev, executor, jobs, address, progress)
-    result = rank(plan, rows)
+            from kg.analyses.sweep_exec import cpus
+            took = []
+            for i in range(_PROBE):
+                t0 = time.process_time()
+                ev.evaluate(i)
+                took.append(time.process_time() - t0)
+            _refuse_long(plan.size(), min(took), max_seconds, 1 if executor == "inline" else (jobs or cpus()))
+        rows = run_plan(plan, ev, executor, jobs, address, progress)
+        result = rank(plan, rows)
     if untimed:
         result.notes.append("no speed: the estimator times a named GPU; pass --gpu (one, or a list: --gpu H100,H200)")
     return result

@@ -11,6 +11,7 @@ from typing import Any
 from kg.knowledge.catalog import Catalog
 from kg.analyses.check import Checked, check_parts, check_stack, report_of
 from kg.core.errors import OptkgError
+from kg.core.parallel import gc_tick
 from kg.engine.incremental import Session, use
 from kg.engine.rules import SEVERITY_ORDER, RuleSet
 from kg.inputs.stack import Stack, add_technique
@@ -212,6 +213,7 @@ class Evaluator:
 
     def evaluate(self, i: int) -> dict[str, Any]:
         """Combination ``i`` as plain data (``Combination.to_dict`` keys, speed under ``_speed``)."""
+        gc_tick()  # a sweep's collector runs every few thousand stacks (kg.core.parallel.frozen_gc)
         st, pv, gpu = self.stack(i)
         if self.session is None:  # the reference: the whole report, as `optkg check` writes it
             rep = self.check(st)

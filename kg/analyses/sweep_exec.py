@@ -47,7 +47,9 @@ def _worker_rows(plan, key: str, idx: range) -> list[dict[str, Any]]:
     if ev is None:
         _EVALUATORS.clear()
         ev = _EVALUATORS[key] = Evaluator(plan)
-    return [ev.evaluate(i) for i in idx]
+    from kg.core.parallel import frozen_gc
+    with frozen_gc():
+        return [ev.evaluate(i) for i in idx]
 
 
 def _plan_key(plan) -> str:

@@ -34,7 +34,18 @@ def _installed_root() -> Path:
 
 
 def catalog_dir() -> Path:
-    return data_root() / "catalog"
+    return catalog_path()
+
+
+def catalog_path(*parts: str) -> Path:
+    """``catalog_dir() / part / ...``, one Path object per data root and parts (the engine and release tables are
+    looked up several times per stack of a sweep)."""
+    return _catalog_path(os.environ.get("OPTKG_HOME"), parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _catalog_path(env: str | None, parts: tuple[str, ...]) -> Path:
+    return Path(os.path.join(os.fspath(data_root() / "catalog"), *parts)) if parts else data_root() / "catalog"
 
 
 def rules_dir() -> Path:

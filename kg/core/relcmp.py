@@ -20,6 +20,11 @@ def release_numbers(text: object) -> tuple[int, ...] | None:
     zeros dropped, as PEP 440 compares them; None for any other text (packaging decides those)."""
     if not isinstance(text, str) or not text:
         return None
+    return _numbers(text) if len(text) < 64 else _numbers.__wrapped__(text)
+
+
+@lru_cache(maxsize=4096)
+def _numbers(text: str) -> tuple[int, ...] | None:
     parts = text.split(".")
     if not all(p and p.isascii() and p.isdigit() for p in parts):
         return None
@@ -122,6 +127,23 @@ def in_range(version: object, spec: str) -> bool:
 
     Raises packaging's ``InvalidVersion`` / ``InvalidSpecifier`` (both ``ValueError``) as packaging would."""
     v = version._key if isinstance(version, Release) else release_numbers(version)
+    if v is not None:  # plain release and range: the answer is the numbers' (kept: a sweep asks the same per stack)
+        hit = _PLAIN_IN.get((v, spec))
+        if hit is not None:
+            return hit
+        if _clauses(spec) is not None:
+            out = _in_range(version, v, spec)
+            if len(_PLAIN_IN) > 20_000:
+                _PLAIN_IN.clear()
+            _PLAIN_IN[(v, spec)] = out
+            return out
+    return _in_range(version, v, spec)
+
+
+_PLAIN_IN: dict[tuple[tuple[int, ...], str], bool] = {}
+
+
+def _in_range(version: object, v: tuple[int, ...] | None, spec: str) -> bool:
     clauses = _clauses(spec) if v is not None else None
     if clauses is None:
         from packaging.specifiers import SpecifierSet

@@ -182,6 +182,10 @@ class CompiledRules:
         Deterministic: ordered by rule order, then by the indices of the matched facts.
         Raises EngineError if an action failed; TypeError for non-scalar fact values.
         """
+        return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in self.match_indices(facts)]
+
+    def match_indices(self, facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
+        """``match`` with the indices of the matched facts in ``facts`` instead of copies of them."""
         encoded = self._encode(facts)
         index = {e["id"]: i for i, e in enumerate(encoded)}
         host = _get_host()
@@ -212,8 +216,7 @@ class CompiledRules:
                     self._memo[memo_key] = hit
                 for rid, ids in hit:
                     found.append((rid, [index[i] for i in ids]))
-        found = sorted(set((rid, tuple(ix)) for rid, ix in found), key=lambda x: (self._order[x[0]], x[1]))
-        return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]
+        return sorted(set((rid, tuple(ix)) for rid, ix in found), key=lambda x: (self._order[x[0]], x[1]))
 
 
 _registry: dict[tuple[str, str, int], CompiledRules] = {}

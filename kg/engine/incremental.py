@@ -10,6 +10,7 @@ a sweep's findings with and without the memo). ``Memo`` is such a memo, bounded.
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Hashable, Mapping
 
 MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
@@ -116,6 +117,21 @@ def same(a: Any, b: Any) -> bool:
     return False  # another type: not known to be equal
 
 
+def changed(names: tuple[str, ...], now: tuple[Any, ...], before: tuple[Any, ...]) -> list[str]:
+    """The names (in ``names`` order) whose value in ``now`` is not ``same`` as in ``before`` (tuples of values in
+    ``names`` order). Values that are the very same objects, most of them, are passed over at C speed."""
+    from itertools import compress
+    from operator import is_not
+    out = []
+    for n, v, w in compress(zip(names, now, before), map(is_not, now, before)):
+        t = v.__class__
+        if t is w.__class__ and (t is str or t is int or t is bool) and v == w:
+            continue  # what ``same`` says for these, without the call
+        if not same(v, w):
+            out.append(n)
+    return out
+
+
 def rule_reads(r: Any) -> tuple[str, ...]:
     """The names rule ``r``'s condition, numbers, severity bands and message read, plus ``techniques`` when it calls
     a function beyond kg.engine.expr.FUNCTIONS (``has``), sorted. Once per rule object, kept on the rule itself (it
@@ -142,6 +158,26 @@ def rule_reads(r: Any) -> tuple[str, ...]:
     return out
 
 
+class Numbers:
+    """A number per frozen value (``_key``), equal for equal keys, never given to another key: memo keys made of
+    them are hashed fast, and a number forgotten (the table is bounded) is not reused, so an old key never meets a
+    new value."""
+
+    def __init__(self, limit: int = 100_000):
+        self.ids: dict[Any, int] = {}
+        self.next, self.limit = 1, limit
+
+    def number(self, v: Any, key: Any = None) -> int:
+        k = _key(v) if key is None else key
+        n = self.ids.get(k)
+        if n is None:
+            if len(self.ids) >= self.limit:
+                self.ids.clear()
+            n = self.ids[k] = self.next
+            self.next += 1
+        return n
+
+
 class RuleState:
     """What one ruleset gave on the previous stack of a sweep (kg.engine.rules.evaluate_rules with a ``Session``):
     per rule the names it reads, so that on the next stack only the rules reading a changed value re-run.
@@ -151,20 +187,26 @@ class RuleState:
     names its condition, numbers, severity bands and message read, plus ``techniques`` when it calls a function
     beyond kg.engine.expr.FUNCTIONS (``has``, which reads the stack's techniques)."""
 
-    def __init__(self, rs: Any):
-        self.reads: list[tuple[str, ...]] = []
-        index: dict[str, list[int]] = {}
-        for i, r in enumerate(rs.rules):
-            names = rule_reads(r)
-            self.reads.append(names)
-            for n in names:
-                index.setdefault(n, []).append(i)
-        self.index = index
-        self.with_parent = {i for i, r in enumerate(rs.rules) if r.parent}
-        self.pos: dict[str, list[int]] = {}
-        for i, r in enumerate(rs.rules):
-            self.pos.setdefault(r.id, []).append(i)
-        self.union = tuple(sorted(index))
+    def __init__(self, rs: Any, engine: Any = None, version: Any = None, shared: "Memo | None" = None,
+                 numbers: "Numbers | None" = None):
+        plan = rs.__dict__.get("_sweep_plan")
+        if plan is None or plan[0] is not rs.rules:
+            # the read sets and their index are the ruleset's own: built once per RuleSet object (a sweep's stacks
+            # run a few subsets of one ruleset, kept in the process: kg.knowledge.couplings.ruleset_for)
+            reads: list[tuple[str, ...]] = []
+            index: dict[str, list[int]] = {}
+            for i, r in enumerate(rs.rules):
+                names = rule_reads(r)
+                reads.append(names)
+                for n in names:
+                    index.setdefault(n, []).append(i)
+            pos: dict[str, list[int]] = {}
+            for i, r in enumerate(rs.rules):
+                pos.setdefault(r.id, []).append(i)
+            with_parent = frozenset(i for i, r in enumerate(rs.rules) if r.parent)
+            plan = rs.__dict__["_sweep_plan"] = (rs.rules, reads, index, with_parent, pos, tuple(sorted(index)))
+        self.rules, self.reads, self.index, self.with_parent, self.pos, self.union = plan
+        self.engine, self.version = engine, version
         self.prev_vals: dict[str, Any] | None = None
         self.prev_facts: Any = None
         self.prev_matched: dict[str, list] | None = None
@@ -174,13 +216,25 @@ class RuleState:
         self.fact_ids: dict[Any, int] = {}  # frozen facts -> a small number, for the firing memo's keys
         self.firings = Memo(200_000)  # (facts number, rule index, values it reads, parent fired) -> Firing
         self.static: dict[tuple[int, int, bool], Any] = {}  # (facts number, rule index, parent fired) -> Firing
+        # the Session's memo over every ruleset of the sweep: (rule object, engine, release, what the engine matched
+        # for that rule, parent fired, values it reads) -> Firing. Each technique set runs its own subset of the
+        # ruleset (own facts, own RuleState), but most rules are the same objects and their inputs the same
+        self.shared = shared if shared is not None else Memo(200_000)
+        self.numbers = numbers if numbers is not None else Numbers()  # the memo keys' numbers for values
         self.fid = 0
+        self.cur_matched: dict[str, list] = {}
+        self.cur_match_keys: dict[str, tuple] = {}
+        self.cur_kinds: tuple[set, set] | None = None
+        self.cur_mkeys: dict[int, Any] = {}
+        self.mkeys: dict[int, dict[int, Any]] = {}  # facts number -> rule index -> its match key
 
-    def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], match) -> tuple[dict[str, list], set[int] | None,
+    def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], compiled) -> tuple[dict[str, list], set[int] | None,
                                                                                   dict[str, Any], Any]:
         """(matched rules, the rule indices to re-run or None for all, this stack's values, its frozen facts)."""
-        ff = tuple(freeze(f) for f in facts)
-        vals = {n: ns.get(n, MISSING) for n in self.union}
+        ff = tuple([freeze(f) for f in facts])
+        union = self.union
+        tup = self.cur_tup = tuple(map(ns.get, union, repeat(MISSING, len(union))))
+        vals = dict(zip(union, tup))
         fid = self.fact_ids.get(ff)
         if fid is None:
             if len(self.fact_ids) > 4096:
@@ -190,40 +244,85 @@ class RuleState:
             fid = self.fact_ids[ff] = len(self.fact_ids) + 1 + self.fid
             self.fid = fid
         self.current = fid
+        mk = self.mkeys.get(fid)
+        if mk is None:
+            if len(self.mkeys) > 4096:
+                self.mkeys.clear()
+            mk = self.mkeys[fid] = {}
+        self.cur_mkeys, self.cur_kinds = mk, None
+        self.cur_facts = facts
         if ff == self.prev_facts and self.prev_vals is not None:
-            pv, redo, index = self.prev_vals, set(), self.index
-            for n, v in vals.items():
-                w = pv[n]
-                if v is not w and not same(v, w):
-                    redo.update(index[n])
+            redo, index = set(), self.index
+            for n in changed(union, tup, self.prev_tup):
+                redo.update(index[n])
+            self.cur_matched = self.prev_matched  # and cur_match_keys: this state's last stack had these facts
+            self.cur_keys = {}
             return self.prev_matched, redo, vals, ff
-        matched = self.matches.get(ff)
-        if matched is None:
-            matched = {}
-            for rid, fs in match(facts):
-                matched.setdefault(rid, []).append(fs)
-            self.matches.put(ff, matched)
+        got = self.matches.get(ff)
+        if got is None:
+            matched, keys = {}, {}
+            for rid, ix in compiled.match_indices(facts):
+                matched.setdefault(rid, []).append([dict(facts[j]) for j in ix])
+                keys.setdefault(rid, []).append(tuple([ff[j] for j in ix]))  # the frozen facts it matched
+            got = self.matches.put(ff, (matched, {rid: tuple(k) for rid, k in keys.items()}))
+        matched, self.cur_match_keys = got
+        self.cur_matched = matched
+        self.cur_keys = {}
         return matched, None, vals, ff
 
     def firing(self, i: int, vals: dict[str, Any], parent: bool, fire) -> Any:
         """Rule ``i``'s Firing: kept from an earlier stack with the same facts, values it reads and parent outcome,
-        else ``fire()``. A rule found not applicable (another engine or release, a technique it is about absent
-        from the facts, its parent not fired) or held because no fact matches its pattern is kept for those facts
-        and parent outcome whatever the values: kg.engine.rules._fire decides these before reading any value."""
+        else from an earlier stack of another technique set with the same rule object, engine match for it, values
+        and parent outcome (``shared``), else ``fire()``. A rule found not applicable (another engine or release, a
+        technique it is about absent from the facts, its parent not fired) or held because no fact matches its
+        pattern is kept for those facts and parent outcome whatever the values: kg.engine.rules._fire decides these
+        before reading any value."""
         skey = (self.current, i, parent)
         hit = self.static.get(skey)
         if hit is not None:
             return hit
-        key = (self.current, i, parent, tuple([_key(vals[n]) for n in self.reads[i]]))
+        keys = self.cur_keys
+        vk = []
+        for n in self.reads[i]:
+            k = keys.get(n)
+            if k is None:
+                k = keys[n] = self.numbers.number(vals[n])
+            vk.append(k)
+        vk = tuple(vk)
+        key = (self.current, i, parent, vk)
         hit = self.firings.get(key)
         if hit is None:
-            hit = self.firings.put(key, fire())
+            r = self.rules[i]
+            gkey = (id(r), self.engine, self.version, self._match_key(i, r), parent, vk)  # the Firing keeps r
+            hit = self.shared.get(gkey)
+            if hit is None:
+                hit = self.shared.put(gkey, fire())
+            self.firings.put(key, hit)
             if hit.outcome == "not_applicable" or (hit.outcome == "held" and hit.reason.startswith(STATIC_HELD)):
                 self.static[skey] = hit
         return hit
 
+    def _match_key(self, i: int, r: Any) -> Hashable:
+        """What kg.engine.rules._fire reads of this stack's facts for rule ``r``: the fact combinations the engine
+        matched for it, or (none matched) per pattern of it whether a fact of its kind exists and, for a technique
+        pattern, whether that technique is among the facts."""
+        mk = self.cur_mkeys.get(i)
+        if mk is None:
+            mk = self.cur_match_keys.get(r.id)
+            if mk is None:
+                if self.cur_kinds is None:
+                    fs = self.cur_facts
+                    self.cur_kinds = ({f.get("technique") for f in fs if f.get("kind") == "technique"},
+                                      {f.get("kind") for f in fs})
+                present, kinds = self.cur_kinds
+                mk = ("unmatched", tuple([(p.get("kind") in kinds, p.get("kind") == "technique"
+                                           and p.get("technique") in present) for p in r.match]))
+            self.cur_mkeys[i] = mk
+        return mk
+
     def end(self, matched: dict[str, list], vals: dict[str, Any], ff: Any, out: list[Any], parent: list[bool]) -> None:
         self.prev_matched, self.prev_vals, self.prev_facts, self.prev_out, self.prev_parent = matched, vals, ff, out, parent
+        self.prev_tup = self.cur_tup
 
 
 class _Reads(Mapping):
@@ -272,6 +371,8 @@ class Session:
         self.extra: dict[Any, Any] = {}  # other modules' per-sweep state (kg.analyses.enginechecks: rows)
         self.kept: dict[int, Any] = {}  # objects ``call`` keys name by identity
         self.stamps: dict[str, Any] = {}  # data folders as the sweep first read them (kg.core.paths.frozen_stamps)
+        self.firings = Memo(200_000)  # every RuleState's shared Firings (RuleState.firing)
+        self.numbers = Numbers()  # the numbers their memo keys hold for values
 
     def call(self, fn: Any, ns: Mapping[str, Any], key: Hashable = None, keep: tuple = (),
              fresh: tuple[str, ...] | None = None) -> Any:
@@ -313,7 +414,7 @@ class Session:
         if hit is None or hit[0] is not rs:
             if len(self.states) > 256:
                 self.states.clear()
-            hit = self.states[key] = (rs, RuleState(rs))  # the ruleset is kept: its id is not reused meanwhile
+            hit = self.states[key] = (rs, RuleState(rs, engine, version, self.firings, self.numbers))  # rs kept
         return hit[1]
 
 

@@ -633,7 +633,7 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
     state = session.rules(rs, engine, version) if session is not None else None
     redo: set[int] | None = None
     if state is not None:
-        matched, redo, vals, frozen = state.begin(facts, ns, rs.compiled.match)
+        matched, redo, vals, frozen = state.begin(facts, ns, rs.compiled)
         prev, prev_parent = state.prev_out, state.prev_parent
     else:
         matched = {}

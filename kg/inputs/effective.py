@@ -38,7 +38,7 @@ _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
 def release_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions)."""
-    files, key = paths.yaml_files_stamp(paths.catalog_dir() / "engines" / "releases")
+    files, key = paths.yaml_files_stamp(paths.catalog_path("engines", "releases"))
     if key not in _TABLES:
         from kg.core import cache
 
@@ -78,8 +78,12 @@ def known_releases(engine: str | None) -> list[str]:
 
 
 def latest_release(engine: str | None) -> str | None:
-    rel = known_releases(engine)
-    return rel[-1] if rel else None
+    t = release_tables().get(engine or "")
+    if t is None:
+        return None
+    if "_sorted" not in t:
+        known_releases(engine)
+    return t["_sorted"][-1] if t["_sorted"] else None
 
 
 def newer_release_note(engine: str | None, version: str | None) -> str | None:

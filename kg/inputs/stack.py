@@ -463,7 +463,7 @@ def _native_setting(key: str) -> tuple[str, str, str] | None:
 
 def _engine_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/*.yaml`` by engine id (read once per set of file versions)."""
-    files, key = paths.yaml_files_stamp(paths.catalog_dir() / "engines")
+    files, key = paths.yaml_files_stamp(paths.catalog_path("engines"))
     if key not in _TABLES:
         from kg.core import cache
 
