@@ -534,3 +534,21 @@ def test_a_speculator_field_filled_only_where_none_keeps_a_given_value():
     files = {"vllm/v1/worker/gpu/spec_decode/c/config.py": src}
     assert filled_when_none(files, ["method", "model", "num_speculative_tokens"]) == ["method",
                                                                                      "num_speculative_tokens"]
+
+
+def test_an_env_variable_with_choices_and_an_option_built_into_a_config_class_are_read(catalog):
+    # config/vllm.py:1159-1188 (0.34.0): VLLM_RELOAD_MODE is env_with_choices(..., "layerwise", ...) (envs.py:2303);
+    # under "direct" LoRA is refused
+    cmd = "vllm serve meta-llama/Llama-3.1-8B --enable-lora"
+    assert ("vllm/config/vllm.py", 1188) in _refused_lines("VLLM_RELOAD_MODE=direct " + cmd, "0.34.0", catalog)
+    assert ("vllm/config/vllm.py", 1188) not in _refused_lines(cmd, "0.34.0", catalog)
+    # --watermark-config is a dict option create_watermark_config builds into WatermarkConfig or None
+    # (arg_utils.py:2223-2229); with speculative decoding only dual_key_gumbel (or target-only) is accepted (:1326-1334)
+    spec = ("vllm serve meta-llama/Llama-3.1-8B --speculative-config '{\"method\": \"eagle3\", \"model\": "
+            "\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", \"num_speculative_tokens\": 3}' ")
+    line = ("vllm/config/vllm.py", 1334)
+    assert line in _refused_lines(spec + "--watermark-config '{\"key\": 1, \"algorithm\": \"gumbel\"}'", "0.34.0", catalog)
+    assert line not in _refused_lines(spec + "--watermark-config '{\"key\": 1, \"algorithm\": \"dual_key_gumbel\"}'",
+                                      "0.34.0", catalog)
+    assert line not in _refused_lines("vllm serve meta-llama/Llama-3.1-8B --watermark-config '{\"key\": 1}'", "0.34.0",
+                                      catalog)

@@ -450,15 +450,20 @@ def unknowable_kind(site: Any) -> tuple[str, str] | None:
     return None
 
 
-def rule_evidence(package: str) -> dict[str, list[tuple[str, str]]]:
-    """{path: [(snippet, rule id)]} of every rule's evidence items for ``package`` (any release)."""
-    from kg.engine.rules import RULESET_KINDS, load_rules
+def rule_evidence(package: str, engine: str | None = None, release: str | None = None) -> dict[str, list[tuple[str, str]]]:
+    """{path: [(snippet, rule id)]} of every rule's evidence items for ``package`` (any release), of the rules that
+    apply to ``engine`` at ``release`` when both are given: a rule of older releases does not cover a site of this
+    one because a generic snippet of its evidence appears there (async-scheduling-pipeline-parallel, vLLM
+    0.10.0-0.14.x, 'if self.parallel_config.pipeline_parallel_size > 1:' matched HiSparse's PP check at 0.34.0)."""
+    from kg.engine.rules import RULESET_KINDS, _version_ok, load_rules
     out: dict[str, list[tuple[str, str]]] = {}
     for kind in RULESET_KINDS:
         rs, _ = load_rules(kind, ROOT / "rules")
         for r in rs.rules:
             if r.id == GENERIC_RULE:
                 continue  # its evidence is a sample table row, not a rule of its own
+            if engine and release and not _version_ok(r, engine, release)[0]:
+                continue
             for e in r.evidence or []:
                 if str(e.get("package")) == package:
                     out.setdefault(str(e["path"]), []).append((str(e["snippet"]), r.id))
@@ -501,7 +506,7 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
     hand = _load(ROOT / "catalog" / "engines" / "checks" / "classify" / f"{engine}.yaml") or {}
     by_id = hand.get("sites") or {}
     patterns = hand.get("patterns") or []
-    evidence = rule_evidence(package)
+    evidence = rule_evidence(package, engine, release)
     flat, sub = field_map(engine)
     MUTATED.clear()
     MUTATED.update(mutated_fields(sources))

@@ -509,6 +509,26 @@ class VllmWalker(cg.Walker):
                 return
         super().stmt(s, fr, pc)
 
+    def result(self, fr: cg.Frame) -> Any:
+        """checkgen's result, but a function that returns None on one known branch and a config object on the other
+        (arg_utils.py:2223-2229 at 0.34.0, ``if self.watermark_config is None: return None`` ... ``return
+        WatermarkConfig(**cfg)``) returns that object or None, as the ``X(...) if c else None`` hook does, instead of
+        an unknown value."""
+        r = fr.returns
+        # the second return is the only other way out: the function ends there, or it is guarded by the negation of
+        # the first return's one condition
+        complement = len(r) == 2 and len(r[0][0]) == 1 and r[1][0] == [f"(not {r[0][0][0]})"]
+        if (fr.dead or complement) and len(r) == 2 and not any(cg.has_unknown(c) for c, _ in r):
+            vals = [v for _, v in r]
+            none = [isinstance(v, cg.Expr) and v.text == repr(NONE) for v in vals]
+            objs = [type(v) is cg.Obj and bool(v.cls) for v in vals]
+            if none[0] and objs[1] or objs[0] and none[1]:
+                o = vals[1] if objs[1] else vals[0]
+                first = NoneObj(o.cls, o.path) if none[0] else o
+                other = o if none[0] else NoneObj(o.cls, o.path)
+                return cg.ObjIf(cg.conj(r[0][0]) if r[0][0] else "True", first, other)
+        return super().result(fr)
+
     def invoke(self, func: ast.FunctionDef, path: str, self_obj: cg.Obj | None, args: list, kwargs: dict,
                pc: list[str], cls: str | None = None, static: bool = False) -> Any:
         if func.name == "create_model_config" and cls == "EngineArgs":
@@ -756,6 +776,16 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             if v.cls:
                 return cg.Expr("True" if v.cls in names or _subclass_of(w, v.cls, names, v.path) else "False")
         return None
+    if (isinstance(node.func, ast.Name) and not node.args and len(node.keywords) == 1 and node.keywords[0].arg is None
+            and w.find_class(name, fr.path) is not None):
+        # C(**cfg) where cfg is already the C the option's JSON was built into (built_options): that object
+        try:
+            v = w.value(node.keywords[0].value, fr, pc)
+        except cg.Untranslatable:
+            return None
+        if type(v) is cg.Obj and v.cls == name:
+            return v
+        return None
     if name == "_apply_optimization_level_defaults" and isinstance(node.func, ast.Attribute):
         # VllmConfig.__post_init__ fills every field the optimization-level tables (OPTIMIZATION_LEVEL_0n in
         # config/vllm.py) name, where still None, through a recursive setattr the walk cannot follow: each such
@@ -846,6 +876,11 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             if not isinstance(got, cg.Expr):
                 raise cg.Untranslatable(f"config.json key {key}")
             return cg.Expr(f"({got.text} == {got.text})") if name == "hasattr" else got
+        if (name == "getattr" and type(v) is cg.Obj and v.cls and key is not None
+                and key in (w.dataclass_fields(v.cls, v.path) or {})):
+            # getattr(config, "field", default) of a field the config class declares: the field itself (vllm.py:1302
+            # at 0.34.0, ``getattr(self, "watermark_config", None)``); the default is never read
+            return w.get_attr(v, key, pc)
         return None
     if name in REGISTRY_METHODS and isinstance(node.func, ast.Attribute) and len(node.args) == 2:
         # ModelRegistry.<is_x>(architectures, model_config) of the served model: its _ModelInfo field
@@ -1009,7 +1044,8 @@ def _subclass_of(w: VllmWalker, cls: str, names: set[str], path: str | None) -> 
 
 def env_defaults(text: str) -> dict[str, Any]:
     """vllm/envs.py ``environment_variables``: name -> the value when unset, for the shapes read here:
-    ``os.getenv("X", "d")`` (a string), ``int(...)`` / ``float(...)`` of it, ``bool(int(...))``, and
+    ``os.getenv("X", "d")`` (a string), ``env_with_choices("X", "d", [...])``, ``int(...)`` / ``float(...)`` of it,
+    ``bool(int(...))``, and
     ``... .lower() in ("1", "true")`` (a boolean); other variables are not modelled."""
     tree = ast.parse(text)
     out: dict[str, Any] = {}
@@ -1020,8 +1056,8 @@ def env_defaults(text: str) -> dict[str, Any]:
         if not (isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(n.value, ast.Dict)):
             continue
         for k, v in zip(n.value.keys, n.value.values):
-            if isinstance(k, ast.Constant) and isinstance(v, ast.Lambda):
-                got = _env_shape(v.body, k.value)
+            if isinstance(k, ast.Constant) and isinstance(v, (ast.Lambda, ast.Call)):
+                got = _env_shape(v.body if isinstance(v, ast.Lambda) else v, k.value)
                 if got is not None:
                     out[k.value] = got[0]
     return out
@@ -1037,6 +1073,12 @@ def _env_shape(b: ast.AST, name: str) -> tuple[Any] | None:
                 return None
         raise ValueError
     try:
+        if (isinstance(b, ast.Call) and ast.unparse(b.func) == "env_with_choices" and len(b.args) >= 2
+                and isinstance(b.args[0], ast.Constant) and b.args[0].value == name
+                and isinstance(b.args[1], ast.Constant) and isinstance(b.args[1].value, (str, type(None)))):
+            # env_with_choices(NAME, default, choices) (envs.py:434-476 at 0.34.0): the default when unset; a value
+            # outside the choices is refused when read
+            return (NONE if b.args[1].value is None else b.args[1].value,)
         if isinstance(b, ast.Call) and ast.unparse(b.func) in ("os.getenv", "os.environ.get"):
             d = getenv(b)
             return (NONE if d is None else d,)
@@ -1213,6 +1255,7 @@ def args_obj(w: VllmWalker, fields: dict[str, Any]) -> cg.Obj:
     when first read (under the option's presence when it may be None); ``_private`` fields are vLLM's own."""
     anns = field_annotations(w, "EngineArgs", ARGS_PATH)
     json_fields = json_options(w) | set(JSON_PRESENCE)
+    built = built_options(w)
     objs: dict[str, Any] = {}
 
     def free(a: str) -> Any:
@@ -1221,6 +1264,8 @@ def args_obj(w: VllmWalker, fields: dict[str, Any]) -> cg.Obj:
         if a in objs:
             return objs[a]
         cls, optional = annotation_class(w, anns.get(a), ARGS_PATH)
+        if cls is None and a in built:
+            cls, optional = built[a], True
         default_none = isinstance(fields.get(a, (None,))[0], ast.Constant) and fields[a][0].value is None
         if cls is not None or a in json_fields:
             presence = JSON_PRESENCE.get(a) or (f"truthy({a})" if (optional and default_none) else None)
@@ -1269,6 +1314,30 @@ def config_obj(w: VllmWalker, name: str, cls: str | None, presence: str | None) 
     obj = w.new_dataclass(cls, {}, [raw], [presence] if presence else [], None)
     obj.truth = presence or "True"
     return obj
+
+
+def built_options(w: VllmWalker) -> dict[str, str]:
+    """EngineArgs fields annotated as a plain dict that a ``create_*`` method turns into a config class: ``if
+    self.f is None: return None`` then ``return C(**cfg)`` of ``cfg = self.f`` (engine/arg_utils.py:2223-2229 at 0.34.0,
+    create_watermark_config) -> {f: C}; the option is then that class built from its JSON keys (args_obj)."""
+    out: dict[str, str] = {}
+    hit = w.find_class("EngineArgs", ARGS_PATH)
+    for fn in (hit[0].body if hit else []):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("create_")):
+            continue
+        src: dict[str, str] = {}
+        for n in ast.walk(fn):
+            if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                    and re.fullmatch(r"self\.\w+", ast.unparse(n.value))):
+                src[n.targets[0].id] = ast.unparse(n.value)[5:]
+        for n in ast.walk(fn):
+            if (isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+                    and not n.value.args and len(n.value.keywords) == 1 and n.value.keywords[0].arg is None
+                    and isinstance(n.value.keywords[0].value, ast.Name)):
+                f = src.get(n.value.keywords[0].value.id)
+                if f and w.dataclass_fields(n.value.func.id, ARGS_PATH) is not None:
+                    out[f] = n.value.func.id
+    return out
 
 
 def json_options(w: VllmWalker) -> set[str]:
