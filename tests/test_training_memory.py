@@ -225,3 +225,20 @@ def test_megatron_cross_check_says_its_file_ignores_cp_for_the_optimizer():
         "weights and optimizer: this report's; Megatron-LM's file divides optimizer states by DP 2 (it has no CP), "
         "megatron-core 0.16.1 shards them over DP x CP = 4 (intra_dp_cp_group, optimizer/__init__.py:637); "
         "activations: both Korthikanti Table 2 (SP + selective)")
+
+
+@pytest.mark.parametrize("release,ep,etp", [("0.2.2", 8, None), ("0.2.2", 2, 4), ("0.3.0", 8, None)])
+def test_torchtitan_experts_under_ep_are_sharded_over_efsdp_not_also_tp(release, ep, etp):
+    # torchtitan shards routed experts over EP x ETP (0.2.x ETP default 1; 0.3.0 none) and FSDP2 over efsdp =
+    # dp_shard x CP x TP // (ETP x EP) (0.2.2 parallel_dims.py:201, 0.3.0 :401): every expert weight ends on
+    # dp_shard x CP x TP = 32 ranks. Qwen3-30B-A3B, 32 GPUs, TP 4 -> dp_shard 8: dense (48 x 18,878,464 + 2 x
+    # 151,936 x 2048 + 2048) / TP 4 = 382,124,544 and experts 48 x 603,979,776 / 8 = 3,623,878,656 before FSDP;
+    # resident 382,124,544 / 8 + 48 x 603,979,776 / 32 = 953,735,232 (the experts split over EP x TP x dp_shard, as
+    # Megatron's ETP = TP default, gave 161,011,776)
+    j = _job("torchtitan", model="Qwen/Qwen3-30B-A3B", world_size=32, tp_size=4, ep_size=ep, fsdp_sharding="full_shard",
+             **({"etp_size": etp} if etp else {}))
+    j.framework_version = release
+    m = training_memory(j)
+    assert m.params_per_gpu == 382_124_544 + 3_623_878_656
+    assert m.params_resident == 953_735_232
+    assert (m.weights, m.gradients, m.optimizer) == (2 * 953_735_232, 2 * 953_735_232, 12 * 953_735_232)

@@ -260,8 +260,8 @@ def training_memory(job: Any) -> TrainingMemory:
     other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
     emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1) + (pc.final_norm if pp == 1 else 0)
     # routed experts are split over ETP x EP (megatron-core 0.16.1: ETP defaults to TP,
-    # model_parallel_config.py:413-414); the rest over TP
-    etp = g("etp_size") or tp
+    # model_parallel_config.py:413-414; the framework says, kg/frameworks/protocol.py expert_tp); the rest over TP
+    etp = fw.expert_tp(job, par)
     expert_params = Fraction(expert_share, ep * etp)
     params = int(Fraction(other + emb_first, tp) + expert_params)
     words = fw.wording()
@@ -296,16 +296,26 @@ def training_memory(job: Any) -> TrainingMemory:
     buffer = 0
     dense_group = sharding.dense_group or group
     expert_group = sharding.expert_group or dense_group
-    if level >= 1 and (dense_group, expert_group) != (group, group) and not peft:
+    efsdp = sharding.expert_shard_group
+    n_exp = int(expert_params)
+    apart = bool(efsdp and efsdp != group and not peft)  # routed experts FSDP-sharded over their own group
+    if apart and level >= 1:
+        # torchtitan's efsdp mesh for the experts, the rest over ``group``
+        optim = (trainable - n_exp) * obytes // group + n_exp * obytes // efsdp
+        if level >= 2:
+            grads = (trainable - n_exp) * gbytes // group + n_exp * gbytes // efsdp
+        if level >= 3:
+            weights = (params - n_exp) * wbytes // group + n_exp * wbytes // efsdp
+    elif level >= 1 and (dense_group, expert_group) != (group, group) and not peft:
         # Megatron's distributed optimizer: dense states over DP x CP, expert states over expert-DP
-        n_exp = int(expert_params)
         optim = (trainable - n_exp) * obytes // dense_group + n_exp * obytes // expert_group
     elif level >= 1:
         optim = optim // group
-    if level >= 2:
+    if level >= 2 and not apart:
         grads = grads // group
     if level >= 3:
-        weights = weights // group
+        if not apart:
+            weights = weights // group
         buffer = fw.gathered_unit_params(pc, shape) * wbytes // tp
         acc.append("ZeRO-3/FSDP: + one gathered unit (largest layer) in the params dtype")
     cpu = 0
@@ -319,6 +329,7 @@ def training_memory(job: Any) -> TrainingMemory:
         cpu += weights
         weights = 0
         acc.append(f"parameter offload ({g('offload_param')}): weights on the host, GPU keeps the gathered unit")
+    resident = (params - n_exp) // group + n_exp // efsdp if apart else params // group
     # activations
     s = g("seq_length") // cp
     b = g("micro_batch_size", 1) or 1
@@ -358,7 +369,7 @@ def training_memory(job: Any) -> TrainingMemory:
                f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule'] if pp > 1 else 'no pipeline'})")
     return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,
                           float(inflight), params, pc.total, acc, int(cpu), int(buffer), pc,
-                          params // group if level >= 3 else None, group if level >= 1 else 1)
+                          resident if level >= 3 else None, group if level >= 1 else 1)
 
 
 # ---------------------------------------------------------------------------------------------

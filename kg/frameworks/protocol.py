@@ -56,6 +56,8 @@ class Sharding:
     lines: list[str] = field(default_factory=list)
     dense_group: int | None = None    # optimizer-state group of non-expert parameters when not ``group``
     expert_group: int | None = None   # optimizer-state group of routed-expert parameters when not ``group``
+    expert_shard_group: int | None = None  # FSDP group of routed-expert weights, gradients and optimizer states
+    #                                        when not ``group`` (torchtitan's efsdp mesh under EP)
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,11 @@ class TrainingFramework:
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
         """True when the framework shards norm/dropout activations over TP without a switch."""
         return False
+
+    def expert_tp(self, job: Any, parallel: Mapping[str, int]) -> int:
+        """Ranks that split each routed expert besides EP: megatron-core's expert tensor parallelism, ETP,
+        defaulting to TP (0.16.1 model_parallel_config.py:413-414)."""
+        return job.get("etp_size") or parallel["tp_size"]
 
     def sharding(self, job: Any, dp: int) -> Sharding:
         """Model-state partitioning from the job's settings: Megatron's distributed optimizer (optimizer

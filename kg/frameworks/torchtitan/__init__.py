@@ -44,7 +44,8 @@ class Torchtitan(TrainingFramework):
         return job
 
     def wording(self) -> dict[str, str]:
-        return {"params": "parameters: the first pipeline stage's layers + embedding, /TP, before FSDP2 sharding",
+        return {"params": "parameters: the first pipeline stage's layers + embedding, /TP, routed experts /(EP x ETP), "
+                          "before FSDP2 sharding",
                 "schedule": "torchtitan pipeline_parallel_schedule", "schedule_interleaved": "interleaved schedule"}
 
     def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
@@ -72,7 +73,21 @@ class Torchtitan(TrainingFramework):
         over = f"dp_shard {shard} x CP {cp} = {group} GPUs" if cp > 1 else f"dp_shard {group}"
         line = f"FSDP2 {'HSDP' if rep > 1 else 'full shard'}: sharded over {over}" + \
             (f", replicated across dp_replicate {rep}" if rep > 1 else "")
-        return Sharding(FSDP_LEVEL[fsdp], group, [line])
+        lines, efsdp = [line], None
+        tp, ep = par["tp_size"], par["ep_size"]
+        if ep > 1 and (job.shape().get("num_experts") or 0) > 1:
+            # the routed experts' FSDP mesh under EP: efsdp = dp_shard x CP x TP // (ETP x EP) (0.2.2
+            # distributed/parallel_dims.py:201; 0.3.0 :401 without ETP), EP taking ranks from dp_shard, CP and TP
+            etp = self.expert_tp(job, par)
+            efsdp = max(1, group * tp // (etp * ep))
+            lines.append(f"routed experts: EP {ep}" + (f" x ETP {etp}" if etp > 1 else "") +
+                         f", FSDP2 over efsdp = dp_shard {shard} x CP {cp} x TP {tp} // {etp * ep} = {efsdp}")
+        return Sharding(FSDP_LEVEL[fsdp], group, lines, expert_shard_group=efsdp)
+
+    def expert_tp(self, job: Any, parallel) -> int:
+        """ETP as torchtitan applies it (``expert_tp`` below): TP with EP off, else 0.2.x's
+        expert_tensor_parallel_degree (default 1) and 1 on 0.3.0."""
+        return expert_tp(job, parallel)["titan_expert_tp"]
 
     def implies_sequence_parallel(self, job: Any, tp: int) -> bool:
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel) whenever TP > 1
