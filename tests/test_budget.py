@@ -117,3 +117,50 @@ def test_pinned_release_header_and_budget_use_one_utilization():
     vals, src, basis, why = _utilization_everywhere(
         "--vllm", "vllm serve meta-llama/Llama-3.1-8B --gpu-memory-utilization 0.92", "--engine-version", "0.11.0")
     assert vals == {0.92} and src == "given" and "; given (" in why
+
+
+def test_vllm_034_extensible_kv_cache_caps_requested_at_total_minus_the_margin():
+    # vllm 0.34.0 v1/worker/extensible_kv_cache.py:614-617: available = min(requested - non_kv_used,
+    # headroom - margin) - transient_peak, margin = max(1 GiB, 0.75 x transient_peak) (:64-65); the transient
+    # peak is the profiled peak + the CUDA-graph estimate (gpu_worker.py:771-773, kept at :946-948), while the
+    # captured graphs are already in non_kv_used. Qwen3-235B-A22B TP 8 on 141 GiB at the 1.0 default:
+    from kg.derive.budget import BudgetInputs
+    from kg.engines.vllm.budget import budget
+    m = resolve_model("Qwen/Qwen3-235B-A22B")
+    total, weights = 141 * GIB, 54 * GIB
+    act = 1024 * 151_936 * 14  # the sampler: 2,178,154,496 B
+    peak = act + 0.25 * GIB  # 2,446,589,952 B
+    margin = 0.75 * peak  # 1,834,942,464 B (1.71 GiB), above the 1 GiB floor
+    inp = BudgetInputs("vllm", total, 1.0, "test", weights, m, 8, 8192, 1024, kv_sizing="extensible")
+    sb = budget(inp)
+    assert [x.name for x in sb.lines] == ["requested", "weights", "activation peak", "CUDA graphs",
+                                          "transient peak: CUDA graphs", "non-torch", "extensible-cache margin"]
+    assert sb.line("extensible-cache margin").bytes == margin == 1_834_942_464
+    assert sb.line("transient peak: CUDA graphs").bytes == 0.25 * GIB
+    # 141 GiB - 1,834,942,464 - 54 GiB - 2,178,154,496 - 2 x 0.25 GiB - 3.58 GiB
+    assert sb.kv_bytes == math.floor(total - margin - weights - act - 0.5 * GIB - 3.58 * GIB) == 85_021_575_086
+    # the profile budget of the same stack keeps 1,834,942,464 + 268,435,456 B more for the cache
+    old = budget(BudgetInputs("vllm", total, 1.0, "test", weights, m, 8, 8192, 1024))
+    assert old.kv_bytes - sb.kv_bytes == 2_103_377_920
+    # at 0.9 the fraction binds (126.9 GiB < 141 GiB - 1.71 GiB): no margin line, the graph estimate still counts twice
+    at09 = budget(BudgetInputs("vllm", total, 0.9, "test", weights, m, 8, 8192, 1024, kv_sizing="extensible"))
+    assert at09.line("extensible-cache margin") is None
+    assert at09.line("transient peak: CUDA graphs").bytes == 0.25 * GIB
+    # a small model's peak: the 1 GiB floor (3 GiB on ROCm) binds
+    small = resolve_model("Qwen/Qwen3-0.6B")  # peak 256 x 151,936 x 14 B + 0.25 GiB = 0.76 GiB
+    s = budget(BudgetInputs("vllm", 24 * GIB, 1.0, "test", GIB, small, 1, 2048, 256, kv_sizing="extensible"))
+    assert s.line("extensible-cache margin").bytes == 1 * GIB
+    r = budget(BudgetInputs("vllm", 24 * GIB, 1.0, "test", GIB, small, 1, 2048, 256, kv_sizing="extensible-rocm"))
+    assert r.line("extensible-cache margin").bytes == 3 * GIB
+
+
+def test_vllm_extensible_kv_cache_is_on_from_034_unless_turned_off():
+    # 0.34.0 config/vllm.py:3180-3262: on by default on CUDA / ROCm; off with --no-enable-extensible-kv-cache,
+    # --kv-cache-memory-bytes, --num-gpu-blocks-override, elastic EP or a KV connector; absent before 0.34.0
+    def breakdown(cmd, *extra):
+        code, out, err = run_cli("check", "--vllm", cmd, "--gpu", "H100-SXM", "--format", "json", "--no-speed", *extra)
+        assert code in (0, 1), err
+        return [x["name"] for x in json.loads(out)["derived"]["kv_budget_breakdown"]]
+    assert "extensible-cache margin" in breakdown("vllm serve Qwen/Qwen3-8B")
+    assert "extensible-cache margin" not in breakdown("vllm serve Qwen/Qwen3-8B --no-enable-extensible-kv-cache")
+    assert "extensible-cache margin" not in breakdown("vllm serve Qwen/Qwen3-8B", "--engine-version", "0.33.0")

@@ -34,9 +34,10 @@ def test_cpu_offload_gb_comes_off_the_weights_per_gpu(catalog, check_rules, cmd,
 
 def test_offloaded_weights_leave_room_for_the_kv_cache_so_no_false_capacity_error(catalog, check_rules):
     # newuser4 #14: without the offload, 8.4 GiB of KV (54,976 tokens) is below max_model_len 131,072 -> ERROR;
-    # 79.65 - 25.71 (weights) - 1.71 - 0.25 - 3.58 GiB = 48.4 GiB -> 317,120 tokens at 163,840 B/token, 64-token blocks
+    # 79.65 - 25.71 (weights) - 1.71 - 0.25 - 3.58 GiB = 48.4 GiB, less vLLM 0.34.0's extensible-cache margin
+    # 0.75 x (1.71 + 0.25) = 1.47 GiB and the graph estimate again 0.25 GiB = 46.68 GiB -> 305,856 tokens
     r = _derived(catalog, check_rules, "vllm serve meta-llama/Llama-3.1-70B -tp 2 --cpu-offload-gb 40")
-    assert r["derived"]["kv_tokens_per_gpu"] == 317_120
+    assert r["derived"]["kv_tokens_per_gpu"] == 305_856
     assert not [f["rule_id"] for f in r["findings"] if f["severity"] == "error"]
     assert any(n.startswith("--cpu-offload-gb 40: 40.00 GiB of each GPU's weights stay in host memory")
                for n in r["notes"])

@@ -149,11 +149,13 @@ def test_check_labels_the_kv_budget():
     # issue 13: the breakdown of kg.derive.budget. H200 (no capture) ceil(141 GiB x 0.9) = 136,257,837,466 B
     # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation: the sampler's 1,024 requests x 151,936 x 14 B
     # = 2,178,154,496 B (above the forward's 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 1,275,068,416 B)
-    # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB.
+    # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB, and
+    # vLLM 0.34.0's extensible cache keeps the 0.25 GiB graph estimate free again in its transient peak
+    # (gpu_worker.py:771-773, extensible_kv_cache.py:617): 70,925,607,240 B = 66.05 GiB (at 0.9 no margin binds).
     # Error bar (kg.derive.budget, the text sweep and fit print too): activation 0.15 x 2.03 + 0.25 = 0.554 GiB
-    # + graphs 0.25 + non-torch 1.0 = 1.80 GiB
+    # + graphs 0.25 + the graph estimate again 0.25 + non-torch 1.0 = 2.05 GiB
     code, out, _ = run_cli("check", EXAMPLE, "--no-speed")  # the budget lines only: no Speed section
-    assert "KV budget per GPU (estimate)               ~66.3 GiB (+-1.80 GiB)" in out
+    assert "KV budget per GPU (estimate)               ~66.1 GiB (+-2.05 GiB)" in out
     assert "- activation peak                        2.03 GiB" in out
     code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40", "--no-speed")
     assert "KV budget per GPU (given)                  40.00 GiB" in out

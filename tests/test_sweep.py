@@ -108,15 +108,15 @@ def test_kv_numbers_of_one_combination(capsys):
 
 
 def test_sweep_kv_tokens_per_gpu_is_checks_figure(capsys):
-    # Qwen3-32B TP 2 on two H100s, vLLM 0.34.0: check's "KV tokens per GPU" is 354,496 (22,156 blocks of 16);
-    # the sweep column shows the same figure, not kv_tokens_total / (tp x pp) = 177,248
+    # Qwen3-32B TP 2 on two H100s, vLLM 0.34.0: check's "KV tokens per GPU" is 338,432 (5,288 blocks of 64);
+    # the sweep column shows the same figure, not kv_tokens_total / (tp x pp) = 169,216
     code, out, err = run(["check", "--vllm", "vllm serve Qwen/Qwen3-32B -tp 2", "--gpu", "H100", "--count", "2",
                           "--no-speed"], capsys)
-    assert "KV tokens per GPU" in out and "354,496" in out and code == 0
+    assert "KV tokens per GPU" in out and "338,432" in out and code == 0
     code, out, err = run(["sweep", "--vllm", "vllm serve Qwen/Qwen3-32B", "--tp", "2", "--gpu", "H100", "--count", "2",
                           "--no-speed"], capsys)
     row = next(line.split() for line in out.splitlines() if line.startswith("1 "))
-    assert "KV tok/GPU" in out and row[:4] == ["1", "2", "2", "354,496"] and "177,248" not in out
+    assert "KV tok/GPU" in out and row[:4] == ["1", "2", "2", "338,432"] and "169,216" not in out
 
 
 def test_replication_ranks_below_its_dcp_fix(capsys):

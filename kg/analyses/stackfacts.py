@@ -443,7 +443,8 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
         stack.engine, mem, util, util_source, weights, m, tp, mnbt, seqs, bool(ns.get("enforce_eager")), moe_tp,
         draft_weight_bytes=draft_weights, engine_version=stack.engine_version, max_model_len=ns.get("max_model_len"),
         limit_mm_per_prompt=ns.get("limit_mm_per_prompt"), language_model_only=bool(ns.get("language_model_only")),
-        kv_bytes_per_block=kv_bytes_per_block, backend=of(stack).backend(stack, ns)))
+        kv_bytes_per_block=kv_bytes_per_block, backend=of(stack).backend(stack, ns),
+        kv_sizing=of(stack).kv_sizing(stack, ns)))
     stack.notes.extend(n for n in sb.encoder_notes if n not in stack.notes)  # kg.derive.encoder_cache
     return sb
 

@@ -152,6 +152,8 @@ class BudgetInputs:
     language_model_only: bool = False
     kv_bytes_per_block: float | None = None  # one KV block at the stack's block size (when the layout is sized)
     backend: str | None = None  # the engine's backend when it has several (LMDeploy: turbomind or pytorch)
+    kv_sizing: str | None = None  # how the engine sizes the cache when it has several ways (vLLM >= 0.34.0:
+    #                               "extensible" / "extensible-rocm", sized after warm-up; None: from the profile)
 
 
 def serving_budget_of(inp: BudgetInputs, lines: list[BudgetLine], notes: list[str],

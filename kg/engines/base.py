@@ -144,6 +144,10 @@ class Engine:
         """Which of the engine's backends runs the stack, for an engine with several (LMDeploy): None."""
         return None
 
+    def kv_sizing(self, stack: Any, ns: dict[str, Any]) -> str | None:
+        """How the engine sizes the KV cache when it has several ways (vLLM's extensible cache): None, the one way."""
+        return None
+
     # ---- 3. the memory budget ------------------------------------------------------------------------------------
     def weight_share_bytes(self, total_memory_bytes: float, fraction: float) -> float:
         """The memory the weights must fit in, bytes per GPU: ``total x fraction``."""

@@ -84,6 +84,20 @@ class VLLM(Engine):
         (``self.tp_size = self.tp_size * self.dp_size`` without EP, ``ep_size = tp_size * dp_size`` with it)."""
         return tp * int(ns.get("dp_size") or 1) * int(ns.get("pcp_size") or 1)
 
+    def kv_sizing(self, stack: Any, ns: dict[str, Any]) -> str | None:
+        """``"extensible"`` (``"extensible-rocm"`` on an AMD GPU) when vLLM >= 0.34.0 sizes the KV cache from the
+        memory measured after warm-up (kg.engines.vllm.budget): on by default on CUDA / ROCm unless
+        ``--no-enable-extensible-kv-cache``, ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``, elastic
+        EP or a KV connector (optkg: any ``--kv-transfer-config``) turns it off (0.34.0 config/vllm.py:3180-3262,
+        the same conditions as the gpu_memory_utilization 1.0 row of catalog/engines/releases/vllm.yaml); else None."""
+        from kg.core.relcmp import older_than
+        if older_than(stack.engine_version, "0.34.0") or ns.get("enable_extensible_kv_cache") is False:
+            return None
+        if any(ns.get(k) not in (None, "", False) for k in ("kv_cache_memory_bytes", "num_gpu_blocks_override",
+                                                             "enable_elastic_ep", "kv_transfer_config")):
+            return None
+        return "extensible-rocm" if str((stack.hardware or {}).get("vendor") or "").lower() == "amd" else "extensible"
+
     def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
         """``--kv-cache-memory-bytes``: vLLM reserves exactly this, skipping the profile and gpu_memory_utilization
         (0.33.0 gpu_worker.py:656-675)."""

@@ -9,7 +9,21 @@ vLLM V1 (``determine_available_memory``, vLLM 0.33.0 ``v1/worker/gpu_worker.py:6
 persistent buffers) plus the torch peak above it (``utils/mem_utils.py:312-321``); the CUDA-graph
 estimate is subtracted by default (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, ``envs.py:2219-2221``).
 ``gpu_memory_utilization`` defaults per release come from the effective configuration's release table
-(catalog/engines/releases/vllm.yaml: 0.92 from 0.20.0, 0.33.0 ``config/cache.py:215``; 0.9 before).
+(catalog/engines/releases/vllm.yaml: 0.92 from 0.20.0, 0.33.0 ``config/cache.py:215``; 0.9 before; 1.0 from
+0.34.0 with the extensible KV cache, ``config/cache.py:495-501``).
+
+vLLM >= 0.34.0 with the extensible KV cache (on by default, kg.engines.vllm.VLLM.kv_sizing) sizes the cache
+after warm-up and CUDA-graph capture (0.34.0 ``v1/worker/extensible_kv_cache.py:592-617``):
+
+    available = min(requested - non_kv_used, headroom - margin) - max(transient_peak, torch_reserve_growth)
+    margin    = max(1 GiB (3 GiB on ROCm), 0.75 x transient_peak)                 (:64-65, :615)
+
+``headroom - non_kv_used`` is the memory free at start-up (``init_free``), so this is the profile budget with
+``requested`` capped at ``total - margin``: the "extensible-cache margin" line (it binds at the 1.0 default,
+not at 0.9). ``transient_peak`` is the profiled peak plus the CUDA-graph estimate (``gpu_worker.py:771-773``,
+kept as ``reserved_headroom_bytes`` :946-948), while ``non_kv_used`` is measured after capture and holds the
+graphs too: the estimate is kept free twice ("transient peak: CUDA graphs"). The memory held before vLLM's
+start-up snapshot (CUDA context, NCCL) is read as part of the non-torch line.
 
 The activation line is the larger of the forward peak (kg.derive.budget.forward_peak_bytes) and the sampler peak:
 the dummy batch has ``R = min(max_num_batched_tokens, max_num_seqs)`` requests (``gpu_model_runner.py:5545``), one
@@ -41,6 +55,8 @@ from typing import Any
 from kg.derive.budget import (CUDA_GRAPH_BYTES, DATACENTER_GPU_BYTES, GIB, BudgetInputs, BudgetLine, ServingBudget,
                               forward_peak_bytes, non_torch_bytes, serving_budget_of)
 from kg.inputs.modelcfg import ModelFacts
+
+KV_CACHE_MARGIN_FRACTION = 0.75  # vllm 0.34.0 v1/worker/extensible_kv_cache.py:65 (floor 1 GiB, ROCm 3 GiB: :64)
 
 
 def _before(engine_version: str | None, release: str) -> bool:
@@ -116,7 +132,8 @@ def budget(inp: BudgetInputs) -> ServingBudget:
         basis = (f"forward of max_num_batched_tokens {max_num_batched_tokens:,} tokens (above the sampler's "
                  f"{rows:,} requests: {smp / GIB:.2f} GiB)")
         src = "kg.derive.budget (calibrated: vLLM issue 10517); vllm 0.33.0 gpu_model_runner.py:6072-6145"
-    lines.append(BudgetLine("activation peak", act, basis, src, 0.15 * act + 0.25 * GIB))
+    act_err = 0.15 * act + 0.25 * GIB
+    lines.append(BudgetLine("activation peak", act, basis, src, act_err))
     if encoder_bytes:
         # the profile run keeps the dummy encoder outputs alive through the forward and sampler runs; the
         # encoder tower's own peak is not modelled: the error bar is the line itself
@@ -134,10 +151,39 @@ def budget(inp: BudgetInputs) -> ServingBudget:
                             "vllm v1/worker/gpu_worker.py:753-757; envs.py:2219-2221 (0.33.0), envs.py:1635 (0.18.0)",
                             0.25 * GIB if graphs else 0.0))
     nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, inp.tp_size)
-    lines.append(BudgetLine("non-torch", nt, nt_basis,
-                            "vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
-                            else "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)", nt_err))
+    nt_src = ("vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
+              else "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)")
+    lines.append(BudgetLine("non-torch", nt, nt_basis, nt_src, nt_err))
+    if inp.kv_sizing and inp.kv_sizing.startswith("extensible"):
+        ext = extensible_lines(requested, total_memory_bytes, act, act_err, graphs, inp.kv_sizing == "extensible-rocm")
+        margin = [x for x in ext if x.name == "extensible-cache margin"]
+        lines[-1:-1] = [x for x in ext if x not in margin]  # after CUDA graphs, before non-torch
+        lines += margin  # last: lines[1] stays the weights (kg.analyses.fit)
     return serving_budget_of(inp, lines, [], encoder_notes, engine=inp.engine or "vllm")
+
+
+def extensible_lines(requested: float, total_memory_bytes: float, act: float, act_err: float, graphs: float,
+                     rocm: bool = False) -> list[BudgetLine]:
+    """The lines vLLM >= 0.34.0's extensible KV cache adds to the profile budget (module doc): the sizing margin,
+    by which the device headroom caps ``requested`` (only when it binds), and the CUDA-graph estimate the transient
+    peak keeps free a second time (the captured graphs are already in the measured non-KV memory)."""
+    peak = act + graphs  # peak_activation_memory = profiled transient + CUDA-graph estimate
+    floor = (3 if rocm else 1) * GIB
+    margin = max(floor, KV_CACHE_MARGIN_FRACTION * peak)
+    cap = max(0.0, requested - (total_memory_bytes - margin))
+    binds = "the fraction" if KV_CACHE_MARGIN_FRACTION * peak > floor else f"the {floor / GIB:g} GiB floor"
+    src = ("vllm 0.34.0 v1/worker/extensible_kv_cache.py:64-65,614-617 (measure_kv_cache_bytes), "
+           "v1/worker/gpu_worker.py:771-773,946-948,1231-1237")
+    out = [] if not cap else [BudgetLine("extensible-cache margin", cap,
+                      f"min(requested, total {total_memory_bytes / GIB:.2f} GiB - margin {margin / GIB:.2f} GiB): "
+                      f"margin max({floor / GIB:g} GiB, 0.75 x transient peak {peak / GIB:.2f} GiB), {binds}",
+                      src, KV_CACHE_MARGIN_FRACTION * act_err if margin > floor else 0.0)]
+    if graphs:
+        out.append(BudgetLine("transient peak: CUDA graphs", graphs,
+                              "the CUDA-graph estimate is part of the transient peak kept free after capture",
+                              "vllm 0.34.0 v1/worker/gpu_worker.py:771-773; extensible_kv_cache.py:641,617",
+                              0.25 * GIB))
+    return out
 
 
 def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int = 1, pp_size: int = 1,
@@ -157,5 +203,8 @@ def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int
     util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization)
     mem = hardware.get("memory_gib")
     mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""))
+    sizing = None if _before(engine_version, "0.34.0") else \
+        "extensible-rocm" if str(hardware.get("vendor") or "").lower() == "amd" else "extensible"
     return budget(BudgetInputs("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,
-                               tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version))
+                               tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version,
+                               kv_sizing=sizing))
