@@ -161,3 +161,13 @@ def test_kv_replication_fix_and_dcp_text_are_per_engine(cli):
     # vLLM keeps its DCP advice and sizes
     code, out, _ = cli("check", "--cmd", "vllm serve Qwen/Qwen3-235B-A22B -tp 8")
     assert "vLLM -dcp 2" in out and "valid DCP sizes" in out and "(after DCP)" in out
+
+
+def test_an_empty_model_name_is_an_error_not_the_working_directorys_config(cli, tmp_path, monkeypatch):
+    # newuser5 #19s: Path("") is the working directory, so `kv --model ""` read ./config.json as the model
+    (tmp_path / "config.json").write_text((REPO / "catalog" / "models" / "Qwen__Qwen3-8B.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("kv", "--model", "")
+    assert (code, out) == (2, "")
+    assert err.strip() == ("optkg: error: model: empty name (give a Hugging Face id such as Qwen/Qwen3-32B, or a "
+                           "folder with config.json)")

@@ -126,7 +126,11 @@ def test_rules_about_an_absent_draft_or_an_unquantised_checkpoint_hold_instead_o
     # clusters) span nodes without the flag
     d = check_json(["--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8", "--gpu", "H100-SXM", "--count", "8"])
     assert "tp-spans-nodes" not in {x["rule_id"] for x in d["not_evaluable"]}
-    assert d["derived"]["nodes_assumed"] == ("1 node(s) of 8 GPUs (H100-SXM node (catalog/hardware); "
+    assert d["derived"]["nodes_assumed"] == ("1 node of 8 GPUs (H100-SXM node (catalog/hardware); "
+                                             "--nnodes / gpus_per_node say otherwise)")
+    # a 2-GPU job is not a node of 8: it uses 2 of them (newuser5 #19e)
+    d = check_json(["--vllm", "vllm serve Qwen/Qwen3-32B -tp 2", "--gpu", "H100-SXM", "--count", "2"])
+    assert d["derived"]["nodes_assumed"] == ("1 node of 8 GPUs, 2 used (H100-SXM node (catalog/hardware); "
                                              "--nnodes / gpus_per_node say otherwise)")
     d = check_json(["--vllm", "vllm serve Qwen/Qwen3-32B -tp 4", "--gpu", "L40S", "--count", "4"])
     assert "tp-spans-nodes" in {x["rule_id"] for x in d["not_evaluable"]}

@@ -98,8 +98,11 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     nodes = node_facts(stack, ns)
     ns.update(nodes)
     if nodes.get("gpus_per_node_source"):  # the node size came from the hardware entry, not from the launch
-        derived["nodes_assumed"] = (f"{nodes['nnodes']} node(s) of {nodes['gpus_per_node']} GPUs "
-                                    f"({nodes['gpus_per_node_source']}; --nnodes / gpus_per_node say otherwise)")
+        n, per = nodes["nnodes"], nodes["gpus_per_node"]
+        used = stack.gpu_count or ns.get("world_size")
+        derived["nodes_assumed"] = (f"{n} node{'s' if n != 1 else ''} of {per} GPUs"
+                                    + (f", {used} used" if used and used != n * per else "")
+                                    + f" ({nodes['gpus_per_node_source']}; --nnodes / gpus_per_node say otherwise)")
     ns.update(derived)
     ns.update(engine_facts(stack, ns))
     from kg.analyses.supportfacts import support_namespace
