@@ -650,10 +650,16 @@ def refused_option_facts(stack: Any) -> dict[str, Any]:
         where = f" (it exists in {stack.engine} {r['exists_in']})" if r.get("exists_in") else ""
         assumed = " (the newest release optkg has scanned; pass --engine-version)" if r.get("assumed") else ""
         amb = r.get("ambiguous")  # argparse: "ambiguous option: --kv-cache-dt could match ..."
+        if r.get("value_given") is not None:  # a boolean flag given a value (kg.inputs.launch.argv._boolean_value)
+            parts.append(f"{r['option']} takes no value in {stack.engine} {r['release']}{assumed}, so {r['flag']} "
+                         f"is refused{hint}")
+            continue
         parts.append(f"{r['flag']} is ambiguous in {stack.engine} {r['release']}{assumed} (could match "
                      f"{', '.join(amb[:6])}{' ...' if len(amb) > 6 else ''}){hint}" if amb else
                      f"{r['flag']} is not an option of {stack.engine} {r['release']}{assumed}{where}{hint}")
-    kinds, pairs = {bool(r.get("ambiguous")) for r in refused}, (("unrecognized arguments", False), ("ambiguous option", True))
+    kinds = {"value" if r.get("value_given") is not None and "=" in r["flag"] else bool(r.get("ambiguous"))
+             for r in refused}
+    pairs = (("unrecognized arguments", False), ("ambiguous option", True), ("ignored explicit argument", "value"))
     errors = " / ".join(f'argparse "{e}"' for e, k in pairs if k in kinds)
     return {"refused_option_count": len(refused), "refused_options_text": "; ".join(parts), "refused_argparse_error": errors}
 

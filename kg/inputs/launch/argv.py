@@ -248,6 +248,22 @@ def _flag_index(table: dict[str, Any], release_opts: set[str] = frozenset()
     return by_name, valueless, known
 
 
+def _boolean_value(table: dict[str, Any], version: str | None, name: str) -> bool | None:
+    """Whether the release's parser takes a value for the modelled boolean flag ``name`` (``--x=False``): False
+    where the table's ``boolean_values`` say it refuses one (argparse nargs 0), True for a ``takes_value`` flag
+    (StoreBoolean), None for a release not read."""
+    from kg.core.relcmp import in_range
+    bv = table.get("boolean_values")
+    if not bv or not version:
+        return True
+    try:
+        if in_range(version, (bv.get("takes_value") or {}).get(name) or "<0"):
+            return True
+        return False if any(in_range(version, r) for r in bv.get("refused") or ()) else None
+    except ValueError:  # an unparsable version was refused when the stack was read
+        return None
+
+
 def canonical_flag(name: str, table: dict[str, Any], known: list[str]) -> tuple[str, str | None]:
     """(the name the engine's parser resolves ``name`` to, a note or None).
 
@@ -394,10 +410,25 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         flag = f"{label} {typed}"
         if typ == "flag":
             value: Any = True
-            if eq:
-                value = _coerce(inline, "boolean", flag)
-            st.native[name] = inline if eq else True
-            i += 1
+            stray = words[i + 1] if not eq and i + 1 < len(words) and words[i + 1].lower() in ("true", "false") \
+                else None
+            said = inline if eq else stray
+            takes = _boolean_value(table, engine_version or release, name) if said is not None else True
+            if takes is False:  # argparse store_true / BooleanOptionalAction (nargs 0): the engine exits
+                on = str(said).lower() in ("true", "1", "yes", "on")
+                other = "--" + name[5:] if name.startswith("--no-") else "--no-" + name[2:]
+                st.refused.append({"flag": f"{typed}={said}" if eq else f"{typed} {said}", "option": name,
+                                   "value_given": said, "release": rel_label, "assumed": assumed, "exists_in": None,
+                                   "suggestion": name if on else other if other in by_name else f"leaving out {name}"})
+                i += 1 if eq else 2
+                continue
+            if said is not None:
+                value = _coerce(said, "boolean", flag)
+                if takes is None:
+                    st.notes.append(f"{label}: whether {engine} {engine_version or release} takes a value for {typed} "
+                                    f"was not read (a store_true option refuses one); read as {value}")
+            st.native[name] = said if said is not None else True
+            i += 1 if eq or stray is None else 2
         else:
             if eq:
                 raw = inline
