@@ -129,6 +129,50 @@ def test_fp8_moe_tp4_issue_21348_budget():
     assert abs(kv - 8.11) < sb.error_bytes / GIB
 
 
+R1_073 = ("vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --gpu-memory-utilization 0.85 --max-model-len 128000 "
+          "--max-num-batched-tokens 32000 --max-num-seqs 1024 --trust-remote-code")
+
+
+def test_mla_fp8_v0_tp8_h200_deepseek_r1_log():
+    # logged (V0 0.7.3, 8 x H200, the command above; public blog post "nvidia cuda", 2025-03-12): total_gpu_memory
+    # 139.81 GiB x 0.85 = 118.84 GiB; weights 83.88, non_torch 7.16, activation 6.37, KV 21.43 GiB
+    m = resolve_model("deepseek-ai/DeepSeek-R1")
+    w = weight_bytes_per_gpu(m, 8, 1)
+    sb = serving_budget("vllm", 139.81 * GIB, 0.85, "log", w, m, 8, 32000, 1024, engine_version="0.7.3")
+    # the MLA backend's absorbed matrices per layer and rank (16 heads): W_UK/W_UV 512 x 16 x 256 x 2 B = 4,194,304,
+    # W_QR 1,536 x 16 x 64 x 2 B = 3,145,728, W_Q_UK 1,536 x 8,192 FP8 = 12,582,912 + 12 x 64 x 4 B scales,
+    # W_UV_O 8,192 x 7,168 FP8 = 58,720,256 + 64 x 56 x 4 B scales: 78,660,608 B x 61 layers
+    assert sb.line("MLA absorbed weights").bytes == 78_660_608 * 61 == 4_798_297_088
+    # weights 78.36 + 4.47 = 82.83 GiB against 83.88 logged: the replicated q_a / kv_a projections and router
+    # (every TP rank holds them whole) are not in the estimate, -1.05 GiB
+    assert (w + 4_798_297_088) / GIB - 83.88 == pytest.approx(-1.0464, abs=1e-4)
+    # non-torch: V0 snapshots before NCCL (worker.py:161-167), 1.79 GiB x (1 + log2 8) = 7.16 GiB as logged
+    assert sb.line("non-torch").bytes == pytest.approx(7.16 * GIB)
+    assert sb.line("activation peak").bytes == 32000 * 136_960 * 2  # 8.16 GiB, +1.79 GiB above the log
+    kv = unclamped_kv(sb) / GIB
+    # 118.8385 - 78.3648 - 4.4688 - 8.1635 - 7.16 = 20.68 GiB: -0.75 GiB (weights -1.05, activation +1.79 GiB)
+    assert kv == pytest.approx(20.6815, abs=1e-4) and abs(kv - 21.43) < sb.error_bytes / GIB
+    # before: no absorbed matrices, non-torch 3.58 GiB: 28.73 GiB, +7.30 GiB outside the +-2.47 GiB it printed
+    assert kv + 4_798_297_088 / GIB + 3.58 == pytest.approx(28.7302, abs=1e-4)
+
+
+def test_vllm_073_pads_the_mla_entry_to_256_bytes(cli):
+    # 0.7.3 worker/cache_engine.py:148-160: 576 bf16 elements -> 640 per token and layer, 61 x 640 x 2 B x 16 =
+    # 1,249,280 B per block; the log's 21.43 GiB gives its "# cuda blocks: 18418" and "2.30x" at 128,000 tokens
+    def derived(version):
+        code, out, err = cli("check", "--vllm", R1_073, "--gpu", "H200", "--count", "8", "--engine-version", version,
+                             "--kv-budget-gib", "21.43", "--no-speed", "--format", "json")
+        assert code in (0, 1), err
+        import json
+        return json.loads(out)["derived"]
+    d = derived("0.7.3")
+    assert (d["kv_bytes_per_block"], d["kv_num_blocks"]) == (1_249_280, 18_418)
+    assert d["max_concurrency_at_max_model_len_effective"] == 2.3
+    # 0.8.0 has no padding (and 0.7.1 neither): 61 x 576 x 2 B x 16 = 1,124,352 B per block
+    assert derived("0.8.0")["kv_bytes_per_block"] == 1_124_352
+    assert derived("0.7.1")["kv_bytes_per_block"] == 1_124_352
+
+
 def test_calibration_table_names_every_case():
     sources = {c["source"] for c in CALIBRATION}
     for n in ("issues/10517", "pull/10511", "kvcached/pull/448", "issues/23278", "issues/21348"):

@@ -78,6 +78,12 @@ CALIBRATION = [
     {"source": "https://github.com/vllm-project/vllm/issues/23278", "engine": "vllm (V1)",
      "model": "openai/gpt-oss-120b", "gpu": "H100-SXM", "logged_weights_gib": 65.9651,
      "logged_kv_gib": -2.14},
+    # MLA FP8 MoE, TP 8, V0 0.7.3, 8 x H200: weights (with the absorbed MLA matrices), non-torch (NCCL in V0's
+    # baseline), activation and KV budget logged; "# cuda blocks: 18418" (MLA entries padded 576 -> 640)
+    {"source": "public Hexo blog post \"nvidia cuda\" (2025-03-12), its vllm 0.7.3 log of 03-15 (library id 20903468563)",
+     "engine": "vllm (V0, 0.7.3)", "model": "deepseek-ai/DeepSeek-R1", "gpu": "H200",
+     "logged_weights_gib": 83.88, "logged_non_torch_gib": 7.16, "logged_activation_gib": 6.37,
+     "logged_kv_gib": 21.43},
     # FP8 MoE, TP 4, V1 0.10.0: KV budget logged
     {"source": "https://github.com/vllm-project/vllm/issues/21348", "engine": "vllm (V1)",
      "model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "H100-SXM", "logged_kv_gib": 8.11},

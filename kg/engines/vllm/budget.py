@@ -52,8 +52,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kg.derive.budget import (CUDA_GRAPH_BYTES, DATACENTER_GPU_BYTES, GIB, BudgetInputs, BudgetLine, ServingBudget,
-                              forward_peak_bytes, non_torch_bytes, serving_budget_of)
+from kg.derive.budget import (CUDA_GRAPH_BYTES, DATACENTER_GPU_BYTES, GIB, NON_TORCH_DATACENTER_TP1_BYTES, BudgetInputs,
+                              BudgetLine, ServingBudget, forward_peak_bytes, non_torch_bytes, serving_budget_of)
 from kg.inputs.modelcfg import ModelFacts
 
 KV_CACHE_MARGIN_FRACTION = 0.75  # vllm 0.34.0 v1/worker/extensible_kv_cache.py:65 (floor 1 GiB, ROCm 3 GiB: :64)
@@ -114,6 +114,10 @@ def budget(inp: BudgetInputs) -> ServingBudget:
                             f"gpu_memory_utilization {inp.gpu_memory_utilization:g})",
                             f"vllm v1/worker/utils.py:716-726; {inp.utilization_source}"))
     lines.append(BudgetLine("weights", inp.weight_bytes_per_gpu, "estimated weights per GPU", inp.weights_source))
+    absorbed, absorbed_basis = v0_mla_absorbed_bytes(model, inp.tp_size, engine_version)
+    if absorbed:
+        lines.append(BudgetLine("MLA absorbed weights", absorbed, absorbed_basis,
+                                "vllm 0.7.3 attention/backends/mla/utils.py:297-388; envs.py:546-547"))
     if inp.draft_weight_bytes:
         lines.append(BudgetLine("draft weights", inp.draft_weight_bytes, "speculative-decoding draft per GPU",
                                 "kg.derive.drafts"))
@@ -153,6 +157,8 @@ def budget(inp: BudgetInputs) -> ServingBudget:
     nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, inp.tp_size)
     nt_src = ("vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
               else "vLLM issue 10517 log (non_torch_memory=0.35GiB at TP 1)")
+    if _before(engine_version, "0.8.0") and total_memory_bytes >= DATACENTER_GPU_BYTES and inp.tp_size > 2:
+        nt, nt_basis, nt_src = v0_non_torch_bytes(inp.tp_size)
     lines.append(BudgetLine("non-torch", nt, nt_basis, nt_src, nt_err))
     if inp.kv_sizing and inp.kv_sizing.startswith("extensible"):
         ext = extensible_lines(requested, total_memory_bytes, act, act_err, graphs, inp.kv_sizing == "extensible-rocm")
@@ -160,6 +166,52 @@ def budget(inp: BudgetInputs) -> ServingBudget:
         lines[-1:-1] = [x for x in ext if x not in margin]  # after CUDA graphs, before non-torch
         lines += margin  # last: lines[1] stays the weights (kg.analyses.fit)
     return serving_budget_of(inp, lines, [], encoder_notes, engine=inp.engine or "vllm")
+
+
+def v0_non_torch_bytes(tp_size: int) -> tuple[float, str, str]:
+    """V0's non-torch line on a 70 GiB+ GPU at TP > 2: (bytes, basis, source). V0 takes its baseline snapshot
+    before the distributed environment (0.7.3 ``worker/worker.py:161-167``: ``MemorySnapshot()``, then
+    ``init_worker_distributed_environment``), so ``non_torch_increase`` (``utils.py:2037``) holds the NCCL
+    communicators and custom all-reduce buffers, which grow with the group: the V0 logs give 1.79 GiB at TP 1 and
+    3.58 GiB at TP 2 (H100, vLLM PR 10511) and 7.16 GiB at TP 8 (8 x H200, 0.7.3, DeepSeek-R1), i.e.
+    1.79 GiB x (1 + log2 TP). V1 (0.33.0 ``gpu_worker.py:504-541``) snapshots after NCCL: not this line."""
+    nt = NON_TORCH_DATACENTER_TP1_BYTES * (1 + math.log2(tp_size))
+    return nt, f"V0: 1.79 GiB x (1 + log2 TP {tp_size}), NCCL in the baseline", \
+        ("vLLM PR 10511 (H100 TP 1 / 2); 8 x H200 vllm 0.7.3 log (non_torch_memory 7.16GiB, TP 8); "
+         "vllm 0.7.3 worker/worker.py:161-167")
+
+
+def v0_mla_absorbed_bytes(model: ModelFacts, tp_size: int, engine_version: str | None) -> tuple[float, str]:
+    """Bytes per GPU of the matrices vLLM 0.7.1-0.7.3's MLA backend builds once the weights are loaded, and their
+    basis ((0.0, "") for another release or a model without MLA). ``MLACommonImpl.process_weights_after_loading``
+    (0.7.3 ``attention/backends/mla/utils.py:297-388``; 0.7.1 :295-385) keeps, per layer and rank (``H`` heads per
+    rank): ``W_UK`` / ``W_UV``, the dequantised ``kv_b_proj`` (``kv_lora x H x (nope + v)`` in the model dtype;
+    a view of the weight when it is not quantised), ``W_QR`` (``q_lora x H x rope``, model dtype), and the
+    absorbed ``W_Q_UK`` (``q_lora x H x kv_lora``) and ``W_UV_O`` (``H x kv_lora x hidden``), requantised to FP8
+    with 128 x 128 block scales when the checkpoint is FP8 (:331-336, :360-385), else in the model dtype. The
+    profile run counts them as weights (``model weights take``); ``VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1`` is the
+    default (envs.py:546-547 at 0.7.3). 0.8.0 replaced the absorbed matrices (mla/common.py:1073-1122)."""
+    from kg.core.relcmp import older_than
+    if not model.is_mla or not model.kv_lora_rank or not engine_version or older_than(engine_version, "0.7.1") \
+            or not older_than(engine_version, "0.8.0"):
+        return 0.0, ""
+    from kg.derive.weights import weight_scheme
+    act = float(model.dtype_bytes)
+    heads = model.num_attention_heads / tp_size
+    lora, nope, rope = model.kv_lora_rank, model.qk_nope_head_dim or 0, model.qk_rope_head_dim or 0
+    v, hidden = model.v_head_dim, model.hidden_size
+    q = model.q_lora_rank or hidden
+    fp8 = weight_scheme(model).method == "fp8"
+    quantized = weight_scheme(model).method != "none"
+    w_b = 1.0 if fp8 else act
+    per_layer = (lora * heads * (nope + v) * act if quantized else 0.0) + q * heads * rope * act \
+        + q * heads * lora * w_b + heads * lora * hidden * w_b
+    if fp8:  # 128 x 128 block scales, fp32
+        hl = math.ceil(heads * lora / 128)
+        per_layer += (math.ceil(q / 128) * hl + hl * math.ceil(hidden / 128)) * 4
+    total = per_layer * model.num_hidden_layers
+    return total, (f"vllm {engine_version} MLA: {model.num_hidden_layers} layers x {per_layer / 2**20:.1f} MiB "
+                   f"(W_Q_UK, W_UV_O{' in FP8' if fp8 else ''}, W_QR, W_UK/W_UV) per GPU")
 
 
 def extensible_lines(requested: float, total_memory_bytes: float, act: float, act_err: float, graphs: float,

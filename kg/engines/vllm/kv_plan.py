@@ -88,6 +88,13 @@ def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str =
     return MNBT_SMALL
 
 
+def v0_mla_aligned(engine_version: str | None) -> bool:
+    """Whether V0's cache engine pads MLA entries to 256 bytes: vLLM 0.7.2 and 0.7.3 (``_align_cache``,
+    worker/cache_engine.py:132-137 at 0.7.3; absent in 0.7.1 and 0.8.0)."""
+    from kg.core.relcmp import older_than
+    return bool(engine_version) and not older_than(engine_version, "0.7.2") and older_than(engine_version, "0.8.0")
+
+
 def null_block_bytes(engine_version: str | None, bytes_per_block: float) -> float:
     """Bytes vLLM holds back from its one-request startup check and its max-model-len estimate: one pool block,
     the null block ``BlockPool`` keeps (vLLM 0.33.0 ``v1/core/kv_cache_planning.py:170-176, 1533-1541``; from
@@ -432,7 +439,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
                   mamba_cache_dtype: str | None = None, mamba_ssm_cache_dtype: str | None = None,
                   engine_version: str | None = None, chunked_hybrid_env: bool | None = None,
                   speculative_method: str | None = None, kv_connector: str | None = None,
-                  model_runner_v2: bool | None = None) -> KVPlan:
+                  model_runner_v2: bool | None = None, rocm: bool = False) -> KVPlan:
     """vLLM V1's KV plan for ``model`` (see the module doc for every formula and its source).
 
     ``hybrid_allocator``: False for ``--disable-hybrid-kv-cache-manager``, True for
@@ -449,6 +456,7 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     686-760``, ``v1/attention/backends/gdn_attn.py:34``); elsewhere the Triton kernel does not.
     ``extra_full_layers``: a draft's attention layers (EAGLE heads, MTP layers), which join the
     full-attention group with the target's page size (kg.derive.drafts).
+    ``rocm``: an AMD GPU (V0's MLA entry alignment is CUDA-only).
     ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``: vLLM's ``--mamba-cache-dtype`` /
     ``--mamba-ssm-cache-dtype`` (None or auto: the defaults of ``ssm_state_dtype_bytes``).
     ``max_model_len`` defaults to the engine's (``ModelFacts.vllm_default_max_model_len``);
@@ -516,6 +524,15 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
     if model.is_mla:
         packed = MLA_PACKED_BYTES.get(kvdt)
         per_tok = float(packed) if packed is not None else ((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)) * b
+        if packed is None and not rocm and v0_mla_aligned(engine_version):
+            # V0 0.7.2-0.7.3 pads each latent entry to 256 bytes of the model dtype (576 -> 640 elements in bf16):
+            # CacheEngine.get_cache_block_size, worker/cache_engine.py:148-160 (align_to_256bytes, utils.py:799-802),
+            # VLLM_CUDA_MEM_ALIGN_KV_CACHE=1 by default (envs.py:582-583 at 0.7.3); 0.8.0 has no padding
+            elems = (model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)
+            per256 = 256 // int(model.dtype_bytes)
+            per_tok = cdiv(elems, per256) * per256 * b
+            notes.append(f"vLLM {engine_version} (V0) pads the MLA cache entry to 256 bytes: {elems} -> "
+                         f"{cdiv(elems, per256) * per256} elements per token per layer")
         if sparse:
             idx = model.index_head_dim + model.index_head_dim // 128 * 4
             per_tok += idx
@@ -630,6 +647,7 @@ def stack_plan(stack: Any, ns: dict[str, Any], m: ModelFacts, tp: int, pp: int, 
             enable_prefix_caching=("prefix-caching" in stack.techniques) if ns.get("enable_prefix_caching") is None
             else bool(ns["enable_prefix_caching"]), num_speculative_tokens=spec_tokens,
             gpu_compute_capability=compute_capability(hw) if hw else None, extra_full_layers=draft_layers,
-            mamba_cache_dtype=ns.get("mamba_cache_dtype"), mamba_ssm_cache_dtype=ns.get("mamba_ssm_cache_dtype"))
+            mamba_cache_dtype=ns.get("mamba_cache_dtype"), mamba_ssm_cache_dtype=ns.get("mamba_ssm_cache_dtype"),
+            rocm=str(hw.get("vendor") or "").lower() == "amd")
     except OptkgError:
         return None
