@@ -552,3 +552,13 @@ def test_an_env_variable_with_choices_and_an_option_built_into_a_config_class_ar
                                       "0.34.0", catalog)
     assert line not in _refused_lines("vllm serve meta-llama/Llama-3.1-8B --watermark-config '{\"key\": 1}'", "0.34.0",
                                       catalog)
+
+
+def test_any_and_all_over_a_list_option_are_bounds_of_its_min_and_max(catalog):
+    # config/compilation.py:1198-1199 (0.34.0; :1049 at 0.33.0): any(s <= 0 for s in decoder_replay_cudagraph_capture_sizes)
+    # is `is_a(L, 'list') and len(L) > 0 and min(L) <= 0`
+    base = "vllm serve meta-llama/Llama-3.1-8B --compilation-config '{\"decoder_replay_cudagraph_capture_sizes\": "
+    for release, line in (("0.34.0", 1199), ("0.33.0", 1049)):
+        assert ("vllm/config/compilation.py", line) in _refused_lines(base + "[1, 0, 4]}'", release, catalog)
+        assert ("vllm/config/compilation.py", line) not in _refused_lines(base + "[1, 2, 4]}'", release, catalog)
+        assert ("vllm/config/compilation.py", line) not in _refused_lines(base + "[]}'", release, catalog)

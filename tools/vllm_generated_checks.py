@@ -843,6 +843,10 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         except cg.Untranslatable:
             return None
         return cg.Expr(f"({kv} == {wanted!r} or ({kv} == 'MultiConnector' and truthy({cg.UNK})))")
+    if name in ("any", "all") and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
+        got = any_all_bound(w, name, node.args[0], fr, pc)
+        if got is not None:
+            return cg.Expr(got)
     if name == "get_args" and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
         # typing.get_args of a module-level Literal alias (config/kv_transfer.py:13 ``KVRole = Literal[KVProducer,
         # KVConsumer]``): its values, nested aliases flattened as typing does
@@ -899,6 +903,64 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         if served_model_config(w, v):
             return cg.Expr(MODEL_METHODS[name])
     return None
+
+
+_FLIP = {ast.Lt: ">", ast.LtE: ">=", ast.Gt: "<", ast.GtE: "<="}
+_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def any_all_bound(w: "VllmWalker", fn: str, gen: ast.AST, fr: cg.Frame, pc: list[str]) -> str | None:
+    """``any(x OP c for x in L)`` / ``all(...)`` (and ``all(a <= x <= b for x in L)``) over a list value ``L`` the walk
+    knows, with constants ``c`` that do not depend on ``x``, as bounds of ``min(L)`` / ``max(L)``: any(x <= c) is
+    ``is_a(L, 'list') and len(L) > 0 and min(L) <= c``, all(x <= c) is ``not is_a(L, 'list') or len(L) == 0 or
+    max(L) <= c`` (compilation.py:1198, parallel.py:529,
+    speculative.py:666 at 0.34.0). A value that is not a list of numbers makes the row not evaluable (min of a
+    string compares a string with a number: kg.engine.expr refuses the comparison); None otherwise."""
+    if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
+        return None
+    g = gen.generators[0]
+    if g.ifs or g.is_async or not isinstance(g.target, ast.Name):
+        return None
+    x = g.target.id
+    cmp = gen.elt
+    if not (isinstance(cmp, ast.Compare) and all(type(o) in _OPS for o in cmp.ops)):
+        return None
+    try:
+        lst = w.as_text(w.value(g.iter, fr, pc))
+    except cg.Untranslatable:
+        return None
+    terms = [cmp.left] + list(cmp.comparators)
+    if sum(isinstance(t, ast.Name) and t.id == x for t in terms) != 1:
+        return None
+    if any(x in {n.id for n in ast.walk(t) if isinstance(n, ast.Name)} for t in terms
+           if not (isinstance(t, ast.Name) and t.id == x)):
+        return None
+    parts = []  # each comparison as "x OP c"
+    for i, op in enumerate(cmp.ops):
+        a, b = terms[i], terms[i + 1]
+        try:
+            if isinstance(a, ast.Name) and a.id == x:
+                parts.append((_OPS[type(op)], w.as_text(w.value(b, fr, pc))))
+            elif isinstance(b, ast.Name) and b.id == x:
+                parts.append((_FLIP[type(op)], w.as_text(w.value(a, fr, pc))))
+            else:
+                return None
+        except cg.Untranslatable:
+            return None
+    if fn == "any" and len(parts) != 1:
+        return None  # any(a <= x <= b) needs one element inside both bounds: not a bound of min / max
+    bounds = []
+    for op, c in parts:
+        low = op in ("<", "<=")  # x below c
+        if fn == "any":
+            bounds.append(f"{'min' if low else 'max'}({lst}) {op} {cg._paren(c)}")
+        else:
+            bounds.append(f"{'max' if low else 'min'}({lst}) {op} {cg._paren(c)}")
+    # a value that is not a list (None where the option is not given, read after its own None test) makes any()
+    # false and all() true: no refusal, and no comparison of a string with a number
+    if fn == "any":
+        return f"(is_a({lst}, 'list') and len({lst}) > 0 and {bounds[0]})"
+    return f"(not is_a({lst}, 'list') or len({lst}) == 0 or ({' and '.join(bounds)}))"
 
 
 def literal_alias(w: "VllmWalker", n: ast.AST, path: str, depth: int = 0) -> tuple | None:
