@@ -296,3 +296,16 @@ def test_megatron_job_without_a_vocabulary_says_its_total_leaves_out_the_embeddi
             "and logits are not counted, so the total is low") in out, out
     code, out, _ = cli("check", "--train", MIXTRAL_FLAGS + " --vocab-size 32000", "--gpu", "H100")
     assert "vocabulary size not known" not in out
+
+
+@pytest.mark.parametrize("device,label,where", [
+    ("nvme", "on NVMe (offload)", "optimizer states and fp32 grads on NVMe (the host keeps pinned buffers)"),
+    ("cpu", "on the host (offload)", "optimizer states and fp32 grads on the host")])
+def test_deepspeed_offload_says_where_the_states_go(cli, tmp_path, device, label, where):
+    # newuser5 #19k: ZeRO-Infinity's device nvme keeps the offloaded states on the SSD, not in host DRAM
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {
+        "stage": 3, "offload_optimizer": {"device": device}, "offload_param": {"device": device}}}))
+    code, out, _ = cli("check", "--train", f"deepspeed --num_gpus 8 train.py --deepspeed {ds}", "--model",
+                       "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--seq-length", "4096")
+    assert f"\n  {label:<30} " in out and where in " ".join(out.split()), out

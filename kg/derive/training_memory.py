@@ -322,13 +322,15 @@ def training_memory(job: Any) -> TrainingMemory:
     if g("offload_optimizer", "none") != "none":
         cpu += optim + grads * 2  # fp32 gradient copy lives with the optimizer on the host
         optim = 0
-        acc.append(f"optimizer offload ({g('offload_optimizer')}): optimizer states and fp32 grads on the host "
+        acc.append(f"optimizer offload ({g('offload_optimizer')}): optimizer states and fp32 grads "
+                   f"{'on NVMe (the host keeps pinned buffers)' if g('offload_optimizer') == 'nvme' else 'on the host'} "
                    "(DeepSpeed estimators: GPU keeps 2Ψ)")
         grads = 0 if zero else grads
     if g("offload_param", "none") != "none":
         cpu += weights
         weights = 0
-        acc.append(f"parameter offload ({g('offload_param')}): weights on the host, GPU keeps the gathered unit")
+        acc.append(f"parameter offload ({g('offload_param')}): weights "
+                   f"{'on NVMe' if g('offload_param') == 'nvme' else 'on the host'}, GPU keeps the gathered unit")
     resident = (params - n_exp) // group + n_exp // efsdp if apart else params // group
     # activations
     s = g("seq_length") // cp

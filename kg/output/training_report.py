@@ -115,7 +115,12 @@ def _memory_lines(d: Mapping[str, Any], der: Mapping[str, Any], mem: Mapping[str
         total += f"   of {_gib(gpu)} ({fmt_pct(mem['total_bytes'] / gpu)})"  # as the rule's {fraction:.0%}
     out.append(total)
     if mem.get("cpu_offload_bytes"):
-        out.append(f"  {'on the host (offload)':<30} {_gib(mem['cpu_offload_bytes']):>12}")
+        # DeepSpeed ZeRO-Infinity's device nvme keeps the offloaded states on the SSD (the host holds pinned buffers)
+        s = (d.get("stack") or {}).get("settings") or {}
+        where = sorted({str(s.get(k)) for k in ("offload_optimizer", "offload_param") if s.get(k) not in (None, "none")})
+        label = "on NVMe (offload)" if where == ["nvme"] else \
+            "on the host / NVMe (offload)" if "nvme" in where else "on the host (offload)"
+        out.append(f"  {label:<30} {_gib(mem['cpu_offload_bytes']):>12}")
     if mem.get("params_resident_per_gpu") is not None:
         out += _wrap(f"parameters: {mem['params_resident_per_gpu']:,} resident on this GPU after sharding over "
                      f"{mem['shard_group']:,} GPUs ({mem['params_per_gpu']:,} before sharding, gathered one unit at a "
