@@ -136,3 +136,17 @@ def test_a_leave_one_out_fit_needs_20_train_rows_not_30():
     # fitted on the other's 24 rows; at the former bound of 30 neither could be left out (no evidence either way)
     rows = [(c, 1024, 2.0, "m", "h100_sxm", g, 50.0, 512) for g in ("tp2", "tp4") for c in (4, 8, 16, 32, 64, 128) * 4]
     assert run.MIN_FIT_ROWS == 20 and run._form(rows)[0] is True
+
+
+def test_a_launch_scripts_exported_variables_precede_the_engine_command():
+    import measured
+    import run
+    # InferenceX gpt-oss on B200, vLLM 0.15.1 (single_node/gptoss_fp4_b200.sh @ d2c2acb19:43 exports
+    # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1): the command optkg reads carries it, so the stack is timed as vLLM ran
+    row = {"id": "x", "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=4; measured=2026-02-25T00:00:00Z",
+           "backend": "vllm", "backend_version": "0.15.1", "model_path": "openai/gpt-oss-120b", "system": "b200_sxm",
+           "precision": "fp4", "mode": "agg", "isl": "1024", "osl": "1024", "batch_size": "4", "tp_size": "2",
+           "pp_size": "1", "attention_dp_size": "", "moe_tp_size": "2", "moe_ep_size": "1"}
+    r = measured.run_of(row, is_moe=True)
+    assert r.env == {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"}
+    assert run.command("/m", r).startswith("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 vllm serve /m -tp 2 ")

@@ -276,6 +276,12 @@ def test_tensorrt_llm_runs_an_mxfp4_checkpoint_with_mxfp8_activations_on_blackwe
     # vLLM 0.16.0 on SM 100 runs MXFP4 with BF16 activations unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
     # (vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend): the label stands
     assert execution_mode(t, "vllm", "b200_sxm", "mxfp4", {}) is None
+    # with it set (read as bool(int(...)), envs.py 0.15.0:1254-1256), MXFP8 activations (mxfp4.py 0.15.0:127-132),
+    # which InferenceX's gpt-oss B200 scripts export; "0" and Hopper keep the label
+    on = {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"}
+    assert execution_mode(t, "vllm", "b200_sxm", "mxfp4", {}, on) == {"gemm": None, "moe": "w4a8_mxfp4_mxfp8"}
+    assert execution_mode(t, "vllm", "b200_sxm", "mxfp4", {}, {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "0"}) is None
+    assert execution_mode(t, "vllm", "h200_sxm", "mxfp4", {}, on) is None
 
 
 def test_a_model_signature_is_its_shapes_not_its_quantisation_or_metadata():

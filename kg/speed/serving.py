@@ -195,13 +195,23 @@ def auto_kv_cache_mode(backend: str, model: Any, hardware: Any, derived: dict[st
     return ENGINES[backend].auto_kv(model, hardware, derived)
 
 
+def _env_int_set(env: dict[str, str], var: str) -> bool:
+    """An integer environment variable the engine reads as ``bool(int(os.getenv(var, "0")))`` is set non-zero."""
+    try:
+        return int(str(env.get(var, "0")).strip() or "0") != 0
+    except ValueError:
+        return False
+
+
 def execution_mode(t: dict[str, Any], backend: str, system: str, weight_quant: str,
-                   values: dict[str, Any]) -> dict[str, str | None] | None:
+                   values: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, str | None] | None:
     """The estimator's ``{"gemm", "moe"}`` modes for a checkpoint quantisation the engine runs in another mode than
-    its label on this GPU (kg/speed/tables.yaml ``execution_modes``), or None."""
+    its label on this GPU (kg/speed/tables.yaml ``execution_modes``: unless a setting says otherwise, or only when
+    an environment variable of the launch, ``when_env``, is set), or None."""
     for e in t.get("execution_modes") or []:
         if (e["backend"], e["weight_quant"]) == (backend, weight_quant) and system in e["systems"] and not any(
-                values.get(k) in v for k, v in (e.get("unless") or {}).items()):
+                values.get(k) in v for k, v in (e.get("unless") or {}).items()) and all(
+                _env_int_set(env or {}, var) for var in e.get("when_env") or []):
             return {"gemm": e.get("gemm"), "moe": e.get("moe")}
     return None
 
@@ -440,8 +450,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     per_lane_cap = None if run_cap is None else max(1, run_cap // par.pp_size)
     b = want if per_lane_cap is None else min(want, per_lane_cap)
     running = min(wl.concurrency, b * lanes)
-    gq = quant or execution_mode(t, backend, system, wq, values) or \
-        (d.get("weight_is_fp8_block") and t["weight_quant_block"].get(wq)) or t["weight_quant"][wq]
+    runs_as = None if quant else execution_mode(t, backend, system, wq, values, getattr(stack, "native_env", None))
+    gq = quant or runs_as or (d.get("weight_is_fp8_block") and t["weight_quant_block"].get(wq)) or t["weight_quant"][wq]
     kv_mode = t["kv_cache_dtype"][kvd]
     if kv_mode is None:
         kv_mode, why = auto_kv_cache_mode(backend, stack.model, stack.hardware, d)
@@ -457,7 +467,10 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     point = Point(**{**point.__dict__, "config_digest": digest})
     r = cached("speed-point", point.key(), lambda: run_point(point, str(folder)))
     if "not_evaluable" in r:
-        raise NotEvaluable(tidy_reason(r["not_evaluable"], point))
+        why = tidy_reason(r["not_evaluable"], point)
+        if runs_as:  # say which engine setting made the mode (kg/speed/tables.yaml execution_modes)
+            why = f"{engine} runs these {wq} experts as {runs_as['moe']} here (speed tables: execution_modes); {why}"
+        raise NotEvaluable(why)
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
     notes.append(accuracy_note(backend, system))
     (k_ttft, t_ttft), (k_tpot, t_tpot) = _factors(backend, system, model_signature(files["config.json"]),

@@ -155,6 +155,7 @@ class Run:
     corrections: list[str] = field(default_factory=list)
     not_evaluable: str | None = None
     flags: str = ""              # engine flags of the benchmark's launch command (launches.yaml)
+    env: dict = field(default_factory=dict)  # environment variables the launch script exports (launches.yaml)
     settings: dict = field(default_factory=dict)  # settings optkg's launch reader cannot take as a flag
     release: str | None = None   # engine release of the image when the row records none (or a nightly)
     launch_evidence: str | None = None
@@ -321,6 +322,7 @@ def apply_launch(run: Run) -> None:
             if "args" in item:
                 flags.append(expand(str(item["args"]), env))
             settings.update(item.get("settings") or {})
+            run.env.update({k: str(v) for k, v in (item.get("env") or {}).items()})
         run.flags = " ".join(f for f in flags if f)
         run.settings = settings
         run.release = entry.get("release")

@@ -156,6 +156,12 @@ def _trtllm_cmd(d: str, run) -> str:
     return f"{cmd} {run.flags}".strip()
 
 
+def command(d: str, run) -> str:
+    """The run's launch command (``COMMANDS``), after the environment variables its script exports."""
+    cmd = COMMANDS[run.row["backend"]](d, run)
+    return " ".join([*(f"{k}={v}" for k, v in sorted(run.env.items())), cmd])
+
+
 COMMANDS = {"vllm": _vllm_cmd, "sglang": _sglang_cmd, "trtllm": _trtllm_cmd}
 # the row's gemm quant mode -> ModelOpt's quant_algo of the checkpoint such a run serves
 MODELOPT_ALGO = {"fp8": "FP8", "nvfp4": "NVFP4"}
@@ -247,7 +253,7 @@ class Scorer:
         hw = self.hw.get(r["system"])
         if hw is None:
             return {"status": "not_evaluable", "reasons": [f"GPU {r['system']} is not in optkg's hardware catalog"]}
-        cmd = COMMANDS[r["backend"]](str(folder), run)
+        cmd = command(str(folder), run)
         from kg.speed.estimator import _parse
         version = r["backend_version"] if _parse(r["backend_version"]) else run.release
         memo_key = (cmd, version, hw, run.adp, tuple(sorted(run.settings.items())))
