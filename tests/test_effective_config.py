@@ -121,8 +121,10 @@ def test_every_default_cites_the_released_source():
     # 34 + the 0.33.0 lines of the five open-ended defaults (vllm_use_v1, max_num_seqs 256, max_num_batched_tokens x3)
     # 48 = 39 + the 0.4.0.post1 / 0.4.2 lower bounds of the V0 defaults + the V2-runner async entry (2); + 8 for 0.34.0:
     # gpu_memory_utilization 1.0 (3) and 0.92 (1), block_size 16 (1) and 64 (2), async scheduling (1); + 12 for V0's
-    # long-context chunked prefill (7: 0.5.4, 0.6.3.post1, 0.7.2) and V1 on 0.7.x (3), lora_extra_vocab_size (3)
-    assert checked == 69
+    # long-context chunked prefill (7: 0.5.4, 0.6.3.post1, 0.7.2) and V1 on 0.7.x (3), lora_extra_vocab_size (3);
+    # + 8 for GB10's small tier from 0.33.0 (max_num_seqs 1024 / 256 rows: 3 + 2, max_num_batched_tokens 8192 /
+    # 2048 rows: 2 + 2, less the 0.33.0 line the old 8192 row cited)
+    assert checked == 77
 
 
 def test_excerpts_are_the_released_text():
@@ -145,7 +147,8 @@ def test_fit_and_check_use_the_same_scheduler_default(catalog, cli):
     th = _thresholds(load_ruleset("fit"), None)
     for gpu in sorted(catalog.hardware):
         hw = catalog.hardware[gpu]
-        fit_value, _ = scheduler_limit(th, {"gpu": gpu, "gpu_name": hw.get("name"), "gpu_memory_gib": hw.get("memory_gib")})
+        fit_value, _ = scheduler_limit(th, {"gpu": gpu, "gpu_name": hw.get("name"), "gpu_memory_gib": hw.get("memory_gib"),
+                                            "gpu_compute_capability": hw.get("compute_capability")})
         _, eff = _check(cli, "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--gpu", gpu)
         assert eff["max_num_seqs"]["value"] == fit_value, gpu
 
@@ -158,3 +161,29 @@ def test_chunked_prefill_budget_before_0_4_2_is_the_non_chunked_one(cli):
     assert eff["max_num_batched_tokens"]["value"] == 4096
     _, eff = _check(cli, "--vllm", cmd, "--engine-version", "0.4.2")
     assert eff["max_num_batched_tokens"]["value"] == 512
+
+
+def test_vllm_033_keeps_gb10_on_the_small_batch_tier(cli):
+    # vllm 0.33.0 engine/arg_utils.py:2963 is_gb10 = cc (12, 1); :2986 `and not is_gb10` -> OPENAI_API_SERVER
+    # 2,048 tokens (:3001) and 256 sequences (:3005); 0.34.0 :3023, :3038, :3042; absent in 0.32.0 (:2923)
+    cmd = "vllm serve Qwen/Qwen3-8B"
+    d, eff = _check(cli, "--vllm", cmd, "--gpu", "GB10", "--count", "1", "--engine-version", "0.33.0")
+    assert (eff["max_num_seqs"]["value"], eff["max_num_batched_tokens"]["value"]) == (256, 2048)
+    assert eff["max_num_seqs"]["evidence"][0]["line"] == 3005
+    # the dummy sampler then runs 256 requests: 256 x 151,936 x 14 B = 544,538,624 B (was 1,024 requests)
+    act = next(x for x in d["derived"]["kv_budget_breakdown"] if x["name"] == "activation peak")
+    assert act["bytes"] == 256 * 151_936 * 14 == 544_538_624
+    assert d["derived"]["kv_tokens_per_gpu"] == 727_856
+    _, eff34 = _check(cli, "--vllm", cmd, "--gpu", "GB10", "--count", "1", "--engine-version", "0.34.0")
+    assert (eff34["max_num_seqs"]["value"], eff34["max_num_batched_tokens"]["value"]) == (256, 2048)
+    # before 0.33.0 GB10's 128 GiB put it on the H100 tier
+    d32, eff32 = _check(cli, "--vllm", cmd, "--gpu", "GB10", "--count", "1", "--engine-version", "0.32.0")
+    assert (eff32["max_num_seqs"]["value"], eff32["max_num_batched_tokens"]["value"]) == (1024, 8192)
+    assert d32["derived"]["kv_tokens_per_gpu"] == 716_784
+    # not GB10 (H100, cc 9.0): the large tier at 0.33.0 as before
+    _, h100 = _check(cli, "--vllm", cmd, "--gpu", "H100-SXM", "--count", "1", "--engine-version", "0.33.0")
+    assert (h100["max_num_seqs"]["value"], h100["max_num_batched_tokens"]["value"]) == (1024, 8192)
+    from kg.engines.vllm.kv_plan import default_max_num_batched_tokens
+    assert default_max_num_batched_tokens(128, "GB10", "12.1", "0.33.0") == 2048
+    assert default_max_num_batched_tokens(128, "GB10", "12.1", "0.32.0") == 8192
+    assert default_max_num_batched_tokens(128, "GB10", "12.1") == 2048  # None: the latest release

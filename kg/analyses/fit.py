@@ -149,6 +149,7 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
         ctx["gpu"] = hardware.get("id")
         ctx["gpu_name"] = hardware.get("name") or hardware.get("id")
         ctx["gpu_memory_gib"] = hardware.get("memory_gib")
+        ctx["gpu_compute_capability"] = hardware.get("compute_capability")
     if kv_budget_gib is not None:
         from kg.derive.kv import checked_kv_budget_gib  # at most the GPU's memory, as check / kv / sweep
         ctx["budget_bytes"] = checked_kv_budget_gib(kv_budget_gib, "--kv-budget-gib", hardware) * GIB
@@ -321,8 +322,12 @@ def scheduler_limit(th: Mapping[str, float], ctx: Mapping[str, Any] | None,
                ("an A100" if "a100" in name else f"{mem:g} GiB < {th['large_gpu_min_gib']:g} GiB"))
         val = th["max_num_seqs_large_gpu"] if big else th["max_num_seqs_default"]
         from kg.inputs.effective import engine_default  # the release table `optkg check` applies too
-        table, _ = engine_default("vllm", "max_num_seqs", None, {"gpu_memory_gib": mem, "gpu_name_lower": name})
+        cc = str((ctx or {}).get("gpu_compute_capability") or "")
+        table, _ = engine_default("vllm", "max_num_seqs", None, {"gpu_memory_gib": mem, "gpu_name_lower": name,
+                                                                  "gpu_compute_capability": cc})
         val = table if table is not None and (th.get("max_num_seqs_large_gpu"), th.get("max_num_seqs_default")) == (1024, 256) else val
+        if big and cc == "12.1" and int(val) == th["max_num_seqs_default"]:
+            why = "GB10 (compute capability 12.1), kept on the small tier from vLLM 0.33.0 (arg_utils.py:2986)"
         return int(val), f"vLLM >= 0.9 default max_num_seqs on {gpu}: {why}"
     return int(th["max_num_seqs_default"]), (
         f"vLLM >= 0.9 default max_num_seqs without --gpu (GPUs under {th['large_gpu_min_gib']:g} GiB and A100; "

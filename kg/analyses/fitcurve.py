@@ -16,7 +16,8 @@ def window_plan(model, tp: int, pp: int, dcp: int, kv_cache_dtype: str, hardware
     if not (model.sliding_window or model.attention_chunk_size):
         return None
     mem = (hardware or {}).get("memory_gib")
-    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str((hardware or {}).get("id") or ""))
+    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str((hardware or {}).get("id") or ""),
+                                          (hardware or {}).get("compute_capability"))
     try:
         plan = plan_kv_cache(model, tp, pp, dcp, kv_cache_dtype, 1 << 40, block_size, max_num_batched_tokens=mnbt)
     except OptkgError:

@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         model = _runtime(model, args)
         if args.max_num_batched_tokens is None:
             mem = hardware.get("memory_gib")
-            args.max_num_batched_tokens = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware["id"]))
+            args.max_num_batched_tokens = default_max_num_batched_tokens(
+                float(mem) if mem else None, str(hardware["id"]), hardware.get("compute_capability"),
+                _engine_version(args.engine_version))
         if args.kv_budget_gib is not None:
             from kg.derive.kv import checked_kv_budget_gib
             checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib", hardware)

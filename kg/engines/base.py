@@ -122,7 +122,7 @@ class Engine:
         (kg.engines.vllm.kv_plan.default_max_num_batched_tokens)."""
         from kg.engines.vllm.kv_plan import default_max_num_batched_tokens
         gib = float(hardware["memory_gib"]) if hardware.get("memory_gib") else None
-        return default_max_num_batched_tokens(gib, str(hardware.get("id") or ""))
+        return default_max_num_batched_tokens(gib, str(hardware.get("id") or ""), hardware.get("compute_capability"))
 
     def default_max_num_seqs(self, hardware: dict[str, Any], max_num_batched_tokens: int) -> int:
         """Requests per step when the stack gives none: ``vllm serve``'s (256 with a 2,048-token step, else 1,024)."""

@@ -161,6 +161,7 @@ def _facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, 
         ns["gpu"] = hw.get("id")
         ns["gpu_memory_gib"] = hw.get("memory_gib")
         ns["gpu_name_lower"] = f"{hw.get('id', '')} {hw.get('name', '')}".lower()
+        ns["gpu_compute_capability"] = str(hw.get("compute_capability") or "")  # "12.1": GB10 (vLLM's is_gb10)
     if ns.get("max_model_len"):
         ns["max_model_len_effective"] = int(ns["max_model_len"])
     if release_facts is not None:  # the engine's own (kg.engines.base.Engine.release_facts)

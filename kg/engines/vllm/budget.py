@@ -254,7 +254,8 @@ def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int
         raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
     util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization)
     mem = hardware.get("memory_gib")
-    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""))
+    mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""),
+                                          hardware.get("compute_capability"), engine_version)
     sizing = None if _before(engine_version, "0.34.0") else \
         "extensible-rocm" if str(hardware.get("vendor") or "").lower() == "amd" else "extensible"
     return budget(BudgetInputs("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,

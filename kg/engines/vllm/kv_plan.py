@@ -76,14 +76,19 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str = "") -> int:
+def default_max_num_batched_tokens(gpu_memory_gib: float | None, gpu_name: str = "",
+                                   compute_capability: Any = None, engine_version: str | None = None) -> int:
     """``vllm serve``'s default ``max_num_batched_tokens`` for a GPU (vLLM 0.33.0
-    ``engine/arg_utils.py:2970-3006``); H100/H200 (the default when no GPU is named) -> 8,192."""
+    ``engine/arg_utils.py:2970-3006``); H100/H200 (the default when no GPU is named) -> 8,192. From 0.33.0 a
+    GB10 (compute capability 12.1) stays on the small tier (``and not is_gb10``, 0.33.0 :2963, :2986; 0.34.0
+    :3023); ``engine_version`` None: the latest release."""
+    from kg.core.relcmp import older_than
     if gpu_memory_gib is None:
         return MNBT_H100
     if gpu_memory_gib >= 160:
         return MNBT_LARGE
-    if gpu_memory_gib >= 70 and "a100" not in gpu_name.lower():
+    gb10 = str(compute_capability or "") == "12.1" and not older_than(engine_version, "0.33.0")
+    if gpu_memory_gib >= 70 and "a100" not in gpu_name.lower() and not gb10:
         return MNBT_H100
     return MNBT_SMALL
 
