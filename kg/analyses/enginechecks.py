@@ -351,7 +351,17 @@ def check_rows(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills;
     # 3: each row's read set)
-    return _per_file(_ROWS, "engine-check-rows-3", path, lambda: _build_rows(path))
+    d = _per_file(_ROWS, "engine-check-rows-3", path, lambda: _build_rows(path))
+    if _TREES_READ.get(id(d)) is not d:  # the rows' and lets' checked trees (kg.engine.exprtrees), once per table
+        from kg.engine.exprtrees import preload
+        preload([*(s["expr"] for s in d["rows"]), *(x[1] for x in d["lets"])])
+        if len(_TREES_READ) > 64:
+            _TREES_READ.clear()
+        _TREES_READ[id(d)] = d
+    return d
+
+
+_TREES_READ: dict[int, dict[str, Any]] = {}
 
 
 class _LetFacts(dict):

@@ -231,23 +231,101 @@ def evaluate(text: str, facts: Mapping[str, Any], functions: Mapping[str, Callab
     return compiled(text, names)(facts, fns)
 
 
+# text -> JSON of [the function names it calls, its tree in plain form (``plain``)], for texts already parsed and
+# checked in an earlier run (kg.engine.exprtrees: a content-keyed cache entry); ``compiled`` builds from it
+_TREES: dict[str, str] = {}
+
+
+def add_trees(trees: Mapping[str, str]) -> None:
+    """Make ``trees`` (``tree_json`` of each text) known to ``compiled``."""
+    _TREES.update(trees)
+
+
 @lru_cache(maxsize=8192)
 def compiled(text: str, extra_functions: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
     """``text`` (``compile_expr``: same checks and errors) as a function of (facts, functions): one closure per node
     of its tree, each holding its node's fields and children, so an evaluation does not walk the tree (a sweep
-    evaluates the same few hundred expressions on every stack). Cached by text."""
-    return _closure(compile_expr(text, extra_functions).body)
+    evaluates the same few hundred expressions on every stack). Cached by text. A text whose checked tree is known
+    (``add_trees``) is not parsed again: its tree passed every check of ``compile_expr`` but the allowed functions,
+    which are checked here (a ``check`` parses ~270 expressions otherwise: ~9 % of its run)."""
+    known = _TREES.get(text)
+    if known is not None:
+        import json
+        calls, tree = json.loads(known)
+        if all(c in FUNCTIONS or c in extra_functions for c in calls):
+            return _build(tree)
+    return _build(plain(compile_expr(text, extra_functions).body))
 
 
-def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
-    """The closure of one node. A name missing from the facts or None raises MissingFact; ``true`` / ``false`` are
-    booleans; operands are type-checked (``_check_types``) before an operator applies; ``and`` / ``or`` return the
-    deciding operand; a chained comparison stops at the first false link; lists and tuples give lists."""
+def tree_json(text: str) -> str | None:
+    """[the function names ``text`` calls, its tree (``plain``)] as JSON when ``text`` passes ``compile_expr`` with
+    those functions allowed and JSON keeps every constant exactly (numbers, strings, booleans, None); else None."""
+    import json
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        calls = sorted({n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
+        body = plain(compile_expr(text, tuple(c for c in calls if c not in FUNCTIONS)).body)
+        out = json.dumps([calls, body], separators=(",", ":"), allow_nan=False)
+    except (ExprError, SyntaxError, RecursionError, MemoryError, ValueError, TypeError):
+        return None
+    return out if _same(json.loads(out), [calls, body]) else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types throughout (1, 1.0 and True are equal in Python, not in a tree)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+_CONSTANT_TYPES = (int, float, str, bool, type(None))
+
+
+def plain(n: ast.AST) -> list[Any]:
+    """A checked expression tree (``compile_expr(...).body``) as nested lists of names, constants and lists, the form
+    ``_build`` takes: ["c", value], ["n", name], ["and" | "or", [operands]], ["not" | "-" | "+", operand],
+    ["bin", operator, left, right], ["cmp", left, [[operator, right], ...]], ["list" | "set", [elements]],
+    ["if", test, body, orelse], ["call", function, [arguments]] (operators by their ``ast`` class names)."""
     if isinstance(n, ast.Constant):
-        value = n.value
-        return lambda f, fns: value
+        if not isinstance(n.value, _CONSTANT_TYPES):
+            raise TypeError(f"constant {n.value!r} has no plain form")
+        return ["c", n.value]
     if isinstance(n, ast.Name):
-        name = n.id
+        return ["n", n.id]
+    if isinstance(n, ast.BoolOp):
+        return ["and" if isinstance(n.op, ast.And) else "or", [plain(x) for x in n.values]]
+    if isinstance(n, ast.UnaryOp):
+        return ["not" if isinstance(n.op, ast.Not) else "-" if isinstance(n.op, ast.USub) else "+", plain(n.operand)]
+    if isinstance(n, ast.BinOp):
+        return ["bin", type(n.op).__name__, plain(n.left), plain(n.right)]
+    if isinstance(n, ast.Compare):
+        return ["cmp", plain(n.left), [[type(op).__name__, plain(c)] for op, c in zip(n.ops, n.comparators)]]
+    if isinstance(n, (ast.List, ast.Tuple)):
+        return ["list", [plain(x) for x in n.elts]]
+    if isinstance(n, ast.Set):
+        return ["set", [plain(x) for x in n.elts]]
+    if isinstance(n, ast.IfExp):
+        return ["if", plain(n.test), plain(n.body), plain(n.orelse)]
+    if isinstance(n, ast.Call):
+        return ["call", n.func.id, [plain(a) for a in n.args]]  # validated at compile time
+    return ["refused", type(n).__name__]  # pragma: no cover - rejected by _validate
+
+
+_OPS = {t.__name__: t for t in (*_BIN, *_CMP)}
+
+
+def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
+    """The closure of one node (``plain`` form). A name missing from the facts or None raises MissingFact; ``true`` /
+    ``false`` are booleans; operands are type-checked (``_check_types``) before an operator applies; ``and`` / ``or``
+    return the deciding operand; a chained comparison stops at the first false link; lists and tuples give lists."""
+    kind = p[0]
+    if kind == "c":
+        value = p[1]
+        return lambda f, fns: value
+    if kind == "n":
+        name = p[1]
         if name in ("true", "True"):
             return lambda f, fns: True
         if name in ("false", "False"):
@@ -263,9 +341,9 @@ def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
                 raise MissingFact(name)
             return f[name]
         return get
-    if isinstance(n, ast.BoolOp):
-        parts = tuple(_closure(x) for x in n.values)
-        if isinstance(n.op, ast.And):
+    if kind == "and" or kind == "or":
+        parts = tuple(_build(x) for x in p[1])
+        if kind == "and":
             def and_(f: Mapping[str, Any], fns: Any) -> Any:
                 v: Any = True
                 for c in parts:
@@ -283,11 +361,11 @@ def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
                     return v
             return v
         return or_
-    if isinstance(n, ast.UnaryOp):
-        operand = _closure(n.operand)
-        if isinstance(n.op, ast.Not):
+    if kind == "not" or kind == "-" or kind == "+":
+        operand = _build(p[1])
+        if kind == "not":
             return lambda f, fns: not operand(f, fns)
-        neg = isinstance(n.op, ast.USub)
+        neg = kind == "-"
 
         def sign(f: Mapping[str, Any], fns: Any) -> Any:
             v = operand(f, fns)
@@ -295,18 +373,18 @@ def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
                 raise ExprTypeError(f"unary minus needs a number, found {v!r}")
             return -v if neg else +v
         return sign
-    if isinstance(n, ast.BinOp):
-        left, right, op_t = _closure(n.left), _closure(n.right), type(n.op)
-        op = _BIN[op_t]
+    if kind == "bin":
+        op_t = _OPS[p[1]]
+        left, right, op = _build(p[2]), _build(p[3]), _BIN[op_t]
 
         def binop(f: Mapping[str, Any], fns: Any) -> Any:
             a, b = left(f, fns), right(f, fns)
             _check_types(op_t, a, b)
             return op(a, b)
         return binop
-    if isinstance(n, ast.Compare):
-        first = _closure(n.left)
-        chain = tuple((type(op), _CMP[type(op)], _closure(c)) for op, c in zip(n.ops, n.comparators))
+    if kind == "cmp":
+        first = _build(p[1])
+        chain = tuple((_OPS[o], _CMP[_OPS[o]], _build(c)) for o, c in p[2])
 
         def compare(f: Mapping[str, Any], fns: Any) -> Any:
             a = first(f, fns)
@@ -318,19 +396,19 @@ def _closure(n: ast.AST) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
                 a = b
             return True
         return compare
-    if isinstance(n, (ast.List, ast.Tuple)):
-        elts = tuple(_closure(x) for x in n.elts)
+    if kind == "list":
+        elts = tuple(_build(x) for x in p[1])
         return lambda f, fns: [c(f, fns) for c in elts]
-    if isinstance(n, ast.Set):
-        elts = tuple(_closure(x) for x in n.elts)
+    if kind == "set":
+        elts = tuple(_build(x) for x in p[1])
         return lambda f, fns: {c(f, fns) for c in elts}
-    if isinstance(n, ast.IfExp):
-        test, body, orelse = _closure(n.test), _closure(n.body), _closure(n.orelse)
+    if kind == "if":
+        test, body, orelse = _build(p[1]), _build(p[2]), _build(p[3])
         return lambda f, fns: body(f, fns) if test(f, fns) else orelse(f, fns)
-    if isinstance(n, ast.Call):
-        fname, args = n.func.id, tuple(_closure(a) for a in n.args)  # validated at compile time
+    if kind == "call":
+        fname, args = p[1], tuple(_build(a) for a in p[2])
         return lambda f, fns: fns[fname](*[c(f, fns) for c in args])
 
     def refused(f: Mapping[str, Any], fns: Any) -> Any:  # pragma: no cover - rejected by _validate
-        raise ExprError(f"'{type(n).__name__}' is not allowed")
+        raise ExprError(f"'{p[1]}' is not allowed")
     return refused

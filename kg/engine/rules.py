@@ -475,6 +475,7 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
     if entry is not None:
         rs = _ruleset_from_data(_cache.read_data(entry, "rules", key), kind)
         if rs is not None:
+            _preload_trees(rs)
             return rs
     rs, problems = load_rules(kind, folder, files)
     if problems:
@@ -484,7 +485,15 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
                          f"(each file names its ruleset: {', '.join(RULESET_KINDS)}); nothing could be checked")
     if entry is not None:
         _cache.write_data(entry, "rules", key, _ruleset_data(rs))  # an unwritable cache folder only costs speed
+    _preload_trees(rs)
     return rs
+
+
+def _preload_trees(rs: RuleSet) -> None:
+    """The checked trees of every expression of ``rs`` from the cache (kg.engine.exprtrees): evaluating one does not
+    parse it again."""
+    from kg.engine.exprtrees import preload
+    preload(t for r in rs.rules for t in (r.condition, *r.numbers.values(), *(b.get("when") for b in r.severity_bands)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Checked expression trees from the cache (kg.engine.exprtrees): an expression built from its cached tree evaluates
+exactly as the parsed text does, a tree is used only where every function it calls is allowed, and a warm check
+parses none of its rules' and rows' expressions again."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kg.engine import expr, exprtrees
+
+FNS = {**expr.FUNCTIONS, "has": lambda t: t == "tp", "truthy": lambda v: bool(v) and v != "__none__"}
+TEXTS = ["a and not b", "x ** 2 + y ** -3", "min(a, b) >= 8 or c in ('x', 'y')", "has('tp') if p else q",
+         "-(a % 4) // 2 != 0", "{1, 2} and [3] and (4,)", "1 < a <= 3 < b", "a / b", "true or a", "False and a",
+         "x == 1.0", "x == True", "s + 'k'", "-s", "truthy(s) and lower(s) == 'ab'", "None if a else 2.5e3"]
+FACTS = [{"a": 1, "b": 2, "c": "x", "p": True, "q": 0, "x": 1, "y": 2, "s": "AB"},
+         {"a": 2, "b": 0, "c": "z", "p": False, "q": None, "x": True, "y": 1.0, "s": 3},
+         {"a": "1", "b": 5, "x": 1.0}, {}]
+
+
+def _outcome(fn, facts):
+    try:
+        v = fn(facts, FNS)
+        return "value", type(v).__name__, v
+    except (expr.MissingFact, expr.ExprTypeError, ZeroDivisionError, TypeError) as e:
+        return "error", type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_closure_built_from_the_cached_tree_evaluates_as_the_parsed_text_does(text):
+    names = ("has", "truthy")
+    tree = expr.tree_json(text)
+    assert tree is not None
+    calls, body = json.loads(tree)
+    from_tree = expr._build(body)
+    parsed = expr._build(expr.plain(expr.compile_expr(text, names).body))
+    for facts in FACTS:
+        assert _outcome(from_tree, facts) == _outcome(parsed, facts), (text, facts)
+
+
+def test_constants_keep_their_types_and_a_constant_json_cannot_hold_has_no_tree():
+    assert json.loads(expr.tree_json("x == 1.0"))[1] == ["cmp", ["n", "x"], [["Eq", ["c", 1.0]]]]
+    assert type(json.loads(expr.tree_json("x == 1.0"))[1][2][0][1][1]) is float
+    assert json.loads(expr.tree_json("x != True"))[1] == ["cmp", ["n", "x"], [["NotEq", ["c", True]]]]
+    assert expr.tree_json("x == 1j") is None and expr.tree_json("x == b'1'") is None  # complex, bytes
+    assert expr.tree_json("x.y") is None and expr.tree_json("(") is None  # not the language / not parsed
+
+
+def test_a_tree_is_used_only_where_every_function_it_calls_is_allowed(monkeypatch):
+    text = "has('tp') and optkg_tree_probe > 1"
+    monkeypatch.setattr(expr, "_TREES", {text: expr.tree_json(text)})
+    expr.compiled.cache_clear()
+    try:
+        with pytest.raises(expr.ExprError, match="function 'has' is not allowed"):
+            expr.compiled(text)  # ``has`` is not allowed here: parsed and refused as without the tree
+        assert expr.compiled(text, ("has",))({"optkg_tree_probe": 2}, FNS) is True
+    finally:
+        expr.compiled.cache_clear()
+
+
+def test_a_warm_check_parses_none_of_its_rules_and_rows_expressions(monkeypatch):
+    from kg.cli import main
+    import contextlib
+    import io
+    example = ["check", "examples/qwen3-235b-tp8.yaml", "--fail-on", "never"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(example) == 0  # fills this session's cache (if no test did)
+    parsed: list[str] = []
+    real = expr.compile_expr
+
+    def counting(text, extra=()):
+        parsed.append(text)
+        return real(text, extra)
+    monkeypatch.setattr(expr, "compile_expr", counting)
+    monkeypatch.setattr(expr, "_TREES", {})
+    monkeypatch.setattr(exprtrees, "_DONE", set())
+    expr.compiled.cache_clear()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert main(example) == 0
+        assert "1 finding(s)" in out.getvalue()
+        assert len(expr._TREES) > 200  # the rules' and the release rows' trees were read from the cache
+        assert [t for t in parsed if t in expr._TREES] == []  # and none of those texts was parsed
+    finally:
+        expr.compiled.cache_clear()
