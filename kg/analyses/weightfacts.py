@@ -17,11 +17,13 @@ release accepts, kg.inputs.quantmethods, ``quantization_methods_of_release`` and
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kg.derive.kv import compute_capability
 from kg.engines import of
-from kg.inputs.stack import Stack
+
+if TYPE_CHECKING:  # annotations only: ``optkg kv`` (runtime_model) does not load the stack reader and the catalog
+    from kg.inputs.stack import Stack
 
 # vLLM >= 0.20.0 also takes the online shorthands fp8_per_tensor / fp8_per_block (fp8_per_channel from 0.24.0):
 # model_executor/layers/quantization/__init__.py:42-43 at 0.20.0
