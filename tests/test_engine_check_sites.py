@@ -562,3 +562,12 @@ def test_any_and_all_over_a_list_option_are_bounds_of_its_min_and_max(catalog):
         assert ("vllm/config/compilation.py", line) in _refused_lines(base + "[1, 0, 4]}'", release, catalog)
         assert ("vllm/config/compilation.py", line) not in _refused_lines(base + "[1, 2, 4]}'", release, catalog)
         assert ("vllm/config/compilation.py", line) not in _refused_lines(base + "[]}'", release, catalog)
+
+
+def test_an_annotated_module_constant_is_its_value(catalog):
+    # config/kernel.py:161 (0.34.0) PASSTHROUGH_ALL2ALL_BACKEND: Final = "passthrough"; bind_passthrough_all2all_backend
+    # (:206-214) refuses an explicit all2all backend with a FlashInfer MoE-EP backend, which dispatches itself
+    cmd = "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --enable-expert-parallel --moe-backend flashinfer_moe_ep_cutedsl"
+    line = ("vllm/config/kernel.py", 211)
+    assert line in _refused_lines(cmd + " --all2all-backend deepep_low_latency", "0.34.0", catalog)
+    assert line not in _refused_lines(cmd, "0.34.0", catalog)

@@ -680,6 +680,11 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
         return w.platform
     if isinstance(node, ast.Dict):
         return _dict_literal(w, node, fr, pc)
+    if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Constant)
+            and isinstance(node.right, ast.Constant) and type(node.left.value) is int and type(node.right.value) is int
+            and 0 <= node.right.value <= 64):
+        # a power of two integer literals (watermarking.py:72 at 0.34.0, ``2**64 - 1``): its value
+        return cg.Expr(repr(node.left.value ** node.right.value))
     if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
         try:
             base = w.value(node.value, fr, pc) if isinstance(node.value, ast.Name) else None
@@ -1428,6 +1433,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
             continue
     for m in modules:
         m.constants.update(set_constants(m))
+        m.constants.update(annotated_constants(m))
     w = VllmWalker(modules, platform, lets)
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     w.model_hook_fields = model_hook_fields(sources.get(MODEL_HOOKS, ""))
@@ -1444,6 +1450,25 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     cec = w.find_method("EngineArgs", "create_engine_config", ARGS_PATH)
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
     return w
+
+
+def annotated_constants(m: cg.Module) -> dict[str, Any]:
+    """Module-level ``X: Final = "passthrough"`` (config/kernel.py:161 at 0.34.0) and ``UPPER_CASE: T = literal``
+    that no function of the module rebinds (``global X``): their values, which checkgen's read_module (plain
+    assignments only) leaves out."""
+    rebound = {n for f in ast.walk(m.tree) if isinstance(f, ast.Global) for n in f.names}
+    out: dict[str, Any] = {}
+    for n in m.tree.body:
+        if not (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None):
+            continue
+        name = n.target.id
+        if name in rebound or not ("Final" in ast.unparse(n.annotation) or name.isupper()):
+            continue
+        try:
+            out[name] = cg._const_eval(n.value, m.constants)
+        except (ValueError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError, ZeroDivisionError):
+            continue
+    return out
 
 
 def set_constants(m: cg.Module) -> dict[str, tuple]:
