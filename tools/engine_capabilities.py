@@ -166,8 +166,11 @@ def attention_backends(root: Path) -> dict[str, Any]:
     order = sorted(classes.items(), key=lambda kv: (bool(re.search(r"rocm|aiter|xpu|cpu|hpu|tpu", kv[1][1])), kv[0]))
     for cls, (node, path) in order:
         got = _member(cls, "get_name", classes)
-        if not got or got[1] != cls or not cls.endswith("Backend") or "/prefill/" in path:
+        if not got or not cls.endswith("Backend") or "/prefill/" in path:
             continue  # prefill-only helpers (mla/prefill/) are not selectable attention backends
+        if got[1] != cls and got[1].endswith("Backend"):
+            continue  # a subclass of a selectable backend answers its name; a private base's name (0.34.0
+            # _FlashInferMLASparseBackendBase -> FlashInferMLASparseTRTLLMBackend: FLASHINFER_MLA_SPARSE) is kept
         try:
             name = _value(got[0])
         except ValueError:

@@ -170,7 +170,9 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
         tp_kv = tp // dp
         derived["attention_tp_size"] = tp_kv
     ctx = KVContext(stack, eng, ns, derived, m, tp, pp, dcp, tp_kv, dp)
-    eng.apply_auto_kv_cache_dtype(m, stack.engine_version, ns, derived)  # 'auto' = the checkpoint's KV format
+    hw = stack.hardware or {}
+    cc = compute_capability(hw) if str(hw.get("vendor", "")).lower() == "nvidia" else None  # a CUDA GPU's
+    eng.apply_auto_kv_cache_dtype(m, stack.engine_version, ns, derived, cc)  # 'auto': checkpoint / DSA on SM10x
     kvdt = ctx.kv_cache_dtype = str(ns.get("kv_cache_dtype") or "auto")
     try:
         lay = kv_layout(m, tp_kv, pp, 1, kvdt)

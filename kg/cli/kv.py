@@ -108,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
         raise OptkgError(f"--gpu-compute-capability: expected a value such as 8.0 or 9.0, found {args.gpu_compute_capability}")
     engine = get(args.engine)
     model = _runtime(model, args)
-    auto_kv = engine.auto_kv_cache_dtype(model, _engine_version(args.engine_version), args.kv_cache_dtype)
+    cuda = hardware is None or str(hardware.get("vendor", "")).lower() == "nvidia"
+    auto_kv = engine.auto_kv_cache_dtype(model, _engine_version(args.engine_version), args.kv_cache_dtype,
+                                         args.gpu_compute_capability if cuda else None)
     if auto_kv:  # vLLM's 'auto' stores the checkpoint's KV format (kg.engines.vllm.kv_dtype)
         args.kv_cache_dtype = auto_kv["dtype"]
     out, lay, plan = kv_report(model, args.tp, args.pp, args.dcp, args.kv_cache_dtype, args.kv_budget_gib,
@@ -157,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         per_layer = f"{L.bytes_per_token_layer_per_rank:,.0f} bytes/token/layer" if L.kv_cache_dtype.lower() in ("fp8_ds_mla", "nvfp4_ds_mla") \
             else f"{L.kv_element_bytes:g} bytes/element"
         print(f"  tp_size {L.tp_size}  pp_size {L.pp_size}  dcp_size {L.dcp_size}  kv_cache_dtype {L.kv_cache_dtype}"
-              f" ({per_layer})" + (f", auto from checkpoint {auto_kv['checkpoint']} ({auto_kv['source']})" if auto_kv else ""))
+              f" ({per_layer})" + (f", auto from {'' if auto_kv.get('reason') else 'checkpoint '}{auto_kv['checkpoint']}"
+                                  f" ({auto_kv['source']})" if auto_kv else ""))
         print(f"  KV bytes/token, whole model          {L.bytes_per_token_model:,.0f}")
         if model.is_mla:
             print(f"  {'latent copies (one per TP rank)':<37}{L.tp_size}")

@@ -177,13 +177,15 @@ class Engine:
         return None
 
     # ---- 4. the KV plan and capacity -----------------------------------------------------------------------------
-    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None) -> dict[str, str] | None:
-        """What the engine stores for ``kv_cache_dtype`` 'auto' when the checkpoint names a KV format
-        (``{"dtype", "checkpoint", "source"}``): None (the model's dtype)."""
+    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None,
+                            cc: float | None = None) -> dict[str, str] | None:
+        """What the engine stores for ``kv_cache_dtype`` 'auto' when the checkpoint names a KV format or the model
+        and the CUDA GPU's compute capability ``cc`` decide it (``{"dtype", "checkpoint", "source"}``): None (the
+        model's dtype)."""
         return None
 
     def apply_auto_kv_cache_dtype(self, model: Any, version: str | None, ns: dict[str, Any],
-                                  derived: dict[str, Any]) -> None:
+                                  derived: dict[str, Any], cc: float | None = None) -> None:
         """Put ``auto_kv_cache_dtype`` into the check namespace (``kv_cache_dtype``) and ``derived``: nothing."""
 
     def has_dcp(self, version: str | None) -> bool:

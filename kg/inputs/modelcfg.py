@@ -103,6 +103,7 @@ class ModelFacts:
     attention_chunk_size: int | None = None       # chunked local attention (Llama-4), tokens
     index_head_dim: int | None = None             # DeepSeek-V3.2 sparse-attention indexer key size
     index_topk: int | None = None  # DeepSeek sparse attention (DSA): tokens the indexer keeps; vLLM's use_sparse
+    learnable_sink: bool = False   # DSA attention sinks (SGLang 0.5.23 then keeps a bfloat16 KV cache)
     num_nextn_predict_layers: int = 0             # MTP layers shipped with the checkpoint (DeepSeek-V3: 1)
     linear_attention: dict[str, Any] = field(default_factory=dict)  # GDN / Mamba2 state sizes (see _linear_attention)
     quantization_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's quantization_config, as read
@@ -334,6 +335,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         attention_chunk_size=_int(c, "attention_chunk_size", name),
         index_head_dim=_int(c, "index_head_dim", name) if is_mla else None,
         index_topk=_int(c, "index_topk", name) if is_mla else None,
+        learnable_sink=bool(c.get("learnable_sink")) if is_mla else False,
         num_nextn_predict_layers=_int(c, "num_nextn_predict_layers", name) or _int(c, "mtp_num_hidden_layers", name) or 0,
         linear_attention=_linear_attention(c, model_type),
         moe_intermediate_size=moe_inter,

@@ -125,7 +125,8 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                 ("max concurrency, all DP engines", "max_concurrency_all_dp_engines")]
         hybrid_groups = bool(dv.get("kv_hybrid_manager") or " + " in str(dv.get("kv_layer_groups") or ""))
         if dv.get("kv_cache_dtype_checkpoint"):  # vLLM's 'auto' follows the checkpoint's KV format (kg.engines.vllm.kv_dtype)
-            out.append(one_line(f"  {'KV-cache dtype':<42} {dv.get('kv_cache_dtype')} (auto: checkpoint"
+            what = "" if dv.get("kv_cache_dtype_auto_reason") == "dsa" else " checkpoint"  # DSA on SM10x: no checkpoint
+            out.append(one_line(f"  {'KV-cache dtype':<42} {dv.get('kv_cache_dtype')} (auto:{what}"
                                 f" {dv['kv_cache_dtype_checkpoint']}; {dv.get('kv_cache_dtype_source')})"))
         for label, key in rows:
             if key == "kv_budget_bytes_per_gpu" and key in dv:

@@ -121,6 +121,16 @@ class SGLang(Engine):
             derived["max_concurrency_per_attention_group"] = cap.max_concurrency
             derived["max_concurrency"] = round(cap.max_concurrency * dp, 2)
 
+    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None,
+                            cc: float | None = None) -> dict[str, str] | None:
+        from kg.engines.dsa_kv import sglang_dsa_kv  # a DSA model on compute capability >= 10: fp8_e4m3
+        return sglang_dsa_kv(model, version, cc) if str(kv_cache_dtype or "auto").lower() == "auto" else None
+
+    def apply_auto_kv_cache_dtype(self, model: Any, version: str | None, ns: dict[str, Any],
+                                  derived: dict[str, Any], cc: float | None = None) -> None:
+        from kg.engines.vllm.kv_dtype import apply_auto
+        apply_auto(self.auto_kv_cache_dtype(model, version, ns.get("kv_cache_dtype"), cc), ns, derived)
+
     def kv_report_extras(self, model: Any, tp: int, kv_budget_gib: float | None, kv_cache_dtype: str,
                          mamba_ssm_cache_dtype: str | None, max_model_len: int | None) -> dict[str, Any]:
         """``sglang_pools``: SGLang 0.5.23's pools for ``--kv-budget-gib`` (kg.engines.sglang.capacity)."""

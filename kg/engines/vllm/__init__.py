@@ -115,14 +115,15 @@ class VLLM(Engine):
                                                  f"{plan.bytes_per_block:,} B per block)")
 
     # ---- KV
-    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None) -> dict[str, str] | None:
+    def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None,
+                            cc: float | None = None) -> dict[str, str] | None:
         from kg.engines.vllm.kv_dtype import vllm_auto_kv_cache_dtype
-        return vllm_auto_kv_cache_dtype(model, version, kv_cache_dtype)
+        return vllm_auto_kv_cache_dtype(model, version, kv_cache_dtype, cc)
 
     def apply_auto_kv_cache_dtype(self, model: Any, version: str | None, ns: dict[str, Any],
-                                  derived: dict[str, Any]) -> None:
+                                  derived: dict[str, Any], cc: float | None = None) -> None:
         from kg.engines.vllm.kv_dtype import apply_vllm_auto_kv_cache_dtype
-        apply_vllm_auto_kv_cache_dtype(model, version, ns, derived)
+        apply_vllm_auto_kv_cache_dtype(model, version, ns, derived, cc)
 
     def model_limits(self, stack: Any, ns: dict[str, Any], model: Any, max_num_batched_tokens: int) -> dict[str, Any]:
         """The encoder-item facts of rules/capacity.yaml encoder-item-exceeds-batched-tokens

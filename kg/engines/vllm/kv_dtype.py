@@ -48,12 +48,19 @@ def _checkpoint_kv_algo(qc: dict[str, Any]) -> tuple[str | None, str]:
     return None, ""
 
 
-def vllm_auto_kv_cache_dtype(model: Any, version: str | None, kv_cache_dtype: str | None) -> dict[str, str] | None:
+def vllm_auto_kv_cache_dtype(model: Any, version: str | None, kv_cache_dtype: str | None,
+                             cc: float | None = None) -> dict[str, str] | None:
     """``{"dtype", "checkpoint", "source"}`` when vLLM ``version`` turns ``kv_cache_dtype`` 'auto' (or unset) into the
-    checkpoint's KV format for ``model`` (a ModelFacts), else None (a dtype given, a release before the resolution,
-    a method other than ModelOpt, or a value vLLM does not map)."""
+    checkpoint's KV format for ``model`` (a ModelFacts), or into FP8 for a DSA model on an SM10x CUDA GPU of compute
+    capability ``cc`` (kg.engines.dsa_kv; the checkpoint's format is resolved first), else None (a dtype given, a
+    release before the resolution, a method other than ModelOpt, or a value vLLM does not map)."""
     if str(kv_cache_dtype or "auto").lower() != "auto" or model is None:
         return None
+    from kg.engines.dsa_kv import vllm_dsa_kv
+    return _checkpoint_auto(model, version) or vllm_dsa_kv(model, version, cc)
+
+
+def _checkpoint_auto(model: Any, version: str | None) -> dict[str, str] | None:
     qc = getattr(model, "quantization_config", None) or {}
     method = str(qc.get("quant_method") or getattr(model, "quant_method", None) or "")
     try:
@@ -74,10 +81,18 @@ def vllm_auto_kv_cache_dtype(model: Any, version: str | None, kv_cache_dtype: st
     return None
 
 
-def apply_vllm_auto_kv_cache_dtype(model: Any, version: str | None, ns: dict[str, Any], derived: dict[str, Any]) -> None:
+def apply_vllm_auto_kv_cache_dtype(model: Any, version: str | None, ns: dict[str, Any], derived: dict[str, Any],
+                                   cc: float | None = None) -> None:
     """Set ``ns["kv_cache_dtype"]`` to what vLLM stores for 'auto' (``vllm_auto_kv_cache_dtype``) and record
     ``kv_cache_dtype_checkpoint`` / ``kv_cache_dtype_source`` in ``derived``; nothing when it does not apply."""
-    got = vllm_auto_kv_cache_dtype(model, version, ns.get("kv_cache_dtype"))
+    apply_auto(vllm_auto_kv_cache_dtype(model, version, ns.get("kv_cache_dtype"), cc), ns, derived)
+
+
+def apply_auto(got: dict[str, str] | None, ns: dict[str, Any], derived: dict[str, Any]) -> None:
+    """Put an engine's resolution of 'auto' (``{"dtype", "checkpoint", "source"[, "reason"]}``) into ``ns`` and
+    ``derived`` (``kv_cache_dtype_auto_reason`` 'dsa': a DSA model on SM10x, not a checkpoint KV format)."""
     if got:
         ns["kv_cache_dtype"] = got["dtype"]
         derived.update(kv_cache_dtype_checkpoint=got["checkpoint"], kv_cache_dtype_source=got["source"])
+        if got.get("reason"):
+            derived["kv_cache_dtype_auto_reason"] = got["reason"]
