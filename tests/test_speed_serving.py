@@ -299,8 +299,8 @@ def test_a_model_signature_is_its_shapes_not_its_quantisation_or_metadata():
 
 def test_tensorrt_llm_attention_dp_ranks_each_keep_a_whole_kv_pool(catalog, check_rules):
     # TensorRT-LLM attention DP: every rank schedules its own requests and keeps their KV; optkg's kv_tokens_total
-    # is one rank's pool (SGLang's --dp total counts every pool, vLLM's -dp gives kv_tokens_all_dp_engines), so
-    # each of the 8 schedulers admits against the whole pool, not an eighth of it
+    # counts the 8 ranks' pools (as SGLang's --dp total; KVCacheManager sizes each at TP 1), so each of the 8
+    # schedulers admits against one rank's whole pool, kv_tokens_per_gpu
     import kg
     stack = kg.stack_from_command("trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 --max_seq_len 4096",
                                   catalog, engine_version="1.1.0rc2.post2")
@@ -310,7 +310,8 @@ def test_tensorrt_llm_attention_dp_ranks_each_keep_a_whole_kv_pool(catalog, chec
     sp = _speed(stack, report, isl=1024, osl=1024, concurrency=256)
     assert sp["status"] == "ok", sp
     assert sp["parallel"]["attention_dp_size"] == 8
-    assert sp["cap"]["kv_tokens_per_scheduler"] == int(report["derived"]["kv_tokens_total"])
+    assert sp["cap"]["kv_tokens_per_scheduler"] == int(report["derived"]["kv_tokens_total"]) // 8 \
+        == report["derived"]["kv_tokens_per_gpu"]
 
 
 def test_an_attention_dp_rank_holds_every_gqa_kv_head_but_the_same_mla_latent():

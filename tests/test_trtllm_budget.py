@@ -53,3 +53,45 @@ def test_weights_need_the_device_not_the_fraction():
     dv = d["derived"]
     assert dv["kv_budget_bytes_per_gpu"] == math.floor(0.3 * _free_after_profiling(dv))
     assert "weights-do-not-fit" not in {f["rule_id"] for f in d["findings"]}
+
+
+R1_ADP = {"cuda_graph_config": {"enable_padding": True, "max_batch_size": 512}, "enable_attention_dp": True,
+          "kv_cache_config": {"dtype": "fp8", "free_gpu_memory_fraction": 0.8}, "stream_interval": 10,
+          "moe_config": {"backend": "DEEPGEMM"}}
+R1_CMD = ("trtllm-serve deepseek-ai/DeepSeek-R1 --trust_remote_code --max_batch_size 1024 --max_num_tokens 8192 "
+          "--tp_size 8 --ep_size 8 --pp_size 1 --config {cfg}")
+
+
+def _r1_adp(tmp_path, **over) -> dict:
+    import yaml
+    cfg = tmp_path / "config.yml"
+    cfg.write_text(yaml.safe_dump({**R1_ADP, **over}))
+    code, out, err = run_cli("check", "--cmd", R1_CMD.format(cfg=cfg), "--gpu", "B200", "--count", "8",
+                             "--no-speed", "--format", "json")
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def test_trtllm_attention_dp_caches_each_ranks_own_requests(tmp_path):
+    # NVIDIA's examples/serve/deepseek_r1_reasoning_parser.sh config: enable_attention_dp runs attention at TP 1 on
+    # every rank (KVCacheManager: tp_size = 1 if mapping.enable_attention_dp; Mapping.dp_size = tp_size), so each
+    # of the 8 ranks caches the whole 61 x 576 B fp8 latent of its own requests and the server holds 8 pools
+    d = _r1_adp(tmp_path)
+    dv = d["derived"]
+    assert dv["kv_replication"] == 1 and dv["kv_bytes_per_token_per_gpu"] == 61 * 576 == 35_136
+    assert dv["kv_tokens_total"] == 8 * dv["kv_tokens_per_gpu"]
+    assert dv["kv_tokens_total_basis"] == "x dp 8: one pool per attention-DP rank"
+    assert dv["max_concurrency"] == round(8 * dv["max_concurrency_per_attention_group"], 2)
+    # the attention weights are replicated on every rank (attention built at TP 1): 61 x 187,105,280 MLA params at
+    # 1.000244 B (FP8 with 128 x 128 block scales) x (1 - 1/8) more per GPU
+    assert dv["weight_bytes_attention_replicated_per_gpu"] == round(61 * 187_105_280 * 1.000244140625 * 7 / 8)
+    # the MLA duplication warning, whose fix is the very setting given, no longer fires
+    assert "mla-kv-duplication" not in {f["rule_id"] for f in d["findings"]}
+
+
+def test_trtllm_without_attention_dp_still_duplicates_the_mla_latent(tmp_path):
+    d = _r1_adp(tmp_path, enable_attention_dp=False)
+    dv = d["derived"]
+    assert dv["kv_replication"] == 8 and dv["kv_tokens_total"] == dv["kv_tokens_per_gpu"]
+    assert "weight_bytes_attention_replicated_per_gpu" not in dv
+    assert "mla-kv-duplication" in {f["rule_id"] for f in d["findings"]}

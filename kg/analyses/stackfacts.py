@@ -165,8 +165,8 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
     # requests: the KV layout follows the attention TP size (SGLang docs/advanced_features/dp_dpa_smg_guide.md;
     # ServerArgs._handle_data_parallelism)
     tp_kv = tp
-    dp = int(ns.get("dp_size") or 1)
-    if "dp-attention" in stack.techniques and dp > 1 and tp % dp == 0:
+    dp = eng.attention_dp_size(stack, ns, tp, int(ns.get("dp_size") or 1))
+    if ("dp-attention" in stack.techniques or ns.get("enable_dp_attention")) and dp > 1 and tp % dp == 0:
         tp_kv = tp // dp
         derived["attention_tp_size"] = tp_kv
     ctx = KVContext(stack, eng, ns, derived, m, tp, pp, dcp, tp_kv, dp)

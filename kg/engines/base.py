@@ -17,12 +17,12 @@ The methods follow the data flow of ``optkg check`` (kg.analyses.stackfacts is t
 2. releases and defaults: ``release_facts`` (facts the release table's ``when`` conditions read),
    ``context_limit``, ``default_max_num_batched_tokens``, ``default_max_num_seqs``, ``memory_fraction``,
    ``backend`` (for an engine with several);
-3. the memory budget: ``weight_share_bytes``, ``expert_shards``, ``given_kv_budget``, ``budget`` (the lines of
-   ``kg.derive.budget.ServingBudget``), ``block_count_budget``;
+3. the memory budget: ``weight_share_bytes``, ``expert_shards``, ``given_kv_budget``, ``kv_sizing``, ``budget``
+   (the lines of ``kg.derive.budget.ServingBudget``), ``block_count_budget``;
 4. the KV plan and capacity: ``apply_auto_kv_cache_dtype`` / ``auto_kv_cache_dtype``, ``dcp_sizes`` /
    ``has_dcp``, ``kv_plan``, ``null_block_bytes``, ``model_limits``, ``capacity``, ``capacity_totals``, ``finish_capacity``,
    ``kv_report_extras`` (``optkg kv``);
-5. parallel layout: ``dp_attention_splits_tp``, ``world_size``, ``total_counts_every_dp_pool``;
+5. parallel layout: ``dp_attention_splits_tp``, ``attention_dp_size``, ``world_size``, ``total_counts_every_dp_pool``;
 6. facts rules read: ``engine_facts``, ``uses_v0``, ``loaded_dtype``, ``quantization_facts``,
    ``default_attention_backend``, ``support_facts``;
 7. startup logs: ``read_log``, ``reconcile_log``, ``logged_kv_budget``, ``logged_kv_tokens``, ``compare_logs``;
@@ -241,6 +241,10 @@ class Engine:
     def dp_attention_splits_tp(self, techniques: Any) -> bool:
         """Whether data parallelism runs inside the TP group (attention DP) rather than as replicas: no."""
         return False
+
+    def attention_dp_size(self, stack: Any, ns: dict[str, Any], tp: int, dp: int) -> int:
+        """The data-parallel size the KV layout splits the TP group by under attention DP: the stack's ``dp``."""
+        return dp
 
     def world_size(self, tp: int, pp: int, pcp: int, dp: int, techniques: Any) -> int:
         """GPUs the launch needs: ``tp x pp x pcp x dp``, or ``tp x pp`` when DP splits the TP group."""

@@ -53,6 +53,33 @@ class TensorRTLLM(Engine):
         from kg.engines.trtllm.budget import budget
         return budget(inp)
 
+    # ---- attention DP: every rank runs attention whole on its own requests
+    total_counts_every_dp_pool = True  # kv_tokens_total counts every attention-DP rank's pool
+
+    def dp_attention_splits_tp(self, techniques: Any) -> bool:
+        """``enable_attention_dp`` runs the attention of the TP group's ranks data-parallel: no extra GPUs."""
+        return "dp-attention" in techniques
+
+    def attention_dp_size(self, stack: Any, ns: dict[str, Any], tp: int, dp: int) -> int:
+        """``enable_attention_dp``: one attention rank per GPU of the TP group, so the DP size is ``tp_size`` and the
+        KV cache manager sizes every layer's heads at TP 1 (each rank caches its own requests, all heads):
+        ``KVCacheManager.__init__`` ``tp_size = mapping.tp_size; if mapping.enable_attention_dp: tp_size = 1``
+        (NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/resource_manager.py at 001541ba, the stored snapshot;
+        ``Mapping.dp_size`` = tp_size with attention DP)."""
+        return tp if "dp-attention" in stack.techniques or ns.get("enable_dp_attention") else dp
+
+    def capacity_totals(self, derived: dict[str, Any], cap: Any, ctx: Any) -> None:
+        """Attention DP: ``tp_size`` ranks, each with its own KV pool and requests; the total counts every pool and
+        the server holds ``tp_size`` times one rank's concurrency."""
+        dp = ctx.dp_size
+        if dp <= 1:
+            return
+        derived["kv_tokens_total"] = cap.kv_tokens_total * dp
+        derived["kv_tokens_total_basis"] = f"x dp {dp}: one pool per attention-DP rank"
+        if cap.max_concurrency is not None:
+            derived["max_concurrency_per_attention_group"] = cap.max_concurrency
+            derived["max_concurrency"] = round(cap.max_concurrency * dp, 2)
+
     # ---- speed
     def speed_backend(self, stack: Any) -> SpeedBackend:
         """aiconfigurator-core's ``trtllm`` backend (sdk/backends/factory.py at 0.12.0); ``release``: the stack's
