@@ -41,3 +41,14 @@ def test_the_choice_follows_size_and_whether_hashlib_is_loaded(monkeypatch):
 
 def test_compare_digest():
     assert digest.compare_digest("ab", "ab") and not digest.compare_digest("ab", "ac")
+
+
+def test_hmac_over_parts_is_hmac_over_their_concatenation_and_a_mac_reads_its_message_in_parts(path):
+    from kg.core import provenance
+    for m in MESSAGES:
+        for k in KEYS[:3]:
+            want = hmac.new(k, m, hashlib.sha256).hexdigest()
+            assert digest.hmac_sha256_hex(k, [m[:5], b"", m[5:]]) == want
+    parts = ("rules", "a3f0", b"\0payload\xff" * 1000, "é")
+    message = b"cache\x005:rules\x004:a3f0\x009000:" + b"\0payload\xff" * 1000 + b"\x002:\xc3\xa9"  # the bytes MACed
+    assert provenance._message("cache", parts) == message == b"".join(provenance._message_parts("cache", parts))

@@ -45,14 +45,17 @@ def sha256_hex(parts: Iterable[bytes]) -> str:
     return h.hexdigest()
 
 
-def hmac_sha256_hex(key: bytes, message: bytes) -> str:
-    """``hmac.new(key, message, hashlib.sha256).hexdigest()``."""
-    new = _constructor(len(message) + len(key))
+def hmac_sha256_hex(key: bytes, message: bytes | list[bytes]) -> str:
+    """``hmac.new(key, message, hashlib.sha256).hexdigest()``; ``message`` may be given as a list of parts (their
+    concatenation, hashed part by part: a cache entry's payload is not copied into one message)."""
+    parts = message if isinstance(message, list) else [message]
+    new = _constructor(sum(len(p) for p in parts) + len(key))
     if len(key) > _BLOCK:
         key = new(key).digest()
     key = key.ljust(_BLOCK, b"\0")
     inner = new(key.translate(_IPAD))
-    inner.update(message)
+    for p in parts:
+        inner.update(p)
     outer = new(key.translate(_OPAD))
     outer.update(inner.digest())
     return outer.hexdigest()

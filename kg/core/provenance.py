@@ -138,11 +138,16 @@ def key() -> bytes | None:
 
 
 def _message(purpose: str, parts: tuple[bytes | str, ...]) -> bytes:
+    return b"".join(_message_parts(purpose, parts))
+
+
+def _message_parts(purpose: str, parts: tuple[bytes | str, ...]) -> list[bytes]:
+    """``_message`` as the pieces whose concatenation it is (a MAC hashes them in turn: no copy of a payload)."""
     out = [purpose.encode()]
     for p in parts:
         b = p.encode("utf-8", "surrogatepass") if isinstance(p, str) else p
-        out.append(f"{len(b)}:".encode() + b)
-    return b"\0".join(out)
+        out += [b"\0", f"{len(b)}:".encode(), b]
+    return out
 
 
 def mac(purpose: str, *parts: bytes | str) -> str | None:
@@ -150,7 +155,7 @@ def mac(purpose: str, *parts: bytes | str) -> str | None:
     k = key()
     if k is None:
         return None
-    return hmac_sha256_hex(k, _message(purpose, parts))
+    return hmac_sha256_hex(k, _message_parts(purpose, parts))
 
 
 def verify(tag: object, purpose: str, *parts: bytes | str) -> bool:
