@@ -571,3 +571,15 @@ def test_an_annotated_module_constant_is_its_value(catalog):
     line = ("vllm/config/kernel.py", 211)
     assert line in _refused_lines(cmd + " --all2all-backend deepep_low_latency", "0.34.0", catalog)
     assert line not in _refused_lines(cmd, "0.34.0", catalog)
+
+
+def test_torch_dtypes_and_module_dict_constants_are_read_as_vllm_does(catalog):
+    # config/model.py:2428-2460 (0.34.0; :2416 at 0.33.0): --dtype half on a model type of _FLOAT16_NOT_SUPPORTED_MODELS
+    # (gemma2 ...) is refused, _STR_DTYPE_TO_TORCH_DTYPE mapping 'half' to torch.float16
+    for release, line in (("0.34.0", 2460), ("0.33.0", 2416)):
+        assert ("vllm/config/model.py", line) in _refused_lines("vllm serve google/gemma-2-9b-it --dtype half",
+                                                                release, catalog)
+        assert _refused_lines("vllm serve google/gemma-2-9b-it --dtype bfloat16", release, catalog) == []
+        assert _refused_lines("vllm serve meta-llama/Llama-3.1-8B --dtype half", release, catalog) == []
+    got = [r["message"] for r in _refusals("vllm serve google/gemma-2-9b-it --dtype half", "0.34.0", catalog)]
+    assert got[0].startswith("The model type gemma2 does not support float16."), got

@@ -675,9 +675,45 @@ def enum_by_name(w: "VllmWalker", name: str, path: str) -> dict[str, Any]:
             and isinstance(v, (str, int)) and not isinstance(v, bool)}
 
 
+# torch dtypes as the names optkg's dtype facts use (vllm --dtype values lower-cased): torch.float16 is 'float16'.
+# Only dtypes whose name is a key of model.py's _STR_DTYPE_TO_TORCH_DTYPE (:2428 at 0.34.0): a dtype vLLM holds as a
+# torch.dtype and the walk as its name then passes the string branch of _get_and_verify_dtype as the torch.dtype
+# branch does (a draft model's dtype is the target's)
+TORCH_DTYPES = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float32": "float32",
+                "float": "float32"}
+
+
+def module_dict(w: VllmWalker, name: str, path: str) -> ast.Dict | None:
+    """The dict literal a module-level name is assigned once (config/model.py:2428 ``_STR_DTYPE_TO_TORCH_DTYPE``,
+    :2442 ``_FLOAT16_NOT_SUPPORTED_MODELS`` at 0.34.0), None when the module rebinds or changes it anywhere."""
+    m = w.modules.get(path)
+    if m is None:
+        return None
+    hits = [n for n in m.tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+            and any(isinstance(t, ast.Name) and t.id == name for t in (n.targets if isinstance(n, ast.Assign)
+                                                                        else [n.target]))]
+    if len(hits) != 1 or not isinstance(hits[0].value, ast.Dict):
+        return None
+    for n in ast.walk(m.tree):
+        if isinstance(n, ast.Global) and name in n.names:
+            return None
+        if (isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.value, ast.Name) and n.value.id == name
+                and (isinstance(n.ctx, (ast.Store, ast.Del)) or isinstance(n, ast.Attribute)
+                     and n.attr in DictLit.MUTATORS)):
+            return None
+    return hits[0].value
+
+
 def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
         return w.platform
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch"
+            and node.value.id not in fr.locals and node.attr in TORCH_DTYPES):
+        return cg.Expr(repr(TORCH_DTYPES[node.attr]))
+    if isinstance(node, ast.Name) and node.id not in fr.locals and isinstance(node.ctx, ast.Load):
+        d = module_dict(w, node.id, fr.path) if node.id.lstrip("_")[:1].isupper() else None
+        if d is not None:
+            return _dict_literal(w, d, fr, pc)
     if isinstance(node, ast.Dict):
         return _dict_literal(w, node, fr, pc)
     if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Constant)
@@ -773,6 +809,9 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             v = w.value(node.args[0], fr, pc)
         except cg.Untranslatable:
             return None
+        if isinstance(v, cg.Expr) and ast.unparse(node.args[1]) == "torch.dtype":
+            # a value the walk knows is plain data (an option, a config.json key, a dtype name): never a torch.dtype
+            return cg.Expr("False")
         if isinstance(v, cg.Obj):
             types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
             names = {ast.unparse(t).split(".")[-1] for t in types}
