@@ -5,6 +5,7 @@ sweep. The outcomes equal a fresh evaluation's (tests/test_sweep_incremental.py)
 reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 
@@ -29,8 +30,6 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     technique-set options, those techniques) changed since the previous stack keeps its entry; the others are
     looked up by those inputs (they decide the facts ``row_facts`` gives it, and the message's fields: they are
     among the names it reads), and run only for inputs not met before in the sweep."""
-    from itertools import repeat
-
     from kg.engine.incremental import MISSING, Memo, Numbers, changed, freeze
     rows = d["rows"]
     lets = {x[0]: x for x in d["lets"]}
@@ -48,9 +47,12 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
             for n in inputs[-1]:
                 index.setdefault(n, set()).add(i)
         flags = tuple(k for k in index if k.__class__ is tuple)
+        from kg.frameworks.checkrows import names_of
+        let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
         plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), tuple(sorted(union)),
-                                                 Numbers()]
+                                                 Numbers(), _LetValues(lets, let_names)]
     index, prev, inputs, flags, memo, names, numbers = plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7]
+    let_values = plan[8]
     tup = tuple(map(base.get, names, repeat(MISSING, len(names))))
     now = dict(zip(names, tup))
     for key in flags:
@@ -79,7 +81,7 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
         if done is None:
             s = rows[i]
             done = memo.put(key, [row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques,
-                                                                 defaulted_techs)), None])
+                                                                 defaulted_techs), let_values), None])
         out[i] = done
     plan[2] = (now, out, tup)
     return out
@@ -104,10 +106,49 @@ def row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], g
     return facts
 
 
-def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any]) -> int:
+_FAILED = object()  # a let that raised (the rows reading it are then not evaluable)
+
+
+class _LetValues:
+    """A sweep's let values (``row_outcome``): a let's value depends on nothing but the values of the names its
+    expression reads (inputs, the row's defaults, lets before it), so it is kept per let and those values
+    (numbered: kg.engine.incremental.Numbers; a value seen again as the same object is not frozen again). Rows
+    share most of their lets: one evaluation serves every row and stack reading it at those values."""
+
+    def __init__(self, lets: dict[str, list], names: dict[str, tuple[str, ...]]):
+        from kg.engine.incremental import Memo, Numbers
+        self.lets, self.names = lets, names
+        self.numbers, self.memo, self.last = Numbers(), Memo(), {}
+
+    def value(self, name: str, expr: str, facts: dict[str, Any]) -> Any:
+        from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+        from kg.engine.incremental import MISSING
+        from kg.frameworks.checkrows import FUNCTIONS
+        last, number, parts = self.last, self.numbers.number, []
+        for n in self.names[name]:
+            v = facts.get(n, MISSING)
+            hit = last.get(n)
+            if hit is None or hit[0] is not v:
+                hit = last[n] = (v, number(v))
+            parts.append(hit[1])
+        key = (name, tuple(parts))
+        out = self.memo.get(key)
+        if out is None:
+            try:
+                out = evaluate(expr, facts, FUNCTIONS)
+            except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+                out = _FAILED
+            self.memo.put(key, out if out is not None else _NONE)
+        return None if out is _NONE else out
+
+
+_NONE = object()  # a let whose value is None, as kept
+
+
+def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], let_values: Any = None) -> int:
     """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
     accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
-    values: it is counted as not evaluable without being run."""
+    values: it is counted as not evaluable without being run. ``let_values``: a sweep's ``_LetValues``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS
     if not all(facts.get(n) is not None for n in s["needs"]):
@@ -117,6 +158,11 @@ def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any])
         _, expr, needs, needs_lets = lets[name]
         if not all(facts.get(n) is not None for n in needs) or not all(facts.get(n) is not None for n in needs_lets):
             continue  # it would raise MissingFact; the rows reading it are then not evaluable
+        if let_values is not None:
+            v = let_values.value(name, expr, facts)
+            if v is not _FAILED:
+                facts[name] = v
+            continue
         try:
             facts[name] = evaluate(expr, facts, FUNCTIONS)
         except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):

@@ -165,6 +165,7 @@ class Numbers:
 
     def __init__(self, limit: int = 100_000):
         self.ids: dict[Any, int] = {}
+        self.kept: dict[int, Any] = {}  # values keyed by identity (``_key``): alive while numbered, ids not reused
         self.next, self.limit = 1, limit
 
     def number(self, v: Any, key: Any = None) -> int:
@@ -173,6 +174,9 @@ class Numbers:
         if n is None:
             if len(self.ids) >= self.limit:
                 self.ids.clear()
+                self.kept.clear()
+            if key is None and k[1].__class__ is int and (v.__class__ is dict or v.__class__ is list):
+                self.kept[id(v)] = v
             n = self.ids[k] = self.next
             self.next += 1
         return n
