@@ -49,39 +49,40 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
         flags = tuple(k for k in index if k.__class__ is tuple)
         from kg.frameworks.checkrows import names_of
         let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
+        pos = [{n: j for j, n in enumerate(ins)} for ins in inputs]
         plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), tuple(sorted(union)),
-                                                 Numbers(), _LetValues(lets, let_names)]
+                                                 Numbers(), _LetValues(lets, let_names), pos, [None] * len(rows),
+                                                 [None] * len(rows)]
     index, prev, inputs, flags, memo, names, numbers = plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7]
-    let_values = plan[8]
+    let_values, pos, parts, last = plan[8], plan[9], plan[10], plan[11]
     tup = tuple(map(base.get, names, repeat(MISSING, len(names))))
     now = dict(zip(names, tup))
     for key in flags:
         now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
-    if prev is None:
+
+    def number(n: Any) -> int:
+        return numbers.number(None, freeze(now[n]))
+    if prev is None:  # every row's input numbers, kept per row and updated where an input changes
         todo, out = range(len(rows)), [None] * len(rows)
+        for i in todo:
+            parts[i] = [number(n) for n in inputs[i]]
     else:
         redo: set[int] = set()
         before = prev[0]
-        for n in changed(names, tup, prev[2]):
+        moved = changed(names, tup, prev[2]) + [n for n in flags if now[n] is not before[n]]  # flags: True / False
+        for n in moved:
+            k = number(n)
+            for i in index[n]:
+                parts[i][pos[i][n]] = k
             redo |= index[n]
-        for n in flags:
-            if now[n] is not before[n]:  # True / False
-                redo |= index[n]
         todo, out = sorted(redo), list(prev[1])
-    frozen: dict[Any, int] = {}  # this stack's values, each frozen once, as the number of that frozen value
     for i in todo:
-        parts = []
-        for n in inputs[i]:
-            f = frozen.get(n)
-            if f is None:
-                f = frozen[n] = numbers.number(None, freeze(now[n]))
-            parts.append(f)
-        key = (i, tuple(parts))
+        key = (i, tuple(parts[i]))
         done = memo.get(key)
         if done is None:
             s = rows[i]
-            done = memo.put(key, [row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques,
-                                                                 defaulted_techs), let_values), None])
+            done = memo.put(key, [_row_again(s, lets, row_facts(s, reads[i], base, given, techniques,
+                                                                defaulted_techs), let_values, last, i), None])
         out[i] = done
     plan[2] = (now, out, tup)
     return out
@@ -143,6 +144,55 @@ class _LetValues:
 
 
 _NONE = object()  # a let whose value is None, as kept
+
+
+def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], let_values: _LetValues,
+               last: list, i: int) -> int:
+    """``row_outcome`` of row ``s`` (index ``i``) in a sweep: its lets as on its last evaluation (``last[i]``: the
+    facts it had, and with its lets), except those reading a name whose value differs from then, directly or through
+    a let that differs (a let's presence and value depend on nothing else: kg.frameworks.checkrows.names_of of its
+    expression); those go through ``let_values``."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.engine.incremental import MISSING, same
+    from kg.frameworks.checkrows import FUNCTIONS
+    if not all(facts.get(n) is not None for n in s["needs"]):
+        return 0
+    was = last[i]
+    if was is None:
+        full = dict(facts)
+        dirty = None  # every let
+    else:
+        before, full = was
+        full = dict(full)
+        dirty = set()
+        for n in facts.keys() | before.keys():
+            v, w = facts.get(n, MISSING), before.get(n, MISSING)
+            if v is not w and not same(v, w):
+                dirty.add(n)
+                if v is MISSING:
+                    del full[n]
+                else:
+                    full[n] = v
+    names = let_values.names
+    for name in s["lets"]:
+        if dirty is not None and dirty.isdisjoint(names[name]):
+            continue  # as last time (present with that value, or absent)
+        _, expr, needs, needs_lets = lets[name]
+        old = full.pop(name, MISSING)
+        if all(full.get(n) is not None for n in needs) and all(full.get(n) is not None for n in needs_lets):
+            v = let_values.value(name, expr, full)
+            if v is not _FAILED:
+                full[name] = v
+        if dirty is not None and not same(full.get(name, MISSING), old):
+            dirty.add(name)
+    last[i] = (facts, full)
+    if not all(n in full and full[n] is not None for n in s["needs_lets"]):
+        return 0
+    try:
+        hit = evaluate(s["expr"], full, FUNCTIONS)
+    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+        return 0
+    return 2 if hit is True else 1
 
 
 def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], let_values: Any = None) -> int:
