@@ -145,7 +145,7 @@ def test_every_launch_entry_names_its_evidence():
     for e in measured.launches():
         assert e["evidence"] and e["match"]["backend"] in ("vllm", "sglang", "trtllm"), e
         for item in e["flags"]:
-            assert set(item) <= {"args", "when", "settings"}, item
+            assert set(item) <= {"args", "when", "settings", "env"}, item  # env: variables the launch script exports
 
 
 @pytest.mark.parametrize("backend, version, measured_on, release", [

@@ -179,7 +179,8 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",
-    "attention_chunk_size", "index_head_dim", "index_topk", "num_nextn_predict_layers", "layer_kinds", "linear_attention",
+    "attention_chunk_size", "index_head_dim", "index_topk", "learnable_sink", "num_nextn_predict_layers", "layer_kinds",
+    "linear_attention",
     "quantization_config", "quantization_config_source", "vllm_default_max_model_len",
     # vision tower of a multimodal config (kg.inputs.vision)
     "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",
