@@ -583,3 +583,49 @@ def test_torch_dtypes_and_module_dict_constants_are_read_as_vllm_does(catalog):
         assert _refused_lines("vllm serve meta-llama/Llama-3.1-8B --dtype half", release, catalog) == []
     got = [r["message"] for r in _refusals("vllm serve google/gemma-2-9b-it --dtype half", "0.34.0", catalog)]
     assert got[0].startswith("The model type gemma2 does not support float16."), got
+
+
+OMNI = str(Path(__file__).resolve().parent / "fixtures" / "model_configs" / "qwen3-omni-30b-a3b")
+OMNI_DRAFT = str(Path(__file__).resolve().parent / "fixtures" / "model_configs" / "qwen3-omni-dspark-draft")
+
+
+def _omni_dspark(draft: str, tokens: int, release: str, catalog) -> tuple[list[tuple[str, int]], list[str]]:
+    import kg
+    from kg.analyses.check import stack_facts
+    cmd = (f"vllm serve {OMNI} --speculative-config '{{\"method\": \"dspark\", \"model\": \"{draft}\", "
+           f"\"num_speculative_tokens\": {tokens}}}'")
+    st = kg.stack_from_command(cmd, catalog)
+    st.engine_version = release
+    st.hardware, st.gpu_count = catalog.resolve_hardware("H100-SXM"), 1
+    got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)["engine_check_refusals"]
+    return [(r["path"], r["line"]) for r in got], list(st.notes)
+
+
+@pytest.mark.parametrize("change, line_0340, line_0330", [
+    ({}, None, None),  # the draft as vLLM wants it: no refusal
+    ({"architectures": ["Qwen3DSparkModel"]}, 222, 180),  # a generic DSpark draft, not converted
+    ({"block_size": 5}, 241, 199),  # num_speculative_tokens 7 is not the trained block size
+    ({"hidden_size": 4096}, 264, 222),  # not the thinker's 2048
+    ({"use_aux_hidden_state": False}, 339, 297),
+    ({"markov_head_type": "mlp"}, 356, 314),
+    ({"dspark_bonus_anchor": True}, 364, 322),
+])
+def test_the_draft_models_config_json_is_read_for_the_qwen3_omni_dspark_checks(change, line_0340, line_0330,
+                                                                                catalog, tmp_path):
+    """config/speculative.py _validate_qwen3_omni_dspark (0.34.0 :209-431, 0.33.0 :167-389) reads the draft's own
+    config.json (tools/vllm_draft_walk.py, kg.analyses.draftkeys): each field changed alone reaches its refusal."""
+    import json
+    cfg = json.loads(Path(OMNI_DRAFT, "config.json").read_text())
+    cfg.update(change)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for release, line in (("0.34.0", line_0340), ("0.33.0", line_0330)):
+        lines, _ = _omni_dspark(str(tmp_path), 7, release, catalog)
+        spec = [x for x in lines if x[0] == "vllm/config/speculative.py"]
+        assert spec == ([("vllm/config/speculative.py", line)] if line else []), (release, change, lines)
+
+
+def test_a_draft_config_optkg_cannot_read_leaves_its_checks_not_evaluable_and_says_so(catalog):
+    lines, notes = _omni_dspark("example-org/qwen3-omni-dspark-not-cached", 7, "0.34.0", catalog)
+    assert [x for x in lines if x[0] == "vllm/config/speculative.py"] == []
+    note = next(n for n in notes if n.startswith("not evaluable: needs the draft model's config.json"))
+    assert "13 of the engine's startup checks read it (vllm/config/speculative.py:222" in note

@@ -45,6 +45,42 @@ def _boolean(n: ast.AST) -> bool:
         isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("truthy", "is_a"))
 
 
+def _can_be_true(v: Any) -> bool:
+    return v is ANY or v is TRUTHY or (v is not RAISE and v is not FALSY and bool(v))
+
+
+_DUMPS: dict[int, tuple[ast.AST, Any]] = {}
+
+
+def _dump(n: Any) -> Any:
+    """A structural key of ``n`` (equal for equal subtrees), once per node (the node is held with its key, so its
+    id is not reused)."""
+    if not isinstance(n, ast.AST):
+        return tuple(_dump(x) for x in n) if isinstance(n, list) else n
+    hit = _DUMPS.get(id(n))
+    if hit is None or hit[0] is not n:
+        if len(_DUMPS) > 200_000:
+            _DUMPS.clear()
+        key = (type(n).__name__,) + tuple(_dump(getattr(n, f, None)) for f in n._fields if f != "ctx")
+        hit = _DUMPS[id(n)] = (n, key)
+    return hit[1]
+
+
+def _assume(d: dict[Any, bool], n: ast.AST, truth: bool) -> dict[Any, bool]:
+    """``d`` with ``n`` (and what ``not`` wraps in it) assumed of truth ``truth``."""
+    d[_dump(n)] = truth
+    while isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        n, truth = n.operand, not truth
+        d[_dump(n)] = truth
+    return d
+
+
+def _conjuncts(n: ast.AST) -> list[ast.AST]:
+    if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And):
+        return [x for v in n.values for x in _conjuncts(v)]
+    return [n]
+
+
 class ValueFiring(cg.Firing):
     def __init__(self, lets: dict[str, str]):
         super().__init__(lets)
@@ -53,18 +89,27 @@ class ValueFiring(cg.Firing):
     def fires(self, expr: str) -> bool:
         if not super().fires(expr):
             return False
+        body = ast.parse(expr, mode="eval").body
+        # a true `and` has every operand true in the same evaluation: each operand is read with the others true
+        parts = _conjuncts(body)
         try:
-            vals = self.values(ast.parse(expr, mode="eval").body)
+            for i, p in enumerate(parts):
+                others: dict[Any, bool] = {}
+                for j, q in enumerate(parts):
+                    if j != i:
+                        _assume(others, q, True)
+                if not any(_can_be_true(v) for v in self.values(p, others)):
+                    return False
+            return any(_can_be_true(v) for v in self.values(body))
         except RecursionError:
             return True
-        return any(v is ANY or v is TRUTHY or (v is not RAISE and v is not FALSY and bool(v)) for v in vals)
 
-    def values(self, n: ast.AST, assume: dict[str, bool] | None = None) -> set[Any]:
-        """The values ``n`` may take where the conditions in ``assume`` (ast.dump -> truth) hold: the operands
+    def values(self, n: ast.AST, assume: dict[Any, bool] | None = None) -> set[Any]:
+        """The values ``n`` may take where the conditions in ``assume`` (structural key -> truth) hold: the operands
         before it in an ``and`` / ``or`` (a row's later parts often test its first part again)."""
         assume = assume or {}
         if assume and _boolean(n):
-            key = ast.dump(n)
+            key = _dump(n)
             if key in assume:
                 return {assume[key]}
         out = self._values(n, assume)
@@ -73,9 +118,9 @@ class ValueFiring(cg.Firing):
             return {ANY} | (out & {RAISE})
         return out
 
-    def truth(self, n: ast.AST, assume: dict[str, bool]) -> tuple[set[Any], set[bool]]:
+    def truth(self, n: ast.AST, assume: dict[Any, bool]) -> tuple[set[Any], set[bool]]:
         """({RAISE} or {}, the truth values ``n`` may have as a condition) where ``assume`` holds."""
-        key = ast.dump(n)
+        key = _dump(n)
         if key in assume:
             return set(), {assume[key]}
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
@@ -84,7 +129,7 @@ class ValueFiring(cg.Firing):
         vals = self.values(n, assume)
         return vals & {RAISE}, {c for v in vals if v is not RAISE for c in _truth(v)}
 
-    def _values(self, n: ast.AST, assume: dict[str, bool]) -> set[Any]:
+    def _values(self, n: ast.AST, assume: dict[Any, bool]) -> set[Any]:
         if isinstance(n, ast.Constant):
             return {n.value}
         if isinstance(n, ast.Name):
@@ -101,9 +146,9 @@ class ValueFiring(cg.Firing):
         if isinstance(n, ast.IfExp):
             out, conds = self.truth(n.test, assume)
             if True in conds:
-                out |= self.values(n.body, {**assume, ast.dump(n.test): True})
+                out |= self.values(n.body, _assume(dict(assume), n.test, True))
             if False in conds:
-                out |= self.values(n.orelse, {**assume, ast.dump(n.test): False})
+                out |= self.values(n.orelse, _assume(dict(assume), n.test, False))
             return out
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
             raises, conds = self.truth(n.operand, assume)
@@ -115,7 +160,7 @@ class ValueFiring(cg.Firing):
             seen = dict(assume)
             for i, part in enumerate(n.values):
                 vals = self.values(part, seen)
-                seen[ast.dump(part)] = not stop  # the next operand runs only where this one did not decide
+                _assume(seen, part, not stop)  # the next operand runs only where this one did not decide
                 out |= vals & {RAISE}
                 last = i == len(n.values) - 1
                 going = False

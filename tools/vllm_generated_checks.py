@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
+from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_DIR, filled_when_none, speculator_effects  # noqa: E402
 
 NONE = cg.NONE
@@ -203,6 +204,7 @@ class VllmWalker(cg.Walker):
     speculator_fills: frozenset[str] = frozenset()  # of those, the ones only ever filled in where None
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
+    in_draft_walk = False
 
     def get_attr(self, obj: cg.Obj, attr: str, pc: list[str] | None = None) -> Any:
         if attr in ("_model_info", "_architecture") and obj.cls == "ModelConfig" and served_model_config(self, obj):
@@ -224,6 +226,8 @@ class VllmWalker(cg.Walker):
         return self._props
 
     def expr_stmt(self, node: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
+        if isinstance(node, ast.Call) and draft_expr_hook(self, node, fr, pc):
+            return
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in ("try_verify_and_update_config", "_try_verify_and_update_model_config")):
             # the architecture's hooks (MODEL_HOOKS: VllmConfig's and ModelConfig's) may set any field they assign
@@ -804,6 +808,9 @@ def _capability_obj() -> cg.Obj:
 
 
 def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
+    got = draft_call_hook(w, name, node, fr, pc)  # the draft's config.json (tools/vllm_draft_walk.py)
+    if got is not None:
+        return got
     if name == "isinstance" and len(node.args) == 2 and isinstance(node.func, ast.Name):
         try:
             v = w.value(node.args[0], fr, pc)
@@ -1488,6 +1495,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
         w.invoke(post[0], post[1], args, [], {}, base, post[2])
     cec = w.find_method("EngineArgs", "create_engine_config", ARGS_PATH)
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
+    draft_walk(w, args)  # the Qwen3-Omni DSpark checks over the draft's config.json (tools/vllm_draft_walk.py)
     return w
 
 

@@ -448,6 +448,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
+    draft: dict[str, Any] | None = {}  # the draft's config.json keys (kg.analyses.draftkeys); None: not readable
     for i, s in enumerate(rows):
         # a row (or let) missing a name it always reads raises MissingFact whatever the other values: such a row
         # is not evaluable, so it is counted as such without being compiled and run
@@ -467,6 +468,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                         if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
                 base.update(model_config_keys(stack, given, ns) if sweep is None else
                             sweep_config_keys(stack, given, ns, sweep, model_config_keys))
+                draft = draft_keys(stack, given, ns, union)
+                base.update(draft or {})
             if sweep:
                 # every row's [outcome, refusal] as on an earlier stack whose values it reads were the same
                 # (kg.analyses.enginerows); a refusal's entry is kept with it, its message read from the same values
@@ -497,6 +500,8 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                              "message": fill_message(s.get("message") or "", s.get("fills"), facts, fns),
                              "expr": s["expr"]})
     text = "; ".join(f"{r['message'] or r['expr']} ({r['path']}:{r['line']})" for r in refusals)
+    if own is None and draft is None:
+        draft_note(stack, ns, rows)
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
@@ -623,6 +628,27 @@ def model_config_keys(stack: Any, given: Any, ns: dict[str, Any]) -> dict[str, A
     if text is not None:
         out.update(keys("hf_text__", text))
     return out
+
+
+def draft_keys(stack: Any, given: Any, ns: dict[str, Any], union: Any) -> dict[str, Any] | None:
+    """kg.analyses.draftkeys.draft_config_keys for a stack (nothing without one)."""
+    if stack is None:
+        return {}
+    from kg.analyses.draftkeys import draft_config_keys
+    return draft_config_keys(stack, given, ns, union)
+
+
+def draft_note(stack: Any, ns: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """A note on ``stack``: the rows over the draft's config.json were not evaluable, it could not be read."""
+    from kg.analyses.draftkeys import DRAFT_METHODS, PREFIX
+    over = [r for r in rows if any(str(n).startswith(PREFIX) for n in r["reads"])]
+    if not over or stack is None or str(ns.get("speculative_method") or "").lower() not in DRAFT_METHODS:
+        return
+    note = (f"not evaluable: needs the draft model's config.json ({ns.get('speculative_model')} is not a folder "
+            f"with config.json, not in the Hugging Face cache and not bundled; OPTKG_HF_DOWNLOAD=1 fetches it): "
+            f"{len(over)} of the engine's startup checks read it ({over[0]['path']}:{over[0]['line']} ...)")
+    if note not in stack.notes:
+        stack.notes.append(note)
 
 
 def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:

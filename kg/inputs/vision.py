@@ -28,11 +28,17 @@ VLLM_SPLITS_HEADS = {
 
 
 def language_config(cfg: dict[str, Any]) -> dict[str, Any] | None:
-    """The language model's section of a multimodal config (``text_config`` or ``llm_config``), or None."""
+    """The language model's section of a multimodal config (``text_config`` or ``llm_config``; an Omni model's
+    ``thinker_config.text_config``, which vLLM reads as its text config: vLLM 0.34.0 transformers_utils/config.py:1303
+    get_hf_text_config calls transformers' get_text_config, which Qwen3-Omni overrides to the thinker's text config:
+    transformers 5.24.0 models/qwen3_omni_moe/configuration_qwen3_omni_moe.py:610-622), or None."""
     for key in ("text_config", "llm_config"):
         sec = cfg.get(key)
         if isinstance(sec, dict):
             return sec
+    thinker = cfg.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        return thinker["text_config"]
     return None
 
 
