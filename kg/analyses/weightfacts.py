@@ -53,12 +53,21 @@ def runtime_model(engine: Any, model: Any, dtype: str | None, cc: float | None, 
     """``model`` as ``engine`` runs it under ``--dtype`` (None / auto: the engine's choice) and its note: a float32
     checkpoint under auto runs in the 16-bit dtype the engine's ``loaded_dtype`` picks (vLLM, SGLang), so its weights
     and an 'auto' KV cache are 2 bytes an element; any other model is returned as it is, with no note."""
-    if model is None or model.dtype.lower() not in ("float32", "float") or str(dtype or "auto").lower() != "auto":
+    if model is None or str(dtype or "auto").lower() != "auto":
+        return model, None
+    from dataclasses import replace
+    if model.dtype.lower() in ("bfloat16", "float16", "bf16", "half") and (model.quant_method or "") == "":
+        # a model that refuses float16 on a GPU without bfloat16 runs in float32 (vLLM: gemma2/3, glm4 on T4/V100)
+        if engine.loaded_dtype(model.dtype.lower(), False, cc, version, model_type=model.model_type) == "float32":
+            return replace(model, dtype="float32", dtype_bytes=4), (
+                f"{model.model_type} refuses float16 in {engine.name} and the GPU has no bfloat16: with --dtype auto "
+                "it runs in float32, so weights and an 'auto' KV cache are sized at 4 bytes")
+        return model, None
+    if model.dtype.lower() not in ("float32", "float"):
         return model, None
     to = engine.loaded_dtype("float32", False, cc, version, model_type=model.model_type)
     if to in ("float32", "float"):
         return model, None
-    from dataclasses import replace
     return replace(model, dtype=to, dtype_bytes=2), (
         f"the checkpoint is float32 ({model.name}); with --dtype auto {engine.name} runs it in {to}: weights and an "
         "'auto' KV cache are sized at 2 bytes (give --dtype float32 to keep 4)")
@@ -79,9 +88,13 @@ def dtype_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         out["model_dtype"] = {"half": "float16", "bf16": "bfloat16"}.get(m.dtype.lower(), m.dtype.lower())
     # the dtype the weights are loaded in: the engine may fall back from the checkpoint's (vLLM 0.9.0+ loads a
     # bfloat16 checkpoint as float16 below compute capability 8.0 with --dtype auto)
+    mt = m.model_type if m is not None else ""
     loaded = of(stack).loaded_dtype(out["dtype_effective"], out["dtype_explicit"], compute_capability(stack.hardware),
-                                    stack.engine_version)
+                                    stack.engine_version, model_type=mt)
     out["dtype_loaded"] = loaded
+    refused = of(stack).float16_refused(mt, stack.engine_version) if m is not None else None
+    if refused is not None:  # the release refuses --dtype float16 for this model type (vLLM _check_valid_dtype)
+        out["model_refuses_float16"] = refused
     return out
 
 

@@ -264,6 +264,10 @@ class Engine:
         auto): that dtype."""
         return dtype
 
+    def float16_refused(self, model_type: str, version: str | None) -> bool | None:
+        """Whether the release refuses ``--dtype float16`` for ``model_type``: not known (None)."""
+        return None
+
     def quantization_facts(self, explicit: str | None, version: str | None) -> dict[str, Any]:
         """Facts about a ``--quantization`` name against the release's list: none."""
         return {}

@@ -177,18 +177,34 @@ class VLLM(Engine):
         """With ``--dtype auto``, vLLM 0.9.0+ falls back to float16 below compute capability 8.0 when the checkpoint
         is bfloat16 (0.9.0 config.py:3086-3101; 0.33.0 config/model.py:2444-2460); earlier releases keep it. A
         float32 checkpoint is downcast to the platform's preferred dtype, bfloat16 from compute capability 8.0
-        (0.34.0 config/model.py:2484-2486, platforms/cuda.py:298-304), float16 below it or before 0.9.0, bfloat16
-        for the models that refuse float16 (gemma2, gemma3, gemma3_text, glm4: config/model.py:2442-2447)."""
+        (0.34.0 config/model.py:2484-2486, platforms/cuda.py:298-304), float16 below it or before 0.9.0. A model that
+        refuses float16 (``float16_refused``) has it filtered out of the platform's dtypes (``_resolve_auto_dtype``,
+        0.34.0 :2473-2477, 0.10.0 config.py:3364-3367): bfloat16 from 8.0, float32 below it (T4, V100)."""
         from kg.core.relcmp import older_than
+        if not explicit and self.float16_refused(model_type, version) and dtype in ("float32", "bfloat16", "float16"):
+            return "bfloat16" if compute_capability is None or compute_capability >= 8.0 else "float32"
         if not explicit and dtype == "float32":
-            if model_type in ("gemma2", "gemma3", "gemma3_text", "glm4"):
-                return "bfloat16"
             new = not older_than(version, "0.9.0")
             return "bfloat16" if new and (compute_capability is None or compute_capability >= 8.0) else "float16"
         if (not explicit and dtype == "bfloat16" and compute_capability is not None and compute_capability < 8.0
                 and not older_than(version, "0.9.0")):
             return "float16"
         return dtype
+
+    def float16_refused(self, model_type: str, version: str | None) -> bool:
+        """Whether vLLM ``version`` (None: the latest) refuses float16 for ``model_type``: its
+        ``_FLOAT16_NOT_SUPPORTED_MODELS`` ("does not support float16", ``_check_valid_dtype``). Read: 0.10.0 / 0.10.1
+        config.py:3293-3298 gemma2, gemma3, plamo2, glm4; 0.11.0-0.15.0 config/model.py (0.11.0 :1581-1587) also
+        gemma3_text; 0.29.0-0.34.0 (0.34.0 :2442-2447) without plamo2. Not in 0.9.0; 0.9.1-0.9.2 not read (False);
+        plamo2 in 0.16.0-0.28.0 not read (False)."""
+        from kg.core.relcmp import older_than
+        if not model_type or older_than(version, "0.10.0"):
+            return False
+        if model_type in ("gemma2", "gemma3", "glm4"):
+            return True
+        if model_type == "gemma3_text":
+            return not older_than(version, "0.11.0")
+        return model_type == "plamo2" and older_than(version, "0.16.0")
 
     def quantization_facts(self, explicit: str | None, version: str | None) -> dict[str, Any]:
         """``quantization_known_to_release`` (and the release's list): vLLM's ModelConfig refuses any name the
