@@ -136,13 +136,16 @@ def sweep_rate(runs: int) -> dict:
 
 # Why a target can be missed (measured while writing this benchmark; printed for each row marked "no").
 WHY = {
-    "optkg check": ("the command reads the catalog, rules, engine tables, the stack file and its release's generated "
-                    'check rows (with the names each reads) from the content-keyed cache, and imports neither PyYAML nor '
-                    'the training readers (2026-12-07: 2,039 -> 1,113 M instructions under callgrind, 1.22x -> 0.83x at '
-                    'load 4-14); what remains is ~500 M instructions of imports (stdlib pathlib/dataclasses/typing ~110 '
-                    'M, the rule engine with durable-rules and packaging ~100 M, the launch readers ~80 M, the analyses '
-                    '~50 M) and the run itself (~190 expressions compiled, ~80 rows and ~70 rules evaluated, the report);'
-                    " under load the floor's imports slow down more, so a quiet machine gives a higher ratio"),
+    "optkg check": ("the command reads the catalog, rules, engine tables, the stack file, its release's generated "
+                    "check rows and the checked trees of their expressions from the content-keyed cache, imports "
+                    "neither PyYAML, the training readers, inspect, zipfile nor difflib, and a one-shot process "
+                    "neither rescans its heap (GC threshold) nor tears it down at exit (2026-12-07 perf5: 1,348 -> "
+                    "1,061 M instructions under callgrind, CPU time 0.37 -> 0.17 s at load 12); what remains is "
+                    "~45 % imports (dataclass creation alone ~15 %: CPython 3.11 compiles each dataclass's __init__/"
+                    "__repr__/__eq__ from source at import, 40 classes; the rule engine with durable-rules and "
+                    "packaging; the launch readers; the speed model), ~13 % reading and MAC-checking ~4 MB of cache "
+                    "entries (JSON), and the run (~270 expressions built from cached trees, the release rows and ~70 rules "
+                    "evaluated, the report); under load the floor's imports slow down more, so a quiet machine gives a higher ratio"),
     "optkg kv": "nothing heavy is imported (no PyYAML since 2026-12-07: the attribute-alias table comes from the "
                 "content-keyed cache; no jsonschema, no durable-rules, not the stack model: kg/inputs/settingcheck.py); "
                 "the CLI builds only the command's own parser; the rest is pathlib, dataclasses/inspect, packaging and "
