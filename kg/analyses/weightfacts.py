@@ -119,7 +119,13 @@ def weight_quant_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     out.update(of(stack).quantization_facts(explicit, stack.engine_version))
     out["weight_quant"] = weight_quant
     out["weight_quant_kernel"] = kernel
-    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS
+    # a ModelOpt checkpoint is FP8 or NVFP4 by its quant_algo (hf_quant_config.json quantization.quant_algo or
+    # quantization_config.quant_algo; vLLM resolves 'modelopt' to modelopt_fp4 for NVFP4)
+    qc = (m.quantization_config or {}) if m is not None else {}
+    algo = str((qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc).get("quant_algo") or "")
+    nvfp4 = weight_quant in ("modelopt_fp4", "nvfp4") or (weight_quant == "modelopt" and "FP4" in algo.upper())
+    out["weight_is_nvfp4"] = nvfp4
+    out["weight_is_fp8"] = weight_quant in FP8_WEIGHT_METHODS and not nvfp4
     out["quant_family"] = weight_quant.replace("_marlin", "")
     if ckpt:
         out["checkpoint_quant_family"] = ckpt.replace("_marlin", "")
