@@ -171,3 +171,18 @@ def test_an_empty_model_name_is_an_error_not_the_working_directorys_config(cli, 
     assert (code, out) == (2, "")
     assert err.strip() == ("optkg: error: model: empty name (give a Hugging Face id such as Qwen/Qwen3-32B, or a "
                            "folder with config.json)")
+
+
+def test_max_model_len_filled_by_the_release_default_is_not_called_given(cli):
+    # newuser5 #4: the engine-default pass fills max_model_len (vLLM's default, the model's 131,072 for
+    # gpt-oss-120b: effective_config source "engine default"); the finding must not tell the user to lower a flag
+    # they never passed, while a value they did pass stays "given"
+    def finding(cmd):
+        _, out, _ = cli("check", "--vllm", cmd, "--gpu", "H100", "--count", "1", "--engine-version", "0.10.1",
+                        "--no-speed", "--format", "json")
+        return _findings(out)["max-model-len-exceeds-kv-capacity"]["message"]
+    m = finding("vllm serve openai/gpt-oss-120b")
+    assert "max_model_len 131,072 tokens (vLLM's default: --max-model-len is not given)" in m
+    assert "given with --max-model-len" not in m
+    m = finding("vllm serve openai/gpt-oss-120b --max-model-len 131072")
+    assert "max_model_len 131,072 tokens (given with --max-model-len)" in m

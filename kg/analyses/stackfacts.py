@@ -217,9 +217,14 @@ def _limits(ctx: KVContext) -> None:
     mml = ns.get("max_model_len") or derived.get("max_model_len_limit")
     if mml:
         derived["max_model_len_effective"] = int(mml)
-        # where it came from, for messages that quote it: the user's value is never "the model's default"
-        derived["max_model_len_source"] = ("given with --max-model-len" if ns.get("max_model_len")
-                                           else "the model's default: --max-model-len is not given")
+        # where it came from, for messages that quote it: the user's value is never "the model's default", and a
+        # value the release table filled in (vLLM's max_model_len default: the model's length) is not "given"
+        from kg.inputs.effective import setting_given
+        derived["max_model_len_source"] = (
+            "given with --max-model-len" if ns.get("max_model_len") and setting_given(stack, "max_model_len")
+            else f"{getattr(ctx.engine, 'title', None) or 'the engine'}'s default: --max-model-len is not given"
+            if ns.get("max_model_len")
+            else "the model's default: --max-model-len is not given")
     # one weight-quantisation fact per report: the scheme kg.derive.weights reads from the flags and files
     scheme = ctx.scheme = weight_scheme(m, ns.get("quantization"), ns.get("dtype"), ns.get("expert_dtype"))
     derived["weight_quant_source"] = scheme.source
