@@ -722,7 +722,7 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFacts:
     (``meta-llama/Llama-3.1-70B`` finds ``meta-llama__Meta-Llama-3.1-70B.json``).
     Raises OptkgError listing the bundled ids and how to pass a local config.json.
     """
-    if not str(name).strip():  # Path("") is the working directory: its config.json would be read as the model
+    if str(name) == "":  # Path("") is the working directory: its config.json would be read as the model
         raise OptkgError("model: empty name (give a Hugging Face id such as Qwen/Qwen3-32B, or a folder with "
                          "config.json)")
     p = Path(name).expanduser()
