@@ -629,3 +629,21 @@ def test_a_draft_config_optkg_cannot_read_leaves_its_checks_not_evaluable_and_sa
     assert [x for x in lines if x[0] == "vllm/config/speculative.py"] == []
     note = next(n for n in notes if n.startswith("not evaluable: needs the draft model's config.json"))
     assert "13 of the engine's startup checks read it (vllm/config/speculative.py:222" in note
+
+
+def test_a_kv_cache_dtype_outside_the_release_literal_is_refused_and_auto_is_not_guessed(catalog):
+    # config/cache.py:73 KV_CACHE_DTYPES = list(get_args(CacheDType)) and :505-507 (0.34.0); utils/torch_utils.py:524
+    # returns an explicit kv_cache_dtype as given, 'auto' is resolved from the checkpoint (left unknown). A command
+    # is refused by the parser first; a stack file's technique value reaches the row
+    from kg.analyses.check import fixture_stack, stack_facts
+
+    def lines(kv: str | None) -> list[tuple[str, int]]:
+        techs = [{"kv-cache-quantization": {"kv_cache_dtype": kv}}] if kv else []
+        st = fixture_stack({"model": "meta-llama/Llama-3.1-8B", "engine": {"name": "vllm", "version": "0.34.0"},
+                            "techniques": techs}, catalog, REPO)
+        got = generated_refusals("vllm", "0.34.0", stack_facts(st)[1], stack=st)["engine_check_refusals"]
+        return [(r["path"], r["line"]) for r in got]
+    line = ("vllm/config/cache.py", 507)
+    assert line in lines("int8")
+    assert line not in lines("fp8_e4m3")
+    assert line not in lines(None)

@@ -898,6 +898,14 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         got = any_all_bound(w, name, node.args[0], fr, pc)
         if got is not None:
             return cg.Expr(got)
+    if name == "resolve_kv_cache_dtype_string" and len(node.args) == 2 and not node.keywords:
+        # utils/torch_utils.py:518-536 (0.34.0): a --kv-cache-dtype other than 'auto' is returned as given; 'auto' is
+        # resolved from the checkpoint's quantization_config (kv cache scheme), which is not modelled here
+        try:
+            kv = w.as_text(w.value(node.args[0], fr, pc))
+        except cg.Untranslatable:
+            return None
+        return cg.Expr(f"({kv} if {kv} != 'auto' else {cg.UNK})")
     if name == "get_args" and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
         # typing.get_args of a module-level Literal alias (config/kv_transfer.py:13 ``KVRole = Literal[KVProducer,
         # KVConsumer]``): its values, nested aliases flattened as typing does
@@ -1481,6 +1489,8 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
         m.constants.update(set_constants(m))
         m.constants.update(annotated_constants(m))
     w = VllmWalker(modules, platform, lets)
+    for m in modules:
+        m.constants.update(literal_list_constants(w, m))
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     w.model_hook_fields = model_hook_fields(sources.get(MODEL_HOOKS, ""))
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
@@ -1497,6 +1507,28 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
     draft_walk(w, args)  # the Qwen3-Omni DSpark checks over the draft's config.json (tools/vllm_draft_walk.py)
     return w
+
+
+def literal_list_constants(w: "VllmWalker", m: cg.Module) -> dict[str, tuple]:
+    """Module-level ``KV_CACHE_DTYPES: list[str] = list(get_args(CacheDType))`` (config/cache.py:73 at 0.34.0): the
+    Literal alias's values (literal_alias), for an UPPER_CASE name no function rebinds."""
+    rebound = {n for f in ast.walk(m.tree) if isinstance(f, ast.Global) for n in f.names}
+    out: dict[str, tuple] = {}
+    for n in m.tree.body:
+        target = (n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else
+                  n.target if isinstance(n, ast.AnnAssign) else None)
+        if not (isinstance(target, ast.Name) and target.id.isupper() and target.id not in rebound
+                and n.value is not None):
+            continue
+        v = n.value
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("list", "tuple") \
+                and len(v.args) == 1:
+            v = v.args[0]
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "get_args" and len(v.args) == 1:
+            got = literal_alias(w, v.args[0], m.path)
+            if got is not None:
+                out[target.id] = got
+    return out
 
 
 def annotated_constants(m: cg.Module) -> dict[str, Any]:
