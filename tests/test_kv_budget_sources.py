@@ -32,13 +32,13 @@ def _check(cmd: str, *extra: str) -> dict:
 
 
 def test_fit_sizes_fp8_weights_as_check():
-    # #8: ceil(141 GiB x 0.92) = 139,285,789,410 B - fp8 weights 72,653,736,128 - sampler 1,024 x 128,256 x 14 =
-    # 1,838,678,016 - CUDA graphs 268,435,456 - non-torch 1.79 GiB 1,921,997,864.96 = 62,602,941,945 B (58.30 GiB);
+    # #8: ceil(143,771 MiB x 0.92) = 138,694,434,489 B - fp8 weights 72,653,736,128 - sampler 1,024 x 128,256 x 14 =
+    # 1,838,678,016 - CUDA graphs 268,435,456 - non-torch 1.79 GiB 1,921,997,864.96 = 62,011,587,024 B (57.75 GiB);
     # before: BF16 weights 131.41 GiB and a 0.00 GiB budget
     g = _fit_budget("--tp", "1", "--gpu", "H200", "--quantization", "fp8")
-    assert g["kv_budget_bytes_per_gpu"] == 62_602_941_945
+    assert g["kv_budget_bytes_per_gpu"] == 62_011_587_024
     assert "weights 67.66 GiB" in g["budget_source"]
-    assert _check(f"vllm serve {L70} -tp 1 --quantization fp8", "--gpu", "H200")["kv_budget_bytes_per_gpu"] == 62_602_941_945
+    assert _check(f"vllm serve {L70} -tp 1 --quantization fp8", "--gpu", "H200")["kv_budget_bytes_per_gpu"] == 62_011_587_024
 
 
 def test_fit_max_num_seqs_reaches_the_sampler():
@@ -142,20 +142,21 @@ def test_gpu_memory_uses_the_visible_capture(catalog):
     from kg.derive.kv import gpu_memory_bytes
     assert gpu_memory_bytes(catalog.resolve_hardware("H100-SXM")) == 81_559 * 2**20  # 85,520,809,984
     assert gpu_memory_bytes(catalog.resolve_hardware("L40S")) == 46_068 * 2**20      # 48,305,405,952
-    assert gpu_memory_bytes(catalog.resolve_hardware("H200")) == 141 * 2**30         # no capture: vendor figure
+    assert gpu_memory_bytes(catalog.resolve_hardware("H200")) == 143_771 * 2**20     # 150,754,820,096 (140.40 GiB)
+    assert gpu_memory_bytes(catalog.resolve_hardware("H800")) == 80 * 2**30          # no capture: vendor figure
 
 
 def test_check_labels_the_kv_budget():
-    # issue 13: the breakdown of kg.derive.budget. H200 (no capture) ceil(141 GiB x 0.9) = 136,257,837,466 B
-    # - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation: the sampler's 1,024 requests x 151,936 x 14 B
-    # = 2,178,154,496 B (above the forward's 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 = 1,275,068,416 B)
-    # - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU) = 71,194,042,696 B = 66.30 GiB, and
-    # vLLM 0.34.0's extensible cache keeps the 0.25 GiB graph estimate free again in its transient peak
-    # (gpu_worker.py:771-773, extensible_kv_cache.py:617): 70,925,607,240 B = 66.05 GiB (at 0.9 no margin binds).
+    # issue 13: the breakdown of kg.derive.budget. H200 (nvidia-smi 143,771 MiB) ceil(150,754,820,096 x 0.9) =
+    # 135,679,338,087 B - 470,185,672,704 / 8 = 58,773,209,088 B weights - activation: the sampler's 1,024 requests
+    # x 151,936 x 14 B = 2,178,154,496 B (above the forward's 8,192 x (8 x (4,096 + 4,096) + 3 x 4,096) x 2 =
+    # 1,275,068,416 B) - CUDA graphs 0.25 GiB - non-torch 3.58 GiB (TP > 1 on a 70 GiB+ GPU), and vLLM 0.34.0's
+    # extensible cache keeps the 0.25 GiB graph estimate free again in its transient peak (gpu_worker.py:771-773,
+    # extensible_kv_cache.py:617): 70,347,107,861 B = 65.52 GiB (at 0.9 no margin binds).
     # Error bar (kg.derive.budget, the text sweep and fit print too): activation 0.15 x 2.03 + 0.25 = 0.554 GiB
     # + graphs 0.25 + the graph estimate again 0.25 + non-torch 1.0 = 2.05 GiB
     code, out, _ = run_cli("check", EXAMPLE, "--no-speed")  # the budget lines only: no Speed section
-    assert "KV budget per GPU (estimate)               ~66.1 GiB (+-2.05 GiB)" in out
+    assert "KV budget per GPU (estimate)               ~65.5 GiB (+-2.05 GiB)" in out
     assert "- activation peak                        2.03 GiB" in out
     code, out, _ = run_cli("check", EXAMPLE, "--kv-budget-gib", "40", "--no-speed")
     assert "KV budget per GPU (given)                  40.00 GiB" in out

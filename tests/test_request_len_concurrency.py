@@ -26,9 +26,9 @@ def test_vllm_concurrency_at_the_request_length_uses_the_block_plan(cli):
     d = _derived(cli, *QWEN_VLLM, "--isl", "8000", "--osl", "2240")
     assert d["max_concurrency_request_len"] == 10_240
     assert d["max_concurrency"] == round(d["kv_num_blocks"] / 2_560, 2)
-    assert d["max_concurrency_at_request_len"] == round(d["kv_num_blocks"] / 640, 2) == 150.6
+    assert d["max_concurrency_at_request_len"] == round(d["kv_num_blocks"] / 640, 2) == 149.4
     code, text, _ = cli("check", *QWEN_VLLM, "--request-len", "10240")
-    assert "  max concurrency at 10,240 tokens           150.6" in text.splitlines()
+    assert "  max concurrency at 10,240 tokens           149.4" in text.splitlines()
 
 
 def test_sglang_without_context_length_runs_at_the_models_context_length(cli):

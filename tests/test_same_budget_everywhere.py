@@ -139,10 +139,12 @@ def test_visible_memory_per_gpu():
         "H100-SXM": 81_559, "L40S": 46_068,                     # nvidia-smi captures (nvidia_gpu_exporter)
         "RTX-3090": 24_146,                                      # vLLM issue 10517: total_gpu_memory=23.58GiB
         "RTX-4090": 24_564,                                      # nvidia-smi, RLinf#255
-        "A100-80GB": 81_920, "A100-40GB": 40_960, "A10": 23_028, "L4": 23_034, "T4": 15_360}  # modal-client#2797
+        "A100-80GB": 81_920, "A100-40GB": 40_960, "A10": 23_028, "L4": 23_034, "T4": 15_360,  # modal-client#2797
+        "H200": 143_771,                                         # nvidia-smi capture (nvidia_gpu_exporter)
+        "B200": 183_359}                                         # nvidia-smi, Modal GPU glossary
     assert round(gpu_memory_bytes(cat.resolve_hardware("RTX-3090")) / 2**30, 2) == 23.58
     # the rest use the vendor figure read as GiB (no public capture sourced yet)
     assert sorted(h for h, v in mib.items() if not v) == [
-        "A10G", "A800-40GB", "B200", "GB10", "GB200", "GH200", "H100-PCIe", "H20", "H200", "H800", "L20", "MI250X",
+        "A10G", "A800-40GB", "GB10", "GB200", "GH200", "H100-PCIe", "H20", "H800", "L20", "MI250X",
         "MI300X", "MI325X", "MI355X", "Quadro-RTX-8000", "RTX-4060", "RTX-5090", "RTX-PRO-6000", "V100"]
-    assert gpu_memory_bytes(cat.resolve_hardware("H200")) == 141 * 2**30
+    assert gpu_memory_bytes(cat.resolve_hardware("H800")) == 80 * 2**30

@@ -50,10 +50,10 @@ def test_demo_stack_gets_ttft_itl_and_tokens_per_second(demo):
     assert sp["parallel"] == {"tp_size": 8, "pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 8,
                               "moe_ep_size": 1, "gpus": 8}
     # vLLM allocates KV blocks as a request grows: in a closed loop a running request holds isl + osl / 2 =
-    # 1,536 tokens on average; 1,473,664 KV tokens (optkg's vLLM plan for this stack: 23,026 blocks of 64 tokens,
-    # the latest release's default block) / 1,536 = 959 at most
-    assert report["derived"]["kv_tokens_total"] == 1_473_664 == 23_026 * 64
-    assert sp["cap"]["kv_requests_per_scheduler"] == 1_473_664 // 1536 == 959
+    # 1,536 tokens on average; 1,461,632 KV tokens (optkg's vLLM plan for this stack: 22,838 blocks of 64 tokens,
+    # the latest release's default block) / 1,536 = 951 at most
+    assert report["derived"]["kv_tokens_total"] == 1_461_632 == 22_838 * 64
+    assert sp["cap"]["kv_requests_per_scheduler"] == 1_461_632 // 1536 == 951
     assert sp["running"] == 64 and sp["queued"] == 0 and sp["queue_wait_ms"] == 0
     assert sp["ttft_ms"] > 0 and sp["itl_ms"] > 0
     assert sp["tokens_per_s_per_request"] == pytest.approx(1000 / sp["itl_ms"])
@@ -63,12 +63,12 @@ def test_demo_stack_gets_ttft_itl_and_tokens_per_second(demo):
 def test_requests_beyond_the_kv_capacity_queue_and_wait(demo):
     stack, report = demo
     sp = _speed(stack, report, isl=1024, osl=1024, concurrency=2000)
-    assert sp["running"] == 959 and sp["queued"] == 2000 - 959
-    # closed loop: 959 requests finish per engine request latency L, so each waits L x (2000 / 959 - 1)
+    assert sp["running"] == 951 and sp["queued"] == 2000 - 951
+    # closed loop: 951 requests finish per engine request latency L, so each waits L x (2000 / 951 - 1)
     engine_latency = sp["engine_ttft_ms"] + sp["itl_ms"] * 1023
-    assert sp["queue_wait_ms"] == pytest.approx(engine_latency * (2000 / 959 - 1))
+    assert sp["queue_wait_ms"] == pytest.approx(engine_latency * (2000 / 951 - 1))
     assert sp["ttft_ms"] == pytest.approx(sp["engine_ttft_ms"] + sp["queue_wait_ms"])
-    assert any("1,041 of 2,000 requests queue" in n for n in sp["notes"])
+    assert any("1,049 of 2,000 requests queue" in n for n in sp["notes"])
 
 
 def test_a_stack_that_does_not_start_gets_no_speed_but_its_reasons(catalog, check_rules):
@@ -89,7 +89,7 @@ def test_one_request_longer_than_the_kv_cache_is_infeasible(demo, monkeypatch):
     monkeypatch.setattr(serving, "too_long", lambda *a: [])
     sp = _speed(stack, report, isl=1_000_000, osl=1_000_000, concurrency=1)
     assert sp["status"] == "infeasible"
-    assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,473,664" in sp["reasons"][0]
+    assert "one request of 2,000,000 tokens (isl + osl) does not fit in the KV cache (1,461,632" in sp["reasons"][0]
 
 
 def test_a_request_longer_than_max_model_len_is_refused_not_timed(demo, cli):

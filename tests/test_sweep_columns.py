@@ -22,7 +22,7 @@ def test_sweep_says_which_max_model_len_its_concurrency_column_uses():
                              "--format", "json", "--engine-version", "0.33.0")
     assert code == 0, err
     d = json.loads(out)
-    assert d["combinations"][0]["max_concurrency"] == 37.65  # the column is filled (vLLM 0.33.0: utilisation 0.92) ...
+    assert d["combinations"][0]["max_concurrency"] == 37.35  # the column is filled (vLLM 0.33.0: utilisation 0.92) ...
     # ... at Qwen3-235B-A22B's max_position_embeddings 40,960 (no RoPE scaling), the length vLLM runs with
     assert d["notes"] == ["max concurrency at the engine's default max_model_len 40,960 tokens (the model's context "
                           "limit); pass --max-model-len for another length"]
