@@ -56,6 +56,28 @@ def eagle3_params(d: ModelFacts, draft_vocab: int | None) -> int:
     return 3 * h * h + d.num_hidden_layers * (attn + mlp) + (draft_vocab or d.vocab_size or 0) * h
 
 
+def mtp_weights(target: ModelFacts, n: int, tp: int) -> tuple[int, float]:
+    """(parameters, bytes per GPU) of ``n`` MTP layers: the drafter builds layers num_hidden_layers ..
+    + num_nextn_predict_layers (vLLM 0.34.0 model_executor/models/deepseek_mtp.py:148-159; the target skips them,
+    deepseek_v2.py:1650-1651), each a decoder layer like the target's last one (MoE when the target has experts)
+    plus ``eh_proj`` (2h x h, deepseek_mtp.py:84, kept 16-bit). Bytes per group from the target's weight scheme,
+    split over ``tp`` GPUs (experts too, as ``weight_bytes_per_gpu`` does without expert parallelism)."""
+    from kg.derive.weights import group_params, weight_scheme
+    g, L, h = group_params(target), max(1, target.num_hidden_layers), target.hidden_size
+    bpp = weight_scheme(target).bytes_per_param
+    n_moe = target.num_moe_layers if target.is_moe else 0
+    layer = {"attention": g["attention"] / L}
+    if n_moe:
+        layer.update(experts=g["experts"] / n_moe, shared_experts=g["shared_experts"] / n_moe,
+                     router=g["router"] / n_moe)
+    else:
+        layer["dense_mlp"] = g["dense_mlp"] / max(1, L)
+    eh = 2 * h * h
+    params = int(n * (sum(layer.values()) + eh))
+    total = n * (sum(v * bpp.get(k, target.dtype_bytes) for k, v in layer.items()) + eh * target.dtype_bytes)
+    return params, total / max(1, tp)
+
+
 def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_size: int, draft_tp: int | None,
                 resolver: Callable[[str], ModelFacts], kv_cache_dtype: str = "auto",
                 raw_config: Callable[[str], dict[str, Any]] | None = None) -> DraftFacts | None:
@@ -76,9 +98,12 @@ def draft_facts(method: str | None, draft: str | None, target: ModelFacts, tp_si
             return DraftFacts(m, "target config", "mtp", 0, 0, 0.0, 0.0, target.max_position_embeddings, tp_size,
                               ["the target config names no num_nextn_predict_layers: MTP layers not counted"])
         per_layer_kv = _kv_per_layer(target, tp_size, kv_cache_dtype)
-        return DraftFacts(m, "target config (num_nextn_predict_layers)", "mtp", n, 0, 0.0, n * per_layer_kv,
+        params, wbytes = mtp_weights(target, n, tp_size)
+        return DraftFacts(m, "target config (num_nextn_predict_layers)", "mtp", n, params, wbytes, n * per_layer_kv,
                           target.max_position_embeddings, tp_size,
-                          ["MTP weights ship in the target checkpoint and are in its estimate"])
+                          [f"MTP: {n} extra decoder layer(s) + eh_proj ({params:,} parameters, {wbytes / 2**30:.2f} GiB "
+                           "per GPU) load for the drafter on top of the target's layers; embedding and lm_head are "
+                           "the target's"])
     if not draft:
         return None
     try:
