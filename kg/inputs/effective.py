@@ -102,6 +102,11 @@ def resolve_release(stack: Any) -> None:
     """Step 1 of the module doc: set ``stack.engine_version`` (assumed latest when missing) and note it."""
     latest = latest_release(stack.engine)
     if latest is None:
+        if stack.engine and stack.engine_version:  # TensorRT-LLM, LMDeploy: no release list to match it against
+            stack.notes.append(f"{stack.engine} {stack.engine_version}: optkg keeps no release list for "
+                               f"{stack.engine}, so this release is not checked (an unknown or mistyped version is "
+                               "not caught); its options and defaults are read from one source (catalog/engines/"
+                               f"{stack.engine}.yaml), not per release")
         return
     if not stack.engine_version:
         stack.engine_version = latest
@@ -176,6 +181,7 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     ``release_facts``; this module sits below the engine packages, so the caller passes it)."""
     t = release_tables().get(stack.engine or "")
     if t is None:
+        resolve_release(stack)  # no release table (TensorRT-LLM, LMDeploy): a given release is noted as unchecked
         return []
     from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     resolve_release(stack)
