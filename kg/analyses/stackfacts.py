@@ -449,9 +449,12 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
     if "expert-parallelism" in stack.techniques:
         ep = int(ns.get("ep_size") or 1)
         moe_tp = max(1, tp // ep) if ep > 1 else 1
+    lora, lora_note = of(stack).lora_slot_bytes(m, tp, ns)  # vLLM --enable-lora: adapter slots at start-up
+    if lora_note and lora_note not in stack.notes:
+        stack.notes.append(lora_note)
     sb = of(stack).budget(BudgetInputs(
         stack.engine, mem, util, util_source, weights, m, tp, mnbt, seqs, bool(ns.get("enforce_eager")), moe_tp,
-        draft_weight_bytes=draft_weights, engine_version=stack.engine_version, max_model_len=ns.get("max_model_len"),
+        draft_weight_bytes=draft_weights, lora_slot_bytes=lora, engine_version=stack.engine_version, max_model_len=ns.get("max_model_len"),
         limit_mm_per_prompt=ns.get("limit_mm_per_prompt"), language_model_only=bool(ns.get("language_model_only")),
         kv_bytes_per_block=kv_bytes_per_block, backend=of(stack).backend(stack, ns),
         kv_sizing=of(stack).kv_sizing(stack, ns)))

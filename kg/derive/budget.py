@@ -160,6 +160,7 @@ class BudgetInputs:
     backend: str | None = None  # the engine's backend when it has several (LMDeploy: turbomind or pytorch)
     kv_sizing: str | None = None  # how the engine sizes the cache when it has several ways (vLLM >= 0.34.0:
     #                               "extensible" / "extensible-rocm", sized after warm-up; None: from the profile)
+    lora_slot_bytes: float = 0.0  # vLLM --enable-lora: the adapter slots allocated at start-up (kg.derive.lora)
 
 
 def serving_budget_of(inp: BudgetInputs, lines: list[BudgetLine], notes: list[str],

@@ -264,6 +264,10 @@ class Engine:
         auto): that dtype."""
         return dtype
 
+    def lora_slot_bytes(self, model: Any, tp: int, ns: dict[str, Any]) -> tuple[float, str | None]:
+        """(bytes per GPU the engine allocates for LoRA adapter slots at start-up, a note): none."""
+        return 0.0, None
+
     def float16_refused(self, model_type: str, version: str | None) -> bool | None:
         """Whether the release refuses ``--dtype float16`` for ``model_type``: not known (None)."""
         return None

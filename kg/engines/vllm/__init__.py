@@ -191,6 +191,18 @@ class VLLM(Engine):
             return "float16"
         return dtype
 
+    def lora_slot_bytes(self, model: Any, tp: int, ns: dict[str, Any]) -> tuple[float, str | None]:
+        """--enable-lora: max_loras slots of every linear layer's A/B matrices (kg.derive.lora)."""
+        if not ns.get("enable_lora"):
+            return 0.0, None
+        from kg.derive.lora import vllm_lora_slot_bytes
+        got = vllm_lora_slot_bytes(model, tp, int(ns.get("max_loras") or 1), int(ns.get("max_lora_rank") or 16),
+                                   bool(ns.get("fully_sharded_loras")))
+        if got is None:
+            return 0.0, ("LoRA slots not sized for this model (MoE / MLA / encoder-decoder): their memory is left in "
+                         "the KV budget")
+        return got, None
+
     def float16_refused(self, model_type: str, version: str | None) -> bool:
         """Whether vLLM ``version`` (None: the latest) refuses float16 for ``model_type``: its
         ``_FLOAT16_NOT_SUPPORTED_MODELS`` ("does not support float16", ``_check_valid_dtype``). Read: 0.10.0 / 0.10.1

@@ -121,6 +121,10 @@ def budget(inp: BudgetInputs) -> ServingBudget:
     if inp.draft_weight_bytes:
         lines.append(BudgetLine("draft weights", inp.draft_weight_bytes, "speculative-decoding draft per GPU",
                                 "kg.derive.drafts"))
+    if inp.lora_slot_bytes:
+        from kg.derive.lora import SOURCE as LORA_SOURCE
+        lines.append(BudgetLine("LoRA slots", inp.lora_slot_bytes, "max_loras x A/B matrices of every linear layer",
+                                LORA_SOURCE))
     fwd = forward_peak_bytes(model, inp.tp_size, max_num_batched_tokens, inp.moe_tp_size)
     smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, engine_version)
     act = max(fwd, smp)
