@@ -37,6 +37,15 @@ PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(rf"kv_cache_size={NUM}GiB"), [("kv_cache_memory", 1, GIB)]),
     (re.compile(rf"gpu_memory_utilization={NUM}"), [("gpu_memory_utilization", 1, 1)]),
     (re.compile(rf"(?:^|[^A-Za-z])(?:# )?GPU blocks: {NUM}"), [("num_gpu_blocks", 1, 1)]),
+    # vLLM ~0.7-0.9 memory profiling summary (V0 worker/worker.py:267 at 0.7.3; V1 v1/worker/gpu_worker.py in 0.8.x)
+    # and V0 executor_base.py's "# cuda blocks: N, # CPU blocks: M" (newuser5 #20)
+    (re.compile(rf"total_gpu_memory \({NUM} ?GiB\) x gpu_memory_utilization \({NUM}\) = {NUM} ?GiB"),
+     [("total_memory", 1, GIB), ("gpu_memory_utilization", 2, 1), ("requested", 3, GIB)]),
+    (re.compile(rf"model weights take {NUM} ?GiB"), [("weights", 1, GIB)]),
+    (re.compile(rf"non_torch_memory takes {NUM} ?GiB"), [("non_torch", 1, GIB)]),
+    (re.compile(rf"PyTorch activation peak memory takes {NUM} ?GiB"), [("activation_peak", 1, GIB)]),
+    (re.compile(rf"the rest of the memory reserved for KV Cache is {NUM} ?GiB"), [("kv_cache_memory", 1, GIB)]),
+    (re.compile(rf"# cuda blocks: {NUM}"), [("num_gpu_blocks", 1, 1)]),
     (re.compile(rf"Available KV cache memory: {NUM} ?GiB"), [("kv_cache_memory", 1, GIB)]),
     (re.compile(rf"GPU KV cache size: {NUM} tokens"), [("kv_cache_tokens", 1, 1)]),
     (re.compile(rf"Maximum concurrency for {NUM} tokens per request: {NUM}x"),
@@ -58,7 +67,8 @@ PATTERNS: list[tuple[re.Pattern[str], list[tuple[str, int, float]]]] = [
     (re.compile(r"(?:(?<![A-Za-z_'])tensor_parallel_size=|'tensor_parallel_size': )([0-9]+)"), [("tp_size", 1, 1)]),
 ]
 MODEL_PATTERNS = [re.compile(r"with config: model='([^']+)'"), re.compile(r"'model': '([^']+)'")]
-V0_MARKERS = ("Memory profiling results:", "# GPU blocks:", "GPU blocks:", "maximum number of tokens that can be stored")
+V0_MARKERS = ("Memory profiling results:", "# GPU blocks:", "GPU blocks:", "maximum number of tokens that can be stored",
+              "# cuda blocks:")
 
 
 def parse(lines: list[str], path: str) -> StartupLog | None:
