@@ -1442,6 +1442,46 @@ def used_lets(rows_: dict, lets: list[tuple[str, str]]) -> list[tuple[str, str]]
     return [(n, e) for n, e in lets if n in need]
 
 
+FIT_NODES = 200  # a sub-expression named to bring a row or value within kg.engine.expr's cost limits: at most this many nodes
+
+
+def name_largest_part(text: str, new_let, absent: str | None = None) -> str | None:
+    """One round of fitting ``text`` (a row or a value) within kg.engine.expr's cost limits: its largest proper
+    sub-expression of at most FIT_NODES nodes and MAX_TEXT characters (not a name or a constant) becomes a let,
+    named by ``new_let(text of the part)``. The new text, or None when nothing can be named: no part of 4 or more
+    nodes, a part that reads no name (a constant) or reads ``absent`` (a value not substituted yet)."""
+    try:
+        tree = ast.parse(text.replace("\n", " "), mode="eval")
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+    sizes: dict[int, int] = {}
+
+    def size_of(n: ast.AST) -> int:
+        sizes[id(n)] = 1 + sum(size_of(c) for c in ast.iter_child_nodes(n))
+        return sizes[id(n)]
+    size_of(tree.body)
+    best: tuple[int, ast.AST] | None = None
+    for n in ast.walk(tree.body):
+        if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
+            continue
+        size = sizes[id(n)]
+        # the text is one line (ast.unparse): a node's columns give its length, without unparsing it
+        if size <= FIT_NODES and n.end_col_offset - n.col_offset <= MAX_TEXT and (best is None or size > best[0]):
+            best = (size, n)
+    if best is None or best[0] < 4:
+        return None
+    seg = ast.unparse(best[1])
+    names = free_names(seg)
+    if not names or (absent is not None and absent in names):
+        return None
+    name, node = new_let(seg), best[1]
+
+    class Put(ast.NodeTransformer):
+        def visit(self, n: ast.AST) -> ast.AST:
+            return ast.Name(name, ast.Load()) if n is node else super().visit(n)
+    return ast.unparse(Put().visit(tree))
+
+
 def free_names(expr: str) -> set[str]:
     tree = ast.parse(expr, mode="eval")
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

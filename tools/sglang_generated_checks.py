@@ -42,7 +42,6 @@ from checkgen import TAINT, Expr, Frame, Obj, Untranslatable  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 ABSENT = "__absent__"   # a dict key a step did not return (its declaration leaves the field as it was)
 LET_AT = 48           # a merged value longer than this gets a name of its own (``lets``)
-FIT_NODES = 200       # a sub-expression named to bring a row or value within the cost limits: at most this many nodes
 FIT_ROUNDS = 64
 FIT_PART = 300        # a path condition longer than this, in a path over the limits, is named whole
 NEVER_FIRES = ("its row can never be true: every way to a refusal reads a value the walk could not model (__unknown__, "
@@ -416,7 +415,7 @@ class SglWalker(cg.Walker):
 
     def fit(self, text: str) -> str | None:
         """``text`` within the expression language's cost limits (kg/engine/expr.py: 2,000 characters, 400 syntax
-        nodes, 40 levels), its largest sub-expressions of at most ``FIT_NODES`` nodes named as lets, as often as
+        nodes, 40 levels), its largest sub-expressions of at most ``checkgen.FIT_NODES`` nodes named as lets, as often as
         needed; None when it cannot be (a sub-expression over the limits that has no smaller part to name). A let is
         evaluated where the row first reads it (kg.analyses.enginechecks._LetFacts), so ``and`` / ``or`` / ``if``
         still short-circuit as written: the row means the same. Long architecture tuples of a membership test
@@ -438,34 +437,9 @@ class SglWalker(cg.Walker):
             except ExprError as e:
                 if not str(e).startswith(COST_ERRORS):
                     return None
-            tree = ast.parse(text.replace("\n", " "), mode="eval")
-            sizes: dict[int, int] = {}
-
-            def size_of(n: ast.AST) -> int:
-                sizes[id(n)] = 1 + sum(size_of(c) for c in ast.iter_child_nodes(n))
-                return sizes[id(n)]
-            size_of(tree.body)
-            best: tuple[int, ast.AST] | None = None
-            for n in ast.walk(tree.body):
-                if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
-                    continue
-                size = sizes[id(n)]
-                # the text is one line (ast.unparse): a node's columns give its length, without unparsing it
-                if size <= FIT_NODES and n.end_col_offset - n.col_offset <= cg.MAX_TEXT \
-                        and (best is None or size > best[0]):
-                    best = (size, n)
-            if best is None or best[0] < 4:
-                return None
-            seg = ast.unparse(best[1])
-            if not cg.free_names(seg) or ABSENT in cg.free_names(seg):
-                return None  # a constant or a dict value not yet substituted: nothing to name
-            name = self.new_let(seg)
-            node = best[1]
-
-            class Put(ast.NodeTransformer):
-                def visit(self, n: ast.AST) -> ast.AST:
-                    return ast.Name(name, ast.Load()) if n is node else super().visit(n)
-            text = ast.unparse(Put().visit(tree))
+            text = cg.name_largest_part(text, self.new_let, ABSENT)
+            if text is None:
+                return None  # nothing to name: a constant, or a dict value not yet substituted
         return None
 
     def lose(self, what: str, fields: set[str] | None, conds: list[str]) -> None:

@@ -53,7 +53,6 @@ JSON_FIELD = "{field}__{key}"
 
 # fit (VllmWalker.fit): a part named as a let has at most this many syntax nodes; at most this many rounds; a value
 # longer than FIT_MAX_CHARS is left unknown (tools/sglang_generated_checks.py's limits)
-FIT_NODES = 200
 FIT_ROUNDS = 64
 FIT_MAX_CHARS = 400_000
 COST_ERRORS = ("expression is ", "expression nests deeper")  # kg/engine/expr.py's wording of its cost limits
@@ -364,7 +363,7 @@ class VllmWalker(cg.Walker):
 
     def fit(self, text: str) -> str | None:
         """``text`` within the expression language's cost limits (kg/engine/expr.py: 2,000 characters, 400 syntax
-        nodes, 40 levels; checkgen's MAX_TEXT), its largest sub-expressions of at most ``FIT_NODES`` nodes named as
+        nodes, 40 levels; checkgen's MAX_TEXT), its largest sub-expressions of at most ``checkgen.FIT_NODES`` nodes named as
         lets, as often as needed; None when it cannot be. tools/sglang_generated_checks.py fit, for vLLM's lets: a
         let is evaluated before the row (kg.analyses.enginerows.row_outcome) and one that cannot be (a missing
         input, ``__unknown__``) leaves every row reading it not evaluable, so a named part never changes what a
@@ -386,36 +385,9 @@ class VllmWalker(cg.Walker):
             except ExprError as e:
                 if not str(e).startswith(COST_ERRORS):
                     return None
-            try:
-                tree = ast.parse(text.replace("\n", " "), mode="eval")
-            except (SyntaxError, RecursionError, MemoryError):
+            text = cg.name_largest_part(text, self.new_let)
+            if text is None:
                 return None
-            sizes: dict[int, int] = {}
-
-            def size_of(n: ast.AST) -> int:
-                sizes[id(n)] = 1 + sum(size_of(c) for c in ast.iter_child_nodes(n))
-                return sizes[id(n)]
-            size_of(tree.body)
-            best: tuple[int, ast.AST] | None = None
-            for n in ast.walk(tree.body):
-                if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
-                    continue
-                size = sizes[id(n)]
-                if size <= FIT_NODES and n.end_col_offset - n.col_offset <= cg.MAX_TEXT \
-                        and (best is None or size > best[0]):
-                    best = (size, n)
-            if best is None or best[0] < 4:
-                return None
-            seg = ast.unparse(best[1])
-            if not cg.free_names(seg):
-                return None
-            name = self.new_let(seg)
-            node = best[1]
-
-            class Put(ast.NodeTransformer):
-                def visit(self, n: ast.AST) -> ast.AST:
-                    return ast.Name(name, ast.Load()) if n is node else super().visit(n)
-            text = ast.unparse(Put().visit(tree))
         return None
 
     # ---- classes
