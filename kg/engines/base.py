@@ -330,3 +330,16 @@ class Engine:
 
 
 UNKNOWN = Engine()
+
+
+def dp_pool_totals(derived: dict[str, Any], cap: Any, dp: int, basis: str) -> None:
+    """Totals of ``dp`` KV pools of one pool's capacity ``cap`` (an engine's ``capacity_totals`` when each of its
+    data-parallel ranks or schedulers keeps its own pool and requests): the tokens of all pools, ``basis`` saying
+    why, and the concurrency of the whole server beside one pool's. Nothing for ``dp`` <= 1."""
+    if dp <= 1:
+        return
+    derived["kv_tokens_total"] = cap.kv_tokens_total * dp
+    derived["kv_tokens_total_basis"] = f"x dp {dp}: {basis}"
+    if cap.max_concurrency is not None:
+        derived["max_concurrency_per_attention_group"] = cap.max_concurrency
+        derived["max_concurrency"] = round(cap.max_concurrency * dp, 2)

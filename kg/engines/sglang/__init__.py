@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine, SpeedBackend
+from kg.engines.base import Engine, SpeedBackend, dp_pool_totals
 
 
 class SGLang(Engine):
@@ -112,14 +112,7 @@ class SGLang(Engine):
         """``--dp N`` runs N schedulers, each with its own KV pool (N attention groups of tp / N ranks under DP
         attention, else N replicas of tp ranks): the total counts every pool, and the deployment serves N times one
         pool's concurrency."""
-        dp = ctx.dp_size
-        if dp <= 1:
-            return
-        derived["kv_tokens_total"] = cap.kv_tokens_total * dp
-        derived["kv_tokens_total_basis"] = f"x dp {dp}: one pool per scheduler"
-        if cap.max_concurrency is not None:
-            derived["max_concurrency_per_attention_group"] = cap.max_concurrency
-            derived["max_concurrency"] = round(cap.max_concurrency * dp, 2)
+        dp_pool_totals(derived, cap, ctx.dp_size, "one pool per scheduler")
 
     def auto_kv_cache_dtype(self, model: Any, version: str | None, kv_cache_dtype: str | None,
                             cc: float | None = None) -> dict[str, str] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine, SpeedBackend
+from kg.engines.base import Engine, SpeedBackend, dp_pool_totals
 
 
 class TensorRTLLM(Engine):
@@ -71,14 +71,7 @@ class TensorRTLLM(Engine):
     def capacity_totals(self, derived: dict[str, Any], cap: Any, ctx: Any) -> None:
         """Attention DP: ``tp_size`` ranks, each with its own KV pool and requests; the total counts every pool and
         the server holds ``tp_size`` times one rank's concurrency."""
-        dp = ctx.dp_size
-        if dp <= 1:
-            return
-        derived["kv_tokens_total"] = cap.kv_tokens_total * dp
-        derived["kv_tokens_total_basis"] = f"x dp {dp}: one pool per attention-DP rank"
-        if cap.max_concurrency is not None:
-            derived["max_concurrency_per_attention_group"] = cap.max_concurrency
-            derived["max_concurrency"] = round(cap.max_concurrency * dp, 2)
+        dp_pool_totals(derived, cap, ctx.dp_size, "one pool per attention-DP rank")
 
     # ---- speed
     def speed_backend(self, stack: Any) -> SpeedBackend:
