@@ -647,3 +647,26 @@ def test_a_kv_cache_dtype_outside_the_release_literal_is_refused_and_auto_is_not
     assert line in lines("int8")
     assert line not in lines("fp8_e4m3")
     assert line not in lines(None)
+
+
+def test_the_runner_checks_read_whether_the_served_class_pools_or_generates():
+    """config/model.py:722-751 (0.34.0; :705-734 at 0.33.0): registry.is_pooling_model / is_text_generation_model
+    of the served architecture (models/interfaces_base.py:140-147, :226-232: the class's is_pooling_model attribute
+    and a compute_logits method, read through its MRO by tools/vllm_model_registry.py)."""
+    from kg.engines.vllm.registry import _arch_facts
+    pooling = ("vllm_model__is_pooling_model", "vllm_model__is_text_generation_model")
+    for arch, want in (("XLMRobertaModel", (True, False)), ("LlamaForCausalLM", (False, True)),
+                       ("ModernBertModel", (False, False)), ("Qwen2ForRewardModel", (True, False))):
+        got = dict(_arch_facts("0.34.0", arch))
+        assert tuple(got[k] for k in pooling) == want, arch
+
+    def lines(release: str, runner: str, convert: str, pool: bool, gen: bool) -> list[int]:
+        facts = {"techniques": [], "runner": runner, "convert": convert, pooling[0]: pool, pooling[1]: gen}
+        got = generated_refusals("vllm", release, facts)["engine_check_refusals"]
+        return [r["line"] for r in got if r["path"] == "vllm/config/model.py"]
+    assert lines("0.34.0", "generate", "auto", True, False) == [737]  # an embedding model under --runner generate
+    assert lines("0.33.0", "draft", "auto", True, False) == [720]
+    assert lines("0.34.0", "generate", "auto", False, True) == []
+    assert lines("0.34.0", "pooling", "none", False, True) == [750]  # pooling a generative class without --convert
+    assert lines("0.34.0", "pooling", "auto", False, True) == []  # --convert auto picks embed / classify
+    assert lines("0.34.0", "generate", "none", False, False) == [745]

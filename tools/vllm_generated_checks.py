@@ -1256,7 +1256,8 @@ REGISTRY_METHODS = {"is_multimodal_model": "supports_multimodal", "is_hc_sp_supp
                     "model_has_inner_state": "has_inner_state", "is_attention_free_model": "is_attention_free",
                     "is_hybrid_model": "is_hybrid", "is_noops_model": "has_noops",
                     "is_transcription_model": "supports_transcription",
-                    "is_multimodal_raw_input_only_model": "supports_multimodal_raw_input_only"}
+                    "is_multimodal_raw_input_only_model": "supports_multimodal_raw_input_only",
+                    "is_text_generation_model": "is_text_generation_model", "is_pooling_model": "is_pooling_model"}
 
 
 def model_info_obj() -> cg.Obj:
@@ -1264,10 +1265,10 @@ def model_info_obj() -> cg.Obj:
     registry.inspect_model_cls(architectures, self)``): a field tools/vllm_model_registry.py reads per release
     (FLAGS) is the fact ``vllm_model__<field>`` (kg.engines.vllm.registry gives it for the served architecture,
     only where the lookup is the plain one); any other field is not modelled."""
-    from vllm_model_registry import FLAGS
+    from vllm_model_registry import DERIVED, FLAGS
 
     def free(a: str) -> Any:
-        return cg.Expr(f"vllm_model__{a}") if a in FLAGS else cg.TAINT
+        return cg.Expr(f"vllm_model__{a}") if a in FLAGS or a in DERIVED else cg.TAINT
     return cg.Obj("model_info", free, None)
 
 

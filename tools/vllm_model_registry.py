@@ -48,6 +48,10 @@ FLAGS = {"supports_multimodal": "supports_multimodal",
          "supports_replayssm": "supports_replayssm", "supports_transcription": "supports_transcription",
          "supports_mm_device_do_normalize": "supports_mm_device_do_normalize",
          "supports_lora": "supports_lora"}  # supports_lora: a runtime protocol (lora_support)
+# _ModelInfo fields read by derived_fact (ModelConfig.__post_init__ reads both, config/model.py:722-751 at 0.34.0):
+# field -> (the shape of its function in models/interfaces_base.py that derived_fact models, the attribute read)
+DERIVED = {"is_pooling_model": ('return getattr(model, "is_pooling_model", False)', "is_pooling_model"),
+           "is_text_generation_model": ('return callable(getattr(model, "compute_logits", None))', "compute_logits")}
 # bases that add none of the attributes read here
 TERMINAL = {"Module", "nn.Module", "torch.nn.Module", "Protocol", "Generic", "object", "ABC"}
 # transformers_utils files that may rewrite config.json's architectures / model_type before the registry lookup
@@ -214,6 +218,48 @@ def has_attr(mro: list[tuple[ast.ClassDef, str]], attr: str) -> bool:
     return False
 
 
+def _method(mro: list[tuple[ast.ClassDef, str]], name: str) -> ast.FunctionDef | None:
+    """The first ``def name`` of the MRO (None: none, or the name is bound otherwise first)."""
+    for c, _ in mro:
+        for s in c.body:
+            if isinstance(s, ast.FunctionDef) and s.name == name:
+                return s
+            tgt = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else \
+                s.target if isinstance(s, ast.AnnAssign) and s.value is not None else None
+            if isinstance(tgt, ast.Name) and tgt.id == name:
+                return None
+    return None
+
+
+def _takes(f: ast.FunctionDef, names: tuple[str, ...]) -> bool:
+    """``supports_kw`` (utils/func_utils.py:99-119 at 0.34.0, allow_var_kwargs): every name is a parameter, or **kw."""
+    params = {a.arg for a in f.args.args + f.args.kwonlyargs}
+    return f.args.kwarg is not None or all(n in params for n in names)
+
+
+def vllm_model(mro: list[tuple[ast.ClassDef, str]]) -> bool:
+    """``is_vllm_model(model)`` (models/interfaces_base.py:64-116 at 0.34.0) confirmed from the source: ``__init__``
+    takes ``vllm_config``, ``embed_input_ids`` is a method, ``forward`` takes ``input_ids`` and ``positions``. False
+    means not confirmed (class decorators such as support_torch_compile rewrite __init__ at import): the two facts
+    that depend on it are then not read."""
+    init, fwd, emb = (_method(mro, n) for n in ("__init__", "forward", "embed_input_ids"))
+    return (init is not None and fwd is not None and emb is not None and _takes(init, ("vllm_config",))
+            and _takes(fwd, ("input_ids", "positions")))
+
+
+def derived_fact(mro: list[tuple[ast.ClassDef, str]], field: str) -> tuple[bool, Any]:
+    """(read, value) of a DERIVED field: ``is_pooling_model`` is ``is_vllm_model(m) and getattr(m,
+    "is_pooling_model", False)`` (interfaces_base.py:226-232 at 0.34.0), ``is_text_generation_model`` is
+    ``is_vllm_model(m) and callable(getattr(m, "compute_logits", None))`` (:140-147)."""
+    if not vllm_model(mro):
+        return False, None
+    if field == "is_pooling_model":
+        return class_attr(mro, "is_pooling_model")
+    if _method(mro, "compute_logits") is not None:
+        return True, True
+    return (True, False) if not has_attr(mro, "compute_logits") else (False, None)
+
+
 def lora_support(mro: list[tuple[ast.ClassDef, str]]) -> tuple[bool, Any]:
     """``supports_lora(model)`` (models/interfaces.py:759-794 at 0.34.0): ``isinstance(model, _SupportsLoRAType)``, a
     runtime protocol whose members (supports_lora, packed_modules_mapping, embedding_modules) must all be attributes
@@ -303,6 +349,15 @@ def checked_fields(files: dict[str, str]) -> set[str]:
         out.add("supports_lora")
     if re.search(r"getattr\(\s*model,\s*\"supports_mm_device_do_normalize\",\s*False", files.get(REGISTRY, "")):
         out.add("supports_mm_device_do_normalize")
+    try:
+        base = {f.name: f for f in ast.parse(files.get(MODELS + "interfaces_base.py", "")).body
+                if isinstance(f, ast.FunctionDef)}
+    except SyntaxError:
+        base = {}
+    for field, (ret, _) in DERIVED.items():
+        body = [ast.unparse(s) for s in base[field].body if not isinstance(s, ast.Expr)] if field in base else []
+        if body == ["if not is_vllm_model(model):\n    return False", ret.replace('"', "'")]:
+            out.add(field)
     return out
 
 
@@ -316,9 +371,9 @@ def read_release(wheel: Path) -> dict[str, Any]:
         raise SystemExit(f"{wheel.name}: no model registry found")
     reg, path = got
     classes = Classes(files)
-    deco = decorators_set(files, set(FLAGS.values()))
-    true: dict[str, list[str]] = {f: [] for f in FLAGS}
-    unknown: dict[str, list[str]] = {f: [] for f in FLAGS}
+    deco = decorators_set(files, set(FLAGS.values()) | {a for _, a in DERIVED.values()})
+    true: dict[str, list[str]] = {f: [] for f in [*FLAGS, *DERIVED]}
+    unknown: dict[str, list[str]] = {f: [] for f in [*FLAGS, *DERIVED]}
     resolved: dict[str, list[tuple[ast.ClassDef, str]] | None] = {}
     for arch, (mod, cls, _line) in sorted(reg.items()):
         key = (mod, cls)
@@ -339,6 +394,12 @@ def read_release(wheel: Path) -> dict[str, Any]:
                 unknown[field].append(arch)
             elif v is True:
                 true[field].append(arch)
+        for field in DERIVED:
+            ok, v = derived_fact(m, field) if m is not None else (False, None)
+            if not ok:
+                unknown[field].append(arch)
+            elif v is True:
+                true[field].append(arch)
     text = files.get(REGISTRY) or ""
     checked = checked_fields(files)
     archs_rw, types_rw = rewritten(files)
@@ -350,7 +411,7 @@ def read_release(wheel: Path) -> dict[str, Any]:
             "previously_supported": previously_supported(files),
             "rewritten_architectures": [a for a in archs_rw if a in reg],
             "rewritten_model_types": types_rw,
-            "facts": {f: {"true": true[f], "unknown": unknown[f]} for f in FLAGS if f in checked}}
+            "facts": {f: {"true": true[f], "unknown": unknown[f]} for f in [*FLAGS, *DERIVED] if f in checked}}
 
 
 def release_of(wheel: Path) -> str:
