@@ -20,6 +20,11 @@ Facts added (each only when its inputs are known):
 - ``cascade_attention_enabled``: not ``disable_cascade_attn`` (the setting, else the release's default);
 - the engine's ``support_facts`` (SGLang ``sglang_enable_spec_v2``: the setting, else the release's default,
   catalog/support/sglang-spec-v2.yaml);
+- ``vllm_ct_scheme`` / ``vllm_ct_scheme_min_capability``: the compressed-tensors scheme class vLLM builds for the
+  checkpoint (kg.analyses.ctscheme) and its minimum compute capability at the release (``ct_scheme_min_capability``,
+  catalog/support/vllm-compressed-tensors-schemes.yaml), when the checkpoint is compressed-tensors and no other
+  ``--quantization`` is given ('none' and 0.0 for a checkpoint of another or no quantisation method; absent when the
+  scheme is one kg.analyses.ctscheme does not name);
 - ``softcap_handling``: for a soft-capping model on a known backend, ``applied``, ``refused`` or
   ``ignored`` per the release's entry in catalog/support/vllm-softcap-backends.yaml.
 """
@@ -62,6 +67,17 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
     if "default_disable_cascade_attn" in out:
         off = ns.get("disable_cascade_attn")
         out["cascade_attention_enabled"] = not (off if off is not None else out["default_disable_cascade_attn"])
+    mins = out.get("ct_scheme_min_capability")
+    if m is not None and mins:
+        from kg.analyses.ctscheme import vllm_ct_scheme
+        from kg.derive.kv import compute_capability
+        qm = str(ns.get("quantization") or (m.quantization_config or {}).get("quant_method") or "").lower()
+        scheme = vllm_ct_scheme(m.quantization_config, mins, compute_capability(stack.hardware)) \
+            if qm == "compressed-tensors" else "none"  # another method, or none: no scheme to refuse
+        if scheme is not None:
+            out["vllm_ct_scheme"] = scheme
+            if scheme == "none" or scheme in mins:
+                out["vllm_ct_scheme_min_capability"] = 0.0 if scheme == "none" else mins[scheme]
     of(stack).support_facts(out, ns)  # the engine's effective values of its support data (SGLang spec v2)
     allowed = out.get("allowed_max_lora_ranks")
     rank = ns.get("max_lora_rank")
