@@ -441,3 +441,44 @@ def test_a_model_whose_own_train_rows_the_factor_made_worse_is_not_calibrated():
     assert calibrated(kf, "tpot", "aaa", "h200_sxm") == ([-0.5, 0.0, 0.0], None)
     coef, why = calibrated(kf, "tpot", "bbb", "h200_sxm")
     assert coef is None and "raised the error of this model's own measured train rows" in why
+
+
+def test_attention_dp_balance_holds_a_prompt_for_the_mean_of_its_wait_window():
+    # TensorRT-LLM attention_dp_config.enable_balance (kg.speed.mapping.adp_balance_hold_steps). Worked by hand for 2
+    # ranks, 10 running requests per rank, OSL 100 (mu = 0.1 arrivals per rank and step), timeout 10, no batching
+    # wait: the window H = min(10, Exp(0.1)): E[H] = (1 - e^-1) / 0.1 = 6.3212, E[H^2] = 2 (100 - 200 / e) = 52.848;
+    # arrivals at 2 mu = 0.2: (6.3212 + 0.2 x 52.848 / 2) / (1 + 0.2 x 6.3212) = 11.6060 / 2.2642 = 5.1258 steps
+    from kg.speed.mapping import adp_balance_hold_steps as hold
+    assert hold(2, 10, 100, 10, 0) == pytest.approx(5.1258, abs=1e-3)
+    assert hold(1, 10, 100, 10, 0) == 0.0  # one rank: nothing to balance
+    # no other rank ever gets a request: every prompt waits out the timeout
+    assert hold(8, 1, 10**9, 60, 0) == pytest.approx(60.0, rel=1e-4)
+    # every rank has one at once: the batching wait alone, which the prompts arriving during it wait half of
+    assert hold(8, 10**6, 1, 60, 10) == pytest.approx(5.0, rel=1e-3)
+
+
+def test_tensorrt_llm_attention_dp_balance_read_from_the_llm_api_yaml_adds_its_held_steps_to_ttft(
+        catalog, check_rules, tmp_path):
+    # InferenceX's DeepSeek-R1 TensorRT-LLM launches (benchmarks/dsr1_fp8_h200_trt.sh @ b30c3398a:49-54) write
+    # attention_dp_config {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60} into the LLM-API YAML
+    import kg
+    from kg.speed.mapping import adp_balance_hold_steps
+    runs = {}
+    for name, extra in (("plain", ""), ("balanced", "attention_dp_config:\n  batching_wait_iters: 0\n"
+                                                     "  enable_balance: true\n  timeout_iters: 60\n")):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text("enable_attention_dp: true\n" + extra)
+        stack = kg.stack_from_command(f"trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 --max_seq_len 4096 "
+                                      f"--extra_llm_api_options {f}", catalog, engine_version="1.1.0rc2.post2")
+        stack.hardware, stack.gpu_count = catalog.resolve_hardware("H200"), 8
+        runs[name] = (stack, _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024,
+                                    concurrency=256))
+    stack, sp = runs["balanced"]
+    assert (stack.settings["attention_dp_enable_balance"], stack.settings["attention_dp_timeout_iters"],
+            stack.settings["attention_dp_batching_wait_iters"]) == (True, 60, 0)
+    plain = runs["plain"][1]
+    assert plain["status"] == sp["status"] == "ok" and plain["context_hold_steps"] == 0.0
+    # 8 ranks of 32 running requests, each finishing after 1,024 decode steps
+    assert sp["context_hold_steps"] == pytest.approx(adp_balance_hold_steps(8, 32, 1024, 60, 0))
+    assert sp["ttft_ms"] - plain["ttft_ms"] == pytest.approx(sp["context_hold_steps"] * sp["itl_ms"])
+    assert any("enable_balance" in n and "timeout_iters 60" in n for n in sp["notes"])

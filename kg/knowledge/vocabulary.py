@@ -74,6 +74,12 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_transfer_config": ("object", "vLLM --kv-transfer-config JSON"),
     "pcp_size": ("integer", "prefill context parallel size"),
     "kv_cache_reuse": ("boolean", "TensorRT-LLM KV block reuse (prefix caching)"),
+    "attention_dp_enable_balance": ("boolean", "TensorRT-LLM attention_dp_config.enable_balance: hold context "
+                                    "requests until every attention-DP rank has one"),
+    "attention_dp_timeout_iters": ("integer", "TensorRT-LLM attention_dp_config.timeout_iters: engine steps a "
+                                   "balanced context request is held at most (default 50)"),
+    "attention_dp_batching_wait_iters": ("integer", "TensorRT-LLM attention_dp_config.batching_wait_iters: further "
+                                         "steps held once every rank has one (default 10)"),
     "model": ("string", "model id"),
     # engine settings read by rules/engine_constraints.yaml, quantization.yaml, features.yaml
     "dcp_comm_backend": ("string", "vLLM DCP communication backend: ag_rs or a2a"),

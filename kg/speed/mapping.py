@@ -132,6 +132,60 @@ def _trtllm_auto_kv(model: Any, hardware: Any, derived: dict[str, Any]) -> tuple
     return MODEL_DTYPE
 
 
+# TensorRT-LLM AttentionDpConfig defaults (tensorrt_llm/llmapi/llm_args.py: enable_balance False, timeout_iters 50,
+# batching_wait_iters 10; NVIDIA/TensorRT-LLM @ fcd3f3168, release not pinned: no wheel read)
+TRTLLM_ADP_TIMEOUT_ITERS = 50
+TRTLLM_ADP_BATCHING_WAIT_ITERS = 10
+
+
+def adp_balance_hold_steps(ranks: int, running_per_rank: int, osl: int, timeout_iters: int,
+                           batching_wait_iters: int) -> float:
+    """Mean engine steps a request's prefill is held by TensorRT-LLM's attention-DP balancing in a closed loop.
+
+    Mechanism (PyExecutor._balance_adp_requests, tensorrt_llm/_torch/pyexecutor/py_executor.py; documented in
+    docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md @ 011cfc2cc, "Context Synchronization" and "Batch
+    Equilibration"): with attention_dp_config.enable_balance, a context request is not scheduled until every rank
+    has one; a counter shared by the ranks releases them after ``timeout_iters`` steps, and once every rank has
+    one they wait ``batching_wait_iters`` further steps. Model: each rank's ``running_per_rank`` requests finish
+    one per ``osl`` decode steps, so the next requests arrive at mu = running_per_rank / osl per rank and step;
+    a hold opens at an arrival and lasts H = M + batching_wait_iters when M, the time until every other rank has
+    an arrival too (P(M <= t) = (1 - e^(-mu t))^(ranks - 1)), is below ``timeout_iters``, else ``timeout_iters``. The opening request waits H, those arriving during it (rate ranks x mu) what is left of
+    it: mean wait = (E[H] + ranks mu E[H^2] / 2) / (1 + ranks mu E[H])."""
+    import math
+    if ranks < 2 or running_per_rank < 1 or osl < 1:
+        return 0.0
+    mu, k, T, B = running_per_rank / osl, ranks - 1, float(timeout_iters), float(batching_wait_iters)
+    F = lambda t: (1 - math.exp(-mu * t)) ** k  # noqa: E731  P(M <= t)
+    # D = min(M, T): E[D] = int_0^T (1 - F), E[D^2] = int_0^T 2t (1 - F) (midpoint rule over the span where 1 - F is
+    # not yet below e^-40, so a fast arrival rate is resolved as well as a slow one)
+    span = min(T, (math.log(k) + 40) / mu)
+    n = 2000
+    ed = ed2 = 0.0
+    for i in range(n):
+        t = (i + 0.5) * span / n
+        ed += (1 - F(t)) * span / n
+        ed2 += 2 * t * (1 - F(t)) * span / n
+    on_time = F(T)  # every rank had one before the timeout: the batching wait follows
+    em_on_time = T * on_time - (T - ed)  # E[M; M < T] = T F(T) - int_0^T F
+    eh = ed + B * on_time
+    eh2 = ed2 + 2 * B * em_on_time + B * B * on_time
+    lam = ranks * mu
+    return (eh + lam * eh2 / 2) / (1 + lam * eh)
+
+
+def _trtllm_context_hold(values: dict[str, Any], par: Parallel, running_per_rank: int, osl: int) -> tuple[float, str]:
+    if par.attention_dp_size < 2 or not values.get("attention_dp_enable_balance"):
+        return 0.0, ""
+    t = values.get("attention_dp_timeout_iters")
+    b = values.get("attention_dp_batching_wait_iters")
+    t = TRTLLM_ADP_TIMEOUT_ITERS if t is None else int(t)
+    b = TRTLLM_ADP_BATCHING_WAIT_ITERS if b is None else int(b)
+    steps = adp_balance_hold_steps(par.attention_dp_size, running_per_rank, osl, t, b)
+    return steps, (f"attention_dp_config.enable_balance: TensorRT-LLM holds a prompt until each of the "
+                   f"{par.attention_dp_size} attention-DP ranks has one (at most timeout_iters {t} steps, then "
+                   f"batching_wait_iters {b}): ~{steps:.1f} decode steps of wait added to TTFT")
+
+
 def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
     """KV tokens one running request holds under the engine's admission (see module doc)."""
     return isl + (osl if admission == "reserve" else osl // 2)
@@ -148,10 +202,14 @@ class EngineMapping:
     admission: str
     parallel: Callable[[dict[str, Any], set[str], bool], Parallel]
     auto_kv: Callable[[Any, Any, dict[str, Any]], tuple[str, str]]
+    # engine steps a request's prefill is held by the scheduler before it runs (and the note saying so), from the
+    # stack's settings, the layout, running requests per rank and OSL; None: the scheduler holds none
+    context_hold: Callable[[dict[str, Any], Parallel, int, int], tuple[float, str]] | None = None
 
 
 ENGINES: dict[str, EngineMapping] = {
     "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm, _vllm_auto_kv),
     "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv),
-    "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv),
+    "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv,
+                            _trtllm_context_hold),
 }

@@ -353,6 +353,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
             rec["optkg_kv_tokens"] = o["cap"].get("kv_tokens_per_scheduler")
             rec["optkg_cap_limit"] = o["cap"].get("limit")
             rec["raw_ttft_ms"], rec["raw_tpot_ms"] = o["uncalibrated"]["ttft_ms"], o["uncalibrated"]["itl_ms"]
+            rec["optkg_hold_steps"] = o.get("context_hold_steps") or 0.0
             rec["optkg_release"] = o["estimator"]["database_release"]
         else:
             rec["optkg_reason"] = "; ".join(o["reasons"])[:300]
@@ -538,6 +539,10 @@ def fit(recs: list[dict]) -> dict:
         for key in (f"{r['backend']}/{r['system']}", f"{r['backend']}/*"):
             names[key].setdefault(r["model_sig"], r["model_path"])
             for m, raw in (("ttft", "raw_ttft_ms"), ("tpot", "raw_tpot_ms")):
+                if m == "ttft" and r.get("optkg_hold_steps"):
+                    # a scheduler held the prompt back (kg.speed.mapping context_hold): its decode steps are added
+                    # after the factor, which is fitted on the rows whose TTFT is the estimator's model alone
+                    continue
                 q = r[f"{m}_ms"] / r[raw]
                 if 1 / 20 < q < 20:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
@@ -595,6 +600,8 @@ def write_calibration(cells: dict) -> None:
                                   "[+ t0]; [a, b, c], [a, b, c, t0] or [a, b, c, t0, d] (t0: a fixed time in ms per "
                                   "request for TTFT, per engine step for TPOT, 0 when absent) by least squares on the "
                                   "train rows of the cell (<engine>/*: all GPUs)",
+                         "excluded": "TTFT of rows where a scheduler holds prompts back (kg.speed.mapping "
+                                     "context_hold: its decode steps are added after the factor)",
                          "kept": "the form (with or without t0, with or without the OSL term) with the lowest "
                                  "leave-one-configuration-group-out error on the train rows (a leave-one-out fit on at "
                                  "least 20 rows), and only where that error is below the uncalibrated one (else "
@@ -659,7 +666,10 @@ def render(recs: list[dict], digest: str) -> str:
              "InferenceX rows, the engine flags of its launch scripts, tools/accuracy/launches.yaml). "
              "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
              "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
-             "release mapped to the nearest database release, per engine x GPU calibration fitted on the train "
+             "release mapped to the nearest database release, prompts a scheduler holds back timed in decode steps "
+             "(TensorRT-LLM attention_dp_config.enable_balance, kg.speed.mapping.adp_balance_hold_steps, added to "
+             "TTFT after the calibration, whose TTFT factor is fitted on the rows without such a hold), "
+             "per engine x GPU calibration fitted on the train "
              "split, kg/speed/calibration.yaml: a factor of concurrency and ISL (and OSL where that helped), alone or plus a fixed time per "
              "request (TTFT) or engine step (TPOT) that per-op kernel timings do not hold, whichever form has the "
              "lower leave-one-configuration-group-out error on the train rows, kept only where that error is below "
@@ -882,7 +892,7 @@ def read_records(path: Path) -> list[dict]:
         for r in csv.DictReader(f):
             rec = {k: v for k, v in r.items() if v != ""}
             for k in list(rec):
-                if k.endswith("_ms"):
+                if k.endswith("_ms") or k == "optkg_hold_steps":
                     rec[k] = float(rec[k])
                 elif k in ("optkg_queued", "optkg_running", "optkg_kv_tokens", "concurrency", "mean_isl", "mean_osl"):
                     rec[k] = int(float(rec[k]))
