@@ -46,9 +46,14 @@ class Megatron(TrainingFramework):
 
     def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
         """megatron-core 0.16.1 TransformerConfig defaults the couplings read: ``attention_backend`` auto
-        (--attention-backend; transformer_config.py:110) and, with
+        (--attention-backend; transformer_config.py:110), ``megatron_recompute_overridden`` (the
+        --recompute-granularity that --recompute-activations overrides, else "") and, with
         selective recompute, ``recompute_modules`` ["core_attn"] (transformer_config.py:1193-1194)."""
         out: dict[str, Any] = {"attention_backend": str(job.native.get("--attention-backend") or "auto")}
+        asked = job.native.get("--recompute-granularity")
+        # --recompute-activations turns any --recompute-granularity into selective (kg.frameworks.megatron.reader)
+        out["megatron_recompute_overridden"] = asked if "--recompute-activations" in job.native and \
+            isinstance(asked, str) and asked != "selective" else ""
         if "--recompute-modules" not in job.native:
             out["recompute_modules"] = ["core_attn"]
         return out

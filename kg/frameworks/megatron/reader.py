@@ -124,6 +124,7 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
     walk_flags(cmd.args, FLAGS, apply, job.ignored, where)
     from kg.inputs.training.argv import raw_flags
     job.native = raw_flags(cmd.args)
+    _recompute_activations(job, where)
     if "num_query_groups" in job.settings and not gqa["on"]:
         # Megatron ignores --num-query-groups without --group-query-attention (arguments.py)
         job.notes.append("--num-query-groups without --group-query-attention: Megatron uses num_query_groups = num_attention_heads")
@@ -138,6 +139,18 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
     if framework == "megatron":  # Megatron-DeepSpeed (framework deepspeed) has arguments of its own
         _unknown_arguments(job)
     return job
+
+
+def _recompute_activations(job: TrainingJob, where: str) -> None:
+    """``--recompute-activations`` makes the recomputation selective whatever ``--recompute-granularity`` says and
+    wherever it stands: validate_args runs ``if args.recompute_activations: args.recompute_granularity = 'selective'``
+    after parsing (Megatron-LM megatron/training/arguments.py:430-432 at core_v0.16.1; megatron/arguments.py:111-113
+    at 23.04, the same in Megatron-DeepSpeed's validate_args). A full (or none) asked for beside it is overridden: the
+    framework's implied settings carry it (``megatron_recompute_overridden``) for the warning rule
+    megatron-recompute-activations-overrides-granularity."""
+    if job.native.get("--recompute-activations") is None:
+        return
+    job.set("recompute_granularity", "selective", f"{where}: --recompute-activations")
 
 
 def _unknown_arguments(job: TrainingJob) -> None:
