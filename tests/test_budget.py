@@ -164,3 +164,30 @@ def test_vllm_extensible_kv_cache_is_on_from_034_unless_turned_off():
     assert "extensible-cache margin" in breakdown("vllm serve Qwen/Qwen3-8B")
     assert "extensible-cache margin" not in breakdown("vllm serve Qwen/Qwen3-8B --no-enable-extensible-kv-cache")
     assert "extensible-cache margin" not in breakdown("vllm serve Qwen/Qwen3-8B", "--engine-version", "0.33.0")
+
+
+def test_vllm_034_budget_fraction_is_092_when_the_extensible_kv_cache_is_off():
+    # vllm 0.34.0 config/cache.py:495-501 resolved_gpu_memory_utilization: 1.0 only with the extensible KV cache,
+    # else DEFAULT_GPU_MEMORY_UTILIZATION 0.92 (:186); config/vllm.py:3180-3262 turns it off for
+    # --no-enable-extensible-kv-cache and a KV connector. The budget must use the fraction the effective
+    # configuration shows (newuser6 #2: it took the 1.0 row without its `when`, KV x 1.78).
+    def derived(cmd, count="1"):
+        code, out, err = run_cli("check", "--vllm", cmd, "--gpu", "H100-SXM", "--count", count, "--format", "json",
+                                 "--no-speed")
+        assert code in (0, 1), err
+        d = json.loads(out)
+        eff = [e["value"] for e in d["effective_config"] if e["setting"] == "gpu_memory_utilization"]
+        return d["derived"], eff
+    d, eff = derived("vllm serve Qwen/Qwen3-32B --no-enable-extensible-kv-cache")
+    assert d["kv_budget_gpu_memory_utilization"] == 0.92 == eff[0]
+    assert "cache.py:186" in d["kv_budget_utilization_source"]
+    # ceil(79.65 GiB x 0.92) = 73.28 GiB - 61.02 weights - 2.03 sampler - 0.25 graphs - 1.79 non-torch: 33,472
+    # tokens at 262,144 B (was 59,584 from x 1.0)
+    assert d["kv_tokens_per_gpu"] == 33_472
+    d, eff = derived("vllm serve Qwen/Qwen3-32B -tp 2 --kv-transfer-config "
+                     "'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'", "2")
+    assert d["kv_budget_gpu_memory_utilization"] == 0.92 == eff[0]
+    # the default (extensible on) keeps 1.0: no fire
+    d, eff = derived("vllm serve Qwen/Qwen3-32B")
+    assert d["kv_budget_gpu_memory_utilization"] == 1.0 == eff[0]
+    assert d["kv_tokens_per_gpu"] == 51_584  # x 1.0, then capped by the extensible-cache margin

@@ -198,14 +198,17 @@ def engine_table(engine: str) -> dict[str, Any] | None:
     return _engine_tables().get(engine) if engine else None
 
 
-def release_default(engine: str, key: str, version: str | None) -> tuple[Any, str] | None:
+def release_default(engine: str, key: str, version: str | None,
+                    facts: dict[str, Any] | None = None) -> tuple[Any, str] | None:
     """``(value, source)`` of an engine default that changed between releases, or None when no release
     decides it. One source of truth: the effective configuration's release table
     (catalog/engines/releases/<engine>.yaml via kg.inputs.effective.engine_default), the table ``check``
     applies to the stack; without a ``version`` the latest known release is assumed and the source says so.
+    ``facts``: the stack's (kg.inputs.effective.stack_facts), which a row's ``when`` reads (vLLM 0.34.0's 1.0
+    holds only with the extensible KV cache); none: a stack that sets nothing beyond the defaults.
     """
     from kg.inputs.effective import engine_default, latest_release
-    value, why = engine_default(engine, key, version, {})
+    value, why = engine_default(engine, key, version, facts or {})
     if value is None:
         return None
     if version:
@@ -218,7 +221,7 @@ GIVEN_FRACTION = "given (--gpu-memory-utilization / --mem-fraction-static / stac
 
 def resolve_utilization(engine: str | None, engine_version: str | None, value: Any,
                         table_default: Any = None, given: bool | None = None, *, given_source: str = GIVEN_FRACTION,
-                        table_source: str | None = None) -> tuple[float, str]:
+                        table_source: str | None = None, facts: dict[str, Any] | None = None) -> tuple[float, str]:
     """The ``gpu_memory_utilization`` (SGLang ``mem_fraction_static``, TensorRT-LLM's and LMDeploy's fraction of the
     free memory) a stack runs with, and why.
 
@@ -226,13 +229,13 @@ def resolve_utilization(engine: str | None, engine_version: str | None, value: A
     decides it for ``check``). When None, a value other than the engine table's ``defaults`` entry counts
     as given. A value not given is replaced by the release's default, else the table's. ``given_source`` and
     ``table_source`` are how the engine names a given value and its table default (its protocol's
-    ``memory_fraction``).
+    ``memory_fraction``). ``facts``: the stack's, for the release rows' ``when`` (release_default).
     """
     if given is None:
         given = value is not None and (table_default is None or float(value) != float(table_default))
     if value is not None and given:
         return float(value), given_source
-    rd = release_default(engine or "", "gpu_memory_utilization", engine_version)
+    rd = release_default(engine or "", "gpu_memory_utilization", engine_version, facts)
     if rd is not None:
         return float(rd[0]), rd[1]
     if value is not None:

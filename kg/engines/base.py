@@ -133,10 +133,11 @@ class Engine:
         settings) and its source: given, else the release's default, else the flag table's
         (kg.derive.budget.resolve_utilization)."""
         from kg.derive.budget import engine_table, resolve_utilization
-        from kg.inputs.effective import setting_given
+        from kg.inputs.effective import setting_given, stack_facts
         table_default = ((engine_table(stack.engine or "") or {}).get("defaults") or {}).get("gpu_memory_utilization")
+        given = setting_given(stack, "gpu_memory_utilization")
         return resolve_utilization(stack.engine, stack.engine_version, ns.get("gpu_memory_utilization"),
-                                   table_default, setting_given(stack, "gpu_memory_utilization"),
+                                   table_default, given, facts=None if given else stack_facts(stack, self.release_facts),
                                    **({"given_source": self.fraction_given_source} if self.fraction_given_source else {}),
                                    table_source=self.fraction_table_source)
 

@@ -174,6 +174,14 @@ def _facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, 
     return ns
 
 
+def stack_facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
+                ) -> dict[str, Any]:
+    """The facts the release table's ``when`` conditions read for ``stack`` (its values, the GPU's, the engine's
+    ``release_facts``): what ``effective_configuration`` evaluates, for a caller that asks one default itself
+    (kg.engines.base.Engine.memory_fraction)."""
+    return _facts(stack, release_facts)
+
+
 def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
                             ) -> list[dict[str, Any]]:
     """Apply the engine's release defaults to ``stack`` (module doc); return the entries for the report.
