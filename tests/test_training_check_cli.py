@@ -25,7 +25,7 @@ def test_70b_job_text_report(cli):
     assert "model states                      14.28 GiB" in out
     assert "activations                       24.47 GiB" in out
     assert "total                             38.75 GiB   of 79.65 GiB (49%)" in out
-    assert out.rstrip().splitlines()[-1] == "0 finding(s) · 30 rules held · 0 could not be evaluated"
+    assert out.rstrip().splitlines()[-1] == "0 finding(s) · 31 rules held · 0 could not be evaluated"
     assert not SERVING_WORDS.search(out), SERVING_WORDS.search(out)
 
 
@@ -68,7 +68,7 @@ def test_no_model_says_what_could_not_be_computed(cli):
     assert "No findings" not in out
     assert "training-heads-not-divisible-by-tp: missing num_attention_heads" in out
     # the summary wraps at 100 columns: compared with the wrapping folded
-    assert " ".join(out.split()).endswith("0 finding(s) · 18 rules held · 4 could not be evaluated (missing: "
+    assert " ".join(out.split()).endswith("0 finding(s) · 19 rules held · 4 could not be evaluated (missing: "
                                           "num_attention_heads, num_query_groups, gpu_memory_bytes, total_bytes)")
 
 
