@@ -69,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "framework_version", None):  # a training flag on a serving stack would be silently ignored
         raise OptkgError("--framework-version is the training framework's release (--train or a training stack); "
                          "for a serving engine give --engine-version")
+    if getattr(args, "model", None) is not None:  # the training job's model: a serving stack would ignore it
+        raise OptkgError("--model is the training job's model (--train or a training file); a serving stack names "
+                         "its model in `model:`, in the launch command, or with --config")
+    given = [f for f, d in (("--seq-length", "seq_length"), ("--micro-batch-size", "micro_batch_size"),
+                            ("--global-batch-size", "global_batch_size")) if getattr(args, d, None) is not None]
+    if given:
+        raise OptkgError(f"{', '.join(given)}: training-job flag(s) (--train or a training file); a serving check "
+                         "takes the request lengths with --isl/--osl or --request-len")
     rules = kg.load_rules("check", args.rules)
     from kg.speed.workload import workload_from_args
     workload = None if args.no_speed else workload_from_args(args)

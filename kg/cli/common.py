@@ -55,6 +55,11 @@ def resolve_gpu_arg(args: argparse.Namespace, catalog) -> Any:
     if not args.gpu.strip():
         raise OptkgError("--gpu: empty GPU name (give one such as H200, or drop --gpu to keep the stack's)")
     hw = catalog.resolve_hardware(args.gpu, mem, None if cc is None else f"{cc:.1f}")
+    if mem is not None and not hw.get("custom"):  # a catalog GPU keeps its own memory: the flag would be ignored
+        vis = f", {hw['memory_visible_mib'] / 1024:.2f} GiB visible" if hw.get("memory_visible_mib") else ""
+        raise OptkgError(f"--gpu-memory-gib {mem:g}: {args.gpu.strip()} is the catalog's {hw['id']} "
+                         f"({hw.get('memory_gib', '?')} GB{vis}), which keeps its own memory; drop --gpu-memory-gib, "
+                         "or give a GPU the catalog lacks a name of its own (e.g. --gpu H100-NVL --gpu-memory-gib 94)")
     from kg.knowledge.gpus import variant_note
     note = variant_note(catalog.hardware, args.gpu, hw)
     if note:

@@ -57,6 +57,9 @@ def parse_torchtitan_toml(text: str, name: str = "<toml>", resolver=None, world_
     """A TrainingJob from torchtitan TOML text. Raises OptkgError naming the file and key."""
     from kg.core.tomlio import loads_toml
     d = loads_toml(text, name)  # bounded: digits, nesting (kg.core.tomlio)
+    if not d:  # no table, no key (empty, or comments only): there is no job to read, not a default torchtitan job
+        raise OptkgError(f"{name}:1: the TOML file holds no tables or keys: nothing to check (a torchtitan job "
+                         "config has [job], [model], [parallelism], [training], ...)")
     job = job_from_sections(d, text, name, resolver, world_size)
     toml_release(job, d, text, name)
     return job
