@@ -150,3 +150,18 @@ def test_a_launch_scripts_exported_variables_precede_the_engine_command():
     r = measured.run_of(row, is_moe=True)
     assert r.env == {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"}
     assert run.command("/m", r).startswith("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 vllm serve /m -tp 2 ")
+
+
+def test_the_accuracy_digest_covers_the_kv_budget_and_model_facts_the_numbers_are_made_of():
+    # main's commits that moved the serving numbers while `--check` stayed green (acc5, bc1a704 / c7e380e): H200 / B200
+    # visible memory (8f721c3), MTP draft weights (f83878c), vLLM LoRA slots (cb5e847), DSA FP8 KV (1d790a0). Every
+    # file of theirs that computes a fact the Speed section reads is a digest input now
+    import run
+    inputs = {str(f.relative_to(run.REPO)) for f in run.serving_inputs()}
+    moved = {"catalog/hardware/H200.yaml", "catalog/hardware/B200.yaml", "kg/derive/drafts.py", "kg/analyses/stackfacts.py",
+             "kg/derive/budget.py", "kg/derive/lora.py", "kg/engines/base.py", "kg/engines/vllm/__init__.py",
+             "kg/engines/vllm/budget.py", "catalog/support/vllm-attention-backends.yaml", "kg/engines/dsa_kv.py",
+             "kg/engines/sglang/__init__.py", "kg/engines/vllm/kv_dtype.py", "kg/inputs/modelcfg.py"}
+    assert moved <= inputs, moved - inputs
+    # and not the training-memory model or a GPU the estimator does not time
+    assert "kg/derive/training_memory.py" not in inputs and "catalog/hardware/T4.yaml" not in inputs

@@ -37,14 +37,11 @@ def load() -> tuple[dict, list[dict]]:
 
 
 def input_digest() -> str:
-    """The rows, this harness, the serving harness it reuses and kg/speed's serving code and data."""
-    h = hashlib.sha256()
-    from run import SERVING_SOURCES
-    files = [Path(__file__), ROWS, HERE / "run.py", HERE / "measured.py", HERE / "models.yaml",
-             *(REPO / "kg" / "speed" / n for n in SERVING_SOURCES)]
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    """The rows, this harness, the serving harness it reuses and the serving inputs (run.serving_inputs: kg/speed's
+    serving code and data and the facts check derives for it)."""
+    from run import digest_files, serving_inputs
+    return digest_files([Path(__file__), ROWS, HERE / "run.py", HERE / "measured.py", HERE / "models.yaml",
+                         *serving_inputs()]).hexdigest()[:16]
 
 
 def _as_sample(r: dict) -> dict:

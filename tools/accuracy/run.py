@@ -80,18 +80,55 @@ def load_split() -> dict[str, str]:
 
 # the kg/speed files the serving estimate is made of (the training-speed modules beside them are not inputs)
 SERVING_SOURCES = ("estimator.py", "mapping.py", "serving.py", "tables.yaml", "calibration.yaml")
+# what else the serving numbers are made of: the facts `check` derives and kg.speed.serving reads (the KV budget and
+# capacity per scheduler, weights per GPU, weight / KV quantisation, the model facts of config.json, the GPU's memory,
+# the settings an engine's launch command and flag table give). A change to any of them moves the numbers (as main's
+# KV-budget and model-fact commits did before bc1a704 and c7e380e), so `--check` flags the docs; repo-relative globs
+FACT_SOURCES = ("kg/derive/__init__.py", "kg/derive/budget.py", "kg/derive/drafts.py", "kg/derive/encoder_cache.py",
+                "kg/derive/kv.py", "kg/derive/lora.py", "kg/derive/weights.py", "kg/engines/base.py",
+                "kg/engines/budget.py", "kg/engines/dsa_kv.py", "kg/engines/launch.py",
+                "kg/engines/{vllm,sglang,trtllm}/__init__.py", "kg/engines/{vllm,sglang,trtllm}/budget.py",
+                "kg/engines/{vllm,sglang,trtllm}/launch.py", "kg/engines/vllm/kv_*.py", "kg/engines/vllm/cudagraph.py",
+                "kg/engines/vllm/v0.py", "kg/engines/sglang/capacity.py", "kg/engines/sglang/pools.py",
+                "kg/engines/sglang/memfrac.py", "kg/engines/sglang/dcp.py", "kg/analyses/weightfacts.py",
+                "kg/analyses/checkpointfacts.py", "kg/analyses/stackfacts.py", "kg/inputs/modelcfg.py",
+                "kg/inputs/effective.py",  # the effective settings (running cap, prefill budget) Speed reads
+                "kg/knowledge/vocabulary.py", "catalog/engines/{vllm,sglang,trtllm}.yaml",
+                "catalog/support/vllm-attention-backends.yaml",  # the backend, and so the KV dtype / block, vLLM picks
+                # the GPUs the estimator times (kg/speed/tables.yaml systems)
+                "catalog/hardware/{systems}.yaml")
+
+
+def serving_inputs() -> list[Path]:
+    """kg/speed's serving sources and data and every file of ``FACT_SOURCES``, sorted: what a serving number depends on
+    inside the repository."""
+    import yaml
+    gpus = list((yaml.safe_load((REPO / "kg" / "speed" / "tables.yaml").read_text(encoding="utf-8")) or {})["systems"])
+    subs = {"{vllm,sglang,trtllm}": ("vllm", "sglang", "trtllm"), "{systems}": gpus}
+
+    def expand(g: str) -> list[str]:
+        for k, vals in subs.items():
+            if k in g:
+                return [x for v in vals for x in expand(g.replace(k, v))]
+        return [g]
+    facts = sorted({f for g in FACT_SOURCES for e in expand(g) for f in REPO.glob(e) if f.is_file()})
+    return [*(REPO / "kg" / "speed" / n for n in SERVING_SOURCES), *facts]
+
+
+def digest_files(files: list[Path]) -> "hashlib._Hash":
+    h = hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(REPO) if f.is_relative_to(REPO) else Path(f.name)
+        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h
 
 
 def input_digest() -> str:
-    """Digest of everything the doc depends on: the harness, split, model aliases, kg/speed sources and data,
-    the measured CSV and the estimator's release."""
+    """Digest of everything the doc depends on: the harness, split, model aliases, the serving inputs
+    (``serving_inputs``: kg/speed and the facts check derives for it), the measured CSV and the estimator's release."""
     from kg.speed.estimator import estimator_version
-    h = hashlib.sha256()
-    speed = REPO / "kg" / "speed"
-    files = [Path(__file__), HERE / "measured.py", HERE / "launches.yaml", SPLIT, MODELS,
-             *(speed / n for n in SERVING_SOURCES), package_dir() / "systems" / "silicon_sample.csv"]
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h = digest_files([Path(__file__), HERE / "measured.py", HERE / "launches.yaml", SPLIT, MODELS, *serving_inputs(),
+                      package_dir() / "systems" / "silicon_sample.csv"])
     h.update(str(estimator_version()).encode())
     return h.hexdigest()[:16]
 
