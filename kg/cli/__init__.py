@@ -16,6 +16,7 @@ import re
 import sys
 import types
 
+from kg.core import classcode
 from kg.core.deferred import defer
 
 
@@ -25,6 +26,7 @@ def _ismethod(obj: object) -> bool:
 
 
 defer("inspect", ismethod=_ismethod)  # read by dataclasses for a class without a docstring only: kg.core.deferred
+classcode.install()  # kg's dataclass methods from kept code objects, not compiled from text each run
 
 # command name -> (module, one-line help). The module is imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -250,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = _main(argv)
     finally:
+        classcode.save()
         if not one_shot:  # back to the caller's threshold (a one-shot process ends here: restoring it would only
             gc.set_threshold(*threshold)  # make the next allocation scan the ~80,000 objects made since)
     if one_shot:
