@@ -273,6 +273,9 @@ def _budget(ctx: KVContext) -> None:
         if ns.get("cpu_offload_gb"):
             apply_cpu_offload(stack, derived, ns["cpu_offload_gb"])
     given = eng.given_kv_budget(ns)
+    derived["kv_size_given_by"] = eng.kv_size_given(ns) or "none"
+    if mem is not None and ns.get("kv_budget_gib") is None and derived["kv_size_given_by"] != "none":
+        _given_size_limits(ctx, mem)
     if ns.get("kv_budget_gib") is not None:
         # a file's or a log's budget too: at most the GPU's memory (kg.derive.kv.checked_kv_budget_gib)
         where = f"{stack.source or stack.name}: kv_budget_gib"
@@ -291,6 +294,24 @@ def _budget(ctx: KVContext) -> None:
         relabel_weights_line(derived)
         derived["kv_budget_error_bytes"] = round(sb.error_bytes)
         derived["kv_budget_source"] = sb.source_text()
+
+
+def _given_size_limits(ctx: KVContext, mem: float) -> None:
+    """A KV size the stack gives (vLLM --kv-cache-memory-bytes, --num-gpu-blocks-override) is allocated as is, in one
+    tensor, whatever the GPU holds (kg.engines.vllm.VLLM.kv_size_given, ``kv_size_given_by``). What it is checked against, bytes per GPU:
+    ``kv_given_allocatable_bytes_per_gpu``, the memory after the weights (draft, LoRA slots) and non-torch, which the
+    allocation cannot exceed; ``kv_given_gpu_limit_bytes_per_gpu``, the same less the activation peak, the CUDA
+    graphs and vLLM's 150 MiB buffer (the value vLLM suggests "to fully utilize gpu memory", 0.34.0
+    v1/worker/gpu_worker.py:1135-1146); ``kv_given_error_bytes``, the estimate's error bar (the profile estimate at
+    gpu_memory_utilization 1.0: these flags ignore the fraction)."""
+    derived = ctx.derived
+    sb = stack_budget(ctx.stack, ctx.ns, ctx.model, mem, 1.0, "the whole GPU",
+                      derived.get("weight_bytes_per_gpu_checkpoint", derived["weight_bytes_per_gpu_estimate"]), ctx.tp,
+                      derived.get("draft_weight_bytes_per_gpu_estimate", 0))
+    transient = sum(x.bytes for x in sb.lines if x.name in ("activation peak", "encoder cache (profiled)", "CUDA graphs"))
+    derived["kv_given_allocatable_bytes_per_gpu"] = round(sb.kv_bytes + transient)
+    derived["kv_given_gpu_limit_bytes_per_gpu"] = max(0, round(sb.kv_bytes - 150 * 2**20))
+    derived["kv_given_error_bytes"] = round(sb.error_bytes)
 
 
 def _plan(ctx: KVContext) -> None:

@@ -162,6 +162,11 @@ class Engine:
             return ep if ep > 1 else tp * int(ns.get("dp_size") or 1)
         return tp
 
+    def kv_size_given(self, ns: dict[str, Any]) -> str | None:
+        """The flag by which the stack sets the KV cache's size itself, allocated whatever the GPU holds
+        (kg.analyses.stackfacts checks it against the memory after the weights), else None: None."""
+        return None
+
     def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
         """A KV budget the stack gives in the engine's own terms, with its source (``kv_budget_gib`` is read
         before this): none."""

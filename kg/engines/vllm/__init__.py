@@ -98,6 +98,14 @@ class VLLM(Engine):
             return None
         return "extensible-rocm" if str((stack.hardware or {}).get("vendor") or "").lower() == "amd" else "extensible"
 
+    def kv_size_given(self, ns: dict[str, Any]) -> str | None:
+        """``--kv-cache-memory-bytes`` (reserved as is, 0.34.0 v1/worker/gpu_worker.py:688-712) or
+        ``--num-gpu-blocks-override`` (the block count replaces the profiled one, v1/core/kv_cache_planning.py:
+        1617-1632): one tensor of that size is allocated (v1/worker/utils.py:645), however much memory is free."""
+        if ns.get("num_gpu_blocks_override") is not None:  # replaces the count, also under --kv-cache-memory-bytes
+            return f"--num-gpu-blocks-override {int(ns['num_gpu_blocks_override']):,}"
+        return None if ns.get("kv_cache_memory_bytes") is None else "--kv-cache-memory-bytes"
+
     def given_kv_budget(self, ns: dict[str, Any]) -> tuple[float, str] | None:
         """``--kv-cache-memory-bytes``: vLLM reserves exactly this, skipping the profile and gpu_memory_utilization
         (0.33.0 gpu_worker.py:656-675)."""
