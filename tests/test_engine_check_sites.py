@@ -670,3 +670,48 @@ def test_the_runner_checks_read_whether_the_served_class_pools_or_generates():
     assert lines("0.34.0", "pooling", "none", False, True) == [750]  # pooling a generative class without --convert
     assert lines("0.34.0", "pooling", "auto", False, True) == []  # --convert auto picks embed / classify
     assert lines("0.34.0", "generate", "none", False, False) == [745]
+
+
+def test_the_speculator_config_class_attributes_are_read_by_method(catalog):
+    """0.34.0: SpeculativeConfig.__post_init__ picks the speculator config class by method (v1/worker/gpu/spec_decode/
+    speculator_config.py:298-311, :359-385; tools/vllm_speculators.speculator_class_attrs) and reads its class
+    attributes: supported_options (speculative.py:1394-1403), adaptive_verification_uses_draft_logits (:1405-1414),
+    supports_watermarking (vllm.py:1324-1329). A JSON key not given is the field's default (draft_sample_method
+    'greedy': vllm.py:1314-1318 refuses watermarking with it)."""
+    eagle3 = '"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3'
+    ngram = '"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4'
+
+    def lines(spec: str, extra: str = "") -> list[tuple[str, int]]:
+        return _refused_lines(f"vllm serve meta-llama/Llama-3.1-8B{extra} --speculative-config '{{{spec}}}'",
+                              "0.34.0", catalog)
+    opt = ("vllm/config/speculative.py", 1399)
+    assert lines(eagle3 + ', "dspark_draft_topk": 4') == [opt]  # eagle3 takes draft_lm_head_quantization only
+    assert lines(ngram + ', "dspark_draft_topk": 4') == [opt]
+    assert lines(eagle3 + ', "draft_lm_head_quantization": "fp8"') == [] and lines(eagle3) == []
+    both = ', "enable_adaptive_verification": true, "use_local_argmax_reduction": true'
+    assert lines(eagle3 + both) == [("vllm/config/speculative.py", 1410)]
+    assert lines('"method": "suffix", "num_speculative_tokens": 3' + both) == []  # suffix: no draft logits
+    wm = " --watermark-config '{\"algorithm\": \"gumbel\"}'"
+    assert lines(ngram, wm) == [("vllm/config/vllm.py", 1315), ("vllm/config/vllm.py", 1325),
+                                ("vllm/config/vllm.py", 1334)]
+    assert lines(eagle3, wm) == [("vllm/config/vllm.py", 1315), ("vllm/config/vllm.py", 1334)]
+
+
+def test_speculator_class_attributes_differing_in_a_methods_subclasses_are_not_given():
+    import ast
+    from vllm_speculators import VARIES, speculator_class_attrs
+    base = ("_PKG = 'p'\ndef _builtin(m, n):\n    return n\nclass SpeculatorConfig:\n"
+            "    supports_watermarking: ClassVar[bool] = False\n    parallel_drafting: ClassVar[bool] = False\n"
+            "class A(SpeculatorConfig):\n    supports_watermarking = True\n"
+            "_CONFIG_BY_METHOD: dict[str, str] = {'a': _builtin('a.config', 'A'), 'base': _builtin('x', "
+            "'SpeculatorConfig')}\n")
+    sub = "from ..speculator_config import A\nclass B(A):\n    parallel_drafting = True\n"
+    files = {"vllm/v1/worker/gpu/spec_decode/speculator_config.py": base,
+             "vllm/v1/worker/gpu/spec_decode/b/config.py": sub}
+    got = speculator_class_attrs(files)
+    assert got["a"]["supports_watermarking"] is True and got["a"]["parallel_drafting"] is VARIES
+    # 'base' ends with any class of the tree: A and B watermark, SpeculatorConfig does not
+    assert got["base"]["supports_watermarking"] is VARIES
+    ast.parse(base)
+    files["vllm/v1/worker/gpu/spec_decode/c/config.py"] = "class A:\n    pass\n"
+    assert speculator_class_attrs(files) is None  # a class name defined twice: not read

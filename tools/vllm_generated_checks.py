@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
-from vllm_speculators import SPEC_DIR, filled_when_none, speculator_effects  # noqa: E402
+from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
 
 NONE = cg.NONE
 ARGS_PATH = "vllm/engine/arg_utils.py"
@@ -201,6 +201,7 @@ class VllmWalker(cg.Walker):
     model_hook_fields: dict[str, set[str]] | None = None  # attribute -> sub-configs it is assigned on ("*": any)
     speculator_fields: list[str] | None = None  # fields a speculator config class may assign (None: any)
     speculator_fills: frozenset[str] = frozenset()  # of those, the ones only ever filled in where None
+    speculator_attrs: dict[str, dict[str, Any]] | None = None  # method -> class attributes (speculator_class_attrs)
     deepseek_mla_types: list[str] = []
     in_create_model_config = 0
     in_draft_walk = False
@@ -681,6 +682,11 @@ def module_dict(w: VllmWalker, name: str, path: str) -> ast.Dict | None:
 
 
 def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
+    if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+        # ``(x := value)``: bind the local, the value is the expression's (config/speculative.py:1350 at 0.34.0)
+        v = w.value_or_taint(node.value, fr, pc)
+        w.assign(node.target, v, fr, pc)
+        return v
     if isinstance(node, ast.Name) and node.id == "current_platform" and node.id not in fr.locals:
         return w.platform
     if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch"
@@ -740,6 +746,11 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return _call_hook(w, node.func.id, node, fr, pc)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and isinstance(node.func.func, ast.Name)
+                and node.func.func.id == "get_speculator_config_class"):
+            # the ``speculator_config`` property (config/speculative.py:1418-1422 at 0.34.0): an instance of the
+            # class; its class attributes are the class's
+            return _call_hook(w, node.func.func.id, node.func, fr, pc)
         return None
     attr = node.func.attr
     base_node = node.func.value
@@ -783,6 +794,25 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
     got = draft_call_hook(w, name, node, fr, pc)  # the draft's config.json (tools/vllm_draft_walk.py)
     if got is not None:
         return got
+    if name == "get_custom_speculator_config_class" and len(node.args) == 1 and w.speculator_attrs:
+        # a custom method's config (v1/worker/gpu/spec_decode/speculator_config.py:338-355 at 0.34.0): registered by
+        # plugins (unknown here), but never under a built-in name (register_speculative_method refuses one, :325-326)
+        # nor None: None there
+        try:
+            m = w.as_text(w.value(node.args[0], fr, pc))
+        except cg.Untranslatable:
+            return None
+        builtin = tuple(sorted(set(w.speculator_attrs) | set(
+            literal_alias(w, ast.Name("SpeculativeMethod"), SPEC_CONFIG) or ())))
+        return cg.Expr(f"({NONE!r} if {m} == {NONE!r} or {m} in {builtin!r} else {cg.UNK})")
+    if name in ("get_method_config_class", "get_speculator_config_class") and len(node.args) == 1 \
+            and w.speculator_attrs:
+        try:
+            spec = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        if isinstance(spec, cg.Obj) and spec.cls == "SpeculativeConfig":
+            return speculator_class_obj(w, spec, pc)
     if name == "isinstance" and len(node.args) == 2 and isinstance(node.func, ast.Name):
         try:
             v = w.value(node.args[0], fr, pc)
@@ -1086,9 +1116,16 @@ def speculative_obj(w: "VllmWalker", node: ast.Call, fr: cg.Frame, pc: list[str]
         return None
     presence = "(" + " or ".join([raw.truth or "True"] + [f"({t} != {NONE!r})" for t in shortcuts.values()]) + ")"
     raw_free = raw.free
+    no_init = init_false_fields(w, "SpeculativeConfig")
+    spec_fields = w.dataclass_fields("SpeculativeConfig", None) or {}
 
     def free(k: str) -> Any:
+        if k in no_init:
+            return None  # not an argument the JSON can give: the field's default stands
         v = raw_free(k) if raw_free else None
+        info = w.input_info.get(JSON_FIELD.format(field="speculative_config", key=k))
+        if info is not None and not info.get("cls") and k in spec_fields:
+            info["cls"] = "SpeculativeConfig"  # a key not given is the field's default (input_default)
         if k in shortcuts and isinstance(v, cg.Expr):
             return cg.Expr(f"({shortcuts[k]} if {shortcuts[k]} != {NONE!r} else {v.text})")
         return v
@@ -1097,6 +1134,48 @@ def speculative_obj(w: "VllmWalker", node: ast.Call, fr: cg.Frame, pc: list[str]
     obj = w.new_dataclass("SpeculativeConfig", given, [spread], pc + [presence], None)
     obj.truth = presence
     return obj
+
+
+def speculator_class_obj(w: VllmWalker, spec: cg.Obj, pc: list[str]) -> cg.Obj:
+    """The speculator config class ``get_method_config_class(spec)`` / ``get_speculator_config_class(spec)`` return
+    (v1/worker/gpu/spec_decode/speculator_config.py:359-385 at 0.34.0): by ``spec.method`` (None: draft_model), a
+    class attribute every class the method may end with binds alike (tools/vllm_speculators.speculator_class_attrs);
+    a custom method (plugins) or an attribute that differs is not modelled. Its methods are not followed."""
+    attrs = w.speculator_attrs or {}
+    try:
+        method = w.as_text(w.get_attr(spec, "method", pc))
+        custom = w.as_text(w.get_attr(spec, "custom_method", pc))
+    except cg.Untranslatable:
+        return cg.Obj("speculator_class", lambda a: cg.TAINT, None)
+
+    def free(a: str) -> Any:
+        parts, known = [], False
+        for m, vals in sorted(attrs.items()):
+            v = vals.get(a, VARIES)
+            text = cg.UNK if v is VARIES else repr(v)
+            known |= v is not VARIES
+            test = f"({method} == {NONE!r} or {method} == {m!r})" if m == "draft_model" else f"{method} == {m!r}"
+            parts.append(f"{text} if {test}")
+        if not known:
+            return cg.TAINT
+        text = f"({cg.UNK} if {custom} != {NONE!r} else " + " else ".join(parts) + f" else {cg.UNK})"
+        fitted = w.fit(text)  # named as a let: the five options of speculative.py:1394-1403 read it each
+        return cg.Expr(w.new_let(fitted)) if fitted is not None else cg.TAINT
+    return cg.Obj("speculator_class", free, None)
+
+
+def init_false_fields(w: VllmWalker, cls: str) -> set[str]:
+    """Fields of dataclass ``cls`` declared ``field(..., init=False)`` (config/speculative.py:479 at 0.34.0,
+    ``custom_method``): set by the class itself, never from the user's JSON."""
+    hit = w.find_class(cls, None)
+    out = set()
+    for st in hit[0].body if hit else []:
+        if (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and isinstance(st.value, ast.Call)
+                and ast.unparse(st.value.func).split(".")[-1] == "field"
+                and any(k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False
+                        for k in st.value.keywords)):
+            out.add(st.target.id)
+    return out
 
 
 def optimization_level_fields(w: VllmWalker) -> list[tuple[str, ...]]:
@@ -1470,6 +1549,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     got = speculator_effects(sources)
     w.speculator_fields = got[0] if got else None
     w.speculator_fills = frozenset(filled_when_none(sources, got[0])) if got else frozenset()
+    w.speculator_attrs = speculator_class_attrs(sources)
     fields = engine_args_fields(w)
     args = args_obj(w, fields)
     post = w.find_method("EngineArgs", "__post_init__", ARGS_PATH)

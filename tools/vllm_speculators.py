@@ -214,6 +214,103 @@ def filled_when_none(files: dict[str, str], fields: list[str]) -> list[str]:
     return sorted(ok)
 
 
+BASE_CONFIG = SPEC_DIR + "speculator_config.py"
+VARIES = object()  # a class attribute that differs between the classes a method may end with, or is not a literal
+
+
+def _literal(v: ast.AST) -> Any:
+    """A class attribute's literal value (``frozenset({...})`` of strings as the sorted tuple ``in`` reads)."""
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("frozenset", "set") \
+            and not v.keywords and len(v.args) <= 1:
+        items = ast.literal_eval(v.args[0]) if v.args else ()
+        if all(isinstance(x, str) for x in items):
+            return tuple(sorted(items))
+        raise ValueError("not strings")
+    got = ast.literal_eval(v)
+    if isinstance(got, (bool, int, str)) or got is None:
+        return got
+    raise ValueError("not a scalar")
+
+
+def speculator_class_attrs(files: dict[str, str]) -> dict[str, dict[str, Any]] | None:
+    """method -> {class attribute -> value} of the speculator config class a built-in method ends with: the class
+    ``_CONFIG_BY_METHOD`` names (v1/worker/gpu/spec_decode/speculator_config.py:298-311 at 0.34.0), or the subclass
+    the draft checkpoint declares (``get_speculator_config_class``: used only when a subclass of it, :375-385) or
+    ``specialize`` returns (mtp/config.py:32-40). An attribute is given only where every class of the method's
+    subclass tree (all classes of the speculator config modules, read with ``ast``) binds it to the same literal;
+    VARIES otherwise. None when the release has no such table or a class name is defined twice."""
+    mods = {p: t for p, t in files.items() if p.startswith(SPEC_DIR) and p.endswith("config.py")}
+    if BASE_CONFIG not in mods:
+        return None
+    classes: dict[str, ast.ClassDef] = {}
+    table: dict[str, str] = {}
+    for p, t in sorted(mods.items()):
+        tree = ast.parse(t)
+        for c in tree.body:
+            if isinstance(c, ast.ClassDef):
+                if c.name in classes:
+                    return None
+                classes[c.name] = c
+        if p == BASE_CONFIG:
+            for n in tree.body:
+                tgt = n.target if isinstance(n, ast.AnnAssign) else n.targets[0] if isinstance(n, ast.Assign) else None
+                if isinstance(tgt, ast.Name) and tgt.id == "_CONFIG_BY_METHOD" and isinstance(n.value, ast.Dict):
+                    for k, v in zip(n.value.keys, n.value.values):
+                        if (isinstance(k, ast.Constant) and isinstance(v, ast.Call) and len(v.args) == 2
+                                and isinstance(v.args[1], ast.Constant)):
+                            table[k.value] = v.args[1].value
+    if not table or "SpeculatorConfig" not in classes:
+        return None
+    bases = {n: [b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in c.bases] for n, c in classes.items()}
+
+    def mro(name: str) -> list[str] | None:  # single inheritance chains only (every class here has one base)
+        out = []
+        while name in classes:
+            out.append(name)
+            if len(bases[name]) != 1:
+                return out if not bases[name] else None
+            name = bases[name][0]
+        return out if name in ("object",) or not out or out[-1] == "SpeculatorConfig" else None
+
+    def attr(name: str, a: str) -> Any:
+        chain = mro(name)
+        if chain is None:
+            return VARIES
+        for c in chain:
+            for st in classes[c].body:
+                tgt = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+                    st.target if isinstance(st, ast.AnnAssign) and st.value is not None else None
+                if isinstance(tgt, ast.Name) and tgt.id == a:
+                    try:
+                        return _literal(st.value)
+                    except (ValueError, SyntaxError, TypeError):
+                        return VARIES
+                if isinstance(st, ast.FunctionDef) and st.name == a:
+                    return VARIES
+        return VARIES
+    names = set()
+    for st in classes["SpeculatorConfig"].body:
+        tgt = st.target if isinstance(st, ast.AnnAssign) and st.value is not None else None
+        if isinstance(tgt, ast.Name) and "ClassVar" in ast.unparse(st.annotation):
+            names.add(tgt.id)
+    out: dict[str, dict[str, Any]] = {}
+    for method, root in table.items():
+        if root not in classes:
+            continue
+        tree = {root}
+        while True:  # every subclass, transitively
+            more = {n for n, bs in bases.items() if n not in tree and any(b in tree for b in bs)}
+            if not more:
+                break
+            tree |= more
+        vals = {}
+        for a in sorted(names):
+            got = {repr(attr(c, a)) if attr(c, a) is not VARIES else "VARIES" for c in tree}
+            vals[a] = attr(root, a) if len(got) == 1 and "VARIES" not in got else VARIES
+        out[method] = vals
+    return out
+
+
 if __name__ == "__main__":
     import sys
     import zipfile
