@@ -482,3 +482,19 @@ def test_tensorrt_llm_attention_dp_balance_read_from_the_llm_api_yaml_adds_its_h
     assert sp["context_hold_steps"] == pytest.approx(adp_balance_hold_steps(8, 32, 1024, 60, 0))
     assert sp["ttft_ms"] - plain["ttft_ms"] == pytest.approx(sp["context_hold_steps"] * sp["itl_ms"])
     assert any("enable_balance" in n and "timeout_iters 60" in n for n in sp["notes"])
+
+
+def test_sglang_prefill_budget_left_unset_is_the_one_sglang_picks_from_the_gpu_memory(catalog):
+    # newuser5 #8: SGLang picks chunked_prefill_size from the GPU's memory (0.5.5 srt/server_args.py:689-770: 8,192
+    # below 160 GiB, 16,384 above) and divides it by the DP size under DP attention (:1382); Speed assumed 8,192
+    from types import SimpleNamespace
+    from kg.speed.mapping import Parallel, _sglang_ctx_default
+    b200, h200 = catalog.resolve_hardware("B200"), catalog.resolve_hardware("H200")
+    one = Parallel(2, 1, 1, 2, 1, 2)
+    stack = lambda hw, tech: SimpleNamespace(hardware=hw, techniques=tech, engine_version="0.5.9")  # noqa: E731
+    assert _sglang_ctx_default(stack(b200, {}), one)[0] == 16384  # 183,359 MiB visible
+    assert _sglang_ctx_default(stack(h200, {}), one)[0] == 8192  # 143,771 MiB
+    dp8 = Parallel(1, 1, 8, 8, 1, 8)  # --tp 8 --dp 8 --enable-dp-attention
+    got, why = _sglang_ctx_default(stack(b200, {"dp-attention": {}}), dp8)
+    assert got == 2048 and "16,384 / 8 DP-attention ranks = 2,048" in why
+    assert _sglang_ctx_default(stack(b200, {}), dp8)[0] == 16384  # --dp 8 replicas: each keeps the whole budget

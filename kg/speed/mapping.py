@@ -186,6 +186,26 @@ def _trtllm_context_hold(values: dict[str, Any], par: Parallel, running_per_rank
                    f"batching_wait_iters {b}): ~{steps:.1f} decode steps of wait added to TTFT")
 
 
+def _sglang_ctx_default(stack: Any, par: Parallel) -> tuple[int, str] | None:
+    """SGLang's ``chunked_prefill_size`` when the launch does not give it: picked from the GPU's memory (kg.engines.sglang
+    .memfrac.gpu_defaults, the buckets that also size its default mem_fraction_static: below 160 GiB 8,192 on H100 /
+    H200, 16,384 above on B200), divided by the DP size under DP attention. The same H100 / H200 / B200 values at
+    0.5.1 (srt/server_args.py:406-415, :538), 0.5.5 (:689-770, :1382) and 0.5.23 (srt/arg_groups/memory_hook.py:146-170,
+    parallel_hook.py:326-331). None when the GPU's memory is not known."""
+    from kg.derive.kv import gpu_memory_bytes
+    from kg.engines.sglang.memfrac import gpu_defaults
+    hw = stack.hardware if isinstance(stack.hardware, dict) else None
+    mem = gpu_memory_bytes(hw) if hw else None
+    if not mem:
+        return None
+    cps, _ = gpu_defaults(mem / 2**20, par.tp_size * par.attention_dp_size, getattr(stack, "engine_version", None))
+    dp_attention = "dp-attention" in (stack.techniques or {}) and par.attention_dp_size > 1
+    per_rank = max(1, cps // par.attention_dp_size) if dp_attention else cps
+    split = f" / {par.attention_dp_size} DP-attention ranks = {per_rank:,}" if dp_attention else ""
+    return per_rank, (f"chunked_prefill_size not given: SGLang's default for a GPU of {mem / 2**30:,.1f} GiB, {cps:,}"
+                      f"{split} prefill tokens per step (sglang 0.5.5 srt/server_args.py:689-770)")
+
+
 def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
     """KV tokens one running request holds under the engine's admission (see module doc)."""
     return isl + (osl if admission == "reserve" else osl // 2)
@@ -205,11 +225,15 @@ class EngineMapping:
     # engine steps a request's prefill is held by the scheduler before it runs (and the note saying so), from the
     # stack's settings, the layout, running requests per rank and OSL; None: the scheduler holds none
     context_hold: Callable[[dict[str, Any], Parallel, int, int], tuple[float, str]] | None = None
+    # the prefill budget the engine picks itself when the launch does not give ``ctx_setting`` (and the note saying
+    # so), from the stack and its layout; None: ``ctx_default`` is assumed
+    ctx_from_stack: Callable[[Any, Parallel], tuple[int, str] | None] | None = None
 
 
 ENGINES: dict[str, EngineMapping] = {
     "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm, _vllm_auto_kv),
-    "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv),
+    "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv,
+                            ctx_from_stack=_sglang_ctx_default),
     "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv,
                             _trtllm_context_hold),
 }

@@ -409,8 +409,10 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
         notes.append(f"{engine} release {release} assumed (the latest optkg knows); pass --engine-version")
     ctx = _setting(report, values, mapping.ctx_setting)
     if not isinstance(ctx, int) or ctx < 1:
-        ctx = mapping.ctx_default
-        notes.append(f"{mapping.ctx_setting} not known: {ctx:,} prefill tokens per step assumed")
+        picked = mapping.ctx_from_stack(stack, par) if mapping.ctx_from_stack else None
+        ctx, why = picked or (mapping.ctx_default,
+                              f"{mapping.ctx_setting} not known: {mapping.ctx_default:,} prefill tokens per step assumed")
+        notes.append(why)
     # running-request cap per scheduler: the engine's setting and optkg's KV capacity
     per_req = kv_tokens_per_request(mapping.admission, wl.isl, wl.osl)
     block = int(d.get("kv_block_size") or 1)
