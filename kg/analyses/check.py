@@ -245,9 +245,14 @@ def report_of(c: Checked, catalog: Catalog) -> Report:
 
 
 def _is_effect_note(rule) -> bool:
-    from kg.knowledge.couplings import EFFECT_KINDS
-    return bool(rule.coupling) and (rule.severity or "info") == "info" and len(rule.tags) > 1 \
-        and rule.tags[1] in EFFECT_KINDS
+    """Kept on the rule object (its fields do not change once loaded): a sweep asks for every fired rule of
+    every combination."""
+    hit = rule.__dict__.get("_effect_note")
+    if hit is None:
+        from kg.knowledge.couplings import EFFECT_KINDS
+        hit = rule.__dict__["_effect_note"] = bool(rule.coupling) and (rule.severity or "info") == "info" \
+            and len(rule.tags) > 1 and rule.tags[1] in EFFECT_KINDS
+    return hit
 
 
 def not_evaluable_entry(f: Firing, stack: Stack, unknown: dict[str, str] | None = None) -> dict[str, Any]:

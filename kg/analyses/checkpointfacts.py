@@ -27,7 +27,7 @@ def apply_checkpoint_size(stack: Stack, derived: dict[str, Any], weights: float)
     derived["weight_bytes_total"] = derived.get("weight_bytes_total_estimate")
     derived["weight_bytes_source"] = "estimate"
     m = stack.model
-    ck, note = checkpoint_size(m.source if m is not None else "")
+    ck, note = _checkpoint_size(m.source if m is not None else "")
     if note and note not in stack.notes:
         stack.notes.append(note)
     est_total = float(derived.get("weight_bytes_total_estimate") or 0)
@@ -45,6 +45,20 @@ def apply_checkpoint_size(stack: Stack, derived: dict[str, Any], weights: float)
         f"{est_total / GIB:,.2f} GiB); {per_gpu / GIB:,.2f} GiB per GPU (estimate {weights / GIB:,.2f}) is what the "
         "fit decision and the KV budget use; the checkpoint counts every stored tensor, also ones the engine may skip")
     return per_gpu
+
+
+def _checkpoint_size(source: str):
+    """kg.inputs.checkpoint_index.checkpoint_size, read once per model source in a sweep (kg.engine.incremental:
+    its data files are read as it first read them; the checkpoint's likewise)."""
+    from kg.engine.incremental import current
+    session = current()
+    if session is None:
+        return checkpoint_size(source)
+    key = ("checkpoint-size", source)
+    hit = session.extra.get(key)
+    if hit is None:
+        hit = session.extra[key] = checkpoint_size(source)
+    return hit
 
 
 def apply_cpu_offload(stack: Stack, derived: dict[str, Any], gib: Any) -> None:

@@ -63,8 +63,10 @@ def draft_config_keys(stack: Any, given: Any, ns: dict[str, Any], reads: Any) ->
     ``--config-format`` other than auto / hf); None when a draft is named but its config.json cannot be read."""
     from kg.frameworks.checkrows import NONE
     name = ns.get("speculative_model")
+    if not name:  # no draft (most stacks): the names read need not be looked through
+        return {}
     wanted = [n for n in reads if str(n).startswith(PREFIX)]
-    if not name or not wanted or given("hf_overrides") or given("hf_config_path"):
+    if not wanted or given("hf_overrides") or given("hf_config_path"):
         return {}
     if given("config_format") and str(ns.get("config_format", "auto")).lower() not in ("auto", "hf"):
         return {}

@@ -130,6 +130,12 @@ def yaml_files_stamp(folder: Path | str) -> tuple[list[str], tuple]:
 _FROZEN: Any = None  # a ContextVar, made by the first ``frozen_stamps``
 
 
+def frozen_memo() -> dict[Any, Any] | None:
+    """The memo of the current ``frozen_stamps`` (None outside one): a table built from data files can be kept
+    there under a key of its own (a tuple: folder paths are strings), as the files were first read."""
+    return _FROZEN.get() if _FROZEN is not None else None
+
+
 def frozen_stamps(memo: dict[str, Any] | None):
     """Context manager: inside it ``yaml_files_stamp`` lists and stats each folder once and then answers from
     ``memo`` (None: as usual). A sweep (kg.engine.incremental.use) reads the data files as they were when it

@@ -37,7 +37,18 @@ _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
 
 def release_tables() -> dict[str, dict[str, Any]]:
-    """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions)."""
+    """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions; inside
+    kg.core.paths.frozen_stamps, a sweep, looked up once)."""
+    frozen = paths.frozen_memo()
+    if frozen is not None:
+        hit = frozen.get(("release-tables",))
+        if hit is None:
+            hit = frozen[("release-tables",)] = _release_tables()
+        return hit
+    return _release_tables()
+
+
+def _release_tables() -> dict[str, dict[str, Any]]:
     files, key = paths.yaml_files_stamp(paths.catalog_path("engines", "releases"))
     if key not in _TABLES:
         from kg.core import cache
@@ -202,9 +213,7 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
         version = Release(latest)  # newer than known: the newest knowledge
     present = set(stack.techniques)
     fns = {"has": present.__contains__}
-    by_setting: dict[str, list[dict[str, Any]]] = {}
-    for e in t.get("defaults") or []:
-        by_setting.setdefault(str(e["setting"]), []).append(e)
+    by_setting = _by_setting(t)
     out: list[dict[str, Any]] = []
     facts = None  # the stack's facts: built when a `when` or value expression reads them, again after a default
     for name, entries in by_setting.items():
@@ -262,6 +271,23 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
                                           + (f", because {e['when']}" if e.get("when") else ""),
                     "brief": bool(e.get("brief"))})
     return out
+
+
+_BY_SETTING: dict[int, tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]] = {}
+
+
+def _by_setting(t: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A release table's default entries per setting, in file order (once per table object: a sweep asks per stack;
+    read only)."""
+    hit = _BY_SETTING.get(id(t))
+    if hit is None or hit[0] is not t:
+        by_setting: dict[str, list[dict[str, Any]]] = {}
+        for e in t.get("defaults") or []:
+            by_setting.setdefault(str(e["setting"]), []).append(e)
+        if len(_BY_SETTING) > 64:
+            _BY_SETTING.clear()
+        hit = _BY_SETTING[id(t)] = (t, by_setting)  # the table is kept: its id is not reused meanwhile
+    return hit[1]
 
 
 def engine_default(engine: str, setting: str, version: str | None, facts: dict[str, Any]) -> tuple[Any, str]:

@@ -103,8 +103,24 @@ def model_source_facts(stack: Any) -> dict[str, Any]:
 
 
 def registry_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
-    """The facts of the module doc for ``stack`` (``ns``: its values), and ``model_source_facts``."""
-    return {**model_source_facts(stack), **_registry_facts(stack, ns)}
+    """The facts of the module doc for ``stack`` (``ns``: its values), and ``model_source_facts``. In a sweep
+    (kg.engine.incremental) kept per model (its config.json object and name), release and the six inputs they read
+    besides it."""
+    from kg.engine.incremental import current
+    session = current()
+    if session is None:
+        return {**model_source_facts(stack), **_registry_facts(stack, ns)}
+    from kg.inputs.effective import setting_given
+    m = getattr(stack, "model", None)
+    raw = getattr(m, "raw_config", None)
+    key = ("vllm-registry", id(raw), getattr(m, "name", None), getattr(stack, "engine_version", None),
+           *(setting_given(stack, n) for n in ("hf_overrides", "hf_config_path", "model_class_overrides",
+                                              "config_format")),
+           str(ns.get("config_format", "auto")).lower(), str(ns.get("model_impl") or "auto").lower())
+    hit = session.extra.get(key)
+    if hit is None or hit[0] is not raw:
+        hit = session.extra[key] = (raw, {**model_source_facts(stack), **_registry_facts(stack, ns)})  # raw kept
+    return {k: list(v) if v.__class__ is list else v for k, v in hit[1].items()}
 
 
 def _registry_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:

@@ -202,11 +202,18 @@ def flag_defaults(engine: str | None) -> dict[str, Any]:
     entries of ``catalog/engines/<engine>.yaml`` that give one (the released dataclass/argparse default the entry's
     evidence points at; an option a release does not have is off there too). {} for an engine without a table."""
     table = _engine_tables().get(engine or "") or {}
+    hit = _FLAG_DEFAULTS.get(engine)
+    if hit is not None and hit[0] is table:  # one dict per table object (read only: check reads it per stack)
+        return hit[1]
     out: dict[str, Any] = {}
     for spec in [*(table.get("flags") or []), *(table.get("env") or {}).values()]:
         if isinstance(spec, dict) and "default" in spec and spec.get("set"):
             out.setdefault(str(spec["set"]), spec["default"])
+    _FLAG_DEFAULTS[engine] = (table, out)  # the table is kept: its identity is the key
     return out
+
+
+_FLAG_DEFAULTS: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
 def _program_heads() -> set[str]:
