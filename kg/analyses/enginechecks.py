@@ -443,7 +443,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     defaulted_techs = set(((getattr(stack, "defaulted", None) or {}).get("techniques")) or []) if stack else set()
     techniques = set(ns.get("techniques") or ())
     rows = d["rows"]
-    lets = {x[0]: x for x in d["lets"]}  # named long values, evaluated before a row
+    lets = {x[0]: x for x in d["lets"]} if sweep is None else None  # named long values, evaluated before a row
     reads, union = _row_reads(d)
     refusals, evaluated = [], 0
     own = _input_rows(d, stack) if d.get("inputs") else None

@@ -6,6 +6,7 @@ reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
 from __future__ import annotations
 
 from itertools import repeat
+from operator import is_
 from typing import Any
 
 
@@ -32,7 +33,6 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     among the names it reads), and run only for inputs not met before in the sweep."""
     from kg.engine.incremental import MISSING, Memo, Numbers, changed, freeze
     rows = d["rows"]
-    lets = {x[0]: x for x in d["lets"]}
     plan = session.extra.get(("rows", id(d)))
     if plan is None or plan[0] is not d:
         index: dict[Any, set[int]] = {}
@@ -48,28 +48,46 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
                 index.setdefault(n, set()).add(i)
         flags = tuple(k for k in index if k.__class__ is tuple)
         from kg.frameworks.checkrows import names_of
+        lets = {x[0]: x for x in d["lets"]}
         let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
         pos = [{n: j for j, n in enumerate(ins)} for ins in inputs]
+        # the flags' names: ("given", name) -> name, ("technique", id) -> id, each kind apart
+        gflags = {k[1]: k for k in flags if k[0] == "given"}
+        tflags = {k[1]: k for k in flags if k[0] != "given"}
         plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), tuple(sorted(union)),
-                                                 Numbers(), _LetValues(lets, let_names), pos, [None] * len(rows),
-                                                 [None] * len(rows)]
-    index, prev, inputs, flags, memo, names, numbers = plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7]
-    let_values, pos, parts, last = plan[8], plan[9], plan[10], plan[11]
+                                                 Numbers(), _LetValues(lets, let_names), pos, None, None, lets,
+                                                 gflags, tflags, frozenset(gflags), {}]  # 2, 10, 11: unused
+    index, inputs, flags, memo, names, numbers = plan[1], plan[3], plan[4], plan[5], plan[6], plan[7]
+    let_values, pos, lets = plan[8], plan[9], plan[12]
+    gflags, tflags = plan[13], plan[14]
+    # one state per technique set, as kg.engine.incremental.RuleState: a stack is compared with the last stack of
+    # its technique set (a sweep alternates them: KV fp8 on / off), so the rows reading ``techniques`` stay put
+    tset = frozenset(techniques)
+    state = plan[16].get(tset)
+    if state is None:
+        if len(plan[16]) > 256:
+            plan[16].clear()
+        state = plan[16][tset] = [None, [None] * len(rows), [None] * len(rows)]
+    prev, parts, last = state
     tup = tuple(map(base.get, names, repeat(MISSING, len(names))))
-    now = dict(zip(names, tup))
-    for key in flags:
-        now[key] = given(key[1]) if key[0] == "given" else (key[1] in techniques and key[1] not in defaulted_techs)
+    # the flags that are true: the defaulted names the stack gives, the techniques that set an option
+    given_now = frozenset(filter(given, plan[15]))
+    tech_now = frozenset([t for t in tflags if t in techniques and t not in defaulted_techs])
 
     def number(n: Any) -> int:
-        return numbers.number(None, freeze(now[n]))
+        if n.__class__ is tuple:  # a flag
+            v = n[1] in given_now if n[0] == "given" else n[1] in tech_now
+        else:
+            v = base.get(n, MISSING)
+        return numbers.number(None, freeze(v))
     if prev is None:  # every row's input numbers, kept per row and updated where an input changes
         todo, out = range(len(rows)), [None] * len(rows)
         for i in todo:
             parts[i] = [number(n) for n in inputs[i]]
     else:
         redo: set[int] = set()
-        before = prev[0]
-        moved = changed(names, tup, prev[2]) + [n for n in flags if now[n] is not before[n]]  # flags: True / False
+        moved = changed(names, tup, prev[2]) + [gflags[n] for n in given_now ^ prev[0]] \
+            + [tflags[t] for t in tech_now ^ prev[3]]
         for n in moved:
             k = number(n)
             for i in index[n]:
@@ -84,7 +102,7 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
             done = memo.put(key, [_row_again(s, lets, row_facts(s, reads[i], base, given, techniques,
                                                                 defaulted_techs), let_values, last, i), None])
         out[i] = done
-    plan[2] = (now, out, tup)
+    state[0] = (given_now, out, tup, tech_now)
     return out
 
 
@@ -120,14 +138,20 @@ class _LetValues:
         from kg.engine.incremental import Memo, Numbers
         self.lets, self.names = lets, names
         self.numbers, self.memo, self.last = Numbers(), Memo(), {}
+        self.seen: dict[str, tuple[tuple[Any, ...], Any]] = {}  # let -> the values it read last, its value
 
     def value(self, name: str, expr: str, facts: dict[str, Any]) -> Any:
         from kg.engine.expr import ExprTypeError, MissingFact, evaluate
         from kg.engine.incremental import MISSING
         from kg.frameworks.checkrows import FUNCTIONS
+        names = self.names[name]
+        vals = tuple(map(facts.get, names, repeat(MISSING, len(names))))
+        seen = self.seen.get(name)
+        if seen is not None and all(map(is_, vals, seen[0])):
+            out = seen[1]  # the very values of its last evaluation (the rows of a stack share most lets)
+            return None if out is _NONE else out
         last, number, parts = self.last, self.numbers.number, []
-        for n in self.names[name]:
-            v = facts.get(n, MISSING)
+        for n, v in zip(names, vals):
             hit = last.get(n)
             if hit is None or hit[0] is not v:
                 hit = last[n] = (v, number(v))
@@ -139,7 +163,8 @@ class _LetValues:
                 out = evaluate(expr, facts, FUNCTIONS)
             except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
                 out = _FAILED
-            self.memo.put(key, out if out is not None else _NONE)
+            out = self.memo.put(key, out if out is not None else _NONE)
+        self.seen[name] = (vals, out)  # the values are kept: their identities are not reused meanwhile
         return None if out is _NONE else out
 
 
@@ -153,7 +178,7 @@ def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], 
     a let that differs (a let's presence and value depend on nothing else: kg.frameworks.checkrows.names_of of its
     expression); those go through ``let_values``."""
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
-    from kg.engine.incremental import MISSING, same
+    from kg.engine.incremental import MISSING, changed, same
     from kg.frameworks.checkrows import FUNCTIONS
     if not all(facts.get(n) is not None for n in s["needs"]):
         return 0
@@ -164,15 +189,19 @@ def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], 
     else:
         before, full = was
         full = dict(full)
-        dirty = set()
-        for n in facts.keys() | before.keys():
-            v, w = facts.get(n, MISSING), before.get(n, MISSING)
-            if v is not w and not same(v, w):
-                dirty.add(n)
-                if v is MISSING:
-                    del full[n]
-                else:
-                    full[n] = v
+        if facts.keys() == before.keys():  # the same names (most rows): their values compared at C speed first
+            ks = tuple(facts)
+            moved = changed(ks, tuple(map(facts.__getitem__, ks)), tuple(map(before.__getitem__, ks)))
+        else:
+            moved = [n for n in facts.keys() | before.keys()
+                     if not same(facts.get(n, MISSING), before.get(n, MISSING))]
+        dirty = set(moved)
+        for n in moved:
+            v = facts.get(n, MISSING)
+            if v is MISSING:
+                del full[n]
+            else:
+                full[n] = v
     names = let_values.names
     for name in s["lets"]:
         if dirty is not None and dirty.isdisjoint(names[name]):
