@@ -11,6 +11,7 @@ a sweep's findings with and without the memo). ``Memo`` is such a memo, bounded.
 from __future__ import annotations
 
 from itertools import repeat
+from operator import is_
 from typing import Any, Hashable, Mapping
 
 MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
@@ -37,6 +38,7 @@ def freeze(v: Any) -> Hashable:
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_MUTABLE = frozenset({list, dict, set})  # a value of these types may have changed though it is the same object
 
 
 def plain_copy(v: Any) -> Any:
@@ -213,6 +215,7 @@ class RuleState:
         self.engine, self.version = engine, version
         self.prev_vals: dict[str, Any] | None = None
         self.prev_facts: Any = None
+        self.prev_raw: Any = None  # the facts list ``prev_facts`` froze
         self.prev_matched: dict[str, list] | None = None
         self.prev_out: list[Any] = []
         self.prev_parent: list[bool] = []
@@ -235,7 +238,11 @@ class RuleState:
     def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], compiled) -> tuple[dict[str, list], set[int] | None,
                                                                                   dict[str, Any], Any]:
         """(matched rules, the rule indices to re-run or None for all, this stack's values, its frozen facts)."""
-        ff = tuple([freeze(f) for f in facts])
+        if self.prev_raw is not None and same(facts, self.prev_raw):
+            ff = self.prev_facts  # the facts of the last stack again (most stacks): not frozen again
+        else:
+            ff = tuple([freeze(f) for f in facts])
+        self.cur_raw = facts
         union = self.union
         tup = self.cur_tup = tuple(map(ns.get, union, repeat(MISSING, len(union))))
         vals = dict(zip(union, tup))
@@ -326,7 +333,7 @@ class RuleState:
 
     def end(self, matched: dict[str, list], vals: dict[str, Any], ff: Any, out: list[Any], parent: list[bool]) -> None:
         self.prev_matched, self.prev_vals, self.prev_facts, self.prev_out, self.prev_parent = matched, vals, ff, out, parent
-        self.prev_tup = self.cur_tup
+        self.prev_tup, self.prev_raw = self.cur_tup, self.cur_raw
 
 
 class _Reads(Mapping):
@@ -371,6 +378,7 @@ class Session:
     def __init__(self) -> None:
         self.states: dict[tuple[int, Any, Any], tuple[Any, RuleState]] = {}
         self.calls: dict[Any, list[tuple[tuple[str, ...], Memo]]] = {}
+        self.last_call: dict[Any, tuple[tuple[str, ...], tuple[Any, ...], Any]] = {}  # key -> names, values, result
         self.pinned: list[Any] = []  # large values keyed by identity (``_key``) are kept alive
         self.extra: dict[Any, Any] = {}  # other modules' per-sweep state (kg.analyses.enginechecks: rows)
         self.kept: dict[int, Any] = {}  # objects ``call`` keys name by identity
@@ -391,10 +399,17 @@ class Session:
             key = fn
         for obj in keep:
             self.kept.setdefault(id(obj), obj)
+        last = self.last_call.get(key)
+        if last is not None:
+            # the values it read last time are the very same (immutable) objects: the same result, without keys
+            vals = tuple(map(ns.get, last[0], repeat(MISSING, len(last[0]))))
+            if all(map(is_, vals, last[1])) and not any([v.__class__ in _MUTABLE for v in vals]):
+                return _fresh(last[2], fresh)
         entries = self.calls.setdefault(key, [])
         for names, memo in entries:
             hit = memo.get(tuple([_key(ns.get(n, MISSING)) for n in names]))
             if hit is not None:
+                self.last_call[key] = (names, tuple(map(ns.get, names, repeat(MISSING, len(names)))), hit)
                 return _fresh(hit, fresh)
         rec = _Reads(ns)
         out = fn(rec)
@@ -404,12 +419,14 @@ class Session:
         if len(self.pinned) > 10_000:
             self.pinned.clear()
             self.calls.clear()  # an unpinned identity could be reused: forget everything keyed on one
+            self.last_call.clear()
             entries = self.calls.setdefault(key, [])
         memo = next((m for n, m in entries if n == names), None)
         if memo is None:
             memo = Memo(50_000)
             entries.append((names, memo))
-        memo.put(tuple([_key(v) for v in vals]), _fresh(out, fresh))
+        hit = memo.put(tuple([_key(v) for v in vals]), _fresh(out, fresh))
+        self.last_call[key] = (names, tuple(vals), hit)
         return out
 
     def rules(self, rs: Any, engine: str | None, version: str | None) -> RuleState:

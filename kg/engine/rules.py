@@ -715,8 +715,8 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
             return Firing(r, False, f"condition is false: {r.condition}")
         nums = {k: evaluate(v, local, functions) for k, v in r.numbers.items()}
         sev = r.severity
-        for band in r.severity_bands:
-            if evaluate(band["when"], {**ns, **extra, **nums}, functions):
+        for band in r.severity_bands:  # the numbers, then the match's facts, then ns (a view, not a copy of ns)
+            if evaluate(band["when"], ChainMap(nums, extra, ns), functions):
                 sev = band["severity"]
                 break
     except MissingFact as e:
@@ -728,4 +728,4 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
     if sev is None or sev == "none":
         return Firing(r, False, "no severity band applies")
     nums = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in nums.items()}
-    return Firing(r, True, "fired", sev, nums, _fmt(r.message, {**ns, **extra, **nums}), matches[0])
+    return Firing(r, True, "fired", sev, nums, _fmt(r.message, ChainMap(nums, extra, ns)), matches[0])
