@@ -200,6 +200,11 @@ def check_parts(stack: Stack, catalog: Catalog, rules: RuleSet) -> Checked:
     stack.techniques = {k: dict(v) for k, v in stack.techniques.items()}
     effective = effective_configuration(stack, of(stack).release_facts)
     facts, ns = stack_facts(stack)
+    if ns.get("max_model_len_auto"):  # --max-model-len auto: the length vLLM fits, not the release default
+        for e in effective:
+            if e["setting"] == "max_model_len" and ns.get("max_model_len_effective"):
+                e.update(value=ns["max_model_len_effective"], source="given: auto", releases=None, evidence=[],
+                         why=str(ns.get("max_model_len_source") or "").removeprefix("--max-model-len auto: "))
     firings = _evaluate(rules, facts, ns, stack, catalog)
     stored = stored_kv_capacity(stack, {f.rule.id for f in firings if f.fired}, stack_facts)
     if stored is not None:  # capacity (table and rules) at the KV dtype the engine stores; the rule saying so stays

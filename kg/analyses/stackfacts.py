@@ -93,6 +93,7 @@ def stack_facts(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         _budget(ctx)
         _plan(ctx)
         _capacity(ctx)
+        _auto_fit_max_model_len(ctx)
     _hardware_facts(stack, ns, facts)
     from kg.analyses.nodefacts import node_facts
     nodes = node_facts(stack, ns)
@@ -391,6 +392,32 @@ def _capacity(ctx: KVContext) -> None:
             request_kv_bytes_per_gpu(lay_dcp, derived["max_model_len_effective"], block))
     if lay_dcp.replication_factor > 1 and lay.bytes_per_token_per_gpu_unreplicated:
         derived["kv_tokens_per_gpu_if_unreplicated"] = int(budget // lay.bytes_per_token_per_gpu_unreplicated)
+
+
+def _auto_fit_max_model_len(ctx: KVContext) -> None:
+    """Step 5b: ``--max-model-len auto`` / ``-1`` (vLLM >= 0.14.0, kg.inputs.launch.argv sets ``max_model_len_auto``):
+    vLLM keeps the model's length when one request of it fits the KV cache and otherwise lowers max_model_len to the
+    longest that fits (0.34.0 v1/core/kv_cache_planning.py:1381-1500 ``_auto_fit_max_model_len``, called at :1647
+    when ``original_max_model_len == -1``; 0.14.0 v1/core/kv_cache_utils.py:1389, :1508). The plan and capacity are
+    then those of the fitted length. With no memory left for one token vLLM raises ("Cannot auto-fit max_model_len"),
+    which kv-budget-exhausted reports: the length is left as is."""
+    ns, derived = ctx.ns, ctx.derived
+    if not ns.get("max_model_len_auto") or not derived.get("max_model_len_effective"):
+        return
+    full, fits = int(derived["max_model_len_effective"]), derived.get("max_model_len_that_fits")
+    if ctx.budget is None or fits is None:
+        derived["max_model_len_source"] = (f"--max-model-len auto: not fitted (no KV budget without a GPU), the "
+                                           f"model's {full:,} assumed")
+        return
+    if int(fits) <= 0 or int(fits) >= full:
+        derived["max_model_len_source"] = f"--max-model-len auto: the model's full {full:,} fit in the KV cache"
+        return
+    ns["max_model_len"] = int(fits)
+    derived["max_model_len_effective"] = int(fits)
+    _plan(ctx)
+    _capacity(ctx)
+    derived["max_model_len_source"] = (f"--max-model-len auto: vLLM lowers it from the model's {full:,} to the "
+                                       f"longest that fits in the KV cache")
 
 
 def _hardware_facts(stack: Stack, ns: dict[str, Any], facts: list[dict[str, Any]]) -> None:
