@@ -164,7 +164,7 @@ def test_csv_and_text_outputs(capsys):
     # (892,352 / 8 = 111,544), dcp 2 splits the tokens again (x 2), so the two tp 8 rows differ in that column
     lines = {tuple(line.split()[1:3]): line.split()[4:6] for line in out.splitlines() if line[:1] in "1234"}
     assert lines[("8", "2")] == ["892,352", "223,088"] and lines[("8", "1")] == ["892,352", "111,544"]
-    assert "4 combination(s): 3 valid by the rules, 3 valid and fit" in out
+    assert "4 combination(s): 3 valid by the rules and the layout, 3 valid and fit" in out
     assert code == 0
 
 
@@ -307,3 +307,26 @@ def test_the_header_names_every_gpu_of_a_gpu_axis():
                              "--gpu", "H100,H200", "--count", "8", "--no-speed")
     assert code == 0, err
     assert out.splitlines()[1] == "  model: Qwen/Qwen3-32B (gqa)   engine: vllm   hardware: H100-SXM, H200 x8"
+
+
+def test_an_engine_axis_is_named_and_an_unselectable_expert_layout_is_invalid():
+    # newuser6 #11 a, b: `--engine vllm,sglang` said "(vllm)" and "engine: vllm"; vLLM tp 4 ep 8 (its
+    # --enable-expert-parallel spans tp x dp = 4 ranks) was "no fit" while SGLang's same layout is "invalid"
+    from conftest import run_cli
+    code, out, err = run_cli("sweep", "--vllm", f"vllm serve {MODEL}", "--gpu", "H200", "--count", "8", "--tp", "4",
+                             "--ep", "4,8", "--engine", "vllm,sglang", "--no-speed")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:2] == [f"optkg sweep: {MODEL}", f"  model: {MODEL} (gqa)   engine: vllm, sglang   hardware: H200 x8"]
+    assert lines[6] == "#  ep  engine  GPUs  KV tok/GPU  verdict  findings"
+    verdicts = {tuple(x.split()[1:3]): x.split()[5] for x in lines[8:12]}
+    assert verdicts == {("4", "vllm"): "ok", ("4", "sglang"): "ok", ("8", "vllm"): "invalid", ("8", "sglang"): "invalid"}
+    assert ("invalid layout: ep 8 is not selectable: vLLM's --enable-expert-parallel spans all tp x dp = 4 ranks"
+            in lines)
+    assert not [x for x in lines if x.startswith("does not fit:")]
+    assert "4 combination(s): 2 valid by the rules and the layout, 2 valid and fit" in " ".join(out.split())
+    # one engine: the base command's name and engine, as before
+    code, out, _ = run_cli("sweep", "--vllm", f"vllm serve {MODEL}", "--gpu", "H200", "--count", "8", "--tp", "4",
+                           "--no-speed")
+    assert out.splitlines()[:2] == [f"optkg sweep: {MODEL} (vllm)",
+                                    f"  model: {MODEL} (gqa)   engine: vllm   hardware: H200 x8"]

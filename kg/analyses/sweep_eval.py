@@ -228,9 +228,10 @@ class Evaluator:
         findings = [{"rule_id": r, "severity": sev} for r, sev in brief]
         blocking = [r for r, sev in brief if SEVERITY_ORDER.get(sev, 0) >= self.threshold]
         gpus = _gpus_needed(st, vals)
-        fit_reasons = _fit_reasons(st, d, vals, gpus, tp, pp, dp, pv.get("ep_size"))
+        layout = _layout_errors(st, tp, dp, pv.get("ep_size"))
+        fit_reasons = _fit_reasons(st, d, vals, gpus, tp, pp, dp)
         fits = not fit_reasons
-        reasons = [f"rule {r}" for r in blocking] or fit_reasons
+        reasons = [f"rule {r}" for r in blocking] + layout or fit_reasons
         kv = {k: d.get(k) for k in KV_KEYS if k != "unique_kv_tokens_per_gpu"}
         # kv_tokens_total counts every scheduler's pool when check says "x dp" (SGLang --dp): those pools sit on
         # all the layout's GPUs unless DP attention splits the TP group (then on tp x pp); else one engine's pool
@@ -245,9 +246,9 @@ class Evaluator:
             axes["engine"] = st.engine
         out = {"tp_size": pv.get("tp_size", tp), "pp_size": pv.get("pp_size", pp), "dcp_size": pv.get("dcp_size", 1),
                "kv_cache_dtype": pv.get("kv_cache_dtype", "auto"), **axes, "gpus_needed": gpus,
-               "valid": not blocking, "fits": fits, "reasons": reasons, "findings": findings, **kv,
+               "valid": not blocking and not layout, "fits": fits, "reasons": reasons, "findings": findings, **kv,
                "_mml": d.get("max_model_len_effective")}
-        if self.plan.workload is not None and not blocking and fits:
+        if self.plan.workload is not None and not blocking and not layout and fits:
             from kg.speed.serving import speed_for_stack
             if self.session is not None:
                 rep = report_of(c, self.catalog)
@@ -268,17 +269,26 @@ def _gpus_needed(st: Stack, vals: dict[str, Any]) -> int:
     return m.parallel(vals, set(st.techniques), bool(st.model.is_moe)).gpus
 
 
-def _fit_reasons(st: Stack, d: dict[str, Any], vals: dict[str, Any], gpus: int, tp: int, pp: int, dp: int,
-                 ep: int | None) -> list[str]:
+def _layout_errors(st: Stack, tp: int, dp: int, ep: int | None) -> list[str]:
+    """Expert-parallel sizes the engine cannot be asked for (an invalid layout, as a refusing rule makes one; not a
+    memory fit): vLLM's --enable-expert-parallel is a switch over all tp x dp ranks, and a dense model has no
+    experts to spread."""
+    out = []
+    if ep is not None and ep > 1 and "enable_expert_parallel" in st.settings and ep != tp * dp:
+        out.append(f"layout: ep {ep} is not selectable: vLLM's --enable-expert-parallel spans all tp x dp = "
+                   f"{tp * dp} ranks")
+    if ep is not None and ep > 1 and st.model is not None and not st.model.is_moe:
+        out.append(f"layout: ep {ep}: the model has no experts")
+    return out
+
+
+def _fit_reasons(st: Stack, d: dict[str, Any], vals: dict[str, Any], gpus: int, tp: int, pp: int,
+                 dp: int) -> list[str]:
     out = []
     if st.gpu_count is not None and gpus > st.gpu_count:
         out.append(f"needs {gpus} GPUs (tp {tp} x pp {pp}" + (f" x dp {dp})" if gpus == tp * pp * dp else
                                                                f", dp {dp} attention groups inside TP)")
                    + f"; the stack has {st.gpu_count}")
-    if ep is not None and ep > 1 and "enable_expert_parallel" in st.settings and ep != tp * dp:
-        out.append(f"ep {ep} is not selectable: vLLM's --enable-expert-parallel spans all tp x dp = {tp * dp} ranks")
-    if ep is not None and ep > 1 and st.model is not None and not st.model.is_moe:
-        out.append(f"ep {ep}: the model has no experts")
     if d.get("kv_budget_bytes_per_gpu") == 0:
         out.append("no KV-cache memory left per GPU (estimated weights fill the budget)"
                    if str(d.get("kv_budget_source", "")).startswith("estimated") else "the KV budget is 0")

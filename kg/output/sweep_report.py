@@ -30,8 +30,13 @@ def render_text(d: dict[str, Any]) -> str:
     from kg.core.textsafe import one_line  # names stay on their line (a line break cannot start a line)
     gpus = [g for g in (d.get("axes") or {}).get("gpu") or [] if g]
     hw = ", ".join(gpus) if len(gpus) > 1 else (b['hardware'] or '-')  # a GPU axis: every GPU it sweeps, not the first
-    out = [f"optkg sweep: {one_line(b['name'])}",
-           f"  model: {one_line(b['model'])} ({b['attention']})   engine: {b['engine'] or '-'}   hardware: {hw}"
+    engines = [e for e in (d.get("axes") or {}).get("engine") or [] if e]
+    name = b["name"]
+    if len(engines) > 1:  # an engine axis: every engine it sweeps, not the base command's (nor in the name)
+        name = name.removesuffix(f" ({b['engine']})")
+    engine = ", ".join(engines) if len(engines) > 1 else (b['engine'] or '-')
+    out = [f"optkg sweep: {one_line(name)}",
+           f"  model: {one_line(b['model'])} ({b['attention']})   engine: {engine}   hardware: {hw}"
            f"{' x' + str(d['gpu_count']) if d.get('gpu_count') else ''}",
            f"  KV budget: {d.get('kv_budget_source') or 'unknown'}"]
     if w:
@@ -70,8 +75,8 @@ def render_text(d: dict[str, Any]) -> str:
     s = d["summary"]
     out.append("")
     reasons = sorted({r for c in d["combinations"] for r in c["reasons"] if not r.startswith("rule ")})
-    for r in reasons[:5]:
-        out.append(f"does not fit: {r}")
+    for r in reasons[:5]:  # an impossible layout is invalid (as the rules' refusals), the rest does not fit
+        out.append(f"invalid {r}" if r.startswith("layout: ") else f"does not fit: {r}")
     for n in d.get("notes") or []:
         out.append(f"note: {n}")
     if len(d["combinations"]) > 1:  # the column is check's figure; a copy of a replicated KV head is no new token
@@ -81,7 +86,8 @@ def render_text(d: dict[str, Any]) -> str:
     best = s["best"]
     desc = " ".join(f"{AXIS_HEADS.get(k, k)} {('on' if v else 'off') if isinstance(v, bool) else v}"
                     for k, v in (best or {}).items())
-    line = (f"{s['combinations']} combination(s): {s['valid']} valid by the rules, {s['valid_and_fit']} valid and fit"
+    line = (f"{s['combinations']} combination(s): {s['valid']} valid by the rules and the layout, "
+            f"{s['valid_and_fit']} valid and fit"
             + (f"; best: {desc}" if best else "; none runs"))
     out.append(line)
     if w:
