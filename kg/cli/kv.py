@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=None, help="GPUs available (must hold tp x pp)")
     p.add_argument("--max-model-len", type=int, help="tokens per request for max concurrency")
     p.add_argument("--block-size", type=int, default=None,
-                   help="KV block size in tokens (default 16; vLLM uses 64 for sparse MLA and raises it for Mamba hybrids)")
+                   help="KV block size in tokens (default: the release's, 16 before vLLM 0.34.0 and 64 from it, "
+                        "catalog/engines/releases/vllm.yaml; at least 64 for sparse MLA, raised for Mamba hybrids)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="tokens per scheduler step (default 8192, vllm serve on H100/H200); sliding-window layers "
                         "reserve two steps of it per request")
