@@ -628,7 +628,7 @@ def test_a_draft_config_optkg_cannot_read_leaves_its_checks_not_evaluable_and_sa
     lines, notes = _omni_dspark("example-org/qwen3-omni-dspark-not-cached", 7, "0.34.0", catalog)
     assert [x for x in lines if x[0] == "vllm/config/speculative.py"] == []
     note = next(n for n in notes if n.startswith("not evaluable: needs the draft model's config.json"))
-    assert "13 of the engine's startup checks read it (vllm/config/speculative.py:222" in note
+    assert "15 of the engine's startup checks read it (vllm/config/speculative.py:222" in note
 
 
 def test_a_kv_cache_dtype_outside_the_release_literal_is_refused_and_auto_is_not_guessed(catalog):
@@ -715,3 +715,40 @@ def test_speculator_class_attributes_differing_in_a_methods_subclasses_are_not_g
     ast.parse(base)
     files["vllm/v1/worker/gpu/spec_decode/c/config.py"] = "class A:\n    pass\n"
     assert speculator_class_attrs(files) is None  # a class name defined twice: not read
+
+
+def _refused_on_h100(cmd: str, release: str, catalog) -> list[tuple[str, int]]:
+    import kg
+    from kg.analyses.check import stack_facts
+    st = kg.stack_from_command(cmd, catalog)
+    st.engine_version = release
+    st.hardware, st.gpu_count = catalog.resolve_hardware("H100-SXM"), 1
+    return [(r["path"], r["line"]) for r in
+            generated_refusals("vllm", release, stack_facts(st)[1], stack=st)["engine_check_refusals"]]
+
+
+def test_a_check_inside_a_loop_over_a_list_option_is_a_per_element_row(catalog):
+    # config/compilation.py:1164-1165 (0.34.0; :1014-1015 at 0.33.0): every custom_ops entry is 'all', 'none', '+op'
+    # or '-op'; observability.py:186-204 (:192-210): every --custom-histogram-buckets family is known, its bounds
+    # finite, positive and strictly increasing (a JSON option: arg_utils.py:418 parses dict[str, list[float]])
+    base = "vllm serve meta-llama/Llama-3.1-8B "
+    for release, ops, family, increasing in (("0.34.0", 1165, 188, 204), ("0.33.0", 1015, 194, 210)):
+        ops_line = ("vllm/config/compilation.py", ops)
+        assert ops_line in _refused_on_h100(base + "-cc '{\"custom_ops\": [\"+rms_norm\", \"silu\"]}'", release, catalog)
+        assert ops_line not in _refused_on_h100(base + "-cc '{\"custom_ops\": [\"+rms_norm\", \"none\"]}'", release,
+                                              catalog)
+        buckets = base + "--custom-histogram-buckets '{\"%s\": [0.1, %s]}'"
+        got = _refused_lines(buckets % ("time_to_first_token", "0.05"), release, catalog)
+        assert got == [("vllm/config/observability.py", increasing)], got
+        assert _refused_lines(buckets % ("ttft", "0.5"), release, catalog) == [("vllm/config/observability.py", family)]
+        assert _refused_lines(buckets % ("time_to_first_token", "0.5"), release, catalog) == []
+
+
+def test_device_ids_are_strings_as_vllms_parser_gives_them(catalog):
+    # engine/arg_utils.py:546 device_ids: list[int | str] -> argparse keeps each word a str (:248-254); duplicates are
+    # refused (:2183-2184), a mix of integers and UUIDs (:2190-2191) cannot come from the command line
+    dup, mixed = ("vllm/engine/arg_utils.py", 2184), ("vllm/engine/arg_utils.py", 2191)
+    base = "vllm serve meta-llama/Llama-3.1-8B --device-ids "
+    assert _refused_lines(base + "0 0", "0.34.0", catalog) == [dup]
+    assert _refused_lines(base + "0 GPU-3f2a", "0.34.0", catalog) == []
+    assert mixed not in _refused_lines(base + "1 0", "0.34.0", catalog)

@@ -1461,8 +1461,10 @@ def name_largest_part(text: str, new_let, absent: str | None = None) -> str | No
         return sizes[id(n)]
     size_of(tree.body)
     best: tuple[int, ast.AST] | None = None
+    loop_names = {t.id for n in ast.walk(tree) if isinstance(n, ast.comprehension) for t in ast.walk(n.target)
+                  if isinstance(t, ast.Name)}
     for n in ast.walk(tree.body):
-        if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant)):
+        if n is tree.body or not isinstance(n, ast.expr) or isinstance(n, (ast.Name, ast.Constant, ast.GeneratorExp)):
             continue
         size = sizes[id(n)]
         # the text is one line (ast.unparse): a node's columns give its length, without unparsing it
@@ -1472,8 +1474,8 @@ def name_largest_part(text: str, new_let, absent: str | None = None) -> str | No
         return None
     seg = ast.unparse(best[1])
     names = free_names(seg)
-    if not names or (absent is not None and absent in names):
-        return None
+    if not names or (absent is not None and absent in names) or names & loop_names:
+        return None  # (a part reading an element of an any() / all() generator means nothing outside it)
     name, node = new_let(seg), best[1]
 
     class Put(ast.NodeTransformer):
@@ -1483,9 +1485,11 @@ def name_largest_part(text: str, new_let, absent: str | None = None) -> str | No
 
 
 def free_names(expr: str) -> set[str]:
+    """The names ``expr`` reads (not function names, not the names an any() / all() generator binds inside it)."""
+    from kg.engine.expr import read_names
     tree = ast.parse(expr, mode="eval")
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls - {"True", "False"}
+    return read_names(tree) - calls - {"True", "False"}
 
 
 def substitute(expr: str, mapping: dict[str, str]) -> str:

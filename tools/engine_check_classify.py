@@ -596,9 +596,10 @@ def _lets_used(exprs: set[str], lets: list[tuple[str, str]]) -> dict[str, str]:
 
 
 def _names(expr: str) -> set[str]:
+    from kg.engine.expr import read_names
     tree = ast.parse(expr, mode="eval")
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+    return read_names(tree) - calls
 
 
 MAXC = 300

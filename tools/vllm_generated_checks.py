@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
+import vllm_loops  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
@@ -59,13 +60,16 @@ COST_ERRORS = ("expression is ", "expression nests deeper")  # kg/engine/expr.py
 
 # the per-architecture hooks VllmConfig.try_verify_and_update_config runs (not walked: see model_hook_attrs)
 MODEL_HOOKS = "vllm/model_executor/models/config.py"
+# the histogram bucket families ObservabilityConfig checks --custom-histogram-buckets against (0.34.0
+# observability.py:186, ``from vllm.v1.metrics.buckets import BUCKET_FAMILY_KEYS``)
+BUCKETS = "vllm/v1/metrics/buckets.py"
 
 
 def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if (name in (MODEL_HOOKS, MLA_SOURCE) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
+            if (name in (MODEL_HOOKS, MLA_SOURCE, BUCKETS) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
                     or (name.endswith(".py") and any(name.startswith(p) for p in WALKED))):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
     return out
@@ -186,6 +190,9 @@ class VllmWalker(cg.Walker):
         self.vendor, pcls, ppath = platform
         self.platform = cg.Obj(f"current_platform[{self.vendor}]", None, pcls, path=ppath)
         self.hooks.append(_hook)
+        self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
+        self.loops: list[tuple[str, str]] = []  # the loops walked per element: (target, list)
+        self.generator_depth = 0
         self.input_info: dict[str, dict[str, Any]] = {}
         envs = self.modules.get("vllm/envs.py")
         self.env = env_defaults(ast.unparse(envs.tree)) if envs else {}
@@ -252,6 +259,8 @@ class VllmWalker(cg.Walker):
                     base.env[f] = cg.TAINT
                 self.opaque["setattr(<computed name>)"] = self.opaque.get("setattr(<computed name>)", 0) + 1
                 return
+        if vllm_loops.list_append(self, node, fr, pc):
+            return
         # a call made for its effect goes to checkgen's call(), not the value hooks: the optimization-level
         # defaults are applied here (see _call_hook)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -337,7 +346,9 @@ class VllmWalker(cg.Walker):
 
     def site(self, path: str, line: int, conds: list[str]) -> None:
         """checkgen's site, but a path condition over the expression limits is fitted into lets (``fit``) instead of
-        being left untranslated as too long."""
+        being left untranslated as too long, and a check inside a loop walked per element is ``any(...)`` over its
+        elements (tools/vllm_loops.py)."""
+        conds = vllm_loops.fold(self, conds)
         if conds and not cg.has_unknown(conds):
             text = cg.conj(conds)
             if len(text) > cg.MAX_TEXT:
@@ -462,7 +473,28 @@ class VllmWalker(cg.Walker):
         t = super().test(node, fr, pc)
         return t if cg.is_unknown(t) else simplify(t)
 
+    def merge(self, old: Any, new: Any, conds: list[str], first: bool) -> Any:
+        if not first and vllm_loops.in_loop(conds):
+            # assigned inside a loop walked per element: which element's value is not modelled, so the value is
+            # unknown where the loop runs (as checkgen's walk of a loop body under an unknown condition has it)
+            at = next(i for i, c in enumerate(conds) if vllm_loops.is_token(c))
+            conds = conds[:at] + [cg.unknown("inside a loop")]
+        return super().merge(old, new, conds, first)
+
+    def record_fill(self, path: str, line: int, msg: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
+        super().record_fill(path, line, msg, fr, pc)
+        got = self.fills.get((path, line)) or {}
+        for k, t in got.items():  # a message field of a loop's element: not a fact outside the row's any()
+            if t is not None and vllm_loops.LOOP_NAME.search(t):
+                got[k] = None
+
     def stmt(self, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> None:
+        if isinstance(s, ast.For):  # checkgen's copy of fields and loop over constants first, else per element
+            self.lineno = s.lineno
+            if self.fields_copy(s, fr, pc) or self.unrolled(s, fr, pc) or vllm_loops.walk_loop(self, s, fr, pc):
+                return
+        if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
+            return
         if isinstance(s, ast.ImportFrom) and s.module and s.level == 0 and s.module.startswith("vllm"):
             # an import inside a function (``from vllm.platforms import current_platform``, mamba.py:86 at 0.34.0):
             # the name resolves like a module-level import of the same module (checkgen leaves it unknown)
@@ -1464,6 +1496,9 @@ def config_obj(w: VllmWalker, name: str, cls: str | None, presence: str | None) 
     def free(k: str) -> Any:
         if k in nested:
             return nested[k]
+        if cls and k.startswith("_") and (w.find_method(cls, k, None) is not None
+                                          or "ClassVar" in ast.unparse(anns.get(k) or ast.Constant(""))):
+            return None  # a private method or class constant (kv_transfer.py:159, compilation.py:925): not a JSON key
         sub, optional = annotation_class(w, anns.get(k), None) if cls else (None, False)
         key = JSON_FIELD.format(field=name, key=k)
         if sub is not None:
@@ -1576,6 +1611,9 @@ def literal_list_constants(w: "VllmWalker", m: cg.Module) -> dict[str, tuple]:
         v = n.value
         while isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("list", "tuple") \
                 and len(v.args) == 1:
+            v = v.args[0]
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("frozenset", "set") \
+                and len(v.args) == 1:  # BUCKET_FAMILY_KEYS = frozenset(get_args(...)) (v1/metrics/buckets.py:27)
             v = v.args[0]
         if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "get_args" and len(v.args) == 1:
             got = literal_alias(w, v.args[0], m.path)
@@ -1791,6 +1829,9 @@ def option_type(w: VllmWalker, ann: ast.AST | None) -> str:
         return "flag"
     if re.search(r"\bLiteral\b", t) or re.search(r"\b[A-Z]\w*(Option|Mode|Type|Backend|Method|DType|Dtype|Format|Policy)s?\b", t):
         return "string"
+    outer = _outer_types(ann)
+    if "dict" in outer and not outer & {"list", "tuple", "set"}:
+        return "json"  # dict[str, list[float]] (--custom-histogram-buckets): JSON (arg_utils.py:418 parse_type(json.loads))
     if re.search(r"\b(list|tuple|set)\[", t):
         return "list"
     if re.search(r"\bdict\b|Config\b", t):
@@ -1800,6 +1841,37 @@ def option_type(w: VllmWalker, ann: ast.AST | None) -> str:
     if re.search(r"\bfloat\b", t) and not re.search(r"\bstr\b", t):
         return "number"
     return "string"
+
+
+def list_items_are_strings(ann: ast.AST | None) -> bool:
+    """A list option whose words argparse keeps as strings: its element type is ``str`` or a union with ``str``
+    (``list[int | str]``: vLLM's collection_to_kwargs, engine/arg_utils.py:248-254 at 0.34.0, parses each as str)."""
+    for n in ast.walk(ann) if ann is not None else ():
+        if isinstance(n, ast.Subscript) and ast.unparse(n.value).split(".")[-1] in ("list", "tuple", "set"):
+            elt = n.slice.elts[0] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
+            return "str" in _outer_types(elt)
+    return False
+
+
+def _outer_types(ann: ast.AST) -> set[str]:
+    """The names of an annotation's top-level union members (``dict[str, list[float]] | None`` -> {dict, None}), as
+    vLLM's get_type_hints splits them (engine/arg_utils.py:267) before it picks the parser by their origins."""
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        return _outer_types(ann.left) | _outer_types(ann.right)
+    if isinstance(ann, ast.Subscript):
+        base = ast.unparse(ann.value).split(".")[-1]
+        if base in ("Optional", "Union"):
+            elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            return set().union(*(_outer_types(e) for e in elts))
+        if base == "Annotated":
+            return _outer_types(ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) else ann.slice)
+        return {base}
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            return _outer_types(ast.parse(ann.value, mode="eval").body)
+        except SyntaxError:
+            return set()
+    return {ast.unparse(ann).split(".")[-1]}
 
 
 def hand_table() -> dict[str, Any]:
@@ -1923,6 +1995,8 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         if i["kind"] == "field":
             entry["options"] = opts.get(i["field"], [])
             entry["type"] = option_type(w0, anns.get(i["field"]))
+            if entry["type"] == "list" and list_items_are_strings(anns.get(i["field"])):
+                entry["items"] = "string"
             names_ = enum_names(w0, anns.get(i["field"]))
             if names_ and entry["type"] == "integer":
                 entry["names"] = names_

@@ -2,9 +2,12 @@
 
 Grammar: Python expression syntax restricted to literals (numbers, strings, booleans, None,
 lists/tuples/sets), names (looked up in the facts), ``and``/``or``/``not``, comparisons
-(``< <= > >= == != in not in``, chained), arithmetic (``+ - * / // % **``), conditional
-expressions (``a if c else b``) and calls to the functions in ``FUNCTIONS``. Anything else
-(attributes, subscripts, lambdas, comprehensions) is rejected when the rule is loaded.
+(``< <= > >= == != in not in``, chained), arithmetic (``+ - * / // % **``; ``+`` also joins two strings or
+two lists), conditional
+expressions (``a if c else b``), calls to the functions in ``FUNCTIONS`` and, per element of a list,
+``any(<cond> for x in <list>)`` / ``all(...)`` (one ``for`` over a list of at most ``MAX_ITEMS`` elements, a
+name or a tuple of names as its target, optional ``if`` filters, at most ``MAX_LOOPS`` nested). Anything else
+(attributes, subscripts, lambdas, other comprehensions) is rejected when the rule is loaded.
 
 A name missing from the facts raises ``MissingFact``: the rule does not apply and
 ``--explain`` says which fact was missing. Types are checked: comparing a string with a number
@@ -42,6 +45,8 @@ MAX_NODES = 400  # syntax-tree nodes
 MAX_DEPTH = 40  # nesting of the syntax tree
 MAX_EXPONENT = 64  # ``a ** b`` needs |b| <= 64 (2**30 for GiB is the use); 9**9**9 is refused
 MAX_INT_BITS = 4_096  # an intermediate integer past this many bits (~1,233 digits) is an error
+MAX_ITEMS = 512  # any(... for x in L) / all(...) over a list of more elements is an error
+MAX_LOOPS = 2  # nesting of any / all generators: at most MAX_ITEMS ** MAX_LOOPS element evaluations
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -58,6 +63,44 @@ def _mul(a: Any, b: Any) -> Any:
     return operator.mul(a, b)
 
 
+def _seq(v: Any, what: str) -> list | tuple:
+    if not isinstance(v, (list, tuple)):
+        raise ExprTypeError(f"{what} needs a list, found {v!r}")
+    if len(v) > MAX_ITEMS:
+        raise ExprTypeError(f"{what} over {len(v):,} elements; the limit is {MAX_ITEMS}")
+    return v
+
+
+def _dict(v: Any, what: str) -> dict:
+    if not isinstance(v, dict):
+        raise ExprTypeError(f"{what} needs a mapping, found {v!r}")
+    return v
+
+
+def _item(v: Any, i: Any) -> Any:
+    """``v[i]``: an element of a list or string by integer position, or a mapping's value by key."""
+    try:
+        if isinstance(v, dict):
+            return v[i]
+        if isinstance(v, (list, tuple, str)) and isinstance(i, int) and not isinstance(i, bool):
+            return v[i]
+    except (KeyError, IndexError, TypeError):
+        raise ExprTypeError(f"item: {v!r} has no element {i!r}") from None
+    raise ExprTypeError(f"item: cannot index {v!r} by {i!r}")
+
+
+def _isfinite(v: Any) -> bool:
+    if not _is_num(v):
+        raise ExprTypeError(f"isfinite needs a number, found {v!r}")
+    return math.isfinite(v)
+
+
+def _split(s: Any, sep: Any) -> list[str]:
+    if not (isinstance(s, str) and isinstance(sep, str) and sep):
+        raise ExprTypeError(f"split needs a string and a separator, found {s!r}, {sep!r}")
+    return s.split(sep)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "round": round, "len": len,
     "ceil": math.ceil, "floor": math.floor, "log2": math.log2, "int": int, "float": float,
@@ -67,7 +110,23 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     # text helpers for option strings ("periodic_flushing:format=hatchet" -> "periodic_flushing")
     "lower": lambda s: str(s).lower(),
     "split_first": lambda s, sep: str(s).split(str(sep), 1)[0],
+    # per element (for any(... for x in L) / all(...)): a mapping's keys / values / [key, value] pairs, consecutive
+    # [a, b] pairs of a list (itertools.pairwise), one element (``x[i]``), finiteness, a string's parts, the
+    # distinct elements of a list (``set(x)``)
+    "any": lambda xs: any(_seq(xs, "any")), "all": lambda xs: all(_seq(xs, "all")),
+    "keys": lambda d: list(_dict(d, "keys")), "values": lambda d: list(_dict(d, "values").values()),
+    "items": lambda d: [[k, v] for k, v in _dict(d, "items").items()],
+    "pairs": lambda xs: [[a, b] for a, b in zip(_seq(xs, "pairs"), xs[1:])],
+    "item": _item, "isfinite": _isfinite, "split": _split, "unique": lambda xs: _unique(_seq(xs, "unique")),
 }
+
+
+def _unique(xs: list | tuple) -> list:
+    """The distinct elements of ``xs`` in first-seen order, equal as a Python set has them (1, 1.0 and True one)."""
+    try:
+        return list(dict.fromkeys(xs))
+    except TypeError:
+        raise ExprTypeError(f"unique: {xs!r} holds an element that is not a number, string or boolean") from None
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
@@ -85,15 +144,45 @@ def _check_types(op: type, a: Any, b: Any) -> None:
         if not ((_is_num(a) and _is_num(b)) or (isinstance(a, str) and isinstance(b, str))):
             raise ExprTypeError(f"cannot order {a!r} and {b!r}")
     if op in _BIN and not (_is_num(a) and _is_num(b)):
-        if not (op is ast.Add and isinstance(a, str) and isinstance(b, str)):
+        if not (op is ast.Add and ((isinstance(a, str) and isinstance(b, str))
+                                   or (isinstance(a, list) and isinstance(b, list)))):
             raise ExprTypeError(f"arithmetic needs numbers, found {a!r} and {b!r}")
 
 
+def _generators(node: ast.AST, depth: int = 0) -> None:
+    """Every generator is the one argument of ``any`` / ``all``, has one ``for`` (not async) whose target is a name
+    or a tuple of names, and nests at most ``MAX_LOOPS`` deep."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.GeneratorExp):
+        g = node.args[0]
+        if not (isinstance(node.func, ast.Name) and node.func.id in ("any", "all") and len(node.args) == 1):
+            raise ExprError("a generator is allowed only as the one argument of any() or all()")
+        if len(g.generators) != 1 or g.generators[0].is_async:
+            raise ExprError("any() / all() take one 'for' over a list")
+        t = g.generators[0].target
+        if not (isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and t.elts
+                                            and all(isinstance(e, ast.Name) for e in t.elts))):
+            raise ExprError("the target of 'for' in any() / all() must be a name or a tuple of names")
+        if depth + 1 > MAX_LOOPS:
+            raise ExprError(f"any() / all() nest deeper than {MAX_LOOPS} levels")
+        _generators(g.generators[0].iter, depth)
+        for x in [g.elt, *g.generators[0].ifs]:
+            _generators(x, depth + 1)
+        return
+    for c in ast.iter_child_nodes(node):
+        if isinstance(c, ast.GeneratorExp):
+            raise ExprError("a generator is allowed only as the one argument of any() or all()")
+        _generators(c, depth)
+
+
 def _validate(node: ast.AST, functions: set[str]) -> None:
+    loops = False
     for n in ast.walk(node):
         if isinstance(n, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
                           ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.List, ast.Tuple, ast.Set,
                           ast.IfExp)) or type(n) in _BIN or type(n) in _CMP:
+            continue
+        if isinstance(n, (ast.GeneratorExp, ast.comprehension, ast.Store)):
+            loops = True
             continue
         if isinstance(n, ast.Call):
             if not isinstance(n.func, ast.Name) or n.func.id not in functions or n.keywords:
@@ -101,6 +190,8 @@ def _validate(node: ast.AST, functions: set[str]) -> None:
                 raise ExprError(f"function '{name}' is not allowed (allowed: {', '.join(sorted(functions))})")
             continue
         raise ExprError(f"'{type(n).__name__}' is not allowed in rule expressions")
+    if loops:
+        _generators(node)
 
 
 def _check_cost(tree: ast.AST) -> None:
@@ -204,7 +295,25 @@ def names_in(text: str) -> frozenset[str]:
     """Fact names an expression reads (function names excluded)."""
     tree = compile_expr(text, ("has",))
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls)
+    return frozenset(read_names(tree) - calls)
+
+
+def read_names(node: ast.AST, bound: frozenset[str] = frozenset()) -> set[str]:
+    """The names ``node`` reads from the facts: every name but those an ``any`` / ``all`` generator binds, within
+    that generator (its element and filters; its list is read outside it). Function names are included."""
+    if isinstance(node, ast.Name):
+        return set() if node.id in bound or isinstance(node.ctx, ast.Store) else {node.id}
+    if isinstance(node, ast.GeneratorExp):
+        g = node.generators[0]
+        inner = bound | {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        out = read_names(g.iter, bound)
+        for x in [node.elt, *g.ifs]:
+            out |= read_names(x, inner)
+        return out
+    out: set[str] = set()
+    for c in ast.iter_child_nodes(node):
+        out |= read_names(c, bound)
+    return out
 
 
 _MERGED: tuple[Any, Any, tuple] = (None, FUNCTIONS, ())  # the last ``functions`` mapping, FUNCTIONS + it, its names
@@ -287,7 +396,8 @@ def plain(n: ast.AST) -> list[Any]:
     """A checked expression tree (``compile_expr(...).body``) as nested lists of names, constants and lists, the form
     ``_build`` takes: ["c", value], ["n", name], ["and" | "or", [operands]], ["not" | "-" | "+", operand],
     ["bin", operator, left, right], ["cmp", left, [[operator, right], ...]], ["list" | "set", [elements]],
-    ["if", test, body, orelse], ["call", function, [arguments]] (operators by their ``ast`` class names)."""
+    ["if", test, body, orelse], ["call", function, [arguments]], ["gen", "any" | "all", target name | [names], list,
+    element, [filters]] (operators by their ``ast`` class names)."""
     if isinstance(n, ast.Constant):
         if not isinstance(n.value, _CONSTANT_TYPES):
             raise TypeError(f"constant {n.value!r} has no plain form")
@@ -309,11 +419,52 @@ def plain(n: ast.AST) -> list[Any]:
     if isinstance(n, ast.IfExp):
         return ["if", plain(n.test), plain(n.body), plain(n.orelse)]
     if isinstance(n, ast.Call):
+        if n.args and isinstance(n.args[0], ast.GeneratorExp):  # any / all over a list (validated by _generators)
+            g, c = n.args[0], n.args[0].generators[0]
+            target = c.target.id if isinstance(c.target, ast.Name) else [e.id for e in c.target.elts]
+            return ["gen", n.func.id, target, plain(c.iter), plain(g.elt), [plain(x) for x in c.ifs]]
         return ["call", n.func.id, [plain(a) for a in n.args]]  # validated at compile time
     return ["refused", type(n).__name__]  # pragma: no cover - rejected by _validate
 
 
 _OPS = {t.__name__: t for t in (*_BIN, *_CMP)}
+
+
+class _Scope:
+    """The facts with an ``any`` / ``all`` generator's names bound to one element (read before the facts)."""
+    __slots__ = ("base", "bound")
+
+    def __init__(self, base: Mapping[str, Any], bound: dict[str, Any]):
+        self.base, self.bound = base, bound
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.bound or name in self.base
+
+    def __getitem__(self, name: str) -> Any:
+        return self.bound[name] if name in self.bound else self.base[name]
+
+
+def _generator(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
+    """``any(elt for target in list if filter)`` / ``all(...)``: the list must be a list (or tuple) of at most
+    MAX_ITEMS elements; a tuple target takes an element of as many parts; ``any`` stops at the first true element,
+    ``all`` at the first false one, as Python's do."""
+    is_any, target = p[1] == "any", p[2]
+    seq, elt, ifs = _build(p[3]), _build(p[4]), tuple(_build(x) for x in p[5])
+
+    def gen(f: Mapping[str, Any], fns: Any) -> Any:
+        for v in _seq(seq(f, fns), p[1]):
+            if isinstance(target, str):
+                scope = _Scope(f, {target: v})
+            else:
+                if not isinstance(v, (list, tuple)) or len(v) != len(target):
+                    raise ExprTypeError(f"{p[1]}: cannot unpack {v!r} into {', '.join(target)}")
+                scope = _Scope(f, dict(zip(target, v)))
+            if ifs and not all(c(scope, fns) for c in ifs):
+                continue
+            if bool(elt(scope, fns)) is is_any:
+                return is_any
+        return not is_any
+    return gen
 
 
 def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
@@ -408,6 +559,8 @@ def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
     if kind == "call":
         fname, args = p[1], tuple(_build(a) for a in p[2])
         return lambda f, fns: fns[fname](*[c(f, fns) for c in args])
+    if kind == "gen":
+        return _generator(p)
 
     def refused(f: Mapping[str, Any], fns: Any) -> Any:  # pragma: no cover - rejected by _validate
         raise ExprError(f"'{p[1]}' is not allowed")

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from kg.engine import expr
 
-FORMAT = 1  # bump when kg.engine.expr.plain changes what a tree holds
+FORMAT = 2  # bump when kg.engine.expr.plain changes what a tree holds
 _DONE: set[str] = set()  # keys of the entries this process has read
 
 

@@ -63,9 +63,10 @@ def table_lets(path: Path) -> tuple[tuple[str, str], ...]:
 
 @lru_cache(maxsize=4096)
 def names_of(expr: str) -> tuple[str, ...]:
+    from kg.engine.expr import read_names
     tree = ast.parse(expr, mode="eval")
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls - {"True", "False"}))
+    return tuple(sorted(read_names(tree) - calls - {"True", "False"}))
 
 
 def inputs(expr: str, lets: Iterable[tuple[str, str]]) -> list[str]:

@@ -450,7 +450,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                         raw += f" {words[i]}"
                         i += 1
                 if spec.get("as_list"):
-                    raw = list_value(raw)
+                    raw = list_value(raw, spec["as_list"])
             st.native[name if field_path is None else f"{name}.{field_path}"] = \
                 raw.split(" ") if spec.get("nargs") == "+" and isinstance(raw, str) else raw
             if typ == "json" and field_path is not None:

@@ -91,7 +91,7 @@ def option_spec(engine: str, release: str | None, name: str, hand: dict[str, Any
                                 "type": "string" if kind in ("list",) else kind}
         if kind == "list":
             spec["nargs"] = "+"
-            spec["as_list"] = True
+            spec["as_list"] = e.get("items") or True
         if kind == "json":
             spec["generated_fields"] = dict(keys.get(name) or {})
         if e.get("names"):
@@ -127,8 +127,11 @@ def engine_value(entry: dict[str, Any], value: Any) -> Any:
     return value
 
 
-def list_value(raw: str) -> list[Any]:
-    """The words of an ``nargs='+'`` option as a list, integers as integers."""
+def list_value(raw: str, items: Any = True) -> list[Any]:
+    """The words of an ``nargs='+'`` option as a list, integers as integers; as strings where the engine's parser
+    keeps them strings (``items: string``: vLLM's ``list[int | str]`` options, engine/arg_utils.py:248-254 at 0.34.0)."""
+    if items == "string":
+        return str(raw).split()
     out: list[Any] = []
     for w in str(raw).split():
         out.append(int(w) if w.lstrip("-").isdigit() else w)

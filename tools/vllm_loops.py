@@ -1,0 +1,219 @@
+"""Checks inside loops over a user's list, as per-element rows (kg.engine.expr's ``any(... for x in L)``).
+
+vLLM validates list and dict options element by element (0.34.0 compilation.py:1164 ``for op in self.custom_ops``,
+observability.py:186 ``for family, buckets in value.items()``, parallel.py:541 ``for cpuset in value``). checkgen
+walks a loop body as an unknown path; here a ``for`` whose list the walk knows is walked once with its target bound
+to a fresh element name (``_e1``; ``_e1_0, _e1_1`` for a tuple target, ``_e2`` one loop deeper), and a check reached
+inside it becomes ``<conditions before the loop> and any(<conditions inside> for _e1 in <list>)``: the engine
+refuses when some element meets them. The walk of such a loop is exact only when nothing leaves it early or carries
+state across elements, so a loop is translated only when
+
+- its body has no ``break``, ``return``, ``yield`` or ``else`` (``continue`` is modelled: what follows it in the body
+  runs only where its condition did not hold), and it nests at most kg.engine.expr.MAX_LOOPS deep;
+- its target is a name or a tuple of names, and its list translates (``d.items()`` / ``.keys()`` / ``.values()``
+  of a dict option become ``items(d)`` / ``keys(d)`` / ``values(d)``, ``pairwise(x)`` ``pairs(x)``,
+  ``s.split(sep)`` ``split(s, sep)``).
+
+A value assigned inside the loop is unknown after it (and an attribute assigned inside it is unknown from then on):
+only the checks inside read per-element values. ``any(P(x) for x in L)`` / ``all(...)`` as a value is translated
+the same way (``element_hook``), as are ``x[i]`` (``item(x, i)``) and ``math.isfinite(x)`` on values the walk knows.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+import checkgen as cg
+
+TOKEN = "<loop>"  # a path condition "<loop> <n>": the n-th translated loop (VllmWalker.loops[n])
+LOOP_NAME = re.compile(r"\b_e\d+(?:_\d+)?\b")
+MAX_LOOPS = 2  # kg.engine.expr.MAX_LOOPS
+
+
+def is_token(c: str) -> bool:
+    return c.startswith(TOKEN)
+
+
+def depth(pc: list[str]) -> int:
+    return sum(1 for c in pc if c.startswith(TOKEN))
+
+
+def _simple_body(s: ast.For) -> bool:
+    for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+        if isinstance(n, (ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.While, ast.Try, ast.FunctionDef,
+                          ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.With)):
+            return False
+    return not s.orelse and not isinstance(s, ast.AsyncFor)
+
+
+def sequence(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> str | None:
+    """The list a loop or generator iterates, as an expression text; None when it does not translate."""
+    try:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+            attr = node.func.attr
+            if attr in ("items", "keys", "values") and not node.args:
+                base = w.value(node.func.value, fr, pc)
+                return f"{attr}({w.as_text(base)})" if isinstance(base, cg.Expr) and not base.ref else None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("pairwise", "itertools.pairwise") \
+                and len(node.args) == 1 and not node.keywords:
+            return f"pairs({w.text(node.args[0], fr, pc)})"
+        v = w.value(node, fr, pc)
+        return w.as_text(v) if isinstance(v, cg.Expr) and not v.ref else None
+    except (cg.Untranslatable, SyntaxError):
+        return None
+
+
+def _targets(t: ast.AST, level: int) -> tuple[str, list[tuple[str, str]]] | None:
+    """(the target as written in a generator, [(source name, element name)]); None for another kind of target."""
+    if isinstance(t, ast.Name):
+        return f"_e{level}", [(t.id, f"_e{level}")]
+    if isinstance(t, ast.Tuple) and t.elts and all(isinstance(e, ast.Name) for e in t.elts):
+        names = [(e.id, f"_e{level}_{i}") for i, e in enumerate(t.elts)]
+        return ", ".join(n for _, n in names), names
+    return None
+
+
+def walk_loop(w: Any, s: ast.For, fr: cg.Frame, pc: list[str]) -> bool:
+    """Walk loop ``s`` once per element name (see the module doc); False when it is not one this models."""
+    if not _simple_body(s) or depth(pc) >= MAX_LOOPS:
+        return False
+    seq = sequence(w, s.iter, fr, pc)
+    got = _targets(s.target, depth(pc) + 1 + w.generator_depth)
+    if seq is None or got is None:
+        return False
+    target, names = got
+    w.loops.append((target, seq))
+    token = f"{TOKEN} {len(w.loops) - 1}"
+    before = dict(fr.locals)
+    exits, dead = fr.exits, fr.dead
+    inner = w.eff(fr, pc) + [token]
+    fr.exits = []
+    for src, el in names:
+        fr.locals[src] = cg.Expr(el)
+    try:
+        w.run(s.body, fr, inner)
+    finally:
+        fr.exits, fr.dead = exits, dead
+        for k, v in list(fr.locals.items()):
+            if k not in before or before[k] is not v:
+                fr.locals[k] = cg.TAINT  # assigned in the loop: which element's value is not modelled
+    return True
+
+
+def continue_stmt(w: Any, fr: cg.Frame, pc: list[str]) -> bool:
+    """``continue`` in a translated loop: the rest of the body runs only where its condition (since the loop's
+    start) did not hold. False outside a translated loop (checkgen's walk of the body is unknown there anyway)."""
+    conds = w.eff(fr, pc)
+    at = max((i for i, c in enumerate(conds) if is_token(c)), default=None)
+    if at is None:
+        return False
+    local = conds[at + 1:]
+    if not local:
+        fr.dead = True
+    elif cg.has_unknown(local):
+        fr.exits.append(cg.unknown("after a continue under a condition that did not translate"))
+    else:
+        fr.exits.append(cg._paren(cg.conj(local)))
+    return True
+
+
+def fold(w: Any, conds: list[str]) -> list[str]:
+    """A site's path conditions with each loop token and the conditions after it as one ``any(...)``."""
+    while True:
+        at = max((i for i, c in enumerate(conds) if is_token(c)), default=None)
+        if at is None or cg.has_unknown(conds[at:]):
+            return conds
+        target, seq = w.loops[int(conds[at].split()[1])]
+        body = cg.conj(conds[at + 1:])
+        conds = conds[:at] + [f"any({body} for {target} in {seq})"]
+
+
+def in_loop(conds: list[str]) -> bool:
+    return any(c.startswith(TOKEN) for c in conds)
+
+
+def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
+    """``any(P(x) for x in L)`` / ``all(...)``, ``x[i]`` and ``math.isfinite(x)`` over values the walk knows; None
+    for anything else (the other hooks and checkgen then decide)."""
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+        try:
+            base = w.value(node.value, fr, pc)
+            if not isinstance(base, cg.Expr) or base.ref:
+                return None
+            return cg.Expr(f"item({w.as_text(base)}, {w.text(node.slice, fr, pc)})")
+        except cg.Untranslatable:
+            return None
+    if not (isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1):
+        return None
+    fn = ast.unparse(node.func)
+    if fn in ("set", "frozenset") or (fn == "list" and isinstance(node.args[0], ast.Call)
+                                      and ast.unparse(node.args[0].func) in ("set", "frozenset")):
+        # set(x) / list(set(x)) of a list the walk knows: its distinct elements (``len(set(ids)) != len(ids)``,
+        # arg_utils.py:2183; compilation.py:1302 de-duplicates compile_sizes before its loop)
+        arg = node.args[0].args[0] if fn == "list" else node.args[0]
+        try:
+            v = w.value(arg, fr, pc)
+            if isinstance(v, cg.Expr) and not v.ref and len(getattr(node.args[0], "args", ())) <= 1:
+                return cg.Expr(f"unique({w.as_text(v)})")
+        except cg.Untranslatable:
+            pass
+        return None
+    if fn == "callable":
+        # a value the walk knows is plain data (an option, a JSON key, a config.json key): never callable
+        try:
+            v = w.value(node.args[0], fr, pc)
+        except cg.Untranslatable:
+            return None
+        return cg.Expr("False") if isinstance(v, cg.Expr) and not v.ref else None
+    if fn == "math.isfinite":
+        try:
+            return cg.Expr(f"isfinite({w.text(node.args[0], fr, pc)})")
+        except cg.Untranslatable:
+            return None
+    gen = node.args[0]
+    if fn not in ("any", "all") or not isinstance(gen, ast.GeneratorExp) or len(gen.generators) != 1:
+        return None
+    g = gen.generators[0]
+    level = depth(pc) + 1 + w.generator_depth
+    got = _targets(g.target, level)
+    if g.is_async or got is None or level > MAX_LOOPS or (g.ifs and fn == "all"):
+        return None
+    seq = sequence(w, g.iter, fr, pc)
+    if seq is None:
+        return None
+    target, names = got
+    inner = cg.Frame(fr.path, {**fr.locals, **{src: cg.Expr(el) for src, el in names}}, fr.cls, fr.base)
+    w.generator_depth += 1
+    try:
+        parts = [w.text(x, inner, pc, True) for x in [*g.ifs, gen.elt]]
+    except cg.Untranslatable:
+        return None
+    finally:
+        w.generator_depth -= 1
+    return cg.Expr(f"{fn}({cg.conj(parts)} for {target} in {seq})")
+
+
+def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
+    """``cfg.x.append(v)`` / ``cfg.x.extend(<list>)`` on a list field the walk knows: x becomes ``x + [v]`` where the
+    path condition holds (compilation.py:1115-1134 at 0.34.0 appends '+rotary_embedding' to custom_ops before the
+    per-element check at :1164); checkgen makes the field unknown. False for anything else."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend")
+            and len(node.args) == 1 and not node.keywords and isinstance(node.func.value, ast.Attribute)):
+        return False
+    try:
+        base = w.value(node.func.value.value, fr, pc)
+        if not isinstance(base, cg.Obj):
+            return False
+        attr = node.func.value.attr
+        old = w.get_attr(base, attr, pc)
+        if not isinstance(old, cg.Expr) or old.ref:
+            return False
+        if node.func.attr == "extend" and not isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return False
+        x = w.text(node.args[0], fr, pc)
+    except cg.Untranslatable:
+        return False
+    new = f"({old.text} + [{x}])" if node.func.attr == "append" else f"({old.text} + [{x[1:-1].rstrip(',')}])"
+    w.set_attr(base, attr, cg.Expr(new), w.eff(fr, pc))
+    return True
