@@ -252,3 +252,22 @@ def test_mooncake_host_tier_larger_than_host_memory(catalog, fit_rules):
     # the longest request (126,527 tokens) is beyond Qwen3's 40,960-token context: said in the notes
     assert any(n.startswith("the trace's longest request (126,527 tokens, p99 85,858) exceeds the model's context "
                             "limit (40,960 tokens, max_position_embeddings)") for n in rep["notes"])
+
+
+def test_scheduler_limit_compares_the_memory_vllm_sees(cli):
+    # newuser6 #11 i: fit said "H200: 141 GiB >= 70 GiB" (the vendor's 141 GB) while every budget line uses the
+    # visible 143,771 MiB = 140.40 GiB, which is what vLLM's get_batch_defaults compares (torch's total memory)
+    code, out, err = cli("fit", "examples/data/mooncake_fast25_conversation_trace.jsonl", "--model", "Qwen/Qwen3-32B",
+                         "--gpu", "H200")
+    text = " ".join(out.split())
+    assert code in (0, 1), err
+    assert "scheduler limit: 1,024 sequences (vLLM >= 0.9 default max_num_seqs on H200: 140.40 GiB >= 70 GiB," in text
+    assert "141 GiB" not in text
+
+
+def test_scheduler_limit_below_the_large_gpu_tier_names_the_visible_memory(catalog, fit_rules):
+    from kg.analyses.fit import _thresholds, scheduler_limit
+    th = _thresholds(fit_rules, None)
+    hw = catalog.resolve_hardware("L40S")  # 46,068 MiB visible = 44.99 GiB of the 48 GB
+    ctx = {"gpu": "L40S", "gpu_name": hw["name"], "gpu_memory_gib": hw["memory_visible_mib"] / 1024}
+    assert scheduler_limit(th, ctx) == (256, "vLLM >= 0.9 default max_num_seqs on L40S: 44.99 GiB < 70 GiB")

@@ -148,7 +148,10 @@ def model_context(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype:
     if hardware is not None:
         ctx["gpu"] = hardware.get("id")
         ctx["gpu_name"] = hardware.get("name") or hardware.get("id")
-        ctx["gpu_memory_gib"] = hardware.get("memory_gib")
+        # the memory vLLM's get_batch_defaults compares (torch's total, GiB: the visible memory where the catalog has
+        # it, 140.40 GiB on an H200 whose vendor figure is 141 GB), as every budget line of the report uses
+        vis = hardware.get("memory_visible_mib")
+        ctx["gpu_memory_gib"] = vis / 1024 if isinstance(vis, (int, float)) and vis > 0 else hardware.get("memory_gib")
         ctx["gpu_compute_capability"] = hardware.get("compute_capability")
     if kv_budget_gib is not None:
         from kg.derive.kv import checked_kv_budget_gib  # at most the GPU's memory, as check / kv / sweep
@@ -318,8 +321,8 @@ def scheduler_limit(th: Mapping[str, float], ctx: Mapping[str, Any] | None,
     if gpu and isinstance(mem, (int, float)):
         name = f"{gpu} {(ctx or {}).get('gpu_name') or ''}".lower()
         big = mem >= th["large_gpu_min_gib"] and "a100" not in name
-        why = (f"{mem:g} GiB >= {th['large_gpu_min_gib']:g} GiB, not an A100" if big else
-               ("an A100" if "a100" in name else f"{mem:g} GiB < {th['large_gpu_min_gib']:g} GiB"))
+        why = (f"{mem:.2f} GiB >= {th['large_gpu_min_gib']:g} GiB, not an A100" if big else
+               ("an A100" if "a100" in name else f"{mem:.2f} GiB < {th['large_gpu_min_gib']:g} GiB"))
         val = th["max_num_seqs_large_gpu"] if big else th["max_num_seqs_default"]
         from kg.inputs.effective import engine_default  # the release table `optkg check` applies too
         cc = str((ctx or {}).get("gpu_compute_capability") or "")
