@@ -112,3 +112,45 @@ def test_html_report_has_the_speed_tables(cli, tmp_path):
     assert code == 0, err
     page = (tmp_path / "r.html").read_text()
     assert "<h3>Speed</h3>" in page and 'class="speed"' in page and "Tokens/s per GPU" in page
+
+
+TT_70B = """[model]
+name = "llama3"
+flavor = "70B"
+
+[training]
+local_batch_size = 8
+seq_len = 8192
+
+[parallelism]
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 8
+
+[activation_checkpoint]
+mode = "full"
+"""
+
+
+def test_torchtitan_fsdp_reduces_gradients_in_float32(cli, tmp_path):
+    """newuser6 #11 g: torchtitan's training.mixed_precision_reduce is Literal["float32"] = "float32" (0.2.1
+    config/job_config.py:282, 0.3.0 config/configs.py:93): per micro-batch two BF16 all-gathers and one FP32
+    reduce-scatter of the 70,553,706,496 / 8 = 8,819,213,312 parameters per GPU over dp_shard 8:
+    (2 + 2 + 4) x 7/8 x 8,819,213,312 = 61,734,493,184 B (was counted 2 + 2 + 2: 46,300,869,888 B)."""
+    f = tmp_path / "llama3_70b.toml"
+    f.write_text(TT_70B)
+    code, out, err = cli("check", str(f), "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--count", "64",
+                         "--format", "json")
+    assert code in (0, 1), err
+    comm = {c["kind"]: c for c in json.loads(out)["speed"]["communication"]}
+    assert comm["FSDP/ZeRO-3"]["bytes"] == 8 * 7 * 8_819_213_312 / 8 == 61_734_493_184
+
+
+def test_plain_fsdp_keeps_bf16_gradient_reduction(cli):
+    # the other side: an accelerate FSDP job (framework fsdp) reduces in BF16: (2 + 2 + 2) x 7/8 x 8,030,261,248
+    code, out, err = cli("check", "--train", "accelerate launch --num_processes 8 --use_fsdp --fsdp_sharding_strategy "
+                         "FULL_SHARD --mixed_precision bf16 train.py --max_seq_length 4096 --per_device_train_batch_size 2 "
+                         "--gradient_accumulation_steps 1", "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "H100",
+                         "--format", "json")
+    assert code in (0, 1), err
+    comm = {c["kind"]: c for c in json.loads(out)["speed"]["communication"]}
+    assert comm["FSDP/ZeRO-3"]["bytes"] == 6 * 7 * 8_030_261_248 / 8 == 42_158_871_552

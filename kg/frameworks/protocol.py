@@ -69,14 +69,16 @@ class SpeedTraits:
     a factor fitted on the framework's own published rows). ``tp_overlap`` / ``dp_overlap``: whether TP and
     data-parallel communication overlap compute when the job does not say (``tp_comm_overlap`` /
     ``overlap_grad_reduce``). ``selective_gemm_recompute``: the share of forward GEMMs its *selective*
-    recomputation runs again (Megatron's recomputes the core attention only: 0). ``source``: where these
-    defaults are read."""
+    recomputation runs again (Megatron's recomputes the core attention only: 0). ``fsdp_reduce_bytes``: bytes per
+    gradient element its FSDP / ZeRO-3 reduce-scatter moves (2: BF16; torchtitan reduces in float32: 4).
+    ``source``: where these defaults are read."""
 
     kernels: str
     tp_overlap: bool = False
     dp_overlap: bool = True
     selective_gemm_recompute: float = 0.0
     source: str = ""
+    fsdp_reduce_bytes: int = 2
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,14 @@ class Torchtitan(TrainingFramework):
     # unless parallelism.enable_async_tensor_parallel (0.2.0 torchtitan/config/job_config.py:315, default False);
     # selective (op) checkpointing saves every other mm and recomputes the rest
     # (0.2.0 torchtitan/distributed/activation_checkpoint.py:110-111)
+    # FSDP2 reduce-scatters gradients in float32: training.mixed_precision_reduce is Literal["float32"] = "float32"
+    # (0.2.0 config/job_config.py:239, 0.2.1 :282, 0.2.2 :290, 0.3.0 config/configs.py:93), passed as fully_shard's
+    # MixedPrecisionPolicy reduce_dtype (0.2.1 models/llama3/infra/parallelize.py:123, 0.3.0
+    # models/llama3/parallelize.py:84); the parameters are all-gathered in mixed_precision_param, bfloat16
     speed_backend = SpeedTraits("torchtitan", tp_overlap=False, dp_overlap=True, selective_gemm_recompute=0.5,
                                 source="torchtitan 0.2.0 config/job_config.py:315, "
-                                       "distributed/activation_checkpoint.py:110-111")
+                                       "distributed/activation_checkpoint.py:110-111; 0.3.0 config/configs.py:93",
+                                fsdp_reduce_bytes=4)
 
     def claims_command(self, cmd: Any, args: str, script: str) -> int:
         return 90 if ("--job.config_file" in args or "--job.config-file" in args or "torchtitan" in script) else 0

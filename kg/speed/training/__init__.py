@@ -87,6 +87,7 @@ class StepInputs:
     shard_group: int               # GPUs the model states are sharded over (1: replicated)
     shard_level: int               # 0 replicated, 1 optimizer (distributed optimizer / ZeRO-1), 2, 3
     fsdp_gathers: int              # all-gathers + reduce-scatters per micro-batch (FSDP / ZeRO-3: 3, ZeRO-2 FSDP: 2)
+    fsdp_reduce_bytes: int         # bytes per gradient the reduce-scatter moves (SpeedTraits: torchtitan float32, 4)
     tp_overlap: bool
     dp_overlap: bool
     compiled: bool
@@ -215,7 +216,7 @@ def step_inputs(job: Any, derived: Mapping[str, Any]) -> StepInputs:
         gemm_fwd_per_layer=fl.gemm_per_layer * mbs, attention_fwd_per_layer=fl.attention_per_layer * mbs,
         logits_fwd=fl.logits * mbs, full_recompute_fraction=full, selective_recompute=sel,
         selective_gemm_recompute=traits.selective_gemm_recompute, params_per_gpu=params_per_gpu, shard_group=group,
-        shard_level=level, fsdp_gathers=gathers,
+        shard_level=level, fsdp_gathers=gathers, fsdp_reduce_bytes=traits.fsdp_reduce_bytes,
         tp_overlap=bool(job.get("tp_comm_overlap", traits.tp_overlap)),
         dp_overlap=bool(job.get("overlap_grad_reduce", traits.dp_overlap)),
         compiled=bool(job.get("torch_compile", False)), bubble=float(bubble), peak_gemm=peak, peak_bf16=peak_bf16,
@@ -333,7 +334,9 @@ def step_time(x: StepInputs, k: Mapping[str, Any]) -> dict[str, Any]:
     span_dp = x.tp * x.cp * x.shard_group
     t_fsdp = t_dp = 0.0
     if x.fsdp_gathers and x.shard_group > 1:
-        vol = x.fsdp_gathers * (x.shard_group - 1) / x.shard_group * x.params_per_gpu * 2
+        # (gathers - 1) BF16 all-gathers of the parameters and one reduce-scatter of the gradients in the framework's
+        # reduce dtype
+        vol = ((x.fsdp_gathers - 1) * 2 + x.fsdp_reduce_bytes) * (x.shard_group - 1) / x.shard_group * x.params_per_gpu
         t_fsdp = x.microbatches * add("FSDP/ZeRO-3", vol, span_dp, float(exp["fsdp"]) if x.dp_overlap else None,
                                       compute, "micro-batch")
     elif x.dp > 1:
