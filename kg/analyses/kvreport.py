@@ -96,3 +96,32 @@ def kv_report(model, tp: int = 1, pp: int = 1, dcp: int = 1, kv_cache_dtype: str
                 cap["max_model_len_that_fits"] = plan.longest_request(kv_budget_gib * GIB - null)
         out["capacity"] = cap
     return out, lay, plan
+
+
+def engine_default_budget(engine: Any, model, hardware: dict[str, Any], tp: int, pp: int, catalog: Any,
+                          engine_version: str | None):
+    """The ServingBudget ``optkg check`` derives for ``engine``'s default launch of ``model`` at ``tp`` x ``pp`` on
+    ``hardware`` (the engine protocol's ``default_launch_command``): the command goes through the engine's flag table,
+    its release defaults (kg.inputs.effective) and check's stack facts, so ``optkg kv --engine sglang --gpu`` and
+    ``check --sglang`` agree. None when the engine has no such command (vLLM: kg.engines.vllm.budget.gpu_default_budget).
+    Raises OptkgError when the stack has no budget."""
+    cmd = engine.default_launch_command(str(model.name or "model"), tp, pp)
+    if cmd is None:
+        return None
+    from kg.analyses.stackfacts import stack_facts
+    from kg.derive.budget import BudgetLine, ServingBudget
+    from kg.engines.launch import parse_command
+    from kg.inputs.effective import effective_configuration
+    st = parse_command(cmd, catalog, engine.name, None, "kv", resolver=lambda _name: model)
+    st.model, st.hardware, st.gpu_count = model, dict(hardware), tp * pp
+    if engine_version is not None:
+        st.engine_version, st.engine_version_assumed = engine_version, False
+    effective_configuration(st, engine.release_facts)
+    _facts, ns = stack_facts(st)
+    rows = ns.get("kv_budget_breakdown")
+    if not rows:
+        raise OptkgError(f"kv: no {engine.name} KV budget for {model.name} at tp {tp} x pp {pp} on "
+                         f"{hardware.get('id')} ({'; '.join(st.notes) or 'see optkg check'})")
+    return ServingBudget(engine.name, float(ns["kv_budget_gpu_memory_utilization"]),
+                         str(ns["kv_budget_utilization_source"]), [BudgetLine(**r) for r in rows],
+                         float(ns["kv_budget_bytes_per_gpu"]), float(ns.get("kv_budget_error_bytes") or 0.0))

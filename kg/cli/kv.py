@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-budget-gib", type=float, help="KV memory per GPU in GiB -> tokens and concurrency")
     p.add_argument("--gpu", help="a catalog GPU (H100-SXM, A100-80GB, ...): the KV budget check estimates for `vllm serve "
                                  "MODEL -tp N` on it (visible memory x the release's gpu_memory_utilization - weights - "
-                                 "activation peak - CUDA graphs - non-torch), its compute capability and batch defaults")
+                                 "activation peak - CUDA graphs - non-torch; with --engine sglang, SGLang's: memory x "
+                                 "mem_fraction_static - weights - non-torch), its compute capability and batch defaults")
     p.add_argument("--count", type=int, default=None, help="GPUs available (must hold tp x pp)")
     p.add_argument("--max-model-len", type=int, help="tokens per request for max concurrency")
     p.add_argument("--block-size", type=int, default=None,
@@ -45,8 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="vLLM's flag: size sliding-window and chunked layers as full attention (--no-...: "
                         "ask for the manager explicitly; vLLM >= 0.13.0 refuses to start where it cannot have it)")
     p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
-                   help="sglang: also SGLang 0.5.23's pools for --kv-budget-gib (the token pool over the full-attention "
-                        "layers; the SWA pool or the Mamba / GDN state pool and the running requests it allows)")
+                   help="sglang: SGLang 0.5.23's pools for --kv-budget-gib or --gpu's SGLang budget (the token pool "
+                        "over the full-attention layers; the SWA pool or the Mamba / GDN state pool and the running "
+                        "requests it allows), without vLLM's block lines")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -101,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
             checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib", hardware)
         else:
             check_parallel_sizes(model, args.tp, args.pp)
-            budget = gpu_default_budget(model, hardware, args.tp, args.pp,
-                                        engine_version=_engine_version(args.engine_version))
+            from kg.analyses.kvreport import engine_default_budget
+            budget = engine_default_budget(get(args.engine), model, hardware, args.tp, args.pp, load_catalog()[0],
+                                           _engine_version(args.engine_version)) or \
+                gpu_default_budget(model, hardware, args.tp, args.pp, engine_version=_engine_version(args.engine_version))
             args.kv_budget_gib = budget.kv_bytes / 2**30
     if args.gpu_compute_capability is not None and not (math.isfinite(args.gpu_compute_capability)
                                                         and 1.0 <= args.gpu_compute_capability < 100):
@@ -172,14 +176,16 @@ def run(args: argparse.Namespace) -> int:
               f"  (without replication: {L.bytes_per_token_per_gpu_unreplicated:,.0f})")
         if L.dcp_size > 1:
             print(f"  KV bytes per context token per GPU   {L.bytes_per_token_per_gpu_effective:,.0f}  (DCP-sharded)")
-        print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
+        blocks = not engine.kv_token_pool  # vLLM's block plan; an engine with a token pool (SGLang) prints its own
+        if blocks:
+            print(f"  valid DCP sizes (vLLM)               {L.valid_dcp_sizes}" + ("" if L.dcp_possible else "  (DCP impossible)"))
         ca = out.get("cross_attention")
         if ca:
             label = f"cross-attention (x{ca['layers']} layers)"
             print(f"  {label:<37}{ca['bytes_per_encoder_token_per_gpu']:,} bytes/encoder token"
                   f" per GPU; {ca['encoder_tokens_reserved_per_request']:,} encoder tokens ({ca['blocks_per_request']:,} blocks)"
                   " reserved per request")
-        if plan is not None:
+        if plan is not None and blocks:
             print(f"  {'KV layer groups (vLLM)':<37}{plan.groups_text()}")
             if plan.hybrid_reason:
                 print(f"  {'hybrid KV-cache manager (vLLM)':<37}{plan.hybrid_reason}")
@@ -194,18 +200,21 @@ def run(args: argparse.Namespace) -> int:
                     print(f"    {('' if i == 0 else '- ') + line.name:<33}{line.bytes / 2**30:,.2f} GiB  {line.basis}")
             else:
                 print(f"  KV budget per GPU (given)            {args.kv_budget_gib:g} GiB")
-            if "num_blocks" in c:
+            if "num_blocks" in c and blocks:
                 print(f"  {f'GPU blocks (vLLM, {plan.block_size}-token blocks)':<37}{c['num_blocks']:,}")
                 print(f"  {f'blocks per request at {plan.max_model_len:,}':<36} {c['blocks_per_request']:,}"
                       f"  ({' + '.join(f'{g.groups} x {g.blocks_per_request:,} {g.kind}' if g.groups > 1 else f'{g.blocks_per_request:,} {g.kind}' for g in plan.specs)}"
                       + (f"; {plan.max_in_flight_tokens:,} tokens in flight, {plan.model_runner} model runner"
                          if any(g.kind in ("sliding", "chunked") for g in plan.specs) else "") + ")")
                 print(f"  {'GPU KV cache size (vLLM)':<37}{c['gpu_kv_cache_size_tokens']:,} tokens")
-            print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
-            print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
+            if blocks:  # a token-pool engine's tokens are its pool's (below)
+                print(f"  KV tokens per GPU                    {c['kv_tokens_per_gpu']:,}")
+                print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
             fits, limit = c["max_model_len_that_fits"], out.get("max_model_len_limit")
             from kg.inputs.modelcfg import VLLM_NO_LENGTH_KEY_DEFAULT
-            if plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
+            if not blocks:
+                pass
+            elif plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
                 upto = f" ({limit:,} tokens for this model)" if limit else ""
                 print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
                       "the sliding / chunked groups stop growing past the window")
@@ -217,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
                       f"would hold {fits:,})")
             else:
                 print(f"  {'longest request that fits':<37}{fits:,} tokens")
-            if c["max_concurrency"] is not None:
+            if c["max_concurrency"] is not None and blocks:
                 print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
         sp = out.get("sglang_pools")
         if sp:

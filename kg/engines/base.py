@@ -235,6 +235,12 @@ class Engine:
     def finish_capacity(self, derived: dict[str, Any], ctx: Any) -> None:
         """Rewrite the capacity the way an engine generation with its own counting does (vLLM V0): nothing."""
 
+    def default_launch_command(self, model_name: str, tp: int, pp: int) -> str | None:
+        """The engine's launch command with its defaults at ``tp`` x ``pp``, whose budget ``optkg kv --gpu`` prints
+        (kg.analyses.kvreport.engine_default_budget reads it as ``check`` does), or None: vLLM's
+        (kg.engines.vllm.budget.gpu_default_budget)."""
+        return None
+
     def kv_report_extras(self, model: Any, tp: int, kv_budget_gib: float | None, kv_cache_dtype: str,
                          mamba_ssm_cache_dtype: str | None, max_model_len: int | None) -> dict[str, Any]:
         """Sections ``optkg kv --engine`` adds to its report: none."""

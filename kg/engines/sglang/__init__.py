@@ -124,6 +124,13 @@ class SGLang(Engine):
         from kg.engines.vllm.kv_dtype import apply_auto
         apply_auto(self.auto_kv_cache_dtype(model, version, ns.get("kv_cache_dtype"), cc), ns, derived)
 
+    def default_launch_command(self, model_name: str, tp: int, pp: int) -> str | None:
+        """``python -m sglang.launch_server --model-path M --tp N --pp-size M``: the budget ``check --sglang`` gives
+        it (mem_fraction_static by GPU, kg.engines.sglang.memfrac), not vLLM's."""
+        import shlex
+        return shlex.join(["python", "-m", "sglang.launch_server", "--model-path", model_name, "--tp", str(tp),
+                           "--pp-size", str(pp)])
+
     def kv_report_extras(self, model: Any, tp: int, kv_budget_gib: float | None, kv_cache_dtype: str,
                          mamba_ssm_cache_dtype: str | None, max_model_len: int | None) -> dict[str, Any]:
         """``sglang_pools``: SGLang 0.5.23's pools for ``--kv-budget-gib`` (kg.engines.sglang.capacity)."""
