@@ -252,3 +252,21 @@ def test_vllm_serves_the_positional_model_when_model_is_also_given(catalog):
                    for n in st.notes), st.notes
     st = parse_launch("vllm serve Qwen/Qwen3-32B --model Qwen/Qwen3-32B", catalog)  # the same name twice: no note
     assert not any("named twice" in n for n in st.notes)
+
+
+def test_image_tag_with_a_four_part_release_names_it(catalog):
+    # vllm/vllm-openai:v0.10.1.1 is a published release (newuser6 #8: read as 'names no release', 0.34.0 assumed)
+    st = parse_launch("docker run --gpus all vllm/vllm-openai:v0.10.1.1 --model Qwen/Qwen3-32B -tp 2", catalog)
+    assert st.engine_version == "0.10.1.1" and not any("names no release" in n for n in st.notes)
+    for tag, release in (("v0.8.5.post1", "0.8.5.post1"), ("v0.11.0-cu128", "0.11.0"), ("0.9.2", "0.9.2")):
+        assert parse_launch(f"docker run vllm/vllm-openai:{tag} --model Qwen/Qwen3-32B", catalog).engine_version == release
+    # five parts is no release: not read
+    st = parse_launch("docker run vllm/vllm-openai:v0.10.1.1.1 --model Qwen/Qwen3-32B", catalog)
+    assert st.engine_version is None
+
+
+def test_image_digest_is_named_a_digest_not_latest(catalog):
+    st = parse_launch("docker run vllm/vllm-openai@sha256:0123abcd --model Qwen/Qwen3-32B", catalog)
+    assert st.engine_version is None
+    assert [n for n in st.notes if "names no release" in n] == \
+        ["--cmd: image digest 'sha256:0123abcd' names no release; the engine version is unknown"]

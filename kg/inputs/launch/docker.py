@@ -25,7 +25,8 @@ VALUELESS = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--
              "--read-only", "-P", "--publish-all", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
              "-q", "--quiet", "--disable-content-trust", "--help"}
 _SHORT_BOOL = set("dit" "P" "q")
-_VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?:[-_].*)?")
+# a release in a tag: 0.9.2, v0.8.5.post1, v0.11.0-cu128, and four-part releases such as vLLM's v0.10.1.1
+_VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+){0,2}(?:\.post\d+|rc\d+)?)(?:[-_].*)?")
 
 
 def images() -> list[dict[str, Any]]:
@@ -144,7 +145,8 @@ def parse_launch(launch: Launch) -> Any:
         sub.notes.append(f"{launch.label}: image {image} is a {entry['engine']} image but the command runs {lz.name}")
     if version is None and entry:
         _, tag = split_image(image)
-        sub.notes.append(f"{launch.label}: image tag '{tag or 'latest'}' names no release; the engine version is unknown")
+        what = f"digest '{image.split('@', 1)[1]}'" if "@" in image and tag is None else f"tag '{tag or 'latest'}'"
+        sub.notes.append(f"{launch.label}: image {what} names no release; the engine version is unknown")
     return lz.parse(sub)
 
 
