@@ -202,7 +202,8 @@ def test_fsdp_and_zero3_jobs_decide_the_full_shard_nvlink_coupling(cli, tmp_path
         p.write_text(f"distributed_type: FSDP\nmixed_precision: bf16\nnum_machines: {machines}\nnum_processes: {procs}\n"
                      f"fsdp_config:\n  fsdp_sharding_strategy: {strategy}\n  fsdp_version: 2\n")
         return str(p)
-    rule = "coupling-zero-3-fsdp-requires-nvlink-nvswitch"
+    # newuser6 #11 h: a hand rule refines the coupling ("requires NVLink, which the stack does not use" on H100-SXM)
+    rule = "fsdp-full-shard-spans-nodes"
     for path, fired in ((acc("FULL_SHARD", 1, 8), False), (acc("HYBRID_SHARD", 8, 64), False),
                         (acc("FULL_SHARD", 8, 64), True)):
         code, out, err = cli("check", path, "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--no-speed",
@@ -214,7 +215,9 @@ def test_fsdp_and_zero3_jobs_decide_the_full_shard_nvlink_coupling(cli, tmp_path
     ds.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}')
     code, out, err = cli("check", str(ds), "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--count", "64",
                          "--no-speed")
-    assert f"WARN  {rule}: ZeRO-3/FSDP requires NVLink" in out and "missing sharding_strategy" not in out
+    assert "missing sharding_strategy" not in out and "requires NVLink" not in out
+    assert (f"WARN  {rule}: Full sharding over more GPUs than one NVLink domain" in out
+            and "FULL_SHARD over a shard group of 64 GPUs spans 8 NVLink domains of 8 GPUs" in " ".join(out.split()))
 
 
 def test_a_generic_train_py_says_the_hf_trainer_framework_was_assumed(cli):

@@ -107,7 +107,7 @@ def test_validate_checks_training_rules_that_refine(catalog):
     assert not problems
     assert refine_problems(catalog, rs) == []
     refining = sorted(r.id for r in rs.rules if r.refines)
-    assert refining == ["deepspeed-zero-with-pipeline-engine", "training-ep-without-experts",
+    assert refining == ["deepspeed-zero-with-pipeline-engine", "fsdp-full-shard-spans-nodes", "training-ep-without-experts",
                         "training-experts-not-divisible-by-ep", "training-fp8-needs-sm89",
                         "training-heads-not-divisible-by-tp"]
 
@@ -143,7 +143,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 47  # + megatron-recompute-activations-overrides-granularity
+    assert len(rs.rules) == 48  # + fsdp-full-shard-spans-nodes
     bad = []
     for r in rs.rules:
         if not r.evidence:
