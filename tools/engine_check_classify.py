@@ -10,7 +10,8 @@ Tables, not if-chains:
   (catalog/engines/<engine>.yaml) maps to an optkg setting; JSON flags map their fields (``fields:``); model
   config fields (``hf_config.X``) map to the model facts of the same name (kg.inputs.modelcfg.ModelFacts).
 - the hand classification catalog/engines/checks/classify/<engine>.yaml: ``sites: {id: {class, by|kind|why}}``
-  and ``patterns: [{path, function, condition, message, class, kind, why}]`` (regular expressions).
+  and ``patterns: [{path, function, condition, message, class, kind, why, releases}]`` (regular expressions;
+  ``releases``, a list, limits a pattern to those releases).
 """
 from __future__ import annotations
 
@@ -505,7 +506,8 @@ def classify_all(engine: str, release: str, sites: list[Any], sources: dict[str,
     package = SCOPES[engine][0]
     hand = _load(ROOT / "catalog" / "engines" / "checks" / "classify" / f"{engine}.yaml") or {}
     by_id = hand.get("sites") or {}
-    patterns = hand.get("patterns") or []
+    # a pattern with ``releases:`` holds at those releases only (its why cites their lines and callers)
+    patterns = [p for p in hand.get("patterns") or [] if release in p.get("releases", [release])]
     evidence = rule_evidence(package, engine, release)
     flat, sub = field_map(engine)
     MUTATED.clear()
