@@ -285,7 +285,8 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
         problems = [p for p in problems if p.file not in gone]
         for tid in [t for t, f in files.items() if f in gone]:
             del techniques[tid], docs[tid], files[tid]
-    cross = _cross_checks(techniques, docs, properties, hardware) + _condition_problems(techniques, docs, properties)
+    with paused_gc():  # the cross-file checks build an index per entry: plain data again
+        cross = _cross_checks(techniques, docs, properties, hardware) + _condition_problems(techniques, docs, properties)
     if not properties and any(p.file == str(root / "properties.yaml") for p in problems):
         # properties.yaml itself is unreadable or the wrong shape (reported above, once): every coupling
         # through a property would otherwise add a dangling-property error naming the technique files

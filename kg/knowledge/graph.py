@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import networkx as nx
 
+from kg.core.parallel import paused_gc
 from kg.knowledge.catalog import Catalog
 from kg.core.errors import OptkgError
 
@@ -29,7 +30,16 @@ def pnode(pid: str) -> str:
 
 
 def build_graph(catalog: Catalog) -> nx.MultiDiGraph:
-    """Build the coupling graph (deterministic: nodes and edges added in sorted id order)."""
+    """Build the coupling graph (deterministic: nodes and edges added in sorted id order).
+
+    The graph is plain dicts (no cycles), built with the cyclic collector paused (kg.core.parallel.paused_gc): at
+    10,000 techniques its passes over the catalog's ~2.4 million containers were ~75 % of the build (1.45 -> 0.36 s
+    CPU, 49,731 edges)."""
+    with paused_gc():
+        return _build_graph(catalog)
+
+
+def _build_graph(catalog: Catalog) -> nx.MultiDiGraph:
     g = nx.MultiDiGraph()
     for tid in sorted(catalog.techniques):
         t = catalog.techniques[tid]
