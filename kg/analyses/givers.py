@@ -24,6 +24,9 @@ OPTKG_OPTIONS = {
     "ep_spans_nodes": "--nnodes N (or gpus_per_node: in a stack file)",
     "vllm_architecture_refused": "a model whose config.json names its architectures, and --engine-version of a "
                                  "release optkg read (catalog/engines/models/vllm.yaml)",
+    "sglang_architecture_refused": "--engine-version of a release whose SGLang model registry optkg read "
+                                   "(catalog/engines/models/sglang.yaml: 0.4.0, 0.4.5, 0.5.1, 0.5.5, 0.5.23; "
+                                   "tools/sglang_model_registry.py reads another wheel)",
 }
 HARDWARE_HINT = "--gpu NAME (a GPU optkg knows; `optkg check --help` lists the catalog)"
 

@@ -148,9 +148,12 @@ class SGLang(Engine):
 
     # ---- facts
     def engine_facts(self, stack: Any, ns: dict[str, Any], out: dict[str, Any]) -> None:
-        """``moe_a2a_backend`` defaults to none (ServerArgs.moe_a2a_backend)."""
+        """``moe_a2a_backend`` defaults to none (ServerArgs.moe_a2a_backend); the model registry's
+        ``sglang_architecture_refused`` (kg.engines.sglang.registry)."""
         if ns.get("moe_a2a_backend") is None:
             out["moe_a2a_backend"] = "none"
+        from kg.engines.sglang.registry import registry_facts
+        out.update(registry_facts(stack))  # whether the release's model registry has the served architecture
 
     def support_facts(self, out: dict[str, Any], ns: dict[str, Any]) -> None:
         """``sglang_enable_spec_v2`` (SGLANG_ENABLE_SPEC_V2, catalog/support/sglang-spec-v2.yaml): the setting, else the
