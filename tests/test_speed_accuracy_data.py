@@ -165,3 +165,25 @@ def test_the_accuracy_digest_covers_the_kv_budget_and_model_facts_the_numbers_ar
     assert moved <= inputs, moved - inputs
     # and not the training-memory model or a GPU the estimator does not time
     assert "kg/derive/training_memory.py" not in inputs and "catalog/hardware/T4.yaml" not in inputs
+
+
+def test_a_model_gets_its_own_factor_only_where_its_own_rows_left_out_by_group_beat_the_cells():
+    import run
+    # rows: (concurrency, isl, measured / estimated, model, GPU, group, estimated ms, osl, per-model key); the estimator
+    # times model
+    # "a" at half its measured time and "b" right, two configuration groups of 20 rows each (a left-out fit needs 20)
+    def rows(model, q):
+        return [(c, 1024, q, model, "h100_sxm", f"{model}{g}", 100.0, 1024, model) for g in (1, 2)
+                for c in (4, 8, 16, 32) * 5]
+    cell = {"ttft": rows("a", 2.0) + rows("b", 1.0), "tpot": rows("a", 1.0) + rows("b", 1.0)}
+    form = {m: run._form(cell[m]) for m in ("ttft", "tpot")}
+    own = run._per_model(cell, form, {"a": "model-a", "b": "model-b"})
+    # a's TTFT: its own factor (x 2, left out by group: 0 %) beats the cell's pooled one (about x 1.4)
+    assert set(own) == {"a"} and own["a"]["model"] == "model-a" and "tpot" not in own["a"]
+    from kg.speed.serving import Workload, calibration_factor
+    assert calibration_factor(own["a"]["ttft"], Workload(1024, 1024, 8)) == pytest.approx(2.0, rel=0.01)
+    assert own["a"]["left_out_mape"]["ttft"]["own"] < 1.0 < own["a"]["left_out_mape"]["ttft"]["cell"]
+    assert own["a"]["train_rows"] == 8 and own["a"]["concurrency"] == [4, 32]
+    # one group only: no evidence that its own factor carries over to another configuration
+    one = {"ttft": [r for r in cell["ttft"] if r[5] != "a2"], "tpot": cell["tpot"]}
+    assert run._per_model(one, {m: run._form(one[m]) for m in one}, {"a": "model-a", "b": "model-b"}) == {}

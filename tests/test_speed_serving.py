@@ -46,7 +46,8 @@ def test_demo_stack_gets_ttft_itl_and_tokens_per_second(demo):
     sp = _speed(stack, report, isl=1024, osl=1024, concurrency=64)
     assert sp["status"] == "ok", sp
     assert sp["estimator"] == {"package": "aiconfigurator-core", "release": "0.12.0", "system": "h200_sxm",
-                               "backend": "vllm", "database_release": "0.27.0"}
+                               "backend": "vllm", "database_release": "0.27.0",
+                               "gemm_quant_mode": None}  # BF16: the estimator reads the checkpoint's own
     assert sp["parallel"] == {"tp_size": 8, "pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 8,
                               "moe_ep_size": 1, "gpus": 8}
     # vLLM allocates KV blocks as a request grows: in a closed loop a running request holds isl + osl / 2 =
@@ -498,3 +499,23 @@ def test_sglang_prefill_budget_left_unset_is_the_one_sglang_picks_from_the_gpu_m
     got, why = _sglang_ctx_default(stack(b200, {"dp-attention": {}}), dp8)
     assert got == 2048 and "16,384 / 8 DP-attention ranks = 2,048" in why
     assert _sglang_ctx_default(stack(b200, {}), dp8)[0] == 16384  # --dp 8 replicas: each keeps the whole budget
+
+
+def test_a_model_with_its_own_factor_takes_it_and_the_others_the_cells(monkeypatch):
+    import kg.speed.serving as serving
+    cal = {"vllm/h100_sxm": {"ttft": [0.0, 0.0, 0.0, 10.0], "tpot": None, "train_rows": 40, "concurrency": [4, 64],
+                             "isl": [1024, 8192], "osl": [1024, 1024], "models": {"m1": "one", "m2": "two"},
+                             "per_model": {"m2/fp8": {"model": "two", "ttft": [0.69315, 0.0, 0.0], "tpot": None,
+                                                  "train_rows": 20, "concurrency": [4, 64], "isl": [1024, 1024],
+                                                  "osl": [1024, 1024]}}}}
+    monkeypatch.setattr(serving, "calibration", lambda: cal)
+    notes: list[str] = []
+    (k1, t1), _ = serving._factors("vllm", "h100_sxm", "m1", serving.Workload(1024, 1024, 8), notes)
+    assert (k1, t1) == (1.0, 10.0)  # the cell's: factor 1, + 10 ms
+    notes = []
+    (k2, t2), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), notes, "fp8")
+    assert k2 == pytest.approx(2.0, rel=1e-4) and t2 == 0.0
+    assert any("this model's own factor" in n for n in notes)
+    # the same shapes timed with other kernels (BF16 GEMMs): the cell's factor, not the FP8 runs' own
+    (k3, t3), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), [], None)
+    assert (k3, t3) == (1.0, 10.0)

@@ -154,19 +154,30 @@ def calibration_overhead_ms(coef: list[float] | None) -> float:
     return float(coef[3]) if coef and len(coef) > 3 else 0.0
 
 
+def per_model_key(signature: str, gemm_quant_mode: str | None) -> str:
+    """The key of a model's own factor (kg/speed/calibration.yaml ``per_model``): its shapes (``model_signature``) and
+    the GEMM mode the estimator timed it in (its error is per kernel: an FP8 run's factor is not a BF16 run's)."""
+    return f"{signature}/{gemm_quant_mode or 'checkpoint'}"
+
+
 def _factors(backend: str, system: str, signature: str, wl: Workload,
-             notes: list[str]) -> tuple[tuple[float, float], tuple[float, float]]:
+             notes: list[str], gemm_quant_mode: str | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
     """((TTFT factor, fixed ms), (TPOT factor, fixed ms)) of kg/speed/calibration.yaml for the engine x GPU cell at
-    ``wl`` (the running batch), each inside its coverage (``calibrated``); a cell whose train rows hold one
-    configuration only (no evidence either way, ``fallback``) takes the engine-wide ``<engine>/*`` factor. Appends
-    what was done to ``notes``."""
+    ``wl`` (the running batch), each inside its coverage (``calibrated``); a model with its own factor in the cell
+    (``per_model``: kept where leave-one-group-out on its train rows beat the cell's) takes that one, inside its own
+    ranges; a cell whose train rows hold one configuration only (no evidence either way, ``fallback``) takes the
+    engine-wide ``<engine>/*`` factor. Appends what was done to ``notes``."""
     cal = calibration()
     own = f"{backend}/{system}"
     ks = []
     for metric in ("ttft", "tpot"):
         cell = own if own in cal and not (cal[own].get("fallback") or {}).get(metric) else f"{backend}/*"
         kf = cal.get(cell) or {}
-        coef, why = calibrated(kf, metric, signature, system)
+        pm = ((cal.get(own) or {}).get("per_model") or {}).get(per_model_key(signature, gemm_quant_mode)) or {}
+        if pm.get(metric):  # the model's own factor, where its own train rows showed it beats the cell's
+            kf, coef, why, cell = pm, pm[metric], None, f"{own}, this model's own factor"
+        else:
+            coef, why = calibrated(kf, metric, signature, system)
         notes.extend([why] if why else [])
         at = within_fit(kf, wl)
         ks.append((calibration_factor(coef, at), calibration_overhead_ms(coef)))
@@ -480,7 +491,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
     notes.append(accuracy_note(backend, system))
     (k_ttft, t_ttft), (k_tpot, t_tpot) = _factors(backend, system, model_signature(files["config.json"]),
-                                                  Workload(wl.isl, wl.osl, running), notes)
+                                                  Workload(wl.isl, wl.osl, running), notes, point.gemm_quant_mode)
     queued = max(0, wl.concurrency - running)
     raw_engine = r["ttft_ms"] + hold * r["tpot_ms"]
     raw_wait = (raw_engine + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0
@@ -494,7 +505,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
         notes.append(f"{queued:,} of {wl.concurrency:,} requests queue: the {caps.get('limit', 'running-request')} "
                      f"cap allows {running:,} running; each waits ~{wait:,.0f} ms first (closed loop, Little's law)")
     out.update(status="ok", estimator={"package": "aiconfigurator-core", "release": est_release, "system": system,
-                                       "backend": backend, "database_release": r["release"]},
+                                       "backend": backend, "database_release": r["release"],
+                                       "gemm_quant_mode": point.gemm_quant_mode},
                parallel=par.__dict__, running=running, queued=queued, cap=caps, batch_per_rank=b,
                prefill_tokens_per_step=point.ctx_tokens,
                ttft_ms=r["ttft_ms"] + wait, engine_ttft_ms=r["ttft_ms"], queue_wait_ms=wait, itl_ms=r["tpot_ms"],

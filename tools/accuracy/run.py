@@ -391,6 +391,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
             rec["optkg_cap_limit"] = o["cap"].get("limit")
             rec["raw_ttft_ms"], rec["raw_tpot_ms"] = o["uncalibrated"]["ttft_ms"], o["uncalibrated"]["itl_ms"]
             rec["optkg_hold_steps"] = o.get("context_hold_steps") or 0.0
+            rec["optkg_gemm_mode"] = o["estimator"].get("gemm_quant_mode") or ""
             rec["optkg_release"] = o["estimator"]["database_release"]
         else:
             rec["optkg_reason"] = "; ".join(o["reasons"])[:300]
@@ -551,6 +552,56 @@ def _form(rows: list[tuple]) -> tuple[bool | None, bool, dict, bool]:
     return errs[best][0] < errs[best][1], overhead, evidence, osl
 
 
+def _cell_left_out_on(rows: list[tuple], sig: str, overhead: bool, osl: bool, kept: bool) -> float:
+    """The cell factor's leave-one-configuration-group-out error on the rows of model ``sig`` (a per-model key, field 8): for each of its groups,
+    the factor fitted on every other row of the cell (the cell's form) applied to that group's rows; the uncalibrated
+    error when the cell keeps no factor."""
+    own = [r for r in rows if r[8] == sig]
+    if not kept:
+        return statistics.fmean(abs(1.0 / r[2] - 1.0) for r in own)
+    errs = []
+    for g in sorted({r[5] for r in own}):
+        fit_on = [r for r in rows if r[5] != g]
+        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= MIN_FIT_ROWS else None
+        span = dict(zip(("concurrency", "isl", "osl"), _ranges(fit_on)))
+        errs += [abs(_ratio(coef, span, r) - 1.0) for r in own if r[5] == g]
+    return statistics.fmean(errs)
+
+
+def _per_model(cell: dict[str, list], form: dict, names: dict[str, str]) -> dict:
+    """Factors of the models whose own train rows support one, keyed by kg.speed.serving.per_model_key (the model's
+    shapes and the GEMM mode the estimator timed: its error is per kernel): a model with two or more configuration
+    groups of the cell that can each be left out with >= MIN_FIT_ROWS of its rows still to fit on gets its own factor (the form with the lowest leave-one-group-out error on its rows, ``_form``)
+    where that error is below both the uncalibrated one and the cell factor's on the same rows, left out the same way
+    (``_cell_left_out_on``). The estimator's error differs by model (its per-op tables fit some kernels better than
+    others), and one factor per cell fitted to several models moves each the same way."""
+    out: dict[str, dict] = {}
+    for m in ("ttft", "tpot"):
+        rows = cell[m]
+        for sig in sorted({r[8] for r in rows}):
+            own = [r for r in rows if r[8] == sig]
+            groups = {r[5] for r in own}
+            # evidence from at least two left-out groups, each predicted by a fit on >= MIN_FIT_ROWS of the model's
+            # other rows (a group too large to leave out is only ever "predicted" uncalibrated)
+            if sum(1 for g in groups if sum(1 for r in own if r[5] != g) >= MIN_FIT_ROWS) < 2:
+                continue
+            kept, overhead, _, osl = _form(own)
+            if not kept:
+                continue
+            e_own = _left_out_error(own, 5, overhead, osl)[0]
+            e_cell = _cell_left_out_on(rows, sig, form[m][1], form[m][3], bool(form[m][0]))
+            if e_own >= e_cell - 1e-6:
+                continue
+            entry = out.setdefault(sig, {"model": names[sig]})
+            entry[m] = _lsq(own, overhead, osl)
+            entry.setdefault("left_out_mape", {})[m] = {"own": round(e_own * 100, 1), "cell": round(e_cell * 100, 1)}
+    for sig, entry in out.items():
+        own = [r for m in ("ttft", "tpot") if entry.get(m) for r in cell[m] if r[8] == sig]
+        entry["train_rows"] = len({(r[5], r[0], r[1], r[7]) for r in own})
+        entry["concurrency"], entry["isl"], entry["osl"] = _ranges(own)
+    return out
+
+
 def _mean_osl(r: dict) -> int:
     """The mean output length the row's client drew (measured.mean_length; the record's own when it has one)."""
     from measured import mean_length
@@ -568,6 +619,7 @@ def fit(recs: list[dict]) -> dict:
     concurrency / ISL ranges, the models it saw (``models``: kg.speed.serving.model_signature -> name) and whether it
     carries over to a model it was not fitted on (``transfers``, leave-one-model-out) and, for ``<engine>/*``, to a
     GPU (``transfers_gpu``, leave-one-GPU-out)."""
+    from kg.speed.serving import per_model_key
     cells: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     names: dict[str, dict[str, str]] = defaultdict(dict)
     for r in recs:
@@ -585,9 +637,13 @@ def fit(recs: list[dict]) -> dict:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
                     # per-rank batch_size and nominal ISL
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
-                                          r["group"], float(r[raw]), _mean_osl(r)))
+                                          r["group"], float(r[raw]), _mean_osl(r),
+                                          per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None)))
     out = {}
     for k in sorted(cells):
+        for key in {r[8] for m in ("ttft", "tpot") for r in cells[k][m]}:
+            sig, _, gemm = key.rpartition("/")
+            names[k].setdefault(key, f"{names[k][sig]} ({gemm} GEMMs)")
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
         if n < MIN_ROWS:
             continue
@@ -614,6 +670,10 @@ def fit(recs: list[dict]) -> dict:
                  for m in ("ttft", "tpot") if coefs[m]}
         if any(worse.values()):
             out[k]["worse_for"] = {m: dict(sorted(v.items(), key=lambda kv: kv[1])) for m, v in worse.items() if v}
+        if not k.endswith("/*"):
+            own = _per_model(cells[k], form, names[k])
+            if own:
+                out[k]["per_model"] = own
         engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
         fallback = {m: form[m][0] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
         if not k.endswith("/*") and any(fallback.values()):
@@ -648,7 +708,9 @@ def write_calibration(cells: dict) -> None:
                                      "the models it saw (models: shape signature -> name) except those whose own train "
                                      "error it raised (worse_for), and to other models only "
                                      "where leave-one-model-out on the train split lowered the error (transfers); "
-                                     "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu)",
+                                     "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu); a "
+                                     "model's own factor (per_model) where its own train rows (>= 20, >= 2 groups) "
+                                     "showed a lower leave-one-group-out error with it than with the cell's",
                          "adapter": ADAPTER_VERSION, "tool": "tools/accuracy/run.py --fit"},
            "cells": cells}
     CALIBRATION.write_text(head + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
@@ -712,7 +774,8 @@ def render(recs: list[dict], digest: str) -> str:
              "lower leave-one-configuration-group-out error on the train rows, kept only where that error is below "
              "the uncalibrated one, and applied only inside its coverage: concurrency / ISL / OSL ranges, the "
              "models it was fitted on (not those whose own train rows it made worse), other models only where leave-one-model-out on the train rows showed it "
-             "carries over); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
+             "carries over; a model whose own train rows in two or more configuration groups showed a lower "
+             "leave-one-group-out error with its own factor than with the cell's takes its own); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
              "authors compare it with this CSV (`cli_estimate`: the row's layout and batch_size, ctx_tokens = ISL, "
              "the row's release when its database has it), on the rows where it gives a number (**bare's rows**: "
              "their count; optkg's error on the same rows beside bare's). MAPE = mean of |estimate - measured| / "
@@ -769,6 +832,15 @@ def _calibration_forms() -> list[str]:
             out.append(f"| {cell} | {m.upper()} | {pct(ev.get('uncalibrated'))} | {pct(ev.get('factor'))} | "
                        f"{pct(ev.get('factor_plus_fixed'))} | {pct(ev.get('factor_osl'))} | "
                        f"{pct(ev.get('factor_plus_fixed_osl'))} | {kept} | {f'{t0:,.1f} ms' if t0 else '-'} |")
+    own = [(cell, e, m) for cell, v in cells.items() for e in (v.get("per_model") or {}).values()
+           for m in ("ttft", "tpot") if e.get(m)]
+    if own:
+        out += ["", "Models with their own factor in a cell (kg/speed/calibration.yaml `per_model`): >= 20 train rows in "
+                "two or more configuration groups, and a leave-one-group-out error on those rows below both the "
+                "uncalibrated one and the cell factor's left out the same way.", "",
+                "| cell | model | metric | train rows | left-out MAPE, own factor | cell factor |", "|---|---|---|---:|---:|---:|"]
+        out += [f"| {cell} | {e['model']} | {m.upper()} | {e['train_rows']:,} | {e['left_out_mape'][m]['own']:.1f} % | "
+                f"{e['left_out_mape'][m]['cell']:.1f} % |" for cell, e, m in own]
     return out + [""]
 
 
