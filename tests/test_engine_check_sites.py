@@ -734,7 +734,8 @@ def test_a_check_inside_a_loop_over_a_list_option_is_a_per_element_row(catalog):
     base = "vllm serve meta-llama/Llama-3.1-8B "
     for release, ops, family, increasing in (("0.34.0", 1165, 188, 204), ("0.33.0", 1015, 194, 210)):
         ops_line = ("vllm/config/compilation.py", ops)
-        assert ops_line in _refused_on_h100(base + "-cc '{\"custom_ops\": [\"+rms_norm\", \"silu\"]}'", release, catalog)
+        assert ops_line in _refused_on_h100(base + "-cc '{\"custom_ops\": [\"+rms_norm\", \"silu\"]}'", release,
+                                            catalog)
         assert ops_line not in _refused_on_h100(base + "-cc '{\"custom_ops\": [\"+rms_norm\", \"none\"]}'", release,
                                               catalog)
         buckets = base + "--custom-histogram-buckets '{\"%s\": [0.1, %s]}'"
@@ -772,3 +773,23 @@ def test_a_hand_pattern_limited_to_a_release_classifies_that_release_only():
         got = [(k[1], s["class"], s.get("kind")) for k, s in by[release].items()
                if k[0] == "ModelConfig.get_num_layers_by_block_type"]
         assert got == [(n, "unknowable", "internal") for n in lines], release
+
+
+def test_the_quantization_config_targets_and_hadamard_size_are_checked_as_vllm_does(catalog):
+    # config/quantization.py:218-242 (0.34.0; :152-165 at 0.33.0, one check for a bad name or kind): the
+    # --quantization-config targets are a dict of online shorthand names (_ONLINE_SHORTHANDS, :272) or spec dicts;
+    # :140-143 hadamard_size is a power of two
+    base = "vllm serve meta-llama/Llama-3.1-8B --quantization-config "
+    for release, not_dict, unknown_name, bad_kind in (("0.34.0", 225, 234, 242), ("0.33.0", 158, 165, 165)):
+        def lines(cfg: str) -> list[tuple[str, int]]:
+            return [x for x in _refused_lines(base + cfg, release, catalog) if x[0] == "vllm/config/quantization.py"]
+        assert lines("'{\"targets\": \"fp8_per_tensor\"}'") == [("vllm/config/quantization.py", not_dict)]
+        assert lines("'{\"targets\": {\"re:.*mlp.*\": \"fp8_per_tensr\"}}'") == [
+            ("vllm/config/quantization.py", unknown_name)]
+        assert lines("'{\"targets\": {\"re:.*mlp.*\": 8}}'") == [("vllm/config/quantization.py", bad_kind)]
+        assert lines("'{\"targets\": {\"re:.*mlp.*\": \"fp8_per_tensor\"}}'") == []
+    hadamard = ("vllm/config/quantization.py", 143)
+    assert hadamard in _refused_lines(base + "'{\"linear\": {\"weight\": \"mxfp4\", \"hadamard_size\": 48}}'",
+                                      "0.34.0", catalog)
+    assert hadamard not in _refused_lines(base + "'{\"linear\": {\"weight\": \"mxfp4\", \"hadamard_size\": 32}}'",
+                                          "0.34.0", catalog)

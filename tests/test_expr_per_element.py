@@ -83,3 +83,11 @@ def test_a_list_over_the_limit_or_not_a_list_is_an_error_not_a_guess():
         evaluate("any(a < b for a, b in L)", {"L": [1]})
     with pytest.raises(ExprTypeError, match="items needs a mapping"):
         evaluate("any(v for k, v in items(L))", {"L": [1]})
+
+
+def test_bitwise_and_of_integers_tells_a_power_of_two():
+    # quantization.py:142 (0.34.0): hadamard_size & (hadamard_size - 1) is 0 only for a power of two
+    assert evaluate("x & (x - 1)", {"x": 48}) == 32
+    assert evaluate("x & (x - 1)", {"x": 32}) == 0
+    with pytest.raises(ExprTypeError, match="& needs two integers"):
+        evaluate("x & 1", {"x": 1.5})

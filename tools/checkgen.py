@@ -411,7 +411,8 @@ class Walker:
                 return Expr(f"(-{self.text(node.operand, fr, pc)})")
             raise Untranslatable("unary")
         if isinstance(node, ast.BinOp):
-            sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/"}.get(type(node.op))
+            sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/",
+                   ast.BitAnd: "&"}.get(type(node.op))
             if sym is None:
                 raise Untranslatable("binop")
             return Expr(f"({self.text(node.left, fr, pc)} {sym} {self.text(node.right, fr, pc)})")

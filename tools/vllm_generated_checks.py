@@ -436,14 +436,22 @@ class VllmWalker(cg.Walker):
                 if m is None:
                     continue
                 cur = given.get(f)
-                if cur is None:
-                    continue  # a default is not validated (validate_default is off)
+                json_key = None
+                if cur is None:  # a key of the user's JSON (the CLI validates it: arg_utils.py:371 validate_json)
+                    json_key = next((o for o in spread if o.label.startswith("json:")), None)
+                    try:
+                        cur = self.get_attr(json_key, f) if json_key is not None else None
+                    except cg.Untranslatable:
+                        cur = None
+                    if not isinstance(cur, cg.Expr):
+                        continue  # a default is not validated (validate_default is off)
                 try:
                     got = self.invoke(m[0], m[1], None, [cur] if _first_param(m[0]) != "cls" else [cur], {}, pc, m[2],
                                       static=True)
                 except cg.Untranslatable:
                     got = cg.TAINT
-                given[f] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
+                if json_key is None:
+                    given[f] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
         served = cls == "ModelConfig" and self.in_create_model_config > 0
         obj = super().new_dataclass(cls, given, spread, pc, path, env={SERVED: True} if served else None)
         if hit is not None:
@@ -666,7 +674,9 @@ def _dict_literal(w: "VllmWalker", node: ast.Dict, fr: cg.Frame, pc: list[str]) 
     for k, v in zip(node.keys, node.values):
         try:
             kt = w.as_text(w.value(k, fr, pc))
-            vt = w.as_text(w.value(v, fr, pc))
+            # a value built by a call (quantization.py:272 ``"fp8_per_tensor": QuantizationConfigArgs(...)``) is not
+            # walked here (its checks would be recorded under this path): unknown, while ``in`` still reads the keys
+            vt = cg.UNK if isinstance(v, ast.Call) else w.as_text(w.value(v, fr, pc))
         except cg.Untranslatable:
             return None
         if not (kt.startswith(("'", '"')) or kt.lstrip("-").isdigit()):
@@ -852,6 +862,11 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             return None
         if isinstance(v, cg.Expr) and ast.unparse(node.args[1]) == "torch.dtype":
             # a value the walk knows is plain data (an option, a config.json key, a dtype name): never a torch.dtype
+            return cg.Expr("False")
+        if isinstance(v, cg.Expr) and not v.ref and isinstance(node.args[1], ast.Name) \
+                and w.find_class(node.args[1].id, fr.path) is not None:
+            # nor an instance of a class of the scanned sources (quantization.py:241 ``isinstance(target, QuantSpec)``
+            # on a JSON value); an object the walk builds is an Obj, decided below
             return cg.Expr("False")
         if isinstance(v, cg.Obj):
             types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
@@ -1424,6 +1439,11 @@ def annotation_class(w: VllmWalker, ann: ast.AST | None, path: str) -> tuple[str
     ``FooConfig | dict | None``; (None, ...) for anything else."""
     if ann is None:
         return None, False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):  # a quoted annotation (arg_utils.py:642)
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return None, False
     parts = []
 
     def flat(n: ast.AST) -> None:

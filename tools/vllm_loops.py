@@ -41,8 +41,8 @@ def depth(pc: list[str]) -> int:
 
 def _simple_body(s: ast.For) -> bool:
     for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
-        if isinstance(n, (ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.While, ast.Try, ast.FunctionDef,
-                          ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.With)):
+        if isinstance(n, (ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.While, ast.FunctionDef,
+                          ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
     return not s.orelse and not isinstance(s, ast.AsyncFor)
 
@@ -198,8 +198,9 @@ def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
     """``cfg.x.append(v)`` / ``cfg.x.extend(<list>)`` on a list field the walk knows: x becomes ``x + [v]`` where the
     path condition holds (compilation.py:1115-1134 at 0.34.0 appends '+rotary_embedding' to custom_ops before the
     per-element check at :1164); checkgen makes the field unknown. False for anything else."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend")
-            and len(node.args) == 1 and not node.keywords and isinstance(node.func.value, ast.Attribute)):
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend") and len(node.args) == 1 and not node.keywords
+            and isinstance(node.func.value, ast.Attribute)):
         return False
     try:
         base = w.value(node.func.value.value, fr, pc)

@@ -2,8 +2,8 @@
 
 Grammar: Python expression syntax restricted to literals (numbers, strings, booleans, None,
 lists/tuples/sets), names (looked up in the facts), ``and``/``or``/``not``, comparisons
-(``< <= > >= == != in not in``, chained), arithmetic (``+ - * / // % **``; ``+`` also joins two strings or
-two lists), conditional
+(``< <= > >= == != in not in``, chained), arithmetic (``+ - * / // % **``, ``&`` of integers; ``+`` also
+joins two strings or two lists), conditional
 expressions (``a if c else b``), calls to the functions in ``FUNCTIONS`` and, per element of a list,
 ``any(<cond> for x in <list>)`` / ``all(...)`` (one ``for`` over a list of at most ``MAX_ITEMS`` elements, a
 name or a tuple of names as its target, optional ``if`` filters, at most ``MAX_LOOPS`` nested). Anything else
@@ -55,6 +55,13 @@ def _pow(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int) and b > 0 and a.bit_length() * b > MAX_INT_BITS:
         raise ExprTypeError(f"{a} ** {b} would have more than {MAX_INT_BITS} bits")
     return operator.pow(a, b)
+
+
+def _and(a: Any, b: Any) -> int:
+    """``a & b`` of two integers (``size & (size - 1)``: a power of two; quantization.py:142 at 0.34.0)."""
+    if type(a) is not int or type(b) is not int:
+        raise ExprTypeError(f"& needs two integers, found {a!r} and {b!r}")
+    return a & b
 
 
 def _mul(a: Any, b: Any) -> Any:
@@ -129,7 +136,7 @@ def _unique(xs: list | tuple) -> list:
         raise ExprTypeError(f"unique: {xs!r} holds an element that is not a number, string or boolean") from None
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow, ast.BitAnd: _and}
 _CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne,
         ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
