@@ -170,12 +170,14 @@ class Checked:
     facts: list[dict[str, Any]]
     ns: dict[str, Any]
     firings: list[Firing]
+    fired: list[Firing] | None = None  # the firings that fired, in order (None: not picked yet)
 
     def findings_brief(self) -> list[tuple[str, str]]:
         """(rule id, severity) of the report's findings, in its order (``report_of``), without writing them: what a
         sweep keeps of each combination."""
-        notes_only = {f.rule.id for f in self.firings if f.fired and _is_effect_note(f.rule)}
-        out = [(f.rule.id, f.severity or "info") for f in self.firings if f.fired and f.rule.id not in notes_only]
+        fired = self.fired if self.fired is not None else _fired(self.firings)
+        notes_only = {f.rule.id for f in fired if _is_effect_note(f.rule)}
+        out = [(f.rule.id, f.severity or "info") for f in fired if f.rule.id not in notes_only]
         out.sort(key=lambda x: (-SEVERITY_ORDER.get(x[1], 0), x[0]))
         return out
 
@@ -206,13 +208,20 @@ def check_parts(stack: Stack, catalog: Catalog, rules: RuleSet) -> Checked:
                 e.update(value=ns["max_model_len_effective"], source="given: auto", releases=None, evidence=[],
                          why=str(ns.get("max_model_len_source") or "").removeprefix("--max-model-len auto: "))
     firings = _evaluate(rules, facts, ns, stack, catalog)
-    stored = stored_kv_capacity(stack, {f.rule.id for f in firings if f.fired}, stack_facts)
+    fired = _fired(firings)
+    stored = stored_kv_capacity(stack, {f.rule.id for f in fired}, stack_facts)
     if stored is not None:  # capacity (table and rules) at the KV dtype the engine stores; the rule saying so stays
         keep = {f.rule.id: f for f in firings if f.rule.id in STORED_KV_DTYPE}
         ns = {**ns, **stored[0], "kv_bytes_per_token_per_gpu_requested": ns.get("kv_bytes_per_token_per_gpu")}
         stack.notes.append(stored[1])
         firings = [keep.get(f.rule.id, f) for f in _evaluate(rules, facts, ns, stack, catalog)]
-    return Checked(stack, effective, facts, ns, firings)
+        fired = None
+    return Checked(stack, effective, facts, ns, firings, fired)
+
+
+def _fired(firings: list[Firing]) -> list[Firing]:
+    """The Firings that fired, in order (a sweep asks twice per combination of ~290)."""
+    return [f for f in firings if f.fired]
 
 
 def report_of(c: Checked, catalog: Catalog) -> Report:

@@ -210,10 +210,13 @@ class RuleState:
             for i, r in enumerate(rs.rules):
                 pos.setdefault(r.id, []).append(i)
             with_parent = frozenset(i for i, r in enumerate(rs.rules) if r.parent)
-            plan = rs.__dict__["_sweep_plan"] = (rs.rules, reads, index, with_parent, pos, tuple(sorted(index)))
-        self.rules, self.reads, self.index, self.with_parent, self.pos, self.union = plan
+            union = tuple(sorted(index))
+            at = {n: j for j, n in enumerate(union)}
+            rpos = [tuple([at[n] for n in names]) for names in reads]  # each rule's names' places in ``union``
+            plan = rs.__dict__["_sweep_plan"] = (rs.rules, reads, index, with_parent, pos, union, rpos)
+        self.rules, self.reads, self.index, self.with_parent, self.pos, self.union, self.rpos = plan
         self.engine, self.version = engine, version
-        self.prev_vals: dict[str, Any] | None = None
+        self.prev_vals: tuple[Any, ...] | None = None
         self.prev_facts: Any = None
         self.prev_raw: Any = None  # the facts list ``prev_facts`` froze
         self.prev_matched: dict[str, list] | None = None
@@ -236,16 +239,17 @@ class RuleState:
         self.mkeys: dict[int, dict[int, Any]] = {}  # facts number -> rule index -> its match key
 
     def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], compiled) -> tuple[dict[str, list], set[int] | None,
-                                                                                  dict[str, Any], Any]:
-        """(matched rules, the rule indices to re-run or None for all, this stack's values, its frozen facts)."""
+                                                                                  tuple[Any, ...], Any]:
+        """(matched rules, the rule indices to re-run or None for all, this stack's values in ``union`` order, its
+        frozen facts)."""
         if self.prev_raw is not None and same(facts, self.prev_raw):
             ff = self.prev_facts  # the facts of the last stack again (most stacks): not frozen again
         else:
             ff = tuple([freeze(f) for f in facts])
         self.cur_raw = facts
         union = self.union
-        tup = self.cur_tup = tuple(map(ns.get, union, repeat(MISSING, len(union))))
-        vals = dict(zip(union, tup))
+        # this stack's values of the names the rules read, in ``union`` order (``firing`` reads them by position)
+        vals = tup = self.cur_tup = tuple(map(ns.get, union, repeat(MISSING, len(union))))
         fid = self.fact_ids.get(ff)
         if fid is None:
             if len(self.fact_ids) > 4096:
@@ -281,7 +285,7 @@ class RuleState:
         self.cur_keys = {}
         return matched, None, vals, ff
 
-    def firing(self, i: int, vals: dict[str, Any], parent: bool, fire) -> Any:
+    def firing(self, i: int, vals: tuple[Any, ...], parent: bool, fire) -> Any:
         """Rule ``i``'s Firing: kept from an earlier stack with the same facts, values it reads and parent outcome,
         else from an earlier stack of another technique set with the same rule object, engine match for it, values
         and parent outcome (``shared``), else ``fire()``. A rule found not applicable (another engine or release, a
@@ -294,10 +298,10 @@ class RuleState:
             return hit
         keys = self.cur_keys
         vk = []
-        for n in self.reads[i]:
-            k = keys.get(n)
+        for j in self.rpos[i]:
+            k = keys.get(j)
             if k is None:
-                k = keys[n] = self.numbers.number(vals[n])
+                k = keys[j] = self.numbers.number(vals[j])
             vk.append(k)
         vk = tuple(vk)
         key = (self.current, i, parent, vk)
@@ -331,7 +335,7 @@ class RuleState:
             self.cur_mkeys[i] = mk
         return mk
 
-    def end(self, matched: dict[str, list], vals: dict[str, Any], ff: Any, out: list[Any], parent: list[bool]) -> None:
+    def end(self, matched: dict[str, list], vals: tuple[Any, ...], ff: Any, out: list[Any], parent: list[bool]) -> None:
         self.prev_matched, self.prev_vals, self.prev_facts, self.prev_out, self.prev_parent = matched, vals, ff, out, parent
         self.prev_tup, self.prev_raw = self.cur_tup, self.cur_raw
 

@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from kg.core import paths
 from kg.engine.durable import CompiledRules, compiled_rules
 from kg.core.errors import OptkgError, Problem
-from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate
+from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate, names_in
 from kg.core.template import check_template, render
 from kg.core.yamlio import YamlDoc, parse_yaml, read_text
 from kg.engine.scope import EVIDENCE_SCHEMA, VERSIONS_SCHEMA, scope_problems, spec_for
@@ -715,8 +715,8 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
             return Firing(r, False, f"condition is false: {r.condition}")
         nums = {k: evaluate(v, local, functions) for k, v in r.numbers.items()}
         sev = r.severity
-        for band in r.severity_bands:  # the numbers, then the match's facts, then ns (a view, not a copy of ns)
-            if evaluate(band["when"], ChainMap(nums, extra, ns), functions):
+        for band in r.severity_bands:  # the numbers, then the match's facts, then ns, for the names it reads
+            if evaluate(band["when"], _view(names_in(band["when"]), nums, extra, ns), functions):
                 sev = band["severity"]
                 break
     except MissingFact as e:
@@ -728,4 +728,33 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
     if sev is None or sev == "none":
         return Firing(r, False, "no severity band applies")
     nums = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in nums.items()}
-    return Firing(r, True, "fired", sev, nums, _fmt(r.message, ChainMap(nums, extra, ns)), matches[0])
+    return Firing(r, True, "fired", sev, nums, _fmt(r.message, _view(_fields(r.message), nums, extra, ns)), matches[0])
+
+
+def _view(names: Any, *maps: Mapping[str, Any]) -> dict[str, Any]:
+    """``names`` with the value of the first of ``maps`` holding each: what ``{**maps[-1], ..., **maps[0]}`` gives
+    for them, without copying the ~280-name namespace for one message or severity band."""
+    out: dict[str, Any] = {}
+    for n in names:
+        for m in maps:
+            if n in m:
+                out[n] = m[n]
+                break
+    return out
+
+
+_FIELDS: dict[str, tuple[str, ...]] = {}
+
+
+def _fields(template: Any) -> tuple[str, ...]:
+    """The names ``render`` looks up for ``template`` (its ``{name}`` / ``{name:spec}`` fields), once per text."""
+    if not isinstance(template, str):
+        return ()
+    hit = _FIELDS.get(template)
+    if hit is None:
+        from kg.core.template import _FIELD, MAX_TEMPLATE
+        if len(_FIELDS) > 4096:
+            _FIELDS.clear()
+        hit = _FIELDS[template] = tuple(dict.fromkeys(
+            m.group(1).partition(":")[0] for m in _FIELD.finditer(template[:MAX_TEMPLATE]) if m.group(1) is not None))
+    return hit

@@ -160,7 +160,8 @@ def setting_given_fn(stack: Any) -> Callable[[str], bool]:
         names.update(p)
     table_default = (getattr(stack, "defaulted", None) or {}).get("settings", {})
     settings = stack.settings
-    return lambda name: name in names and not (name in table_default and settings.get(name) == table_default[name])
+    given = frozenset(n for n in names if not (n in table_default and settings.get(n) == table_default[n]))
+    return given.__contains__  # a C-level test: a sweep asks for ~300 names a stack
 
 
 def _given(stack: Any, name: str) -> bool:
@@ -294,18 +295,20 @@ def engine_default(engine: str, setting: str, version: str | None, facts: dict[s
     """The release default of one ``setting`` for ``facts`` (e.g. ``{gpu_memory_gib, gpu_name_lower}``):
     (value, why), or (None, why) when no entry decides. ``version`` None means the latest known release.
     ``optkg fit`` and ``optkg check`` read the same table through this and ``effective_configuration``.
-    In a sweep (kg.engine.incremental) an answer without facts is kept per engine, setting and release: the
-    sweep reads the release tables once (kg.core.paths.frozen_stamps), and each stack asks for its memory
-    fraction."""
-    if not facts:
-        from kg.engine.incremental import current
-        session = current()
-        if session is not None:
-            key = ("engine-default", engine, setting, version)
-            hit = session.extra.get(key)
-            if hit is None:
-                hit = session.extra[key] = _engine_default(engine, setting, version, facts)
-            return hit
+    In a sweep (kg.engine.incremental) an answer is kept per engine, setting, release and (with facts) the values of
+    the facts its entries' ``when`` read: the sweep reads the release tables once (kg.core.paths.frozen_stamps), and
+    each stack asks for its memory fraction."""
+    from kg.engine.incremental import current
+    session = current()
+    if session is not None and not facts:
+        key = ("engine-default", engine, setting, version)
+        hit = session.extra.get(key)
+        if hit is None:
+            hit = session.extra[key] = _engine_default(engine, setting, version, facts)
+        return hit
+    if session is not None:  # the facts its rows' `when` read (by name), the same values: the same answer
+        return session.call(lambda f: {"answer": _engine_default(engine, setting, version, f)}, facts,
+                            key=("engine-default", engine, setting, version, "facts"))["answer"]
     return _engine_default(engine, setting, version, facts)
 
 
