@@ -18,6 +18,11 @@ SWEEPS = {
                     "pp_size": [1, 2]}),
     "deepseek-v3-ep": ("vllm serve deepseek-ai/DeepSeek-V3 --enable-expert-parallel",
                        {"tp_size": [4, 8, 16], "dp_size": [1, 2], "kv_cache_dtype": ["auto", "fp8"]}),
+    # speculative decoding: 35 vLLM 0.34.0 rows ask `'speculative-decoding' in techniques` while TP and the KV dtype
+    # change the technique set (kg.analyses.enginerows keys those rows on that answer, not the whole list)
+    "qwen3-32b-ngram": ("vllm serve Qwen/Qwen3-32B --max-model-len 8192 --speculative-config "
+                        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}'",
+                        {"tp_size": [1, 3, 8], "kv_cache_dtype": ["auto", "fp8"], "dcp_size": [1, 2]}),
 }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kg.analyses.enginerows import row_facts, row_outcome
+from kg.analyses.enginerows import _lets_read, row_facts, row_outcome
 from kg.core.errors import OptkgError
 
 PATTERN = (r"incompatible with|not supported with|not compatible with|cannot be used with|cannot be combined with"
@@ -649,22 +649,6 @@ def draft_note(stack: Any, ns: dict[str, Any], rows: list[dict[str, Any]]) -> No
             f"{len(over)} of the engine's startup checks read it ({over[0]['path']}:{over[0]['line']} ...)")
     if note not in stack.notes:
         stack.notes.append(note)
-
-
-def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The lets ``expr`` reads, directly or through other lets, in definition order (kg.frameworks.checkrows)."""
-    if not lets:
-        return []
-    from kg.frameworks.checkrows import names_of
-    table = dict(lets)
-    need: set[str] = set()
-    todo = [n for n in names_of(expr) if n in table]
-    while todo:
-        n = todo.pop()
-        if n not in need:
-            need.add(n)
-            todo += [m for m in names_of(table[n]) if m in table]
-    return [(n, e) for n, e in lets if n in need]
 
 
 def _given_names(stack: Any, ns: dict[str, Any]):

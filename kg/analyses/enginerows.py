@@ -5,6 +5,7 @@ sweep. The outcomes equal a fresh evaluation's (tests/test_sweep_incremental.py)
 reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
 from __future__ import annotations
 
+import re
 from itertools import repeat
 from operator import is_
 from typing import Any
@@ -37,8 +38,13 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     if plan is None or plan[0] is not d:
         index: dict[Any, set[int]] = {}
         inputs: list[tuple[Any, ...]] = []
+        lets = {x[0]: x for x in d["lets"]}
         for i, s in enumerate(rows):
             mine = list(reads[i])
+            tests = _technique_tests(s, lets, d) if "techniques" in mine and "techniques" not in (s.get("defaults")
+                                                                                                   or {}) else None
+            if tests is not None:  # it asks only whether some techniques are there: those answers are its inputs
+                mine = [n for n in mine if n != "techniques"] + [("has", t) for t in tests]
             for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
                 mine.append(("given", k))
             for tid in (s.get("set_by_technique") or {}).values():
@@ -48,15 +54,16 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
                 index.setdefault(n, set()).add(i)
         flags = tuple(k for k in index if k.__class__ is tuple)
         from kg.frameworks.checkrows import names_of
-        lets = {x[0]: x for x in d["lets"]}
         let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
         pos = [{n: j for j, n in enumerate(ins)} for ins in inputs]
         # the flags' names: ("given", name) -> name, ("technique", id) -> id, each kind apart
         gflags = {k[1]: k for k in flags if k[0] == "given"}
-        tflags = {k[1]: k for k in flags if k[0] != "given"}
-        plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), tuple(sorted(union)),
+        tflags = {k[1]: k for k in flags if k[0] == "technique"}
+        hflags = {k[1]: k for k in flags if k[0] == "has"}
+        named = tuple(sorted(k for k in index if k.__class__ is str))  # the names some row reads (not as a flag)
+        plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), named,
                                                  Numbers(), _LetValues(lets, let_names), pos, None, None, lets,
-                                                 gflags, tflags, frozenset(gflags), {}]  # 2, 10, 11: unused
+                                                 gflags, tflags, frozenset(gflags), {}, hflags]  # 10, 11: unused
     index, inputs, flags, memo, names, numbers = plan[1], plan[3], plan[4], plan[5], plan[6], plan[7]
     let_values, pos, lets = plan[8], plan[9], plan[12]
     gflags, tflags = plan[13], plan[14]
@@ -67,16 +74,21 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     if state is None:
         if len(plan[16]) > 256:
             plan[16].clear()
-        state = plan[16][tset] = [None, [None] * len(rows), [None] * len(rows)]
+        was = plan[2]  # a new set starts from the last stack's state (a copy): its rows are compared with that stack
+        state = plan[16][tset] = [None, [None] * len(rows), [None] * len(rows)] if was is None else \
+            [was[0], [p[:] for p in was[1]], list(was[2])]
+    plan[2] = state
     prev, parts, last = state
     tup = tuple(map(base.get, names, repeat(MISSING, len(names))))
     # the flags that are true: the defaulted names the stack gives, the techniques that set an option
     given_now = frozenset(filter(given, plan[15]))
     tech_now = frozenset([t for t in tflags if t in techniques and t not in defaulted_techs])
+    hflags = plan[17]
+    has_now = frozenset([t for t in hflags if t in techniques])  # the techniques rows ask about that are there
 
     def number(n: Any) -> int:
         if n.__class__ is tuple:  # a flag
-            v = n[1] in given_now if n[0] == "given" else n[1] in tech_now
+            v = n[1] in given_now if n[0] == "given" else n[1] in tech_now if n[0] == "technique" else n[1] in has_now
         else:
             v = base.get(n, MISSING)
         return numbers.number(None, freeze(v))
@@ -87,7 +99,7 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     else:
         redo: set[int] = set()
         moved = changed(names, tup, prev[2]) + [gflags[n] for n in given_now ^ prev[0]] \
-            + [tflags[t] for t in tech_now ^ prev[3]]
+            + [tflags[t] for t in tech_now ^ prev[3]] + [hflags[t] for t in has_now ^ prev[4]]
         for n in moved:
             k = number(n)
             for i in index[n]:
@@ -102,8 +114,46 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
             done = memo.put(key, [_row_again(s, lets, row_facts(s, reads[i], base, given, techniques,
                                                                 defaulted_techs), let_values, last, i), None])
         out[i] = done
-    state[0] = (given_now, out, tup, tech_now)
+    state[0] = (given_now, out, tup, tech_now, has_now)
     return out
+
+
+_MEMBER = re.compile(r"""(['"])([^'"\\]+)\1\s+(?:not\s+)?in\s+techniques\b""")
+_TECHNIQUES = re.compile(r"\btechniques\b")
+
+
+def _technique_tests(s: dict[str, Any], lets: dict[str, list], d: dict[str, Any]) -> tuple[str, ...] | None:
+    """The technique ids row ``s`` tests with ``'<id>' in techniques`` (or ``not in``) in its expression, its lets and
+    its message's fields (and their lets), when that is all it does with ``techniques``; else None (it reads the
+    list otherwise: the whole list is its input)."""
+    texts = [str(s.get("expr") or ""), *(str(lets[n][1]) for n in s.get("lets") or [])]
+    pairs = [(x[0], str(x[1])) for x in d["lets"]]
+    for text in (s.get("fills") or {}).values():
+        if text is not None:
+            texts += [str(text), *(e for _, e in _lets_read(str(text), pairs))]
+    ids: list[str] = []
+    for t in texts:
+        found = _MEMBER.findall(t)
+        if len(found) != len(_TECHNIQUES.findall(t)):
+            return None  # another use (or the word in a string): not only membership tests
+        ids += [x[1] for x in found]
+    return tuple(dict.fromkeys(ids))
+
+
+def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The lets ``expr`` reads, directly or through other lets, in definition order (kg.frameworks.checkrows)."""
+    if not lets:
+        return []
+    from kg.frameworks.checkrows import names_of
+    table = dict(lets)
+    need: set[str] = set()
+    todo = [n for n in names_of(expr) if n in table]
+    while todo:
+        n = todo.pop()
+        if n not in need:
+            need.add(n)
+            todo += [m for m in names_of(table[n]) if m in table]
+    return [(n, e) for n, e in lets if n in need]
 
 
 def row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],
