@@ -256,13 +256,15 @@ def sweep(base: Stack, catalog: Catalog, rules: RuleSet, tp_sizes: list[int] | N
             import time
 
             from kg.analyses.sweep_exec import cpus
-            took = []
+            took, probed = [], []
             for i in range(_PROBE):
                 t0 = time.process_time()
-                ev.evaluate(i)
+                probed.append(ev.evaluate(i))
                 took.append(time.process_time() - t0)
             _refuse_long(plan.size(), min(took), max_seconds, 1 if executor == "inline" else (jobs or cpus()))
-        rows = run_plan(plan, ev, executor, jobs, address, progress)
+        else:
+            probed = []
+        rows = run_plan(plan, ev, executor, jobs, address, progress, probed)
         result = rank(plan, rows)
     if untimed:
         result.notes.append("no speed: the estimator times a named GPU; pass --gpu (one, or a list: --gpu H100,H200)")

@@ -63,8 +63,9 @@ def cpus() -> int:
 
 
 def run_plan(plan, ev, executor: str = "inline", jobs: int | None = None, address: str | None = None,
-             progress: bool = False) -> list[dict[str, Any]]:
-    """Rows of every combination of ``plan`` in index order (``ev``: this process's Evaluator)."""
+             progress: bool = False, done: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Rows of every combination of ``plan`` in index order (``ev``: this process's Evaluator). ``done``: the rows of
+    the first combinations, already evaluated by ``ev`` (the time estimate's), which this process does not repeat."""
     if executor not in EXECUTORS:
         raise OptkgError(f"--executor: expected one of {', '.join(EXECUTORS)}, found {executor!r}")
     if jobs is not None and jobs < 1:
@@ -76,9 +77,10 @@ def run_plan(plan, ev, executor: str = "inline", jobs: int | None = None, addres
         raise OptkgError("--address goes with --executor ray")
     workers = jobs or cpus()
     if executor == "inline" or n < LOCAL_MIN or workers == 1:
-        rows = []
+        rows = list(done or [])[:n]
         with _bar(n, progress) as bar:
-            for i in range(n):
+            bar.update(len(rows))
+            for i in range(len(rows), n):
                 rows.append(ev.evaluate(i))
                 bar.update()
         return rows
