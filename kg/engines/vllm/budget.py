@@ -2,7 +2,7 @@
 
 vLLM V1 (``determine_available_memory``, vLLM 0.33.0 ``v1/worker/gpu_worker.py:641-757``):
 
-    requested    = ceil(total_memory x gpu_memory_utilization)          (v1/worker/utils.py:716-726)
+    requested    = ceil(total_memory x gpu_memory_utilization)          (0.33.0 v1/worker/utils.py:724; 0.34.0 :743)
     available_kv = requested - weights - activation peak - CUDA graphs - non-torch
 
 ``non_kv_cache_memory`` is what the instance consumed after profiling (weights + non-torch +
@@ -112,7 +112,7 @@ def budget(inp: BudgetInputs) -> ServingBudget:
     requested = math.ceil(total_memory_bytes * inp.gpu_memory_utilization)
     lines.append(BudgetLine("requested", requested, f"ceil(total {total_memory_bytes / GIB:.2f} GiB x "
                             f"gpu_memory_utilization {inp.gpu_memory_utilization:g})",
-                            f"vllm v1/worker/utils.py:716-726; {inp.utilization_source}"))
+                            f"{requested_source(engine_version)}; {inp.utilization_source}"))
     lines.append(BudgetLine("weights", inp.weight_bytes_per_gpu, "estimated weights per GPU", inp.weights_source))
     absorbed, absorbed_basis = v0_mla_absorbed_bytes(model, inp.tp_size, engine_version)
     if absorbed:
@@ -136,6 +136,9 @@ def budget(inp: BudgetInputs) -> ServingBudget:
         src = ("vllm 0.33.0 v1/worker/gpu_model_runner.py:5545,5861,5923; v1/sample/sampler.py:158; "
                "topk_topp_sampler.py:309,616" if per == model.dtype_bytes + 12 else
                "vllm 0.11.0 v1/sample/sampler.py:86; v1/sample/ops/topk_topp_sampler.py:183-203")
+        if not _before(engine_version, "0.34.0"):  # the V2 runner (no v1/worker/gpu_model_runner.py): same pass
+            src = ("vllm 0.34.0 v1/worker/gpu/model_runner.py:1039-1061 (_dummy_sampler_run; bytes per logit as "
+                   "read at 0.33.0: " + src.removeprefix("vllm 0.33.0 ") + ")")
     else:
         basis = (f"forward of max_num_batched_tokens {max_num_batched_tokens:,} tokens (above the sampler's "
                  f"{rows:,} requests: {smp / GIB:.2f} GiB)")
@@ -156,7 +159,7 @@ def budget(inp: BudgetInputs) -> ServingBudget:
     else:
         graphs, gbasis = CUDA_GRAPH_BYTES, "estimate (logged 0.09-0.41 GiB in public vLLM V1 logs)"
     lines.append(BudgetLine("CUDA graphs", graphs, gbasis,
-                            "vllm v1/worker/gpu_worker.py:753-757; envs.py:2219-2221 (0.33.0), envs.py:1635 (0.18.0)",
+                            "vllm 0.33.0 v1/worker/gpu_worker.py:753-757, envs.py:2219-2221; 0.18.0 envs.py:1635",
                             0.25 * GIB if graphs else 0.0))
     nt, nt_err, nt_basis = non_torch_bytes(total_memory_bytes, inp.tp_size)
     nt_src = ("vLLM PR 10511 (H100: 1.79 GiB TP 1, 3.58 GiB TP 2)" if total_memory_bytes >= DATACENTER_GPU_BYTES
@@ -170,6 +173,20 @@ def budget(inp: BudgetInputs) -> ServingBudget:
         lines[-1:-1] = [x for x in ext if x not in margin]  # after CUDA graphs, before non-torch
         lines += margin  # last: lines[1] stays the weights (kg.analyses.fit)
     return serving_budget_of(inp, lines, [], encoder_notes, engine=inp.engine or "vllm")
+
+
+def requested_source(engine_version: str | None) -> str:
+    """Where the worker computes ``requested = total x gpu_memory_utilization`` at ``engine_version`` (None: the
+    latest): catalog/engines/vllm.yaml ``ranged_facts`` budget_requested_source (V1) / budget_requested_source_v0
+    (before 0.8.0, the V0 default), each value naming the read release it holds for (``optkg evidence`` checks
+    them); a release before any read one names what was read."""
+    from kg.inputs.optiondefaults import ranged_fact
+    v0 = _before(engine_version, "0.8.0")
+    src = ranged_fact("vllm", engine_version, "budget_requested_source_v0" if v0 else "budget_requested_source")
+    if src:
+        return str(src)
+    return (f"vllm worker/worker.py determine_num_available_blocks (vllm {engine_version} not read; "
+            "0.7.1 worker/worker.py:232)" if v0 else "vllm v1/worker/gpu_worker.py determine_available_memory")
 
 
 def v0_non_torch_bytes(tp_size: int) -> tuple[float, str, str]:
