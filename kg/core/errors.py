@@ -44,6 +44,8 @@ def __getattr__(name: str):
     if name == "Problem":
         from kg.core.problem import Problem
         return Problem
+    if name == "__path__":  # the import system asks on every `from kg.core.errors import ...`: no message to build
+        raise AttributeError(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
