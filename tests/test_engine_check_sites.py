@@ -793,3 +793,15 @@ def test_the_quantization_config_targets_and_hadamard_size_are_checked_as_vllm_d
                                       "0.34.0", catalog)
     assert hadamard not in _refused_lines(base + "'{\"linear\": {\"weight\": \"mxfp4\", \"hadamard_size\": 32}}'",
                                           "0.34.0", catalog)
+
+
+def test_a_list_built_over_a_literal_tuple_is_unrolled_and_its_truth_read(catalog):
+    # config/profiler.py:239-256 (0.34.0; :249-266 at 0.33.0): the proton options given a non-default value, listed by a
+    # comprehension over a literal tuple, are refused unless the profiler is proton
+    base = "vllm serve meta-llama/Llama-3.1-8B --profiler-config '{%s\"proton_data\": \"ops\"}'"
+    for release, line in (("0.34.0", 256), ("0.33.0", 266)):
+        assert ("vllm/config/profiler.py", line) in _refused_lines(base % "", release, catalog)
+        assert ("vllm/config/profiler.py", line) not in _refused_lines(base % "\"profiler\": \"proton\", ", release,
+                                                                       catalog)
+        assert ("vllm/config/profiler.py", line) not in _refused_lines("vllm serve meta-llama/Llama-3.1-8B", release,
+                                                                       catalog)

@@ -144,6 +144,8 @@ def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
             return cg.Expr(f"item({w.as_text(base)}, {w.text(node.slice, fr, pc)})")
         except cg.Untranslatable:
             return None
+    if isinstance(node, ast.ListComp):
+        return list_comprehension(w, node, fr, pc)
     if not (isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1):
         return None
     fn = ast.unparse(node.func)
@@ -218,3 +220,39 @@ def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
     new = f"({old.text} + [{x}])" if node.func.attr == "append" else f"({old.text} + [{x[1:-1].rstrip(',')}])"
     w.set_attr(base, attr, cg.Expr(new), w.eff(fr, pc))
     return True
+
+
+MAX_UNROLL = 16  # elements of a literal list a list comprehension is unrolled over
+
+
+def list_comprehension(w: Any, node: ast.ListComp, fr: cg.Frame, pc: list[str]) -> Any:
+    """``[e for t in (<literal items>) if c]`` over a literal tuple or list (profiler.py:240-252 at 0.34.0, the proton
+    options given a non-default value): ``([e1] if c1 else []) + ([e2] if c2 else []) + ...``, each item's parts bound
+    to the target's names; None for anything else."""
+    if len(node.generators) != 1:
+        return None
+    g = node.generators[0]
+    items = g.iter.elts if isinstance(g.iter, (ast.Tuple, ast.List)) else None
+    if g.is_async or items is None or not items or len(items) > MAX_UNROLL:
+        return None
+    names = [g.target.id] if isinstance(g.target, ast.Name) else \
+        [e.id for e in g.target.elts] if isinstance(g.target, ast.Tuple) and all(
+            isinstance(e, ast.Name) for e in g.target.elts) else None
+    if names is None:
+        return None
+    parts = []
+    try:
+        for it in items:
+            if len(names) == 1:
+                vals = [w.value(it, fr, pc)]
+            elif isinstance(it, (ast.Tuple, ast.List)) and len(it.elts) == len(names):
+                vals = [w.value(e, fr, pc) for e in it.elts]
+            else:
+                return None
+            inner = cg.Frame(fr.path, {**fr.locals, **dict(zip(names, vals))}, fr.cls, fr.base)
+            elt = w.text(node.elt, inner, pc)
+            conds = [w.text(c, inner, pc, True) for c in g.ifs]
+            parts.append(f"([{elt}] if {cg.conj(conds)} else [])" if conds else f"[{elt}]")
+    except cg.Untranslatable:
+        return None
+    return cg.Expr("(" + " + ".join(parts) + ")")
