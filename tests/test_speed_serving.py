@@ -516,6 +516,7 @@ def test_a_model_with_its_own_factor_takes_it_and_the_others_the_cells(monkeypat
     (k2, t2), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), notes, "fp8")
     assert k2 == pytest.approx(2.0, rel=1e-4) and t2 == 0.0
     assert any("this model's own factor" in n for n in notes)
-    # the same shapes timed with other kernels (BF16 GEMMs): the cell's factor, not the FP8 runs' own
+    # the same shapes timed with other kernels (BF16 GEMMs, or its experts expert-parallel): the cell's factor
     (k3, t3), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), [], None)
-    assert (k3, t3) == (1.0, 10.0)
+    (k4, t4), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), [], "fp8", True)
+    assert (k3, t3) == (k4, t4) == (1.0, 10.0)

@@ -154,14 +154,18 @@ def calibration_overhead_ms(coef: list[float] | None) -> float:
     return float(coef[3]) if coef and len(coef) > 3 else 0.0
 
 
-def per_model_key(signature: str, gemm_quant_mode: str | None) -> str:
-    """The key of a model's own factor (kg/speed/calibration.yaml ``per_model``): its shapes (``model_signature``) and
-    the GEMM mode the estimator timed it in (its error is per kernel: an FP8 run's factor is not a BF16 run's)."""
-    return f"{signature}/{gemm_quant_mode or 'checkpoint'}"
+def per_model_key(signature: str, gemm_quant_mode: str | None, expert_parallel: bool = False) -> str:
+    """The key of a model's own factor (kg/speed/calibration.yaml ``per_model``): its shapes (``model_signature``), the
+    GEMM mode the estimator timed it in and whether its experts run expert-parallel: the estimator's error is per op,
+    and it times other ops for each (an FP8 run's GEMMs are not a BF16 run's; with moe_ep_size > 1 the MoE layer is
+    all-to-all dispatch and combine around whole experts per rank, not tensor-parallel expert shards and an
+    allreduce: aiconfigurator-core's MoE and communication tables are keyed by moe_tp_size / moe_ep_size)."""
+    return f"{signature}/{gemm_quant_mode or 'checkpoint'}" + ("/ep" if expert_parallel else "")
 
 
-def _factors(backend: str, system: str, signature: str, wl: Workload,
-             notes: list[str], gemm_quant_mode: str | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
+def _factors(backend: str, system: str, signature: str, wl: Workload, notes: list[str],
+             gemm_quant_mode: str | None = None,
+             expert_parallel: bool = False) -> tuple[tuple[float, float], tuple[float, float]]:
     """((TTFT factor, fixed ms), (TPOT factor, fixed ms)) of kg/speed/calibration.yaml for the engine x GPU cell at
     ``wl`` (the running batch), each inside its coverage (``calibrated``); a model with its own factor in the cell
     (``per_model``: kept where leave-one-group-out on its train rows beat the cell's) takes that one, inside its own
@@ -173,7 +177,7 @@ def _factors(backend: str, system: str, signature: str, wl: Workload,
     for metric in ("ttft", "tpot"):
         cell = own if own in cal and not (cal[own].get("fallback") or {}).get(metric) else f"{backend}/*"
         kf = cal.get(cell) or {}
-        pm = ((cal.get(own) or {}).get("per_model") or {}).get(per_model_key(signature, gemm_quant_mode)) or {}
+        pm = ((cal.get(own) or {}).get("per_model") or {}).get(per_model_key(signature, gemm_quant_mode, expert_parallel)) or {}
         if pm.get(metric):  # the model's own factor, where its own train rows showed it beats the cell's
             kf, coef, why, cell = pm, pm[metric], None, f"{own}, this model's own factor"
         else:
@@ -491,7 +495,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
     notes.append(accuracy_note(backend, system))
     (k_ttft, t_ttft), (k_tpot, t_tpot) = _factors(backend, system, model_signature(files["config.json"]),
-                                                  Workload(wl.isl, wl.osl, running), notes, point.gemm_quant_mode)
+                                                  Workload(wl.isl, wl.osl, running), notes, point.gemm_quant_mode,
+                                                  point.moe_ep_size > 1)
     queued = max(0, wl.concurrency - running)
     raw_engine = r["ttft_ms"] + hold * r["tpot_ms"]
     raw_wait = (raw_engine + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0

@@ -392,6 +392,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
             rec["raw_ttft_ms"], rec["raw_tpot_ms"] = o["uncalibrated"]["ttft_ms"], o["uncalibrated"]["itl_ms"]
             rec["optkg_hold_steps"] = o.get("context_hold_steps") or 0.0
             rec["optkg_gemm_mode"] = o["estimator"].get("gemm_quant_mode") or ""
+            rec["optkg_moe_ep"] = o["parallel"]["moe_ep_size"]
             rec["optkg_release"] = o["estimator"]["database_release"]
         else:
             rec["optkg_reason"] = "; ".join(o["reasons"])[:300]
@@ -638,12 +639,13 @@ def fit(recs: list[dict]) -> dict:
                     # per-rank batch_size and nominal ISL
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
                                           r["group"], float(r[raw]), _mean_osl(r),
-                                          per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None)))
+                                          per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None,
+                                                        int(float(r.get("optkg_moe_ep") or 1)) > 1)))
     out = {}
     for k in sorted(cells):
         for key in {r[8] for m in ("ttft", "tpot") for r in cells[k][m]}:
-            sig, _, gemm = key.rpartition("/")
-            names[k].setdefault(key, f"{names[k][sig]} ({gemm} GEMMs)")
+            sig, gemm, *ep = key.split("/")
+            names[k].setdefault(key, f"{names[k][sig]} ({gemm} GEMMs{', expert-parallel' if ep else ''})")
         n = min(len(cells[k]["ttft"]), len(cells[k]["tpot"]))
         if n < MIN_ROWS:
             continue
