@@ -34,7 +34,7 @@ def test_trtllm_option_it_defines_but_optkg_does_not_model_stays_a_note():
     code, text = _check("--cmd", f"{TRT} --log_level debug --host 0.0.0.0", "--gpu", "H100", "--count", "2")
     assert code == 0, text[-400:]
     assert "trtllm-option-refused" not in text.split("held")[0]
-    assert "ignored (not modelled): --log_level debug --host 0.0.0.0" in text
+    assert "ignored (not modelled): --log_level debug; --host 0.0.0.0" in text
 
 
 def test_megatron_misspelt_option_is_refused_and_a_script_option_stays_a_note():

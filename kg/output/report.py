@@ -210,7 +210,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                              first="      "))
         out.append("")
     if d.get("ignored_flags"):
-        out.append(_wrap("ignored (not modelled): " + " ".join(d["ignored_flags"]), ""))
+        out.append(_wrap("ignored (not modelled): " + "; ".join(d["ignored_flags"]), ""))  # an item may hold spaces
     for n in d.get("notes") or []:
         out.append(_wrap(f"note: {one_line(n)}", "      ", first=""))
     eff_notes = d.get("in_effect") or []

@@ -156,7 +156,7 @@ def _stack(d: dict[str, Any], svg: str | None, site: str, n: int) -> str:
     in_eff = "".join(f"<li>{esc(e['message'])} <code>{esc(e['coupling'])}</code></li>" for e in d.get("in_effect") or [])
     notes = "".join(f"<li>{esc(x)}</li>" for x in d.get("notes") or [])
     if d.get("ignored_flags"):
-        notes += f"<li>ignored (not modelled): <code>{esc(' '.join(d['ignored_flags']))}</code></li>"
+        notes += f"<li>ignored (not modelled): <code>{esc('; '.join(d['ignored_flags']))}</code></li>"
     diagram = (f'<figure class="diagram">{_inline_svg(svg)}<figcaption>Stack diagram (Graphviz dot)</figcaption></figure>'
                if svg else "<p>No diagram.</p>")
     return (f'<section class="report" id="stack-{n}" aria-labelledby="h-stack-{n}">'
