@@ -67,11 +67,25 @@ class _Applier:
         self.specs = _flag_specs(base.engine, base.engine_version)
         self.engine = base.engine or "vllm"
         self.version = base.engine_version
+        self.whens: dict[tuple, bool] = {}  # _when's answers
         # techniques that take each setting as a parameter (their parameter mirrors the setting)
         self.param_owners: dict[str, list[str]] = {}
         for name in (*AXES, "enable_expert_parallel"):
             self.param_owners[name] = [tid for tid, t in catalog.techniques.items()
                                        if any(p.get("name") == name for p in t.get("parameters") or [])]
+
+    def _when(self, when: str, value: Any) -> bool:
+        """A flag entry's ``when`` over the axis value (once per text, value and its type: a sweep sets each axis on
+        every stack)."""
+        from kg.engine.expr import evaluate
+        try:
+            key = (when, value.__class__, value)
+            hit = self.whens.get(key)
+        except TypeError:  # an unhashable value: evaluated each time
+            return bool(evaluate(when, {"value": value}))
+        if hit is None:
+            hit = self.whens[key] = bool(evaluate(when, {"value": value}))
+        return hit
 
     def check_supported(self, name: str, values: list[Any], default: Any) -> None:
         if name == "ep_size" and "enable_expert_parallel" in self.specs:
@@ -82,7 +96,6 @@ class _Applier:
                              f"flag that sets {name}{at}, so {self.engine} cannot run it; sweep only {default}")
 
     def apply(self, st: Stack, name: str, value: Any) -> None:
-        from kg.engine.expr import evaluate
         if name == "ep_size" and name not in self.specs and "enable_expert_parallel" in self.specs:
             name, value = "enable_expert_parallel", value > 1  # vLLM: EP is a switch over all tp x dp ranks
         if name == "enable_dp_attention" and not value and name not in self.specs:
@@ -106,7 +119,7 @@ class _Applier:
         if tid and self.catalog.resolve(tid):
             tid = self.catalog.resolve(tid)
             # a switch (type flag, vLLM --enable-expert-parallel) turns its technique on only when set: ep 1 -> off
-            on = bool(evaluate(spec["when"], {"value": value})) if spec.get("when") else \
+            on = self._when(spec["when"], value) if spec.get("when") else \
                 (bool(value) if spec.get("type") == "flag" else True)
             if on and tid not in st.techniques:
                 add_technique(st, self.catalog, tid, None, AXES.get(name, name))
