@@ -43,3 +43,10 @@ def test_max_model_len_not_given_still_refuses_when_it_does_not_fit():
     assert code == 1
     assert [f["rule_id"] for f in rep["findings"]] == ["max-model-len-exceeds-kv-capacity"]
     assert rep["derived"]["max_model_len_effective"] == 131_072
+    # the fix offers auto where the release has it (0.14.0 engine/arg_utils.py:301), not before
+    assert rep["findings"][0]["fix"].startswith(
+        "lower --max-model-len to 43,008 or less (--max-model-len auto: vLLM sets the longest that fits at start), ")
+    code, out, err = run_cli("check", "--vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B", "--gpu", "L4", "--count",
+                             "1", "--engine-version", "0.11.0", "--no-speed", "--format", "json")
+    fix = json.loads(out)["findings"][0]["fix"]
+    assert fix.startswith("lower --max-model-len to 33,424 or less, or give") and "auto" not in fix

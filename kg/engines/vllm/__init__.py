@@ -164,7 +164,8 @@ class VLLM(Engine):
         """V1 before 0.8.0 had FLASH_ATTN as its only non-MLA attention backend (vLLM PR 14221);
         ``all2all_backend`` defaults to allgather_reducescatter (EngineArgs.all2all_backend); ``cudagraph_mode``, when
         none is given, is the one the release configures (kg.engines.vllm.cudagraph); the release's model registry facts
-        of the served architecture (kg.engines.vllm.registry)."""
+        of the served architecture (kg.engines.vllm.registry); ``max_model_len_auto_available``: ``--max-model-len
+        auto`` exists (human_readable_int_or_auto, 0.14.0 engine/arg_utils.py:301)."""
         m = stack.model
         if (not out.get("engine_uses_v0") and ns.get("attention_backend") is None and stack.engine_version
                 and m is not None and not m.is_mla):
@@ -179,6 +180,8 @@ class VLLM(Engine):
             out["cudagraph_mode"] = mode  # the mode the release configures when none is given
         from kg.engines.vllm.registry import registry_facts
         out.update(registry_facts(stack, ns))  # the model registry's facts of the served architecture
+        from kg.core.relcmp import older_than  # --max-model-len auto / -1: fitted at start from 0.14.0
+        out["max_model_len_auto_available"] = not older_than(stack.engine_version, "0.14.0")
 
     def loaded_dtype(self, dtype: str, explicit: bool, compute_capability: float | None, version: str | None,
                      model_type: str = "") -> str:
