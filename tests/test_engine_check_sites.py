@@ -805,3 +805,17 @@ def test_a_list_built_over_a_literal_tuple_is_unrolled_and_its_truth_read(catalo
                                                                        catalog)
         assert ("vllm/config/profiler.py", line) not in _refused_lines("vllm serve meta-llama/Llama-3.1-8B", release,
                                                                        catalog)
+
+
+def test_a_string_split_in_a_loop_and_a_uri_profiler_dir_are_read_as_vllm_does(catalog):
+    # config/parallel.py:549-554 (0.34.0; :511-516 at 0.33.0): each range of a --numa-bind-cpus entry ascends (what
+    # follows `if "-" not in part: continue` is read only for a range); profiler.py:264-265 (:274-275): a URI
+    # proton_profiler_dir (scheme://, scheme longer than one letter) is refused, known from the string alone
+    for release, numa, uri in (("0.34.0", 554, 265), ("0.33.0", 516, 275)):
+        cpus = "vllm serve meta-llama/Llama-3.1-8B --numa-bind-cpus "
+        assert ("vllm/config/parallel.py", numa) in _refused_lines(cpus + "0-3,8 7-4", release, catalog)
+        assert ("vllm/config/parallel.py", numa) not in _refused_lines(cpus + "0-3,8 4-7", release, catalog)
+        prof = ("vllm serve meta-llama/Llama-3.1-8B --profiler-config "
+                "'{\"profiler\": \"proton\", \"proton_profiler_dir\": \"%s\"}'")
+        assert ("vllm/config/profiler.py", uri) in _refused_lines(prof % "s3://bucket/trace", release, catalog)
+        assert ("vllm/config/profiler.py", uri) not in _refused_lines(prof % "/tmp/trace", release, catalog)

@@ -34,6 +34,7 @@ def test_nested_any_over_a_mappings_values_reads_consecutive_pairs():
 
 def test_the_helpers_give_exact_values():
     assert evaluate("split(s, ',')", {"s": "0-3,8"}) == ["0-3", "8"]
+    assert evaluate("split(s, '-', 1)", {"s": "0-3-5"}) == ["0", "3-5"]
     assert evaluate("unique(L)", {"L": [3, 1, 3, 1.0]}) == [3, 1]  # 1 and 1.0 are one, as in a Python set
     assert evaluate("len(unique(L)) != len(L)", {"L": ["0", "0"]}) is True
     assert evaluate("isfinite(x)", {"x": float("inf")}) is False

@@ -481,6 +481,16 @@ class VllmWalker(cg.Walker):
         t = super().test(node, fr, pc)
         return t if cg.is_unknown(t) else simplify(t)
 
+    def eff(self, fr: cg.Frame, pc: list[str]) -> list[str]:
+        """checkgen's eff, but inside a loop walked per element the conditions a ``continue`` left (fr.exits, reset
+        at the loop's start) come right after the loop's token: what follows a ``continue`` is evaluated only where
+        it did not apply (``if "-" not in part: continue`` before ``int(part.split("-")[1])``, parallel.py:549-554)."""
+        if fr.exits and vllm_loops.in_loop(pc):
+            at = max(i for i, c in enumerate(pc) if vllm_loops.is_token(c))
+            if at >= fr.base:
+                return pc[:at + 1] + [e if cg.is_unknown(e) else f"(not {e})" for e in fr.exits] + pc[at + 1:]
+        return super().eff(fr, pc)
+
     def merge(self, old: Any, new: Any, conds: list[str], first: bool) -> Any:
         if not first and vllm_loops.in_loop(conds):
             # assigned inside a loop walked per element: which element's value is not modelled, so the value is
@@ -502,6 +512,9 @@ class VllmWalker(cg.Walker):
             if self.fields_copy(s, fr, pc) or self.unrolled(s, fr, pc) or vllm_loops.walk_loop(self, s, fr, pc):
                 return
         if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
+            return
+        if isinstance(s, ast.Assign) and vllm_loops.unpack_split(self, s, fr, pc):
+            self.lineno = s.lineno
             return
         if isinstance(s, ast.ImportFrom) and s.module and s.level == 0 and s.module.startswith("vllm"):
             # an import inside a function (``from vllm.platforms import current_platform``, mamba.py:86 at 0.34.0):

@@ -146,6 +146,17 @@ def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
             return None
     if isinstance(node, ast.ListComp):
         return list_comprehension(w, node, fr, pc)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
+            and 1 <= len(node.args) <= 2 and not node.keywords):
+        # s.split(sep[, n]) of a string the walk knows (parallel.py:551-553 at 0.34.0, a numactl CPU list)
+        try:
+            base = w.value(node.func.value, fr, pc)
+            if not isinstance(base, cg.Expr) or base.ref:
+                return None
+            args = ", ".join(w.text(a, fr, pc) for a in node.args)
+            return cg.Expr(f"split({w.as_text(base)}, {args})")
+        except cg.Untranslatable:
+            return None
     if not (isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1):
         return None
     fn = ast.unparse(node.func)
@@ -256,3 +267,18 @@ def list_comprehension(w: Any, node: ast.ListComp, fr: cg.Frame, pc: list[str]) 
     except cg.Untranslatable:
         return None
     return cg.Expr("(" + " + ".join(parts) + ")")
+
+
+def unpack_split(w: Any, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> bool:
+    """``a, b = x.split(sep, 1)``: each name is ``item(split(...), i)`` (a list of another length makes vLLM raise
+    ValueError here, and the row reading it not evaluable); False for any other assignment."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+            and all(isinstance(e, ast.Name) for e in s.targets[0].elts) and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "split"):
+        return False
+    v = element_hook(w, s.value, fr, pc)
+    if not isinstance(v, cg.Expr):
+        return False
+    for i, t in enumerate(s.targets[0].elts):
+        w.assign(t, cg.Expr(f"item({v.text}, {i})"), fr, pc)
+    return True

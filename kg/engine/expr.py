@@ -102,10 +102,10 @@ def _isfinite(v: Any) -> bool:
     return math.isfinite(v)
 
 
-def _split(s: Any, sep: Any) -> list[str]:
-    if not (isinstance(s, str) and isinstance(sep, str) and sep):
-        raise ExprTypeError(f"split needs a string and a separator, found {s!r}, {sep!r}")
-    return s.split(sep)
+def _split(s: Any, sep: Any, maxsplit: Any = -1) -> list[str]:
+    if not (isinstance(s, str) and isinstance(sep, str) and sep and type(maxsplit) is int):
+        raise ExprTypeError(f"split needs a string, a separator and a count, found {s!r}, {sep!r}, {maxsplit!r}")
+    return s.split(sep, maxsplit)
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
