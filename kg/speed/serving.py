@@ -113,14 +113,15 @@ def model_signature(config_json: bytes) -> str:
     return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def calibrated(kf: dict[str, Any], metric: str, signature: str,
-               system: str) -> tuple[list[float] | None, str | None]:
+def calibrated(kf: dict[str, Any], metric: str, signature: str, system: str,
+               release: str | None = None, cell: str = "the cell") -> tuple[list[float] | None, str | None]:
     """The cell's ``[a, b, c]`` for ``metric`` (``ttft`` / ``tpot``) when the model is inside the calibration's
     coverage, else (None, why). Inside: the model's own rows were in the fit (``models``), or leave-one-model-out
     on the train split showed the cell's factor lowers the error of a model it was not fitted on
     (``transfers``), and not where the factor raised the error of the model's own train rows (``worse_for``). A
     ``<engine>/*`` fallback on a GPU it did not see (``systems``) must also have carried over to
-    a left-out GPU (``transfers_gpu``)."""
+    a left-out GPU (``transfers_gpu``). An engine ``release`` the cell's train rows do not hold (``releases``) is
+    inside only where leave-one-release-out on the train split lowered the error (``transfers_release``)."""
     coef = kf.get(metric)
     if not coef:
         return None, None
@@ -131,10 +132,40 @@ def calibrated(kf: dict[str, Any], metric: str, signature: str,
         return None, (f"{metric.upper()} not calibrated: the cell's factor raised the error of this model's own measured "
                       "train rows (kg/speed/calibration.yaml worse_for)")
     if signature in (kf.get("models") or {}) or (kf.get("transfers") or {}).get(metric):
+        rels = kf.get("releases") or {}
+        carries = (kf.get("transfers_release") or {}).get(metric)
+        if rels and release not in rels and not carries:
+            why = ("its train rows hold one release, so nothing shows it carries to another" if carries is None else
+                   "on the train split it did not lower the error of a release it was not fitted on "
+                   "(leave-one-release-out)")
+            return None, (f"{metric.upper()} not calibrated: {cell}'s factor was fitted on rows of {fitted_on(kf)}, "
+                          f"not on {release or 'this release'}; {why}")
         return coef, None
     return None, (f"{metric.upper()} not calibrated: no measured train rows of this model for this engine x GPU, and "
                   "on the train split the factor did not lower the error of a model it was not fitted on "
                   "(leave-one-model-out)")
+
+
+def fitted_on(kf: dict[str, Any]) -> str:
+    """The rows a cell's factor was fitted on, for a note: its engine releases and models (kg/speed/calibration.yaml
+    ``releases``, ``models``), a long list shortened to its ends and its count."""
+    from kg.core.relcmp import Release
+
+    def key(r: str) -> tuple:
+        try:
+            return (0, Release(r), "")
+        except ValueError:  # a build label (nightly-dev, glm5-hopper): after the releases
+            return (1, 0, r)
+    rels = sorted((r for r in (kf.get("releases") or {}) if r != "unrecorded"), key=key)
+    unrec = (kf.get("releases") or {}).get("unrecorded")
+    rs = ", ".join(rels) if len(rels) <= 3 else f"{rels[0]} ... {rels[-1]} ({len(rels)} releases)"
+    rs = f"release{'s' if len(rels) > 1 else ''} {rs}" if rels else "no recorded release"  # "5 models at ..."
+    if unrec and rels:
+        rs += f" (+{unrec} rows of no recorded release)"
+    # the models' shape signatures (a per_model key "<signature>/<gemm mode>" names one of them again)
+    models = sorted({v for k, v in (kf.get("models") or {}).items() if "/" not in k})
+    ms = " and ".join(models) if len(models) <= 2 else f"{len(models)} models"
+    return f"{ms or '?'} at {rs}"
 
 
 def calibration_factor(coef: list[float] | None, wl: Workload) -> float:
@@ -165,7 +196,8 @@ def per_model_key(signature: str, gemm_quant_mode: str | None, expert_parallel: 
 
 def _factors(backend: str, system: str, signature: str, wl: Workload, notes: list[str],
              gemm_quant_mode: str | None = None,
-             expert_parallel: bool = False) -> tuple[tuple[float, float], tuple[float, float]]:
+             expert_parallel: bool = False,
+             release: str | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
     """((TTFT factor, fixed ms), (TPOT factor, fixed ms)) of kg/speed/calibration.yaml for the engine x GPU cell at
     ``wl`` (the running batch), each inside its coverage (``calibrated``); a model with its own factor in the cell
     (``per_model``: kept where leave-one-group-out on its train rows beat the cell's) takes that one, inside its own
@@ -178,18 +210,25 @@ def _factors(backend: str, system: str, signature: str, wl: Workload, notes: lis
         cell = own if own in cal and not (cal[own].get("fallback") or {}).get(metric) else f"{backend}/*"
         kf = cal.get(cell) or {}
         pm = ((cal.get(own) or {}).get("per_model") or {}).get(per_model_key(signature, gemm_quant_mode, expert_parallel)) or {}
-        if pm.get(metric):  # the model's own factor, where its own train rows showed it beats the cell's
-            kf, coef, why, cell = pm, pm[metric], None, f"{own}, this model's own factor"
+        rels = (cal.get(own) or {}).get("releases") or {}
+        # a model's own factor holds for the releases of the cell's rows, or where the cell's factor carried over
+        pm_release_ok = not rels or release in rels or ((cal.get(own) or {}).get("transfers_release") or {}).get(metric)
+        if pm.get(metric) and pm_release_ok:  # the model's own factor, where its own train rows showed it beats the cell's
+            kf, coef, why, cell = {**pm, "releases": rels, "models": {"": pm.get("model", "?")}}, pm[metric], None, \
+                f"{own}, this model's own factor"
         else:
-            coef, why = calibrated(kf, metric, signature, system)
+            coef, why = calibrated(kf, metric, signature, system, release, cell)
         notes.extend([why] if why else [])
         at = within_fit(kf, wl)
         ks.append((calibration_factor(coef, at), calibration_overhead_ms(coef)))
         if coef:
             plus = f" + {ks[-1][1]:,.1f} ms" if ks[-1][1] else ""
+            rels = kf.get("releases") or {}
+            outside = f"; applied to {release}, outside them: leave-one-release-out on the train split lowered the " \
+                      "error" if rels and release not in rels else ""
             notes.append(f"{metric.upper()} calibrated x {ks[-1][0]:.2f}{plus} ({cell}, {kf.get('train_rows', '?')} "
                          f"measured train rows, kg/speed/calibration.yaml) at {wl.concurrency:,} running requests and "
-                         f"this ISL{' and OSL' if len(coef) > 4 else ''}")
+                         f"this ISL{' and OSL' if len(coef) > 4 else ''}; fitted on rows of {fitted_on(kf)}{outside}")
             osl_used = len(coef) > 4
             if (at.concurrency, at.isl) != (wl.concurrency, wl.isl) or (osl_used and at.osl != wl.osl):
                 o = kf.get("osl") or [at.osl, at.osl]
@@ -496,7 +535,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     notes.append(accuracy_note(backend, system))
     (k_ttft, t_ttft), (k_tpot, t_tpot) = _factors(backend, system, model_signature(files["config.json"]),
                                                   Workload(wl.isl, wl.osl, running), notes, point.gemm_quant_mode,
-                                                  point.moe_ep_size > 1)
+                                                  point.moe_ep_size > 1, release)
     queued = max(0, wl.concurrency - running)
     raw_engine = r["ttft_ms"] + hold * r["tpot_ms"]
     raw_wait = (raw_engine + r["tpot_ms"] * (wl.osl - 1)) * (wl.concurrency / running - 1) if queued else 0.0

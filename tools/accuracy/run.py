@@ -36,7 +36,7 @@ import math
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -618,7 +618,9 @@ def fit(recs: list[dict]) -> dict:
     cell whose train rows hold one configuration group cannot show it either way and takes the engine-wide factor
     where that lowers the cell's own train error (``fallback``), else none. With each fit its coverage: the measured
     concurrency / ISL ranges, the models it saw (``models``: kg.speed.serving.model_signature -> name) and whether it
-    carries over to a model it was not fitted on (``transfers``, leave-one-model-out) and, for ``<engine>/*``, to a
+    carries over to a model it was not fitted on (``transfers``, leave-one-model-out), its engine releases
+    (``releases``) and whether it carries over to another release (``transfers_release``, leave-one-release-out) and,
+    for ``<engine>/*``, to a
     GPU (``transfers_gpu``, leave-one-GPU-out)."""
     from kg.speed.serving import per_model_key
     cells: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -640,7 +642,8 @@ def fit(recs: list[dict]) -> dict:
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
                                           r["group"], float(r[raw]), _mean_osl(r),
                                           per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None,
-                                                        int(float(r.get("optkg_moe_ep") or 1)) > 1)))
+                                                        int(float(r.get("optkg_moe_ep") or 1)) > 1),
+                                          r.get("backend_version") or "unrecorded"))
     out = {}
     for k in sorted(cells):
         for key in {r[8] for m in ("ttft", "tpot") for r in cells[k][m]}:
@@ -660,6 +663,12 @@ def fit(recs: list[dict]) -> dict:
                   "concurrency": conc, "isl": isl, "osl": osl,
                   "models": dict(sorted(names[k].items(), key=lambda kv: kv[1])),
                   "transfers": {m: _transfers(cells[k][m], 3, form[m][1], form[m][3]) for m in ("ttft", "tpot")},
+                  # the engine releases of the rows (the CSV's backend_version; "unrecorded" where it has none) and
+                  # whether the factor carries to a release it was not fitted on (leave-one-release-out, train rows):
+                  # kg.speed.serving applies it to another release only where it did (newuser6 #3)
+                  "releases": dict(sorted(Counter(r[9] for r in cells[k]["tpot"]).items())),
+                  "transfers_release": {m: _transfers(cells[k][m], 9, form[m][1], form[m][3])
+                                        for m in ("ttft", "tpot")},
                   # the decision's evidence: leave-one-configuration-group-out MAPE (percent) on the train rows
                   "left_out_mape": {m: form[m][2] or None for m in ("ttft", "tpot")}}
         # a model the fit saw whose own train rows the factor makes worse is left uncalibrated (kg.speed.serving
@@ -712,7 +721,9 @@ def write_calibration(cells: dict) -> None:
                                      "where leave-one-model-out on the train split lowered the error (transfers); "
                                      "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu); a "
                                      "model's own factor (per_model) where its own train rows (>= 20, >= 2 groups) "
-                                     "showed a lower leave-one-group-out error with it than with the cell's",
+                                     "showed a lower leave-one-group-out error with it than with the cell's; either "
+                                     "to an engine release the cell's rows do not hold (releases: rows per release) "
+                                     "only where leave-one-release-out did (transfers_release)",
                          "adapter": ADAPTER_VERSION, "tool": "tools/accuracy/run.py --fit"},
            "cells": cells}
     CALIBRATION.write_text(head + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
@@ -777,7 +788,8 @@ def render(recs: list[dict], digest: str) -> str:
              "the uncalibrated one, and applied only inside its coverage: concurrency / ISL / OSL ranges, the "
              "models it was fitted on (not those whose own train rows it made worse), other models only where leave-one-model-out on the train rows showed it "
              "carries over; a model whose own train rows in two or more configuration groups showed a lower "
-             "leave-one-group-out error with its own factor than with the cell's takes its own); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
+             "leave-one-group-out error with its own factor than with the cell's takes its own; an engine release "
+             "the cell's train rows do not hold only where leave-one-release-out did); **uncal.** = the same without the calibration; **bare** = aiconfigurator-core as its "
              "authors compare it with this CSV (`cli_estimate`: the row's layout and batch_size, ctx_tokens = ISL, "
              "the row's release when its database has it), on the rows where it gives a number (**bare's rows**: "
              "their count; optkg's error on the same rows beside bare's). MAPE = mean of |estimate - measured| / "

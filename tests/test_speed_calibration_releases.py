@@ -1,0 +1,67 @@
+"""A calibration factor names the rows it was fitted on (engine releases, models) and reaches an engine release its
+train rows do not hold only where leave-one-release-out on the train split lowered the error (newuser6 #3:
+sglang/h100_sxm's TTFT x 7.87, fitted on SGLang 0.5.1.post1 rows of Qwen3-32B alone, was applied to the default
+0.5.23 without saying so)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import run_cli
+from kg.speed.serving import calibrated, fitted_on
+
+REPO = Path(__file__).resolve().parents[1]
+CELL = {"ttft": [2.0, 0.0, 0.0], "tpot": [0.5, 0.0, 0.0], "models": {"aaa": "Qwen/Qwen3-32B"},
+        "transfers": {"ttft": None, "tpot": None}, "releases": {"0.5.1.post1": 50},
+        "transfers_release": {"ttft": None, "tpot": None}}
+
+
+def test_a_release_the_fit_saw_is_calibrated_another_only_with_leave_one_release_out_evidence():
+    assert calibrated(CELL, "ttft", "aaa", "h100_sxm", "0.5.1.post1", "sglang/h100_sxm") == ([2.0, 0.0, 0.0], None)
+    coef, why = calibrated(CELL, "ttft", "aaa", "h100_sxm", "0.5.23", "sglang/h100_sxm")
+    assert coef is None
+    assert why == ("TTFT not calibrated: sglang/h100_sxm's factor was fitted on rows of Qwen/Qwen3-32B at release "
+                   "0.5.1.post1, not on 0.5.23; its train rows hold one release, so nothing shows it carries to another")
+    said_no = {**CELL, "transfers_release": {"ttft": False, "tpot": True}}
+    coef, why = calibrated(said_no, "ttft", "aaa", "h100_sxm", "0.5.23", "sglang/h100_sxm")
+    assert coef is None and why.endswith("on the train split it did not lower the error of a release it was not "
+                                         "fitted on (leave-one-release-out)")
+    assert calibrated(said_no, "tpot", "aaa", "h100_sxm", "0.5.23") == ([0.5, 0.0, 0.0], None)  # it carried over
+    # a cell written before releases were recorded keeps applying as it did
+    old = {k: v for k, v in CELL.items() if k not in ("releases", "transfers_release")}
+    assert calibrated(old, "ttft", "aaa", "h100_sxm", "0.5.23") == ([2.0, 0.0, 0.0], None)
+
+
+def test_fitted_on_names_releases_and_models_and_shortens_long_lists():
+    assert fitted_on(CELL) == "Qwen/Qwen3-32B at release 0.5.1.post1"
+    many = {"releases": {"0.12.0": 42, "0.16.0": 75, "0.18.0": 47, "0.9.2": 3, "nightly-x": 5, "unrecorded": 54},
+            "models": {"a": "A", "b": "B", "c": "C"}}
+    assert fitted_on(many) == "3 models at releases 0.9.2 ... nightly-x (5 releases) (+54 rows of no recorded release)"
+
+
+def test_the_shipped_sglang_h100_cell_holds_one_release_and_no_release_evidence():
+    cells = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())["cells"]
+    c = cells["sglang/h100_sxm"]
+    assert c["releases"] == {"0.5.1.post1": 50} and c["transfers_release"] == {"ttft": None, "tpot": None}
+    assert all(set(v["transfers_release"]) == {"ttft", "tpot"} and sum(v["releases"].values()) >= v["train_rows"]
+               for v in cells.values())
+
+
+def _speed(*extra):
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 2",
+                             "--gpu", "H100", "--count", "2", "--format", "json", *extra)
+    assert code == 0, err
+    return json.loads(out)["speed"]
+
+
+def test_sglang_h100_factor_applies_at_its_release_and_not_at_the_default():
+    at_fit = _speed("--engine-version", "0.5.1.post1")
+    assert at_fit["ttft_ms"] != at_fit["uncalibrated"]["ttft_ms"]
+    assert any("fitted on rows of Qwen/Qwen3-32B at release 0.5.1.post1" in n for n in at_fit["notes"])
+    default = _speed()  # SGLang 0.5.23, the latest release optkg knows
+    assert default["ttft_ms"] == default["uncalibrated"]["ttft_ms"]
+    assert default["itl_ms"] == default["uncalibrated"]["itl_ms"]
+    assert any(n.startswith("TTFT not calibrated: sglang/h100_sxm's factor was fitted on rows of Qwen/Qwen3-32B at "
+                            "release 0.5.1.post1, not on 0.5.23") for n in default["notes"])
