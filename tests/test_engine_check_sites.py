@@ -819,3 +819,14 @@ def test_a_string_split_in_a_loop_and_a_uri_profiler_dir_are_read_as_vllm_does(c
                 "'{\"profiler\": \"proton\", \"proton_profiler_dir\": \"%s\"}'")
         assert ("vllm/config/profiler.py", uri) in _refused_lines(prof % "s3://bucket/trace", release, catalog)
         assert ("vllm/config/profiler.py", uri) not in _refused_lines(prof % "/tmp/trace", release, catalog)
+
+
+def test_a_before_validator_runs_on_the_json_key_the_user_gives(catalog):
+    """CompilationConfig.validate_mode_before (compilation.py:1003-1021 at 0.34.0, :853-871 at 0.33.0) runs on the
+    --compilation-config JSON's mode: a name outside CompilationMode.__members__ is refused, a member name in any
+    case or an integer is not."""
+    base = "vllm serve meta-llama/Llama-3.1-8B -cc "
+    for release, line in (("0.34.0", 1015), ("0.33.0", 865)):
+        assert _refused_lines(base + "'{\"mode\": \"FOO\"}'", release, catalog) == [("vllm/config/compilation.py", line)]
+        assert _refused_lines(base + "'{\"mode\": \"vllm_compile\"}'", release, catalog) == []
+        assert _refused_lines(base + "'{\"mode\": 3}'", release, catalog) == []

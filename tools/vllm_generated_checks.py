@@ -753,6 +753,14 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
             return _dict_literal(w, d, fr, pc)
     if isinstance(node, ast.Dict):
         return _dict_literal(w, node, fr, pc)
+    if (isinstance(node, ast.Attribute) and node.attr == "__members__" and isinstance(node.value, ast.Name)
+            and node.value.id not in fr.locals):
+        # ``Enum.__members__`` compared with ``in`` (compilation.py:1014 at 0.34.0): the member names
+        hit = w.find_class(node.value.id, fr.path)
+        if hit is not None and w.is_enum(hit):
+            names = [st.targets[0].id for st in hit[0].body if isinstance(st, ast.Assign) and len(st.targets) == 1
+                     and isinstance(st.targets[0], ast.Name) and not st.targets[0].id.startswith("_")]
+            return cg.Expr(repr(tuple(names)))
     if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Constant)
             and isinstance(node.right, ast.Constant) and type(node.left.value) is int and type(node.right.value) is int
             and 0 <= node.right.value <= 64):
@@ -1844,7 +1852,12 @@ def enum_names(w: VllmWalker, ann: ast.AST | None) -> dict[str, Any]:
             got = {k.split(".", 1)[1]: v for k, v in w.enums.items() if k.split(".", 1)[0] == n.id}
             hit = w.find_class(n.id, None)
             if got and hit and any("Enum" in ast.unparse(b) for b in hit[0].bases):
-                return got
+                members = {st.targets[0].id for st in hit[0].body if isinstance(st, ast.Assign)
+                           and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                           and not st.targets[0].id.startswith("_")}
+                # every member or none: CUDAGraphMode's FULL_AND_PIECEWISE = (FULL, PIECEWISE) has no scalar value
+                # (compilation.py:129-137 at 0.34.0), and a partial map would leave its name a string
+                return got if members <= set(got) else {}
     return {}
 
 
