@@ -535,6 +535,12 @@ class VllmWalker(cg.Walker):
             t = self.test(s.test, fr, pc)
             if t in ("True", "False"):
                 self.lineno = s.lineno
+                if "current_platform" in ast.unparse(s.test):
+                    # the branch this platform never takes: its checks are reached, false here (generate_release
+                    # calls a check false on every platform walk "holds on no GPU optkg knows"; parallel.py:603)
+                    for n in ast.walk(ast.Module(body=s.orelse if t == "True" else s.body, type_ignores=[])):
+                        if isinstance(n, (ast.Raise, ast.Assert)):
+                            self.sites.setdefault((fr.path, n.lineno), []).append("False")
                 self.run(s.body if t == "True" else s.orelse, fr, pc)
                 return
         super().stmt(s, fr, pc)
