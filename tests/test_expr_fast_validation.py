@@ -16,7 +16,9 @@ INVALID = [
     "a if b else c.d", "max(*a)",
 ]
 VALID = ["a and not b", "x ** 2 + y ** -3", "min(a, b) >= 8 or c in ('x', 'y')", "has('t') if p else q",
-         "-(a % 4) // 2 != 0", "{1, 2} and [3] and (4,)"]
+         "-(a % 4) // 2 != 0", "{1, 2} and [3] and (4,)", "any(x > 0 for x, y in items(d) if y)"]
+INVALID += ["(x for x in y)", "any(x for x in y for z in y)", "any(any(any(x for x in z) for z in y) for y in w)",
+            "any(x for x[0] in y)"]
 
 
 def _two_walks(tree, allowed) -> bool:
