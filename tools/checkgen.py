@@ -1432,15 +1432,8 @@ def inputs_of(names: set[str], lets: dict[str, str]) -> set[str]:
 
 def used_lets(rows_: dict, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The lets the rows read (directly or through other lets), in definition order."""
-    table = dict(lets)
-    need: set[str] = set()
-    todo = [n for r in rows_.values() for n in r["names"] if n in table]
-    while todo:
-        n = todo.pop()
-        if n not in need:
-            need.add(n)
-            todo += [m for m in free_names(table[n]) if m in table]
-    return [(n, e) for n, e in lets if n in need]
+    from kg.frameworks.checkrows import lets_read_by
+    return lets_read_by((n for r in rows_.values() for n in r["names"]), lets)
 
 
 FIT_NODES = 200  # a sub-expression named to bring a row or value within kg.engine.expr's cost limits: at most this many nodes
@@ -1487,10 +1480,8 @@ def name_largest_part(text: str, new_let, absent: str | None = None) -> str | No
 
 def free_names(expr: str) -> set[str]:
     """The names ``expr`` reads (not function names, not the names an any() / all() generator binds inside it)."""
-    from kg.engine.expr import read_names
-    tree = ast.parse(expr, mode="eval")
-    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return read_names(tree) - calls - {"True", "False"}
+    from kg.frameworks.checkrows import names_of
+    return set(names_of(expr))
 
 
 def substitute(expr: str, mapping: dict[str, str]) -> str:

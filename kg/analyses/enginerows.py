@@ -144,16 +144,8 @@ def _lets_read(expr: str, lets: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The lets ``expr`` reads, directly or through other lets, in definition order (kg.frameworks.checkrows)."""
     if not lets:
         return []
-    from kg.frameworks.checkrows import names_of
-    table = dict(lets)
-    need: set[str] = set()
-    todo = [n for n in names_of(expr) if n in table]
-    while todo:
-        n = todo.pop()
-        if n not in need:
-            need.add(n)
-            todo += [m for m in names_of(table[n]) if m in table]
-    return [(n, e) for n, e in lets if n in need]
+    from kg.frameworks.checkrows import lets_read_by, names_of
+    return lets_read_by(names_of(expr), lets)
 
 
 def row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], given: Any, techniques: set[str],

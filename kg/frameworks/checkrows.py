@@ -69,6 +69,20 @@ def names_of(expr: str) -> tuple[str, ...]:
     return tuple(sorted(read_names(tree) - calls - {"True", "False"}))
 
 
+def lets_read_by(names: Iterable[str], lets: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The lets ``names`` read, directly or through other lets, in definition order."""
+    lets = list(lets)
+    table = dict(lets)
+    need: set[str] = set()
+    todo = [n for n in names if n in table]
+    while todo:
+        n = todo.pop()
+        if n not in need:
+            need.add(n)
+            todo += [m for m in names_of(table[n]) if m in table]
+    return [(n, e) for n, e in lets if n in need]
+
+
 def inputs(expr: str, lets: Iterable[tuple[str, str]]) -> list[str]:
     """The input names ``expr`` reads, through the lets it uses (for showing the values that made a row fire)."""
     table = dict(lets)
