@@ -459,10 +459,10 @@ class SglWalker(cg.Walker):
                 self.decl = {}
                 self.poisoned = self.losing
             else:  # only where the call ran: keep the old value elsewhere (merge with an unknown new value)
-                for f in self.fields:
-                    self.declare({f: TAINT}, conds)
+                for f in sorted(self.fields):  # sorted: the lets it makes are numbered in this order (one file
+                    self.declare({f: TAINT}, conds)  # whatever PYTHONHASHSEED is)
             return
-        for f in fields:
+        for f in sorted(fields):
             self.declare({f: TAINT}, conds)
 
     # ------------------------------------------------------------------ hooks
