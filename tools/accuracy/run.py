@@ -118,7 +118,10 @@ def serving_inputs() -> list[Path]:
 def digest_files(files: list[Path]) -> "hashlib._Hash":
     h = hashlib.sha256()
     for f in files:
-        rel = f.relative_to(REPO) if f.is_relative_to(REPO) else Path(f.name)
+        # an installed package's file by its name alone: where the venv sits (inside the checkout, as CI's
+        # .venv, or outside it) and its python3.X folder must not change the digest
+        inside = f.is_relative_to(REPO) and "site-packages" not in f.parts
+        rel = f.relative_to(REPO) if inside else Path(f.name)
         h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
     return h
 
