@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 _PKG = Path(__file__).resolve().parent.parent  # kg/ (this file is kg/core/paths.py)
 
@@ -134,6 +134,18 @@ def frozen_memo() -> dict[Any, Any] | None:
     """The memo of the current ``frozen_stamps`` (None outside one): a table built from data files can be kept
     there under a key of its own (a tuple: folder paths are strings), as the files were first read."""
     return _FROZEN.get() if _FROZEN is not None else None
+
+
+def in_frozen(key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, kept under ``key`` in the current ``frozen_stamps`` memo (made once per sweep; outside one,
+    every call makes it)."""
+    frozen = frozen_memo()
+    if frozen is None:
+        return make()
+    hit = frozen.get(key)
+    if hit is None:
+        hit = frozen[key] = make()
+    return hit
 
 
 def frozen_stamps(memo: dict[str, Any] | None):

@@ -39,13 +39,7 @@ _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 def release_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/releases/*.yaml`` by engine id (read once per set of file versions; inside
     kg.core.paths.frozen_stamps, a sweep, looked up once)."""
-    frozen = paths.frozen_memo()
-    if frozen is not None:
-        hit = frozen.get(("release-tables",))
-        if hit is None:
-            hit = frozen[("release-tables",)] = _release_tables()
-        return hit
-    return _release_tables()
+    return paths.in_frozen(("release-tables",), _release_tables)
 
 
 def _release_tables() -> dict[str, dict[str, Any]]:

@@ -464,13 +464,7 @@ def _native_setting(key: str) -> tuple[str, str, str] | None:
 def _engine_tables() -> dict[str, dict[str, Any]]:
     """``catalog/engines/*.yaml`` by engine id (read once per set of file versions; inside
     kg.core.paths.frozen_stamps, a sweep, looked up once)."""
-    frozen = paths.frozen_memo()
-    if frozen is not None:
-        hit = frozen.get(("engine-tables",))
-        if hit is None:
-            hit = frozen[("engine-tables",)] = _read_engine_tables()
-        return hit
-    return _read_engine_tables()
+    return paths.in_frozen(("engine-tables",), _read_engine_tables)
 
 
 def _read_engine_tables() -> dict[str, dict[str, Any]]:
