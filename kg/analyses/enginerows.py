@@ -219,9 +219,7 @@ def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], 
     facts it had, and with its lets), except those reading a name whose value differs from then, directly or through
     a let that differs (a let's presence and value depend on nothing else: kg.frameworks.checkrows.names_of of its
     expression); those go through ``let_values``."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.engine.incremental import MISSING, changed, same
-    from kg.frameworks.checkrows import FUNCTIONS
     if not all(facts.get(n) is not None for n in s["needs"]):
         return 0
     was = last[i]
@@ -257,20 +255,14 @@ def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], 
         if dirty is not None and not same(full.get(name, MISSING), old):
             dirty.add(name)
     last[i] = (facts, full)
-    if not all(n in full and full[n] is not None for n in s["needs_lets"]):
-        return 0
-    try:
-        hit = evaluate(s["expr"], full, FUNCTIONS)
-    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
-        return 0
-    return 2 if hit is True else 1
+    return _verdict(s, full)
 
 
 def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], let_values: Any = None) -> int:
     """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
     accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
     values: it is counted as not evaluable without being run. ``let_values``: a sweep's ``_LetValues``."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS
     if not all(facts.get(n) is not None for n in s["needs"]):
         return 0
@@ -288,6 +280,14 @@ def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any],
             facts[name] = evaluate(expr, facts, FUNCTIONS)
         except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
             pass  # the rows reading it are then not evaluable
+    return _verdict(s, facts)
+
+
+def _verdict(s: dict[str, Any], facts: dict[str, Any]) -> int:
+    """Row ``s`` on ``facts`` with its lets added: 0 not evaluable (a let it reads is missing or the row raises),
+    1 the engine accepts, 2 it refuses."""
+    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+    from kg.frameworks.checkrows import FUNCTIONS
     if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
         return 0
     try:

@@ -212,20 +212,19 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {f'KV tokens, scheduler-wide (x dcp {L.dcp_size})':<37}{c['kv_tokens_total']:,}")
             fits, limit = c["max_model_len_that_fits"], out.get("max_model_len_limit")
             from kg.inputs.modelcfg import VLLM_NO_LENGTH_KEY_DEFAULT
-            if not blocks:
-                pass
-            elif plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
-                upto = f" ({limit:,} tokens for this model)" if limit else ""
-                print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
-                      "the sliding / chunked groups stop growing past the window")
-            elif limit is None and not args.max_model_len and fits > VLLM_NO_LENGTH_KEY_DEFAULT:
-                print(f"  {'longest request that fits':<37}{VLLM_NO_LENGTH_KEY_DEFAULT:,} tokens (vLLM's default: config.json "
-                      f"has no length key; --max-model-len raises it; KV memory alone would hold {fits:,})")
-            elif limit and fits > limit:
-                print(f"  {'longest request that fits':<37}{limit:,} tokens (the model's limit; KV memory alone "
-                      f"would hold {fits:,})")
-            else:
-                print(f"  {'longest request that fits':<37}{fits:,} tokens")
+            if blocks:  # no KV block fits: the lines above say so, there is no length to give
+                if plan is not None and fits >= 1 << 31:  # window-bounded groups: the search's upper end, not a length
+                    upto = f" ({limit:,} tokens for this model)" if limit else ""
+                    print(f"  {'longest request that fits':<37}any length up to max_model_len{upto}; "
+                          "the sliding / chunked groups stop growing past the window")
+                elif limit is None and not args.max_model_len and fits > VLLM_NO_LENGTH_KEY_DEFAULT:
+                    print(f"  {'longest request that fits':<37}{VLLM_NO_LENGTH_KEY_DEFAULT:,} tokens (vLLM's default: config.json "
+                          f"has no length key; --max-model-len raises it; KV memory alone would hold {fits:,})")
+                elif limit and fits > limit:
+                    print(f"  {'longest request that fits':<37}{limit:,} tokens (the model's limit; KV memory alone "
+                          f"would hold {fits:,})")
+                else:
+                    print(f"  {'longest request that fits':<37}{fits:,} tokens")
             if c["max_concurrency"] is not None and blocks:
                 print(f"  max concurrency at {c['max_model_len']:,} tokens   {c['max_concurrency']:g}x")
         sp = out.get("sglang_pools")
