@@ -44,6 +44,20 @@ def test_tp_and_dp_bytes_per_gpu_follow_the_layout(cli):
     assert sp["bubble_fraction"] == round(3 / 64, 4)
 
 
+def test_a_ring_across_nodes_runs_on_every_nic_its_group_has_in_a_node(cli):
+    """TP 8 x DP 64 on H100 (8 GPUs and 8 x 50 GB/s NICs per node): each DP group has one rank per node, so its
+    ring crosses nodes on one NIC, 50 GB/s. FSDP over 16 GPUs (TP 1): 8 of the group's ranks per node, NCCL
+    runs a channel per NIC, 8 x 50 = 400 GB/s, under NVLink's 900 / 2 = 450 GB/s (NVIDIA/nccl-tests#29: 4 IB
+    adapters give DGX-1 48 GB/s)."""
+    comm = {c["kind"]: c for c in _speed(cli)["communication"]}
+    assert comm["DP"]["link_bytes_per_s"] == 50e9 and comm["DP"]["link"] == "network"
+    fsdp = _speed(cli, job="torchrun --nproc_per_node 8 --nnodes 2 train.py --fsdp full_shard --bf16 "
+                           "--per_device_train_batch_size 2 --gradient_accumulation_steps 1 --max_seq_length 2048",
+                  model="meta-llama/Llama-3.1-8B")
+    ring = {c["kind"]: c for c in fsdp["communication"]}["FSDP/ZeRO-3"]
+    assert ring["link_bytes_per_s"] == 400e9 and ring["link"] == "network, 8 NICs per node"
+
+
 def test_speed_numbers_are_one_consistent_step(cli):
     sp = _speed(cli)
     assert sp["evaluable"]

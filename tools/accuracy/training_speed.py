@@ -254,12 +254,13 @@ def render(sources: dict, rows: list[dict], k: dict) -> str:
              f"Constants: {k.get('source', '')}.", "",
              "| split | rows | mean abs. error | max | over 20 % |", "|---|---:|---:|---:|---:|",
              _summary(rows, "train"), _summary(rows, "held-out"), ""]
-    miss = [r for r in rows if r["split"] == "held-out" and "error" in r and abs(r["error"]) > LIMIT]
-    if miss:
-        lines += ["Held-out rows over 20 %:", ""]
-        lines += [f"- `{r['id']}`: {100 * r['error']:+.1f} % ({KNOWN_MISSES.get(r['id'], 'not explained')})"
-                  for r in miss]
-        lines.append("")
+    for split in ("held-out", "train"):
+        miss = [r for r in rows if r["split"] == split and "error" in r and abs(r["error"]) > LIMIT]
+        if miss:
+            lines += [f"{split.capitalize()} rows over 20 %:", ""]
+            lines += [f"- `{r['id']}`: {100 * r['error']:+.1f} % ({KNOWN_MISSES.get(r['id'], 'not explained')})"
+                      for r in miss]
+            lines.append("")
     lines += ["## Sources", ""]
     lines += [f"- `{key}`: [{v['title']}]({v['url']})" for key, v in sources.items()]
     for split in ("held-out", "train"):
@@ -284,14 +285,21 @@ def render(sources: dict, rows: list[dict], k: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# held-out rows over the target, with what the row shows (kept in the doc; the test holds their bound)
+# rows over the target, with what the row shows (kept in the doc; the test holds held-out rows' bound)
 KNOWN_MISSES = {
     "llmfoundry-a100-40gb-mpt-70b-s2048-g64-mb2":
-        "70B with FULL_SHARD over 64 A100 40GB at 2 sequences per GPU: each micro-batch all-gathers and "
-        "reduce-scatters 3 x 130 GB over 25 GB/s per GPU, more than its compute; the same model at 128 GPUs "
-        "and 4 sequences (376 tokens/s) is within 2 %. The fitted overlap hides too much of communication that "
-        "exceeds the compute beside it: llm-foundry's H100 rows, where the same arithmetic says communication "
-        "should show and it does not, pull the other way",
+        "70B with FULL_SHARD over 64 A100 40GB at 2 sequences per GPU, one micro-batch per step: 383 GB of "
+        "all-gathers and reduce-scatter per GPU at 200 GB/s (8 NICs of 25 GB/s per node) is 2.4 s beside 9.2 s "
+        "of compute; measured 14.8 s per step, estimated 11.6 s. The same model at 128 GPUs and 4 sequences "
+        "(376 tokens/s, a train row) is within 5 %. What costs the 64-GPU run 3 s more is not in the model; "
+        "llm-foundry does not state that cluster's network",
+    # train rows (the fit sees them and still misses): both are MPT-30B at 8,192 tokens on 8 GPUs, one sequence
+    "llmfoundry-h100-80gb-mpt-30b-s8192-g8-mb1":
+        "MPT-30B FULL_SHARD on 8 GPUs keeps 60 GB of parameters, gradients and Adam states per GPU (16 bytes x "
+        "30B / 8) and at 8,192 tokens the activations come close to the rest of the 80 GB; at 4,096 tokens "
+        "(1,802 tokens/s) the error is 1 %. Memory pressure is not in the step model",
+    "llmfoundry-a100-80gb-mpt-30b-s8192-g8-mb1":
+        "the A100 80GB run of the H100 row above: at 4,096 tokens (814 tokens/s) the error is 2 %",
 }
 
 

@@ -11,7 +11,8 @@ One step of a job with micro-batch ``b``, ``m`` micro-batches per pipeline, TP `
   element-wise traffic (norms, activations, residuals, dropout: ``k`` bytes per token, hidden unit and layer
   pass) at the HBM bandwidth. The framework's kernels scale both efficiencies (``SpeedTraits.kernels``).
 - **communication**, bytes per GPU from the layout, at the link the group spans (NVLink within the GPU's NVLink
-  domain, else the network per GPU; catalog/hardware): TP ``8 (t-1)/t`` micro-batch activations per layer
+  domain, else the network: one NIC per GPU, and as many NICs as the ring has ranks in a node, see
+  ``_link``; catalog/hardware): TP ``8 (t-1)/t`` micro-batch activations per layer
   (2 all-gathers + 2 reduce-scatters forward, the same backward; 4 more per fully recomputed layer), CP the
   ring's K/V ``3 (c-1)`` times per layer (forward K/V, backward K/V and their gradients), pipeline p2p one
   activation and one gradient per stage boundary, DP the gradient reduce-scatter + parameter all-gather of
@@ -225,14 +226,24 @@ def step_inputs(job: Any, derived: Mapping[str, Any]) -> StepInputs:
         model_flops_per_step=model_flops, hardware_flops_per_step=model_flops + extra * gbs)
 
 
-def _link(x: StepInputs, span: int) -> tuple[float, str]:
-    """(bytes/s, name) of the slowest link a group of ``span`` consecutive ranks crosses."""
+def _link(x: StepInputs, span: int, stride: int = 0) -> tuple[float, str]:
+    """(bytes/s, name) of the slowest link a ring collective over a group crosses: the group's ranks are
+    ``stride`` apart within ``span`` consecutive ranks (``stride`` 0: a point-to-point send, one NIC).
+
+    A ring that leaves the NVLink domain crosses between domains once per channel, and NCCL runs one channel
+    per NIC: with ``g`` of the group's ranks in each domain, each with its own NIC (catalog/hardware gives
+    the network bandwidth per GPU), the ring's bus bandwidth is ``g`` NICs' worth, capped by NVLink. NCCL's
+    authors: "DGX-1 can get 48 GB/s because we have 4 IB adapters instead of 1" (12.5 GB/s each;
+    NVIDIA/nccl-tests#29), and 46-48 GB/s per 400 Gb/s NIC on two H100 nodes (NVIDIA/nccl-tests#290)."""
     if span <= x.domain:
         return x.nvlink, "NVLink"
     if not x.network:
         raise SpeedNotEvaluable(f"{x.gpu}: a group of {span} GPUs leaves the NVLink domain and catalog/hardware "
                                 "gives no network bandwidth per GPU")
-    return x.network, "network"
+    nics = max(1, x.domain // stride) if stride else 1
+    if nics == 1:
+        return x.network, "network"
+    return min(x.nvlink, x.network * nics), f"network, {nics} NICs per node"
 
 
 def efficiency(k: Mapping[str, Any], x: StepInputs) -> tuple[float, float, float, str]:
@@ -311,8 +322,9 @@ def step_time(x: StepInputs, k: Mapping[str, Any]) -> dict[str, Any]:
     exp = k.get("exposed") or {}
     hide = float(k.get("overlap_window", 1.0))
 
-    def add(kind: str, volume: float, span: int, fraction: float | None, window: float, per: str) -> float:
-        bw, name = _link(x, span)
+    def add(kind: str, volume: float, span: int, fraction: float | None, window: float, per: str,
+            stride: int = 0) -> float:
+        bw, name = _link(x, span, stride)
         raw = volume / (bw * link_eff)
         secs = raw if fraction is None else max(fraction * raw, raw - hide * window)
         comm.append({"kind": kind, "bytes": volume, "per": per, "link": name, "link_bytes_per_s": bw,
@@ -322,10 +334,10 @@ def step_time(x: StepInputs, k: Mapping[str, Any]) -> dict[str, Any]:
     t_tp = t_cp = t_pp = 0.0
     if x.tp > 1:
         vol = (8 + 4 * x.full_recompute_fraction) * (x.tp - 1) / x.tp * act * L / x.pp
-        t_tp = add("TP", vol, x.tp, float(exp["tp_overlapped"]) if x.tp_overlap else None, t_gemm, "micro-batch")
+        t_tp = add("TP", vol, x.tp, float(exp["tp_overlapped"]) if x.tp_overlap else None, t_gemm, "micro-batch", 1)
     if x.cp > 1:
         vol = 3 * (x.cp - 1) * 2 * x.micro_batch * (x.seq / x.cp) * x.kv_width * 2 / x.tp * L / x.pp
-        t_cp = add("CP", vol, x.tp * x.cp, float(exp["cp"]), t_attn, "micro-batch")
+        t_cp = add("CP", vol, x.tp * x.cp, float(exp["cp"]), t_attn, "micro-batch", x.tp)
     if x.pp > 1:
         vol = 2 * x.vpp * act / x.tp
         t_pp = add("PP", vol, x.tp * x.cp * x.dp + 1, None, 0.0, "micro-batch")
@@ -338,7 +350,7 @@ def step_time(x: StepInputs, k: Mapping[str, Any]) -> dict[str, Any]:
         # reduce dtype
         vol = ((x.fsdp_gathers - 1) * 2 + x.fsdp_reduce_bytes) * (x.shard_group - 1) / x.shard_group * x.params_per_gpu
         t_fsdp = x.microbatches * add("FSDP/ZeRO-3", vol, span_dp, float(exp["fsdp"]) if x.dp_overlap else None,
-                                      compute, "micro-batch")
+                                      compute, "micro-batch", x.tp * x.cp)
     elif x.dp > 1:
         d = x.dp
         if x.shard_level >= 1:
@@ -346,7 +358,7 @@ def step_time(x: StepInputs, k: Mapping[str, Any]) -> dict[str, Any]:
         else:
             vol = 2 * (d - 1) / d * x.params_per_gpu * GRAD_REDUCE_BYTES
         t_dp = add("DP", vol, x.tp * x.cp * d, float(exp["dp_overlapped"]) if x.dp_overlap else None,
-                   compute * 2 / 3, "step")
+                   compute * 2 / 3, "step", x.tp * x.cp)
     shard = x.shard_group if x.shard_level >= 1 else 1
     t_opt = float(k["optimizer_bytes_per_param"]) * x.params_per_gpu / shard / x.hbm
     step = pipeline + t_fsdp + t_dp + t_opt
