@@ -83,3 +83,66 @@ def test_a_warm_check_parses_none_of_its_rules_and_rows_expressions(monkeypatch)
         assert [t for t in parsed if t in expr._TREES] == []  # and none of those texts was parsed
     finally:
         expr.compiled.cache_clear()
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_first_evaluation_walking_the_tree_gives_what_the_closures_give(text):
+    calls, body = json.loads(expr.tree_json(text))
+    built = expr._build(body)
+    for facts in FACTS:
+        assert _outcome(lambda f, fns: expr._run(body, f, fns), facts) == _outcome(built, facts), (text, facts)
+
+
+def test_a_text_is_walked_on_its_first_evaluation_and_runs_built_closures_from_its_second(monkeypatch):
+    text = "optkg_lazy_probe * 2 > 3"
+    builds: list[list] = []
+    real = expr._build
+
+    def counting(p):
+        builds.append(p)
+        return real(p)
+    monkeypatch.setattr(expr, "_build", counting)
+    expr.compiled.cache_clear()
+    try:
+        assert expr.evaluate(text, {"optkg_lazy_probe": 1}) is False and builds == []
+        assert expr.evaluate(text, {"optkg_lazy_probe": 2}) is True and len(builds) > 0
+        n = len(builds)
+        assert expr.evaluate(text, {"optkg_lazy_probe": 3}) is True and len(builds) == n  # built once
+        assert expr.compiled(text) is expr._BUILT[(text, ())]  # later callers get the closures themselves
+    finally:
+        expr.compiled.cache_clear()
+
+
+def test_every_evaluation_of_a_check_walking_the_tree_gives_what_the_closures_give(monkeypatch):
+    """Each (expression, facts) a check evaluates (rules, the release's generated rows and their lets, the
+    report's numbers): the tree walk and the closures return the same value or raise the same error."""
+    from kg.cli import main
+    import contextlib
+    import io
+    seen: list[tuple[str, dict, dict]] = []
+    real = expr.evaluate
+
+    def recording(text, facts, functions=None):
+        seen.append((text, dict(facts) if isinstance(facts, dict) else facts, functions))
+        return real(text, facts, functions)
+    monkeypatch.setattr(expr, "evaluate", recording)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --max-model-len 32768", "--fail-on",
+                     "never", "--explain"]) == 0
+    assert len(seen) > 400
+    outcomes = set()
+    for text, facts, functions in seen:
+        fns, names = expr._merged(functions)
+        known = expr._TREES.get(text)
+        body = json.loads(known)[1] if known else expr.plain(expr.compile_expr(text, names).body)
+
+        def outcome(fn):
+            try:
+                return "value", fn()
+            except (expr.MissingFact, expr.ExprTypeError, expr.ExprError, ZeroDivisionError, TypeError,
+                    ValueError) as e:
+                return "error", type(e).__name__, str(e)
+        walked = outcome(lambda: expr._run(body, facts, fns))
+        assert walked == outcome(lambda: expr._build(body)(facts, fns)), text
+        outcomes.add(walked[0])
+    assert outcomes == {"value", "error"}  # both kinds were compared

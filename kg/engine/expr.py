@@ -355,7 +355,8 @@ def _merged(functions: Mapping[str, Callable[..., Any]] | None) -> tuple[Mapping
 def evaluate(text: str, facts: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]] | None = None) -> Any:
     """Evaluate ``text`` over ``facts``. Raises MissingFact, ExprTypeError, ExprError, ZeroDivisionError."""
     fns, names = _merged(functions)
-    return compiled(text, names)(facts, fns)
+    fn = _BUILT.get((text, names))
+    return (fn or _compiled(text, names))(facts, fns)
 
 
 # text -> JSON of [the function names it calls, its tree in plain form (``plain``)], for texts already parsed and
@@ -368,20 +369,58 @@ def add_trees(trees: Mapping[str, str]) -> None:
     _TREES.update(trees)
 
 
-@lru_cache(maxsize=8192)
+# (text, extra function names) -> the closures ``_build`` made of its tree, once the text was evaluated twice
+_BUILT: dict[tuple[str, tuple[str, ...]], Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = {}
+
+
 def compiled(text: str, extra_functions: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
-    """``text`` (``compile_expr``: same checks and errors) as a function of (facts, functions): one closure per node
-    of its tree, each holding its node's fields and children, so an evaluation does not walk the tree (a sweep
-    evaluates the same few hundred expressions on every stack). Cached by text. A text whose checked tree is known
-    (``add_trees``) is not parsed again: its tree passed every check of ``compile_expr`` but the allowed functions,
-    which are checked here (a ``check`` parses ~270 expressions otherwise: ~9 % of its run)."""
+    """``text`` (``compile_expr``: same checks and errors) as a function of (facts, functions). Cached by text. Its
+    first evaluation walks the tree (``_run``); the second builds one closure per node of the tree (``_build``), each
+    holding its node's fields and children, which every later evaluation runs (a sweep evaluates the same few hundred
+    expressions on every stack), while a one-shot ``check`` evaluates ~300 of its ~340 texts once: building their
+    closures was ~10 % of its run. A text whose checked tree is known (``add_trees``) is not parsed again: its tree
+    passed every check of ``compile_expr`` but the allowed functions, which are checked here (a ``check`` parses
+    ~270 expressions otherwise: ~9 % of its run)."""
+    return _BUILT.get((text, extra_functions)) or _compiled(text, extra_functions)
+
+
+@lru_cache(maxsize=8192)
+def _compiled(text: str, extra_functions: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
     known = _TREES.get(text)
     if known is not None:
         import json
         calls, tree = json.loads(known)
         if all(c in FUNCTIONS or c in extra_functions for c in calls):
-            return _build(tree)
-    return _build(plain(compile_expr(text, extra_functions).body))
+            return _lazy((text, extra_functions), tree)
+    return _lazy((text, extra_functions), plain(compile_expr(text, extra_functions).body))
+
+
+def _clear() -> None:
+    _BUILT.clear()
+    _compiled.cache_clear()
+
+
+compiled.cache_clear = _clear  # type: ignore[attr-defined]
+
+
+def _lazy(key: tuple[str, tuple[str, ...]], tree: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
+    """The function of ``tree`` (``compiled``): ``_run`` on the first call, ``_build``'s closures from the second on
+    (kept in ``_BUILT`` under ``key``, where ``evaluate`` finds them first)."""
+    built: Any = None
+    first = True
+
+    def run(f: Mapping[str, Any], fns: Mapping[str, Any]) -> Any:
+        nonlocal built, first
+        if built is None:
+            if first:
+                first = False
+                return _run(tree, f, fns)
+            built = _build(tree)
+            if len(_BUILT) >= 8192:
+                _BUILT.clear()
+            _BUILT[key] = built
+        return built(f, fns)
+    return run
 
 
 def tree_json(text: str) -> str | None:
@@ -483,6 +522,88 @@ def _generator(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]],
                 return is_any
         return not is_any
     return gen
+
+
+def _run(p: list[Any], f: Mapping[str, Any], fns: Mapping[str, Any]) -> Any:
+    """The value of node ``p`` (``plain`` form) on facts ``f``: what ``_build(p)(f, fns)`` returns or raises, without
+    making the closures (each branch below is the closure ``_build`` makes for that kind of node, inlined)."""
+    kind = p[0]
+    if kind == "n":
+        name = p[1]
+        if name in ("true", "True"):
+            return True
+        if name in ("false", "False"):
+            return False
+        if f.__class__ is dict:
+            v = f.get(name)
+            if v is None:
+                raise MissingFact(name)
+            return v
+        if name not in f or f[name] is None:
+            raise MissingFact(name)
+        return f[name]
+    if kind == "c":
+        return p[1]
+    if kind == "cmp":
+        a = _run(p[1], f, fns)
+        for o, c in p[2]:
+            op_t = _OPS[o]
+            b = _run(c, f, fns)
+            _check_types(op_t, a, b)
+            if not _CMP[op_t](a, b):
+                return False
+            a = b
+        return True
+    if kind == "and":
+        v: Any = True
+        for c in p[1]:
+            v = _run(c, f, fns)
+            if not v:
+                return v
+        return v
+    if kind == "or":
+        v = False
+        for c in p[1]:
+            v = _run(c, f, fns)
+            if v:
+                return v
+        return v
+    if kind == "not":
+        return not _run(p[1], f, fns)
+    if kind == "-" or kind == "+":
+        v = _run(p[1], f, fns)
+        if not _is_num(v):
+            raise ExprTypeError(f"unary minus needs a number, found {v!r}")
+        return -v if kind == "-" else +v
+    if kind == "bin":
+        op_t = _OPS[p[1]]
+        a = _run(p[2], f, fns)
+        b = _run(p[3], f, fns)
+        _check_types(op_t, a, b)
+        return _BIN[op_t](a, b)
+    if kind == "list":
+        return [_run(x, f, fns) for x in p[1]]
+    if kind == "set":
+        return {_run(x, f, fns) for x in p[1]}
+    if kind == "if":
+        return _run(p[2], f, fns) if _run(p[1], f, fns) else _run(p[3], f, fns)
+    if kind == "call":
+        return fns[p[1]](*[_run(a, f, fns) for a in p[2]])
+    if kind == "gen":
+        is_any, target = p[1] == "any", p[2]
+        for v in _seq(_run(p[3], f, fns), p[1]):
+            if isinstance(target, str):
+                scope = _Scope(f, {target: v})
+            else:
+                if not isinstance(v, (list, tuple)) or len(v) != len(target):
+                    raise ExprTypeError(f"{p[1]}: cannot unpack {v!r} into {', '.join(target)}")
+                scope = _Scope(f, dict(zip(target, v)))
+            if p[5] and not all(_run(c, scope, fns) for c in p[5]):
+                continue
+            if bool(_run(p[4], scope, fns)) is is_any:
+                return is_any
+        return not is_any
+    raise ExprError(f"'{p[1]}' is not allowed")  # pragma: no cover - rejected by _validate
 
 
 def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
