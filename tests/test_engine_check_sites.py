@@ -830,3 +830,20 @@ def test_a_before_validator_runs_on_the_json_key_the_user_gives(catalog):
         assert _refused_lines(base + "'{\"mode\": \"FOO\"}'", release, catalog) == [("vllm/config/compilation.py", line)]
         assert _refused_lines(base + "'{\"mode\": \"vllm_compile\"}'", release, catalog) == []
         assert _refused_lines(base + "'{\"mode\": 3}'", release, catalog) == []
+
+
+def test_the_multimodal_config_gets_the_given_options_with_none_dropped(catalog):
+    """ModelConfig builds MultiModalConfig from a keyword dict whose None values are dropped and hands its InitVars
+    to __post_init__ (config/model.py:869-901 at 0.34.0, :852-884 at 0.33.0; tools/vllm_kwargs.py): a multimodal
+    model refuses --mm-shm-cache-max-object-size-mb other than the default 128 without --mm-processor-cache-type shm
+    (multimodal.py:516-523 [:517-524]) and an FP8 encoder scale path without --mm-encoder-attn-dtype fp8
+    (:525-533 [:526-534]); a text-only model builds no MultiModalConfig."""
+    vl, text = "vllm serve Qwen/Qwen3-VL-8B-Instruct ", "vllm serve meta-llama/Llama-3.1-8B "
+    mm = "vllm/config/multimodal.py"
+    for release, shm, fp8 in (("0.34.0", 520, 529), ("0.33.0", 521, 530)):
+        assert _refused_lines(vl + "--mm-shm-cache-max-object-size-mb 256", release, catalog) == [(mm, shm)]
+        assert _refused_lines(vl + "--mm-shm-cache-max-object-size-mb 256 --mm-processor-cache-type shm", release,
+                              catalog) == []
+        assert _refused_lines(vl + "--mm-shm-cache-max-object-size-mb 128", release, catalog) == []
+        assert _refused_lines(text + "--mm-shm-cache-max-object-size-mb 256", release, catalog) == []
+        assert _refused_lines(vl + "--mm-encoder-fp8-scale-path /tmp/scales.json", release, catalog) == [(mm, fp8)]

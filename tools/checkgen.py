@@ -244,6 +244,10 @@ class Walker:
     # {"{field text}": expression, or None where two reachings disagree or one does not translate})
     record_fills = False
     pure_calls: frozenset[str] = frozenset()  # callee texts read to change nothing they are handed (the generator's)
+    # a dataclass's ``__post_init__`` gets its InitVar fields (the parameters after ``self`` named like a field) as
+    # the constructor was given them, else their defaults, as dataclasses and pydantic do. Off by default (those
+    # parameters were unknown): the generators not re-measured with it keep their tables; vLLM's turns it on
+    post_init_initvars = False
 
     def __init__(self, modules: list[Module], enums: dict[str, Any] | None = None,
                  constants: dict[str, Any] | None = None):
@@ -843,7 +847,13 @@ class Walker:
         obj.env.update(env or {})
         post = self.find_method(cls, "__post_init__", obj.path)
         if post is not None:
-            self.invoke(post[0], post[1], obj, [], {}, pc, post[2])
+            initvars = {}
+            if self.post_init_initvars:
+                for p in [a.arg for a in post[0].args.posonlyargs + post[0].args.args][1:]:
+                    if p in fields:
+                        got = free(p)
+                        initvars[p] = TAINT if got is None else got
+            self.invoke(post[0], post[1], obj, [], initvars, pc, post[2])
         return obj
 
     def dataclass_fields(self, cls: str, path: str | None = None) -> dict[str, tuple[ast.AST | None, str]] | None:

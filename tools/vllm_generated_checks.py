@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 import vllm_loops  # noqa: E402
+import vllm_kwargs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
@@ -191,6 +192,7 @@ class VllmWalker(cg.Walker):
         self.platform = cg.Obj(f"current_platform[{self.vendor}]", None, pcls, path=ppath)
         self.hooks.append(_hook)
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
+        self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
         self.loops: list[tuple[str, str]] = []  # the loops walked per element: (target, list)
         self.generator_depth = 0
         self.input_info: dict[str, dict[str, Any]] = {}
@@ -204,6 +206,7 @@ class VllmWalker(cg.Walker):
     branch_conditions = True
     unknown_returns = True
     record_fills = True
+    post_init_initvars = True  # checkgen: ModelConfig's multimodal InitVars, SchedulerConfig's max_model_len
     model_hook_attrs: set[str] = set()
     model_hook_fields: dict[str, set[str]] | None = None  # attribute -> sub-configs it is assigned on ("*": any)
     speculator_fields: list[str] | None = None  # fields a speculator config class may assign (None: any)
@@ -425,6 +428,7 @@ class VllmWalker(cg.Walker):
     def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[cg.Obj], pc: list[str],
                       path: str | None = None) -> cg.Obj:
         fields = self.dataclass_fields(cls, path) or {}
+        spread = vllm_kwargs.given_from_spread(self, given, spread, fields, pc)
         hit = self.find_class(cls, path)
         # pydantic runs the before-validators on the given values first
         if hit is not None:
@@ -497,6 +501,14 @@ class VllmWalker(cg.Walker):
             # unknown where the loop runs (as checkgen's walk of a loop body under an unknown condition has it)
             at = next(i for i, c in enumerate(conds) if vllm_loops.is_token(c))
             conds = conds[:at] + [cg.unknown("inside a loop")]
+        if conds and not first and not cg.has_unknown(conds):
+            # a config built on one branch of a field that is None on the other (model.py:901 at 0.34.0
+            # ``self.multimodal_config = MultiModalConfig(...)`` under supports_multimodal): the object or None
+            none = cg.Expr(repr(NONE))
+            if type(new) is cg.Obj and new.cls and old == none:
+                return cg.ObjIf(cg.conj(conds), new, NoneObj(new.cls, new.path))
+            if type(old) is cg.Obj and old.cls and new == none:
+                return cg.ObjIf(cg.conj(conds), NoneObj(old.cls, old.path), old)
         return super().merge(old, new, conds, first)
 
     def record_fill(self, path: str, line: int, msg: ast.AST, fr: cg.Frame, pc: list[str]) -> None:
@@ -796,7 +808,8 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
                 sides.append(None)
                 continue
             v = w.value_or_taint(n, fr, pc + [branch])  # built (its checks walked) only where its branch is taken
-            sides.append(v if type(v) is cg.Obj and v.cls else cg.TAINT)
+            # a config, or a config-or-None of one class (merge: a field built on one branch)
+            sides.append(v if (type(v) is cg.Obj or type(v) is cg.ObjIf) and v.cls else cg.TAINT)
         objs = [x for x in sides if x is not None]
         if len(objs) == 1 and objs[0] is not cg.TAINT:
             o = objs[0]
