@@ -123,8 +123,9 @@ def test_every_default_cites_the_released_source():
     # gpu_memory_utilization 1.0 (3) and 0.92 (1), block_size 16 (1) and 64 (2), async scheduling (1); + 12 for V0's
     # long-context chunked prefill (7: 0.5.4, 0.6.3.post1, 0.7.2) and V1 on 0.7.x (3), lora_extra_vocab_size (3);
     # + 8 for GB10's small tier from 0.33.0 (max_num_seqs 1024 / 256 rows: 3 + 2, max_num_batched_tokens 8192 /
-    # 2048 rows: 2 + 2, less the 0.33.0 line the old 8192 row cited)
-    assert checked == 77
+    # 2048 rows: 2 + 2, less the 0.33.0 line the old 8192 row cited); + 6 for max_num_seqs clamped to a given
+    # max_num_batched_tokens from 0.10.1 (newuser7)
+    assert checked == 83
 
 
 def test_excerpts_are_the_released_text():

@@ -1,0 +1,44 @@
+"""vLLM's scheduler defaults follow a budget the command gives (newuser7 #1).
+
+- From 0.10.1 a default max_num_seqs is clamped to max_num_batched_tokens (vllm 0.10.1 engine/arg_utils.py:1711,
+  0.34.0 :3271 ``self.max_num_seqs = min(self.max_num_seqs, self.max_num_batched_tokens)``; 0.10.0 has no clamp), so
+  ``--max-num-batched-tokens 512`` on an H100 runs 512 sequences and SchedulerConfig's budget >= max_num_seqs check
+  passes; only a given ``--max-num-seqs`` above the budget is refused (batched-tokens-below-max-num-seqs)."""
+import json
+
+import pytest
+
+from kg.cli import main
+
+SEQS = "batched-tokens-below-max-num-seqs"
+
+
+def _check(cmd, gpu, version, capsys):
+    code = main(["check", "--vllm", cmd, "--gpu", gpu, "--count", "2", "--no-speed", "--engine-version", version,
+                 "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    eff = {e["setting"]: (e["value"], e["source"]) for e in out["effective_config"]}
+    return code, {f["rule_id"] for f in out["findings"]}, eff
+
+
+@pytest.mark.parametrize("gpu, budget, seqs", [("H100", 1023, 1023), ("H100", 1024, 1024),
+                                               ("L40S", 255, 255), ("L40S", 256, 256)])
+def test_default_max_num_seqs_is_clamped_to_a_given_budget_and_nothing_fires(gpu, budget, seqs, capsys):
+    code, fired, eff = _check(f"vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-batched-tokens {budget}", gpu,
+                              "0.34.0", capsys)
+    assert eff["max_num_seqs"] == (seqs, "engine default")
+    assert SEQS not in fired and code == 0
+
+
+def test_a_given_max_num_seqs_above_the_budget_still_fires(capsys):
+    code, fired, eff = _check("vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-batched-tokens 1023 "
+                              "--max-num-seqs 1024", "H100", "0.34.0", capsys)
+    assert eff["max_num_seqs"] == (1024, "given") and SEQS in fired and code == 1
+
+
+def test_no_clamp_before_0_10_1(capsys):
+    _, _, eff = _check("vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-batched-tokens 512", "H100", "0.10.0", capsys)
+    assert eff["max_num_seqs"] == (1024, "engine default")
+    _, _, eff = _check("vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-batched-tokens 512", "H100", "0.10.1", capsys)
+    assert eff["max_num_seqs"] == (512, "engine default")
+
