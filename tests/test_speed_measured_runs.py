@@ -118,8 +118,8 @@ def test_launch_flags_follow_the_script_of_the_measurement_day():
 
 def test_a_row_outside_the_sweep_config_of_its_day_keeps_the_engine_defaults():
     # Qwen3.5-397B FP8 on 4 B200s, SGLang 0.5.9, 256 clients: InferenceX's config swept TP 4 only with EP 4 and up to
-    # 128 clients (nvidia-master.yaml @ 35d4bb367 / 1cb92d21d); qwen3.5_fp8_b200.sh's --max-running-requests 128
-    # would have queued 128 of them, yet TPOT grew from 29.5 ms (128) to 47.9 ms (256): another sweep's run
+    # 128 clients (nvidia-master.yaml @ 35d4bb367 / 1cb92d21d): another sweep's run (qwen3.5-fp8-b200-sglang-mtp,
+    # so also not evaluable: test_a_day_only_the_mtp_sweep_ran_makes_its_rows_not_evaluable)
     r = next(r for r in rows() if r["model_path"] == "Qwen/Qwen3.5-397B-A17B" and r["backend"] == "sglang"
              and r["tp_size"] == "4" and r["moe_ep_size"] == "1" and r["isl"] == "1024" and r["osl"] == "1024"
              and "silicon_concurrency=256;" in r["silicon_data_source"] and "2026-04-06" in r["silicon_data_source"])
@@ -134,6 +134,37 @@ def test_a_row_outside_the_sweep_config_of_its_day_keeps_the_engine_defaults():
     assert "--max-running-requests 128" in inside.flags and inside.outside_sweep is None
 
 
+def test_a_day_only_the_mtp_sweep_ran_makes_its_rows_not_evaluable():
+    # DeepSeek-R1 FP8, TensorRT-LLM 1.1.0rc2.post2 on 8 H200s, 1k/1k at 4 clients: measured 2026-01-14, the day of
+    # InferenceX #392 (bf3456727), whose dsr1-fp8-h200-trt-mtp sweep is the only one that ran 1k/8k at 128 clients that
+    # day; the same point on 2025-12-15 (dsr1-fp8-h200-trt, no speculation) stays evaluable
+    mtp = measured.run_of(row("2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep8_0_1252"))
+    assert mtp.speculative == mtp.not_evaluable == (
+        "speculative decoding (MTP, 3 draft layers (1 with attention DP)): InferenceX's dsr1-fp8-h200-trt-mtp sweep on "
+        "2026-01-14; the estimate does not time it")
+    plain = measured.run_of(row("dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181"))
+    assert plain.speculative is None and plain.not_evaluable is None and plain.launch_evidence
+
+
+def test_a_day_both_sweeps_ran_leaves_its_rows_undecided():
+    # SGLang DeepSeek-R1 FP8 on 8 B200s, 1k/1k at 4 clients: two different measurements on 2026-03-25 (rows _265 and
+    # _284), one per config (dsr1-fp8-b200-sglang-mtp beside dsr1-fp8-b200-sglang); neither can be told apart
+    for rid in ("2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_265",
+                "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_284"):
+        assert measured.run_of(row(rid)).not_evaluable.startswith(
+            "speculative decoding or not: on 2026-03-25 InferenceX ran both dsr1-fp8-b200-sglang-mtp")
+
+
+def test_another_dump_of_an_mtp_run_is_that_run():
+    # NVIDIA's qwen3.5-397b-gap-analysis.csv holds the 2026-03-20 qwen3.5-fp8-b200-sglang-mtp runs to 0.01 ms
+    twins = measured.speculative_twins(list(rows()), lambda model: True)
+    gap = row("qwen3_5_397b_gap_analysis_qwen3_5_397b_gap_analysis_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp4_ep1_16")
+    assert measured.measurement_of(gap) == ("b200_sxm", "1024", "1024", 338.34, 6.33)
+    assert twins[measured.measurement_of(gap)].startswith("the same measurement (GPU, lengths, TTFT, TPOT) as "
+                                                          "InferenceX row 2026_03_25_qwen3_5_397b_b200_sxm_sglang_fp8")
+    assert measured.measurement_of(row("dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181")) not in twins
+
+
 def test_launch_conditions_are_data_not_code():
     assert measured.evaluate("max(8192, ((conc + isl + 64 + 63) // 64) * 64)", {"conc": 512, "isl": 8192}) == 8768  # (512 + 8192 + 127) // 64 = 137 blocks of 64
     for bad in ("__import__('os')", "conc.real", "[x for x in ()]", "open('f')"):
@@ -146,6 +177,8 @@ def test_every_launch_entry_names_its_evidence():
         assert e["evidence"] and e["match"]["backend"] in ("vllm", "sglang", "trtllm"), e
         for item in e["flags"]:
             assert set(item) <= {"args", "when", "settings", "env"}, item  # env: variables the launch script exports
+    for e in measured.speculative_sweeps():
+        assert e["evidence"] and e["decoding"] and e["config"].endswith("-mtp") and e["match"]["days"], e
 
 
 @pytest.mark.parametrize("backend, version, measured_on, release", [

@@ -160,6 +160,7 @@ class Run:
     release: str | None = None   # engine release of the image when the row records none (or a nightly)
     launch_evidence: str | None = None
     outside_sweep: str | None = None  # the InferenceX sweep config the row lies outside of (its flags unknown)
+    speculative: str | None = None    # why the row's run used speculative decoding (launches.yaml speculative)
 
     @property
     def gpus(self) -> int:
@@ -193,6 +194,8 @@ def run_of(row: dict, is_moe: bool = True) -> Run:
                              "InferenceX GB200 disaggregated run (prefill + decode workers on all its GPUs)")
     if source == INFERENCEX and row.get("mode") == "agg":
         apply_launch(run)
+        run.speculative = speculative_reason(run)
+        run.not_evaluable = run.not_evaluable or run.speculative
     run.release = run.release or nightly_release(row)
     return run
 
@@ -290,7 +293,51 @@ def _matches(entry: dict, run: Run) -> bool:
     if "versions" in m and (r.get("backend_version") or "") not in m["versions"]:
         return False
     d = _measured(r)
+    if "days" in m and d not in m["days"]:
+        return False
     return not (("from" in m and d < m["from"]) or ("until" in m and d > m["until"]))
+
+
+def speculative_twins(rows: list[dict], is_moe) -> dict[tuple, str]:
+    """(GPU, ISL, OSL, TTFT, TPOT) -> reason, for every aggregated row a speculative sweep measured
+    (``speculative_reason``): a row of another source or dump with the same GPU, lengths, TTFT and TPOT
+    (to 0.01 ms) is the same run (NVIDIA's qwen3.5-397b-gap-analysis.csv repeats 21 of the 2026-03-20 Qwen3.5 MTP runs)."""
+    out: dict[tuple, str] = {}
+    for row in rows:
+        if row.get("mode") == "agg" and source_of(row) == INFERENCEX:
+            run = run_of(row, is_moe(row["model_path"]))
+            if run.speculative:
+                out.setdefault(measurement_of(row), f"the same measurement (GPU, lengths, TTFT, TPOT) as InferenceX row "
+                                                    f"{row['id']}: {run.speculative}")
+    return out
+
+
+def measurement_of(row: dict) -> tuple:
+    """GPU, lengths, TTFT and TPOT to 0.01 ms (NVIDIA's gap-analysis files hold two decimals)."""
+    return (row["system"], row["isl"], row["osl"], round(float(row["silicon_ttft_ms"]), 2),
+            round(float(row["silicon_tpot_ms"]), 2))
+
+
+@lru_cache(maxsize=1)
+def speculative_sweeps() -> list[dict]:
+    """launches.yaml ``speculative``: the InferenceX measurement days whose runs used speculative decoding."""
+    import yaml
+    return yaml.safe_load(LAUNCHES.read_text(encoding="utf-8")).get("speculative") or []
+
+
+def speculative_reason(run: Run) -> str | None:
+    """Why an InferenceX row measured by a speculative-decoding sweep (launches.yaml ``speculative``) is not
+    evaluable, or None: the estimate times the stack without speculation (kg.speed.serving.untimed_speculation)."""
+    for e in speculative_sweeps():
+        if not _matches(e, run):
+            continue
+        day = _measured(run.row)
+        if e.get("with_base"):
+            return (f"speculative decoding or not: on {day} InferenceX ran both {e['config']} ({e['decoding']}) and "
+                    f"{e['with_base']}, and the row does not say which; the estimate does not time speculation")
+        return (f"speculative decoding ({e['decoding']}): InferenceX's {e['config']} sweep on {day}; the estimate "
+                "does not time it")
+    return None
 
 
 def in_sweep(entry: dict, env: dict) -> bool:

@@ -348,13 +348,14 @@ def mape(xs: list[float]) -> float | None:
 def score(rows: list[dict], limit: int | None, progress: bool, only: str | None = None,
           sc: "Scorer | None" = None) -> list[dict]:
     import re
-    from measured import run_of
+    from measured import measurement_of, run_of, speculative_twins
     split = load_split()
     sc = sc or Scorer()
     out = []
     todo = rows[:limit] if limit else rows
     if only:
         todo = [r for r in todo if re.search(only, "|".join((r["id"], r["model_path"], r["backend"], r["system"])))]
+    twins = speculative_twins(rows, sc.is_moe)  # runs a speculative sweep measured, whichever dump repeats them
     t0 = time.time()
     for i, r in enumerate(todo):
         rec = {k: r[k] for k in ("id", "mode", "backend", "backend_version", "system", "model_path", "isl", "osl",
@@ -370,12 +371,15 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
             out.append(rec)
             continue
         run = run_of(r, sc.is_moe(r["model_path"]))
+        if not run.not_evaluable and measurement_of(r) in twins:
+            run.speculative = run.not_evaluable = twins[measurement_of(r)]
         rec["source"] = run.source
         rec["layout"] = f"tp{run.tp} pp{run.pp} dp{run.adp} moe_tp{run.moe_tp} moe_ep{run.moe_ep}"
         rec["corrected"] = "; ".join(run.corrections)
         rec["launch"] = run.launch_evidence or ""
         rec["outside_sweep"] = run.outside_sweep or ""
-        rec["disagg_as_agg"] = bool(run.not_evaluable)
+        rec["disagg_as_agg"] = bool(run.not_evaluable) and not run.speculative
+        rec["speculative"] = bool(run.speculative)
         # the workload optkg's calibration sees
         rec["concurrency"], rec["mean_isl"], rec["mean_osl"] = run.concurrency, run.isl, run.osl
         b = sc.bare(run)
@@ -981,7 +985,9 @@ def _corrections(recs: list[dict]) -> list[str]:
     matched = sum(1 for r in flagged if (r["system"], r["isl"], r["osl"], round(r["tpot_ms"], 1)) in dis_meas)
     ix = [r for r in agg if r.get("source") == "inferencex"]
     launched = [r for r in ix if r.get("launch")]
-    outside = [r for r in ix if r.get("outside_sweep")]
+    outside = [r for r in ix if r.get("outside_sweep") and not r.get("speculative")]
+    spec = [r for r in ix if r.get("speculative")]
+    spec_cells = Counter(f"{r['backend']} {r['system']}" for r in spec)
     return ["## Rows read differently from the CSV's columns (tools/accuracy/measured.py)", "",
             f"- {len(sig)} InferenceX rows record a `tp N, ep M` run on N x M GPUs; read as N GPUs. {twins} of them "
             "have a twin row (same GPU, lengths, TTFT and TPOT) recorded with the corrected layout.",
@@ -993,13 +999,13 @@ def _corrections(recs: list[dict]) -> list[str]:
             f"- {len(launched)} of {len(ix)} InferenceX aggregated rows launched with the engine flags of their "
             "script on the measurement day (launches.yaml); the rest (B300 / GB200, no optkg GPU, or scripts not "
             "found) with the engine's defaults.",
-            f"- {len(outside)} InferenceX-dump rows lie outside the sweep InferenceX's config ran on their day "
-            "(.github/configs/nvidia-master.yaml, launches.yaml `search_space`): another sweep's runs, launched with "
-            "flags not published, so with the engine's defaults. Among them Qwen3.5-397B FP8 on 4 B200s with 256 clients "
-            "and DeepSeek-R1 FP8 on 8 B200s with 256 / 512: the script's --max-running-requests 128 would have queued half "
-            "the clients, but SGLang 0.5.9 enforces it (model_executor/model_runner.py:593-600 max_running_requests // "
-            "dp_size, managers/scheduler.py:588-591 and 1954-1958: no request is admitted above it) and the measured TPOT "
-            "grows with the clients (Qwen3.5: 29.5 ms at 128, 47.9 ms at 256), so more than 128 ran.",
+            f"- {len(spec)} InferenceX aggregated rows were measured by a sweep with speculative decoding (MTP; the "
+            "`-mtp` configs of .github/configs/nvidia-master.yaml on days whose points only that config swept, "
+            "launches.yaml `speculative`): not evaluable, optkg's estimate does not time speculation ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(spec_cells.items())) + ").",
+            ] + ([f"- {len(outside)} InferenceX-dump rows lie outside the sweep InferenceX's config ran on their day "
+                  "(.github/configs/nvidia-master.yaml, launches.yaml `search_space`): another sweep's runs, launched with "
+                  "flags not published, so with the engine's defaults."] if outside else []) + [
             ""]
 
 
@@ -1022,7 +1028,7 @@ def read_records(path: Path) -> list[dict]:
                     rec[k] = float(rec[k])
                 elif k in ("optkg_queued", "optkg_running", "optkg_kv_tokens", "concurrency", "mean_isl", "mean_osl"):
                     rec[k] = int(float(rec[k]))
-                elif k == "disagg_as_agg":
+                elif k in ("disagg_as_agg", "speculative"):
                     rec[k] = rec[k] == "True"
             out.append(rec)
     return out
