@@ -1,9 +1,12 @@
-"""vLLM's scheduler defaults follow a budget the command gives (newuser7 #1).
+"""vLLM's scheduler defaults follow a budget the command gives (newuser7 #1, #2).
 
 - From 0.10.1 a default max_num_seqs is clamped to max_num_batched_tokens (vllm 0.10.1 engine/arg_utils.py:1711,
   0.34.0 :3271 ``self.max_num_seqs = min(self.max_num_seqs, self.max_num_batched_tokens)``; 0.10.0 has no clamp), so
   ``--max-num-batched-tokens 512`` on an H100 runs 512 sequences and SchedulerConfig's budget >= max_num_seqs check
-  passes; only a given ``--max-num-seqs`` above the budget is refused (batched-tokens-below-max-num-seqs)."""
+  passes; only a given ``--max-num-seqs`` above the budget is refused (batched-tokens-below-max-num-seqs).
+- With ``--no-enable-chunked-prefill`` and no budget given, the default budget is raised to the model length
+  (0.10.0 :1557 / 0.11.0 :1668 ``= model_config.max_model_len``; 0.14.0 :2002-2007 and 0.34.0 :3231-3236
+  ``max(model_config.max_model_len, <the tier's budget>)``), so batched-tokens-below-max-model-len does not fire."""
 import json
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from kg.cli import main
 
 SEQS = "batched-tokens-below-max-num-seqs"
+LEN = "batched-tokens-below-max-model-len"
 
 
 def _check(cmd, gpu, version, capsys):
@@ -42,3 +46,14 @@ def test_no_clamp_before_0_10_1(capsys):
     _, _, eff = _check("vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-batched-tokens 512", "H100", "0.10.1", capsys)
     assert eff["max_num_seqs"] == (512, "engine default")
 
+
+def test_chunked_prefill_off_raises_the_default_budget_to_the_model_length(capsys):
+    # Qwen3-32B: max_position_embeddings 40,960; H100 tier budget 8,192
+    code, fired, eff = _check("vllm serve Qwen/Qwen3-32B -tp 2 --no-enable-chunked-prefill", "H100", "0.34.0", capsys)
+    assert eff["max_num_batched_tokens"] == (40960, "engine default") and LEN not in fired
+    _, _, eff = _check("vllm serve Qwen/Qwen3-32B --no-enable-chunked-prefill --max-model-len 4096", "H100", "0.34.0",
+                       capsys)
+    assert eff["max_num_batched_tokens"] == (8192, "engine default")  # max(4,096, 8,192)
+    _, _, eff = _check("vllm serve Qwen/Qwen3-32B --no-enable-chunked-prefill --max-model-len 4096", "H100", "0.11.0",
+                       capsys)
+    assert eff["max_num_batched_tokens"] == (4096, "engine default")  # = max_model_len before 0.14.0
