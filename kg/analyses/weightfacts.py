@@ -48,18 +48,44 @@ def _parse_block(value: Any) -> list[int] | None:
     return None
 
 
+# a --dtype the engine runs the model in: its name and bytes per element (the weights take it from DTYPE_BYTES)
+GIVEN_DTYPES = {"float32": ("float32", 4), "float": ("float32", 4), "float16": ("float16", 2), "half": ("float16", 2),
+                "fp16": ("float16", 2), "bfloat16": ("bfloat16", 2), "bf16": ("bfloat16", 2)}
+
+
+def _as_dtype(model: Any, name: str, size: int) -> Any:
+    """A copy of ``model`` in dtype ``name`` of ``size`` bytes, with the attributes set after it was read
+    (``raw_config``, the config.json, which dataclasses.replace does not copy: without it the engines' architecture
+    checks are not evaluable)."""
+    from dataclasses import fields, replace
+    new = replace(model, dtype=name, dtype_bytes=size)
+    known = {f.name for f in fields(model)}
+    for k, v in vars(model).items():
+        if k not in known:
+            setattr(new, k, v)
+    return new
+
+
 def runtime_model(engine: Any, model: Any, dtype: str | None, cc: float | None, version: str | None
                   ) -> tuple[Any, str | None]:
     """``model`` as ``engine`` runs it under ``--dtype`` (None / auto: the engine's choice) and its note: a float32
     checkpoint under auto runs in the 16-bit dtype the engine's ``loaded_dtype`` picks (vLLM, SGLang), so its weights
-    and an 'auto' KV cache are 2 bytes an element; any other model is returned as it is, with no note."""
-    if model is None or str(dtype or "auto").lower() != "auto":
+    and an 'auto' KV cache are 2 bytes an element; a given 16- or 32-bit ``--dtype`` is the model's dtype, so an 'auto'
+    KV cache has its element size (vllm 0.34.0 utils/torch_utils.py:542-544: 'auto' is model_config.dtype; sglang
+    0.5.23 the same): ``--dtype float32`` on a bfloat16 checkpoint caches 4 bytes an element; any other model is
+    returned as it is, with no note."""
+    if model is None:
         return model, None
-    from dataclasses import replace
+    given = str(dtype or "auto").lower()
+    if given != "auto":
+        name, size = GIVEN_DTYPES.get(given, (None, None))
+        if name is None or size == model.dtype_bytes:
+            return model, None
+        return _as_dtype(model, name, size), None
     if model.dtype.lower() in ("bfloat16", "float16", "bf16", "half") and (model.quant_method or "") == "":
         # a model that refuses float16 on a GPU without bfloat16 runs in float32 (vLLM: gemma2/3, glm4 on T4/V100)
         if engine.loaded_dtype(model.dtype.lower(), False, cc, version, model_type=model.model_type) == "float32":
-            return replace(model, dtype="float32", dtype_bytes=4), (
+            return _as_dtype(model, "float32", 4), (
                 f"{model.model_type} refuses float16 in {engine.name} and the GPU has no bfloat16: with --dtype auto "
                 "it runs in float32, so weights and an 'auto' KV cache are sized at 4 bytes")
         return model, None
@@ -68,7 +94,7 @@ def runtime_model(engine: Any, model: Any, dtype: str | None, cc: float | None, 
     to = engine.loaded_dtype("float32", False, cc, version, model_type=model.model_type)
     if to in ("float32", "float"):
         return model, None
-    return replace(model, dtype=to, dtype_bytes=2), (
+    return _as_dtype(model, to, 2), (
         f"the checkpoint is float32 ({model.name}); with --dtype auto {engine.name} runs it in {to}: weights and an "
         "'auto' KV cache are sized at 2 bytes (give --dtype float32 to keep 4)")
 

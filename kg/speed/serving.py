@@ -448,6 +448,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     wq = str(d.get("weight_quant") or "none")
     if quant is None and wq not in t["weight_quant"]:
         raise NotEvaluable(f"weight quantisation {wq} has no estimator mode (it has: {', '.join(t['weight_quant'])})")
+    if str(values.get("dtype") or "auto").lower() in ("float32", "float"):  # GEMMs, attention and an 'auto' KV cache
+        raise NotEvaluable("--dtype float32: the estimator times 16-bit and narrower kernels only")
     kvd = str(d.get("kv_cache_dtype") or values.get("kv_cache_dtype") or "auto").lower()
     if kvd not in t["kv_cache_dtype"]:
         raise NotEvaluable(f"KV-cache dtype {kvd} has no estimator mode (it has: {', '.join(t['kv_cache_dtype'])})")
