@@ -36,31 +36,7 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     rows = d["rows"]
     plan = session.extra.get(("rows", id(d)))
     if plan is None or plan[0] is not d:
-        index: dict[Any, set[int]] = {}
-        inputs: list[tuple[Any, ...]] = []
-        lets = {x[0]: x for x in d["lets"]}
-        for i, s in enumerate(rows):
-            mine = list(reads[i])
-            tests = _technique_tests(s, lets, d) if "techniques" in mine and "techniques" not in (s.get("defaults")
-                                                                                                   or {}) else None
-            if tests is not None:  # it asks only whether some techniques are there: those answers are its inputs
-                mine = [n for n in mine if n != "techniques"] + [("has", t) for t in tests]
-            for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
-                mine.append(("given", k))
-            for tid in (s.get("set_by_technique") or {}).values():
-                mine.append(("technique", tid))
-            inputs.append(tuple(dict.fromkeys(mine)))
-            for n in inputs[-1]:
-                index.setdefault(n, set()).add(i)
-        flags = tuple(k for k in index if k.__class__ is tuple)
-        from kg.frameworks.checkrows import names_of
-        let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
-        pos = [{n: j for j, n in enumerate(ins)} for ins in inputs]
-        # the flags' names: ("given", name) -> name, ("technique", id) -> id, each kind apart
-        gflags = {k[1]: k for k in flags if k[0] == "given"}
-        tflags = {k[1]: k for k in flags if k[0] == "technique"}
-        hflags = {k[1]: k for k in flags if k[0] == "has"}
-        named = tuple(sorted(k for k in index if k.__class__ is str))  # the names some row reads (not as a flag)
+        index, inputs, flags, named, let_names, pos, lets, gflags, tflags, hflags = _rows_plan(d, reads)
         plan = session.extra[("rows", id(d))] = [d, index, None, inputs, flags, Memo(), named,
                                                  Numbers(), _LetValues(lets, let_names), pos, None, None, lets,
                                                  gflags, tflags, frozenset(gflags), {}, hflags]  # 10, 11: unused
@@ -115,6 +91,51 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
                                                                 defaulted_techs), let_values, last, i), None])
         out[i] = done
     state[0] = (given_now, out, tup, tech_now, has_now)
+    return out
+
+
+_PLANS: dict[int, tuple[Any, Any, tuple]] = {}
+
+
+def _rows_plan(d: dict[str, Any], reads: list[tuple[str, ...]]) -> tuple:
+    """What ``sweep_outcomes`` reads of the rows ``d`` (the names ``reads``) whatever the stack: per row its inputs
+    (names, ``("has", id)`` for a technique it only tests, ``("given", name)``, ``("technique", id)``) and their
+    places, the rows reading each input, the flags by kind, the names some row reads, each let's names. Once per
+    rows object (kept, like the rules' read sets: kg.engine.incremental.RuleState), not per sweep: building it cost
+    ~15 % of a sweep's first stack."""
+    hit = _PLANS.get(id(d))
+    if hit is not None and hit[0] is d and hit[1] is reads:
+        return hit[2]
+    rows = d["rows"]
+    index: dict[Any, set[int]] = {}
+    inputs: list[tuple[Any, ...]] = []
+    lets = {x[0]: x for x in d["lets"]}
+    for i, s in enumerate(rows):
+        mine = list(reads[i])
+        tests = _technique_tests(s, lets, d) if "techniques" in mine and "techniques" not in (s.get("defaults")
+                                                                                               or {}) else None
+        if tests is not None:  # it asks only whether some techniques are there: those answers are its inputs
+            mine = [n for n in mine if n != "techniques"] + [("has", t) for t in tests]
+        for k in [*(s.get("defaults") or {}), *(s.get("set_by_technique") or {})]:
+            mine.append(("given", k))
+        for tid in (s.get("set_by_technique") or {}).values():
+            mine.append(("technique", tid))
+        inputs.append(tuple(dict.fromkeys(mine)))
+        for n in inputs[-1]:
+            index.setdefault(n, set()).add(i)
+    flags = tuple(k for k in index if k.__class__ is tuple)
+    from kg.frameworks.checkrows import names_of
+    let_names = {x[0]: names_of(str(x[1])) for x in d["lets"]}
+    pos = [{n: j for j, n in enumerate(ins)} for ins in inputs]
+    # the flags' names: ("given", name) -> name, ("technique", id) -> id, each kind apart
+    gflags = {k[1]: k for k in flags if k[0] == "given"}
+    tflags = {k[1]: k for k in flags if k[0] == "technique"}
+    hflags = {k[1]: k for k in flags if k[0] == "has"}
+    named = tuple(sorted(k for k in index if k.__class__ is str))  # the names some row reads (not as a flag)
+    out = (index, inputs, flags, named, let_names, pos, lets, gflags, tflags, hflags)
+    if len(_PLANS) > 64:
+        _PLANS.clear()
+    _PLANS[id(d)] = (d, reads, out)  # d and reads kept: their ids are not reused meanwhile
     return out
 
 

@@ -69,10 +69,14 @@ class _Applier:
         self.version = base.engine_version
         self.whens: dict[tuple, bool] = {}  # _when's answers
         # techniques that take each setting as a parameter (their parameter mirrors the setting)
-        self.param_owners: dict[str, list[str]] = {}
-        for name in (*AXES, "enable_expert_parallel"):
-            self.param_owners[name] = [tid for tid, t in catalog.techniques.items()
-                                       if any(p.get("name") == name for p in t.get("parameters") or [])]
+        # (one pass over the catalog: a 40-stack sweep spent ~4 % of its time on one pass per axis)
+        wanted = (*AXES, "enable_expert_parallel")
+        self.param_owners: dict[str, list[str]] = {name: [] for name in wanted}
+        for tid, t in catalog.techniques.items():
+            names = {p.get("name") for p in t.get("parameters") or []}
+            for name in wanted:
+                if name in names:
+                    self.param_owners[name].append(tid)
 
     def _when(self, when: str, value: Any) -> bool:
         """A flag entry's ``when`` over the axis value (once per text, value and its type: a sweep sets each axis on
