@@ -209,17 +209,23 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     present = set(stack.techniques)
     fns = {"has": present.__contains__}
     by_setting = _by_setting(t)
+    ranged = _in_range_entries(t, by_setting, version)  # None: an entry's range raised; each is asked in turn
     out: list[dict[str, Any]] = []
     facts = None  # the stack's facts: built when a `when` or value expression reads them, again after a default
+    given = None  # the names the stack gives (_given of each): collected once, again after a technique is dropped
+    values = None  # stack.values(): again after a default
     for name, entries in by_setting.items():
-        if _given(stack, name):
-            value = stack.values().get(name)
-            out.append({"setting": name, "value": value, "source": "given", "releases": None, "evidence": [],
-                        "why": "set by the stack"})
+        if given is None:
+            given = _given_names(stack)
+        if name in given:
+            if values is None:
+                values = stack.values()
+            out.append({"setting": name, "value": values.get(name), "source": "given", "releases": None,
+                        "evidence": [], "why": "set by the stack"})
             continue
         chosen, lacking = None, set()
-        for e in entries:
-            if not in_range(version, str(e["releases"])):
+        for e in (entries if ranged is None else ranged[name]):
+            if ranged is None and not in_range(version, str(e["releases"])):
                 continue
             if facts is None and (e.get("when") or "value_expr" in e):  # built when an expression reads it
                 facts = _facts(stack, release_facts)
@@ -245,7 +251,7 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
             continue
         e, value = chosen
         stack.settings[name] = value
-        facts = None
+        facts = values = None
         # still a default (the release's), not given: setting_given stays false, also for a stack file that
         # does not name the setting (new dicts: the caller's stack is not changed)
         old = getattr(stack, "defaulted", None) or {}
@@ -259,12 +265,45 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
                 tid in ((getattr(stack, "defaulted", None) or {}).get("techniques") or []):
             del stack.techniques[tid]
             present.discard(tid)
+            given = None  # its parameters no longer count as given
         ev = [dict(x) for x in e.get("evidence") or []]
         where = f"{ev[0]['path']}:{ev[0]['line']} at {stack.engine} {ev[0]['release']}" if ev else "no evidence"
         out.append({"setting": name, "value": value, "source": "engine default", "releases": str(e["releases"]),
                     "evidence": ev, "why": f"{stack.engine} {e['releases']} default ({where})"
                                           + (f", because {e['when']}" if e.get("when") else ""),
                     "brief": bool(e.get("brief"))})
+    return out
+
+
+def _given_names(stack: Any) -> frozenset[str]:
+    """The names ``_given`` is true for on ``stack`` as it is now (a name it sets, not to its table default)."""
+    names = set(stack.settings)
+    for p in stack.techniques.values():
+        names.update(p)
+    table_default = (getattr(stack, "defaulted", None) or {}).get("settings", {})
+    settings = stack.settings
+    return frozenset(n for n in names if not (n in table_default and settings.get(n) == table_default[n]))
+
+
+_IN_RANGE: dict[tuple[int, str], tuple[dict[str, Any], dict[str, list[dict[str, Any]]] | None]] = {}
+
+
+def _in_range_entries(t: dict[str, Any], by_setting: dict[str, list[dict[str, Any]]],
+                      version: Release) -> dict[str, list[dict[str, Any]]] | None:
+    """``by_setting`` with only the entries whose ``releases`` hold ``version`` (once per table object and release:
+    a sweep asked ~30 ranges per stack); None when a range raises (the caller asks each in turn, as it reaches it)."""
+    key = (id(t), str(version))
+    hit = _IN_RANGE.get(key)
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    try:
+        out = {name: [e for e in entries if in_range(version, str(e["releases"]))]
+               for name, entries in by_setting.items()}
+    except ValueError:  # packaging's InvalidVersion / InvalidSpecifier
+        out = None
+    if len(_IN_RANGE) > 256:
+        _IN_RANGE.clear()
+    _IN_RANGE[key] = (t, out)  # the table is kept: its id is not reused meanwhile
     return out
 
 
