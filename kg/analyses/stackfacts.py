@@ -500,7 +500,7 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
     lora, lora_note = of(stack).lora_slot_bytes(m, tp, ns)  # vLLM --enable-lora: adapter slots at start-up
     if lora_note and lora_note not in stack.notes:
         stack.notes.append(lora_note)
-    sb = of(stack).budget(BudgetInputs(
+    sb = _engine_budget(of(stack), BudgetInputs(
         stack.engine, mem, util, util_source, weights, m, tp, mnbt, seqs, bool(ns.get("enforce_eager")), moe_tp,
         draft_weight_bytes=draft_weights, lora_slot_bytes=lora, engine_version=stack.engine_version, max_model_len=ns.get("max_model_len"),
         limit_mm_per_prompt=ns.get("limit_mm_per_prompt"), language_model_only=bool(ns.get("language_model_only")),
@@ -508,6 +508,35 @@ def stack_budget(stack: Stack, ns: dict[str, Any], m, mem: float, util: float, u
         kv_sizing=of(stack).kv_sizing(stack, ns)))
     stack.notes.extend(n for n in sb.encoder_notes if n not in stack.notes)  # kg.derive.encoder_cache
     return sb
+
+
+_BUDGET_FIELDS: tuple[str, ...] = ()
+
+
+def _engine_budget(eng: Engine, inp: BudgetInputs):
+    """``eng.budget(inp)``; in a sweep (kg.engine.incremental) once per engine and inputs (the model by identity,
+    the rest by value: the budget reads nothing else). Its result is only read: the caller copies the lines it keeps.
+    A 2,048-stack sweep over TP x DCP x KV dtype has ~130 distinct inputs (the weights follow TP, a KV block the
+    layout)."""
+    from kg.engine.incremental import current, freeze
+    session = current()
+    if session is None:
+        return eng.budget(inp)
+    global _BUDGET_FIELDS
+    if not _BUDGET_FIELDS:
+        from dataclasses import fields
+        _BUDGET_FIELDS = tuple(f.name for f in fields(BudgetInputs) if f.name != "model")
+    memo = session.extra.get("budgets")
+    if memo is None:
+        from kg.engine.incremental import Memo
+        memo = session.extra["budgets"] = Memo(4096)
+    key = (id(eng), id(inp.model), *[freeze(getattr(inp, n)) for n in _BUDGET_FIELDS])
+    hit = memo.get(key)
+    if hit is None:
+        session.kept.setdefault(id(eng), eng)  # both kept: their ids are not reused meanwhile
+        session.kept.setdefault(id(inp.model), inp.model)
+        hit = memo.put(key, eng.budget(inp))
+    return hit
 
 
 def engine_facts(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
