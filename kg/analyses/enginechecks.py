@@ -464,8 +464,12 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 # input the stack does not give; rows compare strings case-insensitively. Only the names some
                 # row reads (directly or through its lets): a row's outcome depends on nothing else
                 lower = _lower
-                base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v for k in union
-                        if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
+                if sweep is None:
+                    base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v for k in union
+                            if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
+                else:  # the same, over the names that pass the second test (kept per set of given names)
+                    base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v
+                            for k in _base_names(sweep, union, inputs, given) if (v := ns.get(k)) is not None}
                 base.update(model_config_keys(stack, given, ns) if sweep is None else
                             sweep_config_keys(stack, given, ns, sweep, model_config_keys))
                 draft = draft_keys(stack, given, ns, union)
@@ -505,6 +509,20 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     return {"engine_check_release": d["release"], "engine_check_rows": len(rows),
             "engine_check_rows_evaluated": evaluated, "engine_check_refusal_count": len(refusals),
             "engine_check_refusals": refusals, "engine_check_refusals_text": text}
+
+
+def _base_names(sweep: Any, union: frozenset[str], inputs: set[str], given: Any) -> tuple[str, ...]:
+    """The names of ``union`` a row's base facts may take from the stack: not an input of the engine the stack does
+    not give. Per sweep, rows and set of given names (``given`` is such a set's test): of the ~290 names the rows
+    read, a stack gives few of the engine's inputs, so most are passed over without a look-up."""
+    owner = getattr(given, "__self__", None)
+    if owner.__class__ is not frozenset:
+        return tuple(k for k in union if not (k in inputs and not given(k)))
+    key = ("row-base-names", id(union), id(inputs), owner)
+    hit = sweep.extra.get(key)
+    if hit is None or hit[0] is not union or hit[1] is not inputs:
+        hit = sweep.extra[key] = (union, inputs, tuple(k for k in union if not (k in inputs and not given(k))))
+    return hit[2]
 
 
 _lower: dict[str, str] = {}  # text -> text.lower(), one object per text (a sweep compares them by identity first)
