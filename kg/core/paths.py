@@ -152,18 +152,25 @@ def frozen_stamps(memo: dict[str, Any] | None):
     """Context manager: inside it ``yaml_files_stamp`` lists and stats each folder once and then answers from
     ``memo`` (None: as usual). A sweep (kg.engine.incremental.use) reads the data files as they were when it
     first read them, instead of ~40 ``os.stat`` calls per combination."""
-    import contextlib
-    import contextvars
     global _FROZEN
     if _FROZEN is None:
+        import contextvars
         _FROZEN = contextvars.ContextVar("optkg_frozen_stamps", default=None)
-    var = _FROZEN
+    return VarSet(_FROZEN, memo)
 
-    @contextlib.contextmanager
-    def cm():
-        token = var.set(memo)
-        try:
-            yield memo
-        finally:
-            var.reset(token)
-    return cm()
+
+class VarSet:
+    """Context manager: the context variable ``var`` holds ``value`` inside the block (yielded), as before after it.
+    A class, not a generator function: a sweep enters one per combination."""
+
+    __slots__ = ("var", "value", "token")
+
+    def __init__(self, var: Any, value: Any):
+        self.var, self.value = var, value
+
+    def __enter__(self) -> Any:
+        self.token = self.var.set(self.value)
+        return self.value
+
+    def __exit__(self, *exc: Any) -> None:
+        self.var.reset(self.token)

@@ -454,21 +454,35 @@ def current() -> Session | None:
 def use(session: Session | None):
     """Context manager: evaluate_rules inside it reuses ``session``'s results (None: plain evaluation), and the data
     folders are read as the session first read them (kg.core.paths.frozen_stamps)."""
-    import contextlib
-    import contextvars
     global _CURRENT
     if _CURRENT is None:
+        import contextvars
         _CURRENT = contextvars.ContextVar("optkg_incremental", default=None)
-    var = _CURRENT
+    return _Use(session)
 
-    from kg.core.paths import frozen_stamps
 
-    @contextlib.contextmanager
-    def cm():
-        token = var.set(session)
+class _Use:
+    """``use``'s context manager (a class: a sweep enters one per combination)."""
+
+    __slots__ = ("session", "token", "stamps")
+
+    def __init__(self, session: Session | None):
+        self.session = session
+
+    def __enter__(self) -> Session | None:
+        from kg.core.paths import frozen_stamps
+        session = self.session
+        self.token = _CURRENT.set(session)
         try:
-            with frozen_stamps(session.stamps if session is not None else None):
-                yield session
+            self.stamps = frozen_stamps(session.stamps if session is not None else None)
+            self.stamps.__enter__()
+        except BaseException:
+            _CURRENT.reset(self.token)
+            raise
+        return session
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.stamps.__exit__(*exc)
         finally:
-            var.reset(token)
-    return cm()
+            _CURRENT.reset(self.token)
