@@ -47,8 +47,12 @@ ARGS_PATH = "vllm/engine/arg_utils.py"
 WALKED = ("vllm/config/", "vllm/engine/arg_utils.py", "vllm/platforms/", "vllm/envs.py")
 # platform walks: (vendor fact value, platform class, module)
 PLATFORMS = (("nvidia", "NvmlCudaPlatform", "vllm/platforms/cuda.py"),
-             ("amd", "RocmPlatform", "vllm/platforms/rocm.py"))
-PLATFORM_KINDS = {"nvidia": "cuda", "amd": "rocm"}
+             ("amd", "RocmPlatform", "vllm/platforms/rocm.py"),
+             ("intel", "XPUPlatform", "vllm/platforms/xpu.py"))
+PLATFORM_KINDS = {"nvidia": "cuda", "amd": "rocm", "intel": "xpu"}
+# the fact that tells the Intel XPU walk's rows from the CUDA-alike ones (kg.engines.vllm release_facts: the GPU's
+# vendor is intel; False without a GPU, so a stack without one reads the CUDA / ROCm rows it read before)
+XPU_FACT = "gpu_is_xpu"
 # JSON options (EngineArgs fields whose value is a dict turned into a config class); their keys are inputs
 JSON_FIELD = "{field}__{key}"
 
@@ -640,9 +644,15 @@ def field_default_node(v: ast.AST | None) -> ast.AST | None:
 
 
 # --------------------------------------------------------------------------------------------- hooks
-PLATFORM_IS = {"is_cuda": ("nvidia",), "is_rocm": ("amd",), "is_cuda_alike": ("nvidia", "amd"), "is_xpu": (),
+# Platform methods of the walks' vendors (interface.py:196-241 at 0.34.0, the same at 0.33.0): is_sleep_mode_available
+# is CUDA, ROCm and XPU (:241)
+PLATFORM_IS = {"is_cuda": ("nvidia",), "is_rocm": ("amd",), "is_cuda_alike": ("nvidia", "amd"), "is_xpu": ("intel",),
                "is_cpu": (), "is_tpu": (), "is_out_of_tree": (), "is_unspecified": (), "is_zen_cpu": (),
-               "is_sleep_mode_available": ("nvidia", "amd"), "uses_host_device_handling": ()}
+               "is_sleep_mode_available": ("nvidia", "amd", "intel"), "uses_host_device_handling": ()}
+# vendors whose get_device_capability() is None: XPUPlatform's (xpu.py:319-325 at 0.34.0 and 0.33.0, "capacity
+# format differs from cuda's"), so has_device_capability / is_device_capability(_family) are False (interface.py
+# :541-598)
+NO_CAPABILITY = ("intel",)
 CC = "gpu_compute_capability"
 CC_INT = f"round({CC} * 10)"
 
@@ -847,6 +857,11 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if is_platform:
         if attr in PLATFORM_IS:
             return cg.Expr("True" if w.vendor in PLATFORM_IS[attr] else "False")
+        if w.vendor in NO_CAPABILITY and attr in ("has_device_capability", "is_device_capability",
+                                                   "is_device_capability_family"):
+            return cg.Expr("False")
+        if w.vendor in NO_CAPABILITY and attr == "get_device_capability":
+            return NoneObj(None, None)
         if attr == "has_device_capability" and node.args:
             return cg.Expr(f"({CC_INT} >= {_capability_int(w, node.args[0], fr, pc)})")
         if attr == "is_device_capability" and node.args:
@@ -1740,16 +1755,30 @@ def generate(sources: dict[str, str]) -> tuple[dict[tuple[str, int], dict[str, A
             e = simplify(r["expr"])
             if e != "False":
                 per.setdefault(key, {})[plat[0]] = e
-    out = {}
-    for key, by in per.items():
-        vendors = [p[0] for p in PLATFORMS]
-        if len(by) == len(vendors) and len(set(by.values())) == 1:
-            expr = next(iter(by.values()))  # the same on every platform: the vendor does not matter
-        else:
-            parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
-            expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
-        out[key] = {"expr": expr}
-    return out, walkers
+    return {key: {"expr": combine(by)} for key, by in per.items()}, walkers
+
+
+def combine(by: dict[str, str]) -> str:
+    """One row from the platform walks' conditions (vendor -> condition; a walk that wrote none never refuses): the
+    same on every platform names no vendor; the CUDA and ROCm conditions, the same on both or split by
+    ``gpu_vendor``, are read where ``gpu_is_xpu`` is false (a stack without a GPU included, as before the XPU walk),
+    the XPU walk's where it is true."""
+    if len(by) == len(PLATFORMS) and len(set(by.values())) == 1:
+        return next(iter(by.values()))  # the same on every platform: the vendor does not matter
+    alike = {v: e for v, e in by.items() if v != "intel"}
+    if len(alike) == 2 and len(set(alike.values())) == 1:
+        c = next(iter(alike.values()))
+    elif alike:
+        parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in alike.items()]
+        c = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+    else:
+        c = None
+    x = by.get("intel")
+    if x is None:
+        return f"((not {XPU_FACT}) and {_paren(c)})"
+    if c is None:
+        return f"({XPU_FACT} and {_paren(x)})"
+    return f"({_paren(x)} if {XPU_FACT} else {_paren(c)})"
 
 
 def message_fills(per_walk: list[dict[str, str | None] | None], names: dict[str, str]) -> dict[str, str]:
@@ -2089,15 +2118,10 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         by = per.get(key)
         if not by:
             if key not in why and all(key in w.sites for w in walkers):
-                never[key] = ("holds on no GPU optkg knows: its condition is false on CUDA and on ROCm "
-                              "(an Intel XPU / CPU / TPU / out-of-tree platform check)")
+                never[key] = ("holds on no GPU optkg knows: its condition is false on CUDA, ROCm and Intel XPU "
+                              "(a CPU / TPU / out-of-tree platform check)")
             continue
-        if len(by) == len(PLATFORMS) and len(set(by.values())) == 1:
-            expr = next(iter(by.values()))
-        else:
-            parts = [f"((gpu_vendor == {v!r}) and {_paren(e)})" for v, e in by.items()]
-            expr = parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
-        expr = lower_literals(cg.substitute(expr, names))
+        expr = lower_literals(cg.substitute(combine(by), names))
         if len(expr) > EXPR_LIMIT:  # the two platforms' conditions together are over optkg's expression limit
             why[key] = f"its condition is {len(expr):,} characters, over optkg's expression limit"
             continue

@@ -432,6 +432,9 @@ def _hardware_facts(stack: Stack, ns: dict[str, Any], facts: list[dict[str, Any]
         ns["gpu_fp8_supported"] = hw.get("fp8_dense_tflops") is not None
     if stack.gpu_count is not None:  # from the hardware entry, --count or CUDA_VISIBLE_DEVICES
         ns["gpu_count"] = stack.gpu_count
+    # an Intel GPU (vLLM's XPU platform): the generated vLLM rows of that platform's walk read it; False without a
+    # GPU, where they read the CUDA / ROCm rows (tools/vllm_generated_checks.py combine)
+    ns["gpu_is_xpu"] = str((stack.hardware or {}).get("vendor") or "").lower() == "intel"
 
 
 def engine_utilization(stack: Stack, ns: dict[str, Any]) -> tuple[float, str]:

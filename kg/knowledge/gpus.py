@@ -26,7 +26,9 @@ from typing import Any
 
 from kg.core.errors import OptkgError, get_close_matches
 
-VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon", "gpu", "graphics"}
+# the vendor and trademark words smi tools and torch print around a GPU's model (Intel's xpu-smi / torch.xpu:
+# "Intel(R) Arc(TM) A770 Graphics", "Intel(R) Data Center GPU Max 1550")
+VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon", "gpu", "graphics", "intel", "r", "tm"}
 MAX_NAME = 64
 
 

@@ -38,7 +38,7 @@ class VLLM(Engine):
         ``vllm_model_runner_v2``, the GPU model runner the release picks (kg.engines.vllm.runner), and what V0's
         long-context chunked-prefill switch reads (catalog/engines/releases/vllm.yaml): ``model_sliding_window``
         (an effective sliding window), ``model_is_multimodal``, ``model_seqlen_agnostic`` (Mamba / linear-attention
-        layers) and, with a GPU, ``gpu_is_rocm``."""
+        layers), with a GPU, ``gpu_is_rocm``, and ``gpu_is_xpu`` (an Intel GPU)."""
         from kg.engines.vllm.runner import model_uses_v2_runner
         out: dict[str, Any] = {}
         m = stack.model
@@ -51,6 +51,9 @@ class VLLM(Engine):
             out["model_seqlen_agnostic"] = bool(m.linear_attention)
         if (stack.hardware or {}).get("vendor"):
             out["gpu_is_rocm"] = str(stack.hardware["vendor"]).lower() == "amd"
+        # the generated check rows of the Intel XPU platform walk (tools/vllm_generated_checks.py combine): an Intel
+        # GPU; False without a GPU, which reads the CUDA / ROCm rows as before that walk existed
+        out["gpu_is_xpu"] = str((stack.hardware or {}).get("vendor") or "").lower() == "intel"
         v2, _ = model_uses_v2_runner(m, stack.engine_version, ns.get("speculative_method"), int(ns.get("pp_size") or 1))
         if v2 is not None:
             out["vllm_model_runner_v2"] = v2
@@ -86,7 +89,8 @@ class VLLM(Engine):
 
     def kv_sizing(self, stack: Any, ns: dict[str, Any]) -> str | None:
         """``"extensible"`` (``"extensible-rocm"`` on an AMD GPU) when vLLM >= 0.34.0 sizes the KV cache from the
-        memory measured after warm-up (kg.engines.vllm.budget): on by default on CUDA / ROCm unless
+        memory measured after warm-up (kg.engines.vllm.budget): on by default on CUDA / ROCm (never on an Intel GPU:
+        extensible_sizing) unless
         ``--no-enable-extensible-kv-cache``, ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``, elastic
         EP or a KV connector (optkg: any ``--kv-transfer-config``) turns it off (0.34.0 config/vllm.py:3180-3262,
         the same conditions as the gpu_memory_utilization 1.0 row of catalog/engines/releases/vllm.yaml); else None."""
@@ -96,7 +100,8 @@ class VLLM(Engine):
         if any(ns.get(k) not in (None, "", False) for k in ("kv_cache_memory_bytes", "num_gpu_blocks_override",
                                                              "enable_elastic_ep", "kv_transfer_config")):
             return None
-        return "extensible-rocm" if str((stack.hardware or {}).get("vendor") or "").lower() == "amd" else "extensible"
+        from kg.engines.vllm.budget import extensible_sizing
+        return extensible_sizing(stack.hardware)
 
     def kv_size_given(self, ns: dict[str, Any]) -> str | None:
         """``--kv-cache-memory-bytes`` (reserved as is, 0.34.0 v1/worker/gpu_worker.py:688-712) or

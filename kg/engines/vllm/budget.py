@@ -259,6 +259,14 @@ def extensible_lines(requested: float, total_memory_bytes: float, act: float, ac
     return out
 
 
+def extensible_sizing(hardware: dict[str, Any] | None) -> str | None:
+    """The extensible KV cache's sizing on the GPU (vLLM >= 0.34.0, on by default): ``"extensible-rocm"`` on an AMD
+    GPU, ``"extensible"`` on any other CUDA-alike one; None on an Intel GPU (the XPU platform), where vLLM turns it off
+    ("it is only supported on CUDA and ROCm", 0.34.0 config/vllm.py:3200-3201)."""
+    vendor = str((hardware or {}).get("vendor") or "").lower()
+    return None if vendor == "intel" else "extensible-rocm" if vendor == "amd" else "extensible"
+
+
 def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int = 1, pp_size: int = 1,
                        gpu_memory_utilization: float | None = None, engine_version: str | None = None) -> ServingBudget:
     """The vLLM budget of ``vllm serve MODEL -tp N -pp M`` on ``hardware`` (a catalog/hardware entry) with the
@@ -277,8 +285,7 @@ def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int
     mem = hardware.get("memory_gib")
     mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""),
                                           hardware.get("compute_capability"), engine_version)
-    sizing = None if _before(engine_version, "0.34.0") else \
-        "extensible-rocm" if str(hardware.get("vendor") or "").lower() == "amd" else "extensible"
+    sizing = None if _before(engine_version, "0.34.0") else extensible_sizing(hardware)
     return budget(BudgetInputs("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,
                                tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version,
                                kv_sizing=sizing))

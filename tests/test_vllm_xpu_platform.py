@@ -1,0 +1,79 @@
+"""vLLM's Intel XPU platform (vllm/platforms/xpu.py): an Intel GPU in the hardware catalog, the third platform walk of
+tools/vllm_generated_checks.py and its rows, read only where the stack's GPU is an Intel one (``gpu_is_xpu``)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+from vllm_generated_checks import combine  # noqa: E402
+
+from kg.analyses.enginechecks import generated_refusals  # noqa: E402
+
+BASE = "vllm serve Qwen/Qwen2-7B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    import kg
+    return kg.load_catalog()
+
+
+def _refused(cmd: str, gpu: str | None, catalog, release: str = "0.34.0") -> list[tuple[str, int]]:
+    import kg
+    from kg.analyses.check import stack_facts
+    st = kg.stack_from_command(cmd, catalog)
+    st.engine_version = release
+    if gpu is not None:
+        st.hardware, st.gpu_count = catalog.resolve_hardware(gpu), 2
+    got = generated_refusals("vllm", release, stack_facts(st)[1], stack=st)["engine_check_refusals"]
+    return [(r["path"], r["line"]) for r in got]
+
+
+def test_the_max_1550_resolves_from_the_name_the_xpu_driver_prints_with_no_cuda_capability(catalog):
+    hw = catalog.resolve_hardware("Intel(R) Data Center GPU Max 1550")
+    assert (hw["id"], hw["vendor"], hw["memory_gib"], hw["compute_capability"]) == ("Max-1550", "intel", 128, None)
+
+
+def test_rows_of_the_walks_combine_by_platform_and_a_stack_without_a_gpu_reads_the_cuda_alike_ones():
+    assert combine({"nvidia": "a", "amd": "a", "intel": "a"}) == "a"
+    assert combine({"nvidia": "a", "amd": "a"}) == "((not gpu_is_xpu) and (a))"
+    assert combine({"intel": "x"}) == "(gpu_is_xpu and (x))"
+    assert combine({"nvidia": "a", "amd": "a", "intel": "x"}) == "((x) if gpu_is_xpu else (a))"
+    assert combine({"nvidia": "a", "intel": "x"}) == "((x) if gpu_is_xpu else ((gpu_vendor == 'nvidia') and (a)))"
+
+
+def test_xpu_only_refusals_fire_on_an_intel_gpu_and_not_on_cuda_or_without_a_gpu(catalog):
+    # config/model.py:1569-1571 (0.34.0): --enable-hc-sp with TP > 1 needs is_cuda_alike() (Qwen2 also lacks HC-SP
+    # support, :1572-1573, read on every platform: the job fails either way)
+    hc = BASE + " --enable-hc-sp -tp 2"
+    assert _refused(hc, "Max-1550", catalog) == [("vllm/config/model.py", 1571), ("vllm/config/model.py", 1573)]
+    assert _refused(hc, "H100-SXM", catalog) == [("vllm/config/model.py", 1573)]
+    assert _refused(hc, None, catalog) == [("vllm/config/model.py", 1573)]
+    # config/vllm.py:3200-3201, :3262-3263: the extensible KV cache asked for where it is "only supported on CUDA and
+    # ROCm"; config/lora.py:121-122 (0.34.0; the same check at 0.33.0) dual CUDA streams for LoRA
+    ext = BASE + " --enable-extensible-kv-cache"
+    assert _refused(ext, "Max-1550", catalog) == [("vllm/config/vllm.py", 3263)]
+    assert _refused(ext, "MI300X", catalog) == [] and _refused(ext, None, catalog) == []
+    lora = "VLLM_LORA_ENABLE_DUAL_STREAM=1 " + BASE + " --enable-lora"
+    assert _refused(lora, "Max-1550", catalog) == [("vllm/config/lora.py", 122)]
+    assert _refused(lora, "H100-SXM", catalog) == []
+    assert _refused(BASE, "Max-1550", catalog) == []
+
+
+def test_an_intel_gpu_has_no_extensible_kv_cache_so_vllm_0_34_keeps_0_92_utilization(catalog):
+    import kg
+    from kg.inputs.effective import effective_configuration
+    from kg.engines import get
+    st = kg.stack_from_command(BASE, catalog)
+    st.engine_version = "0.34.0"
+    got = {}
+    for gpu in ("Max-1550", "H100-SXM"):
+        st.hardware, st.gpu_count = catalog.resolve_hardware(gpu), 1
+        eng = get("vllm")
+        got[gpu] = ({e["setting"]: e["value"] for e in effective_configuration(st, eng.release_facts)}
+                    .get("gpu_memory_utilization"), eng.kv_sizing(st, {}))
+    assert got == {"Max-1550": (0.92, None), "H100-SXM": (1.0, "extensible")}
