@@ -1,6 +1,8 @@
 """The durable-rules wrapper: structural matching, isolation between calls, partitioning, type safety."""
 import resource
 
+import pytest
+
 from kg.engine.durable import CompiledRules
 
 
@@ -34,3 +36,43 @@ def test_partitioning_at_scale_and_flat_memory():
     for _ in range(100):
         assert cr.match(facts) == first
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 20_000  # KiB
+
+
+def _rules_and_facts():
+    rules = [("both", [{"kind": "technique", "technique": "tp"}, {"kind": "model", "attention": "gqa"}]),
+             ("stack", [{"kind": "stack"}]), ("mla", [{"kind": "model", "attention": "mla"}])]
+    facts = [{"kind": "stack"}, {"kind": "technique", "technique": "tp"}, {"kind": "model", "attention": "gqa"}]
+    return rules, facts
+
+
+def test_a_later_process_reads_the_kept_matches_without_registering_rulesets(monkeypatch):
+    """``compiled_rules(...).match`` keeps its answer per list of facts in the cache: the same rules in a fresh
+    process (a new compiled object) answer those facts from it, equal, without durable-rules."""
+    from kg.engine import durable
+    rules, facts = _rules_and_facts()
+    monkeypatch.setattr(durable, "_registry", {})
+    first = durable.compiled_rules(rules, "kept1").match(facts)
+    assert first == [("both", [facts[1], facts[2]]), ("stack", [facts[0]])]
+    monkeypatch.setattr(durable, "_registry", {})  # as a new process has it
+    again = durable.compiled_rules(rules, "kept1")
+
+    def no_durable(self):
+        raise AssertionError("registered with durable-rules")
+    monkeypatch.setattr(durable.CompiledRules, "_register", no_durable)
+    assert again.match(facts) == first
+    other = [{"kind": "model", "attention": "mla"}]  # other facts: not kept, so computed
+    with pytest.raises(AssertionError, match="registered"):
+        again.match(other)
+
+
+def test_kept_matches_naming_a_rule_or_fact_not_there_are_computed_again(monkeypatch):
+    from kg.core import cache
+    from kg.engine import durable
+    rules, facts = _rules_and_facts()
+    monkeypatch.setattr(durable, "_registry", {})
+    cr = durable.compiled_rules(rules, "kept2")
+    path, key = cr._entry(facts)
+    for bad in ([["nosuch", [0]]], [["stack", [7]]], [["stack", ["0"]]], {"stack": [0]}):
+        assert cache.write_data(path, "rule-matches", key, bad)
+        assert cr._kept_matches(facts) is None
+        assert cr.match(facts) == [("both", [facts[1], facts[2]]), ("stack", [facts[0]])]

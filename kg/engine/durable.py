@@ -22,6 +22,11 @@ How the engine's limits are kept (same notes):
 - A match is remembered per ruleset chunk, keyed on the candidate facts projected on the chunk's
   pattern keys (equality patterns match equal projections alike): a sweep over 2,048 stacks asserts
   the same technique/model/hardware shapes each time and reaches durable-rules once per shape.
+- What ``match`` answers for a list of facts is kept across runs in the content-keyed cache (kg.core.cache:
+  MAC-checked, keyed on the rules, the encoded facts and the durable-rules extension's file): a warm one-shot
+  ``check`` of an unchanged stack reads its matches and neither imports durable-rules (with logging, threading,
+  datetime, random) nor registers its rulesets (~10 % of such a run). durable-rules is imported, and the rulesets
+  registered, on the first match not found there.
 """
 from __future__ import annotations
 
@@ -33,11 +38,13 @@ import os
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 
-from durable import engine as _durable
+_durable: Any = None  # durable.engine, imported on first use (_engine)
 
 CHUNK = 40
 MAX_PROPS = 250
 MEMO_MAX = 4096  # remembered matches per compiled ruleset (bounded memory for a long process)
+KEEP_MAX = 8  # answers of ``match`` one process adds to the cache per compiled ruleset
+KEPT_FORMAT = 1  # bump when what a kept answer holds changes
 
 
 class EngineError(RuntimeError):
@@ -56,21 +63,28 @@ def _tag(v: Any) -> str:
     raise TypeError(f"fact values must be str, int, float or bool, found {type(v).__name__}")
 
 
-class _QuietHost(_durable.Host):
-    """A durable Host that starts no timer threads: actions run only inside our assert calls."""
+def _engine() -> Any:
+    """The ``durable.engine`` module, imported on first use."""
+    global _durable
+    if _durable is None:
+        from durable import engine
+        _durable = engine
+    return _durable
 
-    def _run(self) -> None:  # noqa: D401 - overrides the timer loop
-        return None
 
-
-_host: _QuietHost | None = None
+_host: Any = None  # the _QuietHost
 _host_lock = threading.RLock()
 _counter = itertools.count(1)
 
 
-def _get_host() -> _QuietHost:
+def _get_host() -> Any:
     global _host
     if _host is None:
+        class _QuietHost(_engine().Host):
+            """A durable Host that starts no timer threads: actions run only inside our assert calls."""
+
+            def _run(self) -> None:  # noqa: D401 - overrides the timer loop
+                return None
         _host = _QuietHost()
     return _host
 
@@ -86,7 +100,8 @@ class CompiledRules:
     combination of matching facts.
     """
 
-    def __init__(self, rules: Sequence[tuple[str, Sequence[Pattern]]], label: str = "rules", chunk: int = CHUNK):
+    def __init__(self, rules: Sequence[tuple[str, Sequence[Pattern]]], label: str = "rules", chunk: int = CHUNK,
+                 lazy: bool = False):
         if chunk < 1 or chunk > 50:
             raise ValueError("chunk must be 1..50 rules per ruleset")
         self._rules = [(rid, [dict(p) for p in pats]) for rid, pats in rules]
@@ -102,6 +117,19 @@ class CompiledRules:
         # (chunk, the candidate facts projected on the chunk's pattern keys) -> [(rule id, fact ids)]: a pattern
         # is a conjunction of equalities on those keys, so equal projections match alike (see ``match``)
         self._memo: dict[tuple[int, tuple], list[tuple[str, list[str]]]] = {}
+        self._label, self._chunk = label, chunk
+        self._keys: list[tuple[str, ...]] = []
+        self._registered = False
+        self.content: str | None = None  # compiled_rules: the digest of the rules, which keys the kept matches
+        self._kept = 0  # matches this process added to the cache (``match``)
+        if not lazy:  # compiled_rules registers on the first match to compute (kept matches need none)
+            self._register()
+
+    def _register(self) -> None:
+        """Partition the rules into chunks and register them with durable-rules (on the first match to compute)."""
+        if self._registered:
+            return
+        label, chunk = self._label, self._chunk
         digest = hashlib.sha1(json.dumps(self._rules, sort_keys=True, default=str).encode()).hexdigest()[:10]
         with _host_lock:
             host = _get_host()
@@ -115,6 +143,7 @@ class CompiledRules:
                 self._chunks.append((name, part))
                 self._tagged.append(self._signatures(part))
         self._keys = [tuple(sorted({k for ks in t for k in ks})) for t in self._tagged]
+        self._registered = True
 
     # -- compilation ---------------------------------------------------------------------
     def _definition(self, part: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -180,15 +209,56 @@ class CompiledRules:
         """Return [(rule_id, matched facts in pattern order)] for ``facts`` (plain dicts of scalars).
 
         Deterministic: ordered by rule order, then by the indices of the matched facts.
-        Raises EngineError if an action failed; TypeError for non-scalar fact values.
+        Raises EngineError if an action failed; TypeError for non-scalar fact values. The answer for these facts
+        is kept in the cache (module doc): one entry per list of facts, at most ``KEEP_MAX`` new ones per
+        process (a sweep matches through ``match_indices``, whose in-process memo serves it).
         """
-        return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in self.match_indices(facts)]
+        found = None
+        if self.content is not None:
+            found = self._kept_matches(facts)
+        if found is None:
+            found = self.match_indices(facts)
+            if self.content is not None and self._kept < KEEP_MAX:
+                self._kept += 1
+                self._keep(facts, found)
+        return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]
+
+    def _entry(self, facts: Sequence[Mapping[str, Any]]) -> tuple[Any, str]:
+        """(the cache path, the key) of the kept matches for ``facts``."""
+        from kg.core import cache
+        from kg.core.digest import sha256_hex
+        encoded = json.dumps(self._encode(facts), sort_keys=True, separators=(",", ":"))
+        key = sha256_hex([f"rule-matches {KEPT_FORMAT}\0{self.content}\0{_engine_file()}\0".encode(),
+                          encoded.encode("utf-8", "surrogatepass")])
+        return cache.cache_file(f"rule-matches-{key[:32]}.json"), key
+
+    def _kept_matches(self, facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[int, ...]]] | None:
+        """``match_indices(facts)`` as kept in the cache, or None (not kept, or not of these rules and facts)."""
+        from kg.core import cache
+        try:
+            path, key = self._entry(facts)
+        except (TypeError, ValueError, EngineError):  # facts the engine refuses: match_indices says why
+            return None
+        data = cache.read_data(path, "rule-matches", key)
+        n = len(facts)
+        if not (isinstance(data, list) and all(
+                isinstance(x, list) and len(x) == 2 and x[0] in self._order and isinstance(x[1], list)
+                and all(type(i) is int and 0 <= i < n for i in x[1]) for x in data)):
+            return None
+        return [(rid, tuple(ix)) for rid, ix in data]
+
+    def _keep(self, facts: Sequence[Mapping[str, Any]], found: list[tuple[str, tuple[int, ...]]]) -> None:
+        from kg.core import cache
+        path, key = self._entry(facts)
+        cache.write_data(path, "rule-matches", key, [[rid, list(ix)] for rid, ix in found])
 
     def match_indices(self, facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
         """``match`` with the indices of the matched facts in ``facts`` instead of copies of them."""
         encoded = self._encode(facts)
         index = {e["id"]: i for i, e in enumerate(encoded)}
+        self._register()
         host = _get_host()
+        durable = _engine()
         found: list[tuple[str, list[int]]] = []
         with self._lock, _host_lock:
             for j, ((name, part), tagged) in enumerate(zip(self._chunks, self._tagged)):
@@ -203,10 +273,10 @@ class CompiledRules:
                 if hit is None:
                     self._results, self._errors = [], []
                     try:
-                        with contextlib.suppress(_durable.MessageNotHandledException):
+                        with contextlib.suppress(durable.MessageNotHandledException):
                             host.assert_facts(name, mine)
                     finally:
-                        with contextlib.suppress(_durable.MessageNotHandledException):
+                        with contextlib.suppress(durable.MessageNotHandledException):
                             host.retract_facts(name, mine)
                     if self._errors:
                         raise EngineError(f"rule action failed: {self._errors[0]!r}")
@@ -235,6 +305,25 @@ def compiled_rules(rules: Sequence[tuple[str, Sequence[Pattern]]], label: str = 
     with _host_lock:
         found = _registry.get(key)
         if found is None:
-            found = _registry[key] = CompiledRules(rules, label, chunk)
+            found = _registry[key] = CompiledRules(rules, label, chunk, lazy=True)
+            found.content = f"{label}\0{chunk}\0{key[1]}"
         return found
+
+
+def _engine_file() -> str:
+    """The durable-rules extension's file (path, size, modification time): an upgrade reads no kept matches."""
+    global _ENGINE_FILE
+    if _ENGINE_FILE is None:
+        from importlib.util import find_spec
+        try:
+            spec = find_spec("durable_rules_engine")
+            origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else None
+            st = os.stat(origin) if origin else None
+            _ENGINE_FILE = f"{origin}\0{st.st_size}\0{st.st_mtime_ns}" if st else "?"
+        except (ImportError, ValueError, OSError):
+            _ENGINE_FILE = "?"
+    return _ENGINE_FILE
+
+
+_ENGINE_FILE: str | None = None
 
