@@ -520,3 +520,31 @@ def test_a_model_with_its_own_factor_takes_it_and_the_others_the_cells(monkeypat
     (k3, t3), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), [], None)
     (k4, t4), _ = serving._factors("vllm", "h100_sxm", "m2", serving.Workload(1024, 1024, 8), [], "fp8", True)
     assert (k3, t3) == (k4, t4) == (1.0, 10.0)
+
+
+def test_the_isl_table_is_the_longest_prompt_the_installed_estimator_measured():
+    # aiconfigurator-core 0.12.0 systems/data/<system>/attention/<backend>/<release>/context_attention_perf.parquet:
+    # column isl, every file's statistics (the footer only)
+    import glob
+    import os
+    pq = pytest.importorskip("pyarrow.parquet")
+    ac = pytest.importorskip("aiconfigurator_core")
+    from kg.speed.estimator import tables
+    files = glob.glob(os.path.join(os.path.dirname(ac.__file__), "systems", "data", "*", "attention", "*", "*",
+                                   "context_attention_perf.parquet"))
+    longest = 0
+    for f in files:
+        meta, names = pq.ParquetFile(f).metadata, pq.ParquetFile(f).schema_arrow.names
+        col = names.index("isl")
+        longest = max(longest, *(meta.row_group(r).column(col).statistics.max for r in range(meta.num_row_groups)))
+    assert len(files) >= 20 and tables()["context_attention_isl_max"] == longest == 16384
+
+
+@pytest.mark.parametrize("isl, noted", [(16384, False), (16385, True)])
+def test_an_isl_past_the_estimators_measured_prompts_is_noted(demo, isl, noted):
+    # newuser7 #4: at ISL 100,000 a TTFT was printed like any other; the prefill attention past 16,384 is extrapolated
+    stack, report = demo
+    out = _speed(stack, report, isl=isl, osl=100, concurrency=1)
+    assert out["status"] == "ok"
+    note = "past the longest prompt the estimator's context-attention tables measure (16,384 tokens)"
+    assert any(note in n for n in out["notes"]) is noted
