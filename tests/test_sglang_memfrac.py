@@ -51,3 +51,18 @@ def test_check_uses_it_for_the_static_pool():
     code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B "
                              "--tp 8 --mem-fraction-static 0.85", "--gpu", "H100", "--count", "8", "--format", "json")
     assert json.loads(out)["derived"]["kv_budget_gpu_memory_utilization"] == 0.85
+
+
+def test_releases_before_0_5_18_use_their_own_reserve():
+    # 0.5.3 - 0.5.9 (0.5.8.post1 srt/server_args.py:879-1030): H100 TP 1, 512 + 1.5 x 8,192 + 256 x 2 + 1 / 8 x 1,024
+    # = 13,440 MiB, no prefill-graph term; (81,559 - 13,440) / 81,559 = 0.8352 -> 0.835 (0.5.23 gives 0.830)
+    mf = default_mem_fraction(81559 * MIB, 1, engine_version="0.5.8.post1")
+    assert mf.reserved_mib == 13440 and mf.fraction == 0.835
+    # H200 TP 8 on 0.5.6.post2: 512 + 12,288 + 512 x 2 + 1,024 = 14,848 -> (143,771 - 14,848) / 143,771 = 0.897
+    assert default_mem_fraction(143771 * MIB, 8, engine_version="0.5.6.post2").fraction == 0.897
+    # 0.5.1 - 0.5.2 (0.5.1 :354-393): a fixed (9.5 + tp x pp / 2) GiB on an H100: TP 2 -> 10,752 MiB -> 0.868
+    mf = default_mem_fraction(81559 * MIB, 2, engine_version="0.5.1.post1")
+    assert mf.reserved_mib == 10752 and mf.fraction == 0.868
+    # 0.5.10 - 0.5.17 not read, 0.4.x not modelled: the table's default stays
+    assert default_mem_fraction(81559 * MIB, 1, engine_version="0.5.12") is None
+    assert default_mem_fraction(81559 * MIB, 1, engine_version="0.4.0") is None

@@ -49,11 +49,12 @@ class SGLang(Engine):
         return model.max_position_embeddings if limit is None else limit
 
     def memory_fraction(self, stack: Any, ns: dict[str, Any]) -> tuple[float, str]:
-        """``mem_fraction_static``: given, else computed from the GPU (kg.engines.sglang.memfrac, >= 0.5.18), else
-        the release's or the table's default."""
+        """``mem_fraction_static``: given, else computed from the GPU (kg.engines.sglang.memfrac: 0.5.1 - 0.5.9 and
+        >= 0.5.18), else the release's or the table's default."""
         from kg.inputs.effective import setting_given
         if not setting_given(stack, "gpu_memory_utilization") and stack.hardware and stack.model is not None:
             from kg.derive.kv import gpu_memory_bytes
+            from kg.core.relcmp import older_than
             from kg.engines.sglang.memfrac import default_mem_fraction
             dp = int(ns.get("dp_size") or 1)
             mf = default_mem_fraction(
@@ -64,6 +65,9 @@ class SGLang(Engine):
                 max_running_requests=ns.get("max_num_seqs") if setting_given(stack, "max_num_seqs") else None,
                 cuda_graph_disabled="cuda-graphs" not in stack.techniques,
                 deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version)
+            if mf is not None and older_than(stack.engine_version, "0.5.18"):
+                return mf.fraction, (f"{mf.basis()} [sglang 0.5.9 srt/server_args.py:911-1060, 0.5.5 :665-825, "
+                                     "0.5.1 :354-393]")
             if mf is not None:
                 return mf.fraction, (f"{mf.basis()} [sglang 0.5.23 srt/arg_groups/memory_hook.py:281-399; "
                                      f"0.5.18 srt/server_args.py:4969-4980, 5082-5118]")

@@ -20,8 +20,18 @@ else 16,384 / 512. The prefill capture sizes run 4..32 by 4, 48..256 by 16, 288.
 Source: SGLang 0.5.23 ``srt/arg_groups/memory_hook.py:88-170`` (buckets), ``:231-265`` (prefill max_bs),
 ``:281-327`` (the fraction), ``:358-399`` (graph reserve), ``:402-414`` (DeepEP), ``arg_groups/cuda_graph_hook.py:480-497``
 (capture sizes), ``model_executor/cuda_graph_config.py:119-123`` (breakable prefill graphs on CUDA); the same
-terms in 0.5.18 ``srt/server_args.py:4830-4889, 4969-4980, 5082-5118``. Releases before 0.5.18 computed it
-with other terms and are not modelled here (``default_mem_fraction`` returns None for them).
+terms in 0.5.18 ``srt/server_args.py:4830-4889, 4969-4980, 5082-5118``.
+
+Earlier releases (``_before_0_5_18``), read in their wheels' ``srt/server_args.py``:
+- 0.5.3 - 0.5.9 (``_handle_gpu_memory_settings``: 0.5.3 :542-672, 0.5.5 :665-825, 0.5.8.post1 :879-1030, 0.5.9
+  :911-1060): the same buckets and ``512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + max_bs x 2``
+  (+ the DP-attention terms), at least 10 GiB above 60 GiB, without the prefill-graph and DeepEP terms (breakable
+  prefill graphs came later; piecewise graphs, ``len(tokens) x 8``, are off by default, 0.5.9 :604); 16 / 80 below
+  35 GiB before 0.5.5.
+- 0.5.1 - 0.5.2 (0.5.1 :354-393, 0.5.2 :474): a fixed reserve per GPU, ``(2.8 + tp x pp / 10)`` GiB below 35 GiB,
+  ``(9.5 + tp x pp / 2)`` GiB below 90 GiB, ``(12 + tp x pp / 2)`` GiB below 160 GiB, else 32 GiB; + 4 GiB under DP
+  attention.
+Releases 0.5.10 - 0.5.17 (not read) and before 0.5.1 are not modelled: ``default_mem_fraction`` returns None.
 """
 from __future__ import annotations
 
@@ -31,6 +41,7 @@ from kg.core.relcmp import older_than
 
 MIB = 2**20
 SINCE = "0.5.18"
+EARLY = ("0.5.1", "0.5.10")  # [from, before): the releases _before_0_5_18 models
 
 
 @dataclass
@@ -80,7 +91,10 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
     releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention."""
     if older_than(engine_version, SINCE):
-        return None
+        if older_than(engine_version, EARLY[0]) or not older_than(engine_version, EARLY[1]):
+            return None
+        return _before_0_5_18(gpu_mem_bytes / MIB, tp_size, pp_size, attn_dp_size, chunked_prefill_size,
+                              cuda_graph_disabled, str(engine_version))
     gpu_mib = gpu_mem_bytes / MIB
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
     cps = int(chunked_prefill_size) if chunked_prefill_size else cps_default
@@ -105,4 +119,31 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
     if deepep and not cuda_graph_disabled:
         terms["DeepEP buffers"] = 2 * 1024
         reserved += 2 * 1024
+    return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
+
+
+def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int, chunked_prefill_size: int | None,
+                   cuda_graph_disabled: bool, engine_version: str) -> MemFraction:
+    """SGLang 0.5.1 - 0.5.9's default (module doc: a fixed reserve per GPU before 0.5.3, the token / graph formula
+    from 0.5.3); the CUDA-graph term counts even with graphs disabled, as those releases add it unconditionally."""
+    cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
+    if 20 * 1024 <= gpu_mib < 35 * 1024 and tp_size < 4 and older_than(engine_version, "0.5.5"):
+        max_bs = 16
+    cps = int(chunked_prefill_size) if chunked_prefill_size else cps_default
+    par = tp_size * pp_size
+    if older_than(engine_version, "0.5.3"):
+        gib = 2.8 + par / 10 if gpu_mib < 35 * 1024 else 9.5 + par / 2 if gpu_mib < 90 * 1024 else \
+            12 + par / 2 if gpu_mib < 160 * 1024 else 32
+        terms = {f"fixed reserve for a GPU of {gpu_mib / 1024:,.0f} GiB": gib * 1024,
+                 "DP attention": 4 * 1024 if attn_dp_size > 1 else 0.0}
+        reserved = sum(terms.values())
+        return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
+    terms = {"base": 512.0, "activations 1.5 x tokens": max(cps, 2048) * 1.5, "CUDA graphs": max_bs * 2.0,
+             "tp x pp / 8 x 1024": par / 8 * 1024}
+    if attn_dp_size > 1:
+        terms["DP attention"] = max_bs * attn_dp_size * 3 + (max_bs * attn_dp_size * 1.5 if max_bs > 300 else 0)
+    reserved = sum(terms.values())
+    if gpu_mib > 60 * 1024 and reserved < 10 * 1024:
+        terms["floor to 10 GiB"] = 10 * 1024 - reserved
+        reserved = 10 * 1024
     return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
