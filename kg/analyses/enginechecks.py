@@ -29,10 +29,11 @@ from typing import Any, Iterable
 
 from kg.analyses.enginerows import _lets_read, row_facts, row_outcome
 from kg.core.errors import OptkgError
+from kg.core.lazyre import lazy_re
 
 PATTERN = (r"incompatible with|not supported with|not compatible with|cannot be used with|cannot be combined with"
            r"|mutually exclusive|not supported together")
-_STRING = re.compile(r"""^\s*(?:raise \w+\(|[\w.]+\()?\s*[rbuf]*(["'])(.*?)(?<!\\)\1""")
+_STRING = lazy_re(r"""^\s*(?:raise \w+\(|[\w.]+\()?\s*[rbuf]*(["'])(.*?)(?<!\\)\1""")
 
 
 @dataclass

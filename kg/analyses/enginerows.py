@@ -5,10 +5,11 @@ sweep. The outcomes equal a fresh evaluation's (tests/test_sweep_incremental.py)
 reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
 from __future__ import annotations
 
-import re
 from itertools import repeat
 from operator import is_
 from typing import Any
+
+from kg.core.lazyre import lazy_re
 
 
 
@@ -139,8 +140,8 @@ def _rows_plan(d: dict[str, Any], reads: list[tuple[str, ...]]) -> tuple:
     return out
 
 
-_MEMBER = re.compile(r"""(['"])([^'"\\]+)\1\s+(?:not\s+)?in\s+techniques\b""")
-_TECHNIQUES = re.compile(r"\btechniques\b")
+_MEMBER = lazy_re(r"""(['"])([^'"\\]+)\1\s+(?:not\s+)?in\s+techniques\b""")
+_TECHNIQUES = lazy_re(r"\btechniques\b")
 
 
 def _technique_tests(s: dict[str, Any], lets: dict[str, list], d: dict[str, Any]) -> tuple[str, ...] | None:

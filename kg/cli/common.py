@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.core.lazyre import lazy_re
 
 FORMATS_BASIC = ("text", "json")
 
@@ -267,7 +268,7 @@ def check_output_paths(outputs: list[tuple[str, Path | None]], force: bool) -> N
         seen[real] = flag
 
 
-_ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_ASCII_FLOAT = lazy_re(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def ascii_int(text: str) -> int:

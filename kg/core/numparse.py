@@ -26,12 +26,13 @@ import re
 from typing import Any
 
 from kg.core.errors import OptkgError
+from kg.core.lazyre import lazy_re
 
 MAX_DIGITS = 30  # any count or size optkg models fits in 30 digits; longer is refused unparsed
 MAX_JSON_DEPTH = 64
 MAX_COUNT = 10**15
-_INT = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
-_DIGITS = re.compile(r"[+-]?[0-9]+")
+_INT = lazy_re(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
+_DIGITS = lazy_re(r"[+-]?[0-9]+")
 
 
 def show(v: Any) -> str:

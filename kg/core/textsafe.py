@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import textwrap
 
-import re
 from typing import Any
+
+from kg.core.lazyre import lazy_re
 
 # C0 controls except TAB and LF, DEL, C1 controls, and the bidi overrides/isolates (Trojan Source)
 _CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 0x7F, *range(0x80, 0xA0)]}
@@ -39,7 +40,7 @@ _LINES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029", 0
 _TERMINAL = dict(_CONTROL)
 _TERMINAL[0x0D] = "\\r"  # a bare CR rewrites the line already printed
 
-_DANGEROUS_SCHEME = re.compile(r"(?i)\b(javascript|vbscript|data)\s*:")
+_DANGEROUS_SCHEME = lazy_re(r"(?i)\b(javascript|vbscript|data)\s*:")
 
 
 def _s(obj: Any) -> str:
@@ -90,7 +91,7 @@ def github_property(obj: Any) -> str:
     return github_data(obj).replace(":", "%3A").replace(",", "%2C")
 
 
-_WORKFLOW = re.compile(r"(^|\n)([ \t]*)::")
+_WORKFLOW = lazy_re(r"(^|\n)([ \t]*)::")
 
 
 class TerminalWriter:

@@ -34,6 +34,7 @@ from kg.inputs.modelcfg import ModelFacts, load_config_file, resolve_model
 from kg.inputs.settingcheck import (MAX_PARALLEL_SIZE, SETTING_MAXIMUM, SETTING_MINIMUM,  # noqa: F401 - re-exported
                                    checked_setting, coerce_value as _coerce)
 from kg.core.yamlio import YamlDoc, load_yaml, parse_yaml
+from kg.core.lazyre import lazy_re
 
 # Sanity bound on every parallel size: far beyond any single serving deployment (the largest
 # shipped model has 128 attention heads, so tp_size above that can never start); a larger value
@@ -200,7 +201,7 @@ def resolve_engine(name: str, where: str) -> str:
 
 # a release as engines and frameworks number them: 1 to 4 numeric parts of at most 8 ASCII digits (0.11.0,
 # 0.5.6, 2024.10.1), then PEP 440's pre/post/dev/local parts (0.9.1.post1, 0.6.0rc1, 2.7.0+cu126)
-_RELEASE = re.compile(r"v?[0-9]{1,8}(?:\.[0-9]{1,8}){0,3}(?:[-_.]?(?:a|b|rc|alpha|beta|c|pre|preview|post|rev|r|dev)"
+_RELEASE = lazy_re(r"v?[0-9]{1,8}(?:\.[0-9]{1,8}){0,3}(?:[-_.]?(?:a|b|rc|alpha|beta|c|pre|preview|post|rev|r|dev)"
                       r"[-_.]?[0-9]{0,8})*(?:\+[A-Za-z0-9.]{1,32})?", re.I)
 
 

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kg.core.lazyre import lazy_re
+
 ADAPTER_VERSION = "3"  # bump when the adapter's mapping changes: part of every cache key
 PACKAGE = "aiconfigurator-core"
 TABLES = Path(__file__).with_name("tables.yaml")
@@ -192,11 +194,11 @@ def _database(system: str, backend: str, release: str):
     return db
 
 
-_MISSING = re.compile(r"^(?:perf database error: )?(?P<what>[\w ]+?) (?:perf )?data missing for (?:\w+Key )?"
+_MISSING = lazy_re(r"^(?:perf database error: )?(?P<what>[\w ]+?) (?:perf )?data missing for (?:\w+Key )?"
                       r"(?:\{(?P<key>[^}]*)\}|(?P<rest>.*?)(?= at /|$))(?: at /\S*)?(?: available: \[(?P<have>[^\]]*)\]?)?.*$")
 
 
-_BLOCK_SHAPE = re.compile(r"^(?:.*?: )?Invalid quantized MoE configuration: \(moe_intermediate_size=(?P<i>\d+) / "
+_BLOCK_SHAPE = lazy_re(r"^(?:.*?: )?Invalid quantized MoE configuration: \(moe_intermediate_size=(?P<i>\d+) / "
                           r"moe_tp_size=(?P<t>\d+)\) % weight_block_size=(?P<b>\d+) != 0\.?\s*$")
 
 

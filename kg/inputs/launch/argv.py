@@ -31,9 +31,10 @@ from kg.inputs.stack import (BASE_SETTINGS, MAX_PARALLEL_SIZE, PARALLEL_DEFAULTS
                              _param_specs, add_technique, check_kv_cache_dtype,
                              check_speculative_method)
 from kg.knowledge.catalog import Catalog
+from kg.core.lazyre import lazy_re
 
-ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
-_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+ASSIGN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_PYTHON = lazy_re(r"python(\d+(\.\d+)*)?")
 
 
 def tokens(command: str) -> list[str]:
@@ -112,7 +113,7 @@ def _before_scanned(data: dict[str, Any], version: str | None) -> bool:
         return False
 
 
-HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+HUMAN_INT = lazy_re(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 def human_readable_int(raw: str, rule: dict[str, Any], release: str | None, flag: str, st: Stack,
@@ -608,7 +609,7 @@ def _json_field(obj: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, cur
 
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+SECRET_NAME = lazy_re(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def shown_env(name: str, value: str) -> str:

@@ -11,7 +11,6 @@ and records, for each setting and technique, the file:line of the word that set 
 """
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +19,10 @@ from typing import Any, Callable
 from kg.core.errors import OptkgError
 from kg.inputs.launch.docker import image_info
 from kg.inputs.launch.registry import Launch, match_program
+from kg.core.lazyre import lazy_re
 
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env bash", "zsh", "dash"}
-_K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_K8S_VAR = lazy_re(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 @dataclass

@@ -13,20 +13,20 @@ such as ``-it`` take no value; every other option takes one.
 from __future__ import annotations
 
 import csv
-import re
 from typing import Any
 
 from kg.core import paths
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
 from kg.inputs.launch.registry import Launch, Launcher, match_program, register
+from kg.core.lazyre import lazy_re
 
 VALUELESS = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--init", "--privileged",
              "--read-only", "-P", "--publish-all", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
              "-q", "--quiet", "--disable-content-trust", "--help"}
 _SHORT_BOOL = set("dit" "P" "q")
 # a release in a tag: 0.9.2, v0.8.5.post1, v0.11.0-cu128, and four-part releases such as vLLM's v0.10.1.1
-_VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+){0,2}(?:\.post\d+|rc\d+)?)(?:[-_].*)?")
+_VERSION = lazy_re(r"v?(\d+\.\d+(?:\.\d+){0,2}(?:\.post\d+|rc\d+)?)(?:[-_].*)?")
 
 
 def images() -> list[dict[str, Any]]:
