@@ -165,6 +165,19 @@ def test_another_dump_of_an_mtp_run_is_that_run():
     assert measured.measurement_of(row("dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181")) not in twins
 
 
+def test_the_h100_gpt_oss_runs_whose_client_ran_512_against_the_sweeps_server_are_not_evaluable():
+    # gptoss_fp4_h100_docker.sh from d22bf9ca9 (2025-11-21) until #310 (4e135fd3f, 2025-12-08): client
+    # --max-concurrency 512, server --max-num-seqs $CONC (4-64): the row says 512, the engine served CONC
+    bad = measured.run_of(row("2026_04_06_gpt_oss_120b_h100_sxm_vllm_fp4_agg_1024x8192_c512_tp8_ep1_1128"))
+    assert bad.not_evaluable.startswith("the launch script ran the client at --max-concurrency 512 against a server")
+    # the same model x GPU measured in 2026 (0.18.0, --max-num-seqs {conc} and the client at conc) stays evaluable
+    ok = measured.run_of(next(r for r in rows() if r["id"].startswith("2026_04_06_gpt_oss_120b_h100_sxm_vllm_fp4_agg_1024")
+                              and r["backend_version"] == "0.18.0"))
+    assert ok.not_evaluable is None
+    for e in measured.misrecorded():
+        assert e["evidence"] and e["reason"] and e["match"]["until"], e
+
+
 def test_launch_conditions_are_data_not_code():
     assert measured.evaluate("max(8192, ((conc + isl + 64 + 63) // 64) * 64)", {"conc": 512, "isl": 8192}) == 8768  # (512 + 8192 + 127) // 64 = 137 blocks of 64
     for bad in ("__import__('os')", "conc.real", "[x for x in ()]", "open('f')"):

@@ -195,7 +195,7 @@ def run_of(row: dict, is_moe: bool = True) -> Run:
     if source == INFERENCEX and row.get("mode") == "agg":
         apply_launch(run)
         run.speculative = speculative_reason(run)
-        run.not_evaluable = run.not_evaluable or run.speculative
+        run.not_evaluable = run.not_evaluable or run.speculative or misrecorded_reason(run)
     run.release = run.release or nightly_release(row)
     return run
 
@@ -323,6 +323,18 @@ def speculative_sweeps() -> list[dict]:
     """launches.yaml ``speculative``: the InferenceX measurement days whose runs used speculative decoding."""
     import yaml
     return yaml.safe_load(LAUNCHES.read_text(encoding="utf-8")).get("speculative") or []
+
+
+@lru_cache(maxsize=1)
+def misrecorded() -> list[dict]:
+    """launches.yaml ``misrecorded``: InferenceX runs whose recorded concurrency is not the one the engine served."""
+    import yaml
+    return yaml.safe_load(LAUNCHES.read_text(encoding="utf-8")).get("misrecorded") or []
+
+
+def misrecorded_reason(run: Run) -> str | None:
+    """Why a row of a run its script misrecorded (launches.yaml ``misrecorded``) is not evaluable, or None."""
+    return next((" ".join(e["reason"].split()) for e in misrecorded() if _matches(e, run)), None)
 
 
 def speculative_reason(run: Run) -> str | None:
