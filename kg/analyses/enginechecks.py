@@ -578,15 +578,11 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
 
 def _fill_facts(fills: dict[str, Any], facts: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
     """``facts`` with the lets the message fields ``fills`` read evaluated (those that evaluate)."""
+    from kg.analyses.enginerows import fill_lets
     from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS
-    lets = [(x[0], x[1]) for x in d["lets"]]
     out = dict(facts)
-    need: list[tuple[str, str]] = []
-    for text in fills.values():
-        if text is not None:
-            need += [x for x in _lets_read(str(text), lets) if x not in need]
-    for name, expr in sorted(need, key=lambda x: lets.index(x)):
+    for name, expr in fill_lets(fills, d):
         try:
             out[name] = evaluate(expr, out, FUNCTIONS)
         except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):

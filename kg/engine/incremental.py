@@ -80,8 +80,12 @@ def model_dict(m: Any) -> dict[str, Any]:
     key = ("model_dict", id(m))
     hit = session.extra.get(key)
     if hit is None or hit[0] is not m:
-        hit = session.extra[key] = (m, m.to_dict())  # the model is kept: its id is not reused meanwhile
-    return plain_copy(hit[1])
+        d = m.to_dict()
+        hit = session.extra[key] = (m, d, tuple(k for k, v in d.items() if v.__class__ not in _SCALARS))  # m kept
+    out = dict(hit[1])  # plain_copy of it: the scalars (most of the ~100 fields) as they are, the rest copied
+    for k in hit[2]:
+        out[k] = plain_copy(out[k])
+    return out
 
 
 class Memo(dict):
