@@ -222,6 +222,69 @@ def quantization_capability(root: Path) -> dict[str, Any]:
     return out
 
 
+_DTYPE_NAMES = {"half": "float16", "float": "float32"}
+
+
+def quantization_methods(root: Path) -> tuple[dict[str, Any], str]:
+    """({method name: {min_capability, act_dtypes}}, source) of every ``--quantization`` name
+    ``get_quantization_config`` maps to a class of the quantisation folder (its ``method_to_config`` dict, and the
+    online shorthands it adds with ``setdefault``), where the class's ``get_min_capability()`` and
+    ``get_supported_act_dtypes()`` are literals: what ``VllmConfig._get_quantization_config`` compares with the GPU and
+    the model dtype. A name mapped to a class outside the folder (0.34.0 ``deepseek_v4_fp8``) is left out."""
+    qdir = root / "model_executor" / "layers" / "quantization"
+    classes = _classes(qdir, root.parent)
+    tree = _parse(qdir / "__init__.py")
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_quantization_config"),
+              None) if tree else None
+    if fn is None:
+        return {}, ""
+    mapping: dict[str, str] = {}
+    src = ""
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Dict):
+            tgt = n.targets[0] if isinstance(n, ast.Assign) else n.target
+            if getattr(tgt, "id", "") != "method_to_config":
+                continue
+            src = f"vllm/model_executor/layers/quantization/__init__.py:{n.lineno} method_to_config"
+            for k, v in zip(n.value.keys, n.value.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Name):
+                    mapping[k.value] = v.id
+        if (isinstance(n, ast.For) and getattr(n.iter, "id", "") == "_ONLINE_SHORTHANDS" and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Call)
+                and getattr(n.body[0].value.func, "attr", "") == "setdefault"):
+            online = getattr(n.body[0].value.args[1], "id", "")
+            qtree = _parse(root / "config" / "quantization.py")
+            for q in ast.walk(qtree) if qtree else []:
+                if (isinstance(q, (ast.Assign, ast.AnnAssign)) and isinstance(q.value, ast.Dict)
+                        and getattr(q.targets[0] if isinstance(q, ast.Assign) else q.target, "id", "")
+                        == "_ONLINE_SHORTHANDS"):
+                    for k in q.value.keys:
+                        if isinstance(k, ast.Constant):
+                            mapping.setdefault(k.value, online)
+    out: dict[str, Any] = {}
+    online_cls = mapping.get("online")
+    for method, cls in sorted(mapping.items()):
+        cap_m, dt_m = _member(cls, "get_min_capability", classes), _member(cls, "get_supported_act_dtypes", classes)
+        if not cap_m or not dt_m:
+            continue
+        try:
+            cap, dts = _value(cap_m[0]), _value(dt_m[0])
+        except (ValueError, SyntaxError, TypeError):
+            continue
+        if isinstance(cap, int) and not isinstance(cap, bool) and isinstance(dts, list):
+            out[method] = {"min_capability": round(cap / 10, 1), "online": cls == online_cls,
+                           "act_dtypes": [_DTYPE_NAMES.get(d, d) for d in dts]}
+    return out, src
+
+
+def quant_method_facts(methods: dict[str, Any], src: list[str]) -> dict[str, Any]:
+    """The per-method facts of the quantisation capability file (kg.analyses.quantclass reads them)."""
+    return {"method_source": src,
+            "quant_method_min_capability": {k: v["min_capability"] for k, v in methods.items()},
+            "quant_method_act_dtypes": {k: v["act_dtypes"] for k, v in methods.items()},
+            "quant_online_methods": sorted(k for k, v in methods.items() if v["online"])}
+
+
 def ct_scheme_capability(root: Path) -> dict[str, Any]:
     """{scheme class: {min_capability, source}} of every compressed-tensors scheme class whose
     ``get_min_capability()`` returns a literal (compressed_tensors.py ``_check_scheme_supported`` refuses a GPU below
@@ -331,12 +394,14 @@ def _tables(root: Path) -> dict[str, tuple[Any, list[str]]]:
     """{fact: (value for the release, source lines)} of the three generated tables."""
     methods, src = speculative_methods(root)
     quant = quantization_capability(root)
+    methods_q, qsrc = quantization_methods(root)
     ct = ct_scheme_capability(root)
     return {"ct_scheme_min_capability": ({k: v["min_capability"] for k, v in ct.items()},
                                          [f"{k} {v['source']}" for k, v in ct.items()]),
             "spec_target_hidden_state_methods": (methods, [src]),
             "quant_min_capability": ({k: v["min_capability"] for k, v in sorted(quant.items())},
                                      sorted({v["source"] for v in quant.values()})[:3]),
+            "quant_methods": (methods_q, [qsrc]),
             "attention_backends": (attention_backends(root), [_validate_configuration_site(root)])}
 
 
@@ -357,7 +422,10 @@ def write_all(release: str, root: Path) -> list[str]:
         _new_file(f, f"# GENERATED by tools/engine_capabilities.py (make onboard): {head}\n",
                   {"engine": "vllm", "description": desc, "facts": {fact: {"kind": "value"}}, "releases": {}})
         value, src = values[fact]
-        if value and _append_release(f, release, {"source": src, fact: value}, [fact]):
+        entry = {"source": src, fact: value}
+        if fact == "quant_min_capability":  # the same file: what each --quantization name's class declares
+            entry.update(quant_method_facts(*values["quant_methods"]))
+        if value and _append_release(f, release, entry, list(entry)[1:]):
             lines.append(f"-- {f.relative_to(ROOT)}: {release}: {len(value)} entries")
     sys.path.insert(0, str(ROOT / "tools"))
     import vllm_pp_support as pp

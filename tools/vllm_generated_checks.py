@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
+import vllm_pairs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
@@ -195,6 +196,7 @@ class VllmWalker(cg.Walker):
         self.vendor, pcls, ppath = platform
         self.platform = cg.Obj(f"current_platform[{self.vendor}]", None, pcls, path=ppath)
         self.hooks.append(_hook)
+        self.hooks.append(vllm_pairs.order_hook)  # ordered-list checks as pairs (tools/vllm_pairs.py)
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
         self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
         self.loops: list[tuple[str, str]] = []  # the loops walked per element: (target, list)

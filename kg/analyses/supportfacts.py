@@ -25,6 +25,9 @@ Facts added (each only when its inputs are known):
   catalog/support/vllm-compressed-tensors-schemes.yaml), when the checkpoint is compressed-tensors and no other
   ``--quantization`` is given ('none' and 0.0 for a checkpoint of another or no quantisation method; absent when the
   scheme is one kg.analyses.ctscheme does not name);
+- ``vllm_quant_method`` / ``vllm_quant_min_capability`` / ``vllm_quant_act_dtypes`` / ``vllm_quant_capability_checked``:
+  the quantisation method vLLM settles on for the checkpoint and ``--quantization`` (kg.analyses.quantclass) and what
+  its class declares at the release (catalog/support/vllm-quantization-capability.yaml);
 - ``softcap_handling``: for a soft-capping model on a known backend, ``applied``, ``refused`` or
   ``ignored`` per the release's entry in catalog/support/vllm-softcap-backends.yaml.
 """
@@ -78,6 +81,7 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
             out["vllm_ct_scheme"] = scheme
             if scheme == "none" or scheme in mins:
                 out["vllm_ct_scheme_min_capability"] = 0.0 if scheme == "none" else mins[scheme]
+    out.update(_quant_method_facts(stack, ns, out))
     of(stack).support_facts(out, ns)  # the engine's effective values of its support data (SGLang spec v2)
     allowed = out.get("allowed_max_lora_ranks")
     rank = ns.get("max_lora_rank")
@@ -92,3 +96,23 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         bigger = sorted(r for r in allowed if r >= int(adapter))
         out["max_lora_rank_needed"] = bigger[0] if bigger else None
     return {k: v for k, v in out.items() if k not in ns}
+
+
+def _quant_method_facts(stack: Stack, ns: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """``vllm_quant_method`` (the method vLLM's ModelConfig settles on, kg.analyses.quantclass; 'none' for an
+    unquantised stack), its ``vllm_quant_min_capability`` and ``vllm_quant_act_dtypes`` at the release, and
+    ``vllm_quant_capability_checked`` (all three are known: False when not)."""
+    mins, m = out.get("quant_method_min_capability"), stack.model
+    if not mins or m is None:  # the table is a vLLM support file: other engines have none
+        return {"vllm_quant_capability_checked": False}
+    explicit = str(ns.get("quantization") or "").lower() or None
+    if explicit is None and not m.quantization_config:
+        return {"vllm_quant_capability_checked": False, "vllm_quant_method": "none"}
+    from kg.analyses.quantclass import resolved_method
+    method = resolved_method(explicit, m.quantization_config, m.model_type, out.get("quant_online_methods") or [])
+    dtypes = (out.get("quant_method_act_dtypes") or {}).get(method or "")
+    if method not in mins or dtypes is None:
+        return {"vllm_quant_capability_checked": False}
+    return {"vllm_quant_capability_checked": True, "vllm_quant_method": method,
+            "vllm_quant_min_capability": mins[method], "vllm_quant_act_dtypes": list(dtypes)}
+
