@@ -345,3 +345,15 @@ def test_torchtitan_toml_without_activation_checkpoint_recomputes_selectively_as
     toml.write_text(toml.read_text() + '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "1"\n')
     job = parse_torchtitan_command(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {toml}")
     assert job.get("recompute_granularity") == "full"
+
+
+def test_a_batch_that_does_not_multiply_out_is_not_printed_as_an_equation(cli):
+    # newuser7: ds_zero2.json's train_batch_size 16 against micro 4 x grad-accum 8 x 8 GPUs printed
+    # "micro 4 x grad-accum 8 x DP 8 = global 16 sequences"; DeepSpeed asserts 16 == 4 x 8 x 8 (_batch_assertion)
+    from conftest import REPO
+    ds = str(REPO / "tests/fixtures/training_cases/ds_zero2.json")
+    code, out, _ = cli("check", "--train", f"deepspeed --num_gpus 8 train.py --deepspeed {ds} "
+                       "--per_device_train_batch_size 4 --gradient_accumulation_steps 8 --max_seq_length 4096",
+                       "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100")
+    assert "  micro 4 x grad-accum 8 x DP 8 = 256 sequences, but the global batch given is 16\n" in out
+    assert "= global 16" not in out and "deepspeed-batch-size-mismatch" in out

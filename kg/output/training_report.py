@@ -86,9 +86,14 @@ def _batch_lines(der: Mapping[str, Any], mismatch: bool) -> list[str]:
     if ba.get("global_batch_size") or ba.get("micro_batch_size"):
         out.append("Batch")
         txt = (f"  micro {ba.get('micro_batch_size') or '?'} x grad-accum {ba.get('gradient_accumulation_steps') or '?'}"
-               f" x DP {'?' if mismatch else _size(ba.get('dp_size'))} = global {ba.get('global_batch_size') or '?'} sequences")
-        if ba.get("tokens_per_step"):
-            txt += f"; {ba['tokens_per_step']:,} tokens per step"
+               f" x DP {'?' if mismatch else _size(ba.get('dp_size'))}")
+        if not mismatch and ba.get("batch_consistent") is False:  # all three given and they do not multiply out
+            txt += (f" = {ba['expected_global_batch_size']:,} sequences, but the global batch given is "
+                    f"{ba['global_batch_size']:,}")
+        else:
+            txt += f" = global {ba.get('global_batch_size') or '?'} sequences"
+            if ba.get("tokens_per_step"):
+                txt += f"; {ba['tokens_per_step']:,} tokens per step"
         out.append(txt)
     pl = der.get("pipeline")
     if pl:
