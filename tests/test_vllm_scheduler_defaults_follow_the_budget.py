@@ -6,7 +6,8 @@
   passes; only a given ``--max-num-seqs`` above the budget is refused (batched-tokens-below-max-num-seqs).
 - With ``--no-enable-chunked-prefill`` and no budget given, the default budget is raised to the model length
   (0.10.0 :1557 / 0.11.0 :1668 ``= model_config.max_model_len``; 0.14.0 :2002-2007 and 0.34.0 :3231-3236
-  ``max(model_config.max_model_len, <the tier's budget>)``), so batched-tokens-below-max-model-len does not fire."""
+  ``max(model_config.max_model_len, <the tier's budget>)``), so batched-tokens-below-max-model-len does not fire.
+- ``--performance-mode throughput`` doubles both defaults first (0.29.0 :2904-2909, 0.34.0 :3220-3225)."""
 import json
 
 import pytest
@@ -57,3 +58,13 @@ def test_chunked_prefill_off_raises_the_default_budget_to_the_model_length(capsy
     _, _, eff = _check("vllm serve Qwen/Qwen3-32B --no-enable-chunked-prefill --max-model-len 4096", "H100", "0.11.0",
                        capsys)
     assert eff["max_num_batched_tokens"] == (4096, "engine default")  # = max_model_len before 0.14.0
+
+
+def test_throughput_mode_doubles_both_defaults_before_the_clamp(capsys):
+    cmd = "vllm serve meta-llama/Meta-Llama-3.1-8B --performance-mode throughput"
+    _, fired, eff = _check(cmd, "H100", "0.34.0", capsys)
+    assert (eff["max_num_seqs"], eff["max_num_batched_tokens"]) == ((2048, "engine default"), (16384, "engine default"))
+    _, fired, eff = _check(cmd + " --max-num-batched-tokens 1500", "H100", "0.34.0", capsys)
+    assert eff["max_num_seqs"] == (1500, "engine default") and SEQS not in fired  # min(2 x 1,024, 1,500)
+    _, _, eff = _check(cmd, "H100", "0.15.0", capsys)  # before the option: the flag is refused, defaults stay
+    assert eff["max_num_seqs"][0] == 1024
