@@ -77,3 +77,26 @@ def test_an_intel_gpu_has_no_extensible_kv_cache_so_vllm_0_34_keeps_0_92_utiliza
         got[gpu] = ({e["setting"]: e["value"] for e in effective_configuration(st, eng.release_facts)}
                     .get("gpu_memory_utilization"), eng.kv_sizing(st, {}))
     assert got == {"Max-1550": (0.92, None), "H100-SXM": (1.0, "extensible")}
+
+
+def test_the_xpu_selector_refuses_a_forced_backend_outside_its_own_as_xpu_py_reads():
+    from kg.analyses.xpu_attention import xpu_attention_facts
+    table = {n: {} for n in ("FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "TRITON_MLA", "FLASH_ATTN_MLA", "FLASHMLA")}
+    base = {"gpu_is_xpu": True, "num_attention_heads": 32, "attention_backends": table, "is_mla": False,
+            "index_head_dim": None, "vision_model_type": None, "dtype_loaded": "bfloat16", "kv_cache_dtype": "auto"}
+
+    def got(**kw):
+        return xpu_attention_facts({**base, **kw}).get("xpu_attention_backend_refusal")
+    assert got(attention_backend="flashinfer") == "FLASHINFER (vllm/platforms/xpu.py:265)"
+    assert got(attention_backend="FLASHMLA", is_mla=True) == "FLASHMLA with an MLA model (vllm/platforms/xpu.py:165)"
+    # taken: nothing forced, the XPU backends, float32 or batch invariance (Triton fallback), a TurboQuant KV cache
+    assert [got(), got(attention_backend="FLASH_ATTN"), got(attention_backend="TRITON_ATTN"),
+            got(attention_backend="TRITON_MLA", is_mla=True), got(attention_backend="FLASHINFER", dtype_loaded="float32"),
+            got(attention_backend="FLASHINFER", VLLM_BATCH_INVARIANT=True),
+            got(attention_backend="FLASHINFER", kv_cache_dtype="turboquant_k8v4")] == [""] * 7
+    # not known: FLASH_ATTN_MLA's XPU validation, a multimodal model (prefix-LM or not), a per-kind map, a name the
+    # release's table lacks, another vendor
+    assert [got(attention_backend="FLASH_ATTN_MLA", is_mla=True), got(attention_backend="FLASHINFER",
+                                                                       vision_model_type="siglip"),
+            got(attention_backend="FLASHINFER", attention_config__backend_per_kind={"full_attention": "TRITON_ATTN"}),
+            got(attention_backend="NO_SUCH"), got(attention_backend="FLASHINFER", gpu_is_xpu=False)] == [None] * 5

@@ -701,13 +701,16 @@ def refused_option_facts(stack: Any) -> dict[str, Any]:
 
 def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     """Everything this module adds to the check namespace of ``stack``: the generated check rows of its release
-    (``generated_refusals``) and the options its release refuses (``refused_option_facts``)."""
+    (``generated_refusals``), the options its release refuses (``refused_option_facts``) and the attention backends
+    (``attention_backend_facts``, kg.analyses.xpu_attention)."""
     out = generated_refusals(stack.engine, stack.engine_version, ns, stack=stack)
     if stack.engine:
         out.update(refused_option_facts(stack))
     from kg.engine.incremental import current
     session = current()  # a sweep: the same values give the same backends (it reads nothing but ns)
     out.update(attention_backend_facts(ns) if session is None else session.call(attention_backend_facts, ns))
+    from kg.analyses.xpu_attention import xpu_attention_facts  # the Intel XPU selector's forced-backend refusals
+    out.update(xpu_attention_facts(ns))
     return out
 
 
