@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kg.analyses.enginerows import _lets_read, row_facts, row_outcome
+from kg.analyses.enginerows import _SharedLets, _let_names, _lets_read, row_facts, row_outcome
 from kg.core.errors import OptkgError
 from kg.core.lazyre import lazy_re
 
@@ -318,7 +318,7 @@ def _build_rows(path: Path) -> dict[str, Any]:
         r["reads"] = [] if d.get("inputs") else _names_read(r, lets)  # rows over an engine's own inputs: one namespace
         rows.append(r)
     return {"release": d["release"], "inputs": d.get("inputs"), "rows": rows,
-            "lets": [[n, e, *_needs(e, let_names)] for n, e in lets]}
+            "lets": [[n, e, *_needs(e, let_names)] for n, e in lets], "let_names": _let_names(lets)}
 
 
 def _names_read(s: dict[str, Any], lets: list[tuple[str, str]]) -> list[str]:
@@ -351,8 +351,8 @@ def check_rows(path: Path | str) -> dict[str, Any]:
     neither parses the sites YAML nor walks 400 expressions for the names they read."""
     path = Path(path)
     # the kind names the shape of the entry: bump it when _build_rows changes what it keeps (2: message fills;
-    # 3: each row's read set)
-    d = _per_file(_ROWS, "engine-check-rows-3", path, lambda: _build_rows(path))
+    # 3: each row's read set; 4: each let's names)
+    d = _per_file(_ROWS, "engine-check-rows-4", path, lambda: _build_rows(path))
     if _TREES_READ.get(id(d)) is not d:  # the rows' and lets' checked trees (kg.engine.exprtrees), once per table
         from kg.engine.exprtrees import preload
         preload([*(s["expr"] for s in d["rows"]), *(x[1] for x in d["lets"])])
@@ -450,6 +450,7 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     own = _input_rows(d, stack) if d.get("inputs") else None
     base: dict[str, Any] | None = None  # the stack's facts every row starts from (built once, not per row)
     draft: dict[str, Any] | None = {}  # the draft's config.json keys (kg.analyses.draftkeys); None: not readable
+    shared: Any = None  # the rows' let values (kg.analyses.enginerows._LetValues), made on the first row evaluated
     for i, s in enumerate(rows):
         # a row (or let) missing a name it always reads raises MissingFact whatever the other values: such a row
         # is not evaluable, so it is counted as such without being compiled and run
@@ -487,7 +488,9 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                                 entry[1] = _refusal(rows[j], reads[j], base, given, techniques, defaulted_techs, d)
                             refusals.append(dict(entry[1]))
                 break
-            done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs))
+            if shared is None:  # one value per let and values of the names it reads, for every row of the stack
+                shared = _SharedLets(lets, d["let_names"])
+            done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs), shared)
             if done:
                 evaluated += 1
                 if done == 2:
