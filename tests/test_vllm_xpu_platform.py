@@ -100,3 +100,15 @@ def test_the_xpu_selector_refuses_a_forced_backend_outside_its_own_as_xpu_py_rea
                                                                        vision_model_type="siglip"),
             got(attention_backend="FLASHINFER", attention_config__backend_per_kind={"full_attention": "TRITON_ATTN"}),
             got(attention_backend="NO_SUCH"), got(attention_backend="FLASHINFER", gpu_is_xpu=False)] == [None] * 5
+
+
+def test_xpu_batch_invariance_refuses_a_quantized_model_before_a_quantized_kv_cache():
+    from kg.analyses.xpu_attention import xpu_batch_invariance_facts
+    base = {"gpu_is_xpu": True, "VLLM_BATCH_INVARIANT": True, "weight_quant": "none", "kv_cache_dtype": "auto"}
+
+    def got(**kw):
+        return xpu_batch_invariance_facts({**base, **kw}).get("xpu_batch_invariance_refusal")
+    assert got(weight_quant="fp8", kv_cache_dtype="fp8") == "quantization=fp8 (vllm/platforms/xpu.py:363)"
+    assert got(kv_cache_dtype="fp8_e5m2") == "kv_cache_dtype=fp8_e5m2 (vllm/platforms/xpu.py:371)"
+    assert [got(), got(kv_cache_dtype="bfloat16"), got(VLLM_BATCH_INVARIANT=False, weight_quant="awq")] == [""] * 3
+    assert [got(weight_quant=None), got(gpu_is_xpu=False)] == [None, None]

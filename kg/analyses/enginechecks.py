@@ -712,8 +712,9 @@ def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     from kg.engine.incremental import current
     session = current()  # a sweep: the same values give the same backends (it reads nothing but ns)
     out.update(attention_backend_facts(ns) if session is None else session.call(attention_backend_facts, ns))
-    from kg.analyses.xpu_attention import xpu_attention_facts  # the Intel XPU selector's forced-backend refusals
+    from kg.analyses.xpu_attention import xpu_attention_facts, xpu_batch_invariance_facts  # Intel XPU refusals
     out.update(xpu_attention_facts(ns))
+    out.update(xpu_batch_invariance_facts(ns))
     return out
 
 

@@ -1,4 +1,5 @@
-"""vLLM's Intel XPU attention-backend selector for a forced backend (``--attention-backend``), as
+"""vLLM's Intel XPU platform refusals optkg reads from the stack: its batch-invariance checks
+(``xpu_batch_invariance_facts``) and its attention-backend selector for a forced backend (``--attention-backend``), as
 ``XPUPlatform.get_attn_backend_cls`` decides it (vllm/platforms/xpu.py:144-271, the same code at 0.33.0 and 0.34.0).
 
 Read in its order, for the stack's attention layers (the model runner calls it when it builds them,
@@ -50,3 +51,24 @@ def xpu_attention_facts(ns: dict[str, Any]) -> dict[str, Any]:
     if dtype == "float32" or forced == "FLASH_ATTN":
         return taken
     return {"xpu_attention_backend_refusal": f"{forced} (vllm/platforms/xpu.py:265)"}
+
+
+def xpu_batch_invariance_facts(ns: dict[str, Any]) -> dict[str, Any]:
+    """{"xpu_batch_invariance_refusal": text}: with ``VLLM_BATCH_INVARIANT`` on an Intel GPU, XPUPlatform
+    .check_and_update_config (called by VllmConfig.__post_init__, config/vllm.py:1979 at 0.34.0) refuses a quantized
+    model (``model_config.quantization``: --quantization or the checkpoint's quant_method, optkg's ``weight_quant``;
+    xpu.py:357-367) and then a KV-cache dtype other than auto / float16 / bfloat16 (:369-377; a model hook only ever
+    replaces 'auto' or 'bfloat16', model_executor/models/config.py); '' when neither; {} off an Intel GPU or without
+    the weight facts."""
+    if ns.get("gpu_is_xpu") is not True:
+        return {}
+    if str(ns.get("VLLM_BATCH_INVARIANT")).lower() not in ("true", "1"):
+        return {"xpu_batch_invariance_refusal": ""}
+    quant, kv = ns.get("weight_quant"), str(ns.get("kv_cache_dtype") or "auto")
+    if quant is None:
+        return {}
+    if quant != "none":
+        return {"xpu_batch_invariance_refusal": f"quantization={quant} (vllm/platforms/xpu.py:363)"}
+    if kv not in ("auto", "float16", "bfloat16"):
+        return {"xpu_batch_invariance_refusal": f"kv_cache_dtype={kv} (vllm/platforms/xpu.py:371)"}
+    return {"xpu_batch_invariance_refusal": ""}
