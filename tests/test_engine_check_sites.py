@@ -628,7 +628,7 @@ def test_a_draft_config_optkg_cannot_read_leaves_its_checks_not_evaluable_and_sa
     lines, notes = _omni_dspark("example-org/qwen3-omni-dspark-not-cached", 7, "0.34.0", catalog)
     assert [x for x in lines if x[0] == "vllm/config/speculative.py"] == []
     note = next(n for n in notes if n.startswith("not evaluable: needs the draft model's config.json"))
-    assert "16 of the engine's startup checks read it (vllm/config/speculative.py:222" in note
+    assert "17 of the engine's startup checks read it (vllm/config/speculative.py:222" in note
 
 
 def test_a_kv_cache_dtype_outside_the_release_literal_is_refused_and_auto_is_not_guessed(catalog):

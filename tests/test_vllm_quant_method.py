@@ -67,18 +67,23 @@ def test_synthetic_acceptance_rates_that_rise_are_refused_pair_by_pair(rates, re
         assert (line in _spec_lines(cmd, release, catalog)) is refused, release
 
 
-@pytest.mark.parametrize("ids, refused", [([1, 12, 23, 34, 45], False), ([1, 23, 12, 34, 45], True),
-                                          ([1, 12, 12, 34, 45], True)])
-def test_dspark_target_layer_ids_out_of_order_or_repeated_are_refused(ids, refused, catalog, tmp_path):
+@pytest.mark.parametrize("change, lines", [
+    ({}, {}),
+    ({"target_layer_ids": [1, 23, 12, 34, 45]}, {"0.34.0": 324, "0.33.0": 282}),  # out of order
+    ({"target_layer_ids": [1, 12, 12, 34, 45]}, {"0.34.0": 324, "0.33.0": 282}),  # repeated
+    ({"num_key_value_heads": 8}, {"0.34.0": 299, "0.33.0": 257}),  # not the thinker's 4
+])
+def test_dspark_draft_layer_ids_and_attention_shape_are_read_from_its_config_json(change, lines, catalog, tmp_path):
     """speculative.py:322-325 (0.34.0; :281-284 at 0.33.0): list(ids) != sorted(set(ids)), read as a pair that does
-    not ascend (tools/vllm_pairs.py), on the draft's own config.json (tools/vllm_draft_walk.py)."""
+    not ascend; :268-301 (:226-259): the loop over the target's / draft's attention-shape dicts, walked once per key
+    (tools/vllm_pairs.py), on the draft's own config.json (tools/vllm_draft_walk.py)."""
     import json
     from pathlib import Path
     here = Path(__file__).resolve().parent / "fixtures" / "model_configs"
     cfg = json.loads((here / "qwen3-omni-dspark-draft" / "config.json").read_text())
-    cfg["target_layer_ids"] = ids
+    cfg.update(change)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     cmd = (f"vllm serve {here / 'qwen3-omni-30b-a3b'} --speculative-config '{{\"method\": \"dspark\", \"model\": "
            f"\"{tmp_path}\", \"num_speculative_tokens\": 7}}'")
-    for release, line in (("0.34.0", 324), ("0.33.0", 282)):
-        assert (line in _spec_lines(cmd, release, catalog)) is refused, release
+    for release in ("0.34.0", "0.33.0"):
+        assert _spec_lines(cmd, release, catalog) == ([lines[release]] if lines else []), release

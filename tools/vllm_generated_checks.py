@@ -527,7 +527,8 @@ class VllmWalker(cg.Walker):
     def stmt(self, s: ast.stmt, fr: cg.Frame, pc: list[str]) -> None:
         if isinstance(s, ast.For):  # checkgen's copy of fields and loop over constants first, else per element
             self.lineno = s.lineno
-            if self.fields_copy(s, fr, pc) or self.unrolled(s, fr, pc) or vllm_loops.walk_loop(self, s, fr, pc):
+            if (self.fields_copy(s, fr, pc) or self.unrolled(s, fr, pc) or vllm_pairs.local_dict_loop(self, s, fr, pc)
+                    or vllm_loops.walk_loop(self, s, fr, pc)):
                 return
         if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
             return
@@ -704,6 +705,9 @@ class DictLit(cg.Obj):
     def lookup(self, key: str) -> cg.Expr:
         if self.mutated or self.env:
             raise cg.Untranslatable("a dict changed after it was built")
+        for k, v in self.pairs:  # a literal key (an unrolled loop's): its value, exactly
+            if key == k and key[:1] in ("'", '"'):
+                return cg.Expr(v)
         text = cg.UNK
         for k, v in reversed(self.pairs):
             text = f"({v} if {key} == {k} else {text})"
@@ -719,7 +723,9 @@ def _dict_literal(w: "VllmWalker", node: ast.Dict, fr: cg.Frame, pc: list[str]) 
             kt = w.as_text(w.value(k, fr, pc))
             # a value built by a call (quantization.py:272 ``"fp8_per_tensor": QuantizationConfigArgs(...)``) is not
             # walked here (its checks would be recorded under this path): unknown, while ``in`` still reads the keys
-            vt = cg.UNK if isinstance(v, ast.Call) else w.as_text(w.value(v, fr, pc))
+            # (the Qwen3-Omni DSpark walk reads its attention-shape dicts' getattr / helper values: vllm_pairs)
+            vt = cg.UNK if isinstance(v, ast.Call) and not getattr(w, "in_draft_walk", False) else \
+                w.as_text(w.value(v, fr, pc))
         except cg.Untranslatable:
             return None
         if not (kt.startswith(("'", '"')) or kt.lstrip("-").isdigit()):

@@ -11,6 +11,11 @@ vLLM tests that a user's list is ordered in two spellings the loop walk (tools/v
   any other length before) and not modelled (``__unknown__``) elsewhere.
 
 ``order_hook`` rewrites the node into the generator vllm_loops.element_hook translates; None for any other node.
+
+``local_dict_loop``: ``for k, v in d.items()`` over a dict literal built in the function (speculative.py:268-301 at
+0.34.0, the DSpark target's and draft's attention shapes, three literal keys) is walked once per key, k its literal
+and v its value, as checkgen unrolls a loop over a module constant, under the conditions before the loop named once
+(a let); a loop that breaks, continues, returns or has an ``else`` is left to the other readers.
 """
 from __future__ import annotations
 
@@ -121,3 +126,35 @@ def order_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
         except cg.Untranslatable:
             return None
     return None
+
+
+def local_dict_loop(w: Any, s: ast.For, fr: cg.Frame, pc: list[str]) -> bool:
+    """See the module doc; False when ``s`` is not such a loop."""
+    it = s.iter
+    if (s.orelse or not isinstance(s.target, ast.Tuple) or len(s.target.elts) != 2
+            or not isinstance(it, ast.Call) or it.args or it.keywords or not isinstance(it.func, ast.Attribute)
+            or it.func.attr != "items" or not isinstance(it.func.value, ast.Name)
+            or any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(s))):
+        return False
+    d = fr.locals.get(it.func.value.id)
+    pairs = getattr(d, "pairs", None)
+    if pairs is None or getattr(d, "mutated", True) or getattr(d, "env", None) or len(pairs) > 16:
+        return False
+    # the conditions so far, once, as a named value: each key's copy of them would pass the row length limit
+    conds = w.eff(fr, pc)
+    named = None
+    if conds and not cg.has_unknown(conds) and not any(c.startswith("<loop>") for c in conds):
+        named = w.bind(cg.conj(conds))
+    # the callers' part of the path (before fr.base) stays as long as it was, so a raise in the body still finds its
+    # own conditions after fr.base (checkgen's exit)
+    inner = ["True"] * fr.base + [named.text] if isinstance(named, cg.Expr) else pc
+    exits, fr.exits = fr.exits, ([] if isinstance(named, cg.Expr) else fr.exits)
+    try:
+        for k, v in pairs:
+            w.assign(s.target.elts[0], cg.Expr(k), fr, inner)
+            w.assign(s.target.elts[1], cg.TAINT if v == cg.UNK else cg.Expr(v), fr, inner)
+            w.run(s.body, fr, inner)
+    finally:
+        fr.exits = exits
+    return True
+
