@@ -531,8 +531,10 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
         raise NotEvaluable(why)
     isl_max = int(t.get("context_attention_isl_max") or 0)  # kg/speed/tables.yaml: the measured prompts' longest
     if isl_max and wl.isl > isl_max and not stack.model.is_mla:
-        notes.append(f"ISL {wl.isl:,} is past the longest prompt the estimator's context-attention tables measure "
-                     f"({isl_max:,} tokens): the prefill attention time is its extrapolation, not a measurement")
+        # a number outside the data's coverage is not evaluable: the prefill attention would be extrapolated
+        raise NotEvaluable(f"ISL {wl.isl:,} is past the longest prompt the estimator's context-attention tables "
+                           f"measure ({isl_max:,} tokens): its prefill attention time would be an extrapolation, "
+                           "not a measurement")
     # a scheduler that holds prompts back (kg.speed.mapping context_hold): the held decode steps, timed at the engine's
     # TPOT, are added to the TTFT after the calibration, which is fitted to what the estimator's own TTFT misses
     hold, why = mapping.context_hold(values, par, b, wl.osl) if mapping.context_hold else (0.0, "")
