@@ -145,6 +145,7 @@ def test_visible_memory_per_gpu():
     assert round(gpu_memory_bytes(cat.resolve_hardware("RTX-3090")) / 2**30, 2) == 23.58
     # the rest use the vendor figure read as GiB (no public capture sourced yet)
     assert sorted(h for h, v in mib.items() if not v) == [
-        "A10G", "A800-40GB", "GB10", "GB200", "GH200", "H100-PCIe", "H20", "H800", "L20", "MI250X",
-        "MI300X", "MI325X", "MI355X", "Quadro-RTX-8000", "RTX-4060", "RTX-5090", "RTX-PRO-6000", "V100"]
+        "A10G", "A800-40GB", "Arc-A770-16GB", "Arc-A770-8GB", "GB10", "GB200", "GH200", "H100-PCIe", "H20", "H800",
+        "L20", "MI250X", "MI300X", "MI325X", "MI355X", "Max-1550", "Quadro-RTX-8000", "RTX-4060", "RTX-5090",
+        "RTX-PRO-6000", "V100"]
     assert gpu_memory_bytes(cat.resolve_hardware("H800")) == 80 * 2**30

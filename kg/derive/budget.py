@@ -205,10 +205,11 @@ def release_default(engine: str, key: str, version: str | None,
     (catalog/engines/releases/<engine>.yaml via kg.inputs.effective.engine_default), the table ``check``
     applies to the stack; without a ``version`` the latest known release is assumed and the source says so.
     ``facts``: the stack's (kg.inputs.effective.stack_facts), which a row's ``when`` reads (vLLM 0.34.0's 1.0
-    holds only with the extensible KV cache); none: a stack that sets nothing beyond the defaults.
+    holds only with the extensible KV cache); none: a stack that sets nothing beyond the defaults, on no Intel GPU
+    (``gpu_is_xpu`` False, as kg.engines.vllm release_facts has it without a GPU).
     """
     from kg.inputs.effective import engine_default, latest_release
-    value, why = engine_default(engine, key, version, facts or {})
+    value, why = engine_default(engine, key, version, {"gpu_is_xpu": False, **(facts or {})})
     if value is None:
         return None
     if version:

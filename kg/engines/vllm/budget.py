@@ -281,11 +281,14 @@ def gpu_default_budget(model: ModelFacts, hardware: dict[str, Any], tp_size: int
     total = gpu_memory_bytes(hardware)
     if not total or total <= 0:
         raise OptkgError(f"GPU '{hardware.get('id')}' has no memory_gib in the catalog (catalog/hardware/)")
-    util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization)
+    # the release rows' when reads whether the GPU is Intel's (vLLM's XPU platform has no extensible KV cache, config/
+    # vllm.py:3200-3201 at 0.34.0), as check's stack facts give it (kg.engines.vllm release_facts)
+    xpu = str(hardware.get("vendor") or "").lower() == "intel"
+    util, util_source = resolve_utilization("vllm", engine_version, gpu_memory_utilization, facts={"gpu_is_xpu": xpu})
     mem = hardware.get("memory_gib")
     mnbt = default_max_num_batched_tokens(float(mem) if mem else None, str(hardware.get("id") or ""),
                                           hardware.get("compute_capability"), engine_version)
-    sizing = None if _before(engine_version, "0.34.0") else extensible_sizing(hardware)
+    sizing = None if xpu or _before(engine_version, "0.34.0") else extensible_sizing(hardware)
     return budget(BudgetInputs("vllm", total, util, util_source, weight_bytes_per_gpu(model, tp_size, pp_size), model,
                                tp_size, mnbt, 256 if mnbt == 2048 else 1024, engine_version=engine_version,
                                kv_sizing=sizing))
