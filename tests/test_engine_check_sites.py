@@ -849,3 +849,35 @@ def test_the_multimodal_config_gets_the_given_options_with_none_dropped(catalog)
         assert _refused_lines(vl + "--mm-shm-cache-max-object-size-mb 128", release, catalog) == []
         assert _refused_lines(text + "--mm-shm-cache-max-object-size-mb 256", release, catalog) == []
         assert _refused_lines(vl + "--mm-encoder-fp8-scale-path /tmp/scales.json", release, catalog) == [(mm, fp8)]
+
+
+def test_backend_per_kind_keys_are_the_kv_cache_kinds_of_the_release(catalog):
+    """AttentionConfig.validate_backend_per_kind_before (attention.py:300-320 at 0.34.0, :240-260 at 0.33.0) refuses
+    a --attention-config backend_per_kind key outside {kind.value for kind in KVCacheSpecKind}, the enum of
+    v1/kv_cache_interface.py (:172-182 at 0.34.0)."""
+    base = "vllm serve meta-llama/Llama-3.1-8B -ac '{\"backend_per_kind\": {\"%s\": \"FLASH_ATTN\"}}'"
+    for release, line in (("0.34.0", 316), ("0.33.0", 256)):
+        assert _refused_lines(base % "attention", release, catalog) == [("vllm/config/attention.py", line)]
+        assert _refused_lines(base % "sliding_window", release, catalog) == []
+
+
+def test_the_checkpoints_quantization_config_decides_the_quantization_vllm_checks(catalog):
+    """ModelConfig._verify_quantization (model.py:1403-1506 at 0.34.0) re-derives --quantization from the checkpoint's
+    quantization config when it has one (unknown here: the override methods are not read); without one the given
+    method stands, and a deprecated one is refused without --allow-deprecated-quantization (:1492-1506 [:1472-1486]).
+    vllm_model__quantization_config is config.json's quantization_config / compression_config (or its text_config's),
+    or a ModelOpt hf_quant_config.json beside it (kg.engines.vllm.registry.checkpoint_quantization)."""
+    import kg
+    from kg.engines.vllm.registry import checkpoint_quantization
+    facts = {m: checkpoint_quantization(kg.stack_from_command(f"vllm serve {m}", catalog))
+             for m in ("meta-llama/Llama-3.1-8B", "Qwen/Qwen3-32B-FP8", "nvidia/DeepSeek-V3.1-NVFP4")}
+    assert facts == {"meta-llama/Llama-3.1-8B": {"vllm_model__quantization_config": False},
+                     "Qwen/Qwen3-32B-FP8": {"vllm_model__quantization_config": True},
+                     "nvidia/DeepSeek-V3.1-NVFP4": {"vllm_model__quantization_config": True}}
+    for release, line in (("0.34.0", 1500), ("0.33.0", 1480)):
+        deprecated = ("vllm/config/model.py", line)
+        plain = "vllm serve meta-llama/Llama-3.1-8B --quantization fbgemm_fp8"
+        assert deprecated in _refused_lines(plain, release, catalog)
+        assert deprecated not in _refused_lines(plain + " --allow-deprecated-quantization", release, catalog)
+        assert deprecated not in _refused_lines("vllm serve Qwen/Qwen3-32B-FP8 --quantization fbgemm_fp8", release,
+                                                catalog)

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
+import vllm_model_walk  # noqa: E402
 import vllm_pairs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
@@ -69,13 +70,16 @@ MODEL_HOOKS = "vllm/model_executor/models/config.py"
 # the histogram bucket families ObservabilityConfig checks --custom-histogram-buckets against (0.34.0
 # observability.py:186, ``from vllm.v1.metrics.buckets import BUCKET_FAMILY_KEYS``)
 BUCKETS = "vllm/v1/metrics/buckets.py"
+KV_KINDS = "vllm/v1/kv_cache_interface.py"  # KVCacheSpecKind, the kinds --attention-config backend_per_kind names
+# the module config/model.py reads as ``me_quant`` (LazyLoader): its literal constants only (vllm_model_walk)
+QUANT_INIT = "vllm/model_executor/layers/quantization/__init__.py"
 
 
 def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if (name in (MODEL_HOOKS, MLA_SOURCE, BUCKETS) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
+            if (name in (MODEL_HOOKS, MLA_SOURCE, BUCKETS, KV_KINDS, QUANT_INIT) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
                     or (name.endswith(".py") and any(name.startswith(p) for p in WALKED))):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
     return out
@@ -199,6 +203,7 @@ class VllmWalker(cg.Walker):
         self.hooks.append(vllm_pairs.order_hook)  # ordered-list checks as pairs (tools/vllm_pairs.py)
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
         self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
+        self.hooks.append(vllm_model_walk.value_hook)  # {m.value for m in Enum} (tools/vllm_model_walk.py)
         self.loops: list[tuple[str, str]] = []  # the loops walked per element: (target, list)
         self.generator_depth = 0
         self.input_info: dict[str, dict[str, Any]] = {}
@@ -372,6 +377,13 @@ class VllmWalker(cg.Walker):
             fitted = self.fit(v.text)
             if fitted is not None:
                 v = cg.Expr(fitted)
+        if boolean and isinstance(v, cg.Expr) and v.text.startswith(("(", "[")) and not v.ref:
+            try:  # the truth of a literal list (Platform.supported_quantization = [] on CUDA, interface.py:1170)
+                lit = ast.literal_eval(v.text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                lit = None
+            if isinstance(lit, (tuple, list)):
+                return "True" if lit else "False"
         return super().as_text(v, boolean)
 
     def new_let(self, text: str) -> str:
@@ -897,6 +909,8 @@ def _capability_obj() -> cg.Obj:
 
 def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
     got = draft_call_hook(w, name, node, fr, pc)  # the draft's config.json (tools/vllm_draft_walk.py)
+    if got is None:
+        got = vllm_model_walk.call_hook(w, name, node, fr, pc)  # the served model's length (tools/vllm_model_walk.py)
     if got is not None:
         return got
     if name == "get_custom_speculator_config_class" and len(node.args) == 1 and w.speculator_attrs:
@@ -1649,7 +1663,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
          lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
-        if p in (MODEL_HOOKS, MLA_SOURCE) or p.startswith(SPEC_DIR):
+        if p in (MODEL_HOOKS, MLA_SOURCE, QUANT_INIT) or p.startswith(SPEC_DIR):
             continue
         try:
             modules.append(cg.read_module(p, t))
@@ -1664,6 +1678,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     w.model_hook_fields = model_hook_fields(sources.get(MODEL_HOOKS, ""))
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
+    w.lazy_constants = vllm_model_walk.literal_constants(sources.get(QUANT_INIT, ""), QUANT_INIT)
     got = speculator_effects(sources)
     w.speculator_fields = got[0] if got else None
     w.speculator_fills = frozenset(filled_when_none(sources, got[0])) if got else frozenset()

@@ -12,6 +12,8 @@ when the stack names none):
   ``--model-class-overrides`` / ``--hf-overrides`` / ``--hf-config-path``, and neither the architecture nor the
   model type is one vLLM rewrites before the lookup; a field whose class the generator could not read statically
   is left out.
+- ``vllm_model__quantization_config``: vLLM finds a quantization config in the checkpoint
+  (``checkpoint_quantization``), under the same conditions.
 - ``vllm_model_cloud_storage`` and ``vllm_model__speculators_checkpoint`` (``model_source_facts``).
 - ``vllm_architecture_refused`` (with ``vllm_architecture_text``): none of config.json's architectures is
   registered in a release without the Transformers-backend fallback, so vLLM stops with "Model architectures
@@ -138,7 +140,7 @@ def _registry_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     if given("config_format") and str(ns.get("config_format", "auto")).lower() not in ("auto", "hf"):
         return {}
     models = e.get("models") or {}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = checkpoint_quantization(stack)
     refused = (not any(a in models for a in archs) and not e.get("transformers_fallback")
                and str(ns.get("model_impl") or "auto").lower() in ("auto", "vllm"))
     out["vllm_architecture_refused"] = refused
@@ -155,6 +157,25 @@ def _registry_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     out[PREFIX + "arch"] = arch  # ModelConfig._architecture: the architecture the lookup resolved
     out.update(_arch_facts(rel, arch))
     return out
+
+
+def checkpoint_quantization(stack: Any) -> dict[str, Any]:
+    """``vllm_model__quantization_config``: vLLM finds a quantization config for the served checkpoint
+    (ModelArchConfigConvertorBase.get_quantization_config, transformers_utils/model_arch_config_convertor.py:241-292 at
+    0.34.0 and 0.33.0: config.json's ``quantization_config``, else its ``compression_config``, else the same keys of
+    ``text_config``; transformers_utils/config.py:998-1010 [:951-962] reads ``hf_quant_config.json`` when config.json
+    has no quantization_config). Left out for a checkpoint whose config.json was not read or that speculators
+    rewrites."""
+    m = getattr(stack, "model", None)
+    raw = getattr(m, "raw_config", None)
+    if not isinstance(raw, dict) or not raw or "speculators_config" in raw:
+        return {}
+
+    def has(d: Any) -> bool:
+        return isinstance(d, dict) and (d.get("quantization_config") is not None
+                                        or d.get("compression_config") is not None)
+    side = str(getattr(m, "quantization_config_source", "") or "").startswith("hf_quant_config.json")
+    return {PREFIX + "quantization_config": has(raw) or has(raw.get("text_config")) or side}
 
 
 def registered_around(version: str | None, archs: list[str]) -> bool:
