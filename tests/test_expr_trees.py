@@ -129,7 +129,7 @@ def test_every_evaluation_of_a_check_walking_the_tree_gives_what_the_closures_gi
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --max-model-len 32768", "--fail-on",
                      "never", "--explain"]) == 0
-    assert len(seen) > 300  # 371 at 78e25f1 (the rows share their lets: 606 before)
+    assert len(seen) > 200  # 284-371 at 78e25f1 (the rows share their lets: 606 before)
     outcomes = set()
     for text, facts, functions in seen:
         fns, names = expr._merged(functions)
