@@ -44,6 +44,7 @@ CHUNK = 40
 MAX_PROPS = 250
 MEMO_MAX = 4096  # remembered matches per compiled ruleset (bounded memory for a long process)
 KEEP_MAX = 8  # answers of ``match`` one process adds to the cache per compiled ruleset
+KEEP_MATCHES = True  # False: ``match`` neither reads nor keeps answers (tests/bench/pipeline.py times durable-rules)
 KEPT_FORMAT = 1  # bump when what a kept answer holds changes
 
 
@@ -214,11 +215,12 @@ class CompiledRules:
         process (a sweep matches through ``match_indices``, whose in-process memo serves it).
         """
         found = None
-        if self.content is not None:
+        keep = self.content is not None and KEEP_MATCHES
+        if keep:
             found = self._kept_matches(facts)
         if found is None:
             found = self.match_indices(facts)
-            if self.content is not None and self._kept < KEEP_MAX:
+            if keep and self._kept < KEEP_MAX:
                 self._kept += 1
                 self._keep(facts, found)
         return [(rid, [dict(facts[i]) for i in ix]) for rid, ix in found]

@@ -23,6 +23,8 @@ def main(root: Path) -> dict:
     from kg.inputs.stack import stack_from_mapping
 
     t_import = time.perf_counter()
+    from kg.engine import durable
+    durable.KEEP_MATCHES = False  # durable-rules matches every run too: no rule matches kept by content
     cat, problems = load_catalog(root / "catalog", use_cache=False)
     if problems:
         raise SystemExit(f"{root}: {len(problems)} catalog problem(s), first: {problems[0].one_line()}")
