@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
+import vllm_enums  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
 import vllm_model_walk  # noqa: E402
@@ -98,18 +99,28 @@ def model_hook_fields(text: str) -> dict[str, set[str]]:
     """attribute -> the sub-configs (HOOK_SUBCONFIGS) the per-architecture hooks assign it on, or {"*"} when some
     assignment's base is not one of them (a local read from one counts as it: ``attn_config =
     vllm_config.attention_config``); model_hook_attrs is the key set."""
+    return _assigned(ast.parse(text)) if text else {}
+
+
+def _assigned(node: ast.AST) -> dict[str, set[str]]:
+    """model_hook_fields over one class or function: attribute -> the sub-configs it is assigned on; a method called
+    on a config object's field that changes it in place (``custom_ops.append``) counts as assigning that field."""
     out: dict[str, set[str]] = {}
-    tree = ast.parse(text) if text else None
     alias: dict[str, str] = {}
-    for n in ast.walk(tree) if tree else ():
+    for n in ast.walk(node):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             last = ast.unparse(n.value).split(".")[-1]
             alias[n.targets[0].id] = last if last in HOOK_SUBCONFIGS else "*"
-    for n in ast.walk(tree) if tree else ():
+    for n in ast.walk(node):
         targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign,
                                                                                              ast.AnnAssign)) else []
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Attribute)
+                and n.func.attr in ("append", "extend", "insert", "remove", "pop", "update", "setdefault", "clear")):
+            targets = [n.func.value]
         for t in targets:
-            if isinstance(t, ast.Attribute) and re.search(r"config\b", ast.unparse(t.value)):
+            # ``compilation = vllm_config.compilation_config; compilation.cudagraph_mode = ...`` (config.py:466-476)
+            if isinstance(t, ast.Attribute) and (re.search(r"config\b", ast.unparse(t.value)) or (
+                    isinstance(t.value, ast.Name) and alias.get(t.value.id, "*") != "*")):
                 base = ast.unparse(t.value).split(".")[-1]
                 base = base if base in HOOK_SUBCONFIGS else alias.get(base, "*") if base.isidentifier() else "*"
                 out.setdefault(t.attr, set()).add(base)
@@ -119,21 +130,98 @@ def model_hook_fields(text: str) -> dict[str, set[str]]:
     return out
 
 
+def model_hook_classes(text: str) -> tuple[dict[str, str], dict[str, set[str] | None]]:
+    """(architecture -> its hook class in ``MODELS_CONFIG_MAP``, hook class -> the attributes it may assign, None for
+    a class that calls a method of a config object the walk cannot read, which may change anything): a class's are
+    its own (every method), its bases' in the module, and those of the module's classes and functions it names."""
+    tree = ast.parse(text) if text else ast.Module([], [])
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    arch: dict[str, str] = {}
+    for n in tree.body:
+        target = n.target if isinstance(n, ast.AnnAssign) else n.targets[0] if isinstance(n, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == "MODELS_CONFIG_MAP" and isinstance(n.value, ast.Dict):
+            for k, v in zip(n.value.keys, n.value.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Name):
+                    arch[k.value] = v.id
+    own: dict[str, set[str] | None] = {}
+    refs: dict[str, set[str]] = {}
+    for name, d in defs.items():
+        own[name] = set(_assigned(d))
+        refs[name] = {n.id for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in defs and n.id != name}
+        for n in ast.walk(d):
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and re.search(r"config\b", ast.unparse(n.func.value))
+                    and n.func.attr not in ("append", "extend", "insert", "remove", "pop", "update", "setdefault",
+                                            "clear", "get", "values", "keys", "items", "get_text_config",
+                                            "startswith", "endswith", "lower", "upper")):
+                own[name] = None  # set_dcp_defaults, resolve_indexer_logits_dtype ...: not read here
+                break
+    out: dict[str, set[str] | None] = {}
+    for name in defs:
+        seen, todo, acc = set(), [name], set()
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            if own[c] is None:
+                acc = None
+                break
+            acc |= own[c]
+            todo += sorted(refs[c])
+        out[name] = acc
+    return arch, out
+
+
+def hook_condition(w: "VllmWalker", root: cg.Obj, hybrid: bool, pc: list[str]) -> Any:
+    """name -> the condition under which the architecture hooks (try_verify_and_update_config, vllm.py:2816-2852 at
+    0.34.0; ModelConfig._try_verify_and_update_model_config, model.py:1525-1540) may assign it: the served
+    architecture (``vllm_model__arch``, given only for a registered one, which _normalize_arch keeps) is one whose
+    MODELS_CONFIG_MAP class assigns it, or (VllmConfig's) the model is hybrid and HybridAttentionMambaModelConfig does;
+    None (unknown everywhere) where that cannot be told."""
+    mc = root if root.cls == "ModelConfig" else None
+    if mc is None:
+        try:
+            got = w.get_attr(root, "model_config", pc)
+        except cg.Untranslatable:
+            got = None
+        mc = got if isinstance(got, cg.Obj) and got.cls == "ModelConfig" else None
+    if mc is None or not served_model_config(w, mc) or w.hook_classes is None:
+        return None
+    arch_map, fields = w.hook_classes
+    try:
+        arch = w.as_text(w.get_attr(mc, "_architecture", pc))
+    except cg.Untranslatable:
+        return None
+    is_hybrid = None
+    if hybrid:
+        try:
+            is_hybrid = w.as_text(w.get_attr(mc, "is_hybrid", pc), True)
+        except cg.Untranslatable:
+            is_hybrid = None
+
+    def cond(name: str) -> str | None:
+        if any(fields.get(c) is None for c in set(arch_map.values())):
+            opaque = sorted(a for a, c in arch_map.items() if fields.get(c) is None)
+        else:
+            opaque = []
+        archs = sorted(set(opaque) | {a for a, c in arch_map.items() if fields.get(c) and name in fields[c]})
+        parts = [f"{arch} in {tuple(archs)!r}"] if archs else []
+        hy = fields.get("HybridAttentionMambaModelConfig")
+        if hybrid and (hy is None or name in hy):
+            if is_hybrid is None or cg.is_unknown(is_hybrid):
+                return None
+            parts.append(is_hybrid)
+        return "(" + " or ".join(parts) + ")" if parts else "False"
+    return cond
+
+
 def model_hook_attrs(text: str) -> set[str]:
     """Every attribute name the per-architecture config hooks assign on a config object (``cache_config.X = ``,
-    ``vllm_config.attention_config.X = ``, ``setattr(..., 'X', ...)``): the walk does not follow those hooks
-    (they are chosen by the architecture at run time), so each such field is unknown after them."""
-    out: set[str] = set()
-    for n in ast.walk(ast.parse(text)) if text else ():
-        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign,
-                                                                                             ast.AnnAssign)) else []
-        for t in targets:
-            if isinstance(t, ast.Attribute) and re.search(r"config\b", ast.unparse(t.value)):
-                out.add(t.attr)
-        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) == 3
-                and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)):
-            out.add(n.args[1].value)
-    return out
+    ``vllm_config.attention_config.X = ``, ``setattr(..., 'X', ...)``, ``X.append(...)``): the walk does not follow
+    those hooks (they are chosen by the architecture at run time), so each such field is unknown after them where
+    the served architecture's hook may assign it (hook_condition)."""
+    return set(model_hook_fields(text))
 
 
 # calls the walk does not follow that read the config objects they are handed and change none of them (read at
@@ -224,6 +312,9 @@ class VllmWalker(cg.Walker):
     speculator_fills: frozenset[str] = frozenset()  # of those, the ones only ever filled in where None
     speculator_attrs: dict[str, dict[str, Any]] | None = None  # method -> class attributes (speculator_class_attrs)
     deepseek_mla_types: list[str] = []
+    named_enums: dict[str, Any] = {}  # class -> vllm_enums.NamedEnum
+    hook_classes: tuple[dict[str, str], dict[str, set[str] | None]] | None = None  # model_hook_classes
+    presence_envs: frozenset[str] = frozenset()  # env_presence
     in_create_model_config = 0
     in_draft_walk = False
 
@@ -258,7 +349,9 @@ class VllmWalker(cg.Walker):
             except cg.Untranslatable:
                 root = None
             if isinstance(root, cg.Obj):
-                self.forget_fields(root, self.model_hook_attrs)
+                hybrid = node.func.attr == "try_verify_and_update_config"  # vllm.py:2846-2847 at 0.34.0
+                self.forget_fields(root, self.model_hook_attrs, hook_condition(self, root, hybrid, pc),
+                                   self.eff(fr, pc))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
                 and len(node.args) == 3 and self.const_str(node.args[1], fr, pc) is None):
             # setattr with a name the walk cannot tell (checkgen only counts it): any field of the object may
@@ -312,9 +405,11 @@ class VllmWalker(cg.Walker):
             return
         super().forget_all(obj, why, conds, seen)
 
-    def forget_fields(self, root: cg.Obj, names: set[str]) -> None:
+    def forget_fields(self, root: cg.Obj, names: set[str], cond_of: Any = None, conds: list[str] | None = None
+                      ) -> None:
         """Fields ``names`` of ``root`` and of every config object it holds (two levels: vllm_config.X_config,
-        model_config.hf_config) become unknown."""
+        model_config.hf_config) become unknown: where ``cond_of(name)`` (hook_condition) holds when it gives one,
+        everywhere else."""
         seen: dict[tuple[int, str], cg.Obj] = {}  # held, so that no id is reused while the walk lasts
         todo: list[tuple[cg.Obj, int, str]] = [(root, 0, "")]
         where = self.model_hook_fields or {}
@@ -327,7 +422,12 @@ class VllmWalker(cg.Walker):
                 bases = where.get(n, {"*"})
                 # a field a hook assigns only on named sub-configs changes on those only (model_hook_fields)
                 if "*" in bases or via in bases or (via == "" and obj.cls == "ModelConfig" and "model_config" in bases):
-                    obj.env[n] = cg.TAINT
+                    cond = cond_of(n) if cond_of is not None else None
+                    known = n in obj.env or n in ((self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {})
+                    if cond is None or not known:  # a name no field of this object has: as before
+                        obj.env[n] = cg.TAINT
+                    elif cond != "False":
+                        self.set_attr(obj, n, cg.Expr(cg.UNK), (conds or []) + [cond])
             if depth >= 2:
                 continue
             fields = (self.dataclass_fields(obj.cls, obj.path) or {}) if obj.cls else {}
@@ -443,6 +543,11 @@ class VllmWalker(cg.Walker):
                 out[s.target.id] = (field_default_node(s.value), path)
         return out
 
+    def named_enum_field(self, cls: str, field: str, path: str | None) -> bool:
+        """``cls.field`` is annotated with an enum vllm_enums holds by name (CUDAGraphMode)."""
+        ann = field_annotations(self, cls, path).get(field)
+        return ann is not None and any(isinstance(n, ast.Name) and n.id in self.named_enums for n in ast.walk(ann))
+
     def new_dataclass(self, cls: str, given: dict[str, Any], spread: list[cg.Obj], pc: list[str],
                       path: str | None = None) -> cg.Obj:
         fields = self.dataclass_fields(cls, path) or {}
@@ -474,6 +579,11 @@ class VllmWalker(cg.Walker):
                     got = cg.TAINT
                 if json_key is None:
                     given[f] = got if isinstance(got, (cg.Expr, cg.Obj)) else cg.TAINT
+                elif isinstance(got, cg.Expr) and self.named_enum_field(cls, f, hit[1]):
+                    # a member name of an enum held by name (tools/vllm_enums.py: -cc cudagraph_mode, whose input stays
+                    # the string optkg reads): the member the validator gives (CUDAGraphMode[value.upper()],
+                    # compilation.py:1023-1029 at 0.34.0)
+                    json_key.env[f] = got
         served = cls == "ModelConfig" and self.in_create_model_config > 0
         obj = super().new_dataclass(cls, given, spread, pc, path, env={SERVED: True} if served else None)
         if hit is not None:
@@ -850,11 +960,27 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in fr.locals
             and w.modules.get(fr.path) is not None and w.modules[fr.path].imports.get(node.value.id) == "vllm.envs"):
         # an environment variable: an input of its own name when vllm/envs.py gives its default, else not modelled
+        eq = env_equals(w, node.attr) if node.attr in w.presence_envs and node.attr not in w.env else None
+        if eq is not None:  # ``os.environ.get(X, "0") == "1"`` (envs.py:821-823 at 0.34.0): the raw string, unset None
+            w.inputs.add(node.attr)
+            w.input_info[node.attr] = {"kind": "env", "default": NONE}
+            return cg.Expr(f"({node.attr} == {eq[1]!r})" if eq[0] != eq[1] else f"({node.attr} in ({eq[1]!r}, {NONE!r}))")
         if node.attr in w.env and node.attr.startswith("VLLM_"):  # CUDA_VISIBLE_DEVICES, LOCAL_RANK: the process's
             w.inputs.add(node.attr)
+            if node.attr in w.presence_envs:  # unset is its own value (env_presence): envs.py's default there
+                w.input_info[node.attr] = {"kind": "env", "default": NONE, "like": w.env[node.attr]}
+                return cg.Expr(f"({node.attr} if {node.attr} != {NONE!r} else {w.env[node.attr]!r})")
             w.input_info.setdefault(node.attr, {"kind": "env", "default": w.env[node.attr]})
             return cg.Expr(node.attr)
         return cg.TAINT
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(node.left, ast.Constant) and node.left.value in w.presence_envs
+            and ast.unparse(node.comparators[0]) == "os.environ"):
+        # ``"VLLM_USE_BREAKABLE_CUDAGRAPH" in os.environ`` (vllm.py:811 at 0.34.0): whether the command sets it
+        env = str(node.left.value)
+        w.inputs.add(env)
+        w.input_info[env] = {"kind": "env", "default": NONE, **({"like": w.env[env]} if env in w.env else {})}
+        return cg.Expr(f"({env} {'!=' if isinstance(node.ops[0], ast.In) else '=='} {NONE!r})")
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return _call_hook(w, node.func.id, node, fr, pc)
@@ -891,6 +1017,9 @@ def _hook(w: VllmWalker, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
         if attr == "get_device_capability":
             return _capability_obj()
         return None
+    got = vllm_enums.method_call(w, attr, node, fr, pc)  # CUDAGraphMode.has_full_cudagraphs() ... (tools/vllm_enums.py)
+    if got is not None:
+        return got
     return _call_hook(w, attr, node, fr, pc)
 
 
@@ -965,14 +1094,19 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         return None
     if name == "_apply_optimization_level_defaults" and isinstance(node.func, ast.Attribute):
         # VllmConfig.__post_init__ fills every field the optimization-level tables (OPTIMIZATION_LEVEL_0n in
-        # config/vllm.py) name, where still None, through a recursive setattr the walk cannot follow: each such
-        # field is unknown from here on
+        # config/vllm.py) name, where still None (_set_config_default, vllm.py:985-999 at 0.34.0), with the level's
+        # value: a literal or constant there (optimization_level_values), unknown where the table gives a function
+        # of the config; a field whose current value the walk does not know is unknown from here on
         try:
             root = w.value(node.func.value, fr, pc)
         except cg.Untranslatable:
             return None
         if isinstance(root, cg.Obj):
-            for keys in optimization_level_fields(w):
+            try:
+                level = w.as_text(w.get_attr(root, "optimization_level", pc))
+            except cg.Untranslatable:
+                level = None
+            for keys, by_level in optimization_level_values(w, pc).items():
                 obj: Any = root
                 for k in keys[:-1]:
                     try:
@@ -982,7 +1116,7 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
                     if not isinstance(obj, cg.Obj):
                         break
                 if isinstance(obj, cg.Obj):
-                    obj.env[keys[-1]] = cg.TAINT
+                    _set_level_default(w, obj, keys[-1], level, by_level, w.eff(fr, pc))
             return cg.Expr(repr(NONE))
         return None
     if name == "deepcopy" and len(node.args) == 1 and ast.unparse(node.func) in ("copy.deepcopy", "deepcopy"):
@@ -1032,6 +1166,27 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         except cg.Untranslatable:
             return None
         return cg.Expr(f"({kv} if {kv} != 'auto' else {cg.UNK})")
+    if (name == "get" and ast.unparse(node.func) == "os.environ.get" and 1 <= len(node.args) <= 2 and not node.keywords
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, (str, type(None))) for a in node.args)
+            and node.args[0].value in w.env and node.args[0].value in w.presence_envs):
+        # a raw read of a variable vllm/envs.py also defines (``os.environ.get("VLLM_WORKER_MULTIPROC_METHOD")``,
+        # vllm.py:1678 at 0.34.0): its input is '__none__' when unset (env_presence), the call's default there
+        env = str(node.args[0].value)
+        dflt = node.args[1].value if len(node.args) == 2 else None
+        w.inputs.add(env)
+        w.input_info[env] = {"kind": "env", "default": NONE, "like": w.env[env]}
+        return cg.Expr(env if dflt is None else f"({env} if {env} != {NONE!r} else {dflt!r})")
+    if (name == "get" and ast.unparse(node.func) == "os.environ.get" and 1 <= len(node.args) <= 2 and not node.keywords
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, (str, type(None))) for a in node.args)
+            and node.args[0].value not in w.env):
+        # a process environment variable vllm/envs.py does not define (``os.environ.get("TORCH_COMPILE_DISABLE")``,
+        # vllm.py:1717 at 0.34.0): an input of its own name, the call's default (None) when unset; one envs.py
+        # defines is read there with envs.py's default, which a raw read does not share
+        env = str(node.args[0].value)
+        dflt = node.args[1].value if len(node.args) == 2 else None
+        w.inputs.add(env)
+        w.input_info.setdefault(env, {"kind": "env", "default": NONE if dflt is None else dflt})
+        return cg.Expr(env)
     if name == "get_args" and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
         # typing.get_args of a module-level Literal alias (config/kv_transfer.py:13 ``KVRole = Literal[KVProducer,
         # KVConsumer]``): its values, nested aliases flattened as typing does
@@ -1299,6 +1454,75 @@ def init_false_fields(w: VllmWalker, cls: str) -> set[str]:
                 and any(k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False
                         for k in st.value.keywords)):
             out.add(st.target.id)
+    return out
+
+
+def _set_level_default(w: VllmWalker, obj: cg.Obj, attr: str, level: str | None, by_level: dict[int, str],
+                       conds: list[str]) -> None:
+    """``obj.attr``, where still None, becomes the value the table of optimization level ``level`` gives
+    (``by_level``: level -> value text, ``__unknown__`` for a function of the config)."""
+    try:
+        cur = w.get_attr(obj, attr)
+    except cg.Untranslatable:
+        cur = cg.TAINT
+    if level is None or not isinstance(cur, cg.Expr) or cur.ref:
+        obj.env[attr] = cg.TAINT
+        return
+    if cur.text != repr(NONE) and not cg.free_names(cur.text) and cur.text != cg.UNK:
+        return  # a literal other than None: kept
+    texts = set(by_level.values())
+    new = next(iter(texts)) if len(texts) == 1 else cg.UNK
+    if len(texts) > 1:
+        for lv, t in sorted(by_level.items(), reverse=True):
+            new = f"({t} if {level} == {lv} else {new})"
+    cond = [] if cur.text == repr(NONE) else [f"({cur.text} == {NONE!r})"]
+    w.set_attr(obj, attr, w.bind(new), conds + cond)
+
+
+def optimization_level_values(w: VllmWalker, pc: list[str]) -> dict[tuple[str, ...], dict[int, str]]:
+    """attribute path -> {optimization level: the value text its table gives}, from ``OPTIMIZATION_LEVEL_TO_CONFIG``
+    (config/vllm.py:373-378 at 0.34.0: OptimizationLevel.On -> OPTIMIZATION_LEVEL_0n); a value that is a function of
+    the config (``enable_norm_fusion``, called by _set_config_default) or not a literal is ``__unknown__``; a path some
+    level's table does not give is unknown on that level."""
+    path = "vllm/config/vllm.py"
+    m = w.modules.get(path)
+    tables: dict[str, ast.Dict] = {}
+    levels: dict[int, str] = {}
+    for n in (m.tree.body if m else []):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                and isinstance(n.value, ast.Dict)):
+            continue
+        if re.fullmatch(r"OPTIMIZATION_LEVEL_\d+", n.targets[0].id):
+            tables[n.targets[0].id] = n.value
+        elif n.targets[0].id == "OPTIMIZATION_LEVEL_TO_CONFIG":
+            for k, v in zip(n.value.keys, n.value.values):
+                lv = w.enums.get(ast.unparse(k)) if k is not None else None
+                if isinstance(lv, int) and isinstance(v, ast.Name):
+                    levels[lv] = v.id
+    out: dict[tuple[str, ...], dict[int, str]] = {}
+
+    def leaves(d: ast.Dict, prefix: tuple[str, ...], lv: int) -> None:
+        for k, v in zip(d.keys, d.values):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                continue
+            if isinstance(v, ast.Dict):
+                leaves(v, prefix + (k.value,), lv)
+                continue
+            text = cg.UNK
+            if not (isinstance(v, ast.Name) and m is not None and v.id in m.functions):
+                try:
+                    got = w.value(v, cg.Frame(path, {}), pc)
+                    text = got.text if isinstance(got, cg.Expr) and not got.ref else cg.UNK
+                except cg.Untranslatable:
+                    pass
+            out.setdefault(prefix + (k.value,), {})[lv] = text
+    for lv, name in levels.items():
+        if name in tables:
+            leaves(tables[name], (), lv)
+    for keys in optimization_level_fields(w):  # a path no level's table gives a known value for stays unknown
+        by = out.setdefault(keys, {})
+        for lv in levels:
+            by.setdefault(lv, cg.UNK)
     return out
 
 
@@ -1673,10 +1897,15 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
         m.constants.update(set_constants(m))
         m.constants.update(annotated_constants(m))
     w = VllmWalker(modules, platform, lets)
+    w.named_enums = vllm_enums.named_enums(modules)  # CUDAGraphMode's tuple members by name (tools/vllm_enums.py)
+    for e in w.named_enums.values():
+        w.enums.update({f"{e.name}.{k}": v for k, v in e.values.items()})
     for m in modules:
         m.constants.update(literal_list_constants(w, m))
     w.model_hook_attrs = model_hook_attrs(sources.get(MODEL_HOOKS, ""))
     w.model_hook_fields = model_hook_fields(sources.get(MODEL_HOOKS, ""))
+    w.hook_classes = model_hook_classes(sources.get(MODEL_HOOKS, ""))
+    w.presence_envs = env_presence(modules, w.env)
     w.deepseek_mla_types = deepseek_mla_types(sources.get(MLA_SOURCE, ""))
     w.lazy_constants = vllm_model_walk.literal_constants(sources.get(QUANT_INIT, ""), QUANT_INIT)
     got = speculator_effects(sources)
@@ -1693,6 +1922,38 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
     draft_walk(w, args)  # the Qwen3-Omni DSpark checks over the draft's config.json (tools/vllm_draft_walk.py)
     return w
+
+
+def env_equals(w: "VllmWalker", name: str) -> tuple[str, str] | None:
+    """(default, wanted) where vllm/envs.py reads ``name`` as ``os.environ.get(name, default) == wanted``."""
+    m = w.modules.get("vllm/envs.py")
+    for n in ast.walk(m.tree) if m else ():
+        if (isinstance(n, ast.Dict)):
+            for k, v in zip(n.keys, n.values):
+                b = v.body if isinstance(v, ast.Lambda) else None
+                if (isinstance(k, ast.Constant) and k.value == name and isinstance(b, ast.Compare) and len(b.ops) == 1
+                        and isinstance(b.ops[0], ast.Eq) and isinstance(b.comparators[0], ast.Constant)
+                        and isinstance(b.left, ast.Call) and ast.unparse(b.left.func) in ("os.getenv", "os.environ.get")
+                        and len(b.left.args) == 2 and all(isinstance(a, ast.Constant) for a in b.left.args)
+                        and b.left.args[0].value == name and isinstance(b.left.args[1].value, str)
+                        and isinstance(b.comparators[0].value, str)):
+                    return b.left.args[1].value, b.comparators[0].value
+    return None
+
+
+def env_presence(modules: list[cg.Module], env: dict[str, Any]) -> frozenset[str]:
+    """Environment variables the walked code tests for being set (``"X" in os.environ``): their input is
+    ``'__none__'`` when the command does not set them, and a read through vllm.envs is envs.py's default there."""
+    tested = {str(n.left.value) for m in modules for n in ast.walk(m.tree)
+              if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn))
+              and isinstance(n.left, ast.Constant) and isinstance(n.left.value, str)
+              and ast.unparse(n.comparators[0]) == "os.environ"}
+    # a raw ``os.environ.get("X")`` outside vllm/envs.py of a string variable envs.py defines: None when unset, which
+    # envs.py's default hides (a boolean one is compared as the raw string: not read)
+    raw = {str(n.args[0].value) for m in modules if m.path != "vllm/envs.py" for n in ast.walk(m.tree)
+           if isinstance(n, ast.Call) and ast.unparse(n.func) == "os.environ.get" and n.args
+           and isinstance(n.args[0], ast.Constant) and isinstance(env.get(n.args[0].value), str)}
+    return frozenset(tested | raw)
 
 
 def literal_list_constants(w: "VllmWalker", m: cg.Module) -> dict[str, tuple]:
@@ -1922,6 +2183,8 @@ def enum_names(w: VllmWalker, ann: ast.AST | None) -> dict[str, Any]:
         if isinstance(n, ast.Name):
             got = {k.split(".", 1)[1]: v for k, v in w.enums.items() if k.split(".", 1)[0] == n.id}
             hit = w.find_class(n.id, None)
+            if n.id in w.named_enums:  # a member held by its name (tools/vllm_enums.py): the option stays a string
+                return {}
             if got and hit and any("Enum" in ast.unparse(b) for b in hit[0].bases):
                 members = {st.targets[0].id for st in hit[0].body if isinstance(st, ast.Assign)
                            and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
@@ -2119,7 +2382,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
                 entry["names"] = names_
         elif i["kind"] == "env":
             entry["env"] = raw
-            entry["type"] = {bool: "boolean", int: "integer", float: "number"}.get(type(dflt), "string")
+            entry["type"] = {bool: "boolean", int: "integer", float: "number"}.get(type(i.get("like", dflt)), "string")
         else:
             top, _, rest = raw.partition("__")
             entry["options"] = opts.get(top, [])
@@ -2134,6 +2397,9 @@ def generate_release(wheel: Path) -> dict[str, Any]:
         inputs[fact] = entry
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     never: dict[tuple[str, int], str] = {}
+    # the platforms' conditions joined (combine) may be over the cost limits each was fitted to: fitted again (its
+    # largest parts named as lets), None where that cannot be done
+    joined = {key: w0.fit(combine(by)) for key, by in per.items() if by}
     # named long values over optkg's fact names
     let_table = {n: lower_literals(cg.substitute(e, names)) for n, e in shared}
     firing = ValueFiring(let_table)  # by the values a row's parts can take (tools/row_firing.py)
@@ -2144,8 +2410,8 @@ def generate_release(wheel: Path) -> dict[str, Any]:
                 never[key] = ("holds on no GPU optkg knows: its condition is false on CUDA, ROCm and Intel XPU "
                               "(a CPU / TPU / out-of-tree platform check)")
             continue
-        expr = lower_literals(cg.substitute(combine(by), names))
-        if len(expr) > EXPR_LIMIT:  # the two platforms' conditions together are over optkg's expression limit
+        expr = lower_literals(cg.substitute(joined[key] or combine(by), names))
+        if len(expr) > EXPR_LIMIT or joined[key] is None:  # the platforms' conditions together are over the limits
             why[key] = f"its condition is {len(expr):,} characters, over optkg's expression limit"
             continue
         if not firing.fires(expr):

@@ -636,6 +636,7 @@ def model_config_keys(stack: Any, given: Any, ns: dict[str, Any]) -> dict[str, A
         return {}
     if given("config_format") and str(ns.get("config_format", "auto")).lower() not in ("auto", "hf"):
         return {}
+    from kg.analyses.configdefaults import class_default
     from kg.frameworks.checkrows import NONE
 
     def keys(prefix: str, d: dict[str, Any]) -> dict[str, Any]:
@@ -645,6 +646,11 @@ def model_config_keys(stack: Any, given: Any, ns: dict[str, Any]) -> dict[str, A
     text = raw if not subs else raw["text_config"] if subs == ["text_config"] else None
     if text is not None:
         out.update(keys("hf_text__", text))
+    remote = isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]  # its own config class
+    for prefix, d in (("hf__", raw), ("hf_text__", text)):  # a key the file leaves out: the class default
+        got = None if remote or d is None else class_default("is_encoder_decoder", d.get("model_type"))
+        if got is not None:
+            out.setdefault(f"{prefix}is_encoder_decoder", got)
     return out
 
 
