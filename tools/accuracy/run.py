@@ -93,6 +93,7 @@ FACT_SOURCES = ("kg/derive/__init__.py", "kg/derive/budget.py", "kg/derive/draft
                 "kg/engines/sglang/memfrac.py", "kg/engines/sglang/dcp.py", "kg/analyses/weightfacts.py",
                 "kg/analyses/checkpointfacts.py", "kg/analyses/stackfacts.py", "kg/inputs/modelcfg.py",
                 "kg/inputs/effective.py",  # the effective settings (running cap, prefill budget) Speed reads
+                "catalog/engines/releases/{vllm,sglang,trtllm}.yaml",  # ... and the release defaults they apply
                 "kg/knowledge/vocabulary.py", "catalog/engines/{vllm,sglang,trtllm}.yaml",
                 "catalog/support/vllm-attention-backends.yaml",  # the backend, and so the KV dtype / block, vLLM picks
                 # the GPUs the estimator times (kg/speed/tables.yaml systems)
