@@ -69,12 +69,13 @@ def test_every_dataclass_has_a_docstring():
     assert missing == []
 
 
-def test_a_warm_optkg_check_keeps_inspect_deferred_and_loads_no_zipfile_difflib_or_durable_rules():
+def test_a_warm_optkg_check_keeps_inspect_deferred_and_loads_no_zipfile_difflib_yaml_or_durable_rules():
     """durable-rules asks ``inspect.ismethod`` of each action it registers: the stand-in answers it (kg.cli); the
     wheel reader (zipfile) and the "did you mean" matcher (difflib) are loaded only when used; a warm check of an
-    unchanged stack reads its rule matches from the cache (kg.engine.durable): no durable-rules, no logging."""
+    unchanged stack reads its rule matches from the cache (kg.engine.durable): no durable-rules, no logging; and
+    every shipped table it reads (the transformers class defaults too) from the content-keyed cache: no PyYAML."""
     code = ("import sys; from kg.cli import main; rc = main(['check', 'examples/qwen3-235b-tp8.yaml', '--fail-on', "
-            "'never']); print(rc, sorted(m for m in sys.modules if m in ('zipfile', 'difflib', 'dis', 'durable', 'logging')), "
+            "'never']); print(rc, sorted(m for m in sys.modules if m in ('zipfile', 'difflib', 'dis', 'durable', 'logging', 'yaml')), "
             "type(sys.modules['inspect']).__name__)")
     for _ in range(2):  # the first run may fill this session's cache, the second reads it
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout

@@ -11,10 +11,17 @@ from typing import Any
 @lru_cache(maxsize=4)
 def class_defaults(key: str) -> dict[str, bool]:
     """model_type -> the class default of ``key``; a model type the table lacks (remote code) is not in it."""
+    from kg.core.cache import built_from
     from kg.core.paths import catalog_dir
-    from kg.core.yamlio import load_yaml
     f = catalog_dir() / "models" / "defaults" / f"{key}.yaml"
-    data = load_yaml(f).data if f.exists() else {}
+    if not f.exists():
+        return {}
+
+    def build():
+        from kg.core.yamlio import load_yaml
+        return load_yaml(f).data or {}
+    # served from the content-keyed cache, as the other shipped tables a check reads: a warm check imports no PyYAML
+    data = built_from(f"model-class-defaults-{key}", [f], build)
     return {str(k): v for k_, v in (("default_true", True), ("default_false", False)) for k in (data.get(k_) or {})}
 
 
