@@ -32,6 +32,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_budget_gib": ("number", "KV-cache memory per GPU, GiB (as logged by the engine); overrides the estimate"),
     "max_model_len_auto": ("boolean", "vLLM --max-model-len auto / -1 (from 0.14.0): the engine sets max_model_len to the longest that fits in the KV memory"),
     "kv_cache_memory_bytes": ("integer", "vLLM --kv-cache-memory-bytes: the KV-cache memory per GPU, bytes (the memory profile and gpu_memory_utilization are skipped)"),
+    "max_total_tokens": ("integer", "SGLang --max-total-tokens: the KV pool's tokens per scheduler, at most (min with the profiled pool)"),
     "num_gpu_blocks_override": ("integer", "vLLM --num-gpu-blocks-override: the GPU KV-cache block count, replacing the one from the budget"),
     "kv_num_blocks": ("integer", "GPU KV-cache blocks (vLLM V0 '# GPU blocks', as logged); overrides the count from the budget"),
     "enforce_eager": ("boolean", "disable CUDA graphs"),

@@ -106,6 +106,7 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                 ("hybrid KV-cache manager (vLLM)", "kv_hybrid_manager"),
                 ("blocks per request at max_model_len", "kv_blocks_per_request"),
                 ("KV tokens per GPU", "kv_tokens_per_gpu"),
+                ("--max-total-tokens (SGLang)", "kv_max_total_tokens"),
                 ("SGLang SWA-pool tokens per GPU", "kv_sglang_swa_pool_tokens"),
                 ("SGLang pools' layers", "kv_sglang_pool_layers"),
                 ("SGLang Mamba state per request (bytes)", "kv_sglang_mamba_state_bytes_per_request"),

@@ -9,7 +9,47 @@ from kg.core.errors import OptkgError
 def sglang_capacity(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
     """SGLang's pools (kg.engines.sglang.pools): a hybrid sliding-window model gets a full pool of
     ``budget // (full layers' bytes + ratio x sliding layers' bytes)`` tokens and an SWA pool of ratio x that;
-    the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool)."""
+    the capacity then counts full-pool tokens. Other models keep ``cap`` (SGLang's default pool). Then
+    ``--max-total-tokens`` caps the pool (``max_total_tokens_cap``)."""
+    return max_total_tokens_cap(_pools(cap, derived, m, attn_tp, budget, ns, kvdt), derived, ns)
+
+
+def max_total_tokens_cap(cap, derived: dict[str, Any], ns: dict[str, Any]):
+    """``--max-total-tokens N``: the pool holds ``min(profiled, N)`` tokens, floored to whole pages; a larger N is
+    ignored with a warning ("max_total_tokens=N is larger than the profiled value ... Use the profiled value
+    instead"). sglang 0.5.23 mem_cache/kv_cache_configurator.py:3090-3106 (``_apply_token_constraints``) and
+    :3212-3227 (the pools re-derived from the capped count); the same in 0.5.5 model_executor/model_runner.py:
+    1598-1611. A hybrid model's SWA / Mamba pools are re-derived from the capped count: optkg keeps their sizes
+    from the budget and says so."""
+    from dataclasses import replace
+    n = ns.get("max_total_tokens")
+    if n is None or cap.kv_tokens_per_gpu is None:
+        return cap
+    n = int(n)
+    page = int(ns.get("block_size") or 1)
+    if n >= cap.kv_tokens_per_gpu:
+        derived["kv_max_total_tokens"] = (f"{n:,}, above the profiled {cap.kv_tokens_per_gpu:,} tokens: SGLang warns "
+                                          "and keeps the profiled pool (_apply_token_constraints)")
+        return cap
+    tokens = n // page * page
+    scale = cap.kv_tokens_total // cap.kv_tokens_per_gpu if cap.kv_tokens_per_gpu else 1  # the DCP group
+    derived["kv_max_total_tokens"] = (f"{n:,}: caps the pool at {tokens:,} of the profiled {cap.kv_tokens_per_gpu:,} "
+                                      "tokens (_apply_token_constraints)")
+    conc = round(tokens * scale / cap.max_model_len, 2) if cap.max_model_len else None
+    if derived.get("kv_sglang_pool") not in (None, "default"):
+        # SGLang sizes its other pools again from the capped count (calculate_pool_sizes_from_max_tokens): optkg
+        # does not, so it shows no stale SWA / Mamba pool, and no Mamba request cap
+        derived["kv_max_total_tokens"] += "; the SWA / Mamba pools follow from it: not modelled"
+        for k in ("kv_sglang_swa_pool_tokens", "kv_sglang_mamba_pool_bytes", "kv_sglang_max_mamba_cache_size"):
+            derived.pop(k, None)
+        if derived.pop("max_running_requests_capped_by_mamba", None) is not None:
+            derived.pop("max_running_requests", None)
+            conc = None
+    return replace(cap, kv_tokens_per_gpu=tokens, kv_tokens_total=tokens * scale, max_concurrency=conc,
+                   max_model_len_that_fits=min(cap.max_model_len_that_fits, tokens * scale))
+
+
+def _pools(cap, derived: dict[str, Any], m, attn_tp: int, budget: float, ns: dict[str, Any], kvdt: str):
     from dataclasses import replace
 
     from kg.engines.sglang.pools import sglang_pools
