@@ -66,3 +66,24 @@ def test_releases_before_0_5_18_use_their_own_reserve():
     # 0.5.10 - 0.5.17 not read, 0.4.x not modelled: the table's default stays
     assert default_mem_fraction(81559 * MIB, 1, engine_version="0.5.12") is None
     assert default_mem_fraction(81559 * MIB, 1, engine_version="0.4.0") is None
+
+
+def test_chunked_prefill_off_reserves_max_prefill_tokens_of_activations():
+    # newuser8: `--chunked-prefill-size -1` (or 0) turns chunking off; SGLang then reserves 1.5 MiB per token of
+    # max(max_prefill_tokens, 2048) (0.5.23 srt/arg_groups/memory_hook.py:304-307, default 16,384) and captures no
+    # prefill graph size (max_bs -1). optkg took -1 as a chunk size: max(-1, 2048) -> 10 GiB floor -> 0.874.
+    # Llama-3.1-70B TP 4 on an H100 (81,559 MiB): 512 + 1.5 x 16,384 + 4 / 8 x 1,024 + 512 x 2 = 26,624 MiB
+    mf = default_mem_fraction(81559 * MIB, 4, chunked_prefill_size=-1)
+    assert mf.reserved_mib == 26624 and mf.fraction == round((81559 - 26624) / 81559, 3) == 0.674
+    assert default_mem_fraction(81559 * MIB, 4, chunked_prefill_size=0).fraction == 0.674
+    # --max-prefill-tokens 4,096: 512 + 6,144 + 512 + 1,024 = 8,192 MiB, raised to the 10 GiB floor -> 0.874
+    assert default_mem_fraction(81559 * MIB, 4, chunked_prefill_size=-1, max_prefill_tokens=4096).fraction == 0.874
+    # 0.5.3 - 0.5.9 take the same branch (0.5.5 srt/server_args.py:789-792): TP 1, 512 + 24,576 + 256 x 2 + 128
+    mf = default_mem_fraction(81559 * MIB, 1, chunked_prefill_size=-1, engine_version="0.5.8.post1")
+    assert mf.reserved_mib == 25728 and mf.fraction == 0.685
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path "
+                             "meta-llama/Meta-Llama-3.1-70B --tp 4 --chunked-prefill-size -1", "--gpu", "H100",
+                             "--count", "4", "--no-speed", "--format", "json")
+    d = json.loads(out)["derived"]
+    assert d["kv_budget_gpu_memory_utilization"] == 0.674
+    assert "max_prefill_tokens (chunked prefill off) 24,576" in d["kv_budget_utilization_source"]

@@ -549,3 +549,19 @@ def test_an_isl_past_the_estimators_measured_prompts_is_not_evaluable(demo, isl,
     assert out["status"] == status
     why = "ISL 16,385 is past the longest prompt the estimator's context-attention tables measure (16,384 tokens)"
     assert (out.get("reasons") or [""])[0].startswith(why) is (status == "not_evaluable"), out
+
+
+def test_sglang_prefill_budget_with_chunked_prefill_off_is_max_prefill_tokens(catalog):
+    # newuser8: `--chunked-prefill-size -1` was reported as "not given" and timed with the 8,192-token chunk; with
+    # chunking off SGLang's prefill batch takes whole prompts up to --max-prefill-tokens (default 16,384; sglang
+    # 0.5.23 srt/managers/schedule_policy.py:883-890), not divided under DP attention
+    from types import SimpleNamespace
+    from kg.speed.mapping import Parallel, _sglang_ctx_default
+    h100 = catalog.resolve_hardware("H100")
+    one = Parallel(1, 1, 1, 1, 1, 1)
+    stack = lambda s: SimpleNamespace(hardware=h100, techniques={}, engine_version="0.5.23", settings=s)  # noqa: E731
+    got, why = _sglang_ctx_default(stack({"chunked_prefill_size": -1}), one)
+    assert got == 16384 and why.startswith("chunked prefill off (chunked_prefill_size -1)")
+    assert _sglang_ctx_default(stack({"chunked_prefill_size": -1, "max_prefill_tokens": 4096}), one)[0] == 4096
+    assert _sglang_ctx_default(stack({}), one)[0] == 8192  # not given: the GPU's default chunk
+

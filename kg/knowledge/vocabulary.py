@@ -68,6 +68,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "kv_offloading_size": ("number", "host KV offload size, GiB"),
     "cpu_offload_gb": ("number", "weights per GPU kept in host memory, GiB (vLLM / SGLang --cpu-offload-gb)"),
     "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
+    "max_prefill_tokens": ("integer", "SGLang --max-prefill-tokens: prompt tokens one prefill batch takes at most"),
     "speculative_eagle_topk": ("integer", "EAGLE top-k"),
     "lora_paths": ("string", "LoRA adapter paths"),
     "disaggregation_mode": ("string", "prefill/decode disaggregation role"),

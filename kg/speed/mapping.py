@@ -193,7 +193,17 @@ def _sglang_ctx_default(stack: Any, par: Parallel) -> tuple[int, str] | None:
     0.5.1 (srt/server_args.py:406-415, :538), 0.5.5 (:689-770, :1382) and 0.5.23 (srt/arg_groups/memory_hook.py:146-170,
     parallel_hook.py:326-331). None when the GPU's memory is not known."""
     from kg.derive.kv import gpu_memory_bytes
-    from kg.engines.sglang.memfrac import gpu_defaults
+    from kg.engines.sglang.memfrac import MAX_PREFILL_TOKENS, gpu_defaults
+    given = (getattr(stack, "settings", None) or {}).get("chunked_prefill_size")
+    if isinstance(given, int) and given <= 0:
+        # chunked prefill off: a prefill batch takes whole prompts up to --max-prefill-tokens (the scheduler's
+        # rem_input_tokens; not divided under DP attention): sglang 0.5.23 srt/managers/scheduler.py:4157-4164,
+        # managers/schedule_policy.py:883-890, arg_groups/fields/schedule.py:71-81
+        mpt = (getattr(stack, "settings", None) or {}).get("max_prefill_tokens")
+        budget = mpt if isinstance(mpt, int) and mpt > 0 else MAX_PREFILL_TOKENS
+        src = "--max-prefill-tokens" if budget == mpt else "SGLang's default max_prefill_tokens"
+        return budget, (f"chunked prefill off (chunked_prefill_size {given}): whole prompts up to {budget:,} tokens "
+                        f"per prefill step ({src}; sglang 0.5.23 srt/managers/schedule_policy.py:883-890)")
     hw = stack.hardware if isinstance(stack.hardware, dict) else None
     mem = gpu_memory_bytes(hw) if hw else None
     if not mem:

@@ -64,7 +64,8 @@ class SGLang(Engine):
                 chunked_prefill_size=ns.get("chunked_prefill_size") if setting_given(stack, "chunked_prefill_size") else None,
                 max_running_requests=ns.get("max_num_seqs") if setting_given(stack, "max_num_seqs") else None,
                 cuda_graph_disabled="cuda-graphs" not in stack.techniques,
-                deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version)
+                deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version,
+                max_prefill_tokens=ns.get("max_prefill_tokens") if setting_given(stack, "max_prefill_tokens") else None)
             if mf is not None and older_than(stack.engine_version, "0.5.18"):
                 return mf.fraction, (f"{mf.basis()} [sglang 0.5.9 srt/server_args.py:911-1060, 0.5.5 :665-825, "
                                      "0.5.1 :354-393]")

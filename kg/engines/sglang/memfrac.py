@@ -12,6 +12,12 @@ gives the rest to the static pool (weights + KV):
                     + 8 MiB per prefill capture size (breakable prefill CUDA graphs, the CUDA default), or
                       1.5 GiB instead on MLA models
 
+With chunked prefill off (``--chunked-prefill-size -1``, or any value <= 0) the activation term counts
+``max(max_prefill_tokens, 2048)`` tokens instead (``--max-prefill-tokens``, default 16,384: 0.5.23
+``srt/arg_groups/fields/schedule.py:71-81``), and the prefill graphs capture no size (their max_bs is the -1
+chunk): 0.5.23 ``memory_hook.py:231-236, 304-307``; the same branch in 0.5.3 ``srt/server_args.py:641-644``, 0.5.5
+:789-792, 0.5.9 :1024-1027.
+
 ``chunked_prefill_size`` and the decode ``max_bs`` default by GPU memory: < 20 GiB 2,048 / 8; < 35 GiB 4,096 /
 48 (160 at TP >= 4) from 0.5.20 (2,048 / 24 (80) before); < 60 GiB 4,096 / 32 (160); < 160 GiB 8,192 / 256 (512);
 else 16,384 / 512. The prefill capture sizes run 4..32 by 4, 48..256 by 16, 288..512 by 32, 576..1024 by 64,
@@ -42,6 +48,16 @@ from kg.core.relcmp import older_than
 MIB = 2**20
 SINCE = "0.5.18"
 EARLY = ("0.5.1", "0.5.10")  # [from, before): the releases _before_0_5_18 models
+MAX_PREFILL_TOKENS = 16384  # --max-prefill-tokens default (0.5.23 srt/arg_groups/fields/schedule.py:71-81)
+
+
+def activation_term(cps: int, max_prefill_tokens: int | None = None) -> tuple[str, float]:
+    """The activation reserve (name, MiB): 1.5 MiB per token of ``max(chunked_prefill_size, 2048)`` with chunked
+    prefill on, of ``max(max_prefill_tokens, 2048)`` with it off (``cps <= 0``; module doc)."""
+    if cps > 0:
+        return "activations 1.5 x tokens", max(cps, 2048) * 1.5
+    return ("activations 1.5 x max_prefill_tokens (chunked prefill off)",
+            max(int(max_prefill_tokens or MAX_PREFILL_TOKENS), 2048) * 1.5)
 
 
 @dataclass
@@ -87,21 +103,22 @@ def prefill_capture_sizes(max_bs: int) -> list[int]:
 def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 1, *, is_mla: bool = False,
                          attn_dp_size: int = 1, chunked_prefill_size: int | None = None,
                          max_running_requests: int | None = None, cuda_graph_disabled: bool = False,
-                         deepep: bool = False, engine_version: str | None = None) -> MemFraction | None:
+                         deepep: bool = False, engine_version: str | None = None,
+                         max_prefill_tokens: int | None = None) -> MemFraction | None:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
     releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention."""
     if older_than(engine_version, SINCE):
         if older_than(engine_version, EARLY[0]) or not older_than(engine_version, EARLY[1]):
             return None
         return _before_0_5_18(gpu_mem_bytes / MIB, tp_size, pp_size, attn_dp_size, chunked_prefill_size,
-                              cuda_graph_disabled, str(engine_version))
+                              cuda_graph_disabled, str(engine_version), max_prefill_tokens)
     gpu_mib = gpu_mem_bytes / MIB
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
-    cps = int(chunked_prefill_size) if chunked_prefill_size else cps_default
+    cps = int(chunked_prefill_size) if chunked_prefill_size is not None else cps_default
     if max_running_requests is not None and max_bs > int(max_running_requests):
         max_bs = int(max_running_requests)  # memory_hook.py:172-178
-    terms: dict[str, float] = {"base": 512.0, "activations 1.5 x tokens": max(cps, 2048) * 1.5,
-                               "tp x pp / 8 x 1024": tp_size * pp_size / 8 * 1024}
+    act_name, act = activation_term(cps, max_prefill_tokens)
+    terms: dict[str, float] = {"base": 512.0, act_name: act, "tp x pp / 8 x 1024": tp_size * pp_size / 8 * 1024}
     graph = 0.0
     if not cuda_graph_disabled:
         graph += max_bs * 2
@@ -123,13 +140,14 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
 
 
 def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int, chunked_prefill_size: int | None,
-                   cuda_graph_disabled: bool, engine_version: str) -> MemFraction:
+                   cuda_graph_disabled: bool, engine_version: str,
+                   max_prefill_tokens: int | None = None) -> MemFraction:
     """SGLang 0.5.1 - 0.5.9's default (module doc: a fixed reserve per GPU before 0.5.3, the token / graph formula
     from 0.5.3); the CUDA-graph term counts even with graphs disabled, as those releases add it unconditionally."""
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
     if 20 * 1024 <= gpu_mib < 35 * 1024 and tp_size < 4 and older_than(engine_version, "0.5.5"):
         max_bs = 16
-    cps = int(chunked_prefill_size) if chunked_prefill_size else cps_default
+    cps = int(chunked_prefill_size) if chunked_prefill_size is not None else cps_default
     par = tp_size * pp_size
     if older_than(engine_version, "0.5.3"):
         gib = 2.8 + par / 10 if gpu_mib < 35 * 1024 else 9.5 + par / 2 if gpu_mib < 90 * 1024 else \
@@ -138,8 +156,8 @@ def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int
                  "DP attention": 4 * 1024 if attn_dp_size > 1 else 0.0}
         reserved = sum(terms.values())
         return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
-    terms = {"base": 512.0, "activations 1.5 x tokens": max(cps, 2048) * 1.5, "CUDA graphs": max_bs * 2.0,
-             "tp x pp / 8 x 1024": par / 8 * 1024}
+    act_name, act = activation_term(cps, max_prefill_tokens)
+    terms = {"base": 512.0, act_name: act, "CUDA graphs": max_bs * 2.0, "tp x pp / 8 x 1024": par / 8 * 1024}
     if attn_dp_size > 1:
         terms["DP attention"] = max_bs * attn_dp_size * 3 + (max_bs * attn_dp_size * 1.5 if max_bs > 300 else 0)
     reserved = sum(terms.values())
