@@ -565,3 +565,27 @@ def test_sglang_prefill_budget_with_chunked_prefill_off_is_max_prefill_tokens(ca
     assert _sglang_ctx_default(stack({"chunked_prefill_size": -1, "max_prefill_tokens": 4096}), one)[0] == 4096
     assert _sglang_ctx_default(stack({}), one)[0] == 8192  # not given: the GPU's default chunk
 
+
+def test_sglang_max_running_requests_is_split_over_the_dp_attention_ranks(monkeypatch, catalog, check_rules):
+    # newuser8: SGLang divides --max-running-requests by the DP-attention size, one share per rank's scheduler
+    # (sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3126-3129; 0.5.5 managers/tp_worker.py:281-289); Speed
+    # capped each rank at the whole 16, so 64 clients all ran. Now 16 // 8 = 2 per rank: 16 run, 48 queue.
+    import kg
+    import kg.speed.serving as serving
+    from kg.speed.mapping import Parallel, _sglang_running_per_scheduler
+    dp8 = Parallel(1, 1, 8, 8, 1, 8)
+    per, why = _sglang_running_per_scheduler(16, dp8, {"dp-attention": {}})
+    assert per == 2 and why.startswith("--max-running-requests 16 is split over the 8 DP-attention ranks: 2 running")
+    assert _sglang_running_per_scheduler(4, dp8, {"dp-attention": {}})[0] == 1  # at least one per rank
+    assert _sglang_running_per_scheduler(16, Parallel(2, 1, 2, 2, 1, 4), {}) == (16, "")  # --dp replicas keep 16 each
+    batches, cached = [], serving.cached  # the estimate itself is not cached; the database's releases are
+    monkeypatch.setattr(serving, "cached", lambda kind, key, build: build() if kind == "speed-point" else
+                        cached(kind, key, build))
+    monkeypatch.setattr(serving, "run_point", lambda p, folder: batches.append(p.batch_size) or {"not_evaluable": "x"})
+    stack = kg.stack_from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 4 "
+                                  "--enable-dp-attention --dp 4 --max-running-requests 16", catalog)
+    stack.hardware, stack.gpu_count = catalog.resolve_hardware("H100"), 4
+    sp = _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024, concurrency=64)
+    assert batches == [4]  # requests per rank the estimator times: 16 // 4 (was 16: 64 clients over 4 ranks)
+    assert any(n.startswith("--max-running-requests 16 is split over the 4 DP-attention ranks: 4 running per rank")
+               for n in sp["notes"])

@@ -216,6 +216,17 @@ def _sglang_ctx_default(stack: Any, par: Parallel) -> tuple[int, str] | None:
                       f"{split} prefill tokens per step (sglang 0.5.5 srt/server_args.py:689-770)")
 
 
+def _sglang_running_per_scheduler(seqs: int, par: Parallel, techniques: Any) -> tuple[int, str]:
+    """SGLang's ``--max-running-requests`` is for the whole server: under DP attention each attention-DP rank (its own
+    scheduler) gets ``max(1, N // dp)`` (sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3126-3129; 0.5.9
+    srt/model_executor/model_runner.py:593-600; 0.5.5 srt/managers/tp_worker.py:281-289); DP replicas keep N each."""
+    if "dp-attention" in (techniques or {}) and par.attention_dp_size > 1:
+        per = max(1, seqs // par.attention_dp_size)
+        return per, (f"--max-running-requests {seqs:,} is split over the {par.attention_dp_size} DP-attention ranks: "
+                     f"{per:,} running per rank (sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3126-3129)")
+    return seqs, ""
+
+
 def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
     """KV tokens one running request holds under the engine's admission (see module doc)."""
     return isl + (osl if admission == "reserve" else osl // 2)
@@ -238,12 +249,15 @@ class EngineMapping:
     # the prefill budget the engine picks itself when the launch does not give ``ctx_setting`` (and the note saying
     # so), from the stack and its layout; None: ``ctx_default`` is assumed
     ctx_from_stack: Callable[[Any, Parallel], tuple[int, str] | None] | None = None
+    # the running cap one scheduler gets from the given ``running_setting`` (and the note saying so), from the value,
+    # the layout and the stack's techniques; None: the value is per scheduler as given
+    running_per_scheduler: Callable[[int, Parallel, Any], tuple[int, str]] | None = None
 
 
 ENGINES: dict[str, EngineMapping] = {
     "vllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "incremental", _vllm, _vllm_auto_kv),
     "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv,
-                            ctx_from_stack=_sglang_ctx_default),
+                            ctx_from_stack=_sglang_ctx_default, running_per_scheduler=_sglang_running_per_scheduler),
     "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv,
                             _trtllm_context_hold),
 }

@@ -494,6 +494,9 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     else:
         notes.append("KV capacity unknown (no budget): running requests not capped by the KV cache")
     seqs = _setting(report, values, mapping.running_setting)
+    if isinstance(seqs, int) and seqs > 0 and mapping.running_per_scheduler:
+        seqs, why = mapping.running_per_scheduler(seqs, par, stack.techniques)
+        notes.extend([why] if why else [])
     if isinstance(seqs, int) and seqs > 0:
         caps[mapping.running_setting] = seqs
         if run_cap is None or seqs < run_cap:
