@@ -522,22 +522,36 @@ def test_a_model_with_its_own_factor_takes_it_and_the_others_the_cells(monkeypat
     assert (k3, t3) == (k4, t4) == (1.0, 10.0)
 
 
-def test_the_isl_table_is_the_longest_prompt_the_installed_estimator_measured():
-    # aiconfigurator-core 0.12.0 systems/data/<system>/attention/<backend>/<release>/context_attention_perf.parquet:
-    # column isl, every file's statistics (the footer only)
-    import glob
-    import os
-    pq = pytest.importorskip("pyarrow.parquet")
-    ac = pytest.importorskip("aiconfigurator_core")
-    from kg.speed.estimator import tables
-    files = glob.glob(os.path.join(os.path.dirname(ac.__file__), "systems", "data", "*", "attention", "*", "*",
-                                   "context_attention_perf.parquet"))
-    longest = 0
-    for f in files:
-        meta, names = pq.ParquetFile(f).metadata, pq.ParquetFile(f).schema_arrow.names
-        col = names.index("isl")
-        longest = max(longest, *(meta.row_group(r).column(col).statistics.max for r in range(meta.num_row_groups)))
-    assert len(files) >= 20 and tables()["context_attention_isl_max"] == longest == 16384
+def test_the_isl_limits_are_the_longest_prompts_the_installed_estimator_measured():
+    # kg/speed/context_isl.yaml is generated from aiconfigurator-core's own parquet files (tools/speed_context_isl.py):
+    # 0.12.0 measures GQA / MHA prefill attention to 16,384 tokens everywhere, MLA to 32,768 except TensorRT-LLM
+    # 1.0.0's tables on A100 and L40S (16,384)
+    pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("aiconfigurator_core")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("speed_context_isl", REPO / "tools" / "speed_context_isl.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.render() == (REPO / "kg" / "speed" / "context_isl.yaml").read_text(encoding="utf-8")
+    from kg.speed.serving import context_isl_max
+    assert context_isl_max("h100_sxm", "vllm", "gqa") == 16384
+    assert context_isl_max("h200_sxm", "trtllm", "mla") == 32768
+    assert context_isl_max("a100_sxm", "trtllm", "mla") == context_isl_max("l40s", "trtllm", "mla") == 16384
+    assert context_isl_max("a100_sxm", "sglang", "mla") == 16384  # no MLA table there: the fallback, the smallest
+
+
+@pytest.mark.parametrize("isl, status", [(32768, "ok"), (32769, "not_evaluable")])
+def test_an_mla_prompt_past_the_estimators_mla_tables_is_not_evaluable(catalog, check_rules, isl, status):
+    # DeepSeek-V3 (MLA) on 8 x H200 under TensorRT-LLM: its MLA context tables reach 32,768 tokens on h200_sxm.
+    # Before, MLA models were never limited, and ISL 100,000 got an extrapolated TTFT
+    import kg
+    stack = kg.stack_from_command("trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8", catalog)
+    stack.hardware = catalog.resolve_hardware("H200")
+    out = _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=isl, osl=100, concurrency=1)
+    assert out["status"] == status
+    why = ("ISL 32,769 is past the longest prompt the estimator's MLA context-attention tables measure on h200_sxm "
+           "for trtllm (32,768 tokens)")
+    assert (out.get("reasons") or [""])[0].startswith(why) is (status == "not_evaluable"), out
 
 
 @pytest.mark.parametrize("isl, status", [(16384, "ok"), (16385, "not_evaluable")])
@@ -547,7 +561,8 @@ def test_an_isl_past_the_estimators_measured_prompts_is_not_evaluable(demo, isl,
     stack, report = demo
     out = _speed(stack, report, isl=isl, osl=100, concurrency=1)
     assert out["status"] == status
-    why = "ISL 16,385 is past the longest prompt the estimator's context-attention tables measure (16,384 tokens)"
+    why = ("ISL 16,385 is past the longest prompt the estimator's GQA context-attention tables measure on h200_sxm "
+           "for vllm (16,384 tokens)")
     assert (out.get("reasons") or [""])[0].startswith(why) is (status == "not_evaluable"), out
 
 

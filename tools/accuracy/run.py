@@ -79,7 +79,7 @@ def load_split() -> dict[str, str]:
 
 
 # the kg/speed files the serving estimate is made of (the training-speed modules beside them are not inputs)
-SERVING_SOURCES = ("estimator.py", "mapping.py", "serving.py", "tables.yaml", "calibration.yaml")
+SERVING_SOURCES = ("estimator.py", "mapping.py", "serving.py", "tables.yaml", "context_isl.yaml", "calibration.yaml")
 # what else the serving numbers are made of: the facts `check` derives and kg.speed.serving reads (the KV budget and
 # capacity per scheduler, weights per GPU, weight / KV quantisation, the model facts of config.json, the GPU's memory,
 # the settings an engine's launch command and flag table give). A change to any of them moves the numbers (as main's
