@@ -1,6 +1,7 @@
 """List every startup check site of a released engine wheel and classify it.
 
 Usage: python tools/engine_check_sites.py ENGINE RELEASE [--wheel PATH]   (ENGINE: vllm, sglang, trtllm, lmdeploy)
+       python tools/engine_check_sites.py ENGINE RELEASE --source DIR --origin ORIGIN.yaml   (no wheel: source text)
 
 Reads the wheel (a zip; nothing is installed, imported or run) and parses every ``.py`` file under the engine's
 scanned folders (``SCOPES``) with ``ast``. A *site* is a ``raise`` or ``assert`` statement. For each it records the
@@ -307,6 +308,26 @@ def scan(engine: str, release: str, wheel: Path) -> tuple[list[Site], dict[str, 
     return sites, sources
 
 
+def scan_source(engine: str, folder: Path) -> tuple[list[Site], dict[str, list[str]], list[dict[str, Any]]]:
+    """As ``scan``, from a folder holding the engine's files at their package paths (no wheel could be had: the text
+    of one file at one commit, copied from a public index): (sites, sources, [{path, chars, sha256}] of the files
+    read). A scanned path absent from ``folder`` is not read; the caller says why in the origin."""
+    roots = SCOPES[engine][1]
+    walkers: list = []
+    sites: list[Site] = []
+    sources: dict[str, list[str]] = {}
+    files: list[dict[str, Any]] = []
+    for f in sorted(folder.rglob("*.py")):
+        name = f.relative_to(folder).as_posix()
+        if any(name == r or name.startswith(r) for r in roots):
+            text = f.read_text(encoding="utf-8")
+            sources[name] = text.splitlines()
+            files.append({"path": name, "chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()})
+            sites.extend(sites_in(name, text, walkers))
+    resolve_contexts(sites, walkers)
+    return sites, sources, files
+
+
 # files that register startup hooks by name (a string naming the function): SGLang's resolution pipeline
 HOOK_REGISTRIES = {"sglang/srt/arg_groups/resolution_hooks.py"}
 # methods the engine's launch path calls unconditionally from outside the scanned folders (where)
@@ -371,6 +392,18 @@ def resolve_contexts(sites: list[Site], walkers: list) -> None:
         s.context, s.context_why = resolve(s.function, 0)
 
 
+def unreleased_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A site read from source text of no pinned release is never a table row: a row would be evaluated against every
+    stack of the engine, from a commit nobody can tie to the release the stack runs. The translation is kept in the
+    reason (it names the facts such a row would read), and the site counts as not covered."""
+    if row.get("class") != "table":
+        return row
+    out = {k: v for k, v in row.items() if k not in ("class", "expr", "defaults", "set_by_technique")}
+    out.update({"class": "uncovered", "why": "translatable (" + str(row.get("expr", ""))[:160] + "), but no table row "
+                "is written from source of no pinned release"})
+    return out
+
+
 def shrinkage(path: Path, counts: dict[str, int]) -> str:
     """Why the new classification of a release must not replace ``path`` (its sites file, written before): it covers
     fewer sites by rule or table (a regeneration in a worktree without the wheel, or a tool regression, once wrote 25
@@ -394,16 +427,33 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--force", action="store_true",
                     help="write the sites file even when it covers fewer sites than the one it replaces")
+    ap.add_argument("--source", type=Path, help="a folder with the engine's files at their package paths, instead "
+                    "of a wheel (needs --origin: where the text came from)")
+    ap.add_argument("--origin", type=Path, help="YAML: repo, commit, how (obtained), release_pinned, why (not), "
+                    "not_read: {path: why}; written into the sites file with each read file's chars and sha256")
     a = ap.parse_args(argv)
     from engine_check_classify import classify_all, render  # noqa: E402 (tools/ sibling)
-    wheel = a.wheel or find_wheel(a.engine, a.release)
-    sites, sources = scan(a.engine, a.release, wheel)
+    origin = None
+    if a.source is not None:
+        if a.origin is None or not a.origin.is_file():
+            print("engine_check_sites: --source needs --origin FILE (where the text came from); try --origin "
+                  "origin.yaml", file=sys.stderr)
+            return 2
+        origin = yaml.safe_load(a.origin.read_text()) or {}
+        sites, sources, files = scan_source(a.engine, a.source)
+        origin["files"] = files
+        wheel = None
+    else:
+        wheel = a.wheel or find_wheel(a.engine, a.release)
+        sites, sources = scan(a.engine, a.release, wheel)
     generated = None
-    if a.engine in GENERATORS:
+    if a.engine in GENERATORS and wheel is not None:
         import importlib
         gen = importlib.import_module(GENERATORS[a.engine])
         generated = gen.generate_release(wheel)
     rows = classify_all(a.engine, a.release, sites, sources, generated, wheel=wheel)
+    if origin is not None:
+        rows = [unreleased_row(r) for r in rows]
     if generated is not None:
         gen.write_tables(a.release, generated)
     out = a.out or ROOT / "catalog" / "engines" / "checks" / "sites" / f"{a.engine}-{a.release}.yaml"
@@ -416,7 +466,7 @@ def main(argv: list[str]) -> int:
               " environment or tool change (rerun with --force to write it anyway)", file=sys.stderr)
         return 1
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets")))
+    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets"), origin=origin))
     print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {len(rows)} sites "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0
