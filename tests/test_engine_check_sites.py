@@ -881,3 +881,50 @@ def test_the_checkpoints_quantization_config_decides_the_quantization_vllm_check
         assert deprecated not in _refused_lines(plain + " --allow-deprecated-quantization", release, catalog)
         assert deprecated not in _refused_lines("vllm serve Qwen/Qwen3-32B-FP8 --quantization fbgemm_fp8", release,
                                                 catalog)
+
+
+TRT_COMMIT = "0004396720054fd8e205cbf616f21f0b57c6b412"
+
+
+def test_trtllm_sites_read_from_source_text_name_their_commit_and_show_on_the_page_as_committed():
+    """No TensorRT-LLM wheel reaches this machine; llm_args.py was read from the public code index at one commit (no
+    release pinnable) and scanned from that text. The sites file says where the text came from (its length equals
+    the index's total_chars, 314,102) and the page renders the four counts and the origin exactly as committed."""
+    from kg.core import paths
+    from kg.output.engine_checks_doc import sites_markdown
+    d = next(x for x in all_sites() if x["engine"] == "trtllm")
+    assert d["release"] == "0+commit.0004396"
+    o = d["origin"]
+    assert (o["repo"], o["commit"], o["release_pinned"]) == ("NVIDIA/TensorRT-LLM", TRT_COMMIT, False)
+    assert o["files"] == [{"path": "tensorrt_llm/llmapi/llm_args.py", "chars": 314102,
+                           "sha256": "3aa88d5196387e04a1f3452114e6fce5bb577406be475eec452479c09dedfd2a"}]
+    assert d["counts"] == {"rule": 0, "table": 0, "unknowable": 26, "uncovered": 126}
+    # 'glob' in global_pool_size is not the file system: the hand classification keeps it knowable
+    pool = [s for s in d["sites"] if s["message"] == "global_pool_size must be >= 1"]
+    assert [s["class"] for s in pool] == ["uncovered"]
+    rule_ids = {r for x in all_sites() for s in x["sites"] for r in s.get("by") or []}
+    md = sites_markdown(paths.catalog_dir() / "engines" / "checks" / "sites", rule_ids)
+    assert "| trtllm | commit 0004396 (no release) | 152 | 0 | 0 | 26 | 126 | 0 / 126 = 0.0 % |" in md
+    assert "| trtllm | 1.2.1 | not scanned | | | | | [why](#trtllm-not-scanned) |" in md
+    start = md.index("### trtllm commit 0004396 (no release): 152 sites")
+    section = "\n".join(md[start:md.index("</details>", start) + 1])
+    assert f"Origin: NVIDIA/TensorRT-LLM at commit `{TRT_COMMIT}`" in section
+    assert section in (REPO / "docs" / "engine-checks.md").read_text()
+
+
+def test_a_source_scan_records_each_file_read_and_writes_no_table_row(tmp_path):
+    from engine_check_sites import scan_source, unreleased_row
+    src = tmp_path / "tensorrt_llm" / "llmapi"
+    src.mkdir(parents=True)
+    text = ("class KvCacheConfig:\n    def validate(self):\n        if self.tokens_per_block < 1:\n"
+            "            raise ValueError('tokens_per_block must be positive')\n")
+    (src / "llm_args.py").write_text(text)
+    (src / "other.py").write_text("raise ValueError('outside the scope')\n")
+    sites, sources, files = scan_source("trtllm", tmp_path)
+    assert [(s.path, s.line, s.function, s.message) for s in sites] == [
+        ("tensorrt_llm/llmapi/llm_args.py", 4, "KvCacheConfig.validate", "tokens_per_block must be positive")]
+    assert files == [{"path": "tensorrt_llm/llmapi/llm_args.py", "chars": 149,
+                      "sha256": __import__("hashlib").sha256(text.encode()).hexdigest()}]
+    row = unreleased_row({"id": "x", "class": "table", "expr": "block_size < 1", "defaults": {"block_size": 32}})
+    assert row == {"id": "x", "class": "uncovered",
+                   "why": "translatable (block_size < 1), but no table row is written from source of no pinned release"}

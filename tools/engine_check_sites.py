@@ -466,7 +466,8 @@ def main(argv: list[str]) -> int:
               " environment or tool change (rerun with --force to write it anyway)", file=sys.stderr)
         return 1
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(a.engine, a.release, SCOPES[a.engine], rows, (generated or {}).get("lets"), origin=origin))
+    scope = SCOPES[a.engine] if origin is None else (SCOPES[a.engine][0], [f["path"] for f in origin["files"]])
+    out.write_text(render(a.engine, a.release, scope, rows, (generated or {}).get("lets"), origin=origin))
     print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {len(rows)} sites "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

@@ -79,6 +79,29 @@ def _unscanned(folder: Path) -> list[dict]:
     return out
 
 
+def _label(d: dict) -> str:
+    """The release a sites file holds for, or, for source text of no pinned release, its commit."""
+    o = d.get("origin") or {}
+    if o and not o.get("release_pinned"):
+        return f"commit {str(o.get('commit'))[:7]} (no release)"
+    return str(d["release"])
+
+
+def _origin(d: dict) -> list[str]:
+    """Where the text of a sites file read from source (not a released wheel) came from, and what was not read."""
+    o = d.get("origin")
+    if not o:
+        return []
+    files = "; ".join(f"`{f['path']}` ({f['chars']:,} characters, sha256 `{str(f['sha256'])[:16]}`)"
+                      for f in o.get("files") or [])
+    out = [f"Origin: {o.get('repo')} at commit `{o.get('commit')}`: {files}. How obtained: {_cell(o.get('how', ''))}",
+           "", f"Release not pinnable: {_cell(o.get('why', ''))}" if not o.get("release_pinned") else
+           f"Release: {d['release']}.", ""]
+    for path, why in (o.get("not_read") or {}).items():
+        out.append(f"- not read: `{path}`: {_cell(why)}")
+    return out + [""]
+
+
 def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
     """The per-release denominator: every raise / assert site of the scanned folders and its class."""
     files = all_sites(folder)
@@ -98,7 +121,7 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
            "|---|---|---:|---:|---:|---:|---:|---:|"]
     for d in files:
         c = site_counts(d)
-        out.append(f"| {d['engine']} | {d['release']} | {c['total']} | {c['rule']} | {c['table']} | {c['unknowable']} "
+        out.append(f"| {d['engine']} | {_label(d)} | {c['total']} | {c['rule']} | {c['table']} | {c['unknowable']} "
                    f"| {c['uncovered']} | {c['covered']} / {c['knowable']} = {c['percent']:.1f} % |")
     unscanned = _unscanned(folder.parent / "unscanned")
     for u in unscanned:
@@ -122,7 +145,7 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
         for s in d["sites"]:
             if s["class"] == "unknowable":
                 kinds[s.get("kind", "?")] = kinds.get(s.get("kind", "?"), 0) + 1
-        out += ["", f"### {d['engine']} {d['release']}: {c['total']} sites", "",
+        out += ["", f"### {d['engine']} {_label(d)}: {c['total']} sites", ""] + _origin(d) + [
                 f"Scanned: {', '.join('`' + x + '`' for x in d.get('scanned') or [])}. Not knowable before start, by "
                 "what they need: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + "."
                 + (f" Table rows read {len(d['lets'])} named values (`{str(d['lets'][0]['name'])[:2]}<n>`: `lets` of "
