@@ -756,21 +756,20 @@ def test_device_ids_are_strings_as_vllms_parser_gives_them(catalog):
 
 
 def test_a_hand_pattern_limited_to_a_release_classifies_that_release_only():
-    """catalog/engines/checks/classify/vllm.yaml ``releases:``: the draft-model speculator setup that calls
-    _maybe_override_draft_max_model_len exists at 0.34.0 only (v1/worker/gpu/spec_decode/speculator_config.py:236-246);
-    get_num_layers_by_block_type has no caller in either wheel."""
+    """catalog/engines/checks/classify/vllm.yaml ``releases:``: the draft's hf_overrides run where the draft-model
+    speculator setup builds the draft's ModelConfig, which exists at 0.34.0 only
+    (v1/worker/gpu/spec_decode/speculator_config.py:187-210); get_num_layers_by_block_type has no caller in either
+    wheel."""
     import yaml
     by = {}
     for release in ("0.33.0", "0.34.0"):
         d = yaml.safe_load((REPO / "catalog/engines/checks/sites" / f"vllm-{release}.yaml").read_text())
         by[release] = {(s["function"], s["line"]): s for s in d["sites"]}
-    draft = [s for k, s in by["0.34.0"].items() if k[0] == "SpeculativeConfig._maybe_override_draft_max_model_len"]
-    assert [s["line"] for s in draft] == [1460, 1466]
-    # 1460 compares the draft's max_model_len with the value it was built from: never true, at either release
-    assert [(s["class"], s["kind"]) for s in draft] == [("unknowable", "internal"), ("uncovered", "raise")]
-    assert "DraftModelSpeculatorConfig.configure" in draft[1]["why"]
-    old = [s for k, s in by["0.33.0"].items() if k[0] == "SpeculativeConfig._maybe_override_draft_max_model_len"]
-    assert old and not any("DraftModelSpeculatorConfig" in s.get("why", "") for s in old)
+    hook = [s for k, s in by["0.34.0"].items() if k[0] == "SpeculativeConfig.hf_config_override"]
+    assert [s["line"] for s in hook] == [838, 1132, 1209]
+    assert all(s["class"] == "uncovered" and "DraftModelSpeculatorConfig.configure" in s["why"] for s in hook)
+    old = [s for k, s in by["0.33.0"].items() if k[0] == "SpeculativeConfig.hf_config_override"]
+    assert len(old) == 3 and not any("DraftModelSpeculatorConfig" in s.get("why", "") for s in old)
     for release, lines in (("0.34.0", [1815, 1820]), ("0.33.0", [1791, 1796])):
         got = [(k[1], s["class"], s.get("kind")) for k, s in by[release].items()
                if k[0] == "ModelConfig.get_num_layers_by_block_type"]

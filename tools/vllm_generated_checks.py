@@ -41,6 +41,7 @@ import vllm_kwargs  # noqa: E402
 import vllm_model_walk  # noqa: E402
 import vllm_pairs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
+import vllm_draft_setup  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
 
@@ -368,6 +369,8 @@ class VllmWalker(cg.Walker):
                 return
         if vllm_loops.list_append(self, node, fr, pc):
             return
+        if isinstance(node, ast.Call):
+            vllm_draft_setup.configure_hook(self, node, fr, pc)  # the draft setup's checks (tools/vllm_draft_setup.py)
         # a call made for its effect goes to checkgen's call(), not the value hooks: the optimization-level
         # defaults are applied here (see _call_hook)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
