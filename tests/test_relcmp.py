@@ -10,13 +10,16 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from kg.core.relcmp import Release, in_range, older_than, release_numbers
+from kg.core.relcmp import Release, in_range, older_than, operators, release_numbers
 from tests.conftest import REPO
 
 EDGE_RELEASES = ["0.14", "0.14.0", "0.14.0.0", "00.14.00", "0.4.0.post1", "0.4.0rc1", "0.4.0.dev3", "0.4.0a1",
-                 "1!0.1", "v0.14.0", "0.14.0+local", "0", "0.0", "10.0.0", "0.10", "0.9.9"]
+                 "1!0.1", "v0.14.0", "0.14.0+local", "0", "0.0", "10.0.0", "0.10", "0.9.9", "0.4.post1", "0.4.0.post01",
+                 "0.4.0.post", "0.4.0.post1.dev2", "0.4.0.post1+local", "0.4.0.post2", "0.4.0.1", "0.6.3.post1"]
 EDGE_RANGES = ["", ">=0.4.0,<0.34.0", ">= 0.4.0 , < 0.34", ">0.14", ">=0.14.0", "<0.14", "<=0.14", "==0.14",
-               "!=0.14.0", "==0.14.*", "~=0.14", "===0.14.0", ">=0.4.0.post1", ">0.4.0", "<0.4.0.post1", ",>=0.5,"]
+               "!=0.14.0", "==0.14.*", "~=0.14", "===0.14.0", ">=0.4.0.post1", ">0.4.0", "<0.4.0.post1", ",>=0.5,",
+               "==0.6.4.post1", ">=0.5.3.post1", ">=0.4.0.post1,<0.10.2", ">0.4.0.post1", "!=0.4.0.post1", "<=0.4.post1",
+               ">=0.4.0.post", ">=0.4.0.post1.dev1", "==0.4.0.*"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,3 +88,19 @@ def test_plain_releases_are_read_without_packaging_and_the_rest_with_it():
     with pytest.raises(ValueError):
         in_range("0.14.0", ">=banana")
     assert older_than("0.13.0", "0.14.0") and not older_than(None, "0.14.0") and not older_than("junk", "0.14.0")
+
+
+def test_range_operators_are_packagings():
+    for spec in _shipped()[1] + EDGE_RANGES:
+        assert operators(spec) == {s.operator for s in SpecifierSet(spec)}, spec
+    with pytest.raises(ValueError):
+        operators(">=banana")
+
+
+def test_post_releases_compare_without_packaging():
+    """The vLLM model registry names 0.4.0.post1 and 0.6.3.post1: a check orders them without importing packaging
+    (its two patterns cost ~6 ms to compile); a post-release sits after its release, before the next one."""
+    assert Release("0.4.0") < Release("0.4.0.post1") < Release("0.4.0.post2") < Release("0.4.0.1") < Release("0.4.1")
+    assert Release("0.4.post1") == Release("0.4.0.post01") and str(Release("0.4.0.post01")) == "0.4.0.post1"
+    assert all(Release(t)._version is None for t in ("0.4.0.post1", "0.6.3.post1", "0.34.0"))
+    assert Release("0.4.0.post1.dev2")._version is not None  # a dev-release of a post-release: packaging decides

@@ -214,13 +214,13 @@ def _release_files(folder: Path) -> list[list[str]]:
     names, stamp = yaml_files_stamp(folder)
     hit = _INDEX.get(str(folder))
     if hit is None or hit[0] != stamp:
-        from packaging.version import Version
+        from kg.core.relcmp import Release
 
         from kg.core import cache
 
         def build() -> list[list[str]]:
             out = [[d["engine"], d["release"], f] for f, d in ((f, load_sites(Path(f))) for f in names)]
-            return sorted(out, key=lambda r: (r[0], Version(r[1])))
+            return sorted(out, key=lambda r: (r[0], Release(r[1])))
         hit = (stamp, cache.built_from("engine-sites-index", [Path(f) for f in names], build))
         _INDEX[str(folder)] = hit
     return hit[1]
@@ -249,10 +249,10 @@ def _release_path(engine: str | None, version: str | None, folder: Path | None =
     for r in mine:
         if r[1] == str(version):
             return r[2]
-    from packaging.version import InvalidVersion, Version
+    from kg.core.relcmp import Release
     try:
-        return mine[-1][2] if Version(str(version)) > Version(mine[-1][1]) else None
-    except InvalidVersion:
+        return mine[-1][2] if Release(str(version)) > Release(mine[-1][1]) else None
+    except ValueError:  # packaging's InvalidVersion
         return None
 
 

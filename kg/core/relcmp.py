@@ -39,12 +39,15 @@ class Release:
 
     A text that is not a valid version raises packaging's ``InvalidVersion`` (a ``ValueError``)."""
 
-    __slots__ = ("_text", "_key", "_version")
+    __slots__ = ("_text", "_key", "_order", "_version")
 
     def __init__(self, text: object) -> None:
         self._text = str(text)
         self._key = release_numbers(self._text)
-        self._version = None if self._key is not None else _version(self._text)
+        # (numbers, post number or -1): the order of a plain release or a plain one with ``.postN`` (the vLLM
+        # registry's 0.4.0.post1), as packaging orders them (no pre-, dev-release, epoch or local label)
+        self._order = (self._key, -1) if self._key is not None else _post_order(self._text)
+        self._version = None if self._order is not None else _version(self._text)
 
     def version(self):
         """The ``packaging.version.Version`` (built on first use for a plain release)."""
@@ -55,8 +58,8 @@ class Release:
     def _pair(self, other: object):
         if not isinstance(other, Release):
             return None
-        if self._key is not None and other._key is not None:
-            return self._key, other._key
+        if self._order is not None and other._order is not None:
+            return self._order, other._order
         return self.version(), other.version()
 
     def __eq__(self, other: object) -> bool:
@@ -82,20 +85,30 @@ class Release:
     def __hash__(self) -> int:
         # equal releases have equal numbers once trailing zeros are dropped (packaging: epoch, pre, post, dev and
         # local must match too; they only make unequal releases share a hash)
-        if self._key is not None:
-            return hash(self._key)
+        if self._order is not None:
+            return hash(self._order[0])
         nums = list(self.version().release)
         while len(nums) > 1 and nums[-1] == 0:
             nums.pop()
         return hash(tuple(nums))
 
     def __str__(self) -> str:
-        if self._key is not None:  # packaging's normal form keeps the trailing zeros, drops leading ones
-            return ".".join(str(int(p)) for p in self._text.split("."))
+        if self._order is not None:  # packaging's normal form keeps the trailing zeros, drops leading ones
+            head, _, post = self._text.partition(".post")
+            return ".".join(str(int(p)) for p in head.split(".")) + (f".post{int(post)}" if post else "")
         return str(self.version())
 
     def __repr__(self) -> str:
         return f"<Release('{self}')>"
+
+
+def _post_order(text: str) -> tuple[tuple[int, ...], int] | None:
+    """``((0, 4), 1)`` for ``"0.4.0.post1"`` (a plain release, ``.post`` and ASCII digits); None otherwise."""
+    head, sep, post = text.partition(".post")
+    if not sep or not (post.isascii() and post.isdigit()) or len(text) >= 64:
+        return None
+    nums = release_numbers(head)
+    return None if nums is None else (nums, int(post))
 
 
 def _version(text: str):
@@ -104,9 +117,11 @@ def _version(text: str):
 
 
 @lru_cache(maxsize=1024)
-def _clauses(spec: str) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
-    """``((">=", (0, 4)), ("<", (0, 34)))`` for ``">=0.4.0,<0.34.0"``; None when a clause is not a plain comparison
-    (packaging decides it)."""
+def _clauses(spec: str) -> tuple[tuple[str, tuple[tuple[int, ...], int]], ...] | None:
+    """``((">=", ((0, 4), -1)), ("<", ((0, 34), -1)))`` for ``">=0.4.0,<0.34.0"``: each bound's order (numbers, post
+    number or -1; ``>=0.4.0.post1`` is ``((0, 4), 1)``); None when a clause is not such a comparison (packaging
+    decides it). For a plain release every such clause is the plain order: it is neither a pre- nor a
+    post-release, so packaging's exclusions for those (``>1.0`` leaves out ``1.0.post1``) never apply."""
     out = []
     for part in spec.split(","):
         part = part.strip()
@@ -115,11 +130,24 @@ def _clauses(spec: str) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
         op = next((o for o in _OPS if part.startswith(o)), None)
         if op is None or part.startswith("==="):
             return None
-        nums = release_numbers(part[len(op):].strip())
-        if nums is None:
+        bound = part[len(op):].strip()
+        nums = release_numbers(bound)
+        order = (nums, -1) if nums is not None else _post_order(bound)
+        if order is None:
             return None
-        out.append((op, nums))
+        out.append((op, order))
     return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def operators(spec: str) -> frozenset[str]:
+    """The comparison operators of range ``spec`` (``{">=", "<"}`` for ``">=0.4.0,<0.34.0"``), as packaging's
+    ``{s.operator for s in SpecifierSet(spec)}``; raises packaging's ``InvalidSpecifier`` (a ``ValueError``)."""
+    clauses = _clauses(spec)
+    if clauses is not None:
+        return frozenset(op for op, _ in clauses)
+    from packaging.specifiers import SpecifierSet
+    return frozenset(s.operator for s in SpecifierSet(spec))
 
 
 def in_range(version: object, spec: str) -> bool:
@@ -148,9 +176,10 @@ def _in_range(version: object, v: tuple[int, ...] | None, spec: str) -> bool:
     if clauses is None:
         from packaging.specifiers import SpecifierSet
         return (version.version() if isinstance(version, Release) else _version(str(version))) in SpecifierSet(spec)
-    for op, nums in clauses:
-        if not ((op == ">=" and v >= nums) or (op == "<=" and v <= nums) or (op == ">" and v > nums)
-                or (op == "<" and v < nums) or (op == "==" and v == nums) or (op == "!=" and v != nums)):
+    o = (v, -1)
+    for op, b in clauses:
+        if not ((op == ">=" and o >= b) or (op == "<=" and o <= b) or (op == ">" and o > b)
+                or (op == "<" and o < b) or (op == "==" and o == b) or (op == "!=" and o != b)):
             return False
     return True
 

@@ -26,10 +26,9 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from kg.core import paths
+from kg.core.relcmp import in_range, operators
 from kg.engine.durable import CompiledRules, compiled_rules
 from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate, names_in
@@ -237,6 +236,8 @@ def failure_problems(r: Rule) -> list[tuple[str, str]]:
     one in its URL. ``applies_to`` is derived from the block (engine, affected range) when absent and
     must agree with it when given.
     """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # validation only (a warm check skips it)
+    from packaging.version import InvalidVersion, Version
     fb = r.failure
     out: list[tuple[str, str]] = []
     try:
@@ -384,8 +385,8 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
             versions = r.applies_to.get("versions")
             for spec in (versions.values() if isinstance(versions, dict) else [versions] if versions else []):
                 try:
-                    SpecifierSet(spec)
-                except InvalidSpecifier:
+                    operators(spec)
+                except ValueError:  # packaging's InvalidSpecifier
                     problems.append(Problem(str(f), line, col, f"rules[{i}].applies_to.versions",
                                             f"rule '{r.id}': '{spec}' is not a version range (e.g. '>=0.6,<0.8')", "rule-version"))
                     bad = True
@@ -527,12 +528,6 @@ class Firing:
             self.outcome = "fired" if self.fired else "held"
 
 
-@lru_cache(maxsize=1024)
-def _specifiers(spec: str) -> SpecifierSet:
-    """Parsed version range, once per distinct text (every check of every stack asks again)."""
-    return SpecifierSet(spec)
-
-
 def _version_ok(rule: Rule, engine: str | None, version: str | None) -> tuple[bool, str]:
     """(whether ``rule`` applies to ``engine`` at ``version``, why not). Memoised on the rule object itself, per
     engine and version: a sweep asks the same question for every rule of every stack, and each technique set's
@@ -558,13 +553,13 @@ def _version_ok_uncached(rule: Rule, engine: str | None, version: str | None) ->
         if not version:
             # With no version given we assume a current release: ranges with an upper bound
             # (old behaviour) do not apply; open-ended ranges do.
-            if any(s.operator in ("<", "<=", "==", "~=") for s in _specifiers(spec)):
+            if operators(spec) & {"<", "<=", "==", "~="}:
                 return False, f"applies to {engine or 'engine'} {spec}; no engine version given (assumed current)"
             return True, ""
         try:
-            if Version(version) not in _specifiers(spec):
+            if not in_range(version, spec):
                 return False, f"applies to {engine} {spec}; the stack runs {version}"
-        except InvalidVersion:
+        except ValueError:  # packaging's InvalidVersion (the range was checked when the rules were read)
             return False, f"engine version '{version}' is not a version number"
     return True, ""
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import in_range, operators
 
 # The newest release of each engine whose wheel the evidence was checked against (``make evidence``).
 # The graph helper's release lists (catalog/engines/) name the same releases; this is the fallback.
@@ -61,17 +60,16 @@ def spec_for(versions: Any, engine: str | None) -> str | None:
 def bounds(spec: str) -> tuple[bool, bool]:
     """(has lower bound, has upper bound) of a PEP 440 range text; ValueError when it is not one."""
     try:
-        s = SpecifierSet(spec)
-    except InvalidSpecifier as e:
+        ops = operators(spec)
+    except ValueError as e:  # packaging's InvalidSpecifier
         raise ValueError(f"'{spec}' is not a version range (e.g. '>=0.6,<0.8')") from e
-    ops = [x.operator for x in s]
     return any(o in _LOWER for o in ops), any(o in _UPPER for o in ops)
 
 
 def contains(spec: str, release: str) -> bool:
     try:
-        return Version(release) in SpecifierSet(spec)
-    except (InvalidSpecifier, InvalidVersion):
+        return in_range(release, spec)
+    except ValueError:  # packaging's InvalidSpecifier / InvalidVersion
         return False
 
 

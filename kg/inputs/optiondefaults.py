@@ -26,18 +26,17 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping
 
-from packaging.version import InvalidVersion, Version
-
+from kg.core.relcmp import Release
 from kg.inputs.stack import _engine_tables
 
 
 @lru_cache(maxsize=1024)
-def _version(text: str) -> Version:
+def _version(text: str) -> Release:
     """Parsed once per text: every checked stack asks for every flag entry's bounds."""
-    return Version(text)
+    return Release(text)
 
 
-def _holds(entry: Mapping[str, Any], release: Version | None) -> bool:
+def _holds(entry: Mapping[str, Any], release: Release | None) -> bool:
     if release is None:
         return entry.get("until") is None
     if entry.get("since") is not None and release < _version(str(entry["since"])):
@@ -54,8 +53,8 @@ def option_facts(engine: str | None, release: str | None, settings: Mapping[str,
     if not table:
         return {}
     try:
-        rel = Version(str(release)) if release else None
-    except InvalidVersion:
+        rel = Release(str(release)) if release else None
+    except ValueError:  # packaging's InvalidVersion
         rel = None
     out: dict[str, Any] = {}
     twice: list[str] = []
@@ -88,8 +87,8 @@ def ranged_fact(engine: str | None, release: str | None, name: str) -> Any:
     entry), or None when the engine's table has no such fact or no entry holds."""
     table = _engine_tables().get(engine or "")
     try:
-        rel = Version(str(release)) if release else None
-    except InvalidVersion:
+        rel = Release(str(release)) if release else None
+    except ValueError:  # packaging's InvalidVersion
         rel = None
     for entry in ((table or {}).get("ranged_facts") or {}).get(name) or []:
         if isinstance(entry, dict) and _holds(entry, rel):

@@ -209,7 +209,7 @@ def check_engine_version(version: Any, where: str, what: str = "an engine versio
     """``version`` as text when it is a version number (PEP 440, e.g. 0.11.0 or 0.9.1.post1) of at most four
     numeric parts of at most eight ASCII digits each, else OptkgError ('' and 1.2.3.4.5.6 and a 5,000-digit
     number are no release, issue 26 #11, #26)."""
-    from packaging.version import InvalidVersion, Version
+    from kg.core.relcmp import Release
 
     from kg.core.numparse import show
     from kg.core.yamlio import scalar_text
@@ -222,8 +222,8 @@ def check_engine_version(version: Any, where: str, what: str = "an engine versio
         shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
         raise OptkgError(f"{where}: expected {what} such as 0.11.0 (at most 4 numeric parts), found {shown!r}")
     try:
-        Version(text)
-    except (InvalidVersion, ValueError):
+        Release(text)
+    except ValueError:
         raise OptkgError(f"{where}: expected {what} such as 0.11.0, found {text!r}") from None
     return text
 

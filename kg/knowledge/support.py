@@ -30,9 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from kg.core import paths
+from kg.core.relcmp import Release
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
 
@@ -46,7 +45,7 @@ class SupportFile:
     path: str
     engine: str
     facts: dict[str, dict[str, Any]]
-    releases: list[tuple[Version, str, dict[str, Any]]] = field(default_factory=list)
+    releases: list[tuple[Release, str, dict[str, Any]]] = field(default_factory=list)
 
     def entry(self, version: str | None) -> tuple[str, dict[str, Any]] | None:
         """(release, entry) in force at ``version`` (see module doc), or None."""
@@ -56,8 +55,8 @@ class SupportFile:
             _, name, e = self.releases[-1]
             return name, e
         try:
-            v = Version(version)
-        except InvalidVersion:
+            v = Release(version)
+        except ValueError:  # packaging's InvalidVersion
             return None
         best = None
         for rv, name, e in self.releases:
@@ -94,8 +93,8 @@ def load_support_file(path: Path | str, data: Any = None) -> SupportFile:
     out = SupportFile(p, str(d["engine"]), facts)
     for name, entry in rels.items():
         try:
-            v = Version(str(name))
-        except InvalidVersion:
+            v = Release(str(name))
+        except ValueError:  # packaging's InvalidVersion
             raise _problem(p, f"releases.{name}: not a release number") from None
         if not isinstance(entry, dict) or not entry.get("source"):
             raise _problem(p, f"releases.{name}.source: every entry cites the released source (path:line)")

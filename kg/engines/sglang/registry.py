@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import Release
 
 from kg.core import paths
 
@@ -37,16 +37,16 @@ def _release_of(version: str | None) -> str | None:
     t = table()
     if not t:
         return None
-    newest = max(t, key=Version)
+    newest = max(t, key=Release)
     if not version:
         return newest
     try:
-        v = Version(str(version))
-    except InvalidVersion:
+        v = Release(str(version))
+    except ValueError:  # packaging's InvalidVersion
         return None
-    if v > Version(newest):
+    if v > Release(newest):
         return newest
-    return next((rel for rel in t if Version(rel) == v), None)
+    return next((rel for rel in t if Release(rel) == v), None)
 
 
 def _architectures(stack: Any) -> list[str]:
@@ -64,13 +64,13 @@ def registry_facts(stack: Any) -> dict[str, Any]:
     rel = _release_of(getattr(stack, "engine_version", None))
     if rel is None:  # a release not read: registered in the read releases on both sides of it
         try:
-            v = Version(str(stack.engine_version))
-        except InvalidVersion:
+            v = Release(str(stack.engine_version))
+        except ValueError:  # packaging's InvalidVersion
             return {}
-        before = [r for r in t if Version(r) < v]
-        after = [r for r in t if Version(r) > v]
+        before = [r for r in t if Release(r) < v]
+        after = [r for r in t if Release(r) > v]
         if before and after:
-            lo, hi = t[max(before, key=Version)]["models"], t[min(after, key=Version)]["models"]
+            lo, hi = t[max(before, key=Release)]["models"], t[min(after, key=Release)]["models"]
             if any(a in lo and a in hi for a in archs):
                 return {"sglang_architecture_refused": False}
         return {}
@@ -78,8 +78,8 @@ def registry_facts(stack: Any) -> dict[str, Any]:
     refused = not any(a in e["models"] for a in archs) and not e.get("transformers_fallback")
     out: dict[str, Any] = {"sglang_architecture_refused": refused}
     if refused:
-        later = sorted((r for r, x in t.items() if any(a in x["models"] for a in archs) and Version(r) > Version(rel)),
-                       key=Version)
+        later = sorted((r for r, x in t.items() if any(a in x["models"] for a in archs) and Release(r) > Release(rel)),
+                       key=Release)
         out["sglang_architecture_text"] = (
             f"{', '.join(archs)} {'is' if len(archs) == 1 else 'are'} not in SGLang {rel}'s model registry "
             f"({e['source']}: no models/*.py EntryClass of that name)"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import Release
 
 from kg.core import paths
 
@@ -61,15 +61,15 @@ def _release_of(version: str | None) -> str | None:
     if not t:
         return None
     if not version:
-        return max(t, key=Version)
+        return max(t, key=Release)
     try:
-        v = Version(version)
-    except InvalidVersion:
+        v = Release(version)
+    except ValueError:  # packaging's InvalidVersion
         return None
-    newest = max(t, key=Version)
-    if v > Version(newest):  # newer than every release read: the newest knowledge (as kg.inputs.effective does)
+    newest = max(t, key=Release)
+    if v > Release(newest):  # newer than every release read: the newest knowledge (as kg.inputs.effective does)
         return newest
-    return next((rel for rel in t if Version(rel) == v), None)
+    return next((rel for rel in t if Release(rel) == v), None)
 
 
 @lru_cache(maxsize=1024)
@@ -182,15 +182,15 @@ def registered_around(version: str | None, archs: list[str]) -> bool:
     """Some architecture is registered both in the newest read release before ``version`` and the oldest after it
     (an architecture vLLM removed is not added back: registry.py's _PREVIOUSLY_SUPPORTED_MODELS)."""
     try:
-        v = Version(str(version))
-    except InvalidVersion:
+        v = Release(str(version))
+    except ValueError:  # packaging's InvalidVersion
         return False
     t = table()
-    before = [r for r in t if Version(r) < v]
-    after = [r for r in t if Version(r) > v]
+    before = [r for r in t if Release(r) < v]
+    after = [r for r in t if Release(r) > v]
     if not before or not after:
         return False
-    lo, hi = t[max(before, key=Version)], t[min(after, key=Version)]
+    lo, hi = t[max(before, key=Release)], t[min(after, key=Release)]
     return any(a in (lo.get("models") or {}) and a in (hi.get("models") or {}) for a in archs)
 
 
@@ -204,8 +204,8 @@ def unregistered_text(release: str, archs: list[str]) -> str:
     parts = []
     for a in archs:
         text = f"{a} is not in vLLM {release}'s model registry ({src})"
-        has = sorted((r for r, x in t.items() if a in (x.get("models") or {})), key=Version)
-        later = [r for r in has if Version(r) > Version(release)]
+        has = sorted((r for r, x in t.items() if a in (x.get("models") or {})), key=Release)
+        later = [r for r in has if Release(r) > Release(release)]
         if later:
             text += f"; the first release optkg read that registers it is {later[0]}"
         import difflib  # loaded for a name that is not known only

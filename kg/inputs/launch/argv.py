@@ -91,25 +91,25 @@ def release_options(engine: str) -> dict[str, Any] | None:
 def release_for(data: dict[str, Any], version: str | None) -> tuple[str, bool]:
     """(the scanned release whose options stand for ``version``: the newest scanned one at or below it,
     or the newest of all when ``version`` is None; True when that newest one was assumed)."""
-    from packaging.version import InvalidVersion, Version
+    from kg.core.relcmp import Release
     scanned = [str(r) for r in data.get("scanned") or []]
     if version is None:
         return scanned[-1], True
     try:
-        v = Version(str(version))
-    except (InvalidVersion, ValueError):  # ValueError: a part over Python's 4,300-digit int limit
+        v = Release(str(version))
+    except ValueError:  # packaging's InvalidVersion, or a part over Python's 4,300-digit int limit
         return scanned[-1], True
-    below = [r for r in scanned if Version(r) <= v]
+    below = [r for r in scanned if Release(r) <= v]
     return (below[-1] if below else scanned[0]), False
 
 
 def _before_scanned(data: dict[str, Any], version: str | None) -> bool:
     """Whether ``version`` is older than the oldest scanned release (release_for then stands in with that one)."""
-    from packaging.version import InvalidVersion, Version
+    from kg.core.relcmp import Release
     scanned = [str(r) for r in data.get("scanned") or []]
     try:
-        return bool(scanned) and version is not None and Version(str(version)) < Version(scanned[0])
-    except (InvalidVersion, ValueError):
+        return bool(scanned) and version is not None and Release(str(version)) < Release(scanned[0])
+    except ValueError:
         return False
 
 
@@ -124,10 +124,10 @@ def human_readable_int(raw: str, rule: dict[str, Any], release: str | None, flag
     (``32K`` = 32,768; no decimals); ``t``/``T`` from ``t_since``. From ``auto_since``, ``auto`` and ``-1``
     mean "fit to memory" (human_readable_int_or_auto): returns None, sets ``<setting>_auto`` and notes it.
     ``release`` None: the newest. Raises OptkgError naming the flag for a decimal with a binary suffix."""
-    from packaging.version import Version
+    from kg.core.relcmp import Release
 
     def holds(key: str) -> bool:
-        return bool(rule.get(key)) and (release is None or Version(release) >= Version(str(rule[key])))
+        return bool(rule.get(key)) and (release is None or Release(release) >= Release(str(rule[key])))
     word = raw.strip()
     if holds("auto_since") and (word == "-1" or word.lower() == "auto"):
         if setting:
@@ -150,26 +150,26 @@ def human_readable_int(raw: str, rule: dict[str, Any], release: str | None, flag
 
 def present_at(entry: dict[str, Any], release: str) -> bool:
     """Whether an option/env entry (since, until, absent_in) holds at ``release``."""
-    from packaging.version import Version
-    r = Version(release)
-    if r < Version(str(entry["since"])):
+    from kg.core.relcmp import Release
+    r = Release(release)
+    if r < Release(str(entry["since"])):
         return False
-    if entry.get("until") is not None and r >= Version(str(entry["until"])):
+    if entry.get("until") is not None and r >= Release(str(entry["until"])):
         return False
     return release not in [str(x) for x in entry.get("absent_in") or []]
 
 
 def _next_scanned(data: dict[str, Any], version: str | None, release: str) -> str | None:
     """The scanned release just above ``version`` when ``version`` itself was not scanned (else None)."""
-    from packaging.version import Version
+    from kg.core.relcmp import Release
     scanned = [str(r) for r in data.get("scanned") or []]
     if version is None or str(version) in scanned:
         return None
     try:
-        v = Version(str(version))
+        v = Release(str(version))
     except ValueError:
         return None
-    above = [r for r in scanned if Version(r) > v and Version(r) > Version(release)]
+    above = [r for r in scanned if Release(r) > v and Release(r) > Release(release)]
     return above[0] if above else None
 
 

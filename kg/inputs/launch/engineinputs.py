@@ -40,13 +40,13 @@ def release_inputs(engine: str, release: str | None) -> dict[str, dict[str, Any]
     rels = (data or {}).get("releases") or {}
     if not rels:
         return {}
-    from packaging.version import InvalidVersion, Version
-    names = sorted(rels, key=Version)
+    from kg.core.relcmp import Release
+    names = sorted(rels, key=Release)
     pick = names[-1]
     if release:
         try:
-            below = [r for r in names if Version(r) <= Version(str(release))]
-        except InvalidVersion:
+            below = [r for r in names if Release(r) <= Release(str(release))]
+        except ValueError:  # packaging's InvalidVersion
             below = []
         pick = below[-1] if below else names[0]
     return rels[pick] or {}
