@@ -106,3 +106,32 @@ def test_engine_release_and_option_tables_come_from_the_cache_on_a_warm_check(ca
     kinds = sorted(p.name.rsplit("-", 1)[0] for p in cache_dir.glob("*.json"))
     for kind in ("engine-tables", "release-tables", "release-options-vllm"):
         assert kind in kinds, kinds
+
+
+def test_a_file_digest_is_kept_by_stat_only_for_a_file_unchanged_for_seconds(tmp_path, cache_dir, monkeypatch):
+    """kg.core.cache.file_digest: SHA-256 of the bytes (hashlib's), kept by path, size, mtime, ctime, inode and
+    device, and saved as one cache entry for the next process; an edit changes the ctime, so a same-size edit with
+    the old mtime put back is read again; a file changed within DIGEST_AGE_NS is never kept (a second change in the
+    same clock tick would keep all six)."""
+    import hashlib
+    monkeypatch.setattr(cache, "_DIGESTS", None)
+    monkeypatch.setattr(cache, "_NEW_DIGESTS", {})
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text("a: 1\n")
+    new.write_text("b: 1\n")
+    real_now = cache.time.time_ns
+    monkeypatch.setattr(cache.time, "time_ns", lambda: os.stat(old).st_ctime_ns + 4_000_000_000)
+    assert cache.file_digest(old) == hashlib.sha256(b"a: 1\n").hexdigest()
+    monkeypatch.setattr(cache.time, "time_ns", real_now)
+    assert cache.file_digest(new) == hashlib.sha256(b"b: 1\n").hexdigest()
+    assert list(cache._NEW_DIGESTS.values()) == [hashlib.sha256(b"a: 1\n").hexdigest()]  # only the old file's
+    cache.save_digests()
+    monkeypatch.setattr(cache, "_DIGESTS", None)  # a new process: the kept digest comes from the entry
+    monkeypatch.setattr(cache, "_NEW_DIGESTS", {})
+    assert cache.file_digest(old) == hashlib.sha256(b"a: 1\n").hexdigest()
+    assert cache._stat_key(old, os.stat(old)) in cache._DIGESTS
+    mtime = os.stat(old).st_mtime_ns
+    old.write_text("a: 2\n")  # same size, and the mtime put back: the ctime still moves
+    os.utime(old, ns=(mtime, mtime))
+    assert cache.file_digest(old) == hashlib.sha256(b"a: 2\n").hexdigest()
+    assert len(cache.read_data(cache_dir / "source-digests.json", "source-digests", "1")) == 1

@@ -253,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         rc = _main(argv)
     finally:
         classcode.save()
+        kept = sys.modules.get("kg.core.cache")
+        if kept is not None:  # the file digests that keyed this run's cache entries (kg.core.cache.file_digest)
+            kept.save_digests()
         if not one_shot:  # back to the caller's threshold (a one-shot process ends here: restoring it would only
             gc.set_threshold(*threshold)  # make the next allocation scan the ~80,000 objects made since)
     if one_shot:

@@ -409,13 +409,16 @@ RULES_CACHE_VERSION = 2
 
 
 def _rules_cache_key(kind: str, files: list[Path]) -> str | None:
-    """Digest of ``kind``, this module's source and every rules file's name and bytes (None when unreadable)."""
+    """Digest of ``kind``, this module's source and every rules file's name and content digest (None when
+    unreadable; kg.core.cache.file_digest: SHA-256 of the bytes, kept by the file's stat)."""
     import hashlib
+
+    from kg.core.cache import file_digest
     try:
-        h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-{kind}".encode())
-        h.update(Path(__file__).read_bytes())  # a changed Rule/RuleSet shape never meets an old entry
+        h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-2-{kind}".encode())
+        h.update(file_digest(__file__).encode())  # a changed Rule/RuleSet shape never meets an old entry
         for f in files:
-            h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+            h.update(str(f).encode() + b"\0" + file_digest(f).encode() + b"\0")
     except OSError:
         return None
     return h.hexdigest()

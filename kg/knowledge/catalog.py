@@ -189,16 +189,19 @@ def _read_techniques(context: tuple[Any, Any], chunk: list[Path]) -> list[tuple[
 
 
 def _file_digest(files: list[Path]) -> str:
+    """Digest of this cache's version, the modules that shape a Catalog and every file's name and content digest
+    (kg.core.cache.file_digest: SHA-256 of its bytes, kept by its stat)."""
+    from kg.core.cache import file_digest
     h = hashlib.sha256()
-    h.update(f"optkg-catalog-{CACHE_VERSION}".encode())
+    h.update(f"optkg-catalog-{CACHE_VERSION}-2".encode())
     here = Path(__file__).parent
     for mod in ("catalog.py", "catalog_cache.py", "checks.py", "filechecks.py", "crosschecks.py", "schema.py", "axes.py"):
         with contextlib.suppress(OSError):  # a changed Catalog shape or check never meets an old entry
-            h.update((here / mod).read_bytes())
+            h.update(file_digest(here / mod).encode())
     for f in files:
         h.update(str(f).encode())
         h.update(b"\0")
-        h.update(f.read_bytes())
+        h.update(file_digest(f).encode())
         h.update(b"\0")
     return h.hexdigest()
 
