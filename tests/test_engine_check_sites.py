@@ -891,7 +891,7 @@ def test_trtllm_sites_read_from_source_text_name_their_commit_and_show_on_the_pa
     the index's total_chars, 314,102) and the page renders the four counts and the origin exactly as committed."""
     from kg.core import paths
     from kg.output.engine_checks_doc import sites_markdown
-    d = next(x for x in all_sites() if x["engine"] == "trtllm")
+    d = next(x for x in all_sites() if x["engine"] == "trtllm" and x["release"] == "0+commit.0004396")
     assert d["release"] == "0+commit.0004396"
     o = d["origin"]
     assert (o["repo"], o["commit"], o["release_pinned"]) == ("NVIDIA/TensorRT-LLM", TRT_COMMIT, False)
@@ -909,6 +909,10 @@ def test_trtllm_sites_read_from_source_text_name_their_commit_and_show_on_the_pa
     section = "\n".join(md[start:md.index("</details>", start) + 1])
     assert f"Origin: NVIDIA/TensorRT-LLM at commit `{TRT_COMMIT}`" in section
     assert section in (REPO / "docs" / "engine-checks.md").read_text()
+    # serve.py at 00209af1, the commit catalog/engines/trtllm.yaml reads the options at: its own file and row
+    serve = next(x for x in all_sites() if x["engine"] == "trtllm" and x["release"] == "0+commit.00209af")
+    assert serve["origin"]["files"][0]["chars"] == 48542 and serve["scanned"] == ["tensorrt_llm/commands/serve.py"]
+    assert "| trtllm | commit 00209af (no release) | 22 | 0 | 0 | 17 | 5 | 0 / 5 = 0.0 % |" in md
 
 
 def test_a_source_scan_records_each_file_read_and_writes_no_table_row(tmp_path):
