@@ -604,3 +604,16 @@ def test_sglang_max_running_requests_is_split_over_the_dp_attention_ranks(monkey
     assert batches == [4]  # requests per rank the estimator times: 16 // 4 (was 16: 64 clients over 4 ranks)
     assert any(n.startswith("--max-running-requests 16 is split over the 4 DP-attention ranks: 4 running per rank")
                for n in sp["notes"])
+
+
+def test_tensorrt_llm_ttft_queueing_keeps_growing_past_the_estimators_cap_of_four_prefills():
+    # aiconfigurator-core 0.12.0 sdk/backends/base_backend.py:130-139: 2 + (steps - 3) / 20 prefill times, capped at
+    # 4; steps = ceil(isl x batch / ctx_tokens). Worked by hand: 16 prompts of 1,024 tokens, one per step: 16 steps,
+    # 2 + 13 / 20 = 2.65 (under the cap); 64 prompts: 2 + 61 / 20 = 5.05, capped at 4; 64 prompts, 8 per step of
+    # 8,192 tokens: 8 steps, 2.25
+    from kg.speed.mapping import ENGINES, ttft_queue_factors
+    assert ttft_queue_factors(16, 1024, 1024) == (pytest.approx(2.65), pytest.approx(2.65))
+    assert ttft_queue_factors(64, 1024, 1024) == (4.0, pytest.approx(5.05))
+    assert ttft_queue_factors(64, 1024, 8192) == (pytest.approx(2.25), pytest.approx(2.25))
+    # only TensorRT-LLM's train rows showed the uncapped factor lowers the left-out TTFT error
+    assert [e for e, m in sorted(ENGINES.items()) if m.ttft_queue_uncapped] == ["trtllm"]

@@ -23,6 +23,7 @@ Per engine:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -227,6 +228,20 @@ def _sglang_running_per_scheduler(seqs: int, par: Parallel, techniques: Any) -> 
     return seqs, ""
 
 
+def ttft_queue_factors(batch: int, isl: int, ctx_tokens: int) -> tuple[float, float]:
+    """(capped, uncapped) queueing factor aiconfigurator-core 0.12.0 multiplies one request's prefill time by for a
+    TensorRT-LLM or SGLang TTFT (sdk/backends/base_backend.py:130-139 ``_ttft_queuing_factor``, applied at :1322):
+    ``2 + (steps - 3) / 20`` prefill times, ``steps = ceil(isl x batch / ctx_tokens)`` the engine steps that
+    prefill the whole batch (:1250), and capped at 4 (from 43 steps on). The slope is what a closed-loop benchmark
+    of ``10 x concurrency`` prompts whose first ``concurrency`` arrive at once adds: that first wave waits on average
+    half of its ``steps`` prefills, one request in ten, so steps / 20 per request (InferenceX
+    benchmarks/dsr1_fp8_h200_trt.sh @ b30c3398a: ``--num-prompts $(( $CONC * 10 ))``); the cap stops that growth at
+    43 running requests, though the first wave's wait keeps growing with it."""
+    steps = math.ceil(isl * max(1, batch) / max(1, ctx_tokens))
+    uncapped = 2 + (steps - 3) / 20
+    return min(uncapped, 4.0), uncapped
+
+
 def kv_tokens_per_request(admission: str, isl: int, osl: int) -> int:
     """KV tokens one running request holds under the engine's admission (see module doc)."""
     return isl + (osl if admission == "reserve" else osl // 2)
@@ -252,6 +267,10 @@ class EngineMapping:
     # the running cap one scheduler gets from the given ``running_setting`` (and the note saying so), from the value,
     # the layout and the stack's techniques; None: the value is per scheduler as given
     running_per_scheduler: Callable[[int, Parallel, Any], tuple[int, str]] | None = None
+    # the estimator's TTFT queueing factor is taken without its cap at 4 (``ttft_queue_factors``): TensorRT-LLM,
+    # where leave-one-configuration-group-out on the train rows of every GPU cell lowered the TTFT error with it
+    # (tools/accuracy/run.py; docs/speed-accuracy.md), SGLang's and vLLM's (its own log2 factor) keep the estimator's
+    ttft_queue_uncapped: bool = False
 
 
 ENGINES: dict[str, EngineMapping] = {
@@ -259,5 +278,5 @@ ENGINES: dict[str, EngineMapping] = {
     "sglang": EngineMapping("chunked_prefill_size", 8192, "max_num_seqs", "incremental", _sglang, _sglang_auto_kv,
                             ctx_from_stack=_sglang_ctx_default, running_per_scheduler=_sglang_running_per_scheduler),
     "trtllm": EngineMapping("max_num_batched_tokens", 8192, "max_num_seqs", "reserve", _trtllm, _trtllm_auto_kv,
-                            _trtllm_context_hold),
+                            _trtllm_context_hold, ttft_queue_uncapped=True),
 }

@@ -32,7 +32,7 @@ from typing import Any
 
 from kg.speed.estimator import (NotEvaluable, Point, database_release, estimator_version, run_point, tables,
                                 tidy_reason)
-from kg.speed.mapping import ENGINES, kv_tokens_per_request
+from kg.speed.mapping import ENGINES, kv_tokens_per_request, ttft_queue_factors
 
 DEFAULT_ISL = 1024
 DEFAULT_OSL = 1024
@@ -553,6 +553,12 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
         raise NotEvaluable(f"ISL {wl.isl:,} is past the longest prompt the estimator's {kind.upper()} context-attention "
                            f"tables measure on {system} for {backend} ({isl_max:,} tokens): its prefill attention time "
                            "would be an extrapolation, not a measurement")
+    if mapping.ttft_queue_uncapped:  # the estimator's queueing factor without its cap (kg.speed.mapping)
+        capped, uncapped = ttft_queue_factors(point.batch_size, point.isl, point.ctx_tokens)
+        if uncapped > capped:
+            r = dict(r, ttft_ms=r["ttft_ms"] * uncapped / capped)
+            notes.append(f"TTFT: the estimator's queueing factor taken uncapped, {uncapped:.2f} prefill times for "
+                         f"{point.batch_size:,} running requests (it caps it at {capped:.0f})")
     # a scheduler that holds prompts back (kg.speed.mapping context_hold): the held decode steps, timed at the engine's
     # TPOT, are added to the TTFT after the calibration, which is fitted to what the estimator's own TTFT misses
     hold, why = mapping.context_hold(values, par, b, wl.osl) if mapping.context_hold else (0.0, "")

@@ -789,6 +789,8 @@ def render(recs: list[dict], digest: str) -> str:
              "release mapped to the nearest database release, prompts a scheduler holds back timed in decode steps "
              "(TensorRT-LLM attention_dp_config.enable_balance, kg.speed.mapping.adp_balance_hold_steps, added to "
              "TTFT after the calibration, whose TTFT factor is fitted on the rows without such a hold), "
+             "for TensorRT-LLM the estimator's TTFT queueing factor without its cap at 4 prefill times "
+             "(kg.speed.mapping.ttft_queue_factors), "
              "per engine x GPU calibration fitted on the train "
              "split, kg/speed/calibration.yaml: a factor of concurrency and ISL (and OSL where that helped), alone or plus a fixed time per "
              "request (TTFT) or engine step (TPOT) that per-op kernel timings do not hold, whichever form has the "
