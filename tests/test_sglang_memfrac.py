@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import run_cli
 from kg.engines.sglang.memfrac import MIB, default_mem_fraction, gpu_defaults, prefill_capture_sizes
 
@@ -87,3 +88,27 @@ def test_chunked_prefill_off_reserves_max_prefill_tokens_of_activations():
     d = json.loads(out)["derived"]
     assert d["kv_budget_gpu_memory_utilization"] == 0.674
     assert "max_prefill_tokens (chunked prefill off) 24,576" in d["kv_budget_utilization_source"]
+
+
+def test_a_vision_language_model_gets_sglangs_vision_tower_reduction():
+    # newuser8: SGLang multiplies its computed fraction by 0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1),
+    # 0.8, 1.05) for a multimodal model (0.5.23 srt/arg_groups/memory_hook.py:331-336, 417-466); optkg gave the
+    # text model's fraction. Qwen3-VL: SGLang's own config keeps the tower depth as `depth`, so L = 24 (default),
+    # H = 1152: 24 x 1152^2 / (24 x 1024^2) = 1.265625 -> 0.95 x 0.9734375 = 0.924765625
+    from kg.engines.sglang.vlm import vlm_factor
+    qwen_vl = {"vision_config": {"depth": 27, "hidden_size": 1152}}
+    assert vlm_factor(qwen_vl, "Qwen3VLForConditionalGeneration")[0] == pytest.approx(0.924765625, abs=1e-12)
+    # Gemma 4 names num_hidden_layers 27: 27 x 1152^2 / (24 x 1024^2) = 1.423828125 -> 0.95 x 0.9576171875
+    gemma = {"vision_config": {"num_hidden_layers": 27, "hidden_size": 1152}}
+    assert vlm_factor(gemma, "Gemma4ForConditionalGeneration")[0] == pytest.approx(0.909736328125, abs=1e-12)
+    assert vlm_factor(gemma, "Llama4ForConditionalGeneration") is None  # served text-only by default (:691-705)
+    assert vlm_factor({}, "Qwen3VLForConditionalGeneration") is None  # no vision tower: no reduction
+    assert vlm_factor(qwen_vl, "Qwen3VLForConditionalGeneration", "decode") is None  # a PD decode server
+    assert vlm_factor(qwen_vl, "Qwen3ForCausalLM") is None
+    # Qwen3-VL-32B TP 2 on an H100: the text model's 0.828 (reserved 14,032 MiB) x 0.924765625 = 0.765706
+    mf = default_mem_fraction(81559 * MIB, 2, vision=vlm_factor(qwen_vl, "Qwen3VLForConditionalGeneration"))
+    assert mf.reserved_mib == 14032 and mf.fraction == pytest.approx(0.765706, abs=5e-7)
+    code, out, err = run_cli("check", "--sglang", "python -m sglang.launch_server --model-path "
+                             "Qwen/Qwen3-VL-32B-Instruct --tp 2", "--gpu", "H100", "--count", "2", "--no-speed",
+                             "--format", "json")
+    assert json.loads(out)["derived"]["kv_budget_gpu_memory_utilization"] == pytest.approx(0.765706, abs=5e-7)

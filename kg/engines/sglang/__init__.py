@@ -56,6 +56,7 @@ class SGLang(Engine):
             from kg.derive.kv import gpu_memory_bytes
             from kg.core.relcmp import older_than
             from kg.engines.sglang.memfrac import default_mem_fraction
+            from kg.engines.sglang.vlm import vlm_factor
             dp = int(ns.get("dp_size") or 1)
             mf = default_mem_fraction(
                 gpu_memory_bytes(stack.hardware), int(ns.get("tp_size") or 1), int(ns.get("pp_size") or 1),
@@ -65,7 +66,8 @@ class SGLang(Engine):
                 max_running_requests=ns.get("max_num_seqs") if setting_given(stack, "max_num_seqs") else None,
                 cuda_graph_disabled="cuda-graphs" not in stack.techniques,
                 deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version,
-                max_prefill_tokens=ns.get("max_prefill_tokens") if setting_given(stack, "max_prefill_tokens") else None)
+                max_prefill_tokens=ns.get("max_prefill_tokens") if setting_given(stack, "max_prefill_tokens") else None,
+                vision=vlm_factor(stack.model.raw_config, stack.model.architecture, ns.get("disaggregation_mode")))
             if mf is not None and older_than(stack.engine_version, "0.5.18"):
                 return mf.fraction, (f"{mf.basis()} [sglang 0.5.9 srt/server_args.py:911-1060, 0.5.5 :665-825, "
                                      "0.5.1 :354-393]")

@@ -71,8 +71,13 @@ class MemFraction:
     chunked_prefill_size: int
     max_bs: int
 
+    vision: str = ""  # the vision-tower reduction applied to the fraction (kg.engines.sglang.vlm), if any
+
     def basis(self) -> str:
         parts = " + ".join(f"{k} {v:,.0f}" for k, v in self.terms.items() if v)
+        if self.vision:
+            return (f"SGLang default: (GPU - reserved {self.reserved_mib:,.0f} MiB) / GPU {self.vision} = "
+                    f"{self.fraction:.4g}; reserved = {parts} MiB")
         return (f"SGLang default: (GPU - reserved {self.reserved_mib:,.0f} MiB) / GPU = {self.fraction:g}; "
                 f"reserved = {parts} MiB")
 
@@ -104,9 +109,23 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
                          attn_dp_size: int = 1, chunked_prefill_size: int | None = None,
                          max_running_requests: int | None = None, cuda_graph_disabled: bool = False,
                          deepep: bool = False, engine_version: str | None = None,
-                         max_prefill_tokens: int | None = None) -> MemFraction | None:
+                         max_prefill_tokens: int | None = None,
+                         vision: tuple[float, str] | None = None) -> MemFraction | None:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
-    releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention."""
+    releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention. ``vision``: the
+    (factor, how) of kg.engines.sglang.vlm.vlm_factor for a vision-language model, applied to the rounded
+    fraction as SGLang does."""
+    mf = _default_mem_fraction(gpu_mem_bytes, tp_size, pp_size, is_mla, attn_dp_size, chunked_prefill_size,
+                               max_running_requests, cuda_graph_disabled, deepep, engine_version, max_prefill_tokens)
+    if mf is not None and vision is not None:
+        mf.fraction, mf.vision = mf.fraction * vision[0], vision[1]
+    return mf
+
+
+def _default_mem_fraction(gpu_mem_bytes: float, tp_size: int, pp_size: int, is_mla: bool, attn_dp_size: int,
+                          chunked_prefill_size: int | None, max_running_requests: int | None,
+                          cuda_graph_disabled: bool, deepep: bool, engine_version: str | None,
+                          max_prefill_tokens: int | None) -> MemFraction | None:
     if older_than(engine_version, SINCE):
         if older_than(engine_version, EARLY[0]) or not older_than(engine_version, EARLY[1]):
             return None
