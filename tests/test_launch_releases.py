@@ -53,6 +53,20 @@ def test_env_not_read_by_release_has_no_effect(catalog):
     assert st.settings["vllm_use_v1"] == 0 and any("newest release optkg has scanned" in n for n in st.notes)
 
 
+def test_vllm_names_the_variables_validate_environ_refuses(catalog):
+    # 0.34.0 envs.py:654-660 lists VLLM_MARLIN_INPUT_DTYPE as removed (0.33.0 still reads it, envs.py:1560);
+    # VLLM_ATTENTION_BACKEND was last read in 0.14.0; VLLM_USE_V2_MODEL_RUNNER is checked on its own
+    cmd = ("VLLM_USE_V2_MODEL_RUNNER=1 VLLM_MARLIN_INPUT_DTYPE=int8 VLLM_ATTENTION_BACKEND=FLASH_ATTN "
+           "vllm serve Qwen/Qwen3-32B --fail-on-environ-validation")
+    st = parse_launch(cmd, catalog, engine_version="0.34.0")
+    assert (st.settings["vllm_env_removed"], st.settings["vllm_env_unknown"]) == (
+        "VLLM_MARLIN_INPUT_DTYPE", "VLLM_ATTENTION_BACKEND")
+    assert st.settings["fail_on_environ_validation"] is True
+    assert any("VLLM_MARLIN_INPUT_DTYPE was removed in vllm 0.34.0: vLLM refuses to start" in n for n in st.notes)
+    st = parse_launch(cmd, catalog, engine_version="0.33.0")
+    assert (st.settings["vllm_env_removed"], st.settings["vllm_env_unknown"]) == ("", "VLLM_ATTENTION_BACKEND")
+
+
 def test_engine_version_flag_reaches_cmd(cli):
     import json
     code, out, err = cli("check", "--cmd", "vllm serve Qwen/Qwen3-32B --num-scheduler-steps 4", "--engine-version",

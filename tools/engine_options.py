@@ -93,12 +93,41 @@ def options_in(path: Path, rel: str, classes: tuple[str, ...]) -> dict[str, int]
     return out
 
 
+# vLLM 0.34.0 envs.py:654-660: variables vLLM no longer reads, each with a hint; Platform.validate_environ refuses
+# them (platforms/interface.py:1492-1493). Their keys are not variables the release reads.
+REMOVED_ENV = "removed_environment_variables"
+
+
+def _removed_dicts(nodes: list[ast.AST]) -> list[ast.Dict]:
+    out = []
+    for n in nodes:
+        t = n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else \
+            n.target if isinstance(n, ast.AnnAssign) else None
+        if isinstance(t, ast.Name) and t.id == REMOVED_ENV and isinstance(n.value, ast.Dict):
+            out.append(n.value)
+    return out
+
+
+def removed_env_in(path: Path) -> dict[str, dict]:
+    """{name: {line, hint}} of vLLM's ``removed_environment_variables`` (a literal string hint, else its source)."""
+    out: dict[str, dict] = {}
+    for d in _removed_dicts(_nodes(path)):
+        for k, v in zip(d.keys, d.values):
+            s = _str(k) if k is not None else None
+            if s:
+                hint = v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else ast.unparse(v)
+                out[s] = {"line": k.lineno, "hint": " ".join(hint.split())}
+    return out
+
+
 def env_in(path: Path, prefixes: tuple[str, ...]) -> dict[str, int]:
-    """Environment variable name -> line: string keys of dict literals (vLLM ``environment_variables``) and class
-    attributes (SGLang ``class Envs``) named with the engine's prefix."""
+    """Environment variable name -> line: string keys of dict literals (vLLM ``environment_variables``; not
+    ``removed_environment_variables``) and class attributes (SGLang ``class Envs``) named with the engine's prefix."""
     out: dict[str, int] = {}
-    for node in _nodes(path):
-        if isinstance(node, ast.Dict):
+    nodes = _nodes(path)
+    removed = {id(d) for d in _removed_dicts(nodes)}
+    for node in nodes:
+        if isinstance(node, ast.Dict) and id(node) not in removed:
             for k in node.keys:
                 s = _str(k) if k is not None else None
                 if s and s.startswith(prefixes):
@@ -134,6 +163,7 @@ def scan(engine: str, dl: Path) -> dict:
     cfg = ENGINES[engine]
     releases: dict[str, dict[str, tuple[str, int]]] = {}
     env_releases: dict[str, dict[str, tuple[str, int]]] = {}
+    removed_env: dict[str, dict[str, dict]] = {}
     for d in sorted(dl.glob(f"{engine}-*")):
         if not d.is_dir():
             continue
@@ -156,9 +186,16 @@ def scan(engine: str, dl: Path) -> dict:
                     for name, line in env_in(f, (engine.upper() + "_", "SGL_")).items():
                         envs.setdefault(name, (str(f.relative_to(d)), line))
             env_releases[rel] = envs
+            gone = {}
+            for g in cfg.get("env_files", []):
+                for f in sorted(d.glob(g)):
+                    gone.update({k: {"path": str(f.relative_to(d)), **v} for k, v in removed_env_in(f).items()})
+            if gone:
+                removed_env[rel] = gone
     order = sorted(releases, key=Version)
     return {"engine": engine, "scanned": order, "options": _ranges(releases, cfg["package"]),
-            "env": _ranges({r: e for r, e in env_releases.items() if e}, cfg["package"])}
+            "env": _ranges({r: e for r, e in env_releases.items() if e}, cfg["package"]),
+            "removed_env": removed_env}
 
 
 def render(data: dict) -> str:
@@ -176,6 +213,14 @@ def render(data: dict) -> str:
     lines.append("env:")
     for name, e in data["env"].items():
         lines.append(f"  {yaml.safe_dump({name: e}, default_flow_style=True, width=10_000).strip()[1:-1]}")
+    if data.get("removed_env"):
+        lines.append("# per release, variables the engine refuses as removed, with its hint (vLLM envs.py "
+                     "removed_environment_variables, read by platforms/interface.py validate_environ)")
+        lines.append("removed_env:")
+        for rel in sorted(data["removed_env"], key=Version):
+            lines.append(f"  {yaml.safe_dump(str(rel)).splitlines()[0]}:")
+            for name, e in sorted(data["removed_env"][rel].items()):
+                lines.append(f"    {yaml.safe_dump({name: e}, default_flow_style=True, width=10_000).strip()[1:-1]}")
     return head + "\n".join(lines) + "\n"
 
 

@@ -91,6 +91,17 @@ def onboard_options(engine: str, release: str, root: Path) -> tuple[list[str], l
         return None
     data = yaml.safe_load(path.read_text())
     scanned = [str(r) for r in data.get("scanned") or []]
+    gone: dict[str, dict] = {}  # the release's removed variables (vLLM): refreshed also for a scanned release
+    for g in cfg.get("env_files", []):
+        for f in sorted(root.glob(g)):
+            gone.update({k: {"path": str(f.relative_to(root)), **v}
+                         for k, v in engine_options.removed_env_in(f).items()})
+    removed_env = {str(k): v for k, v in (data.get("removed_env") or {}).items() if str(k) != release}
+    if gone:
+        removed_env[release] = gone
+    if removed_env != {str(k): v for k, v in (data.get("removed_env") or {}).items()}:
+        data["removed_env"] = removed_env
+        path.write_text(engine_options.render({**data, "scanned": scanned}))
     if release in scanned:
         return [], []
     if scanned and Version(release) < Version(newest(scanned)):
@@ -109,7 +120,7 @@ def onboard_options(engine: str, release: str, root: Path) -> tuple[list[str], l
                 envs.setdefault(name, (str(f.relative_to(root)), line))
     opts, added, removed = merge_ranges(data.get("options") or {}, found, release, scanned, cfg["package"])
     env, _, _ = merge_ranges(data.get("env") or {}, envs, release, scanned, cfg["package"]) if envs else (data.get("env") or {}, [], [])
-    new = {"engine": engine, "scanned": scanned + [release], "options": opts, "env": env}
+    new = {"engine": engine, "scanned": scanned + [release], "options": opts, "env": env, "removed_env": removed_env}
     path.write_text(engine_options.render(new))
     return added, removed
 

@@ -78,6 +78,10 @@ def option_facts(engine: str | None, release: str | None, settings: Mapping[str,
     for name, e in (table.get("env") or {}).items():
         if isinstance(e, dict) and "default" in e and e.get("set") and settings.get(e["set"]) is None:
             out.setdefault(str(e["set"]), e["default"])
+    for key in ("removed", "unknown"):  # env_validation (kg.inputs.launch.argv): no such variable without a command
+        name = (table.get("env_validation") or {}).get(key)
+        if name and settings.get(name) is None:
+            out.setdefault(str(name), "")
     out["options_given_twice"] = twice
     return out
 

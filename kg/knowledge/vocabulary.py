@@ -175,6 +175,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "eplb_use_async": ("boolean", "vLLM asynchronous EPLB rebalancing"),
     "eplb_communicator": ("string", "vLLM EPLB weight-transfer communicator"),
     "vllm_use_v2_model_runner": ("string", "VLLM_USE_V2_MODEL_RUNNER as set (\"\" = unset)"),
+    "vllm_env_removed": ("string", "a variable the command sets that the vLLM release refuses as removed (\"\" = none)"),
+    "vllm_env_unknown": ("string", "a VLLM_ variable the command sets that the vLLM release does not read (\"\" = none)"),
 }
 PARALLEL_DEFAULTS = {"tp_size": 1, "pp_size": 1, "dp_size": 1, "dcp_size": 1, "pcp_size": 1, "ep_size": 1}
 

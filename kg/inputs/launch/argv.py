@@ -210,6 +210,9 @@ def flag_defaults(engine: str | None) -> dict[str, Any]:
     for spec in [*(table.get("flags") or []), *(table.get("env") or {}).values()]:
         if isinstance(spec, dict) and "default" in spec and spec.get("set"):
             out.setdefault(str(spec["set"]), spec["default"])
+    for key in ("removed", "unknown"):  # env_validation: no such variable where no command gave the environment
+        if (table.get("env_validation") or {}).get(key):
+            out.setdefault(str(table["env_validation"][key]), "")
     _FLAG_DEFAULTS[engine] = (table, out)  # the table is kept: its identity is the key
     return out
 
@@ -502,11 +505,17 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
         if release and e is None and prefixes and k.startswith(prefixes) and k not in (table.get("env") or {}):
             st.notes.append(f"{label}: {k} is not an environment variable of any {engine} release optkg has scanned "
                             f"({data['scanned'][0]}–{data['scanned'][-1]}): a typo? the engine ignores it")
-        if release and e is not None and not present_at(e, release):
+        if release and k in ((data.get("removed_env") or {}).get(release) or {}):
+            st.notes.append(f"{label}: {k} was removed in {which}: vLLM refuses to start while it is set")
+            if not assumed:
+                st.ignored.append(shown_env(k, env.pop(k)))
+        elif release and e is not None and not present_at(e, release):
             st.notes.append(f"{label}: {k} is not read by {which}: it has no effect there "
                             f"(read in {engine} {_span(e)})")
             if not assumed:
                 st.ignored.append(shown_env(k, env.pop(k)))
+    if release and table.get("env_validation") and (assumed or engine_version in (None, release)):
+        env_validation(st, table["env_validation"], data, release)
     apply_env(st, table, env, release)
     finish(st, catalog, removed)
     target = model_override or model_name or model_from
@@ -610,6 +619,22 @@ def _json_field(obj: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 
 SECRET_NAME = lazy_re(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def env_validation(st: Stack, spec: dict[str, Any], data: dict[str, Any], release: str) -> None:
+    """The variables the engine refuses before it starts, among those the command sets (the table's
+    ``env_validation``; vLLM's Platform.validate_environ, 0.34.0 platforms/interface.py:1476-1503): ``removed``
+    names the first one the release lists as removed (``removed_env`` of the release options), ``unknown`` the
+    first with the engine's ``prefix`` that the release does not read (refused only with
+    --fail-on-environ-validation), each '' when there is none."""
+    gone = (data.get("removed_env") or {}).get(release) or {}
+    reads = data.get("env") or {}
+    exempt = set(spec.get("exempt") or ())
+    removed = [k for k in st.native_env if k in gone]
+    unknown = [k for k in st.native_env if k.startswith(str(spec["prefix"])) and k not in gone and k not in exempt
+               and not (k in reads and present_at(reads[k], release))]
+    st.settings[spec["removed"]] = removed[0] if removed else ""
+    st.settings[spec["unknown"]] = unknown[0] if unknown else ""
 
 
 def shown_env(name: str, value: str) -> str:
