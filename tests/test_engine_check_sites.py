@@ -913,6 +913,7 @@ def test_trtllm_sites_read_from_source_text_name_their_commit_and_show_on_the_pa
     serve = next(x for x in all_sites() if x["engine"] == "trtllm" and x["release"] == "0+commit.00209af")
     assert serve["origin"]["files"][0]["chars"] == 48542 and serve["scanned"] == ["tensorrt_llm/commands/serve.py"]
     assert "| trtllm | commit 00209af (no release) | 22 | 0 | 0 | 17 | 5 | 0 / 5 = 0.0 % |" in md
+    assert "| trtllm | commit 0066b2a (no release) | 13 | 0 | 0 | 3 | 10 | 0 / 10 = 0.0 % |" in md
 
 
 def test_a_source_scan_records_each_file_read_and_writes_no_table_row(tmp_path):
