@@ -73,3 +73,30 @@ def test_incremental_combinations_equal_ones_from_fresh_reports(catalog, check_r
         rows = [inc.evaluate(i) for i in range(plan.size())]
         assert rows == [fresh.evaluate(i) for i in range(plan.size())]
         assert {r["valid"] for r in rows} == {True, False} and any(r["findings"] for r in rows)
+
+
+def test_a_new_technique_sets_first_stack_keeps_firings_only_where_matches_and_values_are_the_same():
+    """A technique set's first stack keeps the Firings of the stack before it (another set's ruleset sharing the rule
+    objects, kg.knowledge.couplings.ruleset_for) for the rules whose read values and engine matches are the same
+    (kg.engine.incremental.RuleState.seeds): a rule whose technique is now among the facts is run again though
+    nothing it reads changed, as is one whose value changed."""
+    from kg.engine.incremental import Session, use
+    from kg.engine.rules import Rule, RuleSet, evaluate_rules
+
+    def rule(rid, match, condition):
+        return Rule(id=rid, ruleset="check", title=rid, match=match, message="m", severity="warning",
+                    sources=[{"title": "t", "url": "https://example.org"}], condition=condition)
+    lora, wide, dcp = (rule("lora-with-tp", [{"kind": "technique", "technique": "lora"}], "tp_size > 1"),
+                       rule("wide-tp", [{"kind": "model"}], "tp_size > 4"),
+                       rule("dcp-on", [{"kind": "model"}], "dcp_size > 1"))
+    plain, with_lora = RuleSet("check", [lora, wide, dcp], {}), RuleSet("check", [lora, wide, dcp], {})
+    facts = [{"kind": "stack", "engine": "vllm"}, {"kind": "model", "attention": "gqa"}]
+    lora_facts = facts + [{"kind": "technique", "technique": "lora"}]
+    session = Session()
+    with use(session):
+        before = evaluate_rules(plain, facts, {"tp_size": 8, "dcp_size": 1}, engine="vllm")
+        after = evaluate_rules(with_lora, lora_facts, {"tp_size": 8, "dcp_size": 2}, engine="vllm")
+    fresh = evaluate_rules(with_lora, lora_facts, {"tp_size": 8, "dcp_size": 2}, engine="vllm")
+    assert [f.outcome for f in before] == ["not_applicable", "fired", "held"]
+    assert [f.outcome for f in after] == [f.outcome for f in fresh] == ["fired", "fired", "fired"]
+    assert after[1] is before[1]  # kept, not run again

@@ -329,11 +329,7 @@ class RuleState:
         if mk is None:
             mk = self.cur_match_keys.get(r.id)
             if mk is None:
-                if self.cur_kinds is None:
-                    fs = self.cur_facts
-                    self.cur_kinds = ({f.get("technique") for f in fs if f.get("kind") == "technique"},
-                                      {f.get("kind") for f in fs})
-                present, kinds = self.cur_kinds
+                present, kinds = self._kinds()
                 mk = ("unmatched", tuple([(p.get("kind") in kinds, p.get("kind") == "technique"
                                            and p.get("technique") in present) for p in r.match]))
             self.cur_mkeys[i] = mk
@@ -342,6 +338,59 @@ class RuleState:
     def end(self, matched: dict[str, list], vals: tuple[Any, ...], ff: Any, out: list[Any], parent: list[bool]) -> None:
         self.prev_matched, self.prev_vals, self.prev_facts, self.prev_out, self.prev_parent = matched, vals, ff, out, parent
         self.prev_tup, self.prev_raw = self.cur_tup, self.cur_raw
+
+    def seeds(self, last: "RuleState | None") -> list[int] | None:
+        """On this state's first stack (after ``begin``): per rule, the index in ``last`` (the state of the stack
+        before, another technique set's ruleset) of the same rule object whose Firing there this stack may keep when
+        its parent's outcome is the same too (-1: none), or None. A rule's Firing depends on nothing else (``firing``):
+        the engine and release (equal states only), what the engine matched for it and the values it reads (here
+        equal to that stack's). This is what ``shared`` would return, without building ~300 memo keys."""
+        if last is None or last is self or last.prev_vals is None or (last.engine, last.version) != (
+                self.engine, self.version):
+            return None
+        at = {id(r): j for j, r in enumerate(last.rules)}
+        lpos = {n: j for j, n in enumerate(last.union)}
+        now, was, index = self.cur_tup, last.prev_tup, self.index
+        dirty: set[int] = set()
+        for n, v in zip(self.union, now):
+            j = lpos.get(n)
+            if j is None or (v is not was[j] and not same(v, was[j])):
+                dirty.update(index[n])
+        # what the engine matched for a rule: the same frozen facts, or (none matched either time) the same fact kinds
+        # and, for each technique its patterns name, the same presence among the facts (``_match_key``)
+        mine, theirs = self.cur_match_keys, last.cur_match_keys
+        (present, kinds), (lpresent, lkinds) = self._kinds(), last._kinds()
+        moved = present ^ lpresent if kinds == lkinds else None
+        out = []
+        for i, r in enumerate(self.rules):
+            j = at.get(id(r), -1)
+            if j < 0 or i in dirty:
+                out.append(-1)
+                continue
+            a, b = mine.get(r.id), theirs.get(r.id)
+            if a is None and b is None and moved is not None:
+                ok = moved.isdisjoint(_pattern_techniques(r))
+            else:
+                ok = a == b if a is not None and b is not None else self._match_key(i, r) == last._match_key(j, r)
+            out.append(j if ok else -1)
+        return out
+
+    def _kinds(self) -> tuple[set, set]:
+        """(the technique ids among this stack's facts, the facts' kinds), once per stack."""
+        if self.cur_kinds is None:
+            fs = self.cur_facts
+            self.cur_kinds = ({f.get("technique") for f in fs if f.get("kind") == "technique"},
+                              {f.get("kind") for f in fs})
+        return self.cur_kinds
+
+
+def _pattern_techniques(r: Any) -> frozenset:
+    """The technique ids rule ``r``'s technique patterns name, once per rule object (kept on it, as ``rule_reads``)."""
+    hit = r.__dict__.get("_sweep_techniques")
+    if hit is None:
+        hit = r.__dict__["_sweep_techniques"] = frozenset(
+            p.get("technique") for p in r.match if p.get("kind") == "technique")
+    return hit
 
 
 class _Reads(Mapping):
@@ -392,6 +441,7 @@ class Session:
         self.kept: dict[int, Any] = {}  # objects ``call`` keys name by identity
         self.stamps: dict[str, Any] = {}  # data folders as the sweep first read them (kg.core.paths.frozen_stamps)
         self.firings = Memo(200_000)  # every RuleState's shared Firings (RuleState.firing)
+        self.last_rules: RuleState | None = None  # the RuleState of the last stack evaluated (RuleState.seeds)
         self.numbers = Numbers()  # the numbers their memo keys hold for values
 
     def call(self, fn: Any, ns: Mapping[str, Any], key: Hashable = None, keep: tuple = (),

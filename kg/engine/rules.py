@@ -659,14 +659,20 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
                 out[i] = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version,
                                                                  facts, kinds, {r.parent} if pf else set()))
         state.end(matched, vals, frozen, out, parent_fired)
+        session.last_rules = state
         return out
     out: list[Firing] = []
     parent_fired: list[bool] = []
     fired_ids: set[str] = set()
+    # a new technique set's first stack: the rules whose inputs equal the stack before's keep its Firings
+    last = session.last_rules if state is not None and state.prev_vals is None else None
+    seeds = state.seeds(last) if last is not None else None
     for i, r in enumerate(rs.rules):
         pf = bool(r.parent) and r.parent in fired_ids
         parent_fired.append(pf)
-        if state is not None:  # an earlier stack with the same facts and values it reads
+        if seeds is not None and seeds[i] >= 0 and last.prev_parent[seeds[i]] == pf:
+            f = last.prev_out[seeds[i]]
+        elif state is not None:  # an earlier stack with the same facts and values it reads
             f = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version, facts,
                                                         kinds, fired_ids))
         else:
@@ -676,6 +682,7 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         out.append(f)
     if state is not None:
         state.end(matched, vals, frozen, out, parent_fired)
+        session.last_rules = state
     return out
 
 
