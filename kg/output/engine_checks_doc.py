@@ -110,7 +110,9 @@ def sites_markdown(folder: Path, rule_ids: set[str]) -> list[str]:
     out = ["## Every startup check site, per release", "",
            "Generated from `catalog/engines/checks/sites/` (written by `tools/engine_check_sites.py` from the released",
            "wheel; `make onboard` regenerates it). A *site* is one `raise` or `assert` statement in the scanned folders;",
-           "its id (`path::function::hash of its condition`) survives lines moving. Each site is one of:", ""]
+           "its id (`path::function::hash of its condition`) survives lines moving. Where no wheel can be had",
+           "(TensorRT-LLM), a file's text at a named commit is scanned instead (`--source`): its section gives the",
+           "origin, and such a scan writes no table row. Each site is one of:", ""]
     out += [f"- **{k}**: {v}" for k, v in CLASS_NAMES.items()]
     out += ["", "Coverage = (rule + table) / (the sites knowable before start: all but unknowable). Table rows are",
            "evaluated by the rule",
