@@ -112,3 +112,19 @@ def test_a_vision_language_model_gets_sglangs_vision_tower_reduction():
                              "Qwen/Qwen3-VL-32B-Instruct --tp 2", "--gpu", "H100", "--count", "2", "--no-speed",
                              "--format", "json")
     assert json.loads(out)["derived"]["kv_budget_gpu_memory_utilization"] == pytest.approx(0.765706, abs=5e-7)
+
+
+def test_a_speculative_draft_adds_its_reserve_in_the_releases_that_had_one():
+    # newuser8: SGLang 0.5.3 - 0.5.9 reserve 2 GiB more for an EAGLE / MTP draft (6 GiB for STANDALONE, none for
+    # NGRAM) after the 10 GiB floor (0.5.9 srt/server_args.py:1051-1057); 0.5.1 - 0.5.2 2 GiB for any algorithm
+    # (0.5.1 :387-389); 0.5.17 / 0.5.23 none. H100 TP 1 on 0.5.8.post1: 13,440 MiB (test above) + 2,048 = 15,488
+    h100 = 81559 * MIB
+    assert default_mem_fraction(h100, 1, engine_version="0.5.8.post1", speculative="EAGLE").fraction == 0.810
+    assert default_mem_fraction(h100, 1, engine_version="0.5.8.post1", speculative="STANDALONE").fraction == 0.760
+    assert default_mem_fraction(h100, 1, engine_version="0.5.8.post1", speculative="NGRAM").fraction == 0.835
+    # after the floor: chunk 2,048 -> 512 + 3,072 + 512 + 128 = 4,224, floored to 10,240, + 2,048 = 12,288 -> 0.849
+    mf = default_mem_fraction(h100, 1, chunked_prefill_size=2048, engine_version="0.5.8.post1", speculative="EAGLE3")
+    assert mf.reserved_mib == 12288 and mf.fraction == 0.849
+    # 0.5.1.post1 TP 2: 10,752 + 2,048 = 12,800 -> 0.843
+    assert default_mem_fraction(h100, 2, engine_version="0.5.1.post1", speculative="NGRAM").fraction == 0.843
+    assert default_mem_fraction(h100, 8, speculative="EAGLE").fraction == 0.812  # 0.5.23: no draft term

@@ -67,7 +67,8 @@ class SGLang(Engine):
                 cuda_graph_disabled="cuda-graphs" not in stack.techniques,
                 deepep=str(ns.get("moe_a2a_backend") or "").lower() == "deepep", engine_version=stack.engine_version,
                 max_prefill_tokens=ns.get("max_prefill_tokens") if setting_given(stack, "max_prefill_tokens") else None,
-                vision=vlm_factor(stack.model.raw_config, stack.model.architecture, ns.get("disaggregation_mode")))
+                vision=vlm_factor(stack.model.raw_config, stack.model.architecture, ns.get("disaggregation_mode")),
+                speculative=ns.get("speculative_method") if "speculative-decoding" in stack.techniques else None)
             if mf is not None and older_than(stack.engine_version, "0.5.18"):
                 return mf.fraction, (f"{mf.basis()} [sglang 0.5.9 srt/server_args.py:911-1060, 0.5.5 :665-825, "
                                      "0.5.1 :354-393]")

@@ -37,6 +37,9 @@ Earlier releases (``_before_0_5_18``), read in their wheels' ``srt/server_args.p
 - 0.5.1 - 0.5.2 (0.5.1 :354-393, 0.5.2 :474): a fixed reserve per GPU, ``(2.8 + tp x pp / 10)`` GiB below 35 GiB,
   ``(9.5 + tp x pp / 2)`` GiB below 90 GiB, ``(12 + tp x pp / 2)`` GiB below 160 GiB, else 32 GiB; + 4 GiB under DP
   attention.
+- A speculative algorithm adds a draft reserve there: 0.5.3 - 0.5.9, after the 10 GiB floor, 6 GiB for STANDALONE and
+  2 GiB for any other but NGRAM (0.5.3 :662-669, 0.5.5 :810-817, 0.5.9 :1051-1057); 0.5.1 - 0.5.2 2 GiB for any
+  (0.5.1 :387-389). 0.5.17 and 0.5.23 have no such term.
 Releases 0.5.10 - 0.5.17 (not read) and before 0.5.1 are not modelled: ``default_mem_fraction`` returns None.
 """
 from __future__ import annotations
@@ -110,13 +113,15 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
                          max_running_requests: int | None = None, cuda_graph_disabled: bool = False,
                          deepep: bool = False, engine_version: str | None = None,
                          max_prefill_tokens: int | None = None,
-                         vision: tuple[float, str] | None = None) -> MemFraction | None:
+                         vision: tuple[float, str] | None = None,
+                         speculative: str | None = None) -> MemFraction | None:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_mem_bytes`` (module doc); None for
     releases before 0.5.18, which this does not model. ``attn_dp_size`` > 1 is DP attention. ``vision``: the
     (factor, how) of kg.engines.sglang.vlm.vlm_factor for a vision-language model, applied to the rounded
     fraction as SGLang does."""
     mf = _default_mem_fraction(gpu_mem_bytes, tp_size, pp_size, is_mla, attn_dp_size, chunked_prefill_size,
-                               max_running_requests, cuda_graph_disabled, deepep, engine_version, max_prefill_tokens)
+                               max_running_requests, cuda_graph_disabled, deepep, engine_version, max_prefill_tokens,
+                               speculative)
     if mf is not None and vision is not None:
         mf.fraction, mf.vision = mf.fraction * vision[0], vision[1]
     return mf
@@ -125,12 +130,12 @@ def default_mem_fraction(gpu_mem_bytes: float, tp_size: int = 1, pp_size: int = 
 def _default_mem_fraction(gpu_mem_bytes: float, tp_size: int, pp_size: int, is_mla: bool, attn_dp_size: int,
                           chunked_prefill_size: int | None, max_running_requests: int | None,
                           cuda_graph_disabled: bool, deepep: bool, engine_version: str | None,
-                          max_prefill_tokens: int | None) -> MemFraction | None:
+                          max_prefill_tokens: int | None, speculative: str | None) -> MemFraction | None:
     if older_than(engine_version, SINCE):
         if older_than(engine_version, EARLY[0]) or not older_than(engine_version, EARLY[1]):
             return None
         return _before_0_5_18(gpu_mem_bytes / MIB, tp_size, pp_size, attn_dp_size, chunked_prefill_size,
-                              cuda_graph_disabled, str(engine_version), max_prefill_tokens)
+                              cuda_graph_disabled, str(engine_version), max_prefill_tokens, speculative)
     gpu_mib = gpu_mem_bytes / MIB
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
     cps = int(chunked_prefill_size) if chunked_prefill_size is not None else cps_default
@@ -160,7 +165,7 @@ def _default_mem_fraction(gpu_mem_bytes: float, tp_size: int, pp_size: int, is_m
 
 def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int, chunked_prefill_size: int | None,
                    cuda_graph_disabled: bool, engine_version: str,
-                   max_prefill_tokens: int | None = None) -> MemFraction:
+                   max_prefill_tokens: int | None = None, speculative: str | None = None) -> MemFraction:
     """SGLang 0.5.1 - 0.5.9's default (module doc: a fixed reserve per GPU before 0.5.3, the token / graph formula
     from 0.5.3); the CUDA-graph term counts even with graphs disabled, as those releases add it unconditionally."""
     cps_default, max_bs = gpu_defaults(gpu_mib, tp_size, engine_version)
@@ -172,6 +177,7 @@ def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int
         gib = 2.8 + par / 10 if gpu_mib < 35 * 1024 else 9.5 + par / 2 if gpu_mib < 90 * 1024 else \
             12 + par / 2 if gpu_mib < 160 * 1024 else 32
         terms = {f"fixed reserve for a GPU of {gpu_mib / 1024:,.0f} GiB": gib * 1024,
+                 "speculative draft": 2 * 1024 if speculative else 0.0,
                  "DP attention": 4 * 1024 if attn_dp_size > 1 else 0.0}
         reserved = sum(terms.values())
         return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
@@ -183,4 +189,8 @@ def _before_0_5_18(gpu_mib: float, tp_size: int, pp_size: int, attn_dp_size: int
     if gpu_mib > 60 * 1024 and reserved < 10 * 1024:
         terms["floor to 10 GiB"] = 10 * 1024 - reserved
         reserved = 10 * 1024
+    spec = str(speculative or "").upper()
+    if spec and spec != "NGRAM":  # after the floor: a standalone draft 6 GiB, an EAGLE / MTP head 2 GiB (module doc)
+        terms["speculative draft"] = 6 * 1024 if spec == "STANDALONE" else 2 * 1024
+        reserved += terms["speculative draft"]
     return MemFraction(round((gpu_mib - reserved) / gpu_mib, 3), reserved, terms, cps, max_bs)
