@@ -83,3 +83,20 @@ def test_70b_job_shows_both_accountings_side_by_side(cli):
     assert ("llm-analysis 0.2.2's accounting of the activations: 26.80 GiB (this report: 24.47 GiB, Korthikanti Table 2); "
             "with these model states 41.08 GiB against 38.75 GiB here (-5.7%):") in out
     assert "it stores the two norm inputs in fp32" in out and "adds logits and final norm twice" in out
+
+
+def test_a_full_recompute_job_names_why_the_two_accountings_differ(cli):
+    # newuser8: an HF FSDP job with gradient checkpointing (full recompute), PP 1, micro batch 4: llm-analysis 7.91
+    # GiB of activations against this report's 14.45 GiB (+27.4 % in total), yet the report said "both count the
+    # same terms for this job". The terms: the layer being recomputed (this report adds it once) and the logits at
+    # 2 B (the loss takes them in fp32, 4 B: megatron-core 0.16.1 tensor_parallel/cross_entropy.py:28)
+    import json
+    code, out, _ = cli("check", "--train", "torchrun --nproc_per_node 8 train.py --model_name_or_path "
+                       "meta-llama/Llama-3.1-8B --per_device_train_batch_size 4 --bf16 True --fsdp 'full_shard auto_wrap' "
+                       "--gradient_checkpointing True --model_max_length 4096", "--gpu", "A100-80GB", "--format", "json")
+    la = json.loads(out)["derived"]["llm_analysis"]
+    assert la["difference"] == 0.2742
+    assert [w.split(";")[0] for w in la["why"]] == [
+        "with full recompute it counts each layer's input only", "it counts the output logits at 2 B"]
+    assert la["verdict"] == ("this report's: the terms above are llm-analysis conventions these flags do not run "
+                             "(no recomputed layer, 2-byte logits)")

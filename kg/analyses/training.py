@@ -360,25 +360,37 @@ def _llm_analysis(job: TrainingJob, md: Mapping[str, Any]) -> dict[str, Any] | N
     if la is None:
         return None
     recompute = job.get("recompute_granularity", "none")
-    why = []
+    why, terms = [], []  # each difference, and its short name for the verdict
     if recompute != "full":
         why.append("it stores the two norm inputs in fp32 (layernorm_dtype_bytes=4); Megatron-core keeps them in the "
                    "params dtype (fp32_residual_connection=False, transformer_config.py:143 at 0.16.1)")
         why.append("it counts no MLP dropout mask; Korthikanti Table 2 does (Megatron-core hidden_dropout 0.1, "
                    "transformer_config.py:137)")
+        terms += ["norm inputs in fp32", "no MLP dropout mask"]
     if recompute == "none":
         why.append("with flash attention it stores the attention output again and the softmax statistics at 2 B; "
                    "this report counts the output once (the out-projection input) and no statistics")
-    if job.parallel()["pp_size"] > 1:
+        terms.append("the attention output stored twice")
+    if recompute == "full":
+        why.append("with full recompute it counts each layer's input only; the layer being recomputed holds its "
+                   "activations again during its backward, which this report adds once (that layer, selective)")
+        terms.append("no recomputed layer")
+    pp1 = job.parallel()["pp_size"] == 1
+    if not pp1:
         why.append("it puts the output logits on the first stage; with PP > 1 they are on the last (Megatron-LM "
                    "theoretical_memory_usage.py:368 adds the output layer only when PP = 1)")
+        terms.append("logits on the first stage")
     if la.extras_counted == 2:
         why.append("at micro batch 1 it adds logits and final norm twice (llm_analysis/analysis.py:1979 and :2033)")
+        terms.append("the doubled logits at micro batch 1")
+    elif pp1 and la.logits:
+        why.append("it counts the output logits at 2 B; the loss takes them in fp32, 4 B, as this report counts "
+                   "(megatron-core 0.16.1 tensor_parallel/cross_entropy.py:28 `.float()`; Megatron-LM "
+                   "theoretical_memory_usage.py 4·s·b·V/t)")
+        terms.append("2-byte logits")
     total = md["model_states_bytes"] + la.total
-    verdict = ("this report's: the terms above are llm-analysis conventions these flags do not run (norm inputs "
-               "in fp32, logits on the first stage" + (", the doubled logits at micro batch 1" if la.extras_counted == 2
-                                                       else "") + ")") if why else \
-        "both count the same terms for this job"
+    verdict = (f"this report's: the terms above are llm-analysis conventions these flags do not run "
+               f"({', '.join(terms)})") if why else "both count the same terms for this job"
     return {"activations_bytes": la.total, "activation_bytes_per_layer": int(la.per_layer), "layers": la.layers,
             "logits_bytes": int(la.logits), "total_bytes": total,
             "difference": round(md["total_bytes"] / total - 1, 4), "why": why, "verdict": verdict,
