@@ -69,13 +69,16 @@ def test_every_dataclass_has_a_docstring():
     assert missing == []
 
 
-def test_a_warm_optkg_check_keeps_inspect_deferred_and_loads_no_zipfile_difflib_yaml_or_durable_rules():
+def test_a_warm_optkg_check_keeps_inspect_deferred_and_loads_no_zipfile_difflib_yaml_durable_rules_or_packaging():
     """durable-rules asks ``inspect.ismethod`` of each action it registers: the stand-in answers it (kg.cli); the
     wheel reader (zipfile) and the "did you mean" matcher (difflib) are loaded only when used; a warm check of an
     unchanged stack reads its rule matches from the cache (kg.engine.durable): no durable-rules, no logging; and
-    every shipped table it reads (the transformers class defaults too) from the content-keyed cache: no PyYAML."""
+    every shipped table it reads (the transformers class defaults too) from the content-keyed cache: no PyYAML; the
+    releases and ranges it compares (plain, and the registry's 0.4.0.post1) through kg.core.relcmp: no packaging,
+    whose two version patterns took ~6 ms to compile."""
     code = ("import sys; from kg.cli import main; rc = main(['check', 'examples/qwen3-235b-tp8.yaml', '--fail-on', "
-            "'never']); print(rc, sorted(m for m in sys.modules if m in ('zipfile', 'difflib', 'dis', 'durable', 'logging', 'yaml')), "
+            "'never']); print(rc, sorted(m for m in sys.modules if m in ('zipfile', 'difflib', 'dis', 'durable', 'logging', 'yaml', "
+            "'packaging')), "
             "type(sys.modules['inspect']).__name__)")
     for _ in range(2):  # the first run may fill this session's cache, the second reads it
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout

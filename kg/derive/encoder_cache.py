@@ -75,11 +75,11 @@ def cross_attention_encoder_tokens(model: Any, max_num_batched_tokens: int, engi
     ``get_encdec_max_encoder_len``; 0.10.2 ``v1/kv_cache_interface.py:233-235`` reads it directly).
     ``engine_version`` None: the latest release optkg knows."""
     if engine_version and getattr(model, "max_source_positions", None):
-        from packaging.version import InvalidVersion, Version
+        from kg.core.relcmp import Release
         try:
-            if Version(engine_version) < Version("0.13.0"):
+            if Release(engine_version) < Release("0.13.0"):
                 return int(model.max_source_positions)
-        except InvalidVersion:
+        except ValueError:  # packaging's InvalidVersion
             pass  # unreadable: treated as the latest, as elsewhere
     return max_num_encoder_input_tokens(max_num_batched_tokens)
 

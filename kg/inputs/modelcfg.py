@@ -565,8 +565,8 @@ def vllm_max_model_len(c: dict[str, Any], name: str = "config.json", release: st
     rs = _rope_scaling(c)
     if rs and "gemma3" not in str(c.get("model_type") or ""):
         rtype = str(rs.get("rope_type") or rs.get("type") or "default")
-        from packaging.version import Version
-        before_030 = release is not None and Version(str(release)) < Version("0.30.0")
+        from kg.core.relcmp import Release
+        before_030 = release is not None and Release(str(release)) < Release("0.30.0")
         keep = ("su", "longrope", "llama3") if before_030 else \
             ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
         if rtype not in keep:

@@ -174,9 +174,9 @@ class VLLM(Engine):
         m = stack.model
         if (not out.get("engine_uses_v0") and ns.get("attention_backend") is None and stack.engine_version
                 and m is not None and not m.is_mla):
-            from packaging.version import InvalidVersion, Version
-            with contextlib.suppress(InvalidVersion):  # an unparsable version was refused when the stack was read
-                if Version(stack.engine_version) < Version("0.8.0"):
+            from kg.core.relcmp import Release
+            with contextlib.suppress(ValueError):  # an unparsable version was refused when the stack was read
+                if Release(stack.engine_version) < Release("0.8.0"):
                     out["attention_backend"] = "FLASH_ATTN"
         if ns.get("all2all_backend") is None:
             out["all2all_backend"] = "allgather_reducescatter"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from kg.core.relcmp import Release
 
 
 def uses_v0(version: str | None, vllm_use_v1: Any) -> bool:
@@ -25,8 +25,8 @@ def uses_v0(version: str | None, vllm_use_v1: Any) -> bool:
     if vllm_use_v1 is not None:
         return int(vllm_use_v1) == 0
     if version:
-        with contextlib.suppress(InvalidVersion):  # an unparsable version was refused when the stack was read
-            return Version(version) < Version("0.8.0")
+        with contextlib.suppress(ValueError):  # an unparsable version was refused when the stack was read
+            return Release(version) < Release("0.8.0")
     return False
 
 
@@ -43,7 +43,7 @@ def apply_v0_blocks(derived: dict[str, Any], ns: dict[str, Any], block_size: int
         return
     tokens = int(blocks) * int(block_size)
     pp = int(ns.get("pp_size") or 1)
-    per_stage = not version or Version(version) >= Version("0.8.0")  # None: the latest release (V1, no V0 path)
+    per_stage = not version or Release(version) >= Release("0.8.0")  # None: the latest release (V1, no V0 path)
     derived["kv_v0_token_limit"] = int(block_size) * (int(blocks) // pp if per_stage else int(blocks))
     derived["kv_tokens_per_gpu"] = derived["kv_tokens_total"] = tokens
     mml = derived.get("max_model_len_effective")
