@@ -18,8 +18,10 @@ from kg.analyses.stackfacts import FP8_KV_DTYPES, HARDWARE_FACTS, engine_facts, 
 from kg.engine.expr import names_in
 from kg.engine.rules import SEVERITY_ORDER, Firing, RuleSet, _fmt, evaluate_rules
 from kg.engines import of
+from kg.inputs.effective import effective_configuration  # here, not per call: a function-level import is ~2.5 us
 from kg.inputs.stack import Stack
 from kg.knowledge.catalog import Catalog
+from kg.knowledge.couplings import ruleset_for
 
 __all__ = ["FP8_KV_DTYPES", "HARDWARE_FACTS", "Finding", "Report", "check_stack", "engine_facts", "stack_facts"]
 
@@ -196,7 +198,6 @@ class Checked:
 def check_parts(stack: Stack, catalog: Catalog, rules: RuleSet) -> Checked:
     """``check_stack`` up to its report (module doc)."""
     import copy
-    from kg.inputs.effective import effective_configuration
     stack = copy.copy(stack)
     stack.settings, stack.notes = dict(stack.settings), list(stack.notes)
     stack.techniques = {k: dict(v) for k, v in stack.techniques.items()}
@@ -290,7 +291,6 @@ def _evaluate(rules: RuleSet, facts: list[dict[str, Any]], ns: dict[str, Any], s
               catalog: Catalog) -> list[Firing]:
     """evaluate_rules over the rules the stack's techniques can match (kg.knowledge.couplings.ruleset_for);
     generated coupling rules about techniques the stack lacks are not applicable without an engine run."""
-    from kg.knowledge.couplings import ruleset_for
     active, skipped = ruleset_for(catalog, rules, set(stack.techniques))
     firings = evaluate_rules(active, facts, ns, _functions(stack), stack.engine, stack.engine_version)
     if skipped:

@@ -27,9 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+# module-level, not in the functions a sweep runs per stack or row: a function-level `from m import x` costs ~2.5 us
+# in CPython 3.11 (the import system asks m for __path__, and a module lacking it builds an AttributeError)
+from kg.analyses.draftkeys import draft_config_keys
 from kg.analyses.enginerows import _SharedLets, _let_names, _lets_read, row_facts, row_outcome
+from kg.analyses.xpu_attention import xpu_attention_facts, xpu_batch_invariance_facts  # Intel XPU refusals
 from kg.core.errors import OptkgError
 from kg.core.lazyre import lazy_re
+from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+from kg.engine.incremental import current
 
 PATTERN = (r"incompatible with|not supported with|not compatible with|cannot be used with|cannot be combined with"
            r"|mutually exclusive|not supported together")
@@ -377,7 +383,6 @@ class _LetFacts(dict):
         if dict.__contains__(self, name):
             return True
         if name in self.lets and name not in self.failed:
-            from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
             try:
                 self[name] = evaluate(self.lets[name], self, self.functions)
                 return True
@@ -428,8 +433,6 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     engine_check_refusals_text}``. A release whose sites file says ``inputs: <engine>`` (SGLang) has rows over the
     engine's own inputs: one namespace for every row, the engine's ``check_inputs`` for the stack, with the file's
     ``lets`` and the engine's ``check_functions``."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
-    from kg.engine.incremental import current
     sweep = current()
     if sweep is not None:
         from kg.analyses.enginerows import sweep_config_keys, sweep_outcomes
@@ -582,7 +585,6 @@ def _row_reads(d: dict[str, Any]) -> tuple[list[tuple[str, ...]], frozenset[str]
 def _fill_facts(fills: dict[str, Any], facts: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
     """``facts`` with the lets the message fields ``fills`` read evaluated (those that evaluate)."""
     from kg.analyses.enginerows import fill_lets
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import FUNCTIONS
     out = dict(facts)
     for name, expr in fill_lets(fills, d):
@@ -599,7 +601,6 @@ def fill_message(message: str, fills: dict[str, str] | None, facts: Any, fns: di
     generator could not tell; written by the generator); a field without a value reads ``<name>`` (its last name),
     never the raw ``{...}``. Literal braces of the message are left as they are."""
     import re
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     from kg.frameworks.checkrows import NONE
     for key, expr in (fills or {}).items():
         if key not in message:
@@ -658,7 +659,6 @@ def draft_keys(stack: Any, given: Any, ns: dict[str, Any], union: Any) -> dict[s
     """kg.analyses.draftkeys.draft_config_keys for a stack (nothing without one)."""
     if stack is None:
         return {}
-    from kg.analyses.draftkeys import draft_config_keys
     return draft_config_keys(stack, given, ns, union)
 
 
@@ -715,10 +715,8 @@ def engine_check_facts(stack: Any, ns: dict[str, Any]) -> dict[str, Any]:
     out = generated_refusals(stack.engine, stack.engine_version, ns, stack=stack)
     if stack.engine:
         out.update(refused_option_facts(stack))
-    from kg.engine.incremental import current
     session = current()  # a sweep: the same values give the same backends (it reads nothing but ns)
     out.update(attention_backend_facts(ns) if session is None else session.call(attention_backend_facts, ns))
-    from kg.analyses.xpu_attention import xpu_attention_facts, xpu_batch_invariance_facts  # Intel XPU refusals
     out.update(xpu_attention_facts(ns))
     out.update(xpu_batch_invariance_facts(ns))
     return out
@@ -734,7 +732,6 @@ FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2")
 
 def _cc_ok(cond: Any, cc: float | None) -> bool | None:
     """A backend's compute-capability condition at ``cc``: True / False, None when unknown (no GPU, 'depends')."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
     if cond is None or cc is None:
         return None if cc is None and cond not in (None, "True") else True
     if isinstance(cond, bool):

@@ -10,6 +10,22 @@ from operator import is_
 from typing import Any
 
 from kg.core.lazyre import lazy_re
+from kg.engine.incremental import MISSING, Memo, Numbers, changed, freeze, same
+
+_EXPR: tuple = ()  # (evaluate, FUNCTIONS, NONE, the errors a let may raise, those a row may raise): ``_expr``
+
+
+def _expr() -> tuple:
+    """kg.engine.expr's evaluator and kg.frameworks.checkrows' functions, imported on first use (not with this module)
+    and bound once: an import statement costs ~1 us a call, and a sweep's first stack evaluates ~550 lets and ~220
+    rows (the imports in ``value``, ``_row_again`` and ``_verdict`` were ~12 % of it)."""
+    global _EXPR
+    if not _EXPR:
+        from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
+        from kg.frameworks.checkrows import FUNCTIONS, NONE
+        _EXPR = (evaluate, FUNCTIONS, NONE, (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError),
+                 (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError))
+    return _EXPR
 
 
 
@@ -33,7 +49,6 @@ def sweep_outcomes(d: dict[str, Any], reads: list[tuple[str, ...]], union: froze
     technique-set options, those techniques) changed since the previous stack keeps its entry; the others are
     looked up by those inputs (they decide the facts ``row_facts`` gives it, and the message's fields: they are
     among the names it reads), and run only for inputs not met before in the sweep."""
-    from kg.engine.incremental import MISSING, Memo, Numbers, changed, freeze
     rows = d["rows"]
     plan = session.extra.get(("rows", id(d)))
     if plan is None or plan[0] is not d:
@@ -210,7 +225,7 @@ def row_facts(s: dict[str, Any], reads: tuple[str, ...], base: dict[str, Any], g
               defaulted_techs: set[str]) -> dict[str, Any]:
     """The facts row ``s`` is evaluated on: the stack's (``base``) for the names it reads, its own defaults for the
     names the stack does not give, and the options its techniques set (``generated_refusals``)."""
-    from kg.frameworks.checkrows import NONE
+    NONE = (_EXPR or _expr())[2]
     dflt = s.get("defaults") or {}
     facts = {k: base[k] for k in reads if k in base}  # the names this row reads
     for k in dflt:  # and for the row's own defaulted names
@@ -235,15 +250,12 @@ class _LetValues:
     share most of their lets: one evaluation serves every row and stack reading it at those values."""
 
     def __init__(self, lets: dict[str, list], names: dict[str, tuple[str, ...]]):
-        from kg.engine.incremental import Memo, Numbers
         self.lets, self.names = lets, names
+        self.expr = _expr()
         self.numbers, self.memo, self.last = Numbers(), Memo(), {}
         self.seen: dict[str, tuple[tuple[Any, ...], Any]] = {}  # let -> the values it read last, its value
 
     def value(self, name: str, expr: str, facts: dict[str, Any]) -> Any:
-        from kg.engine.expr import ExprTypeError, MissingFact, evaluate
-        from kg.engine.incremental import MISSING
-        from kg.frameworks.checkrows import FUNCTIONS
         names = self.names[name]
         vals = tuple(map(facts.get, names, repeat(MISSING, len(names))))
         seen = self.seen.get(name)
@@ -259,9 +271,10 @@ class _LetValues:
         key = (name, tuple(parts))
         out = self.memo.get(key)
         if out is None:
+            evaluate, functions, _, errors, _ = self.expr
             try:
-                out = evaluate(expr, facts, FUNCTIONS)
-            except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+                out = evaluate(expr, facts, functions)
+            except errors:
                 out = _FAILED
             out = self.memo.put(key, out if out is not None else _NONE)
         self.seen[name] = (vals, out)  # the values are kept: their identities are not reused meanwhile
@@ -294,7 +307,6 @@ def _row_again(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any], 
     facts it had, and with its lets), except those reading a name whose value differs from then, directly or through
     a let that differs (a let's presence and value depend on nothing else: kg.frameworks.checkrows.names_of of its
     expression); those go through ``let_values``."""
-    from kg.engine.incremental import MISSING, changed, same
     if not all(facts.get(n) is not None for n in s["needs"]):
         return 0
     was = last[i]
@@ -337,10 +349,9 @@ def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any],
     """Row ``s`` on ``facts`` (the names it reads; its lets are added to a copy): 0 not evaluable, 1 the engine
     accepts, 2 it refuses. A row (or let) missing a name it always reads raises MissingFact whatever the other
     values: it is counted as not evaluable without being run. ``let_values``: a sweep's ``_LetValues``."""
-    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
-    from kg.frameworks.checkrows import FUNCTIONS
     if not all(facts.get(n) is not None for n in s["needs"]):
         return 0
+    evaluate, functions, _, errors, _ = _EXPR or _expr()
     facts = dict(facts)
     for name in s["lets"]:
         _, expr, needs, needs_lets = lets[name]
@@ -352,8 +363,8 @@ def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any],
                 facts[name] = v
             continue
         try:
-            facts[name] = evaluate(expr, facts, FUNCTIONS)
-        except (MissingFact, ExprTypeError, TypeError, ValueError, ZeroDivisionError):
+            facts[name] = evaluate(expr, facts, functions)
+        except errors:
             pass  # the rows reading it are then not evaluable
     return _verdict(s, facts)
 
@@ -361,12 +372,11 @@ def row_outcome(s: dict[str, Any], lets: dict[str, list], facts: dict[str, Any],
 def _verdict(s: dict[str, Any], facts: dict[str, Any]) -> int:
     """Row ``s`` on ``facts`` with its lets added: 0 not evaluable (a let it reads is missing or the row raises),
     1 the engine accepts, 2 it refuses."""
-    from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
-    from kg.frameworks.checkrows import FUNCTIONS
     if not all(n in facts and facts[n] is not None for n in s["needs_lets"]):
         return 0
+    evaluate, functions, _, _, errors = _EXPR or _expr()
     try:
-        hit = evaluate(s["expr"], facts, FUNCTIONS)
-    except (MissingFact, ExprTypeError, ExprError, TypeError, ValueError, ZeroDivisionError):
+        hit = evaluate(s["expr"], facts, functions)
+    except errors:
         return 0
     return 2 if hit is True else 1

@@ -10,8 +10,8 @@ a sweep's findings with and without the memo). ``Memo`` is such a memo, bounded.
 """
 from __future__ import annotations
 
-from itertools import repeat
-from operator import is_
+from itertools import compress, repeat
+from operator import is_, is_not
 from typing import Any, Hashable, Mapping
 
 MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
@@ -126,8 +126,6 @@ def same(a: Any, b: Any) -> bool:
 def changed(names: tuple[str, ...], now: tuple[Any, ...], before: tuple[Any, ...]) -> list[str]:
     """The names (in ``names`` order) whose value in ``now`` is not ``same`` as in ``before`` (tuples of values in
     ``names`` order). Values that are the very same objects, most of them, are passed over at C speed."""
-    from itertools import compress
-    from operator import is_not
     out = []
     for n, v, w in compress(zip(names, now, before), map(is_not, now, before)):
         t = v.__class__

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from kg.core import paths
 from kg.core.relcmp import in_range, operators
+from kg.engine import incremental
 from kg.engine.durable import CompiledRules, compiled_rules
 from kg.core.errors import OptkgError, Problem
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, compile_expr, evaluate, names_in
@@ -591,7 +592,6 @@ def _unmatched(rule: Rule, present: set[str], kinds: set[Any]) -> tuple[str, lis
 def _missing_names(rule: Rule, local: Mapping[str, Any]) -> list[str]:
     """The fact names ``rule`` reads that ``local`` lacks (sorted): those of its condition when the condition
     lacks any, else those of its numbers and severity bands."""
-    from kg.engine.expr import names_in
     # the condition first: when it lacks facts, those are the ones that matter (and it is parsed already)
     texts = [rule.condition]
     if not rule.condition or not any(local.get(n) is None for n in names_in(rule.condition)):
@@ -626,7 +626,6 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
     equal inputs. Inside a sweep's ``kg.engine.incremental.use(session)`` a rule whose inputs (the values it
     reads, the matched facts, its parent's outcome) equal those of the previous stack keeps that stack's Firing.
     """
-    from kg.engine import incremental
     ns = dict(namespace)
     for name, t in rs.thresholds.items():
         ns[name] = t["value"]
@@ -703,8 +702,7 @@ def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any
         if absent:
             why = f"needs {' and '.join(absent)} facts, which this input does not provide"
         else:
-            from kg.engine.incremental import STATIC_HELD  # a sweep keeps this outcome per facts (RuleState.firing)
-            why = f"{STATIC_HELD}{r.pattern_text})"
+            why = f"{incremental.STATIC_HELD}{r.pattern_text})"  # a sweep keeps it per facts (RuleState.firing)
         return Firing(r, False, why, outcome=outcome, missing=absent)
     if r.parent and r.parent not in fired_ids:
         return Firing(r, False, f"its parent rule '{r.parent}' did not fire", outcome="not_applicable")
