@@ -42,6 +42,14 @@ def test_a_prefix_of_two_options_is_refused_as_ambiguous_not_unrecognized():
                             "--kv-cache-dtype?")
 
 
+
+def test_an_ambiguous_prefix_suggests_the_option_it_abbreviates_not_a_lookalike():
+    # newuser8: SGLang 0.5.23 has --pp-size, --pp-async-batch-depth and --pp-max-micro-batch-size (fields/parallel.py),
+    # so `--pp 2` stops with "ambiguous option"; the did-you-mean named --ep (one letter away), now --pp-size
+    d = _check_json("--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 2 --pp 2",
+                    "--engine-version", "0.5.23")
+    assert _finding(d, "engine-option-refused")["message"].endswith("did you mean --pp-size?")
+
 def test_frontend_options_of_vllm_029_to_032_are_accepted():
     # 0.29.0-0.32.0 define the server's options in vllm/entrypoints/launchers/cli_args.py (BaseFrontendArgs and
     # FrontendArgs; e.g. 0.31.0 :70), a file the option scan first missed: --api-key was "refused" there

@@ -395,8 +395,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
             amb = sorted(k for k in ropts if k.startswith(name)) if (table.get("spelling") or {}).get(
                 "abbreviations") and name.startswith("--") else []
+            # an ambiguous prefix suggests the shortest option it could match (--pp: --pp-size), not the nearest
+            # spelling of another option (--ep)
             st.refused.append({"flag": name, "release": rel_label, "assumed": assumed,
-                               "suggestion": _nearest(name, ropts), "exists_in": None,
+                               "suggestion": min(amb, key=lambda o: (len(o), o)) if len(amb) > 1 else
+                               _nearest(name, ropts), "exists_in": None,
                                **({"ambiguous": amb} if len(amb) > 1 else {})})
         elif spec is None and not release and full_opts and name not in full_opts:
             # no scanned releases, but the table lists every option of the source it was read from (TRT-LLM: the
