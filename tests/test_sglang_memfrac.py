@@ -128,3 +128,17 @@ def test_a_speculative_draft_adds_its_reserve_in_the_releases_that_had_one():
     # 0.5.1.post1 TP 2: 10,752 + 2,048 = 12,800 -> 0.843
     assert default_mem_fraction(h100, 2, engine_version="0.5.1.post1", speculative="NGRAM").fraction == 0.843
     assert default_mem_fraction(h100, 8, speculative="EAGLE").fraction == 0.812  # 0.5.23: no draft term
+
+
+def test_a_stack_file_may_turn_chunked_prefill_off_as_sglang_does(tmp_path):
+    # newuser8: `settings: {chunked_prefill_size: -1}` was refused ("expected a value >= 0", exit 2) although -1 is
+    # SGLang's way to turn chunking off and `--chunked-prefill-size -1` is read. Qwen3-32B TP 2 on an H100, no
+    # cuda-graphs technique in the file: 512 + 1.5 x 16,384 + 2 / 8 x 1,024 = 25,344 MiB -> 0.689
+    f = tmp_path / "s.yaml"
+    f.write_text("model: Qwen/Qwen3-32B\nengine: {name: sglang, version: '0.5.23'}\nhardware: {gpu: H100, count: 2}\n"
+                 "techniques:\n  - tensor-parallelism: {tp_size: 2}\nsettings:\n  chunked_prefill_size: -1\n")
+    code, out, err = run_cli("check", str(f), "--no-speed", "--format", "json")
+    assert code == 0 and json.loads(out)["derived"]["kv_budget_gpu_memory_utilization"] == 0.689
+    f.write_text(f.read_text().replace("-1", "-2"))
+    code, out, err = run_cli("check", str(f), "--no-speed")
+    assert code == 2 and err.strip().endswith("chunked_prefill_size: expected a value >= -1, found -2")

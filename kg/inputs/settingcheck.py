@@ -20,6 +20,7 @@ SETTING_MINIMUM: dict[str, float] = {
     "gpu_memory_utilization": 0.01,
     "max_lora_rank": 1, "lora_adapter_rank": 1, "num_scheduler_steps": 1, "max_mamba_cache_size": 1,
     "mamba_full_memory_ratio": 0.001,
+    "chunked_prefill_size": -1,  # SGLang's -1 turns chunked prefill off (0.5.23 srt/arg_groups/memory_hook.py:304)
 }
 # A KV budget per GPU above any GPU's memory is a unit slip (MiB or bytes for GiB, a total for a per-GPU
 # figure); 1,024 GiB is 3.5x the largest GPU in catalog/hardware (MI355X, 288 GiB; tests/test_kv_budget_bounds.py
