@@ -143,7 +143,7 @@ def test_training_rules_carry_release_evidence():
     from kg.engine.scope import bounds, contains
     rs, problems = load_rules("training")
     assert not problems
-    assert len(rs.rules) == 48  # + fsdp-full-shard-spans-nodes
+    assert len(rs.rules) == 49  # + torchtitan-ddp-with-model-parallelism
     bad = []
     for r in rs.rules:
         if not r.evidence:

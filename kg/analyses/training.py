@@ -47,6 +47,8 @@ def _gpu_memory_bytes(hw: Mapping[str, Any] | None) -> int | None:
 
 def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(engine facts, flat namespace, derived values for the report) for ``job`` (see module doc)."""
+    fw = framework_of(job.framework)
+    fw.settle(job)  # what the framework decides once the world size and release are final
     ns: dict[str, Any] = {}
     for name, (typ, _) in SETTINGS.items():
         if name in SHAPE_SETTINGS:
@@ -64,7 +66,6 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     if ns.get("num_layers") and ns.get("hidden_size"):
         ns.setdefault("num_experts", 0)
         ns.setdefault("num_moe_layers", 0)
-    fw = framework_of(job.framework)
     ns.update(fw.implied_settings(job, par))
     ns["framework"] = job.framework
     ns["framework_version"] = job.framework_version or ""

@@ -201,7 +201,7 @@ class TrainingMemory:
 
 
 def activation_bytes_per_layer(shape: dict[str, Any], s: int, b: int, t: int, sp: bool, recompute: str,
-                               flash: bool) -> Fraction:
+                               flash: bool, elem: int = 2) -> Fraction:
     """Korthikanti Table 2 per layer, with the MLP generalised to ``ffn`` (and SwiGLU's two FFN-wide
     inputs) and ``s`` the tokens on this rank (sequence / CP).
 
@@ -209,17 +209,22 @@ def activation_bytes_per_layer(shape: dict[str, Any], s: int, b: int, t: int, sp
     recompute), MLP ``s·b·h·(3 + 4·f/h)`` (GeLU: input, activation input, fc2 input, dropout mask)
     or ``s·b·h·(3 + 6·f/h)`` (SwiGLU saves gate and up), two norms ``4·s·b·h``; the TP-sharded
     parts ``/t``; with SP all of it ``/t``; full recompute keeps ``2·s·b·h`` (``/t`` with SP).
+    The paper's tensors are 16-bit: ``elem`` 4 (float32 training) doubles each of them, the 1-byte
+    dropout masks stay.
     """
     h, a = shape["hidden_size"], shape["num_attention_heads"]
     f = shape.get("ffn_hidden_size") or 4 * h
     sbh = Fraction(s * b * h)
+    k = Fraction(elem, 2)  # the paper's 2-byte tensors in the activations' dtype
     if recompute == "full":
-        return 2 * sbh / (t if sp else 1)
+        return 2 * k * sbh / (t if sp else 1)
     mlp_inner = (6 if shape.get("swiglu") else 4) * Fraction(f, h)
     # sharded by TP: Q,K (4), V (2), attention output (2) of attention; fc1 output/activation of MLP
-    sharded = 8 + mlp_inner
-    replicated = 2 + 1 + 2 + 1 + 4   # QKV input, attn dropout mask, MLP input, MLP dropout mask, norms
-    score = Fraction(5 * a * s, h) if (recompute == "none" and not flash) else Fraction(0)
+    sharded = (8 + mlp_inner) * k
+    # QKV input, attn dropout mask (1 B), MLP input, MLP dropout mask (1 B), norms
+    replicated = (2 + 2 + 4) * k + 1 + 1
+    # scores: softmax output and dropout output (2 + 2) and the dropout mask (1 B)
+    score = (4 * k + 1) * Fraction(a * s, h) if (recompute == "none" and not flash) else Fraction(0)
     if sp:
         return sbh / t * (replicated + sharded + score)
     return sbh * (replicated + (sharded + score) / t)
@@ -349,7 +354,8 @@ def training_memory(job: Any) -> TrainingMemory:
                                                 pc.num_moe_layers + pc.num_dense_layers)
         acc.append(f"MoE: {pc.num_moe_layers} layers store activations for top-{shape['moe_router_topk']} experts "
                    f"x {shape.get('moe_ffn_hidden_size')} per token")
-    per_layer = activation_bytes_per_layer(act_shape, s, b, tp, sp, recompute, flash)
+    elem = DTYPE_BYTES[g("params_dtype", "bf16")]  # the activations' dtype: float32 training stores 4 B
+    per_layer = activation_bytes_per_layer(act_shape, s, b, tp, sp, recompute, flash, elem)
     vpp = g("vpp_size")
     m = None
     if g("global_batch_size") and b:
@@ -360,13 +366,14 @@ def training_memory(job: Any) -> TrainingMemory:
     acts = per_layer * layers_first * inflight
     if recompute == "full":
         # the layer being recomputed holds its full activations once
-        acts += activation_bytes_per_layer(act_shape, s, b, tp, sp, "selective", flash)
+        acts += activation_bytes_per_layer(act_shape, s, b, tp, sp, "selective", flash, elem)
     # embedding output (dropout mask + output) on the first stage; logits on the last when PP = 1
-    acts += Fraction(s * b * shape["hidden_size"] * 3 * (inflight if pp > 1 else 1), tp if sp else 1)
+    acts += Fraction(s * b * shape["hidden_size"] * (1 + elem) * (inflight if pp > 1 else 1), tp if sp else 1)
     if pp == 1 and padded:
         acts += Fraction(4 * s * b * padded, tp)  # fp32 logits for the loss (Megatron: 4·s·b·V/t)
     acc.append(f"activations: Korthikanti et al. 2022 Table 2 per layer ({'SP' if sp else 'no SP'}, "
-               f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}), "
+               f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}"
+               f"{', float32: its 2-byte tensors at 4 B' if elem == 4 else ''}), "
                f"s = {g('seq_length')}/{cp} CP, x {layers_first} layers x {float(inflight):g} micro-batches in flight"
                f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule'] if pp > 1 else 'no pipeline'})")
     return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,

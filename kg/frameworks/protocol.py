@@ -9,7 +9,8 @@ instance answers, for the jobs it reads and sizes:
 - **releases**: ``package`` (the PyPI distribution whose release ``framework_version`` names) and
   ``releases`` (pinned releases read, newest last, with the defaults that change between them);
 - **facts**: ``implied_settings`` (settings the framework itself fixes for a layout, e.g. DeepSpeed's
-  pipeline parallelism is its PipelineEngine);
+  pipeline parallelism is its PipelineEngine); ``settle`` (settings it decides only once the world size and
+  release are final, e.g. whether torchtitan 0.2.x applies FSDP and so mixed precision);
 - **memory accounting**: ``padded_vocab`` (the vocabulary the embedding really has),
   ``grad_dtype_default``, ``implies_sequence_parallel``, ``sharding`` (what it partitions over which
   group: ZeRO stages, FSDP strategies, Megatron's distributed optimizer), ``gathered_unit_params``
@@ -136,6 +137,10 @@ class TrainingFramework:
         raise NotImplementedError(f"{self.id} reads no files")
 
     # -- facts --------------------------------------------------------------------------------
+    def settle(self, job: Any) -> None:
+        """Set what the framework decides from the final world size and release (after --count and
+        --framework-version are applied); the default decides nothing."""
+
     def implied_settings(self, job: Any, parallel: Mapping[str, int]) -> dict[str, Any]:
         """Settings this framework fixes for the layout (rule namespace names)."""
         return {}

@@ -53,6 +53,39 @@ class Torchtitan(TrainingFramework):
                           "before FSDP2 sharding",
                 "schedule": "torchtitan pipeline_parallel_schedule", "schedule_interleaved": "interleaved schedule"}
 
+    def settle(self, job: Any) -> None:
+        """Whether torchtitan applies FSDP, decided on the final world size (the launcher's, --count's or the
+        degrees'): fully_shard only when dp_shard > 1 or CP > 1 (``ParallelDims.fsdp_enabled``, 0.2.1
+        distributed/parallel_dims.py:332-333, 0.3.0 :692-693). Without it 0.2.x runs TP / PP jobs in float32:
+        mixed precision is fully_shard's MixedPrecisionPolicy, and ``maybe_enable_amp`` turns autocast on only
+        for DDP / one GPU, logging "Mixed precision training is disabled" otherwise (0.2.0
+        distributed/utils.py:221-231, 0.2.1 :252-262, 0.2.2 :246-256; pytorch/torchtitan#630). MoE models with
+        EP apply fully_shard anyway (0.2.1 models/deepseek_v3/infra/parallelize.py:148); 0.3.0 always applies
+        it, shard degree 1 included (models/llama3/parallelize.py:69-90)."""
+        from kg.core.relcmp import older_than
+        if "torchtitan" not in job.configs or "world_size" in job.unknown:
+            return
+        if not ({"world_size", "gpus_per_node", "dp_shard_size"} & job.settings.keys()):
+            return  # the world size is not known: dp_shard -1 could be anything, the reader's reading stands
+        par = job.parallel()
+        dims = parallel_dims(job, par)
+        if "parallel_layout_error" in dims:
+            return
+        fsdp = dims["titan_dp_shard"] > 1 or par["cp_size"] > 1
+        hsdp = fsdp and (job.get("dp_replicate_size") or 1) > 1
+        job.set("fsdp_sharding", "hybrid_shard" if hsdp else "full_shard" if fsdp else "no_shard",
+                "parallelism.data_parallel_shard_degree")
+        older = bool(job.framework_version) and older_than(job.framework_version, "0.3.0")
+        if fsdp or not older or (par["tp_size"] <= 1 and par["pp_size"] <= 1) or par["ep_size"] > 1:
+            return
+        if job.get("params_dtype") != "fp32":
+            job.set("params_dtype", "fp32", "torchtitan 0.2.x without FSDP")
+            job.notes.append(
+                f"torchtitan {job.framework_version} runs this job in float32: dp_shard {dims['titan_dp_shard']} "
+                "and no CP apply no fully_shard, whose MixedPrecisionPolicy is its mixed precision, and with "
+                "TP / PP it logs \"Mixed precision training is disabled\" (0.2.1 distributed/utils.py:252-262; "
+                "pytorch/torchtitan#630); 0.3.0 applies fully_shard at shard degree 1 too")
+
     def implied_settings(self, job: Any, parallel) -> dict[str, Any]:
         """The sequence-length divisor this torchtitan release checks: 0.3.0 trainer.py:306-315
         (TP when sequence parallel, x 2 x CP when CP > 1); 0.2.x llama3 parallelize.py:63-68 (TP x 2 x CP)."""
