@@ -53,3 +53,27 @@ def test_megatron_misspelt_option_is_refused_and_a_script_option_stays_a_note():
     assert ("note: --my-script-flag: not an option of Megatron-LM core_v0.16.1's parser; Megatron refuses it unless the "
             "script's extra_args_provider adds it") in text
     assert "note: --disable-bias-linear" not in text and "--disable-bias-linear is not an option" not in text
+
+
+def test_megatron_bridge_recipe_overrides_are_refused_not_read_as_a_default_megatron_lm_job():
+    # Megatron-Bridge's Megatron-LM migration guide runs `python examples/models/llama/pretrain_llama3_8b.py
+    # train.micro_batch_size=2 ... model.num_layers=32`: OmegaConf overrides, which Megatron-LM's argparse would call
+    # "unrecognized arguments". Read as Megatron-LM it was TP 1 and 3 ERRORs about num_layers/hidden_size never given.
+    import pytest
+
+    from kg.core.errors import OptkgError
+    from kg.inputs.training import parse_training_command
+    bridge = ("torchrun --nproc_per_node=8 examples/models/llama/pretrain_llama3_8b.py "
+              "model.tensor_model_parallel_size=2 train.global_batch_size=128 train.micro_batch_size=1")
+    with pytest.raises(OptkgError, match=r"^--train: pretrain_llama3_8b.py takes config overrides "
+                                         r"\(model.tensor_model_parallel_size=2 and 2 more\): a Megatron-Bridge"):
+        parse_training_command(bridge, where="--train")
+    # a Megatron-LM value that merely contains '=' is not an override
+    job = parse_training_command(f"{MEG} --data-path /d/a=b", where="--train")
+    assert job.get("tp_size") == 8
+    # NeMo 1's megatron_gpt_pretraining.py falls back to hf-trainer (assumed): the note says the overrides went unread
+    nemo = parse_training_command("torchrun --nproc_per_node=8 megatron_gpt_pretraining.py trainer.devices=8 "
+                                  "model.tensor_model_parallel_size=2", where="--train")
+    assert nemo.configs["framework_assumed"].endswith(
+        "; its config overrides (trainer.devices=8, model.tensor_model_parallel_size=2) were not read; only the "
+        "launch's layout was read, so little was checked")

@@ -21,7 +21,7 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.core.yamlio import load_yaml
 from kg.inputs.modelcfg import ModelFacts
-from kg.inputs.training.argv import split_command, walk_flags
+from kg.inputs.training.argv import config_overrides, split_command, walk_flags
 from kg.inputs.training.job import TrainingJob
 
 SHARDING = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "HYBRID_SHARD": "hybrid_shard",
@@ -449,6 +449,9 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
     if job.framework == "hf-trainer" and not trainer and not state.get("flags_read") and cmd.launcher != "accelerate":
         # the fallback reader took a script that shows nothing of the HF Trainer: say it was a guess (newuser3 #15)
         gave = f" ({', '.join(job.ignored)} not TrainingArguments)" if job.ignored else ""
+        over = config_overrides(cmd.args)
+        if over:  # HfArgumentParser refuses positional tokens: a recipe script's overrides, none of them read
+            gave += f"; its config overrides ({', '.join(over[:3])}{', ...' if len(over) > 3 else ''}) were not read"
         job.configs["framework_assumed"] = (
             f"framework hf-trainer because no framework claims {cmd.script} and none of its flags is an HF "
             f"TrainingArguments / TRL one{gave}; only the launch's layout was read, so little was checked")

@@ -17,7 +17,7 @@ from typing import Any
 
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import ModelFacts
-from kg.inputs.training.argv import split_command, walk_flags
+from kg.inputs.training.argv import config_overrides, split_command, walk_flags
 from kg.inputs.training.job import TrainingJob, derive_virtual_pipeline
 
 V, T, F = "value", "true", "false"
@@ -97,6 +97,17 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
     job = TrainingJob(framework=framework, model=model, source=where, name=(cmd.script or "megatron").rsplit("/", 1)[-1])
     if cmd.script is None:
         raise OptkgError(f"{where}: no training script found (expected e.g. `torchrun ... pretrain_gpt.py --tensor-model-parallel-size 8 ...`)")
+    overrides = config_overrides(cmd.args)
+    if overrides:
+        # Megatron-Bridge's recipe scripts (examples/models/llama/pretrain_llama3_8b.py model.tensor_model_parallel_size=2
+        # train.global_batch_size=128, its Megatron-LM migration guide) and NeMo's take OmegaConf dotted overrides;
+        # Megatron-LM's argparse takes none (a positional token is "unrecognized arguments"), so reading the command as
+        # Megatron-LM would drop every override and judge a default layout
+        more = f" and {len(overrides) - 1} more" if len(overrides) > 1 else ""
+        raise OptkgError(f"{where}: {cmd.script.rsplit('/', 1)[-1]} takes config overrides ({overrides[0]}{more}): a "
+                         "Megatron-Bridge / NeMo recipe, not Megatron-LM's --flags, which optkg reads; give the job as a "
+                         "stack YAML (framework: megatron, training: tp_size, pp_size, micro_batch_size, ...; see "
+                         "examples/llama-3.1-70b-megatron-train.yaml)")
     for key, val in cmd.launcher_args.items():
         if key in ("gpus_per_node", "num_nodes", "world_size"):
             job.set(key, val, f"{where}: launcher {key}")

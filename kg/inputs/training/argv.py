@@ -162,6 +162,16 @@ def _every_local_gpu(cmd: Command) -> None:
 FlagHandler = Callable[[Any, str | None, str], None]
 
 
+# an OmegaConf / Hydra dotted override (``model.tensor_model_parallel_size=2``, ``+train.x=1``): recipe scripts of
+# Megatron-Bridge, NeMo and verl take these, argparse-based trainers refuse them as positional arguments
+CONFIG_OVERRIDE = re.compile(r"^\+{0,2}[A-Za-z_]\w*(\.\w+)+=")
+
+
+def config_overrides(args: list[str]) -> list[str]:
+    """The tokens of ``args`` that are dotted config overrides (``CONFIG_OVERRIDE``)."""
+    return [t for t in args if CONFIG_OVERRIDE.match(t)]
+
+
 def walk_flags(args: list[str], table: dict[str, tuple[str, Any]], apply: Callable[[str, Any, str], None],
                ignored: list[str], where: str, prefix: str = "--") -> None:
     """Walk ``args`` against ``table`` (flag -> (kind, target)); kinds:
