@@ -30,12 +30,14 @@ from typing import Any, Iterable
 # module-level, not in the functions a sweep runs per stack or row: a function-level `from m import x` costs ~2.5 us
 # in CPython 3.11 (the import system asks m for __path__, and a module lacking it builds an AttributeError)
 from kg.analyses.draftkeys import draft_config_keys
-from kg.analyses.enginerows import _SharedLets, _let_names, _lets_read, row_facts, row_outcome
+from kg.analyses.enginerows import (_SharedLets, _let_names, _lets_read, row_facts, row_outcome, sweep_config_keys,
+                                    sweep_outcomes)
 from kg.analyses.xpu_attention import xpu_attention_facts, xpu_batch_invariance_facts  # Intel XPU refusals
 from kg.core.errors import OptkgError
 from kg.core.lazyre import lazy_re
 from kg.engine.expr import ExprError, ExprTypeError, MissingFact, evaluate
 from kg.engine.incremental import current
+from kg.inputs.effective import setting_given_fn
 
 PATTERN = (r"incompatible with|not supported with|not compatible with|cannot be used with|cannot be combined with"
            r"|mutually exclusive|not supported together")
@@ -434,8 +436,6 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
     engine's own inputs: one namespace for every row, the engine's ``check_inputs`` for the stack, with the file's
     ``lets`` and the engine's ``check_functions``."""
     sweep = current()
-    if sweep is not None:
-        from kg.analyses.enginerows import sweep_config_keys, sweep_outcomes
     got = _release_rows(engine, version, folder) if sweep is None else \
         sweep.extra.get(("release-rows", engine, version, folder))
     if got is None:  # a sweep reads the release's rows once (its data folders are read once: paths.frozen_stamps)
@@ -680,7 +680,6 @@ def _given_names(stack: Any, ns: dict[str, Any]):
     name in ``ns`` counts as given."""
     if stack is None:
         return lambda name: name in ns
-    from kg.inputs.effective import setting_given_fn
     return setting_given_fn(stack)
 
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kg.analyses.ctscheme import vllm_ct_scheme
+from kg.derive.kv import compute_capability
 from kg.engine.incremental import current
 from kg.engines import of
 from kg.inputs.stack import Stack
@@ -72,8 +74,6 @@ def support_namespace(stack: Stack, ns: dict[str, Any]) -> dict[str, Any]:
         out["cascade_attention_enabled"] = not (off if off is not None else out["default_disable_cascade_attn"])
     mins = out.get("ct_scheme_min_capability")
     if m is not None and mins:
-        from kg.analyses.ctscheme import vllm_ct_scheme
-        from kg.derive.kv import compute_capability
         qm = str(ns.get("quantization") or (m.quantization_config or {}).get("quant_method") or "").lower()
         scheme = vllm_ct_scheme(m.quantization_config, mins, compute_capability(stack.hardware)) \
             if qm == "compressed-tensors" else "none"  # another method, or none: no scheme to refuse

@@ -14,6 +14,8 @@ from itertools import compress, repeat
 from operator import is_, is_not
 from typing import Any, Hashable, Mapping
 
+from kg.core.paths import frozen_stamps
+
 MISSING = object()  # a name the namespace lacks (distinct from a fact that is None)
 STATIC_HELD = "no facts match its pattern ("  # kg.engine.rules._fire's reason when the facts decide it alone
 
@@ -522,7 +524,6 @@ class _Use:
         self.session = session
 
     def __enter__(self) -> Session | None:
-        from kg.core.paths import frozen_stamps
         session = self.session
         self.token = _CURRENT.set(session)
         try:
