@@ -284,6 +284,19 @@ def test_sglang_dp_attention_needs_tp_gpus_not_tp_times_dp():
     assert c["gpus_needed"] == 8 and c["fits"] is True
 
 
+
+def test_sglang_starts_with_a_pool_shorter_than_its_context_length():
+    # newuser8: sweep marked SGLang layouts whose KV pool holds less than one context-length request "no fit" (with
+    # "max_model_len None"); SGLang logs a warning and caps the request length at the pool ("Not an error",
+    # sglang 0.5.23 srt/managers/tp_worker.py:556-571). 4 GiB per GPU at tp 2 (131,072 bytes/token/GPU) holds
+    # 32,768 tokens < 40,960: max concurrency 0.8, still a layout that starts
+    import json
+    from conftest import run_cli
+    code, out, err = run_cli("sweep", "--sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-32B",
+                             "--tp", "2", "--kv-budget-gib", "4", "--format", "json")
+    c = json.loads(out)["combinations"][0]
+    assert c["max_concurrency"] == 0.8 and c["fits"] is True and c["reasons"] == []
+
 def test_the_quantization_axis_value_none_is_the_launch_without_the_flag(catalog, check_rules):
     # sweep --quantization none,fp8 (newuser4 #23): 'none' drops --quantization (and the technique its value chose),
     # so the BF16 baseline is a row of its own instead of an invalid 'quantization-method-unknown-to-release' row

@@ -15,6 +15,7 @@ from kg.core.parallel import gc_tick
 from kg.engine.expr import evaluate
 from kg.engine.incremental import Session, use
 from kg.engine.rules import SEVERITY_ORDER, RuleSet
+from kg.engines import of
 from kg.inputs.stack import Stack, add_technique
 from kg.speed.mapping import ENGINES  # module-level: a function-level import costs ~2.5 us a stack
 
@@ -311,8 +312,10 @@ def _fit_reasons(st: Stack, d: dict[str, Any], vals: dict[str, Any], gpus: int, 
                    if str(d.get("kv_budget_source", "")).startswith("estimated") else "the KV budget is 0")
     elif d.get("kv_tokens_per_gpu") == 0:
         out.append("the KV budget per GPU holds less than one KV block")
-    elif d.get("max_concurrency") is not None and d["max_concurrency"] < 1:
-        # vLLM refuses to start when one max_model_len request does not fit in the KV cache
-        out.append(f"one request of max_model_len {vals.get('max_model_len')} tokens does not fit in "
+    elif d.get("max_concurrency") is not None and d["max_concurrency"] < 1 and of(st).refuses_context_over_kv_pool:
+        # vLLM refuses to start when one max_model_len request does not fit in the KV cache; SGLang starts and caps
+        # the request length at the pool (kg.engines.base: refuses_context_over_kv_pool)
+        mml = vals.get("max_model_len") or d.get("max_model_len_effective")
+        out.append(f"one request of max_model_len {mml} tokens does not fit in "
                    f"the KV cache (max concurrency {d['max_concurrency']})")
     return out

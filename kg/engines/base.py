@@ -248,6 +248,9 @@ class Engine:
 
     # ---- 5. parallel layout --------------------------------------------------------------------------------------
     total_counts_every_dp_pool = False  # kv_tokens_total counts the pool of every data-parallel rank
+    # it refuses to start when one max_model_len request does not fit in its KV pool (vLLM); SGLang starts and caps
+    # the request length at the pool (0.5.23 srt/managers/tp_worker.py:556-571, "Not an error")
+    refuses_context_over_kv_pool = False
     kv_token_pool = False  # its KV pool holds tokens one by one (no blocks a request reserves)
 
     def dp_attention_splits_tp(self, techniques: Any) -> bool:

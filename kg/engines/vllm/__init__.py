@@ -23,6 +23,7 @@ class VLLM(Engine):
     title = "vLLM"
     flags_need_release_evidence = True
     preallocates_kv_memory = True  # diagnose: a stack of it is a serving workload
+    refuses_context_over_kv_pool = True  # V1's check (rules/capacity.yaml max-model-len-exceeds-kv-capacity)
     log_priority = 0  # before SGLang's reader: its lines skip SGLang's "KV Cache is allocated" (kg.engines.vllm.logs)
     finished_counter_counts_aborts = True  # vllm:request_success_total counts every finished_reason, abort included
 
