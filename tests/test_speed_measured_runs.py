@@ -178,6 +178,21 @@ def test_the_h100_gpt_oss_runs_whose_client_ran_512_against_the_sweeps_server_ar
         assert e["evidence"] and e["reason"] and e["match"]["until"], e
 
 
+def test_gap_analysis_rows_that_record_no_client_count_are_not_evaluable():
+    # Dynamo job 23364591: ids "..._c_tp<N>_...", no silicon_concurrency; batch_size is the planned batch
+    flagged = [r for r in rows() if measured.clients_unrecorded(r)]
+    assert len(flagged) == 12
+    assert {(r["backend"], r["system"]) for r in flagged} == {("vllm", "h100_sxm"), ("trtllm", "h100_sxm"),
+                                                              ("trtllm", "gb200")}
+    assert all("gtl_job_id=23364591" in r["silicon_data_source"] for r in flagged)
+    run = measured.run_of(row("qwen3_32b_qwen3_32b_h100_sxm_vllm_agg_4000x1000_c_tp2_0_epnone_3"), is_moe=False)
+    assert run.not_evaluable.startswith("the row records no client count (no c<N> in its id, no silicon_concurrency)")
+    # the same job's disaggregated rows and a gap-analysis row naming its clients are left alone
+    assert measured.clients_unrecorded(row("qwen3_32b_qwen3_32b_h100_sxm_vllm_disagg_4000x1000_c_tp_epnone_2")) is None
+    assert measured.clients_unrecorded(
+        row("qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_vllm_agg_1024x128_c8_tp2_epnone_1")) is None
+
+
 def test_launch_conditions_are_data_not_code():
     assert measured.evaluate("max(8192, ((conc + isl + 64 + 63) // 64) * 64)", {"conc": 512, "isl": 8192}) == 8768  # (512 + 8192 + 127) // 64 = 137 blocks of 64
     for bad in ("__import__('os')", "conc.real", "[x for x in ()]", "open('f')"):

@@ -67,6 +67,23 @@ def concurrency_of(row: dict) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def clients_unrecorded(row: dict) -> str | None:
+    """Why an aggregated NVIDIA gap-analysis row that records no client count is not evaluable, or None.
+
+    Its id names no ``c<N>`` (``..._4000x1000_c_tp2_...``) and its source no ``silicon_concurrency``: the 12
+    aggregated rows of Dynamo job 23364591 (vLLM 0.12.0 / TensorRT-LLM 1.2.0rc6.post1, H100 and GB200). Their
+    ``batch_size`` (24-384) is the deployment's planned batch, not the clients the benchmark ran, and the job's
+    train rows show another load: on H100 the three TRT-LLM rows measure 0.61-0.73x the estimated TPOT at that
+    batch (the cell's train TPOT error is 5.4 %) and the vLLM TP-8 row 0.73x; on GB200 the two rows' TTFT is 20 and
+    54 s (requests queued for waves), not a closed loop of that batch."""
+    if row.get("mode") != "agg" or source_of(row) != "nvidia-gap-analysis":
+        return None
+    if concurrency_of(row) is not None or re.search(r"_c\d+_", row.get("id") or ""):
+        return None
+    return ("the row records no client count (no c<N> in its id, no silicon_concurrency): its batch_size is the "
+            "Dynamo deployment's planned batch, not the load the benchmark ran (NVIDIA gap-analysis job 23364591)")
+
+
 def signature_correction(row: dict) -> tuple[int, int, int, int] | None:
     """(tp, attention_dp, moe_tp, moe_ep) of an InferenceX ``tp N, ep M`` run recorded as N x M GPUs (see the
     module doc), or None when the row does not carry that signature."""
@@ -196,6 +213,7 @@ def run_of(row: dict, is_moe: bool = True) -> Run:
         apply_launch(run)
         run.speculative = speculative_reason(run)
         run.not_evaluable = run.not_evaluable or run.speculative or misrecorded_reason(run)
+    run.not_evaluable = run.not_evaluable or clients_unrecorded(row)
     run.release = run.release or nightly_release(row)
     return run
 

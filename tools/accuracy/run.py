@@ -306,7 +306,10 @@ class Scorer:
         stack, report = got
         quant = None if r["model_path"] in self.models["native_quant"] else \
             {"gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
-        return speed_for_stack(stack, report, Workload(run.isl, run.osl, run.concurrency), quant)
+        out = speed_for_stack(stack, report, Workload(run.isl, run.osl, run.concurrency), quant)
+        # the release kg.speed.serving keys the calibration by (the check's engine_version): the fit records the same
+        out["engine_release"] = (report.get("stack") or {}).get("engine_version") or stack.engine_version or ""
+        return out
 
     def _check(self, cmd: str, run, hw: str, version: str | None):
         """(stack, check report dict) of the run's launch command, or the reason it cannot be read."""
@@ -402,6 +405,7 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
             rec["optkg_gemm_mode"] = o["estimator"].get("gemm_quant_mode") or ""
             rec["optkg_moe_ep"] = o["parallel"]["moe_ep_size"]
             rec["optkg_release"] = o["estimator"]["database_release"]
+            rec["engine_release"] = o.get("engine_release") or ""
         else:
             rec["optkg_reason"] = "; ".join(o["reasons"])[:300]
         out.append(rec)
@@ -414,6 +418,15 @@ def score(rows: list[dict], limit: int | None, progress: bool, only: str | None 
 # calibration (fitted on the train split only) and the report
 
 CALIBRATION = REPO / "kg" / "speed" / "calibration.yaml"
+
+
+def _fit_release(r: dict) -> str:
+    """The engine release a train row's factor is recorded under (calibration.yaml ``releases``): the release its
+    launch was checked at (``engine_release``: the CSV's, else the image of its launch script, launches.yaml, or the
+    final release before a nightly image), which kg.speed.serving compares with the stack's; "unrecorded" where
+    none is known. Keyed by the CSV's ``backend_version`` alone, the InferenceX rows of no recorded release (vLLM
+    Llama-3.1-70B on the v0.10.2 image) were fitted as "unrecorded" and then refused their own factor as 0.10.2."""
+    return r.get("engine_release") or r.get("backend_version") or "unrecorded"
 
 
 def _osl(r: tuple) -> int:
@@ -651,7 +664,7 @@ def fit(recs: list[dict]) -> dict:
                                           r["group"], float(r[raw]), _mean_osl(r),
                                           per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None,
                                                         int(float(r.get("optkg_moe_ep") or 1)) > 1),
-                                          r.get("backend_version") or "unrecorded"))
+                                          _fit_release(r)))
     out = {}
     for k in sorted(cells):
         for key in {r[8] for m in ("ttft", "tpot") for r in cells[k][m]}:
