@@ -65,3 +65,21 @@ def test_sglang_h100_factor_applies_at_its_release_and_not_at_the_default():
     assert default["itl_ms"] == default["uncalibrated"]["itl_ms"]
     assert any(n.startswith("TTFT not calibrated: sglang/h100_sxm's factor was fitted on rows of Qwen/Qwen3-32B at "
                             "release 0.5.1.post1, not on 0.5.23") for n in default["notes"])
+
+
+def test_a_row_of_no_recorded_release_is_fitted_under_the_release_its_launch_was_checked_at():
+    # InferenceX's vLLM Llama-3.1-70B rows name no release; their launch image is v0.10.2 (launches.yaml), the release
+    # kg.speed.serving compares. Fitted as "unrecorded", the model's own vllm/h200 factor was refused on its own rows
+    import sys
+    sys.path.insert(0, str(REPO / "tools" / "accuracy"))
+    import run
+    from kg.speed.serving import Workload, _factors
+    assert run._fit_release({"engine_release": "0.10.2", "backend_version": ""}) == "0.10.2"
+    assert run._fit_release({"backend_version": "0.12.0"}) == "0.12.0"
+    assert run._fit_release({"backend_version": ""}) == "unrecorded"
+    cell = yaml.safe_load((REPO / "kg" / "speed" / "calibration.yaml").read_text())["cells"]["vllm/h200_sxm"]
+    assert "0.10.2" in cell["releases"] and "unrecorded" not in cell["releases"]
+    notes: list[str] = []
+    (k_ttft, _), _ = _factors("vllm", "h200_sxm", "6469eeeab70d", Workload(922, 922, 16), notes, "fp8", False, "0.10.2")
+    assert k_ttft != 1.0
+    assert any(n.startswith("TTFT calibrated") and "vllm/h200_sxm, this model's own factor" in n for n in notes)
