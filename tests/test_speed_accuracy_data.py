@@ -138,6 +138,20 @@ def test_a_leave_one_out_fit_needs_20_train_rows_not_30():
     assert run.MIN_FIT_ROWS == 20 and run._form(rows)[0] is True
 
 
+def test_a_leave_one_out_fit_needs_4_rows_per_coefficient_of_its_form():
+    import run
+    assert [run.min_fit_rows(t0, osl) for t0, osl in ((False, False), (True, False), (False, True), (True, True))] == \
+        [12, 16, 16, 20]
+    # a model measured in two groups of 15 rows (vLLM Llama-3.1-70B on H100 train: TP 2 and TP 4): the factor alone
+    # (3 coefficients) is fitted on the other group's 15 rows; the largest form (5) is not, so it has no evidence
+    rows = [(c, 1024, 2.0, "a", "h100_sxm", g, 100.0, 1024, "a") for g in ("tp2", "tp4") for c in (4, 8, 16, 32, 64) * 3]
+    assert run._left_out_error(rows, 5) is not None and run._left_out_error(rows, 5, True, True) is None
+    other = [(c, 1024, 1.0, "b", "h100_sxm", f"b{g}", 100.0, 1024, "b") for g in (1, 2) for c in (4, 8, 16, 32) * 5]
+    cell = {"ttft": rows + other, "tpot": other}
+    own = run._per_model(cell, {m: run._form(cell[m]) for m in cell}, {"a": "model-a", "b": "model-b"})
+    assert set(own) == {"a"} and len(own["a"]["ttft"]) == 3
+
+
 def test_a_launch_scripts_exported_variables_precede_the_engine_command():
     import measured
     import run

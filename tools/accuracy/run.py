@@ -57,7 +57,9 @@ BARE_CTX_TOKENS = 8192
 MIN_ROWS = 30  # targets apply to engine x GPU cells with at least this many held-out rows
 # a leave-one-out fit (``_left_out_error``) is made on at least this many train rows: 4 per coefficient of the largest
 # form (a, b, c, d and t0). At 30 (MIN_ROWS, the rule before) a cell whose train rows are two groups of 24 and 27
-# (sglang/h100: Qwen3-32B TP 2 and TP 4) could never be checked either way and stayed uncalibrated
+# (sglang/h100: Qwen3-32B TP 2 and TP 4) could never be checked either way and stayed uncalibrated. A smaller form
+# needs fewer (``min_fit_rows``: 4 per coefficient of the form fitted, 12 for the factor alone): at 20 for every form a
+# model measured in two groups of 15 (vLLM Llama-3.1-70B on H100, TP 2 and TP 4) could not get its own factor
 MIN_FIT_ROWS = 20
 
 
@@ -512,21 +514,28 @@ def _ratio(coef: list[float] | None, span: dict, r: tuple) -> float:
     return (f + calibration_overhead_ms(coef) / r[6]) / r[2]
 
 
+def min_fit_rows(overhead: bool, osl: bool) -> int:
+    """The fewest train rows a leave-one-out fit of a form is made on: 4 per coefficient of that form (a, b, c; + t0;
+    + d), MIN_FIT_ROWS for the largest."""
+    return 4 * (3 + overhead + osl)
+
+
 def _left_out_error(rows: list[tuple], part: int, overhead: bool = False,
                     osl: bool = False) -> tuple[float, float] | None:
     """Leave-one-out over the values of field ``part`` of ``rows`` (3: the model, 4: the GPU, 5: the configuration
-    group of tools/accuracy/split.csv): fitted without one value's rows (when >= MIN_FIT_ROWS remain) and applied to
+    group of tools/accuracy/split.csv): fitted without one value's rows (when >= ``min_fit_rows`` remain) and applied to
     them (clamped to the fit's ranges, as kg.speed.serving does): (MAPE with the factor, MAPE without), pooled over
-    every left-out value; TRAIN rows only. None when no value can be left out with >= MIN_FIT_ROWS rows to fit on (one
+    every left-out value; TRAIN rows only. None when no value can be left out with >= ``min_fit_rows`` to fit on (one
     value only): no evidence either way."""
     import numpy as np
     cal, raw = [], []
     values = sorted({r[part] for r in rows})
-    if not any(sum(1 for r in rows if r[part] != v) >= MIN_FIT_ROWS for v in values):
+    least = min_fit_rows(overhead, osl)
+    if not any(sum(1 for r in rows if r[part] != v) >= least for v in values):
         return None
     for left in values:
         fit_on = [r for r in rows if r[part] != left]
-        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= MIN_FIT_ROWS else None
+        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= least else None
         span = dict(zip(("concurrency", "isl", "osl"), _ranges(fit_on))) if fit_on else {}
         for r in rows:
             if r[part] == left:
@@ -584,7 +593,7 @@ def _cell_left_out_on(rows: list[tuple], sig: str, overhead: bool, osl: bool, ke
     errs = []
     for g in sorted({r[5] for r in own}):
         fit_on = [r for r in rows if r[5] != g]
-        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= MIN_FIT_ROWS else None
+        coef = _lsq(fit_on, overhead, osl) if len(fit_on) >= min_fit_rows(overhead, osl) else None
         span = dict(zip(("concurrency", "isl", "osl"), _ranges(fit_on)))
         errs += [abs(_ratio(coef, span, r) - 1.0) for r in own if r[5] == g]
     return statistics.fmean(errs)
@@ -593,7 +602,7 @@ def _cell_left_out_on(rows: list[tuple], sig: str, overhead: bool, osl: bool, ke
 def _per_model(cell: dict[str, list], form: dict, names: dict[str, str]) -> dict:
     """Factors of the models whose own train rows support one, keyed by kg.speed.serving.per_model_key (the model's
     shapes and the GEMM mode the estimator timed: its error is per kernel): a model with two or more configuration
-    groups of the cell that can each be left out with >= MIN_FIT_ROWS of its rows still to fit on gets its own factor (the form with the lowest leave-one-group-out error on its rows, ``_form``)
+    groups of the cell that can each be left out with >= ``min_fit_rows`` of its rows still to fit on gets its own factor (the form with the lowest leave-one-group-out error on its rows, ``_form``)
     where that error is below both the uncalibrated one and the cell factor's on the same rows, left out the same way
     (``_cell_left_out_on``). The estimator's error differs by model (its per-op tables fit some kernels better than
     others), and one factor per cell fitted to several models moves each the same way."""
@@ -603,9 +612,9 @@ def _per_model(cell: dict[str, list], form: dict, names: dict[str, str]) -> dict
         for sig in sorted({r[8] for r in rows}):
             own = [r for r in rows if r[8] == sig]
             groups = {r[5] for r in own}
-            # evidence from at least two left-out groups, each predicted by a fit on >= MIN_FIT_ROWS of the model's
+            # evidence from at least two left-out groups, each predicted by a fit on >= min_fit_rows of the model's
             # other rows (a group too large to leave out is only ever "predicted" uncalibrated)
-            if sum(1 for g in groups if sum(1 for r in own if r[5] != g) >= MIN_FIT_ROWS) < 2:
+            if sum(1 for g in groups if sum(1 for r in own if r[5] != g) >= min_fit_rows(False, False)) < 2:
                 continue
             kept, overhead, _, osl = _form(own)
             if not kept:
@@ -733,7 +742,7 @@ def write_calibration(cells: dict) -> None:
                                      "context_hold: its decode steps are added after the factor)",
                          "kept": "the form (with or without t0, with or without the OSL term) with the lowest "
                                  "leave-one-configuration-group-out error on the train rows (a leave-one-out fit on at "
-                                 "least 20 rows), and only where that error is below the uncalibrated one (else "
+                                 "least 4 rows per coefficient of the form, 12-20), and only where that error is below the uncalibrated one (else "
                                  "null); a cell with one configuration group takes <engine>/* where that lowers the "
                                  "cell's train error (fallback)",
                          "coverage": "applied within the cell's concurrency / ISL / OSL ranges (clamped at their edges), to "
@@ -741,7 +750,8 @@ def write_calibration(cells: dict) -> None:
                                      "error it raised (worse_for), and to other models only "
                                      "where leave-one-model-out on the train split lowered the error (transfers); "
                                      "<engine>/* to another GPU only where leave-one-GPU-out did (transfers_gpu); a "
-                                     "model's own factor (per_model) where its own train rows (>= 20, >= 2 groups) "
+                                     "model's own factor (per_model) where its own train rows (>= 2 groups, each left out "
+                                     "with >= 12 rows to fit on) "
                                      "showed a lower leave-one-group-out error with it than with the cell's; either "
                                      "to an engine release the cell's rows do not hold (releases: rows per release) "
                                      "only where leave-one-release-out did (transfers_release)",
@@ -872,8 +882,8 @@ def _calibration_forms() -> list[str]:
     own = [(cell, e, m) for cell, v in cells.items() for e in (v.get("per_model") or {}).values()
            for m in ("ttft", "tpot") if e.get(m)]
     if own:
-        out += ["", "Models with their own factor in a cell (kg/speed/calibration.yaml `per_model`): >= 20 train rows in "
-                "two or more configuration groups, and a leave-one-group-out error on those rows below both the "
+        out += ["", "Models with their own factor in a cell (kg/speed/calibration.yaml `per_model`): two or more configuration "
+                "groups of train rows, each left out with >= 12 of the model's rows still to fit on, and a leave-one-group-out error on those rows below both the "
                 "uncalibrated one and the cell factor's left out the same way.", "",
                 "| cell | model | metric | train rows | left-out MAPE, own factor | cell factor |", "|---|---|---|---:|---:|---:|"]
         out += [f"| {cell} | {e['model']} | {m.upper()} | {e['train_rows']:,} | {e['left_out_mape'][m]['own']:.1f} % | "
