@@ -61,8 +61,8 @@ def test_a_checked_tree_of_a_generator_evaluates_like_the_text():
 
 
 @pytest.mark.parametrize("text, why", [
-    ("(x for x in L)", "only as the one argument of any() or all()"),
-    ("max(x for x in L)", "only as the one argument of any() or all()"),
+    ("(x for x in L)", "only as the one argument of any(), all() or select()"),
+    ("max(x for x in L)", "only as the one argument of any(), all() or select()"),
     ("any(x for x in L for y in L)", "one 'for'"),
     ("any(any(any(z for z in L) for y in L) for x in L)", "nest deeper than 2"),
     ("any(x.a for x in L)", "'Attribute' is not allowed"),
@@ -73,6 +73,27 @@ def test_a_generator_outside_the_allowed_form_is_refused_when_loaded(text, why):
     with pytest.raises(ExprError) as e:
         evaluate(text, {"L": [1]})
     assert why in str(e.value)
+
+
+def test_select_keeps_the_values_of_the_elements_its_filters_keep():
+    # compilation.py:1172-1181 (0.34.0): the base modes of custom_ops, and the ops both enabled and disabled
+    ops = {"custom_ops": ["all", "+rms_norm", "-rms_norm", "+silu_and_mul", "none"]}
+    assert evaluate("select(o for o in custom_ops if o in ('all', 'none'))", ops) == ["all", "none"]
+    enabled = "unique(select(tail(o, 1) for o in custom_ops if startswith(o, '+')))"
+    disabled = "unique(select(tail(o, 1) for o in custom_ops if startswith(o, '-')))"
+    both = f"sorted(unique(select(x for x in {enabled} if x in {disabled})))"
+    assert evaluate(both, ops, FUNCTIONS) == ["rms_norm"]
+    assert compiled(both, tuple(FUNCTIONS))(ops, {**__import__("kg.engine.expr", fromlist=["FUNCTIONS"]).FUNCTIONS,
+                                                  **FUNCTIONS}) == ["rms_norm"]  # the built closures agree
+    assert evaluate("select(x * 2 for x in L)", {"L": [3, 1]}) == [6, 2]
+    assert evaluate("select(x for x in L if x > 5)", {"L": [3, 1]}) == []
+    assert evaluate("sorted(L)", {"L": [8, 1, 4]}) == [1, 4, 8]
+    assert evaluate("tail(s, 1)", {"s": "+rms_norm"}) == "rms_norm"
+    assert names_in("select(x for x in L if x > m)") == {"L", "m"}  # x is bound, not a fact
+    with pytest.raises(ExprTypeError, match="sorted: cannot order"):
+        evaluate("sorted(L)", {"L": [1, "a"]})
+    with pytest.raises(ExprTypeError, match="tail: cannot slice"):
+        evaluate("tail(s, 1)", {"s": 3})
 
 
 def test_a_list_over_the_limit_or_not_a_list_is_an_error_not_a_guess():

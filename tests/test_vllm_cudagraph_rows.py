@@ -95,14 +95,14 @@ def test_hisparse_refuses_a_full_cudagraph_mode_given_by_name(catalog):
 
 def test_an_empty_capture_size_list_is_refused_only_where_cuda_graphs_are_captured(catalog):
     # config/vllm.py:2457-2460 (0.34.0): cudagraph_capture_sizes given empty, with CUDA graphs on (the -O2 default
-    # FULL_AND_PIECEWISE); --enforce-eager sets the mode NONE (vllm.py:1697-1699). The breakable-CUDA-graph default
-    # (vllm.py:810-833) is read only once VLLM_USE_BREAKABLE_CUDAGRAPH is set either way
+    # FULL_AND_PIECEWISE); --enforce-eager sets the mode NONE (vllm.py:1697-1699). Unset, VLLM_USE_BREAKABLE_CUDAGRAPH
+    # is the architecture's default (vllm.py:810-833, tools/vllm_breakable.py): Llama's is off
     site = ("vllm/config/vllm.py", 2460)
     for env in ("VLLM_USE_BREAKABLE_CUDAGRAPH=0 ", "VLLM_USE_BREAKABLE_CUDAGRAPH=1 "):
         assert _refused(env + LLAMA + "-cc '{\"cudagraph_capture_sizes\": []}'", "0.34.0", catalog) == [site]
     assert _refused(ENV0 + LLAMA + "-cc '{\"cudagraph_capture_sizes\": [1, 2]}'", "0.34.0", catalog) == []
     assert _refused(ENV0 + LLAMA + "-cc '{\"cudagraph_capture_sizes\": []}' --enforce-eager", "0.34.0", catalog) == []
-    assert site not in _refused(LLAMA + "-cc '{\"cudagraph_capture_sizes\": []}'", "0.34.0", catalog)  # not evaluable
+    assert _refused(LLAMA + "-cc '{\"cudagraph_capture_sizes\": []}'", "0.34.0", catalog) == [site]
 
 
 def test_checks_after_the_architecture_hooks_read_fields_no_hook_of_the_served_architecture_assigns(catalog):

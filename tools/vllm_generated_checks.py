@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
+import vllm_breakable  # noqa: E402
 import vllm_enums  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
@@ -367,7 +368,7 @@ class VllmWalker(cg.Walker):
                     base.env[f] = cg.TAINT
                 self.opaque["setattr(<computed name>)"] = self.opaque.get("setattr(<computed name>)", 0) + 1
                 return
-        if vllm_loops.list_append(self, node, fr, pc):
+        if vllm_loops.list_append(self, node, fr, pc) or vllm_loops.sort_in_place(self, node, fr, pc):
             return
         if isinstance(node, ast.Call):
             vllm_draft_setup.configure_hook(self, node, fr, pc)  # the draft setup's checks (tools/vllm_draft_setup.py)
@@ -657,6 +658,9 @@ class VllmWalker(cg.Walker):
                 return
         if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
             return
+        if isinstance(s, ast.FunctionDef) and not s.decorator_list:
+            fr.locals[s.name] = LocalFunction(s)
+            return
         if isinstance(s, ast.Assign) and vllm_loops.unpack_split(self, s, fr, pc):
             self.lineno = s.lineno
             return
@@ -708,6 +712,40 @@ class VllmWalker(cg.Walker):
                 other = o if none[0] else NoneObj(o.cls, o.path)
                 return cg.ObjIf(cg.conj(r[0][0]) if r[0][0] else "True", first, other)
         return super().result(fr)
+
+    def call(self, node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
+        f = node.func
+        if isinstance(f, ast.Name) and isinstance(fr.locals.get(f.id), LocalFunction):
+            return self.call_local(fr.locals[f.id], node, fr, pc)
+        return super().call(node, fr, pc)
+
+    def call_local(self, lf: "LocalFunction", node: ast.Call, fr: cg.Frame, pc: list[str]) -> Any:
+        """A function defined inside the walked one (0.34.0 vllm.py:2612-2626 ``explicit``, called for the prefill
+        and the decode sizes): walked like an inlined call, its parameters bound to the arguments (else their
+        defaults) over the enclosing function's locals as they are at the call (what a closure reads)."""
+        func = lf.node
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords) \
+                or func.args.vararg or func.args.kwarg or self.depth >= cg.MAX_DEPTH:
+            raise cg.Untranslatable("call of a local function")
+        pc = self.eff(fr, pc)
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        bound = {k: v for k, v in fr.locals.items() if k != func.name}
+        given = dict(zip(params, [self.value_or_taint(a, fr, pc) for a in node.args]))
+        given.update({k.arg: self.value_or_taint(k.value, fr, pc) for k in node.keywords})
+        for p, d in zip(params[len(params) - len(func.args.defaults):], func.args.defaults):
+            given.setdefault(p, self.value_or_taint(d, fr, pc))
+        for a, d in zip(func.args.kwonlyargs, func.args.kw_defaults):
+            if d is not None:
+                given.setdefault(a.arg, self.value_or_taint(d, fr, pc))
+        for p in params + [a.arg for a in func.args.kwonlyargs]:
+            bound[p] = given.get(p, cg.TAINT)
+        inner = cg.Frame(fr.path, bound, fr.cls, base=len(pc))
+        self.depth += 1
+        try:
+            self.run(func.body, inner, list(pc))
+        finally:
+            self.depth -= 1
+        return self.result(inner)
 
     def invoke(self, func: ast.FunctionDef, path: str, self_obj: cg.Obj | None, args: list, kwargs: dict,
                pc: list[str], cls: str | None = None, static: bool = False) -> Any:
@@ -783,6 +821,14 @@ PLATFORM_IS = {"is_cuda": ("nvidia",), "is_rocm": ("amd",), "is_cuda_alike": ("n
 NO_CAPABILITY = ("intel",)
 CC = "gpu_compute_capability"
 CC_INT = f"round({CC} * 10)"
+
+
+class LocalFunction(cg.Obj):
+    """A ``def`` inside a walked function (VllmWalker.call_local calls it)."""
+
+    def __init__(self, node: ast.FunctionDef):
+        super().__init__(f"def {node.name}")
+        self.node = node
 
 
 class NoneObj(cg.UnknownObj):
@@ -1043,8 +1089,21 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
     got = draft_call_hook(w, name, node, fr, pc)  # the draft's config.json (tools/vllm_draft_walk.py)
     if got is None:
         got = vllm_model_walk.call_hook(w, name, node, fr, pc)  # the served model's length (tools/vllm_model_walk.py)
+    if got is None:  # breakable CUDA graphs by default (tools/vllm_breakable.py)
+        got = vllm_breakable.call_hook(w, name, node, fr, pc, PLATFORM_IS)
     if got is not None:
         return got
+    if (name == "is_runai_obj_uri" and len(node.args) == 1 and isinstance(node.args[0], ast.Attribute)
+            and node.args[0].attr == "model_weights"):
+        # the served model's model_weights is its path where that is an s3:// / gs:// / az:// URI, else ""
+        # (0.34.0 config/model.py:647 and :1224-1245, runai_utils.py:16 / :40-41; 0.33.0 the same): is_runai_obj_uri of
+        # it is the model source fact kg.engines.vllm.registry gives
+        try:
+            base = w.value(node.args[0].value, fr, pc)
+        except cg.Untranslatable:
+            return None
+        if type(base) is cg.Obj and base.cls == "ModelConfig" and served_model_config(w, base):
+            return cg.Expr("vllm_model_cloud_storage")
     if name == "get_custom_speculator_config_class" and len(node.args) == 1 and w.speculator_attrs:
         # a custom method's config (v1/worker/gpu/spec_decode/speculator_config.py:338-355 at 0.34.0): registered by
         # plugins (unknown here), but never under a built-in name (register_speculative_method refuses one, :325-326)
@@ -2144,6 +2203,13 @@ def literal_value(w: VllmWalker, node: ast.AST | None, path: str, depth: int = 0
         return True, []
     if isinstance(node, ast.Dict) and not node.keys:
         return True, {}
+    if (isinstance(node, ast.Call) and ast.unparse(node.func) == "get_field" and len(node.args) == 2
+            and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)):
+        # EngineArgs' ``get_field(CompilationConfig, "max_cudagraph_capture_size")`` (arg_utils.py:523 at 0.34.0): the
+        # config field's own default (config/utils.py:86-120 copies it)
+        return literal_value(w, ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()), path,
+                             depth + 1)
     try:
         v = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

@@ -145,7 +145,23 @@ def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
         except cg.Untranslatable:
             return None
     if isinstance(node, ast.ListComp):
-        return list_comprehension(w, node, fr, pc)
+        return list_comprehension(w, node, fr, pc) or selection(w, node, fr, pc)
+    if isinstance(node, ast.SetComp):
+        got = selection(w, node, fr, pc)
+        return cg.Expr(f"unique({got.text})") if got is not None else None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        return tail(w, node, fr, pc)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.Sub)):
+        return set_operation(w, node, fr, pc)
+    if (isinstance(node, ast.Call) and ast.unparse(node.func) == "sorted" and len(node.args) == 1
+            and not node.keywords):
+        arg = node.args[0]
+        got = selection(w, arg, fr, pc) if isinstance(arg, ast.GeneratorExp) else None
+        try:
+            v = got if got is not None else w.value(arg, fr, pc)
+        except cg.Untranslatable:
+            return None
+        return cg.Expr(f"sorted({v.text})") if isinstance(v, cg.Expr) and not v.ref else None
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
             and 1 <= len(node.args) <= 2 and not node.keywords):
         # s.split(sep[, n]) of a string the walk knows (parallel.py:551-553 at 0.34.0, a numactl CPU list)
@@ -212,8 +228,11 @@ def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
     path condition holds (compilation.py:1115-1134 at 0.34.0 appends '+rotary_embedding' to custom_ops before the
     per-element check at :1164); checkgen makes the field unknown. False for anything else."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("append", "extend") and len(node.args) == 1 and not node.keywords
-            and isinstance(node.func.value, ast.Attribute)):
+            and node.func.attr in ("append", "extend") and len(node.args) == 1 and not node.keywords):
+        return False
+    if isinstance(node.func.value, ast.Name):
+        return local_append(w, node, fr, pc)
+    if not isinstance(node.func.value, ast.Attribute):
         return False
     try:
         base = w.value(node.func.value.value, fr, pc)
@@ -231,6 +250,146 @@ def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
     new = f"({old.text} + [{x}])" if node.func.attr == "append" else f"({old.text} + [{x[1:-1].rstrip(',')}])"
     w.set_attr(base, attr, cg.Expr(new), w.eff(fr, pc))
     return True
+
+
+def selection(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> cg.Expr | None:
+    """``[v for x in L if c]`` (or the same generator / set comprehension) over a list the walk knows:
+    ``select(v for _eN in L if c)`` (kg.engine.expr), one ``for``; None for anything else. compilation.py:1172 at
+    0.34.0 keeps the base modes of custom_ops, vllm.py:2466 the capture sizes up to max_num_batched_tokens."""
+    if not isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) or len(node.generators) != 1:
+        return None
+    g = node.generators[0]
+    level = depth(pc) + 1 + w.generator_depth
+    got = _targets(g.target, level)
+    if g.is_async or got is None or level > MAX_LOOPS:
+        return None
+    seq = sequence(w, g.iter, fr, pc)
+    if seq is None:
+        return None
+    target, names = got
+    inner = cg.Frame(fr.path, {**fr.locals, **{src: cg.Expr(el) for src, el in names}}, fr.cls, fr.base)
+    w.generator_depth += 1
+    try:
+        elt = w.text(node.elt, inner, pc)
+        ifs = [w.text(x, inner, pc, True) for x in g.ifs]
+    except cg.Untranslatable:
+        return None
+    finally:
+        w.generator_depth -= 1
+    return cg.Expr(f"select({elt} for {target} in {seq}" + (f" if {cg.conj(ifs)})" if ifs else ")"))
+
+
+def _set_like(n: ast.AST, fr: cg.Frame) -> bool:
+    """``n`` is a set by its form (``{...}``, ``set(x)``, a set comprehension) or a local holding one the walk built
+    (``unique(...)``): told without walking it, so that ``a - b`` of numbers is not walked twice."""
+    if isinstance(n, (ast.Set, ast.SetComp)):
+        return True
+    if isinstance(n, ast.Call) and ast.unparse(n.func) in ("set", "frozenset"):
+        return True
+    v = fr.locals.get(n.id) if isinstance(n, ast.Name) else None
+    return isinstance(v, cg.Expr) and v.text.startswith("unique(")
+
+
+def set_operation(w: Any, node: ast.BinOp, fr: cg.Frame, pc: list[str]) -> cg.Expr | None:
+    """``a & b`` / ``a | b`` / ``a - b`` of two sets (``_set_like``): the elements of a also in b, of either, of a
+    not in b, as ``unique(...)`` (compilation.py:1180 at 0.34.0 intersects the '+' and '-' custom ops); None for
+    others (``&`` of integers stays checkgen's)."""
+    if not (_set_like(node.left, fr) and _set_like(node.right, fr)):
+        return None
+    try:
+        a, b = w.value(node.left, fr, pc), w.value(node.right, fr, pc)
+    except cg.Untranslatable:
+        return None
+    if not all(isinstance(x, cg.Expr) and not x.ref for x in (a, b)):
+        return None
+    if isinstance(node.op, ast.BitOr):
+        return cg.Expr(f"unique({a.text} + {b.text})")
+    level = depth(pc) + 1 + w.generator_depth
+    if level > MAX_LOOPS:
+        return None
+    el = f"_e{level}"
+    op = "in" if isinstance(node.op, ast.BitAnd) else "not in"
+    return cg.Expr(f"unique(select({el} for {el} in {a.text} if {el} {op} {b.text}))")
+
+
+def tail(w: Any, node: ast.Subscript, fr: cg.Frame, pc: list[str]) -> cg.Expr | None:
+    """``x[n:]`` (a constant integer n, no end or step) of a value the walk knows: ``tail(x, n)``."""
+    s = node.slice
+    if not (isinstance(s, ast.Slice) and s.upper is None and s.step is None and isinstance(s.lower, ast.Constant)
+            and type(s.lower.value) is int):
+        return None
+    try:
+        base = w.value(node.value, fr, pc)
+    except cg.Untranslatable:
+        return None
+    return cg.Expr(f"tail({base.text}, {s.lower.value})") if isinstance(base, cg.Expr) and not base.ref else None
+
+
+def sort_in_place(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
+    """``x.sort()`` of a local or a config field the walk knows: x becomes ``sorted(x)`` where the path condition
+    holds (vllm.py:2470 at 0.34.0 sorts the capture sizes it kept); checkgen makes it unknown. False for others."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sort"
+            and not node.args and not node.keywords):
+        return False
+    target = node.func.value
+    try:
+        old = w.value(target, fr, pc)
+    except cg.Untranslatable:
+        return False
+    if not isinstance(old, cg.Expr) or old.ref:
+        return False
+    if isinstance(target, ast.Name) and target.id in fr.locals:
+        w.assign(target, cg.Expr(f"sorted({old.text})"), fr, pc)
+        return True
+    if isinstance(target, ast.Attribute):
+        try:
+            base = w.value(target.value, fr, pc)
+        except cg.Untranslatable:
+            return False
+        if isinstance(base, cg.Obj):
+            w.set_attr(base, target.attr, cg.Expr(f"sorted({old.text})"), w.eff(fr, pc))
+            return True
+    return False
+
+
+def local_append(w: Any, node: ast.Call, fr: cg.Frame, pc: list[str]) -> bool:
+    """``reasons.append(v)`` / ``reasons.extend(<list>)`` on a local list the walk knows: the local becomes
+    ``reasons + [v]`` where the path condition holds (vllm.py:3325-3353 at 0.34.0 collects the blockers of
+    batch-sharded sampling, :3123-3137 / :3378-3408 what the model runner does not support, then raise when the list
+    is not empty); checkgen makes the local unknown. An element that is an f-string is its parts joined
+    (``format_text``). False for anything else."""
+    name = node.func.value.id
+    old = fr.locals.get(name)
+    if not isinstance(old, cg.Expr) or old.ref:
+        return False
+    try:
+        arg = node.args[0]
+        x = format_text(w, arg, fr, pc) if isinstance(arg, ast.JoinedStr) else w.text(arg, fr, pc)
+    except cg.Untranslatable:
+        return False
+    if node.func.attr == "append":
+        new = f"({old.text} + [{x}])"
+    elif isinstance(arg, (ast.List, ast.Tuple)):
+        new = f"({old.text} + [{x[1:-1].rstrip(',')}])"
+    else:
+        new = f"({old.text} + {x})"
+    w.assign(node.func.value, cg.Expr(new), fr, pc)
+    return True
+
+
+def format_text(w: Any, node: ast.JoinedStr, fr: cg.Frame, pc: list[str]) -> str:
+    """An f-string as its literal parts and ``str(<field>)`` joined by ``+`` (a field with a conversion or a format
+    spec does not translate). A field holding None reads ``'__none__'`` (the evaluator's None), not ``'None'``: used
+    only for the elements of a list whose length or truth a check reads."""
+    parts = []
+    for v in node.values:
+        if isinstance(v, ast.Constant) and isinstance(v.value, str):
+            parts.append(repr(v.value))
+        elif isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None:
+            parts.append(f"str({w.text(v.value, fr, pc)})")
+        else:
+            raise cg.Untranslatable("f-string field")
+    return "(" + " + ".join(parts or ["''"]) + ")"
 
 
 MAX_UNROLL = 16  # elements of a literal list a list comprehension is unrolled over

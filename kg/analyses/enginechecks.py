@@ -652,6 +652,8 @@ def model_config_keys(stack: Any, given: Any, ns: dict[str, Any]) -> dict[str, A
         got = None if remote or d is None else class_default("is_encoder_decoder", d.get("model_type"))
         if got is not None:
             out.setdefault(f"{prefix}is_encoder_decoder", got)
+    if text is not None and not remote:  # PretrainedConfig's None, read at 0.34.0 config/vllm.py:771-772
+        out.setdefault("hf_text__architectures", NONE)
     return out
 
 

@@ -5,8 +5,10 @@ lists/tuples/sets), names (looked up in the facts), ``and``/``or``/``not``, comp
 (``< <= > >= == != in not in``, chained), arithmetic (``+ - * / // % **``, ``&`` of integers; ``+`` also
 joins two strings or two lists), conditional
 expressions (``a if c else b``), calls to the functions in ``FUNCTIONS`` and, per element of a list,
-``any(<cond> for x in <list>)`` / ``all(...)`` (one ``for`` over a list of at most ``MAX_ITEMS`` elements, a
-name or a tuple of names as its target, optional ``if`` filters, at most ``MAX_LOOPS`` nested). Anything else
+``any(<cond> for x in <list>)`` / ``all(...)`` / ``select(<value> for x in <list> if <cond>)`` (the values of the
+elements the filters keep, as Python's ``[<value> for x in <list> if <cond>]``; one ``for`` over a list of at most
+``MAX_ITEMS`` elements, a name or a tuple of names as its target, optional ``if`` filters, at most ``MAX_LOOPS``
+nested). Anything else
 (attributes, subscripts, lambdas, other comprehensions) is rejected when the rule is loaded.
 
 A name missing from the facts raises ``MissingFact``: the rule does not apply and
@@ -96,6 +98,21 @@ def _item(v: Any, i: Any) -> Any:
     raise ExprTypeError(f"item: cannot index {v!r} by {i!r}")
 
 
+def _tail(v: Any, n: Any) -> Any:
+    """``v[n:]`` of a list or string."""
+    if isinstance(v, (list, tuple, str)) and type(n) is int:
+        return v[n:] if isinstance(v, str) else list(v[n:])
+    raise ExprTypeError(f"tail: cannot slice {v!r} from {n!r}")
+
+
+def _sorted(xs: Any) -> list:
+    """The elements of a list in ascending order (numbers with numbers, strings with strings)."""
+    try:
+        return sorted(_seq(xs, "sorted"))
+    except TypeError:
+        raise ExprTypeError(f"sorted: cannot order the elements of {xs!r}") from None
+
+
 def _isfinite(v: Any) -> bool:
     if not _is_num(v):
         raise ExprTypeError(f"isfinite needs a number, found {v!r}")
@@ -125,7 +142,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "items": lambda d: [[k, v] for k, v in _dict(d, "items").items()],
     "pairs": lambda xs: [[a, b] for a, b in zip(_seq(xs, "pairs"), xs[1:])],
     "item": _item, "isfinite": _isfinite, "split": _split, "unique": lambda xs: _unique(_seq(xs, "unique")),
+    # select(v for x in L if c): [v for x in L if c] (a generator argument, see the module doc; on a list, the list);
+    # sorted(L); tail(x, n): x[n:]
+    "select": lambda xs: list(_seq(xs, "select")), "sorted": _sorted, "tail": _tail,
 }
+
+GENERATOR_FUNCTIONS = ("any", "all", "select")  # the functions a generator may be the one argument of
 
 
 def _unique(xs: list | tuple) -> list:
@@ -157,14 +179,14 @@ def _check_types(op: type, a: Any, b: Any) -> None:
 
 
 def _generators(node: ast.AST, depth: int = 0) -> None:
-    """Every generator is the one argument of ``any`` / ``all``, has one ``for`` (not async) whose target is a name
-    or a tuple of names, and nests at most ``MAX_LOOPS`` deep."""
+    """Every generator is the one argument of ``any`` / ``all`` / ``select``, has one ``for`` (not async) whose target
+    is a name or a tuple of names, and nests at most ``MAX_LOOPS`` deep."""
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.GeneratorExp):
         g = node.args[0]
-        if not (isinstance(node.func, ast.Name) and node.func.id in ("any", "all") and len(node.args) == 1):
-            raise ExprError("a generator is allowed only as the one argument of any() or all()")
+        if not (isinstance(node.func, ast.Name) and node.func.id in GENERATOR_FUNCTIONS and len(node.args) == 1):
+            raise ExprError("a generator is allowed only as the one argument of any(), all() or select()")
         if len(g.generators) != 1 or g.generators[0].is_async:
-            raise ExprError("any() / all() take one 'for' over a list")
+            raise ExprError("any() / all() / select() take one 'for' over a list")
         t = g.generators[0].target
         if not (isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and t.elts
                                             and all(isinstance(e, ast.Name) for e in t.elts))):
@@ -177,7 +199,7 @@ def _generators(node: ast.AST, depth: int = 0) -> None:
         return
     for c in ast.iter_child_nodes(node):
         if isinstance(c, ast.GeneratorExp):
-            raise ExprError("a generator is allowed only as the one argument of any() or all()")
+            raise ExprError("a generator is allowed only as the one argument of any(), all() or select()")
         _generators(c, depth)
 
 
@@ -317,8 +339,9 @@ def names_in(text: str) -> frozenset[str]:
 
 
 def read_names(node: ast.AST, bound: frozenset[str] = frozenset()) -> set[str]:
-    """The names ``node`` reads from the facts: every name but those an ``any`` / ``all`` generator binds, within
-    that generator (its element and filters; its list is read outside it). Function names are included."""
+    """The names ``node`` reads from the facts: every name but those an ``any`` / ``all`` / ``select`` generator
+    binds, within that generator (its element and filters; its list is read outside it). Function names are
+    included."""
     if isinstance(node, ast.Name):
         return set() if node.id in bound or isinstance(node.ctx, ast.Store) else {node.id}
     if isinstance(node, ast.GeneratorExp):
@@ -453,8 +476,9 @@ def plain(n: ast.AST) -> list[Any]:
     """A checked expression tree (``compile_expr(...).body``) as nested lists of names, constants and lists, the form
     ``_build`` takes: ["c", value], ["n", name], ["and" | "or", [operands]], ["not" | "-" | "+", operand],
     ["bin", operator, left, right], ["cmp", left, [[operator, right], ...]], ["list" | "set", [elements]],
-    ["if", test, body, orelse], ["call", function, [arguments]], ["gen", "any" | "all", target name | [names], list,
-    element, [filters]] (operators by their ``ast`` class names)."""
+    ["if", test, body, orelse], ["call", function, [arguments]],
+    ["gen", "any" | "all" | "select", target name | [names], list, element, [filters]] (operators by their ``ast``
+    class names)."""
     if isinstance(n, ast.Constant):
         if not isinstance(n.value, _CONSTANT_TYPES):
             raise TypeError(f"constant {n.value!r} has no plain form")
@@ -502,13 +526,15 @@ class _Scope:
 
 
 def _generator(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any]:
-    """``any(elt for target in list if filter)`` / ``all(...)``: the list must be a list (or tuple) of at most
-    MAX_ITEMS elements; a tuple target takes an element of as many parts; ``any`` stops at the first true element,
-    ``all`` at the first false one, as Python's do."""
+    """``any(elt for target in list if filter)`` / ``all(...)`` / ``select(...)``: the list must be a list (or tuple)
+    of at most MAX_ITEMS elements; a tuple target takes an element of as many parts; ``any`` stops at the first true
+    element, ``all`` at the first false one, as Python's do; ``select`` gives the list of ``elt`` of the elements the
+    filters keep."""
     is_any, target = p[1] == "any", p[2]
     seq, elt, ifs = _build(p[3]), _build(p[4]), tuple(_build(x) for x in p[5])
 
     def gen(f: Mapping[str, Any], fns: Any) -> Any:
+        kept: list[Any] = []
         for v in _seq(seq(f, fns), p[1]):
             if isinstance(target, str):
                 scope = _Scope(f, {target: v})
@@ -518,9 +544,11 @@ def _generator(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]],
                 scope = _Scope(f, dict(zip(target, v)))
             if ifs and not all(c(scope, fns) for c in ifs):
                 continue
-            if bool(elt(scope, fns)) is is_any:
+            if p[1] == "select":
+                kept.append(elt(scope, fns))
+            elif bool(elt(scope, fns)) is is_any:
                 return is_any
-        return not is_any
+        return kept if p[1] == "select" else not is_any
     return gen
 
 
@@ -591,6 +619,7 @@ def _run(p: list[Any], f: Mapping[str, Any], fns: Mapping[str, Any]) -> Any:
         return fns[p[1]](*[_run(a, f, fns) for a in p[2]])
     if kind == "gen":
         is_any, target = p[1] == "any", p[2]
+        kept: list[Any] = []
         for v in _seq(_run(p[3], f, fns), p[1]):
             if isinstance(target, str):
                 scope = _Scope(f, {target: v})
@@ -600,9 +629,11 @@ def _run(p: list[Any], f: Mapping[str, Any], fns: Mapping[str, Any]) -> Any:
                 scope = _Scope(f, dict(zip(target, v)))
             if p[5] and not all(_run(c, scope, fns) for c in p[5]):
                 continue
-            if bool(_run(p[4], scope, fns)) is is_any:
+            if p[1] == "select":
+                kept.append(_run(p[4], scope, fns))
+            elif bool(_run(p[4], scope, fns)) is is_any:
                 return is_any
-        return not is_any
+        return kept if p[1] == "select" else not is_any
     raise ExprError(f"'{p[1]}' is not allowed")  # pragma: no cover - rejected by _validate
 
 
