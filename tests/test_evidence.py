@@ -222,3 +222,13 @@ def test_cli_lists_unpinned_rules_and_never_counts_them_found(wheels: Path, tmp_
     # the vLLM items are checked as before; the trtllm rule is not listed for another engine
     vllm = subprocess.run(base + ["--engine", "vllm", "--release", "1.0.0"], capture_output=True, text=True, cwd=REPO)
     assert vllm.returncode == 0 and vllm.stdout.splitlines()[-1] == "found 1, moved 0, gone 0"
+
+
+@pytest.mark.parametrize("typo, hint", [("vlm", "did you mean vllm? "), ("sglnag", "did you mean sglang? "),
+                                        ("foo", "")])
+def test_an_unknown_engine_is_refused_with_the_nearest_engine_that_has_evidence(capsys, typo, hint):
+    from kg.cli import main
+    assert main(["evidence", "--engine", typo, "--offline"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"optkg: error: --engine: no evidence for engine '{typo}'; {hint}(engines with evidence: ")
+    assert "Traceback" not in err

@@ -56,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
     items += items_from_release_tables(Path(catalog_dir) / "engines" / "releases")
     if args.engine and not any(i.engine == args.engine for i in items) and not unpinned:
         known = sorted({i.engine for i in items})
-        raise OptkgError(f"--engine: no evidence for engine '{args.engine}' (engines with evidence: {', '.join(known)})")
+        from difflib import get_close_matches
+        near = get_close_matches(args.engine, known, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise OptkgError(f"--engine: no evidence for engine '{args.engine}'; {hint}(engines with evidence: "
+                         f"{', '.join(known)})")
     results = check(items, args.engine, args.release, args.cache_dir, args.wheel_dir, args.offline) \
         if any(i.engine == args.engine for i in items) or not args.engine else []
     if not results and unpinned and not args.release:
