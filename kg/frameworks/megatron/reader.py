@@ -149,6 +149,12 @@ def parse_megatron_command(text: str, model: ModelFacts | None = None, where: st
     job.ignored.extend(cmd.ignored)
     if framework == "megatron":  # Megatron-DeepSpeed (framework deepspeed) has arguments of its own
         _unknown_arguments(job)
+        if "params_dtype" not in job.settings and (cmd.script or "").rsplit("/", 1)[-1] != "megatron":
+            # validate_args: args.params_dtype = torch.float, half only with --fp16, bfloat16 only with --bf16
+            # (Megatron-LM megatron/training/arguments.py:701-713 at core_v0.16.1); ms-swift's `megatron` sets its own
+            job.set("params_dtype", "fp32", f"{where}: neither --bf16 nor --fp16")
+            job.notes.append("neither --bf16 nor --fp16: Megatron-LM trains in float32 (params_dtype torch.float, "
+                             "megatron/training/arguments.py:701 at core_v0.16.1)")
     return job
 
 
