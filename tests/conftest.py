@@ -29,6 +29,15 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OPTKG_STATE_DIR", str(_session_folder(tmp_path_factory) / "optkg-state"))
 
 
+@pytest.fixture()
+def cache_dir(tmp_path, monkeypatch):
+    """An empty private cache folder of this test's own (``$OPTKG_CACHE_DIR``), for tests of the cache itself."""
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("OPTKG_CACHE_DIR", str(d))
+    return d
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """Run ``optkg`` in-process; return (exit code, stdout, stderr)."""
     from kg.cli import main

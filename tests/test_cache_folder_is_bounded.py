@@ -6,17 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 
 from kg.core import cache
-
-
-@pytest.fixture()
-def cache_dir(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("OPTKG_CACHE_DIR", str(d))
-    return d
 
 
 def _entry(d, name: str, size: int, age_s: float, now: float):

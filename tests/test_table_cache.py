@@ -11,14 +11,6 @@ from kg.core import cache, paths
 from kg.core.errors import OptkgError
 
 
-@pytest.fixture()
-def cache_dir(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("OPTKG_CACHE_DIR", str(d))
-    return d
-
-
 def test_built_from_serves_the_entry_and_rebuilds_after_an_edit(tmp_path, cache_dir):
     src = tmp_path / "t.yaml"
     src.write_text("a: 1\n")
