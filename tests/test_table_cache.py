@@ -127,3 +127,14 @@ def test_a_file_digest_is_kept_by_stat_only_for_a_file_unchanged_for_seconds(tmp
     os.utime(old, ns=(mtime, mtime))
     assert cache.file_digest(old) == hashlib.sha256(b"a: 2\n").hexdigest()
     assert len(cache.read_data(cache_dir / "source-digests.json", "source-digests", "1")) == 1
+
+
+def test_saved_file_digests_merge_with_other_processes_and_keep_one_stat_per_path(cache_dir, monkeypatch):
+    """Each process saves only what it added, merged into the entry as it is just before the write: one process's
+    save does not drop another's; a path's newer stat replaces its older one."""
+    a1, a2, b = "/x/a.yaml\0" + "5\0" * 4 + "1", "/x/a.yaml\0" + "6\0" * 4 + "1", "/x/b.yaml\0" + "5\0" * 4 + "1"
+    monkeypatch.setattr(cache, "_DIGESTS", {})
+    for new in ({a1: "d-a1"}, {b: "d-b"}, {a2: "d-a2"}):  # three processes, each with its own digests in memory
+        monkeypatch.setattr(cache, "_NEW_DIGESTS", dict(new))
+        cache.save_digests()
+    assert cache.read_data(cache_dir / "source-digests.json", "source-digests", "1") == {b: "d-b", a2: "d-a2"}

@@ -268,11 +268,17 @@ def file_digest(f: Path | str) -> str:
 
 def save_digests() -> None:
     """Store the file digests kept since the entry was read (nothing when none is new); ``kg.cli.main`` calls it
-    once per process. Past MAX_DIGESTS the entry starts again from the new ones."""
+    once per process. The entry is read again and merged just before the write (other processes may have added
+    theirs meanwhile), a path keeps only its newest stat, and past MAX_DIGESTS the entry starts from the new ones."""
     if not _NEW_DIGESTS or _DIGESTS is None:
         return
-    keep = _DIGESTS if len(_DIGESTS) <= MAX_DIGESTS else dict(_NEW_DIGESTS)
-    write_data(cache_file("source-digests.json"), "source-digests", "1", keep)
+    path = cache_file("source-digests.json")
+    now = read_data(path, "source-digests", "1")
+    keep = now if isinstance(now, dict) and len(now) + len(_NEW_DIGESTS) <= MAX_DIGESTS else {}
+    fresh = {k.split("\0", 1)[0] for k in _NEW_DIGESTS}
+    keep = {k: v for k, v in keep.items() if k.split("\0", 1)[0] not in fresh}
+    keep.update(_NEW_DIGESTS)
+    write_data(path, "source-digests", "1", keep)
     _NEW_DIGESTS.clear()
 
 
