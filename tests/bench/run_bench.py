@@ -147,8 +147,10 @@ WHY = {
                     "evaluated once), the rule engine's matches are kept by content so a warm check imports neither "
                     "durable-rules nor logging (225 -> 210 modules), unused module-level patterns compile on first "
                     "use, and a stack's generated rows share their lets (908 -> 774 M on main, while others added "
-                    "rows); ~200 M of the callgrind count is SHA-256 without SHA-NI (~3 ms for real); what remains "
-                    "is ~45 % imports (packaging, the launch readers, the speed model, argparse, dataclasses), ~13 % "
+                    "rows); since perf8 a warm check imports no packaging (releases compared by kg.core.relcmp: its two "
+                    "patterns took ~6 ms to compile) and keys its entries on file digests kept by stat (5.2 MB of "
+                    "sources were read and hashed each run): 828 -> 654 M; what remains "
+                    "is ~45 % imports (the launch readers, the speed model, argparse, dataclasses, ast), ~13 % "
                     "reading and MAC-checking ~2 MB of cache entries, the release rows and ~70 rules evaluated, the "
                     "report; under load the floor's imports slow down more, so a quiet machine gives a higher ratio"),
     "optkg kv": "nothing heavy is imported (no PyYAML since 2026-12-07: the attribute-alias table comes from the "
