@@ -43,6 +43,8 @@ import vllm_model_walk  # noqa: E402
 import vllm_pairs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 import vllm_draft_setup  # noqa: E402
+import vllm_hisparse  # noqa: E402
+import vllm_quant_spec  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
 
@@ -1091,6 +1093,8 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         got = vllm_model_walk.call_hook(w, name, node, fr, pc)  # the served model's length (tools/vllm_model_walk.py)
     if got is None:  # breakable CUDA graphs by default (tools/vllm_breakable.py)
         got = vllm_breakable.call_hook(w, name, node, fr, pc, PLATFORM_IS)
+    if got is None:
+        got = vllm_hisparse.call_hook(w, name, node, fr, pc)  # HiSparse's host pool (tools/vllm_hisparse.py)
     if got is not None:
         return got
     if (name == "is_runai_obj_uri" and len(node.args) == 1 and isinstance(node.args[0], ast.Attribute)
@@ -1983,6 +1987,8 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     cec = w.find_method("EngineArgs", "create_engine_config", ARGS_PATH)
     w.invoke(cec[0], cec[1], args, [], {}, base, cec[2])
     draft_walk(w, args)  # the Qwen3-Omni DSpark checks over the draft's config.json (tools/vllm_draft_walk.py)
+    vllm_quant_spec.quant_spec_walk(w, args)  # --quantization-config linear / moe names (tools/vllm_quant_spec.py)
+    vllm_quant_spec.merge_walk(w, args)  # ... and onto a Hadamard shorthand's weight (tools/vllm_quant_spec.py)
     return w
 
 
