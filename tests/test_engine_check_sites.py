@@ -932,3 +932,26 @@ def test_a_source_scan_records_each_file_read_and_writes_no_table_row(tmp_path):
     row = unreleased_row({"id": "x", "class": "table", "expr": "block_size < 1", "defaults": {"block_size": 32}})
     assert row == {"id": "x", "class": "uncovered",
                    "why": "translatable (block_size < 1), but no table row is written from source of no pinned release"}
+
+
+def test_a_video_pruning_method_the_served_class_does_not_implement_is_refused(catalog, tmp_path):
+    """ModelConfig.__post_init__ refuses a --video-pruning-method outside the served class's
+    supported_video_pruning_methods once --video-pruning-rate is above 0 (config/model.py:903-914 at 0.34.0,
+    :883-894 at 0.33.0): SupportsMultiModalPruning gives ("evs",) (models/interfaces.py:539-541), Qwen3-VL adds
+    "vidcom2" (qwen3_vl.py:1969); tools/vllm_model_registry.py reads the tuple per architecture."""
+    import shutil
+    from kg.engines.vllm.registry import _arch_facts
+    fact = "vllm_model__supported_video_pruning_methods"
+    assert dict(_arch_facts("0.34.0", "Qwen2_5_VLForConditionalGeneration"))[fact] == ("evs",)
+    assert dict(_arch_facts("0.34.0", "Qwen3VLForConditionalGeneration"))[fact] == ("evs", "vidcom2")
+    assert dict(_arch_facts("0.34.0", "LlamaForCausalLM"))[fact] == ()
+    folder = tmp_path / "qwen2.5-vl"
+    folder.mkdir()
+    shutil.copy(REPO / "rules" / "fixtures" / "configs" / "qwen2.5-vl-7b-instruct.json", folder / "config.json")
+    vidcom2 = " --video-pruning-rate 0.5 --video-pruning-method vidcom2"
+    for release, line in (("0.34.0", 910), ("0.33.0", 890)):
+        site = ("vllm/config/model.py", line)
+        assert site in _refused_lines(f"vllm serve {folder}{vidcom2}", release, catalog)
+        assert site not in _refused_lines(f"vllm serve {folder} --video-pruning-rate 0.5", release, catalog)
+        assert site not in _refused_lines(f"vllm serve {folder} --video-pruning-method vidcom2", release, catalog)
+        assert site not in _refused_lines(f"vllm serve Qwen/Qwen3-VL-8B-Instruct{vidcom2}", release, catalog)

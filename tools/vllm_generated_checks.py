@@ -1758,10 +1758,10 @@ def model_info_obj() -> cg.Obj:
     registry.inspect_model_cls(architectures, self)``): a field tools/vllm_model_registry.py reads per release
     (FLAGS) is the fact ``vllm_model__<field>`` (kg.engines.vllm.registry gives it for the served architecture,
     only where the lookup is the plain one); any other field is not modelled."""
-    from vllm_model_registry import DERIVED, FLAGS
+    from vllm_model_registry import DERIVED, FLAGS, TUPLES
 
     def free(a: str) -> Any:
-        return cg.Expr(f"vllm_model__{a}") if a in FLAGS or a in DERIVED else cg.TAINT
+        return cg.Expr(f"vllm_model__{a}") if a in FLAGS or a in DERIVED or a in TUPLES else cg.TAINT
     return cg.Obj("model_info", free, None)
 
 

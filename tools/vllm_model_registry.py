@@ -48,6 +48,10 @@ FLAGS = {"supports_multimodal": "supports_multimodal",
          "supports_replayssm": "supports_replayssm", "supports_transcription": "supports_transcription",
          "supports_mm_device_do_normalize": "supports_mm_device_do_normalize",
          "supports_lora": "supports_lora"}  # supports_lora: a runtime protocol (lora_support)
+# _ModelInfo fields that are ``getattr(model_cls, <attr>, ())``, a tuple of strings (registry.py:1012-1014 at 0.34.0,
+# :964-966 at 0.33.0; ModelConfig.__post_init__ refuses a --video-pruning-method not in it, config/model.py:903-914):
+# field -> class attribute. Written as ``values``: architecture -> the tuple where it is not empty.
+TUPLES = {"supported_video_pruning_methods": "supported_video_pruning_methods"}
 # _ModelInfo fields read by derived_fact (ModelConfig.__post_init__ reads both, config/model.py:722-751 at 0.34.0):
 # field -> (the shape of its function in models/interfaces_base.py that derived_fact models, the attribute read)
 DERIVED = {"is_pooling_model": ('return getattr(model, "is_pooling_model", False)', "is_pooling_model"),
@@ -349,6 +353,9 @@ def checked_fields(files: dict[str, str]) -> set[str]:
         out.add("supports_lora")
     if re.search(r"getattr\(\s*model,\s*\"supports_mm_device_do_normalize\",\s*False", files.get(REGISTRY, "")):
         out.add("supports_mm_device_do_normalize")
+    for field, attr in TUPLES.items():
+        if re.search(rf"{field}=getattr\(\s*model,\s*\"{attr}\",\s*\(\)\s*\)", files.get(REGISTRY, "")):
+            out.add(field)
     try:
         base = {f.name: f for f in ast.parse(files.get(MODELS + "interfaces_base.py", "")).body
                 if isinstance(f, ast.FunctionDef)}
@@ -373,7 +380,8 @@ def read_release(wheel: Path) -> dict[str, Any]:
     classes = Classes(files)
     deco = decorators_set(files, set(FLAGS.values()) | {a for _, a in DERIVED.values()})
     true: dict[str, list[str]] = {f: [] for f in [*FLAGS, *DERIVED]}
-    unknown: dict[str, list[str]] = {f: [] for f in [*FLAGS, *DERIVED]}
+    unknown: dict[str, list[str]] = {f: [] for f in [*FLAGS, *DERIVED, *TUPLES]}
+    values: dict[str, dict[str, list[str]]] = {f: {} for f in TUPLES}
     resolved: dict[str, list[tuple[ast.ClassDef, str]] | None] = {}
     for arch, (mod, cls, _line) in sorted(reg.items()):
         key = (mod, cls)
@@ -394,6 +402,14 @@ def read_release(wheel: Path) -> dict[str, Any]:
                 unknown[field].append(arch)
             elif v is True:
                 true[field].append(arch)
+        for field, attr in TUPLES.items():
+            ok, v = class_attr(m, attr) if m is not None else (False, None)
+            if ok and v is False:
+                v = ()  # no class of the MRO assigns it: getattr's default
+            if not ok or not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
+                unknown[field].append(arch)
+            elif v:
+                values[field][arch] = list(v)
         for field in DERIVED:
             ok, v = derived_fact(m, field) if m is not None else (False, None)
             if not ok:
@@ -411,7 +427,8 @@ def read_release(wheel: Path) -> dict[str, Any]:
             "previously_supported": previously_supported(files),
             "rewritten_architectures": [a for a in archs_rw if a in reg],
             "rewritten_model_types": types_rw,
-            "facts": {f: {"true": true[f], "unknown": unknown[f]} for f in [*FLAGS, *DERIVED] if f in checked}}
+            "facts": {**{f: {"true": true[f], "unknown": unknown[f]} for f in [*FLAGS, *DERIVED] if f in checked},
+                      **{f: {"values": values[f], "unknown": unknown[f]} for f in TUPLES if f in checked}}}
 
 
 def release_of(wheel: Path) -> str:

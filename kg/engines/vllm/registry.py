@@ -73,12 +73,13 @@ def _release_of(version: str | None) -> str | None:
 
 
 @lru_cache(maxsize=1024)
-def _arch_facts(release: str, arch: str) -> tuple[tuple[str, bool], ...]:
-    """The vllm_model__<field> facts of ``arch`` at ``release`` (a field whose class was not read is left out)."""
-    out = []
+def _arch_facts(release: str, arch: str) -> tuple[tuple[str, Any], ...]:
+    """The vllm_model__<field> facts of ``arch`` at ``release`` (a field whose class was not read is left out): a
+    boolean, or for a tuple field (``values``) its tuple of strings, () where the class gives none."""
+    out: list[tuple[str, Any]] = []
     for field, v in (table()[release].get("facts") or {}).items():
         if arch not in v.get("unknown", ()):
-            out.append((PREFIX + field, arch in v.get("true", ())))
+            out.append((PREFIX + field, tuple(v["values"].get(arch, ())) if "values" in v else arch in v.get("true", ())))
     return tuple(out)
 
 
