@@ -143,6 +143,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "enable_cumem_allocator": ("boolean", "vLLM --enable-cumem-allocator (CuMemAllocator memory pool)"),
     "enable_extensible_kv_cache": ("boolean", "vLLM >= 0.34.0 --enable-extensible-kv-cache (KV sized after warm-up)"),
     "data_parallel_hybrid_lb": ("boolean", "vLLM hybrid data-parallel load balancing"),
+    "headless": ("boolean", "vllm serve --headless: engine processes only, no API server"),
     "mm_tensor_ipc": ("string", "vLLM multimodal tensor transport: direct_rpc or torch_shm"),
     "mm_encoder_fp8_scale_path": ("string", "vLLM file of FP8 scales for the vision encoder attention"),
     "mm_encoder_fp8_scale_save_path": ("string", "vLLM file to save dynamically computed encoder FP8 scales to"),
