@@ -113,23 +113,27 @@ def test_a_text_is_walked_on_its_first_evaluation_and_runs_built_closures_from_i
         expr.compiled.cache_clear()
 
 
-def test_every_evaluation_of_a_check_walking_the_tree_gives_what_the_closures_give(monkeypatch):
-    """Each (expression, facts) a check evaluates (rules, the release's generated rows and their lets, the
-    report's numbers): the tree walk and the closures return the same value or raise the same error."""
+def compare_every_evaluation_of_one_check() -> int:
+    """Run one check in this process, recording each (expression, facts) it evaluates, and compare the tree walk
+    with the closures on each; returns how many were compared. Meant for a fresh process (the test below): an
+    earlier check in the same process keeps row lets, rule memos and kept matches, and evaluates far fewer."""
     from kg.cli import main
     import contextlib
     import io
+    import sys
     seen: list[tuple[str, dict, dict]] = []
     real = expr.evaluate
 
     def recording(text, facts, functions=None):
         seen.append((text, dict(facts) if isinstance(facts, dict) else facts, functions))
         return real(text, facts, functions)
-    monkeypatch.setattr(expr, "evaluate", recording)
+    expr.evaluate = recording
+    for mod in list(sys.modules.values()):  # modules that bound the function by name (from ... import evaluate)
+        if getattr(mod, "__name__", "").startswith("kg.") and getattr(mod, "evaluate", None) is real:
+            mod.evaluate = recording
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["check", "--vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --max-model-len 32768", "--fail-on",
                      "never", "--explain"]) == 0
-    assert len(seen) > 200  # 284-371 at 78e25f1 (the rows share their lets: 606 before)
     outcomes = set()
     for text, facts, functions in seen:
         fns, names = expr._merged(functions)
@@ -146,3 +150,21 @@ def test_every_evaluation_of_a_check_walking_the_tree_gives_what_the_closures_gi
         assert walked == outcome(lambda: expr._build(body)(facts, fns)), text
         outcomes.add(walked[0])
     assert outcomes == {"value", "error"}  # both kinds were compared
+    return len(seen)
+
+
+def test_every_evaluation_of_a_check_walking_the_tree_gives_what_the_closures_give(cache_dir):
+    """Each (expression, facts) a check evaluates (rules, the release's generated rows and their lets, the
+    report's numbers): the tree walk and the closures return the same value or raise the same error. In a fresh
+    process with a cache folder of its own, so that no earlier check's kept results stand in for evaluations."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_expr_trees as t; "
+            "print(t.compare_every_evaluation_of_one_check())")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", code, str(here)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 200  # 284-371 at 78e25f1 (the rows share their lets: 606 before)
