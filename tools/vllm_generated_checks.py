@@ -44,6 +44,7 @@ import vllm_pairs  # noqa: E402
 from row_firing import ValueFiring  # noqa: E402
 import vllm_draft_setup  # noqa: E402
 import vllm_hisparse  # noqa: E402
+import vllm_moe_ep  # noqa: E402
 import vllm_quant_spec  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
@@ -380,6 +381,9 @@ class VllmWalker(cg.Walker):
                 and node.func.attr == "_apply_optimization_level_defaults"
                 and _call_hook(self, node.func.attr, node, fr, pc) is not None):
             return
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and vllm_moe_ep.call_hook(self, node.func.id, node, fr, pc, served_model_config) is not None):
+            return  # the MoE-EP backend's architectures (tools/vllm_moe_ep.py), a call made for its refusal
         super().expr_stmt(node, fr, pc)
 
     def forget_all(self, obj: cg.Obj, why: str, conds: list[str], seen: dict[int, cg.Obj] | None = None) -> None:
