@@ -46,6 +46,7 @@ import vllm_draft_setup  # noqa: E402
 import vllm_hisparse  # noqa: E402
 import vllm_moe_ep  # noqa: E402
 import vllm_quant_spec  # noqa: E402
+import vllm_removed_keys  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
 
@@ -594,6 +595,8 @@ class VllmWalker(cg.Walker):
                     # the string optkg reads): the member the validator gives (CUDAGraphMode[value.upper()],
                     # compilation.py:1023-1029 at 0.34.0)
                     json_key.env[f] = got
+            # removed JSON keys a whole-object before-validator refuses (tools/vllm_removed_keys.py)
+            vllm_removed_keys.removed_keys_walk(self, cls, hit, spread, pc, validators(hit[0]))
         served = cls == "ModelConfig" and self.in_create_model_config > 0
         obj = super().new_dataclass(cls, given, spread, pc, path, env={SERVED: True} if served else None)
         if hit is not None:
@@ -2247,6 +2250,8 @@ def input_default(w: VllmWalker, name: str, info: dict[str, Any], ef: dict[str, 
     if info["kind"] == "field":
         node, path = ef.get(info["field"], (None, ARGS_PATH))
         return literal_value(w, node, path)
+    if "default" in info:  # a removed key (tools/vllm_removed_keys.py): not given unless the user gives it
+        return True, info["default"]
     cls = info.get("cls")
     f = w.dataclass_fields(cls, None) if cls else None
     if not f or info["key"] not in f:
