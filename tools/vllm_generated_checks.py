@@ -566,10 +566,11 @@ class VllmWalker(cg.Walker):
         hit = self.find_class(cls, path)
         # pydantic runs the before-validators on the given values first
         if hit is not None:
-            for name, (vfields, mode) in validators(hit[0]).items():
-                if mode not in ("before", "plain", "wrap") or len(vfields) != 1 or vfields[0] not in fields:
+            # ``@field_validator("*")`` validates every field (kernel.py:66-73 at 0.34.0, IrOpPriorityConfig)
+            for name, f, mode in [(n, f, md) for n, (vf, md) in validators(hit[0]).items()
+                                  for f in (list(fields) if vf == ["*"] else vf[:1] if len(vf) == 1 else [])]:
+                if mode not in ("before", "plain", "wrap") or f not in fields:
                     continue
-                f = vfields[0]
                 m = self.find_method(cls, name, hit[1])
                 if m is None:
                     continue
