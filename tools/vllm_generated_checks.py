@@ -1228,6 +1228,10 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
         except cg.Untranslatable:
             return None
         return cg.Expr(f"({kv} == {wanted!r} or ({kv} == 'MultiConnector' and truthy({cg.UNK})))")
+    if name == "any" and isinstance(node.func, ast.Name):
+        got = vllm_moe_ep.any_substring(w, node, fr, pc)  # a name in config.json's architectures (lora.py:156)
+        if got is not None:
+            return got
     if name in ("any", "all") and isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords:
         got = any_all_bound(w, name, node.args[0], fr, pc)
         if got is not None:
@@ -1294,6 +1298,10 @@ def _call_hook(w: VllmWalker, name: str, node: ast.Call, fr: cg.Frame, pc: list[
             if not isinstance(got, cg.Expr):
                 raise cg.Untranslatable(f"config.json key {key}")
             return cg.Expr(f"({got.text} == {got.text})") if name == "hasattr" else got
+        if name == "getattr" and key == "architectures" and served_model_config(w, v):
+            # the served ModelConfig's architectures property (lora.py:155 at 0.34.0): config.json's list where
+            # optkg gives vllm_model__arch (the convertor rewrites it elsewhere: tools/vllm_breakable.py)
+            return cg.Expr(f"(hf__architectures if truthy(vllm_model__arch) else {cg.UNK})")
         if (name == "getattr" and type(v) is cg.Obj and v.cls and key is not None
                 and key in (w.dataclass_fields(v.cls, v.path) or {})):
             # getattr(config, "field", default) of a field the config class declares: the field itself (vllm.py:1302

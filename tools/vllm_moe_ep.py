@@ -10,6 +10,8 @@ module's two constants (nothing is given when the function does not have this sh
 ``model_config.architectures`` is config.json's ``architectures`` (``hf__architectures``) where
 ``vllm_model__arch`` is given (the convertor rewrites the list only where optkg leaves it unset: see
 tools/vllm_breakable.py); elsewhere the row does not fire. Names compare lower-cased (the rows' literals are).
+
+``any_substring`` reads the same list for 0.34.0 lora.py:155-158 (Inkling LoRA needs INKLING_MULTIMEM_AR=0).
 """
 from __future__ import annotations
 
@@ -76,3 +78,23 @@ def call_hook(w: Any, name: str, node: ast.Call, fr: cg.Frame, pc: list[str], se
     w.site(PATH, line, w.eff(fr, pc) + [f"({moe} == {backend.lower()!r})", "truthy(vllm_model__arch)",
                                         f"(not any(lower({e}) in {names!r} for {e} in hf__architectures))"])
     return cg.Expr(repr(cg.NONE))
+
+
+def any_substring(w: Any, node: ast.Call, fr: cg.Frame, pc: list[str]) -> cg.Expr | None:
+    """``any("Inkling" in arch for arch in architectures)`` over the served model's architectures (0.34.0
+    lora.py:155-156, the list from the getattr hook of vllm_generated_checks): the names compare lower-cased, as
+    the literal is, since the evaluator lower-cases string facts but not a list's elements; None for other forms."""
+    gen = node.args[0] if len(node.args) == 1 and not node.keywords else None
+    if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1 and not gen.generators[0].ifs
+            and isinstance(gen.generators[0].target, ast.Name) and isinstance(gen.elt, ast.Compare)
+            and len(gen.elt.ops) == 1 and isinstance(gen.elt.ops[0], ast.In)
+            and isinstance(gen.elt.left, ast.Constant) and isinstance(gen.elt.left.value, str)
+            and isinstance(gen.elt.comparators[0], ast.Name)
+            and gen.elt.comparators[0].id == gen.generators[0].target.id):
+        return None
+    seq = vllm_loops.sequence(w, gen.generators[0].iter, fr, pc)
+    level = vllm_loops.depth(pc) + 1 + w.generator_depth
+    if seq is None or "hf__architectures" not in seq or level > vllm_loops.MAX_LOOPS:
+        return None
+    e = f"_e{level}"
+    return cg.Expr(f"any({gen.elt.left.value.lower()!r} in lower({e}) for {e} in {seq})")
