@@ -7,38 +7,22 @@ set to ["InklingForCausalLM"] (and optkg's vllm_model__arch fact with it).
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from kg.analyses.enginechecks import generated_refusals  # noqa: E402
+from engine_rows import refused_at
 
 SITE = ("vllm/config/lora.py", 158)
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    import kg
-    return kg.load_catalog()
+def _as_inkling(st, facts) -> None:
+    st.model = copy.copy(st.model)
+    st.model.raw_config = {**st.model.raw_config, "architectures": ["InklingForCausalLM"]}
+    facts["vllm_model__arch"] = "InklingForCausalLM"
 
 
 def _refused(command: str, inkling: bool, catalog) -> list[tuple[str, int]]:
-    import kg
-    from kg.analyses.check import stack_facts
-    st = kg.stack_from_command(command, catalog)
-    st.engine_version = "0.34.0"
-    st.hardware, st.gpu_count = catalog.resolve_hardware("H100-SXM"), 1
-    facts = dict(stack_facts(st)[1])
-    if inkling:
-        st.model = copy.copy(st.model)
-        st.model.raw_config = {**st.model.raw_config, "architectures": ["InklingForCausalLM"]}
-        facts["vllm_model__arch"] = "InklingForCausalLM"
-    got = generated_refusals("vllm", "0.34.0", facts, stack=st)["engine_check_refusals"]
-    return sorted((r["path"], r["line"]) for r in got if (r["path"], r["line"]) == SITE)
+    return refused_at(command, SITE, catalog, adjust=_as_inkling if inkling else None)
 
 
 @pytest.mark.parametrize("command, inkling, refused", [

@@ -9,28 +9,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from kg.analyses.enginechecks import generated_refusals  # noqa: E402
+from engine_rows import refused_at
 
 SITE = ("vllm/config/kernel.py", 238)
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    import kg
-    return kg.load_catalog()
-
-
 def _refused(model: str, backend: str, catalog) -> list[tuple[str, int]]:
-    import kg
-    from kg.analyses.check import stack_facts
-    st = kg.stack_from_command(f"vllm serve {model} -tp 8 --enable-expert-parallel --moe-backend {backend}", catalog)
-    st.engine_version = "0.34.0"
-    st.hardware, st.gpu_count = catalog.resolve_hardware("B200"), 8
-    got = generated_refusals("vllm", "0.34.0", stack_facts(st)[1], stack=st)["engine_check_refusals"]
-    return sorted((r["path"], r["line"]) for r in got if (r["path"], r["line"]) == SITE)
+    return refused_at(f"vllm serve {model} -tp 8 --enable-expert-parallel --moe-backend {backend}", SITE, catalog,
+                      gpu="B200", count=8)
 
 
 @pytest.mark.parametrize("model, backend, refused", [
@@ -60,7 +46,7 @@ def validate_flashinfer_moe_ep_model(moe_backend, architectures):
 
 
 def test_the_moe_ep_backend_and_architectures_are_read_from_the_module_text():
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
     import checkgen as cg
     import vllm_moe_ep
     from types import SimpleNamespace
