@@ -74,7 +74,7 @@ def configure_hook(w: Any, node: ast.Call, fr: cg.Frame, pc: list[str]) -> None:
         try:
             w.invoke(dcp[0], dcp[1], None, [target_pc, w.get_attr(spec, "draft_decode_context_parallel_size", pc)],
                      {}, base, dcp[2])
-        except cg.Untranslatable:
+        except cg.Untranslatable:  # the walk cannot follow this release's draft DCP check: it makes no row
             pass
     mml = w.find_method("SpeculativeConfig", "_maybe_override_draft_max_model_len", SPEC_PATH)
     if mml is not None and isinstance(target_mc, cg.Obj):
@@ -82,5 +82,5 @@ def configure_hook(w: Any, node: ast.Call, fr: cg.Frame, pc: list[str]) -> None:
             given = w.get_attr(spec, "max_model_len", pc)
             w.invoke(mml[0], mml[1], None, [given, given, w.get_attr(target_mc, "max_model_len", pc)], {}, base,
                      mml[2])
-        except cg.Untranslatable:
+        except cg.Untranslatable:  # nor the draft max_model_len check: no row rather than a guessed one
             pass

@@ -165,15 +165,14 @@ def _prune_if_due(folder: Path) -> None:
     try:
         if now - os.lstat(stamp).st_mtime < PRUNE_EVERY_S:
             return
-    except FileNotFoundError:
+    except FileNotFoundError:  # no stamp yet: this folder was never pruned, prune it now
         pass
     except OSError:
         return
     try:
         if os.path.islink(stamp):
             return
-        with open(stamp, "w", encoding="utf-8"):
-            pass
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))  # the stamp exists
         os.utime(stamp, (now, now))
     except OSError:
         return
