@@ -87,3 +87,19 @@ def test_tflops_tables_are_turned_back_into_tokens_with_their_own_formula():
 
 def test_the_accuracy_page_was_generated_from_the_current_rows_constants_and_model():
     assert harness.main(["--check"]) == 0
+
+
+def test_mpt_30b_at_8192_tokens_peak_memory_count_is_the_hand_worked_bytes():
+    """The count behind the doc's "Why the three rows are over 20 %" for MPT-30B at 8,192 tokens, micro-batch 1, on
+    8 A100 80GB (Composer DEFAULT: FP32 gradient reduction; d 7,168, 48 blocks, V 50,368, 29,957,437,440
+    parameters): states 16 x 29,957,437,440 / 8 = 59,914,874,880; checkpointed block inputs 48 x 2 x 8,192 x
+    7,168 = 5,637,144,576; the recomputed block 46 x 8,192 x 7,168 = 2,701,131,776 plus FSDP's 5 x 24 x 7,168^2 =
+    6,165,626,880 (above the loss phase 4 x 8,192 x 50,368 + 8 x 50,368 x 7,168 = 4,538,761,216): 74,418,778,112 B,
+    86.6 % of 80 GiB. The page's own PURE rows (A100 40GB, 70B on A100 80GB) reduce in BF16."""
+    rows = {r["id"]: r for r in _rows()[1]}
+    row = rows["llmfoundry-a100-80gb-mpt-30b-s8192-g8-mb1"]
+    (p,) = harness.prepared([row])
+    assert harness.llmfoundry_fp32_reduce(row)
+    assert harness.mpt_fsdp_peak_bytes(p["inputs"], True) == 74_418_778_112
+    assert not harness.llmfoundry_fp32_reduce(rows["llmfoundry-a100-40gb-mpt-70b-s2048-g64-mb2"])
+    assert not harness.llmfoundry_fp32_reduce(rows["llmfoundry-a100-80gb-mpt-70b-s2048-g32-mb2"])
