@@ -116,6 +116,19 @@ def test_launch_flags_follow_the_script_of_the_measurement_day():
     assert "--mem-fraction-static 0.95" in tp4.flags and "--max-running-requests 32" in tp4.flags
 
 
+def test_the_qwen3_5_and_glm_5_sglang_runs_are_read_as_launched():
+    # Qwen3.5-397B FP8 on 8 H200s: qwen3.5_fp8_h200.sh @ f65d6b4b1:50-51 sets a bf16 SSM state and no radix cache,
+    # which size SGLang's Mamba / GDN state pool (kg.engines.sglang.pools) out of the KV budget
+    qwen = measured.run_of(next(r for r in rows() if r["model_path"] == "Qwen/Qwen3.5-397B-A17B" and r["backend"] == "sglang"
+                                and r["system"] == "h200_sxm" and r["isl"] == "1024" and r["osl"] == "1024"
+                                and "measured=" in r["silicon_data_source"]))
+    assert qwen.flags.endswith("--mamba-ssm-dtype bfloat16 --disable-radix-cache")
+    # GLM-5 FP8 on H200: the custom image lmsysorg/sglang:glm5-hopper, built on the measurement day (2026-03-19), is
+    # read as the newest final release before it (0.5.9, PyPI 2026-02-23), not as the newest release optkg knows
+    glm = measured.run_of(next(r for r in rows() if r["model_path"] == "zhipuai/GLM-5" and r["system"] == "h200_sxm"))
+    assert glm.row["backend_version"] == "glm5-hopper" and glm.release == "0.5.9"
+
+
 def test_a_row_outside_the_sweep_config_of_its_day_keeps_the_engine_defaults():
     # Qwen3.5-397B FP8 on 4 B200s, SGLang 0.5.9, 256 clients: InferenceX's config swept TP 4 only with EP 4 and up to
     # 128 clients (nvidia-master.yaml @ 35d4bb367 / 1cb92d21d): another sweep's run (qwen3.5-fp8-b200-sglang-mtp,
