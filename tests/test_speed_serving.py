@@ -617,3 +617,43 @@ def test_tensorrt_llm_ttft_queueing_keeps_growing_past_the_estimators_cap_of_fou
     assert ttft_queue_factors(64, 1024, 8192) == (pytest.approx(2.25), pytest.approx(2.25))
     # only TensorRT-LLM's train rows showed the uncapped factor lowers the left-out TTFT error
     assert [e for e, m in sorted(ENGINES.items()) if m.ttft_queue_uncapped] == ["trtllm"]
+
+
+def test_batch_waiting_holds_a_prompt_for_the_mean_of_its_wait_window():
+    # TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio (kg.speed.mapping.batch_wait_hold_steps).
+    from kg.speed.mapping import batch_wait_hold_steps as hold
+    # InferenceX's Llama-70B 1k/1k below TP 8 (ratio 0.9 of max_num_tokens 16,384, 20 steps): 15 prompts of 1,000
+    # tokens would release it, and at 4 / 1,000 arrivals per step the timeout always comes first, H = 20:
+    # (20 + 0.004 x 400 / 2) / (1 + 0.004 x 20) = 20.8 / 1.08 = 19.259 steps
+    assert hold(4, 1000, 1000, 16384, 20, 0.9) == pytest.approx(19.259, abs=1e-3)
+    # one more prompt releases it (0.5 x 1,000 - 10 running = 490 tokens, prompts of 300): H = min(10, Exp(0.1)),
+    # E[H] = 6.3212, E[H^2] = 52.848 (as the attention-DP test): (6.3212 + 2.6424) / 1.63212 = 5.4920 steps
+    assert hold(10, 100, 300, 1000, 10, 0.5) == pytest.approx(5.4920, abs=1e-3)
+    assert hold(10, 100, 600, 1000, 10, 0.5) == 0.0  # one prompt fills the threshold: released at once
+    # either value at 0 releases at once (py_executor._waiting_requests: count >= 0, tokens >= 0)
+    assert hold(4, 1000, 1000, 16384, 20, 0.0) == hold(4, 1000, 1000, 16384, 0, 0.9) == 0.0
+
+
+def test_tensorrt_llm_batch_waiting_read_from_the_llm_api_yaml_adds_its_held_steps_to_ttft(
+        catalog, check_rules, tmp_path):
+    # InferenceX's Llama-70B TensorRT-LLM 1k/1k launches below TP 8 (benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7:
+    # 23-34) write batch_wait_max_tokens_ratio 0.9 and batch_wait_timeout_iters 20 into the LLM-API YAML
+    import kg
+    from kg.speed.mapping import batch_wait_hold_steps
+    runs = {}
+    for name, extra in (("plain", ""), ("waiting", "batch_wait_max_tokens_ratio: 0.9\nbatch_wait_timeout_iters: 20\n")):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text("stream_interval: 10\n" + extra)
+        stack = kg.stack_from_command(f"trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 --max_seq_len 4096 "
+                                      f"--max_num_tokens 16384 --extra_llm_api_options {f}", catalog,
+                                      engine_version="1.1.0rc2.post2")
+        stack.hardware, stack.gpu_count = catalog.resolve_hardware("H200"), 8
+        runs[name] = (stack, _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024,
+                                    concurrency=64))
+    stack, sp = runs["waiting"]
+    assert (stack.settings["batch_wait_max_tokens_ratio"], stack.settings["batch_wait_timeout_iters"]) == (0.9, 20)
+    plain = runs["plain"][1]
+    assert plain["status"] == sp["status"] == "ok" and plain["context_hold_steps"] == 0.0
+    assert sp["context_hold_steps"] == pytest.approx(batch_wait_hold_steps(64, 1024, 1024, 16384, 20, 0.9))
+    assert sp["ttft_ms"] - plain["ttft_ms"] == pytest.approx(sp["context_hold_steps"] * sp["itl_ms"])
+    assert any("batch_wait_timeout_iters 20" in n for n in sp["notes"])

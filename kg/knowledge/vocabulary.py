@@ -82,6 +82,10 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
                                    "balanced context request is held at most (default 50)"),
     "attention_dp_batching_wait_iters": ("integer", "TensorRT-LLM attention_dp_config.batching_wait_iters: further "
                                          "steps held once every rank has one (default 10)"),
+    "batch_wait_timeout_iters": ("integer", "TensorRT-LLM batch_wait_timeout_iters: engine steps context requests "
+                                 "are held to batch more of them (default 0: off)"),
+    "batch_wait_max_tokens_ratio": ("number", "TensorRT-LLM batch_wait_max_tokens_ratio: share of max_num_tokens that "
+                                    "releases held context requests (default 0: off)"),
     "model": ("string", "model id"),
     # engine settings read by rules/engine_constraints.yaml, quantization.yaml, features.yaml
     "dcp_comm_backend": ("string", "vLLM DCP communication backend: ag_rs or a2a"),

@@ -174,8 +174,53 @@ def adp_balance_hold_steps(ranks: int, running_per_rank: int, osl: int, timeout_
     return (eh + lam * eh2 / 2) / (1 + lam * eh)
 
 
-def _trtllm_context_hold(values: dict[str, Any], par: Parallel, running_per_rank: int, osl: int) -> tuple[float, str]:
-    if par.attention_dp_size < 2 or not values.get("attention_dp_enable_balance"):
+def batch_wait_hold_steps(running: int, osl: int, isl: int, max_num_tokens: int, timeout_iters: int,
+                          max_tokens_ratio: float) -> float:
+    """Mean engine steps a request's prefill is held by TensorRT-LLM's batch waiting in a closed loop.
+
+    Mechanism (PyExecutor._schedule and _waiting_requests, tensorrt_llm/_torch/pyexecutor/py_executor.py, NVIDIA/
+    TensorRT-LLM; release not pinned: no wheel read): without attention DP, while generation requests run, the
+    scheduled context requests are held until ``batch_wait_timeout_iters`` held steps have passed or their prompt
+    tokens plus the generation tokens reach ``batch_wait_max_tokens_ratio x max_num_tokens``; either value at 0 stops
+    every wait (the test ``count >= 0`` or ``tokens >= 0`` holds at once). Model: the ``running`` requests finish one
+    per ``osl`` decode steps, so prompts arrive at lam = running / osl per step; a hold opens at an arrival and lasts
+    H = min(timeout, the time until k - 1 further prompts arrive), k the prompts of ``isl`` tokens that, with the
+    ``running`` generation tokens, reach the token threshold (no hold when one does). The opening prompt waits H, those
+    arriving during it what is left of it: mean wait = (E[H] + lam E[H^2] / 2) / (1 + lam E[H]), as
+    ``adp_balance_hold_steps``."""
+    if timeout_iters <= 0 or max_tokens_ratio <= 0 or running < 1 or osl < 1 or isl < 1:
+        return 0.0
+    k = math.ceil(max(0.0, max_tokens_ratio * max_num_tokens - running) / isl)
+    if k <= 1:
+        return 0.0
+    lam, T = running / osl, float(timeout_iters)
+
+    def later(t: float) -> float:  # P(fewer than k - 1 further arrivals by t): the hold is still open
+        term = total = math.exp(-lam * t)
+        for i in range(1, k - 1):
+            term *= lam * t / i
+            total += term
+        return total
+    n = 2000
+    eh = eh2 = 0.0
+    for i in range(n):
+        t = (i + 0.5) * T / n
+        eh += later(t) * T / n
+        eh2 += 2 * t * later(t) * T / n
+    return (eh + lam * eh2 / 2) / (1 + lam * eh)
+
+
+def _trtllm_context_hold(values: dict[str, Any], par: Parallel, running_per_rank: int, osl: int, isl: int = 0,
+                         max_num_tokens: int = 0) -> tuple[float, str]:
+    if par.attention_dp_size < 2:
+        t, ratio = int(values.get("batch_wait_timeout_iters") or 0), float(values.get("batch_wait_max_tokens_ratio") or 0)
+        steps = batch_wait_hold_steps(running_per_rank, osl, isl, max_num_tokens, t, ratio)
+        if not steps:
+            return 0.0, ""
+        return steps, (f"batch waiting: TensorRT-LLM holds prompts while requests decode, until batch_wait_timeout_iters "
+                       f"{t} steps pass or they fill batch_wait_max_tokens_ratio {ratio:g} of max_num_tokens "
+                       f"{max_num_tokens:,}: ~{steps:.1f} decode steps of wait added to TTFT")
+    if not values.get("attention_dp_enable_balance"):
         return 0.0, ""
     t = values.get("attention_dp_timeout_iters")
     b = values.get("attention_dp_batching_wait_iters")
@@ -259,8 +304,8 @@ class EngineMapping:
     parallel: Callable[[dict[str, Any], set[str], bool], Parallel]
     auto_kv: Callable[[Any, Any, dict[str, Any]], tuple[str, str]]
     # engine steps a request's prefill is held by the scheduler before it runs (and the note saying so), from the
-    # stack's settings, the layout, running requests per rank and OSL; None: the scheduler holds none
-    context_hold: Callable[[dict[str, Any], Parallel, int, int], tuple[float, str]] | None = None
+    # stack's settings, the layout, running requests per rank, OSL, ISL and the prefill token budget; None: none
+    context_hold: Callable[..., tuple[float, str]] | None = None
     # the prefill budget the engine picks itself when the launch does not give ``ctx_setting`` (and the note saying
     # so), from the stack and its layout; None: ``ctx_default`` is assumed
     ctx_from_stack: Callable[[Any, Parallel], tuple[int, str] | None] | None = None
