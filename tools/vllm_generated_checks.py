@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 import vllm_breakable  # noqa: E402
+import vllm_encoder_attn  # noqa: E402
 import vllm_enums  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
@@ -86,7 +87,7 @@ def read_sources(wheel: Path) -> dict[str, str]:
     out = {}
     with zipfile.ZipFile(wheel) as z:
         for name in sorted(z.namelist()):
-            if (name in (MODEL_HOOKS, MLA_SOURCE, BUCKETS, KV_KINDS, QUANT_INIT) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
+            if (name in (MODEL_HOOKS, MLA_SOURCE, BUCKETS, KV_KINDS, QUANT_INIT, vllm_encoder_attn.ATTN_REGISTRY) or (name.startswith(SPEC_DIR) and name.endswith("config.py"))
                     or (name.endswith(".py") and any(name.startswith(p) for p in WALKED))):
                 out[name] = z.read(name).decode("utf-8", errors="replace")
     return out
@@ -1969,7 +1970,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
          lets: list[tuple[str, str]] | None = None) -> VllmWalker:
     modules = []
     for p, t in sources.items():
-        if p in (MODEL_HOOKS, MLA_SOURCE, QUANT_INIT) or p.startswith(SPEC_DIR):
+        if p in (MODEL_HOOKS, MLA_SOURCE, QUANT_INIT, vllm_encoder_attn.ATTN_REGISTRY) or p.startswith(SPEC_DIR):
             continue
         try:
             modules.append(cg.read_module(p, t))
@@ -2005,6 +2006,8 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     draft_walk(w, args)  # the Qwen3-Omni DSpark checks over the draft's config.json (tools/vllm_draft_walk.py)
     vllm_quant_spec.quant_spec_walk(w, args)  # --quantization-config linear / moe names (tools/vllm_quant_spec.py)
     vllm_quant_spec.merge_walk(w, args)  # ... and onto a Hadamard shorthand's weight (tools/vllm_quant_spec.py)
+    # --mm-encoder-attn-backend vs the platform's ViT list, where the model builds one (tools/vllm_encoder_attn.py)
+    vllm_encoder_attn.vit_walk(w, args, sources.get(vllm_encoder_attn.ATTN_REGISTRY), platform)
     return w
 
 

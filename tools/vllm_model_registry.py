@@ -32,6 +32,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import vllm_encoder_attn  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "catalog" / "engines" / "models" / "vllm.yaml"
 MODELS = "vllm/model_executor/models/"
@@ -54,6 +57,9 @@ FLAGS = {"supports_multimodal": "supports_multimodal",
 TUPLES = {"supported_video_pruning_methods": "supported_video_pruning_methods"}
 # _ModelInfo fields read by derived_fact (ModelConfig.__post_init__ reads both, config/model.py:722-751 at 0.34.0):
 # field -> (the shape of its function in models/interfaces_base.py that derived_fact models, the attribute read)
+# not a _ModelInfo field: whether building the model class reaches the platform's check of --mm-encoder-attn-backend
+# (tools/vllm_encoder_attn.py), written like a FLAGS field
+ENCODER_ATTN = "builds_mm_encoder_attention"
 DERIVED = {"is_pooling_model": ('return getattr(model, "is_pooling_model", False)', "is_pooling_model"),
            "is_text_generation_model": ('return callable(getattr(model, "compute_logits", None))', "compute_logits")}
 # bases that add none of the attributes read here
@@ -372,7 +378,8 @@ def read_release(wheel: Path) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as z:
         files = {n: z.read(n).decode("utf-8", "replace") for n in z.namelist()
                  if n.endswith(".py") and (n.startswith("vllm/model_executor/models/") or n.startswith("vllm/models/")
-                                           or n.startswith("vllm/transformers_utils/"))}
+                                           or n.startswith("vllm/transformers_utils/")
+                                           or n.startswith(vllm_encoder_attn.EXTRA))}
     got = registered(files)
     if got is None:
         raise SystemExit(f"{wheel.name}: no model registry found")
@@ -416,8 +423,8 @@ def read_release(wheel: Path) -> dict[str, Any]:
                 unknown[field].append(arch)
             elif v is True:
                 true[field].append(arch)
-    text = files.get(REGISTRY) or ""
     checked = checked_fields(files)
+    builds = encoder_attention(files, reg, classes)
     archs_rw, types_rw = rewritten(files)
     return {"source": f"{path}:{min(v[2] for v in reg.values())}",
             "models": {a: reg[a][2] for a in sorted(reg)},
@@ -428,7 +435,28 @@ def read_release(wheel: Path) -> dict[str, Any]:
             "rewritten_architectures": [a for a in archs_rw if a in reg],
             "rewritten_model_types": types_rw,
             "facts": {**{f: {"true": true[f], "unknown": unknown[f]} for f in [*FLAGS, *DERIVED] if f in checked},
-                      **{f: {"values": values[f], "unknown": unknown[f]} for f in TUPLES if f in checked}}}
+                      **{f: {"values": values[f], "unknown": unknown[f]} for f in TUPLES if f in checked},
+                      **({ENCODER_ATTN: builds} if builds else {})}}
+
+
+def encoder_attention(files: dict[str, str], reg: dict[str, tuple[str, str, int]], classes: Classes
+                      ) -> dict[str, list[str]] | None:
+    """The ENCODER_ATTN fact (tools/vllm_encoder_attn.py): the architectures whose class builds an encoder attention
+    that reads --mm-encoder-attn-backend, and those whose class (or a base) could not be read; None for a release
+    whose models/vision.py does not pass the option to the platform the way read there."""
+    if not vllm_encoder_attn.seed_ok(classes.tree(vllm_encoder_attn.VISION)):
+        return None
+    b = vllm_encoder_attn.Builds(classes, classes.mro)
+    true, unknown = [], []
+    for arch, (mod, cls, _line) in sorted(reg.items()):
+        mp = classes.module_path(mod if mod.startswith("vllm.") else f"vllm.model_executor.models.{mod}")
+        hit = classes.find(cls, mp) if mp else None
+        m = classes.mro(*hit) if hit else None
+        if m is None:
+            unknown.append(arch)
+        elif b.init_from(m, 0):
+            true.append(arch)
+    return {"true": true, "unknown": unknown}
 
 
 def release_of(wheel: Path) -> str:
