@@ -38,6 +38,7 @@ import checkgen as cg  # noqa: E402
 import vllm_breakable  # noqa: E402
 import vllm_encoder_attn  # noqa: E402
 import vllm_enums  # noqa: E402
+import vllm_fields_loop  # noqa: E402
 import vllm_loops  # noqa: E402
 import vllm_kwargs  # noqa: E402
 import vllm_model_walk  # noqa: E402
@@ -665,7 +666,7 @@ class VllmWalker(cg.Walker):
         if isinstance(s, ast.For):  # checkgen's copy of fields and loop over constants first, else per element
             self.lineno = s.lineno
             if (self.fields_copy(s, fr, pc) or self.unrolled(s, fr, pc) or vllm_pairs.local_dict_loop(self, s, fr, pc)
-                    or vllm_loops.walk_loop(self, s, fr, pc)):
+                    or vllm_fields_loop.fields_loop(self, s, fr, pc) or vllm_loops.walk_loop(self, s, fr, pc)):
                 return
         if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
             return
