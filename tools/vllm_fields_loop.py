@@ -1,13 +1,13 @@
 """A loop over a config object's fields, walked once per field (checkgen's ``unrolled`` takes constant lists only).
 
-0.34.0 engine/arg_utils.py:2840-2855 (0.33.0 has no such loop) copies the top-level ``--ir-op-priority`` into
+0.34.0 engine/arg_utils.py:2845-2855 (0.33.0 :2808-2818) copies the top-level ``--ir-op-priority`` into
 ``--kernel-config``'s::
 
     for op_name, op_priority in asdict(self.ir_op_priority).items():
         if not op_priority:
             continue
         if getattr(kernel_config.ir_op_priority, op_name):
-            raise ValueError(...)  # :2852, both name the op
+            raise ValueError(...)  # :2852 [:2815], both name the op
         setattr(kernel_config.ir_op_priority, op_name, op_priority)
 
 ``asdict(X).items()`` of a value the walk holds as an object of a ``@config`` / dataclass class with known fields is
