@@ -17,7 +17,7 @@ def test_weights_of_moe_models_without_moe_intermediate_size():
     # 45,097,156,608; router 32 x 4096 x 8 = 1,048,576; embeddings 2 x 4096 x 32,000 = 262,144,000
     p = weight_params(model("mistralai/Mixtral-8x7B-v0.1"))
     assert p == {"attention": 1_342_177_280, "dense_mlp": 0, "experts": 45_097_156_608, "shared_experts": 0,
-                 "router": 1_048_576, "embedding": 262_144_000}
+                 "router": 1_048_576, "embedding": 262_144_000, "vision": 0}
     assert estimate_weight_bytes(model("mistralai/Mixtral-8x7B-v0.1")) == 46_702_526_464 * 2
     # Llama-4-Scout (h 5120, 48 layers, all MoE: 16 experts + 1 shared expert of intermediate_size 8192,
     # heads 40/8 of 128, vocab 202,048): attention 48 x 62,914,560 = 3,019,898,880; experts 48 x 16 x 3 x 5120 x

@@ -245,6 +245,17 @@ def _limits(ctx: KVContext) -> None:
         derived["draft_kind"] = "none"  # no draft model (no speculative decoding, or ngram / suffix)
 
 
+def _vision_shards(ns: dict[str, Any], tp: int) -> int:
+    """The GPUs a vision tower is split over (kg.derive.weights.weight_bytes_per_gpu): 0 when no modality may send
+    items (``--language-model-only``, or ``--limit-mm-per-prompt`` 0 for image and video: vLLM 0.34.0
+    model_executor/models/interfaces.py:382-394 skips the tower), 1 with ``--mm-encoder-tp-mode data``, else TP."""
+    from kg.derive.encoder_cache import mm_limits
+    limits = mm_limits(ns.get("limit_mm_per_prompt"), bool(ns.get("language_model_only")))
+    if limits.get("image") == 0 and limits.get("video") == 0:
+        return 0
+    return 1 if str(ns.get("mm_encoder_tp_mode") or "") == "data" else tp
+
+
 def _budget(ctx: KVContext) -> None:
     """Step 3 (module doc): the memory fraction, the weights per GPU, the KV budget."""
     stack, ns, derived, m, eng, tp = ctx.stack, ctx.ns, ctx.derived, ctx.model, ctx.engine, ctx.tp
@@ -257,7 +268,7 @@ def _budget(ctx: KVContext) -> None:
         derived["gpu_memory_bytes"] = round(mem)
         derived["gpu_memory_usable_bytes"] = round(eng.weight_share_bytes(mem, util))
         expert_shards = eng.expert_shards(stack, ns, tp)
-        weights = weight_bytes_per_gpu(m, tp, ctx.pp, expert_shards, ctx.scheme)
+        weights = weight_bytes_per_gpu(m, tp, ctx.pp, expert_shards, ctx.scheme, _vision_shards(ns, tp))
         if m.is_moe:
             derived["weight_expert_shards"] = expert_shards
         if ctx.attention_tp != tp:

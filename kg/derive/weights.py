@@ -2,7 +2,9 @@
 
 Tensor groups (parameter counts from ``weight_params``): ``attention`` (q/k/v/o or the MLA
 projections), ``dense_mlp`` (gate/up/down of the non-MoE layers), ``experts`` (routed experts),
-``shared_experts``, ``router`` (the MoE gate), ``embedding`` (embed_tokens) and ``lm_head``.
+``shared_experts``, ``router`` (the MoE gate), ``embedding`` (embed_tokens), ``lm_head`` and ``vision`` (a
+multimodal model's vision tower, ``ModelFacts.vision_params``: counted at the model dtype like the embeddings (a
+quantised tower is not modelled); 0 where optkg cannot size the tower).
 
 Where the bytes per parameter come from (first that applies; ``WeightScheme.source`` names it):
 
@@ -51,7 +53,7 @@ from typing import Any
 from kg.core.errors import OptkgError
 from kg.inputs.modelcfg import DTYPE_BYTES, ModelFacts
 
-GROUPS = ("attention", "dense_mlp", "experts", "shared_experts", "router", "embedding", "lm_head")
+GROUPS = ("attention", "dense_mlp", "experts", "shared_experts", "router", "embedding", "lm_head", "vision")
 LINEAR_GROUPS = ("attention", "dense_mlp", "experts", "shared_experts")
 
 GPTQ_LIKE = ("gptq", "awq", "gptq_marlin", "awq_marlin", "marlin", "moe_wna16", "auto-round", "auto_round",
@@ -350,6 +352,7 @@ def group_params(model: ModelFacts) -> dict[str, int]:
         "router": router,
         "embedding": emb,
         "lm_head": 0 if model.tie_word_embeddings else emb,
+        "vision": model.vision_params or 0,
     }
 
 
@@ -369,7 +372,7 @@ def _encoder_decoder_params(model: ModelFacts, attn: int) -> dict[str, int]:
     emb = h * (model.vocab_size or 0) + h * ((model.derived_max_model_len or 0) + (model.max_source_positions or 0))
     return {"attention": attn * (2 * dec + enc), "dense_mlp": 2 * h * (ffn * dec + enc_ffn * enc), "experts": 0,
             "shared_experts": 0, "router": 0, "embedding": emb,
-            "lm_head": 0 if model.tie_word_embeddings else h * (model.vocab_size or 0)}
+            "lm_head": 0 if model.tie_word_embeddings else h * (model.vocab_size or 0), "vision": 0}
 
 
 def weight_matrices(model: ModelFacts) -> int:
@@ -413,19 +416,26 @@ def estimate_weight_bytes(model: ModelFacts, weight_bytes_per_param: float | Non
         "router": n["router"] * bpp["router"],
         "embedding": n["embedding"] * bpp["embedding"] + n["lm_head"] * bpp["lm_head"],
         "scales": per_tensor * weight_matrices(model) if per_tensor else 0.0,
+        "vision": n["vision"] * bpp["vision"],
     }
     out["total"] = sum(out.values())
     return out if parts else out["total"]
 
 
 def weight_bytes_per_gpu(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, expert_shards: int | None = None,
-                         scheme: WeightScheme | None = None) -> float:
-    """Estimated weight bytes on one GPU: everything but the experts split ``tp_size x pp_size`` ways,
-    the experts ``expert_shards x pp_size`` ways (default tp_size; with expert parallelism the EP size,
-    tp_size x dp_size in vLLM). Replicated pieces (norms, MLA latent projections) are ignored."""
+                         scheme: WeightScheme | None = None, vision_shards: int | None = None) -> float:
+    """Estimated weight bytes on one GPU: everything but the experts and the vision tower split ``tp_size x
+    pp_size`` ways, the experts ``expert_shards x pp_size`` ways (default tp_size; with expert parallelism the EP
+    size, tp_size x dp_size in vLLM). The vision tower sits whole on the first pipeline stage (the GPU the KV
+    budget is tightest on), split ``vision_shards`` ways: default tp_size (vLLM's ``--mm-encoder-tp-mode weights``),
+    1 when it runs data-parallel, 0 when it is not loaded (vLLM 0.34.0 model_executor/models/interfaces.py:382-394:
+    skipped with every modality's limit 0 and on later pipeline stages; qwen3_vl.py:599-603 for the TP split).
+    Replicated pieces (norms, MLA latent projections) are ignored."""
     p = estimate_weight_bytes(model, parts=True, scheme=scheme)
     shards = max(1, expert_shards or tp_size)
-    return (p["total"] - p["experts"]) / (tp_size * pp_size) + p["experts"] / (shards * pp_size)
+    vis = p["vision"]
+    vision = 0.0 if vision_shards == 0 or not vis else vis / max(1, vision_shards or tp_size)
+    return (p["total"] - p["experts"] - vis) / (tp_size * pp_size) + p["experts"] / (shards * pp_size) + vision
 
 
 def legacy_bytes_per_param(model: ModelFacts) -> dict[str, float]:

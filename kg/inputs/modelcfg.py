@@ -117,6 +117,7 @@ class ModelFacts:
     vision_hidden_size: int | None = None
     vision_num_hidden_layers: int | None = None
     vision_tp_split: bool = False
+    vision_params: int | None = None              # the tower's weight parameters, when optkg can size it (kg.inputs.vision)
     # encoder-decoder models (Whisper; kg.derive.encoder_cache): the KV fields above describe the decoder
     is_encoder_decoder: bool = False
     num_cross_attention_layers: int = 0           # decoder layers with a cross-attention (encoder K/V) cache

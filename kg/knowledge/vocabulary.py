@@ -199,7 +199,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "quantization_config", "quantization_config_source", "vllm_default_max_model_len",
     # vision tower of a multimodal config (kg.inputs.vision)
     "vision_model_type", "vision_num_attention_heads", "vision_hidden_size", "vision_num_hidden_layers",
-    "vision_tp_split",
+    "vision_tp_split", "vision_params",
     # encoder-decoder models (Whisper; kg.derive.encoder_cache)
     "is_encoder_decoder", "num_cross_attention_layers", "num_encoder_layers", "encoder_ffn_dim", "max_source_positions",
     "mm_tokens_per_image",
