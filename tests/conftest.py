@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -70,20 +71,74 @@ def check_rules():
     return rs
 
 
-# The modules holding the longest single tests (CPU-s on a quiet core, 2026-12-07 serial profile), run first:
-# `make test` hands tests to its two xdist workers in collection order, so a 20-second test collected last keeps
-# one worker busy while the other has nothing left (the wall time is bounded by the longest test at the end).
+# The modules holding the longest single tests or groups, longest first (CPU-s of one test or group in a `make test`
+# run, 2026-12-07, load 8-13): `make test` hands tests to its two xdist workers in collection order, so a
+# 5-second test collected last (test_yaml_fast_path was) keeps one worker busy while the other has nothing left.
 HEAVY_FIRST = (
-    "test_engine_stress.py",        # 22: 1,500 generated stacks through the rule engine and the pure-Python matcher
-    "test_validate_precommit.py",   # 13: pre-commit builds the hook's environment (pip)
-    "test_hardening_isolation.py",  # 8.5: 400 checks in one process against fresh processes
-    "test_sweep_speed.py",          # 7: speed points of many layouts
-    "test_packaging.py",            # 6.6: builds the wheel
-    "test_readme_commands.py",      # 6-7 per sweep line of the README
-    "test_fuzz.py",                 # 5.6
-    "test_sweep_executors.py",      # 5: Ray tasks and worker processes
-    "test_docs_reference.py",       # 4.7
+    "test_engine_stress.py",          # 37: 1,500 generated stacks through the rule engine and the pure-Python matcher
+    "test_site_browser.py",           # ~14 in one group: Chromium on the explorer and the report
+    "test_validate_precommit.py",     # 11: pre-commit builds the hook's environment (pip)
+    "test_hardening_determinism.py",  # 10 in one group: two interpreters under two hash seeds
+    "test_hardening_isolation.py",    # 10: 400 checks in one process against fresh processes
+    "test_sweep_speed.py",            # 8: speed points of many layouts
+    "test_hostile_leak.py",           # 7: 100 check_stack calls keep memory flat
+    "test_yaml_fast_path.py",         # 5: every shipped YAML file read both ways
+    "test_fuzz.py",                   # 4.6
+    "test_packaging.py",              # 4.5: builds the wheel
+    "test_docs_reference.py",         # 4.1
+    "test_diagnose_input_warnings.py",  # 4.0
+    "test_training_generated_data_fresh.py",  # 3.6: the DeepSpeed keys generator over the sdist
+    "test_readme_commands.py",        # 3.6 for the longest README line
+    "test_sweep_executors.py",        # 2.9: Ray tasks and worker processes
 )
+
+
+# `make test` runs `pytest -n 2 --dist loadgroup`: the tests of a module marked ``pytestmark =
+# pytest.mark.xdist_group("name")`` go to one worker, so its module fixtures are built once (test_hardening_determinism:
+# the two hash-seed interpreters, ~10 CPU-s; test_site_browser: one Chromium). pytest-xdist marks a group by appending
+# "@name" to each test's nodeid, which pytest 9.2's structured node ids ignore (pytest-dev/pytest-xdist#1386: the
+# groups were silently split over both workers, each building the fixtures). The scheduler below reads the mark
+# from the module's text instead, in the controller, where no test module is imported.
+_GROUP_MARK = re.compile(r"""^pytestmark = pytest\.mark\.xdist_group\(["']([\w-]+)["']\)$""", re.M)
+
+
+def module_group(path: Path) -> str | None:
+    """The xdist group named by the module-level mark of test module ``path`` (the only form of the mark used here)."""
+    try:
+        found = _GROUP_MARK.search(path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def work_unit(rootpath: Path, nodeid: str, groups: dict[str, str | None]) -> str | None:
+    """The group of test ``nodeid`` (``group:<name>``) when its module is marked, else None (a unit of its own);
+    ``groups`` keeps each module's answer."""
+    path = nodeid.split("::", 1)[0]
+    if path not in groups:
+        groups[path] = module_group(rootpath / path)
+    return f"group:{groups[path]}" if groups[path] else None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleGroups(LoadGroupScheduling):
+        """loadgroup with each marked module's tests as one unit, handed out in collection order (HEAVY_FIRST)."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self._groups: dict[str, str | None] = {}
+            # xdist orders units by their number of tests by default: the group of 25 browser tests would go before
+            # the stress test (one test, 37 CPU-s). Collection order is HEAVY_FIRST, by measured cost
+            config.option.loadscopereorder = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(Path(self.config.rootpath), nodeid, self._groups) or super()._split_scope(nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
