@@ -148,3 +148,16 @@ def test_onboarding_merges_a_new_release_into_a_per_release_table():
     assert table["--c"]["absent_in"] == ["0.2"] and "until" not in table["--c"]
     assert table["--d"] == {"evidence": {"line": 7, "package": "pkg", "path": "x.py", "release": "0.3"},
                             "last_seen": "0.3", "since": "0.3"}
+
+
+def test_a_long_spelling_of_a_short_alias_suggests_the_alias():
+    # vllm 0.34.0 defines -tp and -dcp only beside --tensor-parallel-size / --decode-context-parallel-size
+    # (engine/arg_utils.py:1224); argparse refuses --tp (no long option starts with it) and --dcp (a prefix of
+    # --dcp-comm-backend, --dcp-kv-cache-interleave-size, --dcp-q-replicate): the did-you-mean was none / a lookalike
+    d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --tp 2", "--engine-version", "0.34.0")
+    assert _finding(d, "engine-option-refused")["message"] == (
+        'vllm refuses to start (argparse "unrecognized arguments"): --tp is not an option of vllm 0.34.0; did you '
+        "mean -tp?")
+    d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --dcp 2", "--engine-version", "0.34.0")
+    assert _finding(d, "engine-option-refused")["message"].endswith(
+        "(could match --dcp-comm-backend, --dcp-kv-cache-interleave-size, --dcp-q-replicate); did you mean -dcp?")

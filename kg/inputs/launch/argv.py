@@ -185,8 +185,12 @@ def _accepted(name: str, ropts: set[str]) -> bool:
 
 
 def _nearest(name: str, ropts: set[str]) -> str | None:
-    """The accepted option closest in spelling (difflib, cutoff 0.75), for a did-you-mean."""
+    """The accepted option closest in spelling (difflib, cutoff 0.75), for a did-you-mean; a long spelling of a
+    short alias first (``--tp`` -> ``-tp``: vLLM 0.34.0 engine/arg_utils.py:1224 defines only ``-tp`` beside
+    ``--tensor-parallel-size``, and argparse refuses ``--tp``, which no long option starts with)."""
     from difflib import get_close_matches
+    if name.startswith("--") and f"-{name[2:]}" in ropts:
+        return f"-{name[2:]}"
     near = get_close_matches(name, sorted(o for o in ropts if o.startswith("--")), n=1, cutoff=0.75)
     return near[0] if near else None
 
@@ -395,10 +399,11 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             # an option no scanned release of the engine has: the release refuses it (a typo, another engine's flag)
             amb = sorted(k for k in ropts if k.startswith(name)) if (table.get("spelling") or {}).get(
                 "abbreviations") and name.startswith("--") else []
-            # an ambiguous prefix suggests the shortest option it could match (--pp: --pp-size), not the nearest
-            # spelling of another option (--ep)
+            # an ambiguous prefix suggests the short alias it spells long (vLLM --dcp: -dcp, not --dcp-q-replicate),
+            # else the shortest option it could match (SGLang --pp: --pp-size), not the nearest spelling of another (--ep)
             st.refused.append({"flag": name, "release": rel_label, "assumed": assumed,
-                               "suggestion": min(amb, key=lambda o: (len(o), o)) if len(amb) > 1 else
+                               "suggestion": f"-{name[2:]}" if f"-{name[2:]}" in ropts else
+                               min(amb, key=lambda o: (len(o), o)) if len(amb) > 1 else
                                _nearest(name, ropts), "exists_in": None,
                                **({"ambiguous": amb} if len(amb) > 1 else {})})
         elif spec is None and not release and full_opts and name not in full_opts:
