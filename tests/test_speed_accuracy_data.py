@@ -152,6 +152,25 @@ def test_a_leave_one_out_fit_needs_4_rows_per_coefficient_of_its_form():
     assert set(own) == {"a"} and len(own["a"]["ttft"]) == 3
 
 
+def test_a_cell_that_refused_its_own_factor_gives_the_engine_wide_one_to_the_models_it_carries_to():
+    import run
+    # the engine's other GPU measures 2x the estimate; in the cell, model a does as well (one group), model b measures
+    # 0.5x in one group and 2x in the other, so no factor of the cell lowers the error of a left-out group
+    engine = [(c, 1024, 2.0, "a", "b200_sxm", f"e{g}", 100.0, 1024, "a") for g in (1, 2, 3, 4)
+              for c in (4, 8, 16, 32) * 4]
+    cell = {"ttft": [(c, 1024, 2.0, "a", "h200_sxm", "ga", 100.0, 1024, "a") for c in (4, 8, 16, 32) * 4]
+            + [(c, 1024, q, "b", "h200_sxm", f"gb{q}", 100.0, 1024, "b") for q in (0.5, 2.0) for c in (4, 8, 16, 32) * 4]}
+    cell["tpot"] = cell["ttft"]
+    form = {m: run._form(cell[m]) for m in cell}
+    assert form["ttft"][0] is False
+    eng_rows = {m: engine + cell["ttft"] for m in cell}
+    got = run._engine_for(cell, eng_rows, form, {m: run._form(eng_rows[m]) for m in cell}, {"a": "A", "b": "B"})
+    # a: the engine-wide factor fitted without its group (mostly 2x rows) predicts it better than 1; b: the one fitted
+    # without its 0.5x group predicts that group 4x too high (uncalibrated errors 100 % and 50 %)
+    assert set(got["ttft"]) == {"a"} and got["ttft"]["a"]["left_out_mape"]["uncalibrated"] == 50.0
+    assert got["ttft"]["a"]["left_out_mape"]["engine"] == 0.0  # every other row of a measures 2x as well
+
+
 def test_a_launch_scripts_exported_variables_precede_the_engine_command():
     import measured
     import run

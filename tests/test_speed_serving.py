@@ -657,3 +657,22 @@ def test_tensorrt_llm_batch_waiting_read_from_the_llm_api_yaml_adds_its_held_ste
     assert sp["context_hold_steps"] == pytest.approx(batch_wait_hold_steps(64, 1024, 1024, 16384, 20, 0.9))
     assert sp["ttft_ms"] - plain["ttft_ms"] == pytest.approx(sp["context_hold_steps"] * sp["itl_ms"])
     assert any("batch_wait_timeout_iters 20" in n for n in sp["notes"])
+
+
+def test_a_model_of_a_cell_without_a_factor_takes_the_engine_wide_one_only_where_it_carried(monkeypatch):
+    # calibration.yaml engine_for (tools/accuracy/run.py _engine_for): vllm/h200 refused a TTFT factor of its own
+    # (NVIDIA gap rows beside InferenceX rows); the engine-wide factor carried to MiniMax's train rows there
+    import kg.speed.serving as serving
+    engine = {"ttft": [0.69315, 0.0, 0.0], "tpot": None, "train_rows": 400, "concurrency": [4, 64],
+              "isl": [1024, 8192], "osl": [1024, 8192], "models": {"m1": "one", "m2": "two"}, "systems": ["b200_sxm"],
+              "transfers": {"ttft": True}, "transfers_gpu": {"ttft": True}}
+    cell = {"ttft": None, "tpot": None, "train_rows": 60, "concurrency": [4, 64], "isl": [1024, 8192],
+            "osl": [1024, 8192], "models": {"m1": "one", "m2": "two"},
+            "engine_for": {"ttft": {"m1": {"model": "one", "left_out_mape": {"engine": 18.7, "uncalibrated": 27.3}}}}}
+    monkeypatch.setattr(serving, "calibration", lambda: {"vllm/*": engine, "vllm/h200_sxm": cell})
+    notes: list[str] = []
+    (k1, t1), _ = serving._factors("vllm", "h200_sxm", "m1", serving.Workload(1024, 1024, 8), notes)
+    assert k1 == pytest.approx(2.0, rel=1e-4) and t1 == 0.0
+    assert any("vllm/*'s is taken for this model" in n and "18.7 % vs 27.3 %" in n for n in notes)
+    (k2, t2), _ = serving._factors("vllm", "h200_sxm", "m2", serving.Workload(1024, 1024, 8), [])
+    assert (k2, t2) == (1.0, 0.0)  # not shown to carry: uncalibrated

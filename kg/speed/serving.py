@@ -216,7 +216,9 @@ def _factors(backend: str, system: str, signature: str, wl: Workload, notes: lis
     ``wl`` (the running batch), each inside its coverage (``calibrated``); a model with its own factor in the cell
     (``per_model``: kept where leave-one-group-out on its train rows beat the cell's) takes that one, inside its own
     ranges; a cell whose train rows hold one configuration only (no evidence either way, ``fallback``) takes the
-    engine-wide ``<engine>/*`` factor. Appends what was done to ``notes``."""
+    engine-wide ``<engine>/*`` factor, and so does a model of a cell that refused its own factor where leave-one-group-
+    out on that model's train rows of the cell showed the engine-wide one carries (``engine_for``). Appends what was
+    done to ``notes``."""
     cal = calibration()
     own = f"{backend}/{system}"
     ks = []
@@ -231,6 +233,15 @@ def _factors(backend: str, system: str, signature: str, wl: Workload, notes: lis
             kf, coef, why, cell = {**pm, "releases": rels, "models": {"": pm.get("model", "?")}}, pm[metric], None, \
                 f"{own}, this model's own factor"
         else:
+            carried = (((cal.get(own) or {}).get("engine_for") or {}).get(metric) or {}).get(signature)
+            if cell == own and not kf.get(metric) and carried and f"{backend}/*" in cal:
+                # the cell refused its own factor, but the engine-wide one lowered this model's left-out error here
+                cell = f"{backend}/*"
+                kf = cal[cell]
+                notes.append(f"{metric.upper()}: {own}'s train rows refused a factor of their own; {cell}'s is taken for "
+                             f"this model, which it carried to on the train split (leave-one-group-out "
+                             f"{carried['left_out_mape']['engine']:.1f} % vs {carried['left_out_mape']['uncalibrated']:.1f} "
+                             "% uncalibrated)")
             coef, why = calibrated(kf, metric, signature, system, release, cell)
         notes.extend([why] if why else [])
         at = within_fit(kf, wl)

@@ -599,6 +599,35 @@ def _cell_left_out_on(rows: list[tuple], sig: str, overhead: bool, osl: bool, ke
     return statistics.fmean(errs)
 
 
+def _engine_for(cell: dict[str, list], engine_rows: dict[str, list], form: dict, engine_form: dict,
+                names: dict[str, str]) -> dict:
+    """``{metric: {signature: {"model": name, "left_out_mape": {"engine": %, "uncalibrated": %}}}}``: the models of a
+    cell whose own factor was refused (leave-one-group-out no better than uncalibrated, ``_form``) that take the
+    engine-wide ``<engine>/*`` factor, because on their own train rows in the cell, each configuration group left out
+    of the engine-wide fit (the engine's form) and predicted by it, the error is below the uncalibrated one. A cell
+    can refuse one factor for rows of two harnesses (vllm/h200: NVIDIA's gap-analysis rows beside InferenceX's) while
+    the engine-wide factor, fitted mostly on InferenceX rows of the other GPUs, carries to that cell's InferenceX
+    models; the models it does not carry to stay uncalibrated (or take their own factor, ``per_model``)."""
+    out: dict[str, dict] = {}
+    for m in ("ttft", "tpot"):
+        if form[m][0] is not False or not engine_form[m][0]:
+            continue
+        _, overhead, _, osl = engine_form[m]
+        for sig in sorted({r[3] for r in cell[m]}):
+            own = [r for r in cell[m] if r[3] == sig]
+            errs = []
+            for g in sorted({r[5] for r in own}):
+                fit_on = [r for r in engine_rows[m] if r[5] != g]
+                coef = _lsq(fit_on, overhead, osl)
+                span = dict(zip(("concurrency", "isl", "osl"), _ranges(fit_on)))
+                errs += [abs(_ratio(coef, span, r) - 1.0) for r in own if r[5] == g]
+            raw = statistics.fmean(abs(1.0 / r[2] - 1.0) for r in own)
+            if statistics.fmean(errs) < raw:
+                out.setdefault(m, {})[sig] = {"model": names[sig], "left_out_mape": {
+                    "engine": round(statistics.fmean(errs) * 100, 1), "uncalibrated": round(raw * 100, 1)}}
+    return out
+
+
 def _per_model(cell: dict[str, list], form: dict, names: dict[str, str]) -> dict:
     """Factors of the models whose own train rows support one, keyed by kg.speed.serving.per_model_key (the model's
     shapes and the GEMM mode the estimator timed: its error is per kernel): a model with two or more configuration
@@ -675,6 +704,7 @@ def fit(recs: list[dict]) -> dict:
                                                         int(float(r.get("optkg_moe_ep") or 1)) > 1),
                                           _fit_release(r)))
     out = {}
+    engine_forms: dict[str, dict] = {}  # "<engine>/*" -> its form per metric ("<engine>/*" sorts before its GPUs)
     for k in sorted(cells):
         for key in {r[8] for m in ("ttft", "tpot") for r in cells[k][m]}:
             sig, gemm, *ep = key.split("/")
@@ -687,6 +717,8 @@ def fit(recs: list[dict]) -> dict:
         # the held-out split's own unit) is dropped: it would fit the train rows, not the estimator's error
         # a cell whose rows hold one configuration cannot show it either way: it takes the engine-wide factor
         form = {m: _form(cells[k][m]) for m in ("ttft", "tpot")}
+        if k.endswith("/*"):
+            engine_forms[k] = form
         coefs = {m: _lsq(cells[k][m], form[m][1], form[m][3]) if form[m][0] else None for m in ("ttft", "tpot")}
         out[k] = {"ttft": coefs["ttft"], "tpot": coefs["tpot"], "train_rows": n,
                   # the measured runs' ranges: kg.speed.serving does not extrapolate the factor beyond them
@@ -717,6 +749,11 @@ def fit(recs: list[dict]) -> dict:
                 out[k]["per_model"] = own
         engine = out.get(k.split("/")[0] + "/*") or {}  # "<engine>/*" sorts before the engine's GPUs
         fallback = {m: form[m][0] is None and _lowers(engine.get(m), engine, cells[k][m]) for m in ("ttft", "tpot")}
+        if not k.endswith("/*") and engine:
+            carried = _engine_for(cells[k], cells[k.split("/")[0] + "/*"], form, engine_forms[k.split("/")[0] + "/*"],
+                                  names[k])
+            if carried:
+                out[k]["engine_for"] = carried
         if not k.endswith("/*") and any(fallback.values()):
             out[k]["fallback"] = fallback
         if k.endswith("/*"):
@@ -888,6 +925,16 @@ def _calibration_forms() -> list[str]:
                 "| cell | model | metric | train rows | left-out MAPE, own factor | cell factor |", "|---|---|---|---:|---:|---:|"]
         out += [f"| {cell} | {e['model']} | {m.upper()} | {e['train_rows']:,} | {e['left_out_mape'][m]['own']:.1f} % | "
                 f"{e['left_out_mape'][m]['cell']:.1f} % |" for cell, e, m in own]
+    carried = [(cell, m, e) for cell, v in cells.items() for m, sigs in (v.get("engine_for") or {}).items()
+               for e in sigs.values()]
+    if carried:
+        out += ["", "Models of a cell that refused its own factor which take the engine-wide one (kg/speed/calibration.yaml "
+                "`engine_for`): on the model's train rows of the cell, each configuration group left out of the "
+                "engine-wide fit and predicted by it, the error is below the uncalibrated one (a model's own factor, "
+                "above, comes first).", "",
+                "| cell | model | metric | left-out MAPE, engine-wide factor | uncal. |", "|---|---|---|---:|---:|"]
+        out += [f"| {cell} | {e['model']} | {m.upper()} | {e['left_out_mape']['engine']:.1f} % | "
+                f"{e['left_out_mape']['uncalibrated']:.1f} % |" for cell, m, e in carried]
     return out + [""]
 
 
