@@ -82,9 +82,13 @@ HEAVY_FIRST = (
     "test_hardening_isolation.py",    # 10: 400 checks in one process against fresh processes
     "test_sweep_speed.py",            # 8: speed points of many layouts
     "test_hostile_leak.py",           # 7: 100 check_stack calls keep memory flat
+    "test_fit_cli.py",                # 7 in one group: fit over traces, the Mooncake report shared
+    "test_sweep_incremental.py",      # 5.7 in one group: two sweeps, each swept once
     "test_yaml_fast_path.py",         # 5: every shipped YAML file read both ways
+    "test_site.py",                   # 4.5 in one group: the explorer built once
     "test_fuzz.py",                   # 4.6
     "test_packaging.py",              # 4.5: builds the wheel
+    "test_fit_measure.py",            # 4.1 in one group: trace measurements
     "test_docs_reference.py",         # 4.1
     "test_diagnose_input_warnings.py",  # 4.0
     "test_training_generated_data_fresh.py",  # 3.6: the DeepSpeed keys generator over the sdist

@@ -8,6 +8,10 @@ import pytest
 
 from conftest import REPO, run_cli
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# the Qwen3-32B fit report (module fixture) is built once
+pytestmark = pytest.mark.xdist_group("fit-advice")
+
 TRACES = REPO.parent / "shared" / "data" / "traces"
 MOONCAKE = str(TRACES / "mooncake_fast25_conversation_trace.jsonl")
 

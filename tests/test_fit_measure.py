@@ -12,6 +12,10 @@ import pytest
 from kg.analyses.fitmeasure import TraceMeasurer, measure_requests, measure_trace
 from kg.inputs.traces import Request, iter_trace
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# the module's trace measurements (small, mooncake) are built once
+pytestmark = pytest.mark.xdist_group("fit-measure")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 TRACES = SHARED / "data" / "traces"

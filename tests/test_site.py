@@ -22,6 +22,10 @@ from kg.output.site import build_site, check_site, write_site
 from kg.output.site.html import data_island, esc, safe_url
 from kg.output.site.report import check_site_url, render_check_html
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# the model and the site (module fixtures) are built once
+pytestmark = pytest.mark.xdist_group("site")
+
 
 @pytest.fixture(scope="module")
 def model(catalog):

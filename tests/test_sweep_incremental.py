@@ -12,6 +12,10 @@ from kg.analyses.sweep import build_plan
 from kg.analyses.sweep_eval import Evaluator
 from kg.engine.incremental import freeze, same
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# each sweep's reports (a module fixture per sweep) are built once
+pytestmark = pytest.mark.xdist_group("sweep-incremental")
+
 SWEEPS = {
     "qwen3-235b": ("vllm serve Qwen/Qwen3-235B-A22B --max-model-len 32768",
                    {"tp_size": [1, 2, 3, 8], "dcp_size": [1, 2, 4], "kv_cache_dtype": ["auto", "fp8"],
