@@ -33,7 +33,8 @@ class HFTrainer(TrainingFramework):
     def config_checks(self, job: Any) -> list[dict[str, Any]]:
         # TrainingArguments' own checks (transformers 5.24.0) on the script's flags; a TRL GRPO job runs GRPOConfig,
         # whose generated rows already include them (kg/frameworks/trl)
-        out = unknown_accelerate_keys(job)
+        from kg.frameworks.hf_trainer import dsmatch
+        out = unknown_accelerate_keys(job) + dsmatch.findings(job)
         if job.get("trainer") == "grpo":
             return out
         from kg.frameworks.hf_trainer.generated import findings
