@@ -49,8 +49,9 @@ def training_facts(job: TrainingJob) -> tuple[list[dict[str, Any]], dict[str, An
     """(engine facts, flat namespace, derived values for the report) for ``job`` (see module doc)."""
     fw = framework_of(job.framework)
     fw.settle(job)  # what the framework decides once the world size and release are final
-    from kg.frameworks.hf_trainer.defaults import apply_trainer_defaults
+    from kg.frameworks.hf_trainer.defaults import apply_checkpointing_default, apply_trainer_defaults
     apply_trainer_defaults(job)  # TrainingArguments' batch defaults when the HF Trainer runs the job
+    apply_checkpointing_default(job)  # LLaMA-Factory's / TRL's gradient checkpointing without a flag
     ns: dict[str, Any] = {}
     for name, (typ, _) in SETTINGS.items():
         if name in SHAPE_SETTINGS:

@@ -51,3 +51,31 @@ def apply_trainer_defaults(job: Any) -> None:
         job.notes.append(f"assumed the HF Trainer's defaults, as {why}: {'; '.join(taken)}; give "
                          "--per_device_train_batch_size / --gradient_accumulation_steps (or --micro-batch-size) "
                          "if the script sets others")
+
+
+LF_SITE = "LLaMA-Factory@ff6d4d12 model/model_utils/checkpointing.py:184-194 (hparams/model_args.py:145-150)"
+TRL_SITE = "trl 0.22.0 sft_config.py:111-112 / 1.16.0 base_config.py:62-63"
+
+
+def apply_checkpointing_default(job: Any) -> None:
+    """Gradient checkpointing a framework switches on without a flag (``job.configs["gc_default"]``, set by the HF
+    reader): LLaMA-Factory's prepare_model_for_training unless disable_gradient_checkpointing, reentrant unless FSDP2
+    (use_reentrant_gc default true, checkpointing.py:179-182); a TRL trainer's config class from trl 0.22.0 (non-reentrant
+    in trl 1.16.0 and transformers 5). Full recompute of each decoder layer, with a note. Idempotent."""
+    from kg.core.relcmp import older_than
+    kind = job.configs.get("gc_default")
+    if not kind or "recompute_granularity" in job.settings:
+        return
+    if kind == "trl" and job.framework == "trl" and job.framework_version \
+            and older_than(job.framework_version, "0.22.0"):
+        return  # the GRPO job's TRL release is known and keeps TrainingArguments' false
+    job.set("recompute_granularity", "full", f"{kind} default gradient checkpointing")
+    if kind == "llamafactory":
+        job.settings.setdefault("use_reentrant", job.get("fsdp_version") != 2)
+        job.notes.append(f"gradient checkpointing on (full recompute): LLaMA-Factory enables it unless "
+                         f"disable_gradient_checkpointing: true ({LF_SITE})")
+    else:
+        job.settings.setdefault("use_reentrant", False)
+        job.notes.append(f"gradient checkpointing on (full recompute): TRL trainers default gradient_checkpointing "
+                         f"true from trl 0.22.0 ({TRL_SITE}); pass --gradient_checkpointing false if yours is older "
+                         "or turns it off")

@@ -80,7 +80,12 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--finetuning_type": (V, "_finetuning_type"),
     "--quantization_bit": (V, "_quantization_bit"),
     "--stage": (V, "trainer"),
+    "--disable_gradient_checkpointing": (T, "_lf_no_gc"),
 }
+# TRL trainers whose config class defaults gradient_checkpointing to true from trl 0.22.0 (sft_config.py:111-112,
+# dpo_config.py:205-206, grpo_config.py:247-248, kto/orpo/rloo likewise at 0.22.0; 0.21.0 leaves TrainingArguments'
+# false; trl 1.16.0 base_config.py:62-63 for all of them); PPOConfig keeps false at 0.22.0
+TRL_GC_TRAINERS = ("sft", "dpo", "grpo", "kto", "orpo", "rloo")
 # TRL trainer scripts and CLI subcommands -> the trainer they run (open-r1 src/open_r1/grpo.py, `trl grpo ...`)
 TRAINER_SCRIPTS = {"grpo": "grpo", "sft": "sft", "dpo": "dpo", "ppo": "ppo", "kto": "kto", "orpo": "orpo", "rloo": "rloo"}
 
@@ -390,7 +395,10 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
                 job.configs["deepspeed_integration"] = "transformers / accelerate"
             else:  # DeepSpeed's own --deepspeed_config: the script hands it to deepspeed.initialize
                 job.configs["deepspeed_direct"] = True
+        elif target == "_lf_no_gc":
+            state["lf_no_gc"] = bool(val)
         elif target == "_gc":
+            state["gc_given"] = True
             if val:
                 job.set("recompute_granularity", "full", w)
                 state["gc"] = True
@@ -428,6 +436,8 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
         elif target == "_ignore":
             pass
         else:
+            if flag == "--stage":
+                state["llamafactory"] = True
             job.set(target, val, w)
 
     configs, used = _config_file_args(cmd, base, where)
@@ -456,6 +466,13 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             f"framework hf-trainer because no framework claims {cmd.script} and none of its flags is an HF "
             f"TrainingArguments / TRL one{gave}; only the launch's layout was read, so little was checked")
         job.notes.append("assumed: " + job.configs["framework_assumed"])
+    if not state.get("gc") and "recompute_granularity" not in job.settings:
+        # checkpointing the framework turns on by itself (kg.frameworks.hf_trainer.defaults.apply_checkpointing_default)
+        if state.get("llamafactory") or "llamafactory" in (cmd.script or ""):
+            if not state.get("lf_no_gc"):
+                job.configs["gc_default"] = "llamafactory"
+        elif job.get("trainer") in TRL_GC_TRAINERS and not state.get("gc_given"):
+            job.configs["gc_default"] = "trl"
     if state.get("_max_prompt") or state.get("_max_completion"):
         if "seq_length" not in job.settings:
             job.set("seq_length", state.get("_max_prompt", 0) + state.get("_max_completion", 0),
