@@ -96,7 +96,8 @@ class _Parser(argparse.ArgumentParser):
         from kg.cli.didyoumean import invalid_choice
         text = invalid_choice(" ".join(str(message).split()))
         _Parser.last_error = f"{text} (see '{self.prog} --help')"
-        sys.stderr.write(f"optkg: error: {_Parser.last_error}\n")
+        from kg.core.textsafe import say
+        say(f"optkg: error: {_Parser.last_error}")
         raise SystemExit(2)
 
 
@@ -290,7 +291,8 @@ def _main(argv: list[str] | None) -> int:
             sys.stdout.flush()  # a full device or closed pipe fails here, inside the handlers below
             return rc
         except OptkgError as e:
-            sys.stderr.write(f"optkg: error: {e}\n")
+            from kg.core.textsafe import say
+            say(f"optkg: error: {e}")
             if _json_requested(argv, args, only):
                 _json_error(only, str(e), e.details)
             return 2
@@ -307,12 +309,14 @@ def _main(argv: list[str] | None) -> int:
         except OSError as e:  # writing the output failed (stdout on a full disk, closed): not a bug
             _silence_stdout(real_out)
             what = e.filename or "standard output"
-            sys.stderr.write(f"optkg: error: {what}: cannot write ({e.strerror or e})\n")
+            from kg.core.textsafe import say
+            say(f"optkg: error: {what}: cannot write ({e.strerror or e})")
             return 2
         except Exception as e:  # a bug in optkg, not a user mistake
             if os.environ.get("OPTKG_DEBUG"):
                 raise
-            sys.stderr.write(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)\n")
+            from kg.core.textsafe import say
+            say(f"optkg: internal error: {type(e).__name__}: {e} (set OPTKG_DEBUG=1 for a traceback; please report it)")
             return 3
         finally:
             from kg.core.yamlio import protect_inputs

@@ -64,8 +64,8 @@ def resolve_gpu_arg(args: argparse.Namespace, catalog) -> Any:
     from kg.knowledge.gpus import variant_note
     note = variant_note(catalog.hardware, args.gpu, hw)
     if note:
-        import sys
-        sys.stderr.write(f"optkg: note: {note}\n")
+        from kg.core.textsafe import say
+        say(f"optkg: note: {note}")
     return hw
 
 

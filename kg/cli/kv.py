@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from kg.core.errors import OptkgError
-from kg.core.textsafe import one_line
+from kg.core.textsafe import one_line, say
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
     out.update(engine.kv_report_extras(model, args.tp, args.kv_budget_gib, args.kv_cache_dtype,
                                        args.mamba_ssm_cache_dtype, args.max_model_len))  # SGLang: its pools
     for w in model.warnings:
-        sys.stderr.write(f"optkg: note: {w}\n")
+        say(f"optkg: note: {w}")
     from kg.inputs.effective import newer_release_note
     release_note = newer_release_note(args.engine or "vllm", _engine_version(args.engine_version))
     if release_note:
         out["release_note"] = release_note
-        sys.stderr.write(f"optkg: note: {release_note}\n")
+        say(f"optkg: note: {release_note}")
     if auto_kv:
         out["kv_cache_dtype_from_checkpoint"] = auto_kv
     if hardware is not None:

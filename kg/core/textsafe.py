@@ -133,9 +133,10 @@ class TerminalWriter:
 WIDTH = 100  # output for people fits 100 columns (tests/test_report_width.py runs the README's commands)
 
 
-def fit_width(text: str, width: int = WIDTH) -> str:
+def fit_width(text: str, width: int = WIDTH, split_words: bool = True) -> str:
     """``text`` with every line over ``width`` columns wrapped, continuing under its own indent plus four spaces;
-    a word longer than a line (a long URL) is split, as a terminal would."""
+    a word longer than a line (a long URL) is split, as a terminal would, unless ``split_words`` is False (a path
+    in a one-message error stays whole, so it can be copied)."""
     out = []
     for line in text.split("\n"):
         if len(line) <= width:
@@ -143,5 +144,16 @@ def fit_width(text: str, width: int = WIDTH) -> str:
             continue
         lead = " " * (len(line) - len(line.lstrip(" ")))
         out.append(textwrap.fill(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "    ",
-                                 break_on_hyphens=False))
+                                 break_on_hyphens=False, break_long_words=split_words))
     return "\n".join(out)
+
+
+def say(line: str) -> None:
+    """Write one message for people (``optkg: error: ...``, ``optkg: note: ...``) to stderr. At a terminal it fits
+    ``WIDTH`` columns, a longer one continuing on lines indented four spaces; a stderr that is a file or a pipe (a
+    script, a CI step grepping ``optkg: error:``) keeps the message on its one line, as the user-error contract
+    gives it (``--format json`` carries the same message)."""
+    import sys
+    err = sys.stderr
+    tty = bool(getattr(err, "isatty", None)) and err.isatty()
+    err.write((fit_width(line, split_words=False) if tty else line) + "\n")
