@@ -745,14 +745,16 @@ def test_a_check_inside_a_loop_over_a_list_option_is_a_per_element_row(catalog):
         assert _refused_lines(buckets % ("time_to_first_token", "0.5"), release, catalog) == []
 
 
-def test_device_ids_are_strings_as_vllms_parser_gives_them(catalog):
-    # engine/arg_utils.py:546 device_ids: list[int | str] -> argparse keeps each word a str (:248-254); duplicates are
-    # refused (:2183-2184), a mix of integers and UUIDs (:2190-2191) cannot come from the command line
+def test_device_ids_are_read_as_vllms_own_parser_reads_them(catalog):
+    # engine/arg_utils.py:1209-1215 (0.34.0): --device-ids is one word split on commas, all-digit parts integers
+    # (not the generic list path :248-254); duplicates are refused (:2183-2184), a mix of integers and UUIDs too
+    # (:2190-2191)
     dup, mixed = ("vllm/engine/arg_utils.py", 2184), ("vllm/engine/arg_utils.py", 2191)
     base = "vllm serve meta-llama/Llama-3.1-8B --device-ids "
-    assert _refused_lines(base + "0 0", "0.34.0", catalog) == [dup]
-    assert _refused_lines(base + "0 GPU-3f2a", "0.34.0", catalog) == []
-    assert mixed not in _refused_lines(base + "1 0", "0.34.0", catalog)
+    assert _refused_lines(base + "0,0", "0.34.0", catalog) == [dup]
+    assert _refused_lines(base + "0,GPU-3f2a", "0.34.0", catalog) == [mixed]
+    assert _refused_lines(base + "GPU-3f2a,GPU-77b1", "0.34.0", catalog) == []
+    assert _refused_lines(base + "1,0", "0.34.0", catalog) == []
 
 
 def test_a_hand_pattern_limited_to_a_release_classifies_that_release_only():

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkgen as cg  # noqa: E402
 import vllm_breakable  # noqa: E402
 import vllm_encoder_attn  # noqa: E402
+import vllm_device_ids  # noqa: E402
 import vllm_enums  # noqa: E402
 import vllm_fields_loop  # noqa: E402
 import vllm_loops  # noqa: E402
@@ -300,6 +301,7 @@ class VllmWalker(cg.Walker):
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
         self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
         self.hooks.append(vllm_model_walk.value_hook)  # {m.value for m in Enum} (tools/vllm_model_walk.py)
+        self.hooks.append(vllm_device_ids.value_hook)  # the platform's device-control variable (tools/vllm_device_ids.py)
         self.loops: list[tuple[str, str]] = []  # the loops walked per element: (target, list)
         self.generator_depth = 0
         self.input_info: dict[str, dict[str, Any]] = {}
@@ -672,6 +674,9 @@ class VllmWalker(cg.Walker):
             return
         if isinstance(s, ast.FunctionDef) and not s.decorator_list:
             fr.locals[s.name] = LocalFunction(s)
+            return
+        if isinstance(s, ast.Assign) and vllm_device_ids.assign_hook(self, s, fr, pc):
+            self.lineno = s.lineno  # --device-ids vs CUDA_VISIBLE_DEVICES (tools/vllm_device_ids.py)
             return
         if isinstance(s, ast.Assign) and vllm_loops.unpack_split(self, s, fr, pc):
             self.lineno = s.lineno
@@ -2464,6 +2469,7 @@ def generate_release(wheel: Path) -> dict[str, Any]:
     names, techs = fact_names(w0, opts)
     ef = engine_args_fields(w0)
     anns = field_annotations(w0, "EngineArgs", ARGS_PATH)
+    comma = vllm_device_ids.comma_list_options(w0.modules[ARGS_PATH].tree if ARGS_PATH in w0.modules else None)
     inputs: dict[str, dict[str, Any]] = {}
     for raw, fact in names.items():
         i = info[raw]
@@ -2474,6 +2480,8 @@ def generate_release(wheel: Path) -> dict[str, Any]:
             entry["type"] = option_type(w0, anns.get(i["field"]))
             if entry["type"] == "list" and list_items_are_strings(anns.get(i["field"])):
                 entry["items"] = "string"
+            if entry["type"] == "list" and set(entry["options"]) & comma:
+                entry["items"] = "comma"  # one word, split on commas, digits integers (tools/vllm_device_ids.py)
             names_ = enum_names(w0, anns.get(i["field"]))
             if names_ and entry["type"] == "integer":
                 entry["names"] = names_

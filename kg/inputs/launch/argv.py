@@ -659,6 +659,10 @@ def apply_env(st: Stack, table: dict[str, Any], env: dict[str, str], release: st
         if not spec:
             st.ignored.append(shown_env(k, v))
         elif spec.get("type") == "device_list":
+            gen = env_spec(str(table.get("engine")), release, k) if release else None
+            if gen:  # also read as written where a generated row reads it (--device-ids indexes it)
+                st.settings[gen["set"]] = v
+                ((st.defaulted or {}).get("settings") or {}).pop(gen["set"], None)
             devices = [x for x in v.split(",") if x.strip()]
             if devices:
                 st.gpu_count = len(devices)

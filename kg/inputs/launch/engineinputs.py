@@ -90,7 +90,8 @@ def option_spec(engine: str, release: str | None, name: str, hand: dict[str, Any
         spec: dict[str, Any] = {"names": [name], "set": fact, "generated": True,
                                 "type": "string" if kind in ("list",) else kind}
         if kind == "list":
-            spec["nargs"] = "+"
+            if e.get("items") != "comma":  # one word split on commas (vLLM's --device-ids), else argparse nargs='+'
+                spec["nargs"] = "+"
             spec["as_list"] = e.get("items") or True
         if kind == "json":
             spec["generated_fields"] = dict(keys.get(name) or {})
@@ -129,9 +130,13 @@ def engine_value(entry: dict[str, Any], value: Any) -> Any:
 
 def list_value(raw: str, items: Any = True) -> list[Any]:
     """The words of an ``nargs='+'`` option as a list, integers as integers; as strings where the engine's parser
-    keeps them strings (``items: string``: vLLM's ``list[int | str]`` options, engine/arg_utils.py:248-254 at 0.34.0)."""
+    keeps them strings (``items: string``: vLLM's ``list[int | str]`` options, engine/arg_utils.py:248-254 at 0.34.0);
+    ``items: comma``: one word split on commas, each stripped, all-digit ones integers (vLLM's --device-ids type,
+    engine/arg_utils.py:1209-1215 at 0.34.0, :1195-1200 at 0.33.0)."""
     if items == "string":
         return str(raw).split()
+    if items == "comma":
+        return [int(p) if p.isdigit() else p for p in (part.strip() for part in str(raw).split(","))]
     out: list[Any] = []
     for w in str(raw).split():
         out.append(int(w) if w.lstrip("-").isdigit() else w)

@@ -1,0 +1,29 @@
+"""--device-ids against CUDA_VISIBLE_DEVICES as vLLM checks it (tools/vllm_device_ids.py): with the variable set,
+each integer id indexes its entries and one past them is refused (0.34.0 engine/arg_utils.py:2197-2212, the raise
+at :2207; 0.33.0 :2174). Unset, the ids are physical GPU ids and nothing is checked here. --device-ids is one word
+split on commas (arg_utils.py:1209-1215 [:1195-1200]); the variable's entries are the launch command's own.
+The option came with https://github.com/vllm-project/vllm/pull/45026 ("--device-ids values as indices into the
+CVD-visible set"); launchers moved to it, e.g. https://github.com/NVIDIA/srt-slurm/pull/253.
+"""
+from __future__ import annotations
+
+import pytest
+
+from engine_rows import refused_at
+
+SITE = {"0.34.0": ("vllm/engine/arg_utils.py", 2207), "0.33.0": ("vllm/engine/arg_utils.py", 2174)}
+MODEL = "meta-llama/Meta-Llama-3.1-8B"
+
+
+@pytest.mark.parametrize("release", ["0.34.0", "0.33.0"])
+@pytest.mark.parametrize("env, ids, refused", [
+    ("CUDA_VISIBLE_DEVICES=4,5 ", "0,2", True),  # index 2 of two visible GPUs
+    ("CUDA_VISIBLE_DEVICES=4,5 ", "0,1", False),
+    ("CUDA_VISIBLE_DEVICES=0,1,2,3 ", "2,3", False),
+    ("", "2,3", False),  # unset: physical ids, not indices
+    ("CUDA_VISIBLE_DEVICES=GPU-aa,GPU-bb ", "GPU-aa", False),  # UUIDs are not indices
+])
+def test_a_device_id_past_the_visible_devices_is_refused(release, env, ids, refused, catalog):
+    site = SITE[release]
+    got = refused_at(f"{env}vllm serve {MODEL} --device-ids {ids} -tp 2", site, catalog, count=2, release=release)
+    assert got == ([site] if refused else [])
