@@ -27,3 +27,19 @@ def test_a_device_id_past_the_visible_devices_is_refused(release, env, ids, refu
     site = SITE[release]
     got = refused_at(f"{env}vllm serve {MODEL} --device-ids {ids} -tp 2", site, catalog, count=2, release=release)
     assert got == ([site] if refused else [])
+
+
+ROCM_SYNC = ("vllm/platforms/rocm.py", 146)  # _sync_hip_cuda_env_vars, called at import (:157), both releases
+
+
+@pytest.mark.parametrize("release", ["0.34.0", "0.33.0"])
+@pytest.mark.parametrize("env, gpu, refused", [
+    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "MI300X", True),
+    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=0,1", "MI300X", False),
+    ("HIP_VISIBLE_DEVICES= CUDA_VISIBLE_DEVICES=2,3", "MI300X", False),  # empty counts as unset
+    ("HIP_VISIBLE_DEVICES=0,1", "MI300X", False),  # copied into CUDA_VISIBLE_DEVICES (:151-152)
+    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "H100-SXM", False),  # rocm.py is imported on ROCm only
+])
+def test_rocm_refuses_hip_and_cuda_visible_devices_that_differ(release, env, gpu, refused, catalog):
+    got = refused_at(f"{env} vllm serve {MODEL} -tp 2", ROCM_SYNC, catalog, gpu=gpu, count=2, release=release)
+    assert got == ([ROCM_SYNC] if refused else [])

@@ -19,6 +19,9 @@ and ``cvd_ids`` the entries ``split(cvd, ',')``: the check reads only how many t
 cannot map, a UUID NVML does not know, is refused on the way by the platform's own method). ``--device-ids``
 items are vLLM's parser's: digits are integers (arg_utils.py:1209-1215 [:1195-1200]; kg.inputs.launch.engineinputs
 ``items: comma``).
+
+On ROCm, rocm.py refuses at import (so at every start there) HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES both set,
+non-empty and different (``sync_walk``: 0.34.0 and 0.33.0 rocm.py:138-157).
 """
 from __future__ import annotations
 
@@ -109,3 +112,50 @@ def comma_list_options(tree: ast.Module | None) -> set[str]:
                 and ast.unparse(inner.generators[0].iter) == f"{s}.split(',')"):
             out.add(n.args[0].value)
     return out
+
+
+# --------------------------------------------------------------------------------------------- HIP vs CUDA visibility
+ROCM = "vllm/platforms/rocm.py"
+SYNC = "_sync_hip_cuda_env_vars"
+
+
+def sync_shape(tree: ast.Module | None) -> tuple[str, str, int] | None:
+    """(first variable, second variable, the raise's line) where rocm.py calls ``_sync_hip_cuda_env_vars()`` at import
+    (0.34.0 and 0.33.0 rocm.py:157) and the function reads ``a = os.environ.get(A) or None``, ``b = ... or None``,
+    then ``if a is not None and b is not None: if a != b: raise ...`` (:138-153); None for any other shape."""
+    body = tree.body if tree is not None else []
+    if not any(isinstance(s, ast.Expr) and ast.unparse(s.value) == f"{SYNC}()" for s in body):
+        return None
+    f = next((s for s in body if isinstance(s, ast.FunctionDef) and s.name == SYNC), None)
+    stmts = [s for s in (f.body if f else []) if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(stmts) < 3 or not all(isinstance(s, ast.Assign) and len(s.targets) == 1 for s in stmts[:2]):
+        return None
+    env: dict[str, str] = {}
+    for s in stmts[:2]:
+        v = s.value
+        if not (isinstance(v, ast.BoolOp) and isinstance(v.op, ast.Or) and len(v.values) == 2
+                and ast.unparse(v.values[1]) == "None" and isinstance(v.values[0], ast.Call)
+                and ast.unparse(v.values[0].func) == "os.environ.get" and len(v.values[0].args) == 1
+                and isinstance(v.values[0].args[0], ast.Constant) and isinstance(s.targets[0], ast.Name)):
+            return None
+        env[s.targets[0].id] = v.values[0].args[0].value
+    a, b = list(env)
+    top = stmts[2]
+    if not (isinstance(top, ast.If) and ast.unparse(top.test) == f"{a} is not None and {b} is not None"
+            and len(top.body) == 1 and isinstance(top.body[0], ast.If)
+            and ast.unparse(top.body[0].test) == f"{a} != {b}" and isinstance(top.body[0].body[0], ast.Raise)):
+        return None
+    return env[a], env[b], top.body[0].body[0].lineno
+
+
+def sync_walk(w: Any) -> None:
+    """Record rocm.py's import-time check on the ROCm walk: both variables set (non-empty) and different."""
+    m = w.modules.get(ROCM)
+    got = sync_shape(m.tree if m is not None else None) if w.vendor == "amd" else None
+    if got is None:
+        return
+    a, b, line = got
+    for env in (a, b):
+        w.inputs.add(env)
+        w.input_info.setdefault(env, {"kind": "env", "default": cg.NONE})
+    w.site(ROCM, line, [f"truthy({a})", f"truthy({b})", f"({a} != {b})"])

@@ -2014,6 +2014,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     vllm_quant_spec.merge_walk(w, args)  # ... and onto a Hadamard shorthand's weight (tools/vllm_quant_spec.py)
     # --mm-encoder-attn-backend vs the platform's ViT list, where the model builds one (tools/vllm_encoder_attn.py)
     vllm_encoder_attn.vit_walk(w, args, sources.get(vllm_encoder_attn.ATTN_REGISTRY), platform)
+    vllm_device_ids.sync_walk(w)  # ROCm's import-time HIP / CUDA_VISIBLE_DEVICES check (tools/vllm_device_ids.py)
     return w
 
 
