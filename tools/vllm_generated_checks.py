@@ -50,6 +50,7 @@ import vllm_hisparse  # noqa: E402
 import vllm_moe_ep  # noqa: E402
 import vllm_quant_spec  # noqa: E402
 import vllm_removed_keys  # noqa: E402
+import vllm_rocm_models  # noqa: E402
 from vllm_draft_walk import call_hook as draft_call_hook, draft_walk, expr_hook as draft_expr_hook  # noqa: E402
 from vllm_speculators import SPEC_CONFIG, SPEC_DIR, VARIES, filled_when_none, speculator_class_attrs, speculator_effects  # noqa: E402
 
@@ -2015,6 +2016,7 @@ def walk(sources: dict[str, str], platform: tuple[str, str, str],
     # --mm-encoder-attn-backend vs the platform's ViT list, where the model builds one (tools/vllm_encoder_attn.py)
     vllm_encoder_attn.vit_walk(w, args, sources.get(vllm_encoder_attn.ATTN_REGISTRY), platform)
     vllm_device_ids.sync_walk(w)  # ROCm's import-time HIP / CUDA_VISIBLE_DEVICES check (tools/vllm_device_ids.py)
+    vllm_rocm_models.unsupported_walk(w)  # ROCm's unsupported architectures (tools/vllm_rocm_models.py)
     return w
 
 
