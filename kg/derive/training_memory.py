@@ -180,6 +180,7 @@ class TrainingMemory:
     counts: ParamCounts | None = None   # the parameter counts sized (for the frameworks' own estimators)
     params_resident: int | None = None  # parameters held between uses after ZeRO-3/FSDP sharding (None: not sharded)
     shard_group: int = 1
+    stage: str = "first pipeline stage"  # the pipeline stage sized (the most loaded one)
 
     @property
     def model_states(self) -> int:
@@ -197,7 +198,7 @@ class TrainingMemory:
                 "in_flight_microbatches": self.in_flight_microbatches, "params_per_gpu": self.params_per_gpu,
                 "total_params": self.total_params, "cpu_offload_bytes": self.cpu_bytes,
                 "params_resident_per_gpu": self.params_resident, "shard_group": self.shard_group,
-                "total_bytes": self.total, "accounting": list(self.accounting)}
+                "total_bytes": self.total, "stage": self.stage, "accounting": list(self.accounting)}
 
 
 def activation_bytes_per_layer(shape: dict[str, Any], s: int, b: int, t: int, sp: bool, recompute: str,
@@ -230,7 +231,46 @@ def activation_bytes_per_layer(shape: dict[str, Any], s: int, b: int, t: int, sp
     return sbh * (replicated + (sharded + score) / t)
 
 
+def stage_layers(L: int, pp: int, first: int | None, last: int | None, rank: int) -> int:
+    """Decoder layers pipeline rank ``rank`` builds (megatron-core 0.16.1 transformer_block.py:75-146,
+    get_num_layers_to_build): the given first / last stage counts, the rest split evenly over the other stages."""
+    if pp <= 1:
+        return L
+    if first is None and last is None:
+        return math.ceil(L / pp)
+    if rank == 0 and first is not None:
+        return first
+    if rank == pp - 1 and last is not None:
+        return last
+    left = pp - (first is not None) - (last is not None)
+    return (L - (first or 0) - (last or 0)) // left if left > 0 else 0
+
+
 def training_memory(job: Any) -> TrainingMemory:
+    """Per-GPU memory of ``job`` on its most loaded rank: the first pipeline stage, or with uneven first / last stages
+    (Megatron's --decoder-first/last-pipeline-num-layers) whichever of the first, second and last stage needs most.
+    Under 1F1B rank r holds min(PP - r, m) micro-batches (megatron-core 0.16.1 pipeline_parallel/schedules.py:2093-2096:
+    PP - r - 1 warm-up micro-batches, then one in the steady state), so a middle stage with more layers than the
+    first can hold more; the last stage keeps the output layer and the fp32 logits."""
+    g = job.get
+    pp = job.parallel()["pp_size"]
+    first, last = g("num_layers_in_first_pipeline_stage"), g("num_layers_in_last_pipeline_stage")
+    base = _stage_memory(job, 0)
+    if pp <= 1 or (first is None and last is None) or (g("vpp_size") or 1) > 1:
+        return base
+    cands = [base] + [_stage_memory(job, r) for r in sorted({1, pp - 1})]
+    best = max(cands, key=lambda m: m.total)
+    if best is not base:
+        gib = 2**30
+        best.accounting.append(
+            f"most loaded stage: {best.stage} of PP {pp} ({best.layers_on_stage} layers x "
+            f"{best.in_flight_microbatches:g} micro-batches in flight, {best.total / gib:.2f} GiB) over the first "
+            f"stage ({base.layers_on_stage} x {base.in_flight_microbatches:g}, {base.total / gib:.2f} GiB): 1F1B holds "
+            "min(PP - rank, m) micro-batches per rank (megatron-core 0.16.1 pipeline_parallel/schedules.py:2093-2096)")
+    return best
+
+
+def _stage_memory(job: Any, rank: int) -> TrainingMemory:
     """Per-GPU memory of ``job`` (a kg.inputs.training.job.TrainingJob) on its most loaded rank.
 
     Model states: weights (params_dtype bytes), gradients (Megatron fp32 main grads: 4 bytes;
@@ -257,13 +297,18 @@ def training_memory(job: Any) -> TrainingMemory:
                    "output layer and logits are not counted, so the total is low")
     # parameters on the most loaded rank
     L = shape["num_layers"]
-    first = g("num_layers_in_first_pipeline_stage")
-    layers_first = first if first else math.ceil(L / pp)
+    layers_first = stage_layers(L, pp, g("num_layers_in_first_pipeline_stage"), g("num_layers_in_last_pipeline_stage"),
+                                rank)
+    is_last = pp > 1 and rank == pp - 1
     n_moe_first = round(pc.num_moe_layers * layers_first / L) if L else 0
     n_dense_first = layers_first - n_moe_first
     expert_share = pc.moe_layer_experts * n_moe_first
     other = pc.dense_layer * n_dense_first + (pc.moe_layer - pc.moe_layer_experts) * n_moe_first
     emb_first = pc.embedding * (2 if (pc.untied and pp == 1) else 1) + (pc.final_norm if pp == 1 else 0)
+    if rank:
+        # a later stage: no input embedding; the last keeps the final norm and the output layer (a copy of the word
+        # embeddings when tied, megatron-core shared_embedding_or_output_weight)
+        emb_first = pc.embedding + pc.final_norm if is_last else 0
     # routed experts are split over ETP x EP (megatron-core 0.16.1: ETP defaults to TP,
     # model_parallel_config.py:413-414; the framework says, kg/frameworks/protocol.py expert_tp); the rest over TP
     etp = fw.expert_tp(job, par)
@@ -271,6 +316,9 @@ def training_memory(job: Any) -> TrainingMemory:
     params = int(Fraction(other + emb_first, tp) + expert_params)
     words = fw.wording()
     acc.append(words["params"] + (f" (ETP {etp})" if expert_share and etp != tp else ""))
+    if rank:
+        acc[-1] = acc[-1].replace("layers of the first stage + embedding", f"layers of pipeline stage {rank}"
+                                  + (" + output layer" if is_last else ""))
     wbytes = DTYPE_BYTES[g("params_dtype", "bf16")]
     mixed = wbytes < 4
     gbytes = DTYPE_BYTES[g("grad_dtype", fw.grad_dtype_default(job))]
@@ -362,23 +410,25 @@ def training_memory(job: Any) -> TrainingMemory:
         m = g("global_batch_size") // (b * dp) or None
     elif g("gradient_accumulation_steps"):
         m = g("gradient_accumulation_steps")
-    inflight = in_flight_microbatches(pp, vpp, m)
+    inflight = in_flight_microbatches(pp - rank, vpp, m) if rank else in_flight_microbatches(pp, vpp, m)
     acts = per_layer * layers_first * inflight
     if recompute == "full":
         # the layer being recomputed holds its full activations once
         acts += activation_bytes_per_layer(act_shape, s, b, tp, sp, "selective", flash, elem)
     # embedding output (dropout mask + output) on the first stage; logits on the last when PP = 1
-    acts += Fraction(s * b * shape["hidden_size"] * (1 + elem) * (inflight if pp > 1 else 1), tp if sp else 1)
-    if pp == 1 and padded:
+    if not rank:
+        acts += Fraction(s * b * shape["hidden_size"] * (1 + elem) * (inflight if pp > 1 else 1), tp if sp else 1)
+    if (pp == 1 or is_last) and padded:
         acts += Fraction(4 * s * b * padded, tp)  # fp32 logits for the loss (Megatron: 4·s·b·V/t)
     acc.append(f"activations: Korthikanti et al. 2022 Table 2 per layer ({'SP' if sp else 'no SP'}, "
                f"recompute {recompute}, {'flash/fused attention' if flash else 'attention scores stored'}"
                f"{', float32: its 2-byte tensors at 4 B' if elem == 4 else ''}), "
                f"s = {g('seq_length')}/{cp} CP, x {layers_first} layers x {float(inflight):g} micro-batches in flight"
                f" ({words['schedule_interleaved'] if vpp and vpp > 1 else words['schedule'] if pp > 1 else 'no pipeline'})")
+    stage = "first pipeline stage" if not rank else "last pipeline stage" if is_last else f"pipeline stage {rank}"
     return TrainingMemory(int(weights), int(grads), int(optim), int(acts), int(per_layer), layers_first,
                           float(inflight), params, pc.total, acc, int(cpu), int(buffer), pc,
-                          resident if level >= 3 else None, group if level >= 1 else 1)
+                          resident if level >= 3 else None, group if level >= 1 else 1, stage)
 
 
 # ---------------------------------------------------------------------------------------------

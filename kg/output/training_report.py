@@ -103,7 +103,7 @@ def _batch_lines(der: Mapping[str, Any], mismatch: bool) -> list[str]:
 
 
 def _memory_lines(d: Mapping[str, Any], der: Mapping[str, Any], mem: Mapping[str, Any]) -> list[str]:
-    out = ["Memory per GPU (most loaded rank: first pipeline stage; estimate)",
+    out = [f"Memory per GPU (most loaded rank: {mem.get('stage') or 'first pipeline stage'}; estimate)",
            "  accounting: ZeRO paper model states, Korthikanti et al. 2022 activations; GiB = 2^30 bytes"]
     rows = [("weights", mem["weights_bytes"]), ("gradients", mem["gradients_bytes"]),
             ("optimizer states", mem["optimizer_bytes"])]

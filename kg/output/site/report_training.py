@@ -92,7 +92,8 @@ def _memory(d: Mapping[str, Any]) -> str:
     if mem.get("cpu_offload_bytes"):
         rows.append(("on the host (offload)", mem["cpu_offload_bytes"], ""))
     body = table(["Term", "Per GPU", "Basis"], [[esc(a), esc(_gib(b)), esc(c)] for a, b, c in rows], "memory",
-                 caption="Memory per GPU (most loaded rank: first pipeline stage; estimate; ZeRO paper model states, "
+                 caption=f"Memory per GPU (most loaded rank: {mem.get('stage') or 'first pipeline stage'}; estimate; "
+                         "ZeRO paper model states, "
                          "Korthikanti et al. 2022 activations)")
     body += f"<p>parameters: {mem['params_per_gpu']:,} on this GPU of {mem['total_params']:,}</p>"
     acc = "".join(f"<li>{esc(a)}</li>" for a in mem.get("accounting") or [])
