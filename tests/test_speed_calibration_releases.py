@@ -83,3 +83,20 @@ def test_a_row_of_no_recorded_release_is_fitted_under_the_release_its_launch_was
     (k_ttft, _), _ = _factors("vllm", "h200_sxm", "6469eeeab70d", Workload(922, 922, 16), notes, "fp8", False, "0.10.2")
     assert k_ttft != 1.0
     assert any(n.startswith("TTFT calibrated") and "vllm/h200_sxm, this model's own factor" in n for n in notes)
+
+
+def test_a_held_prompt_is_fitted_without_its_held_steps():
+    # kg.speed.serving adds a scheduler's held decode steps (SGLang --scheduler-recv-interval 30: 15 steps) after the
+    # TTFT factor; where the hold is exact (SGLang's poll period) the fit takes them out of both sides: measured 500 - 15 x 20 = 200 ms against the estimate
+    # 400 - 15 x 16 = 160 ms (the estimate's own TPOT), a factor of 1.25 as for an unheld row measured 200 for 160
+    import sys
+    sys.path.insert(0, str(REPO / "tools" / "accuracy"))
+    import run
+    held = {"backend": "sglang", "ttft_ms": 500.0, "tpot_ms": 20.0, "raw_ttft_ms": 400.0, "raw_tpot_ms": 16.0,
+            "optkg_hold_steps": 15.0}
+    assert run.fit_pair(held, "ttft") == (200.0, 160.0)
+    assert run.fit_pair(held, "tpot") == (20.0, 16.0)
+    assert run.fit_pair({**held, "optkg_hold_steps": 0.0}, "ttft") == (500.0, 400.0)
+    # a modelled wait (TensorRT-LLM's attention-DP balance or batch waiting) leaves the row's TTFT out of the fit
+    assert run.fit_pair({**held, "backend": "trtllm"}, "ttft") is None
+    assert run.fit_pair({**held, "backend": "trtllm"}, "tpot") == (20.0, 16.0)

@@ -485,6 +485,31 @@ def test_tensorrt_llm_attention_dp_balance_read_from_the_llm_api_yaml_adds_its_h
     assert any("enable_balance" in n and "timeout_iters 60" in n for n in sp["notes"])
 
 
+def test_sglang_scheduler_recv_interval_holds_a_prompt_half_its_polling_period(monkeypatch, catalog, check_rules):
+    # --scheduler-recv-interval k: the scheduler takes new requests once every k decode steps (sglang 0.5.9
+    # srt/managers/scheduler_recv_skipper.py:26-38, decode weight 1: environ.py:233): a prompt waits k / 2 steps.
+    # InferenceX's B200 SGLang scripts pass 10 below 16 clients, else 30 (single_node/qwen3.5_fp8_b200.sh @ efd49e50b:32-35)
+    import kg
+    import kg.speed.serving as serving
+    from kg.speed.mapping import _sglang_context_hold
+    assert _sglang_context_hold({"scheduler_recv_interval": "30"}, None, 64, 1024)[0] == 15.0
+    assert _sglang_context_hold({}, None, 64, 1024) == (0.0, "")  # the default, 1: every step
+    monkeypatch.setattr(serving, "cached", lambda kind, key, build: build())
+    monkeypatch.setattr(serving, "run_point", lambda p, folder: {"ttft_ms": 100.0, "tpot_ms": 20.0, "release": "0.5.14",
+                                                                 "output_tokens_per_s": 800.0, "memory_gib": 40.0})
+    runs = {}
+    for k in ("1", "30"):
+        stack = kg.stack_from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 2 "
+                                      f"--scheduler-recv-interval {k}", catalog, engine_version="0.5.9")
+        stack.hardware, stack.gpu_count = catalog.resolve_hardware("H100"), 2
+        runs[k] = _speed(stack, kg.check(stack, catalog, check_rules).to_dict(), isl=1024, osl=1024, concurrency=16)
+    plain, held = runs["1"], runs["30"]
+    assert (plain["context_hold_steps"], held["context_hold_steps"]) == (0.0, 15.0)
+    # 15 steps at the 20 ms TPOT (uncalibrated here: sglang/h100_sxm's factor was fitted on 0.5.1.post1 rows only)
+    assert (held["itl_ms"], held["ttft_ms"] - plain["ttft_ms"]) == (20.0, pytest.approx(300.0))
+    assert any("--scheduler-recv-interval 30" in n and "~15 decode steps" in n for n in held["notes"])
+
+
 def test_sglang_prefill_budget_left_unset_is_the_one_sglang_picks_from_the_gpu_memory(catalog):
     # newuser5 #8: SGLang picks chunked_prefill_size from the GPU's memory (0.5.5 srt/server_args.py:689-770: 8,192
     # below 160 GiB, 16,384 above) and divides it by the DP size under DP attention (:1382); Speed assumed 8,192

@@ -668,6 +668,25 @@ def _mean_osl(r: dict) -> int:
     return int(r.get("mean_osl") or max(2, mean_length(int(r["osl"]), r.get("source") or "")))
 
 
+def fit_pair(r: dict, m: str) -> tuple[float, float] | None:
+    """(measured, uncalibrated estimate) of ``m`` (``ttft`` / ``tpot``) a factor is fitted to for a scored row, or None
+    where the row's TTFT is left out of the fit. Where a scheduler held the prompt back (kg.speed.mapping
+    context_hold), kg.speed.serving adds the held decode steps after the factor, so the TTFT factor is fitted to the
+    rest: where the hold is exact by the engine's source (EngineMapping.context_hold_exact: SGLang's poll period), the
+    measured TTFT less the held steps at the measured TPOT, against the estimate less them at the estimated TPOT; a
+    modelled wait (TensorRT-LLM's) leaves the row's TTFT out. Left out too, the SGLang B200 cell, whose InferenceX
+    scripts all set --scheduler-recv-interval, was fitted on the few runs that do not."""
+    from kg.speed.mapping import ENGINES
+    measured, estimated = float(r[f"{m}_ms"]), float(r[f"raw_{m}_ms"])
+    hold = float(r.get("optkg_hold_steps") or 0.0) if m == "ttft" else 0.0
+    if not hold:
+        return measured, estimated
+    mapping = ENGINES.get(r["backend"])
+    if mapping is None or not mapping.context_hold_exact:
+        return None
+    return measured - hold * float(r["tpot_ms"]), estimated - hold * float(r["raw_tpot_ms"])
+
+
 def fit(recs: list[dict]) -> dict:
     """Per engine x GPU cell with >= MIN_ROWS train rows, and per engine over all its GPUs (``<engine>/*``, the
     fallback), the least-squares fit of log(measured / optkg-uncalibrated) on log2(concurrency) and log2(isl), for
@@ -689,17 +708,17 @@ def fit(recs: list[dict]) -> dict:
             continue
         for key in (f"{r['backend']}/{r['system']}", f"{r['backend']}/*"):
             names[key].setdefault(r["model_sig"], r["model_path"])
-            for m, raw in (("ttft", "raw_ttft_ms"), ("tpot", "raw_tpot_ms")):
-                if m == "ttft" and r.get("optkg_hold_steps"):
-                    # a scheduler held the prompt back (kg.speed.mapping context_hold): its decode steps are added
-                    # after the factor, which is fitted on the rows whose TTFT is the estimator's model alone
+            for m in ("ttft", "tpot"):
+                pair = fit_pair(r, m)
+                if pair is None:
                     continue
-                q = r[f"{m}_ms"] / r[raw]
+                measured, estimated = pair
+                q = measured / estimated
                 if 1 / 20 < q < 20:
                     # the concurrency and ISL kg.speed.serving evaluates the factor at (its Workload), not the CSV's
                     # per-rank batch_size and nominal ISL
                     cells[key][m].append((int(r["concurrency"]), int(r["mean_isl"]), q, r["model_sig"], r["system"],
-                                          r["group"], float(r[raw]), _mean_osl(r),
+                                          r["group"], estimated, _mean_osl(r),
                                           per_model_key(r["model_sig"], r.get("optkg_gemm_mode") or None,
                                                         int(float(r.get("optkg_moe_ep") or 1)) > 1),
                                           _fit_release(r)))
@@ -775,8 +794,10 @@ def write_calibration(cells: dict) -> None:
                                   "[+ t0]; [a, b, c], [a, b, c, t0] or [a, b, c, t0, d] (t0: a fixed time in ms per "
                                   "request for TTFT, per engine step for TPOT, 0 when absent) by least squares on the "
                                   "train rows of the cell (<engine>/*: all GPUs)",
-                         "excluded": "TTFT of rows where a scheduler holds prompts back (kg.speed.mapping "
-                                     "context_hold: its decode steps are added after the factor)",
+                         "held": "TTFT of rows where a scheduler holds prompts back (kg.speed.mapping "
+                                 "context_hold: its decode steps are added after the factor): fitted less the held "
+                                 "steps at the measured TPOT where the hold is exact by the engine's source (SGLang "
+                                 "--scheduler-recv-interval), else left out (TensorRT-LLM's modelled waits)",
                          "kept": "the form (with or without t0, with or without the OSL term) with the lowest "
                                  "leave-one-configuration-group-out error on the train rows (a leave-one-out fit on at "
                                  "least 4 rows per coefficient of the form, 12-20), and only where that error is below the uncalibrated one (else "
@@ -847,8 +868,10 @@ def render(recs: list[dict], digest: str) -> str:
              "**optkg** = `check`'s Speed section for that launch (kg.speed.serving: infeasible stacks refused, "
              "running requests capped by optkg's KV capacity and the engine's cap with the rest queued, engine "
              "release mapped to the nearest database release, prompts a scheduler holds back timed in decode steps "
-             "(TensorRT-LLM attention_dp_config.enable_balance, kg.speed.mapping.adp_balance_hold_steps, added to "
-             "TTFT after the calibration, whose TTFT factor is fitted on the rows without such a hold), "
+             "(TensorRT-LLM attention_dp_config.enable_balance, kg.speed.mapping.adp_balance_hold_steps, and batch "
+             "waiting, batch_wait_hold_steps; SGLang --scheduler-recv-interval k, k / 2 steps), added to TTFT after "
+             "the calibration, whose TTFT factor is fitted on the measured TTFT less those steps at the measured "
+             "TPOT where the hold is SGLang's fixed poll period, and on the rows without a hold otherwise), "
              "for TensorRT-LLM the estimator's TTFT queueing factor without its cap at 4 prefill times "
              "(kg.speed.mapping.ttft_queue_factors), "
              "per engine x GPU calibration fitted on the train "
