@@ -22,10 +22,12 @@ MODEL = "meta-llama/Meta-Llama-3.1-8B"
     ("CUDA_VISIBLE_DEVICES=0,1,2,3 ", "2,3", False),
     ("", "2,3", False),  # unset: physical ids, not indices
     ("CUDA_VISIBLE_DEVICES=GPU-aa,GPU-bb ", "GPU-aa", False),  # UUIDs are not indices
+    ("CUDA_VISIBLE_DEVICES=4,5 ", "=0,2", True),  # --device-ids=0,2: the same word
 ])
 def test_a_device_id_past_the_visible_devices_is_refused(release, env, ids, refused, catalog):
     site = SITE[release]
-    got = refused_at(f"{env}vllm serve {MODEL} --device-ids {ids} -tp 2", site, catalog, count=2, release=release)
+    flag = f"--device-ids{ids}" if ids.startswith("=") else f"--device-ids {ids}"
+    got = refused_at(f"{env}vllm serve {MODEL} {flag} -tp 2", site, catalog, count=2, release=release)
     assert got == ([site] if refused else [])
 
 

@@ -452,6 +452,8 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             if eq:
                 raw = inline
                 i += 1
+                if spec.get("as_list") == "comma":  # --device-ids=2,3: the same one word (engineinputs.list_value)
+                    raw = list_value(raw, "comma")
             else:
                 if i + 1 >= len(words):
                     raise OptkgError(f"{flag}: expects a value")
