@@ -42,3 +42,14 @@ def test_language_model_only_drops_the_tower_from_the_kv_budget():
     assert _vision_shards({"language_model_only": True}, 2) == 0
     assert _vision_shards({"limit_mm_per_prompt": {"image": 0, "video": 0}}, 4) == 0
     assert _vision_shards({"limit_mm_per_prompt": {"image": 0}}, 4) == 4  # video keeps vLLM's default 999
+
+
+def test_a_tower_optkg_cannot_size_is_named_in_a_note_not_left_silent():
+    from conftest import run_cli
+    _, out, _ = run_cli("check", "--vllm", "vllm serve google/gemma-4-26B-A4B -tp 2", "--gpu", "H100", "--no-speed")
+    text = " ".join(out.split())
+    assert ("note: weights: the vision tower (gemma4_vision) is not counted: optkg sizes only Qwen3-VL / Qwen3.5 "
+            "towers (kg.inputs.vision), so the weights are low and the KV budget high by its size") in text
+    _, out, _ = run_cli("check", "--vllm", "vllm serve google/gemma-4-26B-A4B -tp 2 --language-model-only",
+                        "--gpu", "H100", "--no-speed")
+    assert "vision tower" not in out  # not loaded: nothing missing

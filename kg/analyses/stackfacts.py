@@ -268,7 +268,11 @@ def _budget(ctx: KVContext) -> None:
         derived["gpu_memory_bytes"] = round(mem)
         derived["gpu_memory_usable_bytes"] = round(eng.weight_share_bytes(mem, util))
         expert_shards = eng.expert_shards(stack, ns, tp)
-        weights = weight_bytes_per_gpu(m, tp, ctx.pp, expert_shards, ctx.scheme, _vision_shards(ns, tp))
+        vision_shards = _vision_shards(ns, tp)
+        weights = weight_bytes_per_gpu(m, tp, ctx.pp, expert_shards, ctx.scheme, vision_shards)
+        if m.vision_model_type and not m.vision_params and vision_shards:
+            ctx.note(f"weights: the vision tower ({m.vision_model_type}) is not counted: optkg sizes only Qwen3-VL / "
+                     "Qwen3.5 towers (kg.inputs.vision), so the weights are low and the KV budget high by its size")
         if m.is_moe:
             derived["weight_expert_shards"] = expert_shards
         if ctx.attention_tp != tp:
