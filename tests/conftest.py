@@ -76,23 +76,23 @@ def check_rules():
 # 5-second test collected last (test_yaml_fast_path was) keeps one worker busy while the other has nothing left.
 HEAVY_FIRST = (
     "test_engine_stress.py",          # 37: 1,500 generated stacks through the rule engine and the pure-Python matcher
+    "test_readme_commands.py",        # 21 in one group: every README command in a checkout copy
     "test_site_browser.py",           # ~14 in one group: Chromium on the explorer and the report
     "test_validate_precommit.py",     # 11: pre-commit builds the hook's environment (pip)
     "test_hardening_determinism.py",  # 10 in one group: two interpreters under two hash seeds
     "test_hardening_isolation.py",    # 10: 400 checks in one process against fresh processes
+    "test_docs_reference.py",         # 8.9 in one group: `optkg docs` on catalog copies
     "test_sweep_speed.py",            # 8: speed points of many layouts
     "test_hostile_leak.py",           # 7: 100 check_stack calls keep memory flat
     "test_fit_cli.py",                # 7 in one group: fit over traces, the Mooncake report shared
     "test_sweep_incremental.py",      # 5.7 in one group: two sweeps, each swept once
     "test_yaml_fast_path.py",         # 5: every shipped YAML file read both ways
-    "test_site.py",                   # 4.5 in one group: the explorer built once
     "test_fuzz.py",                   # 4.6
+    "test_site.py",                   # 4.5 in one group: the explorer built once
     "test_packaging.py",              # 4.5: builds the wheel
     "test_fit_measure.py",            # 4.1 in one group: trace measurements
-    "test_docs_reference.py",         # 4.1
     "test_diagnose_input_warnings.py",  # 4.0
     "test_training_generated_data_fresh.py",  # 3.6: the DeepSpeed keys generator over the sdist
-    "test_readme_commands.py",        # 3.6 for the longest README line
     "test_sweep_executors.py",        # 2.9: Ray tasks and worker processes
 )
 

@@ -9,6 +9,10 @@ import yaml
 
 from catalog_copy import REPO, copy_catalog, dump, load, optkg
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# the shared catalog copy is copied and built once
+pytestmark = pytest.mark.xdist_group("docs-reference")
+
 
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:

@@ -20,6 +20,10 @@ import pytest
 
 from catalog_copy import env_for, optkg
 
+# make test (xdist --dist loadgroup) runs this module's tests on one worker:
+# the checkout copy (35 MB, a git commit) and its catalog are built once
+pytestmark = pytest.mark.xdist_group("readme")
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
