@@ -11,10 +11,9 @@ def test_every_group_mark_is_one_the_scheduler_reads():
     # a mark in another form (on a function, a class, a list of marks) would be silently split over the workers
     marked = {p.name: module_group(p) for p in sorted((REPO / "tests").glob("test_*.py"))
               if re.search(r"^[^#\n]*xdist_group\(", p.read_text(encoding="utf-8"), re.M)}
-    assert marked == {"test_hardening_determinism.py": "hash-seeds", "test_site_browser.py": "browser",
-                      "test_fit_advice.py": "fit-advice", "test_fit_cli.py": "fit-cli", "test_fit_measure.py": "fit-measure",
-                      "test_site.py": "site", "test_sweep_incremental.py": "sweep-incremental",
-                      "test_readme_commands.py": "readme", "test_docs_reference.py": "docs-reference"}
+    assert [name for name, group in marked.items() if group is None] == []
+    assert {"test_hardening_determinism.py": "hash-seeds", "test_site_browser.py": "browser",
+            "test_readme_commands.py": "readme", "test_sweep_incremental.py": "sweep-incremental"}.items() <= marked.items()
 
 
 def test_a_marked_module_is_one_unit_and_other_tests_are_units_of_their_own():
