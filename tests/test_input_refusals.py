@@ -129,3 +129,12 @@ def test_api_kv_checks_its_numbers_like_the_cli():
     # a numeric string is read the way a stack file's value is: Qwen3-32B 64 layers x 8 KV heads x 128 x 2 x 2 B
     # = 262,144 B/token; 10 GiB / 262,144 = 40,960 tokens
     assert kg.kv("Qwen/Qwen3-32B", kv_budget_gib="10")["capacity"]["kv_tokens_per_gpu"] == 40960
+
+
+def test_a_model_config_json_given_as_the_stack_says_where_it_goes():
+    # newuser9: `optkg check config.json` listed the stack fields against 'architectures'
+    cfg = str(REPO / "catalog" / "models" / "Qwen__Qwen3-32B.json")
+    code, _, err = run_cli("check", cfg)
+    assert one_line_error(code, err) == (
+        f"optkg: error: {cfg}: a model config.json, not a stack file: give it as --config beside a launch "
+        f"(optkg check --vllm \"vllm serve\" --config {cfg}) or to optkg kv --config")

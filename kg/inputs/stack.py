@@ -325,6 +325,10 @@ def stack_from_doc(doc: YamlDoc, catalog: Catalog, base_dir: Path,
     for key_path, line, _col, first in doc.duplicate_keys or []:
         raise OptkgError(f"{doc.path}:{line}: '{'.'.join(map(str, key_path))}' is given twice (first on line {first}); "
                          "YAML would silently keep only the last one: remove one")
+    if not set(d) & _TOP_KEYS and (isinstance(d.get("architectures"), list) or "model_type" in d):
+        # a model's config.json handed to check as the stack: say what it is and where it goes (newuser9)
+        raise OptkgError(f"{doc.path}: a model config.json, not a stack file: give it as --config beside a launch "
+                         f"(optkg check --vllm \"vllm serve\" --config {doc.path}) or to optkg kv --config")
     for k in d:
         if k not in _TOP_KEYS:
             near = get_close_matches(str(k), sorted(_TOP_KEYS), n=1)
