@@ -66,6 +66,7 @@ def test_count_given_after_reading_decides_fsdp_too():
 def test_torchtitan_0_3_0_applies_fully_shard_at_shard_degree_1():
     job = _job(8)
     job.framework_version = "0.3.0"
+    job.configs.pop("torchtitan_toml")  # 0.3.0 loads no TOML: the same job as its --module / --config would give
     _, ns, _ = training_facts(job)
     assert ns["params_dtype"] == "bf16"
 
@@ -97,6 +98,17 @@ def test_torchtitan_0_2_refuses_ddp_replicas_beside_tp(extra, errors):
     assert got == errors
     if errors:
         job.framework_version = "0.3.0"
+        job.configs.pop("torchtitan_toml")  # 0.3.0 loads no TOML: the same job as its --module / --config would give
         assert "torchtitan-ddp-with-model-parallelism" not in [
             f.rule_id for f in training_report(job, load_ruleset("training")).findings]
 
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "9.9.9"])
+def test_a_toml_job_config_at_torchtitan_0_3_or_newer_is_refused(version):
+    # 0.3.0's ConfigManager takes --module / --config and has no TOML loader (config/manager.py:48-91)
+    from kg.core.errors import OptkgError
+    job = _job(8)
+    job.framework_version = version
+    with pytest.raises(OptkgError, match=f"torchtitan {version} loads no TOML"):
+        training_facts(job)

@@ -305,7 +305,8 @@ def test_torchtune_builtin_config_name_says_to_copy_it_to_a_yaml(cli):
 
 def test_framework_version_newer_than_any_known_release_says_so(cli):
     # serving's wording (kg.inputs.effective.newer_release_note); torchtitan's newest pinned release is 0.3.0
-    _, d = _json(cli, str(TT_CASE), "--framework-version", "9.9.9", "--count", "16", "--no-speed")
+    _, d = _json(cli, "--train", "torchrun --nproc_per_node 8 --nnodes 2 -m torchtitan.train --module llama3 "
+                 "--config llama3_8b", "--framework-version", "9.9.9", "--no-speed")
     assert "torchtitan 9.9.9 is newer than the latest release optkg knows (0.3.0): checked with the knowledge of " \
            "0.3.0" in d["notes"]
     _, d = _json(cli, str(TT_CASE), "--framework-version", "0.2.0", "--count", "16", "--no-speed")

@@ -63,6 +63,13 @@ class Torchtitan(TrainingFramework):
         EP apply fully_shard anyway (0.2.1 models/deepseek_v3/infra/parallelize.py:148); 0.3.0 always applies
         it, shard degree 1 included (models/llama3/parallelize.py:69-90)."""
         from kg.core.relcmp import older_than
+        toml = job.configs.get("torchtitan_toml")
+        if toml and job.framework_version and not older_than(job.framework_version, "0.3.0"):
+            from kg.core.errors import OptkgError
+            raise OptkgError(
+                f"{toml}: a TOML job config is torchtitan 0.2.x's format; torchtitan {job.framework_version} loads no "
+                "TOML, it takes --module / --config from its config_registry (0.3.0 config/manager.py:48-91, "
+                "\"--module is required\"); give --framework-version 0.2.2, 0.2.1 or 0.2.0")
         if "torchtitan" not in job.configs or "world_size" in job.unknown:
             return
         if not ({"world_size", "gpus_per_node", "dp_shard_size"} & job.settings.keys()):

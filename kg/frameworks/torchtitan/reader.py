@@ -71,6 +71,7 @@ def toml_release(job: TrainingJob, d: dict[str, Any], text: str, name: str) -> N
     The job is read as 0.2.1, the release this reader's facts were read from (--framework-version still wins), and
     its keys are checked against the union of 0.2.0-0.2.2's JobConfig fields."""
     job.framework_version = "0.2.1"
+    job.configs["torchtitan_toml"] = name
     job.notes.append("a TOML job config is read as torchtitan 0.2.1 (0.2.0, 0.2.1 and 0.2.2 load TOML; 0.3.0 "
                      "takes --module / --config); give --framework-version 0.2.0 or 0.2.2 for those releases")
     invalid_toml_fields(job, d, text, name)
