@@ -124,6 +124,7 @@ def work_unit(rootpath: Path, nodeid: str, groups: dict[str, str | None]) -> str
     return f"group:{groups[path]}" if groups[path] else None
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
