@@ -15,14 +15,14 @@ SITE = {"0.34.0": ("vllm/engine/arg_utils.py", 2207), "0.33.0": ("vllm/engine/ar
 MODEL = "meta-llama/Meta-Llama-3.1-8B"
 
 
-@pytest.mark.parametrize("release", ["0.34.0", "0.33.0"])
-@pytest.mark.parametrize("env, ids, refused", [
-    ("CUDA_VISIBLE_DEVICES=4,5 ", "0,2", True),  # index 2 of two visible GPUs
-    ("CUDA_VISIBLE_DEVICES=4,5 ", "0,1", False),
-    ("CUDA_VISIBLE_DEVICES=0,1,2,3 ", "2,3", False),
-    ("", "2,3", False),  # unset: physical ids, not indices
-    ("CUDA_VISIBLE_DEVICES=GPU-aa,GPU-bb ", "GPU-aa", False),  # UUIDs are not indices
-    ("CUDA_VISIBLE_DEVICES=4,5 ", "=0,2", True),  # --device-ids=0,2: the same word
+@pytest.mark.parametrize("release, env, ids, refused", [
+    ("0.34.0", "CUDA_VISIBLE_DEVICES=4,5 ", "0,2", True),  # index 2 of two visible GPUs
+    ("0.33.0", "CUDA_VISIBLE_DEVICES=4,5 ", "0,2", True),
+    ("0.34.0", "CUDA_VISIBLE_DEVICES=4,5 ", "=0,2", True),  # --device-ids=0,2: the same word
+    ("0.34.0", "CUDA_VISIBLE_DEVICES=4,5 ", "0,1", False),
+    ("0.34.0", "CUDA_VISIBLE_DEVICES=0,1,2,3 ", "2,3", False),
+    ("0.34.0", "", "2,3", False),  # unset: physical ids, not indices
+    ("0.34.0", "CUDA_VISIBLE_DEVICES=GPU-aa,GPU-bb ", "GPU-aa", False),  # UUIDs are not indices
 ])
 def test_a_device_id_past_the_visible_devices_is_refused(release, env, ids, refused, catalog):
     site = SITE[release]
@@ -34,13 +34,13 @@ def test_a_device_id_past_the_visible_devices_is_refused(release, env, ids, refu
 ROCM_SYNC = ("vllm/platforms/rocm.py", 146)  # _sync_hip_cuda_env_vars, called at import (:157), both releases
 
 
-@pytest.mark.parametrize("release", ["0.34.0", "0.33.0"])
-@pytest.mark.parametrize("env, gpu, refused", [
-    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "MI300X", True),
-    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=0,1", "MI300X", False),
-    ("HIP_VISIBLE_DEVICES= CUDA_VISIBLE_DEVICES=2,3", "MI300X", False),  # empty counts as unset
-    ("HIP_VISIBLE_DEVICES=0,1", "MI300X", False),  # copied into CUDA_VISIBLE_DEVICES (:151-152)
-    ("HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "H100-SXM", False),  # rocm.py is imported on ROCm only
+@pytest.mark.parametrize("release, env, gpu, refused", [
+    ("0.34.0", "HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "MI300X", True),
+    ("0.33.0", "HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "MI300X", True),
+    ("0.34.0", "HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=0,1", "MI300X", False),
+    ("0.34.0", "HIP_VISIBLE_DEVICES= CUDA_VISIBLE_DEVICES=2,3", "MI300X", False),  # empty counts as unset
+    ("0.34.0", "HIP_VISIBLE_DEVICES=0,1", "MI300X", False),  # copied into CUDA_VISIBLE_DEVICES (:151-152)
+    ("0.34.0", "HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=2,3", "H100-SXM", False),  # ROCm imports rocm.py only
 ])
 def test_rocm_refuses_hip_and_cuda_visible_devices_that_differ(release, env, gpu, refused, catalog):
     got = refused_at(f"{env} vllm serve {MODEL} -tp 2", ROCM_SYNC, catalog, gpu=gpu, count=2, release=release)

@@ -15,14 +15,11 @@ BASE = "vllm serve meta-llama/Meta-Llama-3.1-8B "
 @pytest.mark.parametrize("flags, refused", [
     ("--ir-op-priority '{\"rms_norm\": [\"vllm_c\"]}' --kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"native\"]}}'",
      True),
-    ("--ir-op-priority '{\"fused_add_rms_norm\": [\"native\"]}' "
-     "--kernel-config '{\"ir_op_priority\": {\"fused_add_rms_norm\": [\"native\"]}}'", True),
     ("--ir-op-priority '{\"rms_norm\": [\"vllm_c\"]}' "
      "--kernel-config '{\"ir_op_priority\": {\"fused_add_rms_norm\": [\"native\"]}}'", False),  # different ops
     ("--ir-op-priority '{\"rms_norm\": []}' --kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"native\"]}}'",
      False),  # an empty list is unset (:2847-2848)
     ("--ir-op-priority '{\"rms_norm\": [\"vllm_c\"]}'", False),
-    ("--kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"native\"]}}'", False),
 ])
 def test_an_ir_op_priority_given_twice_for_one_op_is_refused(flags, refused, catalog):
     assert refused_at(BASE + flags, SITE, catalog) == ([SITE] if refused else [])
