@@ -69,6 +69,8 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "cpu_offload_gb": ("number", "weights per GPU kept in host memory, GiB (vLLM / SGLang --cpu-offload-gb)"),
     "chunked_prefill_size": ("integer", "SGLang chunked prefill size, tokens"),
     "max_prefill_tokens": ("integer", "SGLang --max-prefill-tokens: prompt tokens one prefill batch takes at most"),
+    "scheduler_recv_interval": ("integer", "SGLang --scheduler-recv-interval: new requests taken every N decode "
+                                            "steps"),
     "speculative_eagle_topk": ("integer", "EAGLE top-k"),
     "lora_paths": ("string", "LoRA adapter paths"),
     "disaggregation_mode": ("string", "prefill/decode disaggregation role"),

@@ -571,12 +571,8 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
             notes.append(f"TTFT: the estimator's queueing factor taken uncapped, {uncapped:.2f} prefill times for "
                          f"{point.batch_size:,} running requests (it caps it at {capped:.0f})")
     # a scheduler that holds prompts back (kg.speed.mapping context_hold): the held decode steps, timed at the engine's
-    # TPOT, are added to the TTFT after the calibration, which is fitted to what the estimator's own TTFT misses. It
-    # reads the stack's settings and, beneath them, the launch command's own options (Stack.native, ``--a-b`` as a_b:
-    # SGLang's --scheduler-recv-interval is no optkg setting)
-    native = {str(k).lstrip("-").replace("-", "_"): v for k, v in (getattr(stack, "native", None) or {}).items()}
-    hold, why = (mapping.context_hold({**native, **values}, par, b, wl.osl, wl.isl, ctx) if mapping.context_hold
-                 else (0.0, ""))
+    # TPOT, are added to the TTFT after the calibration, which is fitted to what the estimator's own TTFT misses
+    hold, why = mapping.context_hold(values, par, b, wl.osl, wl.isl, ctx) if mapping.context_hold else (0.0, "")
     notes.extend([why] if hold else [])
     # the factor is fitted on runs where every client was running: evaluate it at the batch the engine runs
     notes.append(accuracy_note(backend, system))
