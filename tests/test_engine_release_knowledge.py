@@ -161,3 +161,12 @@ def test_a_long_spelling_of_a_short_alias_suggests_the_alias():
     d = _check_json("--vllm", "vllm serve Qwen/Qwen3-32B --dcp 2", "--engine-version", "0.34.0")
     assert _finding(d, "engine-option-refused")["message"].endswith(
         "(could match --dcp-comm-backend, --dcp-kv-cache-interleave-size, --dcp-q-replicate); did you mean -dcp?")
+
+
+def test_a_value_error_under_an_expanded_prefix_names_the_option_it_was_read_as():
+    # vllm 0.34.0: argparse reads --ep as the unique prefix of --eplb-config (a JSON option); -ep is
+    # --enable-expert-parallel. The error said only "--vllm --ep: expected a JSON object, found '2'"
+    from conftest import run_cli
+    code, _, err = run_cli("check", "--vllm", "vllm serve Qwen/Qwen3-32B --ep 2", "--engine-version", "0.34.0")
+    assert (code, err) == (2, "optkg: error: --vllm --ep (read as --eplb-config, a unique prefix; did you mean -ep?): "
+                              "expected a JSON object, found '2'\n")

@@ -427,6 +427,10 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
             continue
         typ = spec["type"]
         flag = f"{label} {typed}"
+        # a value error under a unique prefix the parser expands (vLLM --ep -> --eplb-config) says what it was read as
+        alias = f"-{typed[2:]}" if typed.startswith("--") and f"-{typed[2:]}" in ropts else ""  # vLLM -ep
+        vflag = flag + (f" (read as {name}, a unique prefix{f'; did you mean {alias}?' if alias else ''})"
+                        if name != typed and name.startswith(typed) else "")
         if typ == "flag":
             value: Any = True
             stray = words[i + 1] if not eq and i + 1 < len(words) and words[i + 1].lower() in ("true", "false") \
@@ -442,7 +446,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 i += 1 if eq else 2
                 continue
             if said is not None:
-                value = _coerce(said, "boolean", flag)
+                value = _coerce(said, "boolean", vflag)
                 if takes is None:
                     st.notes.append(f"{label}: whether {engine} {engine_version or release} takes a value for {typed} "
                                     f"was not read (a store_true option refuses one); read as {value}")
@@ -456,7 +460,7 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                     raw = list_value(raw, "comma")
             else:
                 if i + 1 >= len(words):
-                    raise OptkgError(f"{flag}: expects a value")
+                    raise OptkgError(f"{vflag}: expects a value")
                 raw = words[i + 1]
                 i += 2
                 if spec.get("nargs") == "+":  # argparse nargs="+" (list[int] fields): every word up to the next flag
@@ -471,29 +475,29 @@ def parse_words(words: list[str], catalog: Catalog, engine: str, *, label: str,
                 from kg.core.numparse import loads_json  # no NaN, no 5,000-digit ints, no 60,000-deep arrays
                 value = dict(st.settings.get(spec.get("set"), {}) or {}) if spec.get("set") else {}
                 try:
-                    value[field_path] = loads_json(raw, flag, inline=True)
+                    value[field_path] = loads_json(raw, vflag, inline=True)
                 except OptkgError as e:
                     if "invalid JSON (" not in str(e):  # a bare word is taken as text; NaN/depth/digits are refused
                         raise
                     value[field_path] = raw
             elif typ == "json":
                 from kg.core.numparse import loads_json
-                value = loads_json(raw, flag, inline=True)
+                value = loads_json(raw, vflag, inline=True)
                 if not isinstance(value, dict):
-                    raise OptkgError(f"{flag}: expected a JSON object, found {raw!r}")
+                    raise OptkgError(f"{vflag}: expected a JSON object, found {raw!r}")
             else:
                 hi = spec.get("maximum")
                 if spec.get("set") in PARALLEL_DEFAULTS:
                     hi = MAX_PARALLEL_SIZE if hi is None else min(hi, MAX_PARALLEL_SIZE)
                 if spec.get("human_readable") and isinstance(raw, str):
                     raw = human_readable_int(raw, spec["human_readable"], release, flag, st, spec.get("set"))
-                value = raw if raw is None or isinstance(raw, list) else _coerce(raw, typ, flag, spec.get("minimum"), hi)
+                value = raw if raw is None or isinstance(raw, list) else _coerce(raw, typ, vflag, spec.get("minimum"), hi)
                 if value is None:  # 'auto' / -1: the engine fits it (see human_readable_int); i is past the value
                     continue
             if spec.get("value_map"):
                 vm = {str(k).lower(): v for k, v in spec["value_map"].items()}
                 if str(value).lower() not in vm:
-                    raise OptkgError(f"{flag}: expected one of {', '.join(map(str, spec['value_map']))}, found {raw!r}")
+                    raise OptkgError(f"{vflag}: expected one of {', '.join(map(str, spec['value_map']))}, found {raw!r}")
                 value = vm[str(value).lower()]
         if typ != "json" and spec.get("nargs") != "+":
             prev = given.get(name)
