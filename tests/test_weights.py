@@ -31,7 +31,7 @@ def test_llama_70b_online_fp8_is_72_65_gb():
     s = weight_scheme(m, quantization="fp8")
     assert s.method == "fp8" and s.source.startswith("--quantization fp8 on an unquantised checkpoint")
     assert s.bytes_per_param == {"attention": 1.0, "dense_mlp": 1.0, "experts": 1.0, "shared_experts": 1.0,
-                                 "router": 2.0, "embedding": 2.0, "lm_head": 2.0}
+                                 "router": 2.0, "embedding": 2.0, "lm_head": 2.0, "vision": 2.0}
     p = group_params(m)
     assert p["attention"] + p["dense_mlp"] == 68_451_041_280 and p["embedding"] + p["lm_head"] == 2_101_346_304
     # 80 layers x (q, k, v, o + gate, up, down) = 560 fp32 per-tensor scales (fp8.py:319-326)
