@@ -41,6 +41,7 @@ import vllm_device_ids  # noqa: E402
 import vllm_enums  # noqa: E402
 import vllm_fields_loop  # noqa: E402
 import vllm_loops  # noqa: E402
+import vllm_regex  # noqa: E402
 import vllm_kwargs  # noqa: E402
 import vllm_model_walk  # noqa: E402
 import vllm_pairs  # noqa: E402
@@ -300,6 +301,7 @@ class VllmWalker(cg.Walker):
         self.hooks.append(_hook)
         self.hooks.append(vllm_pairs.order_hook)  # ordered-list checks as pairs (tools/vllm_pairs.py)
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
+        self.hooks.append(vllm_regex.value_hook)  # PATTERN.fullmatch(x) of the release's own pattern (vllm_regex.py)
         self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
         self.hooks.append(vllm_model_walk.value_hook)  # {m.value for m in Enum} (tools/vllm_model_walk.py)
         self.hooks.append(vllm_device_ids.value_hook)  # the platform's device-control variable (tools/vllm_device_ids.py)
@@ -672,6 +674,8 @@ class VllmWalker(cg.Walker):
                     or vllm_fields_loop.fields_loop(self, s, fr, pc) or vllm_loops.walk_loop(self, s, fr, pc)):
                 return
         if isinstance(s, ast.Continue) and vllm_loops.continue_stmt(self, fr, pc):
+            return
+        if isinstance(s, ast.Try) and vllm_regex.try_compile(self, s, fr, pc):  # re.compile(X) except re.error
             return
         if isinstance(s, ast.FunctionDef) and not s.decorator_list:
             fr.locals[s.name] = LocalFunction(s)

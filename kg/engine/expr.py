@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
+import warnings
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
@@ -49,6 +51,7 @@ MAX_EXPONENT = 64  # ``a ** b`` needs |b| <= 64 (2**30 for GiB is the use); 9**9
 MAX_INT_BITS = 4_096  # an intermediate integer past this many bits (~1,233 digits) is an error
 MAX_ITEMS = 512  # any(... for x in L) / all(...) over a list of more elements is an error
 MAX_LOOPS = 2  # nesting of any / all generators: at most MAX_ITEMS ** MAX_LOOPS element evaluations
+MAX_MATCH_CHARS = 1_000  # fullmatch's subject and is_regex's pattern: a longer string is an error (bounded time)
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -125,6 +128,55 @@ def _split(s: Any, sep: Any, maxsplit: Any = -1) -> list[str]:
     return s.split(sep, maxsplit)
 
 
+@lru_cache(maxsize=64)
+def _pattern(p: str) -> re.Pattern:
+    return re.compile(p)
+
+
+def _fullmatch(pattern: Any, s: Any) -> bool:
+    """``PATTERN.fullmatch(s) is not None``. The pattern is a string literal of the expression (compile_expr refuses any
+    other: it comes from the catalog, i.e. from the engine's own source, never from a user); the subject is at most
+    MAX_MATCH_CHARS characters, so a user's value cannot make the match run long."""
+    if not (isinstance(pattern, str) and isinstance(s, str)):
+        raise ExprTypeError(f"fullmatch needs a pattern and a string, found {pattern!r}, {s!r}")
+    if len(s) > MAX_MATCH_CHARS:
+        raise ExprTypeError(f"fullmatch of {len(s):,} characters; the limit is {MAX_MATCH_CHARS:,}")
+    return _pattern(pattern).fullmatch(s) is not None
+
+
+# The errors of Python's re for which the `regex` module (what vLLM compiles user patterns with: 0.34.0
+# config/quantization.py:11 `import regex as re`) fails too, checked pattern by pattern against regex 2026.12.2:
+# '[', '(foo', 'foo)', 'a**', 'a{2}{3}', 'x{2,1}', '[z-a]', '*.mlp', 'a|*', '\\' (end). re refuses but regex accepts
+# '\p{L}', '(?|a|b)', 'a(?i)b', '(?<=a+)b', '[\d-z]', '^*', duplicate group names ...: those stay unknown.
+_REGEX_ALSO_REFUSES = ("unterminated character set", "missing ), unterminated subpattern", "unbalanced parenthesis",
+                       "multiple repeat", "min repeat greater than max repeat", "bad escape (end of pattern)")
+
+
+def _is_regex(p: Any) -> bool:
+    """Whether vLLM's ``re.compile(p)`` (the `regex` module) accepts the pattern ``p``, told without running it on any
+    input: True where Python's re compiles it (regex accepts every such pattern), False for the errors both refuse,
+    an ExprTypeError (not evaluable) where only re refuses or the pattern is over MAX_MATCH_CHARS characters."""
+    if not isinstance(p, str):
+        raise ExprTypeError(f"is_regex needs a string, found {p!r}")
+    if len(p) > MAX_MATCH_CHARS:
+        raise ExprTypeError(f"is_regex of {len(p):,} characters; the limit is {MAX_MATCH_CHARS:,}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning on '[[' (a possible nested set)
+            re.compile(p)
+        return True
+    except re.error as e:
+        msg, at = e.msg, e.pos or 0
+        if msg.startswith(_REGEX_ALSO_REFUSES) or (msg.startswith("bad character range") and "\\" not in msg):
+            return False
+        before = p[:at]
+        if msg == "nothing to repeat" and not before.endswith(("^", "$")) and not re.search(r"\\[A-Za-z]$", before):
+            return False  # at the start, after '|' or '(' (regex repeats an anchor: '^*', '\\b*')
+        raise ExprTypeError(f"is_regex: Python's re refuses {p!r} ({msg}); vLLM's regex module may accept it") from None
+    except (OverflowError, RecursionError):
+        raise ExprTypeError(f"is_regex: cannot tell for {p[:40]!r}") from None
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "round": round, "len": len,
     "ceil": math.ceil, "floor": math.floor, "log2": math.log2, "int": int, "float": float,
@@ -145,6 +197,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     # select(v for x in L if c): [v for x in L if c] (a generator argument, see the module doc; on a list, the list);
     # sorted(L); tail(x, n): x[n:]
     "select": lambda xs: list(_seq(xs, "select")), "sorted": _sorted, "tail": _tail,
+    # fullmatch('literal pattern', s): re.fullmatch, bounded (see _fullmatch); is_regex(p): p compiles (_is_regex)
+    "fullmatch": _fullmatch, "is_regex": _is_regex,
 }
 
 GENERATOR_FUNCTIONS = ("any", "all", "select")  # the functions a generator may be the one argument of
@@ -217,10 +271,20 @@ def _validate(node: ast.AST, functions: set[str]) -> None:
             if not isinstance(n.func, ast.Name) or n.func.id not in functions or n.keywords:
                 name = n.func.id if isinstance(n.func, ast.Name) else "?"
                 raise ExprError(f"function '{name}' is not allowed (allowed: {', '.join(sorted(functions))})")
+            if not _literal_pattern(n):
+                raise ExprError("fullmatch needs two arguments, the first a string literal (the engine's pattern)")
             continue
         raise ExprError(f"'{type(n).__name__}' is not allowed in rule expressions")
     if loops:
         _generators(node)
+
+
+def _literal_pattern(n: ast.Call) -> bool:
+    """A call of fullmatch has a string literal as its pattern (never a fact, so never a user's pattern); other calls
+    pass."""
+    if not (isinstance(n.func, ast.Name) and n.func.id == "fullmatch"):
+        return True
+    return len(n.args) == 2 and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
 
 
 def _check_cost(tree: ast.AST) -> None:
@@ -280,7 +344,7 @@ def _plainly_valid(tree: ast.AST, functions: set[str]) -> bool:
             continue  # no child nodes
         if t is ast.Call:
             f = n.func
-            if type(f) is not ast.Name or f.id not in functions or n.keywords:
+            if type(f) is not ast.Name or f.id not in functions or n.keywords or not _literal_pattern(n):
                 return False
         elif t in _LOOP_NODES:
             loops = True
