@@ -41,6 +41,7 @@ import vllm_device_ids  # noqa: E402
 import vllm_enums  # noqa: E402
 import vllm_fields_loop  # noqa: E402
 import vllm_loops  # noqa: E402
+import vllm_choices  # noqa: E402
 import vllm_regex  # noqa: E402
 import vllm_kwargs  # noqa: E402
 import vllm_model_walk  # noqa: E402
@@ -302,6 +303,7 @@ class VllmWalker(cg.Walker):
         self.hooks.append(vllm_pairs.order_hook)  # ordered-list checks as pairs (tools/vllm_pairs.py)
         self.hooks.append(vllm_loops.element_hook)  # any()/all() over a list, x[i], isfinite (tools/vllm_loops.py)
         self.hooks.append(vllm_regex.value_hook)  # PATTERN.fullmatch(x) of the release's own pattern (vllm_regex.py)
+        self.hooks.append(vllm_choices.value_hook)  # TABLE.get(k), getattr(o, <its value>) (tools/vllm_choices.py)
         self.hooks.append(vllm_kwargs.hook)  # dict(k=v, ...) and its None-dropping copy (tools/vllm_kwargs.py)
         self.hooks.append(vllm_model_walk.value_hook)  # {m.value for m in Enum} (tools/vllm_model_walk.py)
         self.hooks.append(vllm_device_ids.value_hook)  # the platform's device-control variable (tools/vllm_device_ids.py)
@@ -645,6 +647,10 @@ class VllmWalker(cg.Walker):
         return super().eff(fr, pc)
 
     def merge(self, old: Any, new: Any, conds: list[str], first: bool) -> Any:
+        if not first and isinstance(new, cg.Obj) and new is old:
+            # ``x = y`` where y is the very object x holds, under any condition (known or not): x is unchanged
+            # (vllm.py:1406-1411 at 0.34.0: the served ModelConfig is also the speculative target_model_config)
+            return new
         if not first and vllm_loops.in_loop(conds):
             # assigned inside a loop walked per element: which element's value is not modelled, so the value is
             # unknown where the loop runs (as checkgen's walk of a loop body under an unknown condition has it)
@@ -1886,7 +1892,15 @@ def args_obj(w: VllmWalker, fields: dict[str, Any]) -> cg.Obj:
         cls, optional = annotation_class(w, anns.get(a), ARGS_PATH)
         if cls is None and a in built:
             cls, optional = built[a], True
-        default_none = isinstance(fields.get(a, (None,))[0], ast.Constant) and fields[a][0].value is None
+        dflt = fields.get(a, (None,))[0]
+        if isinstance(dflt, ast.Attribute) and isinstance(dflt.value, ast.Name) and dflt.value.id == "VllmConfig":
+            # ``engram_config: EngramConfig | None = VllmConfig.engram_config`` (arg_utils.py:778 at 0.34.0): the
+            # default of the class field it names (config/vllm.py:404, None). ``pooler_config = ModelConfig.
+            # pooler_config`` (:775) stays an object: None there, ModelConfig fills it for a pooling runner
+            # (model.py:797-799), which `--runner auto` leaves unknown (a Sentence Transformers modules.json,
+            # model.py:1310), and the CUDA-graph mode (vllm.py:1862-1873) with it on every stack
+            dflt = ((w.dataclass_fields(dflt.value.id, ARGS_PATH) or {}).get(dflt.attr) or (dflt,))[0]
+        default_none = isinstance(dflt, ast.Constant) and dflt.value is None
         if cls is not None or a in json_fields:
             presence = JSON_PRESENCE.get(a) or (f"truthy({a})" if (optional and default_none) else None)
             if presence and presence.startswith("truthy("):
