@@ -128,9 +128,7 @@ def _split(s: Any, sep: Any, maxsplit: Any = -1) -> list[str]:
     return s.split(sep, maxsplit)
 
 
-@lru_cache(maxsize=64)
-def _pattern(p: str) -> re.Pattern:
-    return re.compile(p)
+_pattern = lru_cache(maxsize=64)(re.compile)
 
 
 def _fullmatch(pattern: Any, s: Any) -> bool:
