@@ -38,7 +38,11 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # SGD with momentum and Lion: one fp32 state; Adafactor: factored second moment (~0 per parameter).
 OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "cpuadam": 8, "deepspeedcpuadam": 8, "onebitadam": 8,
                          "zerooneadam": 8, "lamb": 8, "onebitlamb": 8, "adagrad": 4, "sgd": 4, "lion": 4, "muon": 4,
-                         "adafactor": 0}
+                         "adafactor": 0, "rmsprop": 4, "ademamix": 12,
+                         # low-bit states (HF Trainer --optim, kg.frameworks.hf_trainer.reader.trainer_optimizer): one byte
+                         # per state for bitsandbytes 8-bit (blockwise, bitsandbytes optim/optimizer.py), half for torchao's
+                         # AdamW4bit
+                         "adamw-8bit": 2, "adamw-4bit": 1, "lion-8bit": 1, "rmsprop-8bit": 1, "ademamix-8bit": 3}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,6 +340,14 @@ def _stage_memory(job: Any, rank: int) -> TrainingMemory:
     weights = params * wbytes
     grads = trainable * gbytes
     optim = trainable * obytes
+    if opt.endswith("-8bit") and not peft and not rank:
+        # the HF Trainer keeps nn.Embedding weights at 32-bit states (transformers 5.24.0 trainer.py:1328-1338,
+        # GlobalOptimManager override optim_bits 32): the input embedding on the first stage
+        emb = int(Fraction(pc.embedding, tp))
+        full = OPTIMIZER_STATE_BYTES[opt.removesuffix("-8bit")] + (4 if mixed else 0)
+        optim += emb * (full - obytes)
+        acc.append(f"{opt}: the input embedding ({emb:,} parameters) keeps 32-bit states, {full} B per parameter "
+                   "(transformers trainer.py:1328-1338)")
     acc.append(f"model states: {wbytes} B weights + {gbytes} B gradients + {obytes} B optimizer ({opt}"
                f"{', incl. 4 B fp32 master' if mixed else ''}) per parameter")
     # sharding: what the framework partitions over which group

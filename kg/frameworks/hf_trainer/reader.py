@@ -90,6 +90,18 @@ TRL_GC_TRAINERS = ("sft", "dpo", "grpo", "kto", "orpo", "rloo")
 TRAINER_SCRIPTS = {"grpo": "grpo", "sft": "sft", "dpo": "dpo", "ppo": "ppo", "kto": "kto", "orpo": "orpo", "rloo": "rloo"}
 
 
+def trainer_optimizer(name: str) -> str:
+    """TrainingArguments --optim as the optimizer whose states are sized (kg.derive.training_memory): the family, with
+    "-8bit" / "-4bit" for the low-bit states of bitsandbytes (transformers 5.24.0 trainer_optimizer.py:253-289: optim_bits
+    8 when "8bit" is in the name, AdamW / Lion / RMSprop / AdEMAMix by name) and torchao (:460-467 AdamW8bit /
+    AdamW4bit); 32-bit and paged variants keep the family's states."""
+    o = name.lower()
+    fam = next((f for f in ("ademamix", "lion", "rmsprop", "adafactor", "adagrad") if f in o), None)
+    fam = fam or ("adamw" if "adam" in o else o)
+    bits = "-8bit" if "8bit" in o else "-4bit" if "4bit" in o else ""
+    return fam + bits if fam in ("adamw", "lion", "rmsprop", "ademamix") else fam
+
+
 def _fsdp_options(job: TrainingJob, value: str, where: str) -> None:
     opts = str(value).replace(",", " ").split()
     for o in opts:
@@ -418,8 +430,7 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
                 job.set("params_dtype", target[1:], w)
                 job.configs.setdefault("launch_mixed_precision", []).append(target[1:])
         elif target == "_optim":
-            o = str(val).lower()
-            job.set("optimizer", "adamw" if "adam" in o else o, w)
+            job.set("optimizer", trainer_optimizer(str(val)), w)
         elif target == "_model":
             state["model"] = str(val)
         elif target in ("_max_prompt", "_max_completion"):

@@ -1,0 +1,34 @@
+"""HF Trainer --optim low-bit optimizers keep 1-byte (bitsandbytes 8-bit) or half-byte (torchao AdamW4bit) states
+(transformers 5.24.0 trainer_optimizer.py:253-289, :460-467); nn.Embedding weights keep 32-bit states under bitsandbytes
+8-bit (trainer.py:1328-1338). Sized as 2 B weights + 2 B gradients + (states + 4 B fp32 master) per parameter."""
+from __future__ import annotations
+
+import pytest
+
+from kg.analyses.training import training_facts
+from kg.frameworks.hf_trainer.reader import trainer_optimizer
+from kg.inputs.modelcfg import resolve_model
+from kg.inputs.training import parse_training_command
+
+P, EMB = 8_030_261_248, 128_256 * 4096   # Llama-3.1-8B parameters; its input embedding
+
+
+@pytest.mark.parametrize("optim,name,optimizer_bytes", [
+    ("adamw_torch", "adamw", 12 * P),
+    ("adamw_bnb_8bit", "adamw-8bit", 6 * P + 6 * EMB),      # 2 + 4 B, the embedding at 12 B
+    ("paged_adamw_8bit", "adamw-8bit", 6 * P + 6 * EMB),
+    ("paged_adamw_32bit", "adamw", 12 * P),
+    ("adamw_torch_4bit", "adamw-4bit", 5 * P),
+    ("lion_8bit", "lion-8bit", 5 * P + 3 * EMB),            # 1 + 4 B, the embedding at 8 B
+])
+def test_low_bit_optimizer_states_are_sized_at_their_bits(optim, name, optimizer_bytes):
+    job = parse_training_command("torchrun --nproc_per_node 1 train.py --per_device_train_batch_size 1 --bf16 "
+                                 f"--max_seq_length 1024 --optim {optim}", model=resolve_model("meta-llama/Llama-3.1-8B"),
+                                 where="--train")
+    mem = training_facts(job)[2]["memory"]
+    assert (job.get("optimizer"), mem["optimizer_bytes"]) == (name, optimizer_bytes)
+
+
+def test_trainer_optimizer_names():
+    assert [trainer_optimizer(o) for o in ("adamw_8bit", "ademamix_8bit", "rmsprop_bnb_8bit", "adafactor", "sgd")] == \
+        ["adamw-8bit", "ademamix-8bit", "rmsprop-8bit", "adafactor", "sgd"]
