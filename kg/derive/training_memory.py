@@ -390,7 +390,14 @@ def _stage_memory(job: Any, rank: int) -> TrainingMemory:
         acc.append(f"optimizer offload ({g('offload_optimizer')}): optimizer states and fp32 grads "
                    f"{'on NVMe (the host keeps pinned buffers)' if g('offload_optimizer') == 'nvme' else 'on the host'} "
                    "(DeepSpeed estimators: GPU keeps 2Ψ)")
-        grads = 0 if zero else grads
+        fsdp_offload = bool(g("fsdp_sharding")) and g("offload_param", "none") != "none"
+        if fsdp_offload:
+            # FSDP's CPUOffload(offload_params=True) / FSDP2 CPUOffloadPolicy, which accelerate builds from
+            # fsdp_offload_params (accelerate 1.15.0 utils/dataclasses.py:2180-2191): "this offloads gradients to CPU
+            # as well, meaning that the optimizer step runs on CPU" (torch/distributed/fsdp/api.py CPUOffload)
+            acc.append("FSDP CPU offload: the sharded gradients go to the host with the parameters "
+                       "(torch FSDP CPUOffload(offload_params=True))")
+        grads = 0 if zero or fsdp_offload else grads
     if g("offload_param", "none") != "none":
         cpu += weights
         weights = 0
