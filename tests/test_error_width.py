@@ -46,3 +46,12 @@ def test_a_path_longer_than_a_line_is_not_split():
     path = "/data/" + "x" * 120 + "/config.json"
     text = fit_width(f"optkg: error: {path}: not found", split_words=False)
     assert text.split("\n") == ["optkg: error:", f"    {path}:", "    not found"]
+
+
+def test_fit_text_report_on_stdout_says_the_newer_release_once():
+    from conftest import REPO, run_cli
+    trace = str(REPO / "examples" / "data" / "mooncake_fast25_conversation_trace.jsonl")
+    code, out, err = run_cli("fit", trace, "--model", "Qwen/Qwen3-32B", "--tp", "2", "--gpu", "H100",
+                             "--engine-version", "0.40.0")
+    assert code == 0 and err == ""  # was on stderr too, so the terminal showed it twice
+    assert " ".join(out.split()).count("vllm 0.40.0 is newer than the latest release optkg knows (0.34.0)") == 1

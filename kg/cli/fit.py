@@ -149,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
     release_note = newer_release_note("vllm", args.engine_version)  # fit models vLLM's scheduler
     if release_note:
         report.setdefault("notes", []).append(release_note)
-        from kg.core.textsafe import say
-        say(f"optkg fit: note: {release_note}")
+        if args.format != "text" or (args.output is not None and str(args.output) != "-"):  # stdout text has it
+            from kg.core.textsafe import say
+            say(f"optkg fit: note: {release_note}")
     if args.format == "json":
         text = to_json(report)
     elif args.format == "markdown":
