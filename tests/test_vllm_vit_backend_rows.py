@@ -110,3 +110,15 @@ def test_a_class_builds_the_encoder_attention_only_on_every_path():
     got = {n.name: b.cls(n, "vllm/model_executor/models/m.py") for n in tree.body if isinstance(n, ast.ClassDef)}
     assert got == {"Attn": True, "Tower": True, "Maybe": False, "Late": False, "Child": True, "Helper": True}
     assert E.seed_ok(ast.parse(vision.replace("backend=attn_backend_override", "backend=None"))) is False
+
+
+def test_the_refusal_names_the_backend_and_the_platforms_list(catalog):
+    import kg
+    from kg.analyses.check import stack_facts
+    from kg.analyses.enginechecks import generated_refusals
+    st = kg.stack_from_command(f"vllm serve {VL} --mm-encoder-attn-backend flashmla", catalog)
+    st.engine_version, st.hardware, st.gpu_count = "0.34.0", catalog.resolve_hardware("H100-SXM"), 1
+    got = [r["message"] for r in generated_refusals("vllm", "0.34.0", dict(stack_facts(st)[1]), stack=st)[
+        "engine_check_refusals"] if (r["path"], r["line"]) == CUDA["0.34.0"]]
+    assert got == ["Backend FLASHMLA is not supported for vit attention. Supported backends are: "
+                   "FLASH_ATTN, FLASHINFER, TORCH_SDPA, TRITON_ATTN"]

@@ -224,7 +224,7 @@ def supported(f: ast.FunctionDef | None) -> tuple[str, ...] | None:
     return tuple(sorted(next(iter(sets)))) if len(sets) == 1 else None
 
 
-def check_shape(f: ast.FunctionDef) -> tuple[int, bool] | None:
+def check_shape(f: ast.FunctionDef) -> tuple[int, bool, ast.Assert] | None:
     """(the assert's line, whether a float32 model dtype returns before it: XPU's, xpu.py:288-293 at 0.34.0) where
     get_vit_attn_backend is ``[if dtype == torch.float32: ... return X]`` then ``if backend is not None: assert backend
     in cls.get_supported_vit_attn_backends(), ...``; None for any other shape."""
@@ -238,7 +238,7 @@ def check_shape(f: ast.FunctionDef) -> tuple[int, bool] | None:
             and isinstance(first.body[0], ast.Assert)
             and ast.unparse(first.body[0].test) == "backend in cls.get_supported_vit_attn_backends()"):
         return None
-    return first.body[0].lineno, f32
+    return first.body[0].lineno, f32, first.body[0]
 
 
 def vit_walk(w: Any, args: Any, registry_text: str | None, platform: tuple[str, str, str]) -> None:
@@ -256,9 +256,17 @@ def vit_walk(w: Any, args: Any, registry_text: str | None, platform: tuple[str, 
     b, dtype = free("mm_encoder_attn_backend"), free("dtype")
     if not (hasattr(b, "text") and hasattr(dtype, "text")):
         return
-    line, f32 = shape
+    line, f32, node = shape
     conds = [f"truthy({FACT})", f"is_a({b.text}, 'str')", f"(lower({b.text}) in {members!r})",
              f"(lower({b.text}) not in {names!r})"]
     if f32:
         conds.append(f"(not (is_a({dtype.text}, 'str') and lower({dtype.text}) in {F32!r}))")
     w.site(got[1], line, conds)
+    # the message's fields: the backend as given (the enum's name: upper-cased) and the platform's list
+    fills = w.fills.setdefault((got[1], line), {})
+    for n in ast.walk(node.msg) if node.msg is not None else ():
+        if isinstance(n, ast.FormattedValue):
+            text = " ".join(ast.unparse(n.value).split())
+            fills["{" + text + "}"] = (f"upper({b.text})" if text == "backend" else
+                                      repr(", ".join(x.upper() for x in names))
+                                      if text == "cls.get_supported_vit_attn_backends()" else None)
