@@ -358,3 +358,15 @@ def test_a_batch_that_does_not_multiply_out_is_not_printed_as_an_equation(cli):
                        "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100")
     assert "  micro 4 x grad-accum 8 x DP 8 = 256 sequences, but the global batch given is 16\n" in out
     assert "= global 16" not in out and "deepspeed-batch-size-mismatch" in out
+
+
+@pytest.mark.parametrize("content,error", [
+    (b"\xff\xfe{}", "bad.json:1: not valid UTF-8 (byte 0xff at offset 0)"),
+    (b'{"a":' * 5000 + b"1" + b"}" * 5000, "bad.json:1:5001: YAML error: exceeded maximum nesting depth"),
+])
+def test_an_unreadable_file_with_a_training_flag_names_its_own_error(cli, tmp_path, content, error):
+    # no reader takes the file, so the --model check used to answer "a serving stack names its model ..."
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    code, _, err = cli("check", str(p), "--model", "meta-llama/Llama-3.1-8B", "--count", "8")
+    assert (code, err.strip().endswith(error), "serving stack" in err) == (2, True, False)

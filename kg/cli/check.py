@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from kg.core.errors import OptkgError
 from kg.cli.common import add_catalog_arg, add_stack_args, load_clean_catalog, stacks_from_args, write_output
@@ -66,6 +67,13 @@ def run(args: argparse.Namespace) -> int:
     from kg.cli.check_training import run_training, wants_training
     if wants_training(args):
         return run_training(args, catalog)
+    st = getattr(args, "stack", None)
+    if st and Path(st).is_file() and (getattr(args, "framework_version", None) or getattr(args, "model", None)
+                                      or getattr(args, "seq_length", None) or getattr(args, "micro_batch_size", None)
+                                      or getattr(args, "global_batch_size", None)):
+        # a file no reader took (not UTF-8, too deeply nested, ...): its own error first, not "a serving stack"
+        from kg.core.yamlio import load_yaml
+        load_yaml(Path(st))
     if getattr(args, "framework_version", None):  # a training flag on a serving stack would be silently ignored
         raise OptkgError("--framework-version is the training framework's release (--train or a training stack); "
                          "for a serving engine give --engine-version")
