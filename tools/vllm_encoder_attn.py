@@ -25,6 +25,17 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
+
+def imported_module(node: ast.ImportFrom, path: str) -> str:
+    """The absolute module a ``from M import x`` in the module file ``path`` names (relative levels resolved)."""
+    mod = node.module or ""
+    if node.level:
+        parts = path.rsplit("/", 1)[0].replace("/", ".").split(".")
+        parts = parts[:len(parts) - (node.level - 1)]
+        mod = ".".join(parts + ([mod] if mod else []))
+    return mod
+
+
 VISION = "vllm/model_executor/models/vision.py"
 SEED = "get_vit_attn_backend"
 # files besides the model modules that hold classes the towers construct (MMEncoderAttention)
@@ -117,18 +128,12 @@ class Builds:
         for n in t.body:
             if isinstance(n, ast.FunctionDef) and n.name == name:
                 return n, path
-        pkg = path.rsplit("/", 1)[0].replace("/", ".")
         for n in t.body:
             if isinstance(n, ast.ImportFrom):
                 for a in n.names:
                     if (a.asname or a.name) != name:
                         continue
-                    mod = n.module or ""
-                    if n.level:
-                        parts = pkg.split(".")
-                        parts = parts[:len(parts) - (n.level - 1)]
-                        mod = ".".join(parts + ([mod] if mod else []))
-                    p = self.classes.module_path(mod)
+                    p = self.classes.module_path(imported_module(n, path))
                     return self.func(a.name, p, depth + 1) if p else None
         return None
 

@@ -145,17 +145,12 @@ class Classes:
         for n in t.body:
             if isinstance(n, ast.ClassDef) and n.name == name:
                 return n, path
-        pkg = path.rsplit("/", 1)[0].replace("/", ".")
         for n in ast.walk(t):
             if isinstance(n, ast.ImportFrom):
                 for a in n.names:
                     if (a.asname or a.name) != name:
                         continue
-                    mod = n.module or ""
-                    if n.level:
-                        parts = pkg.split(".")
-                        parts = parts[:len(parts) - (n.level - 1)]
-                        mod = ".".join(parts + ([mod] if mod else []))
+                    mod = vllm_encoder_attn.imported_module(n, path)
                     p = self.module_path(mod)
                     if p is not None:
                         return self.find(a.name, p, depth + 1)
