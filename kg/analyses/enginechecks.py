@@ -30,7 +30,7 @@ from typing import Any, Iterable
 # module-level, not in the functions a sweep runs per stack or row: a function-level `from m import x` costs ~2.5 us
 # in CPython 3.11 (the import system asks m for __path__, and a module lacking it builds an AttributeError)
 from kg.analyses.draftkeys import draft_config_keys
-from kg.analyses.enginerows import (_SharedLets, _let_names, _lets_read, row_facts, row_outcome, sweep_config_keys,
+from kg.analyses.enginerows import (_SharedLets, _let_names, _lets_read, _row_lazy, row_facts, sweep_config_keys,
                                     sweep_outcomes)
 from kg.analyses.xpu_attention import xpu_attention_facts, xpu_batch_invariance_facts  # Intel XPU refusals
 from kg.core.errors import OptkgError
@@ -492,8 +492,10 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                             refusals.append(dict(entry[1]))
                 break
             if shared is None:  # one value per let and values of the names it reads, for every row of the stack
-                shared = _SharedLets(lets, d["let_names"])
-            done = row_outcome(s, lets, row_facts(s, reads[i], base, given, techniques, defaulted_techs), shared)
+                shared, collide = _SharedLets(lets, d["let_names"]), not lets.keys().isdisjoint(base)
+            # its lets evaluated only when its expression reaches them, as in a sweep (same outcome as row_outcome)
+            done = _row_lazy(s, row_facts(s, reads[i], base, given, techniques, defaulted_techs), shared, [None], 0,
+                             collide)
             if done:
                 evaluated += 1
                 if done == 2:

@@ -330,7 +330,8 @@ class _SharedLets(_LetValues):
 
 def _row_lazy(s: dict[str, Any], facts: dict[str, Any], let_values: _LetValues, last: list, i: int,
               collide: bool = False) -> int:
-    """``row_outcome`` of row ``s`` (index ``i``) on ``facts`` (``row_facts``) in a sweep, its lets evaluated only
+    """``row_outcome`` of row ``s`` (index ``i``) on ``facts`` (``row_facts``) in a sweep or a check (kg.analyses
+    .enginechecks: ``last`` is then ``[None]``), its lets evaluated only
     when the row reads them: those it always reads (``needs_lets``) first, then one each time its expression stops at
     a let not evaluated yet (MissingFact names it), and the expression again from the start. The outcome is that of
     evaluating all its lets first (``row_outcome``): an expression is a pure function of its facts, so a run stops at
