@@ -204,15 +204,12 @@ def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     if fn not in ("any", "all") or not isinstance(gen, ast.GeneratorExp) or len(gen.generators) != 1:
         return None
     g = gen.generators[0]
-    level = depth(pc) + 1 + w.generator_depth
-    got = _targets(g.target, level)
-    if g.is_async or got is None or level > MAX_LOOPS or (g.ifs and fn == "all"):
+    if g.ifs and fn == "all":
         return None
-    seq = sequence(w, g.iter, fr, pc)
-    if seq is None:
+    loop = _one_for(w, g, fr, pc)
+    if loop is None:
         return None
-    target, names = got
-    inner = cg.Frame(fr.path, {**fr.locals, **{src: cg.Expr(el) for src, el in names}}, fr.cls, fr.base)
+    target, seq, inner = loop
     w.generator_depth += 1
     try:
         parts = [w.text(x, inner, pc, True) for x in [*g.ifs, gen.elt]]
@@ -221,6 +218,21 @@ def element_hook(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> Any:
     finally:
         w.generator_depth -= 1
     return cg.Expr(f"{fn}({cg.conj(parts)} for {target} in {seq})")
+
+
+def _one_for(w: Any, g: ast.comprehension, fr: cg.Frame, pc: list[str]) -> tuple[str, str, cg.Frame] | None:
+    """A comprehension's one ``for`` over a list the walk knows: its target text, the list's text and the frame its
+    element and conditions are read in (the target's names bound to the element); None where it cannot be read
+    (async, a target form ``_targets`` refuses, nested past MAX_LOOPS, an unknown list)."""
+    level = depth(pc) + 1 + w.generator_depth
+    got = _targets(g.target, level)
+    if g.is_async or got is None or level > MAX_LOOPS:
+        return None
+    seq = sequence(w, g.iter, fr, pc)
+    if seq is None:
+        return None
+    target, names = got
+    return target, seq, cg.Frame(fr.path, {**fr.locals, **{src: cg.Expr(el) for src, el in names}}, fr.cls, fr.base)
 
 
 def list_append(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> bool:
@@ -259,15 +271,10 @@ def selection(w: Any, node: ast.AST, fr: cg.Frame, pc: list[str]) -> cg.Expr | N
     if not isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) or len(node.generators) != 1:
         return None
     g = node.generators[0]
-    level = depth(pc) + 1 + w.generator_depth
-    got = _targets(g.target, level)
-    if g.is_async or got is None or level > MAX_LOOPS:
+    loop = _one_for(w, g, fr, pc)
+    if loop is None:
         return None
-    seq = sequence(w, g.iter, fr, pc)
-    if seq is None:
-        return None
-    target, names = got
-    inner = cg.Frame(fr.path, {**fr.locals, **{src: cg.Expr(el) for src, el in names}}, fr.cls, fr.base)
+    target, seq, inner = loop
     w.generator_depth += 1
     try:
         elt = w.text(node.elt, inner, pc)
