@@ -232,3 +232,18 @@ def test_every_launch_entry_names_its_evidence():
 def test_a_nightly_image_is_read_as_the_newest_release_published_before_its_day(backend, version, measured_on, release):
     row = {"backend": backend, "backend_version": version, "silicon_data_source": f"x; measured={measured_on}; y"}
     assert measured.nightly_release(row) == release
+
+
+def test_an_fp8_tagged_run_of_a_block_scaled_checkpoint_is_timed_as_block_fp8_for_sglang_only():
+    # SGLang's Fp8Config reads the checkpoint's weight_block_size (0.5.9 layers/quantization/fp8.py:179, 247-249):
+    # DeepSeek-R1 and GLM-5-FP8 ship [128, 128] blocks; NVIDIA's Llama FP8 is ModelOpt per-tensor, Qwen3.5's bundled
+    # config is the BF16 release
+    import run
+    import yaml
+    models = yaml.safe_load(run.MODELS.read_text())
+    served = lambda model, quant: run.served_files({"model_path": model, "gemm_quant_mode": quant}, models)  # noqa: E731
+    assert run._block_fp8(served("deepseek-ai/DeepSeek-R1", "fp8")) is True
+    assert run._block_fp8(served("zhipuai/GLM-5", "fp8")) is True
+    assert run._block_fp8(served("meta-llama/Llama-3.1-70B", "fp8")) is False
+    assert run._block_fp8(served("Qwen/Qwen3.5-397B-A17B", "fp8")) is False
+    assert run.BLOCK_FP8_READ == ("sglang",)

@@ -210,6 +210,22 @@ COMMANDS = {"vllm": _vllm_cmd, "sglang": _sglang_cmd, "trtllm": _trtllm_cmd}
 MODELOPT_ALGO = {"fp8": "FP8", "nvfp4": "NVFP4"}
 
 
+# engines whose FP8 linear and MoE layers run block-scaled kernels when the checkpoint's quantization_config names a
+# weight_block_size: a row InferenceX tags "fp8" that served such a checkpoint (deepseek-ai/DeepSeek-R1 / -V3,
+# zai-org/GLM-5-FP8: [128, 128]) is timed as fp8_block, the estimator's mode for those kernels, not per-tensor fp8.
+# SGLang 0.5.9 layers/quantization/fp8.py:179 (Fp8Config.from_config reads weight_block_size), :247-249
+# (Fp8LinearMethod.block_quant), :619-638 (w8a8_block_fp8_linear), :677-679 (Fp8MoEMethod.block_quant); 0.5.5 the
+# same at :181, :237, :536. TensorRT-LLM is not listed: its rows were not measured this way here (acc10 report).
+BLOCK_FP8_READ = ("sglang",)
+
+
+def _block_fp8(files: dict[str, bytes]) -> bool:
+    """The served checkpoint is block-scaled FP8 (config.json quantization_config: quant_method fp8 with a
+    weight_block_size)."""
+    qc = json.loads(files["config.json"]).get("quantization_config") or {}
+    return qc.get("quant_method") == "fp8" and bool(qc.get("weight_block_size"))
+
+
 class Scorer:
     def __init__(self):
         import yaml
@@ -308,6 +324,8 @@ class Scorer:
         stack, report = got
         quant = None if r["model_path"] in self.models["native_quant"] else \
             {"gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
+        if quant and quant["gemm"] == "fp8" and r["backend"] in BLOCK_FP8_READ and _block_fp8(files):
+            quant = {"gemm": "fp8_block", "moe": "fp8_block" if quant["moe"] else None}
         out = speed_for_stack(stack, report, Workload(run.isl, run.osl, run.concurrency), quant)
         # the release kg.speed.serving keys the calibration by (the check's engine_version): the fit records the same
         out["engine_release"] = (report.get("stack") or {}).get("engine_version") or stack.engine_version or ""
