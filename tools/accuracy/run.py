@@ -214,8 +214,10 @@ MODELOPT_ALGO = {"fp8": "FP8", "nvfp4": "NVFP4"}
 # weight_block_size: a row InferenceX tags "fp8" that served such a checkpoint (deepseek-ai/DeepSeek-R1 / -V3,
 # zai-org/GLM-5-FP8: [128, 128]) is timed as fp8_block, the estimator's mode for those kernels, not per-tensor fp8.
 # SGLang 0.5.9 layers/quantization/fp8.py:179 (Fp8Config.from_config reads weight_block_size), :247-249
-# (Fp8LinearMethod.block_quant), :619-638 (w8a8_block_fp8_linear), :677-679 (Fp8MoEMethod.block_quant); 0.5.5 the
-# same at :181, :237, :536. TensorRT-LLM is not listed: its rows were not measured this way here (acc10 report).
+# (Fp8LinearMethod.block_quant), :619-638 (w8a8_block_fp8_linear: DeepGEMM by default, fp8_utils.py:254-264, the
+# kernel of the estimator's fp8_block GEMM rows, sglang_deepgemm_gemm_nt_f8f8bf16), :677-679 (Fp8MoEMethod.block_quant);
+# 0.5.5 the same at :181, :237, :536. vLLM and TensorRT-LLM read the block size too but are not listed yet: on their
+# train rows the change is mixed (vLLM MiniMax-M2.5 B200 TPOT 9 -> 109 %) or makes rows evaluable (TensorRT-LLM B200).
 BLOCK_FP8_READ = ("sglang",)
 
 
