@@ -334,6 +334,8 @@ def group_params(model: ModelFacts) -> dict[str, int]:
         attn = H * d * h + kvh * d * h + kvh * vd * h + H * vd * h
     if model.is_encoder_decoder:
         return _encoder_decoder_params(model, attn)
+    if model.layer_blocks:
+        return _one_block_layer_params(model, attn)
     n_moe = model.num_moe_layers if model.is_moe else 0
     dense_inter = model.dense_intermediate_size or model.intermediate_size or 4 * h
     experts = shared = router = 0
@@ -353,6 +355,47 @@ def group_params(model: ModelFacts) -> dict[str, int]:
         "embedding": emb,
         "lm_head": 0 if model.tie_word_embeddings else emb,
         "vision": model.vision_params or 0,
+    }
+
+
+def mamba2_mixer_params(model: ModelFacts) -> int:
+    """One Mamba2 mixer's weights: ``in_proj`` ``h x (I + conv_dim + heads)``, the depthwise ``conv1d``
+    ``conv_kernel x conv_dim`` and ``out_proj`` ``I x h``, with ``I = mamba_num_heads x mamba_head_dim`` and
+    ``conv_dim = I + 2 x n_groups x ssm_state_size`` (vllm 0.34.0 model_executor/layers/mamba/mamba_mixer2.py:345,
+    :377-390, :499-505; the per-head A, D, dt_bias and the gated norm are left out like other norms). 0 without
+    Mamba2 sizes."""
+    la = model.linear_attention
+    if la.get("kind") != "mamba2":
+        return 0
+    inner = la["mamba_num_heads"] * la["mamba_head_dim"]
+    conv = inner + 2 * la["n_groups"] * la["ssm_state_size"]
+    return model.hidden_size * (inner + conv + la["mamba_num_heads"]) + la["conv_kernel"] * conv + inner * model.hidden_size
+
+
+def _one_block_layer_params(model: ModelFacts, attn: int) -> dict[str, int]:
+    """NemotronH: every decoder layer is one block (``layer_blocks``): ``M`` a Mamba2 mixer (counted with the
+    attention group: the sequence mixer, ``mamba2_mixer_params``), ``*`` attention, ``-`` an MLP of
+    ``intermediate_size``, ``E`` a MoE layer; the MLPs and experts are up/down only (``mlp_gated`` false:
+    ``2 x width x inter``). A MoE layer holds ``n_routed_experts`` experts in ``moe_latent_size`` width (else
+    ``hidden_size``), the shared expert ``2 x h x shared_inter``, the router ``h x experts`` and, with a latent
+    width, the two latent projections ``2 x h x latent`` (vllm 0.34.0 models/nemotron_h.py:135-256; ModelOpt
+    leaves them unquantised, :214-224, so they count with the router at the model dtype). Nemotron-3-Nano-30B-A3B:
+    31,577,554,944 parameters (published 31.6 B); Nemotron-3-Super-120B-A12B: 120,667,570,176 (120 B)."""
+    h, b = model.hidden_size, model.layer_blocks
+    mats = 3 if model.mlp_gated else 2
+    n_e, experts = b.count("E"), model.num_experts or 1
+    width = model.moe_latent_size or h
+    latent = 2 * h * model.moe_latent_size if model.moe_latent_size else 0
+    emb = h * (model.vocab_size or 0)
+    return {
+        "attention": attn * b.count("*") + mamba2_mixer_params(model) * b.count("M"),
+        "dense_mlp": mats * h * (model.dense_intermediate_size or 4 * h) * b.count("-"),
+        "experts": n_e * mats * width * (model.expert_intermediate_size or 4 * h) * experts,
+        "shared_experts": n_e * mats * h * (model.shared_expert_intermediate_size or 0),
+        "router": n_e * (h * experts + latent),
+        "embedding": emb,
+        "lm_head": 0 if model.tie_word_embeddings else emb,
+        "vision": 0,
     }
 
 
@@ -380,6 +423,10 @@ def weight_matrices(model: ModelFacts) -> int:
     gate/up/down of the dense MLP or of every expert and the shared expert."""
     n_moe = model.num_moe_layers if model.is_moe else 0
     attn = (6 if model.q_lora_rank else 5) if model.is_mla else 4
+    if model.layer_blocks:  # NemotronH: q/k/v/o, in/out_proj, up/down, experts' up/down + shared up/down
+        b = model.layer_blocks
+        return (4 * b.count("*") + 2 * b.count("M") + 2 * b.count("-")
+                + b.count("E") * (2 * (model.num_experts or 1) + (2 if model.shared_expert_intermediate_size else 0)))
     per_moe = 3 * (model.num_experts or 1) + (3 if model.shared_expert_intermediate_size else 0)
     return model.num_hidden_layers * attn + 3 * (model.num_hidden_layers - n_moe) + per_moe * n_moe
 

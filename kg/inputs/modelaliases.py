@@ -73,6 +73,26 @@ def apply_aliases(c: dict[str, Any], model_type: str) -> tuple[dict[str, Any], l
     return out, [f"config.json keys read through the {model_type} config class: {', '.join(shown)} ({entry.get('source', '')})"]
 
 
+# NemotronH block names -> pattern letters (transformers 5.24.0 models/nemotron_h/configuration_nemotron_h.py:272-281;
+# the legacy "mamba" / "attention" that Nemotron-3-Ultra's config.json still writes)
+NEMOTRON_H_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
+                     "moe": "E"}
+
+
+def nemotron_h_blocks(c: dict[str, Any], layers: int) -> str:
+    """NemotronH's decoder layers, one letter each: ``M`` Mamba2 mixer, ``*`` attention, ``-`` MLP, ``E`` MoE; each
+    layer holds that one block and nothing else (vllm 0.34.0 models/nemotron_h.py:548-553, :597; transformers 5.24.0
+    modeling_nemotron_h.py:926-957). ``layers_block_type`` (read as ``layer_types``) wins over
+    ``hybrid_override_pattern`` (configuration_nemotron_h.py:168-176). "" when neither describes ``layers`` layers."""
+    lt = c.get("layers_block_type", c.get("layer_types"))
+    if isinstance(lt, list) and len(lt) == layers and all(isinstance(t, str) and t in NEMOTRON_H_BLOCKS for t in lt):
+        return "".join(NEMOTRON_H_BLOCKS[t] for t in lt)
+    pat = c.get("hybrid_override_pattern")
+    if isinstance(pat, str) and len(pat) == layers and set(pat) <= set("M*-E"):
+        return pat
+    return ""
+
+
 def falcon_multi_query(c: dict[str, Any], model_type: str) -> bool | None:
     """For Falcon model types, whether vLLM caches one KV head: ``multi_query`` unless ``new_decoder_architecture``
     (vllm 0.34.0 ``model_arch_config_convertor.py:508-524``). None for other model types."""

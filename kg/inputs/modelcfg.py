@@ -90,6 +90,9 @@ class ModelFacts:
     quant_bits: int | None = None          # weight bits of the checkpoint (quantization_config.bits / load_in_8bit)
     checkpoint_kv_scales: bool = False     # the checkpoint ships KV-cache scales (kv_cache_scheme / kv_cache_quant_algo)
     num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
+    layer_blocks: str = ""                 # NemotronH: one block per layer, M/*/-/E (modelaliases.nemotron_h_blocks)
+    mlp_gated: bool = True                 # gate/up/down MLPs and experts; NemotronH's relu2 ones have up/down only
+    moe_latent_size: int | None = None     # NemotronH latent MoE: experts run in this width (nemotron_h.py:152-156)
     max_position_embeddings: int | None = None
     vocab_size: int | None = None
     expert_intermediate_size: int | None = None   # FFN size of one routed expert (see module doc)
@@ -215,7 +218,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         for k in ("torch_dtype", "quantization_config", "model_type"):
             if k not in c and k in top:
                 c[k] = top[k]
-    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys
+    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks
     c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
     for k in sorted(set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS)):  # config.json may hold Infinity / NaN
         v = c.get(k)
@@ -313,7 +316,12 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             n_moe = len(range(step - 1, layers, step))
         else:
             n_moe = layers
+    blocks = nemotron_h_blocks(c, layers) if model_type == "nemotron_h" else ""
+    n_moe = blocks.count("E") if blocks and n_moe else n_moe
     shared_inter = c.get("shared_expert_intermediate_size")
+    if shared_inter is None and blocks and isinstance(c.get("moe_shared_expert_intermediate_size"), int):
+        # vllm 0.34.0 models/nemotron_h.py:178-183: moe_shared_expert_intermediate_size x n_shared_experts (0: none)
+        shared_inter = c["moe_shared_expert_intermediate_size"] * int(c.get("n_shared_experts") or 0) or None
     if shared_inter is None and c.get("n_shared_experts") and c.get("moe_intermediate_size"):
         shared_inter = c["n_shared_experts"] * c["moe_intermediate_size"]
     inter = _int(c, "intermediate_size", name)
@@ -351,7 +359,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quantization_config_source="config.json quantization_config" if qc else "",
         weight_block_size=_block_size(qc, name),
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
-        quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe,
+        quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe, layer_blocks=blocks,
+        # NemotronHMLP is up_proj/down_proj (nemotron_h.py:109-124); its experts load up/down only (:237, :244)
+        mlp_gated=not blocks, moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,
