@@ -346,9 +346,12 @@ def group_params(model: ModelFacts) -> dict[str, int]:
             shared = n_moe * 3 * h * model.shared_expert_intermediate_size
         router = n_moe * h * (model.num_experts or 1)
     emb = h * (model.vocab_size or 0)
+    # layers without attention (Nemotron-NAS no_op blocks) hold none of its weights; per-layer MLP widths where set
+    n_attn = L - model.layer_kinds.count("none")
+    mlp = 3 * h * (sum(model.layer_ffn_sizes) if model.layer_ffn_sizes else dense_inter * (L - n_moe))
     return {
-        "attention": attn * L,
-        "dense_mlp": 3 * h * dense_inter * (L - n_moe),
+        "attention": attn * n_attn,
+        "dense_mlp": mlp,
         "experts": experts,
         "shared_experts": shared,
         "router": router,

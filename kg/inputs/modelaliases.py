@@ -93,6 +93,44 @@ def nemotron_h_blocks(c: dict[str, Any], layers: int) -> str:
     return ""
 
 
+def nemotron_nas_blocks(c: dict[str, Any], heads: int, hidden: int, layers: int, name: str) -> dict[str, Any] | None:
+    """DeciLM / Nemotron-NAS ``block_configs``, as vLLM builds them (vllm 0.34.0 models/nemotron_nas.py:133-190): a
+    layer's attention is absent when ``attention.no_op`` (no weights, no KV cache: config/model.py:1772-1774), else it
+    has ``num_attention_heads // n_heads_in_group`` KV heads, and the model's KV heads are the first attention layer's
+    (model_arch_config_convertor.py:536-548); the MLP is absent when ``ffn.no_op``, else ``ffn.intermediate_size`` or
+    ``ffn_mult`` as ``int(2 x ffn_mult x hidden / 3)`` rounded up to a multiple of 256 (nemotron_nas.py:60-71).
+    Returns ``{"kv_heads", "attention": [bool per layer], "ffn": [width per layer, 0 for none]}``, or None without
+    ``block_configs``."""
+    from kg.core.errors import OptkgError
+    bc = c.get("block_configs")
+    if not isinstance(bc, list):
+        return None
+    if len(bc) != layers or not all(isinstance(b, dict) and isinstance(b.get("attention"), dict)
+                                    and isinstance(b.get("ffn"), dict) for b in bc):
+        raise OptkgError(f"{name}: block_configs must hold one {{attention, ffn}} object per layer ({layers})")
+    attn = [not b["attention"].get("no_op") for b in bc]
+    kv = None
+    ffn = []
+    for i, b in enumerate(bc):
+        g = b["attention"].get("n_heads_in_group")
+        if attn[i] and (not isinstance(g, int) or g < 1 or heads % g):
+            raise OptkgError(f"{name}: block_configs[{i}].attention.n_heads_in_group must divide "
+                             f"num_attention_heads {heads}, found {g!r}")
+        kv = kv or (heads // g if attn[i] else None)
+        f = b["ffn"]
+        mult, width = f.get("ffn_mult"), f.get("intermediate_size")
+        if f.get("no_op"):
+            ffn.append(0)
+        elif isinstance(mult, (int, float)) and not isinstance(mult, bool) and 0 < mult < 1e4:
+            n = int(2 * mult * hidden / 3)
+            ffn.append(n if n % 256 == 0 else n + 256 - n % 256)
+        elif isinstance(width, int) and width > 0:
+            ffn.append(width)
+        else:
+            raise OptkgError(f"{name}: block_configs[{i}].ffn needs ffn_mult or intermediate_size")
+    return {"kv_heads": kv or heads, "attention": attn, "ffn": ffn}
+
+
 def falcon_multi_query(c: dict[str, Any], model_type: str) -> bool | None:
     """For Falcon model types, whether vLLM caches one KV head: ``multi_query`` unless ``new_decoder_architecture``
     (vllm 0.34.0 ``model_arch_config_convertor.py:508-524``). None for other model types."""

@@ -93,6 +93,7 @@ class ModelFacts:
     layer_blocks: str = ""                 # NemotronH: one block per layer, M/*/-/E (modelaliases.nemotron_h_blocks)
     mlp_gated: bool = True                 # gate/up/down MLPs and experts; NemotronH's relu2 ones have up/down only
     moe_latent_size: int | None = None     # NemotronH latent MoE: experts run in this width (nemotron_h.py:152-156)
+    layer_ffn_sizes: list[int] = field(default_factory=list)  # Nemotron-NAS: MLP width per layer, 0 none; [] uniform
     max_position_embeddings: int | None = None
     vocab_size: int | None = None
     expert_intermediate_size: int | None = None   # FFN size of one routed expert (see module doc)
@@ -218,7 +219,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         for k in ("torch_dtype", "quantization_config", "model_type"):
             if k not in c and k in top:
                 c[k] = top[k]
-    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks
+    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks, nemotron_nas_blocks
     c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
     for k in sorted(set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS)):  # config.json may hold Infinity / NaN
         v = c.get(k)
@@ -263,6 +264,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
                              "a model needs at least one element per head")
     v_head_dim = _int(c, "v_head_dim", name) or head_dim
     model_type = str(c.get("model_type") or top.get("model_type") or "unknown")
+    nas = nemotron_nas_blocks(c, heads, hidden, layers, name) if model_type == "nemotron-nas" else None
+    kv = nas["kv_heads"] if nas else kv
     kv_lora = _int(c, "kv_lora_rank", name)
     rope = _int(c, "qk_rope_head_dim", name)
     is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
@@ -284,6 +287,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         if c.get(key) is not None and not isinstance(c.get(key), bool):
             _int(c, key, name)  # a string or 1e400 here is a one-line error, not a crash in layer_kinds
     kinds = layer_kinds(c, model_type, layers, bool(sw))
+    kinds = [k if a else "none" for k, a in zip(kinds, nas["attention"])] if nas else kinds
     n_sliding = kinds.count("sliding")
     if n_sliding == 0:
         sw = None
@@ -361,7 +365,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe, layer_blocks=blocks,
         # NemotronHMLP is up_proj/down_proj (nemotron_h.py:109-124); its experts load up/down only (:237, :244)
-        mlp_gated=not blocks, moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
+        mlp_gated=not blocks, layer_ffn_sizes=nas["ffn"] if nas else [], moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,

@@ -193,7 +193,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "sliding_window", "num_sliding_layers", "num_full_layers", "intermediate_size", "moe_intermediate_size",
     "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "quant_method", "expert_dtype", "weight_block_size",
     "quant_group_size", "quant_bits", "checkpoint_kv_scales", "num_moe_layers", "layer_blocks", "mlp_gated",
-    "moe_latent_size", "max_position_embeddings",
+    "moe_latent_size", "layer_ffn_sizes", "max_position_embeddings",
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",

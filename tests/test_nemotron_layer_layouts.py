@@ -61,3 +61,32 @@ def test_super_nvfp4_fits_one_b200_and_ultra_bf16_does_not_fit_eight_h100():
                          "--gpu", "H100", "--no-speed")
     # 549,306,368,000 x 2 B = 1,023.16 GiB over 8 GPUs
     assert rc == 1 and "ERROR weights-do-not-fit" in out and "weight_gib_total = 1,023" in " ".join(out.split())
+
+
+# Llama-3.3-Nemotron-Super-49B-v1 (DeciLM / nemotron-nas): num_key_value_heads is null, so it was read as MHA with
+# attention on all 80 layers: 2,621,440 KV bytes/token (13x) and 88.0 B parameters ("weights do not fit" on 2 x
+# H100). vLLM builds attention on 49 layers with 64 // n_heads_in_group 8 = 8 KV heads, and each layer's MLP from
+# ffn_mult (nemotron_nas.py:60-71, :133-190): widths 28672 x 49, 14336 x 6, 7168 x 10, 5632 x 8 (ffn_mult 1.0:
+# int(5461.3) rounded up to 256), 2816 x 6, 17920 x 1 = 1,642,496.
+def test_nemotron_nas_counts_only_the_blocks_it_builds():
+    from kg.derive.kv import kv_layout
+    from kg.derive.weights import group_params
+    m = model("nvidia/Llama-3_3-Nemotron-Super-49B-v1")
+    assert (m.num_key_value_heads, m.layer_kinds.count("full"), sum(m.layer_ffn_sizes)) == (8, 49, 1_642_496)
+    g = group_params(m)
+    # attention 49 x (2 x 64 x 128 x 8192 + 2 x 8 x 128 x 8192) = 49 x 150,994,944; MLP 3 x 8192 x 1,642,496
+    assert (g["attention"], g["dense_mlp"], sum(g.values())) == (7_398_752_256, 40_365_981_696, 49_866_080_256)
+    # 49 layers x K and V x 8 heads x 128 x 2 B
+    assert kv_layout(m, tp_size=1).bytes_per_token_model == 200_704
+
+
+def test_nemotron_nas_block_configs_that_do_not_fit_the_layers_are_one_line_errors():
+    from kg.core.errors import OptkgError
+    from kg.inputs.modelcfg import parse_config
+    base = {"model_type": "nemotron-nas", "num_attention_heads": 64, "num_hidden_layers": 2, "hidden_size": 8192,
+            "num_key_value_heads": None, "vocab_size": 10}
+    ok = {"attention": {"no_op": False, "n_heads_in_group": 8}, "ffn": {"ffn_mult": 1.0}}
+    with pytest.raises(OptkgError, match="one {attention, ffn} object per layer"):
+        parse_config({**base, "block_configs": [ok]})
+    with pytest.raises(OptkgError, match=r"block_configs\[1\].attention.n_heads_in_group must divide"):
+        parse_config({**base, "block_configs": [ok, {**ok, "attention": {"no_op": False, "n_heads_in_group": 7}}]})
