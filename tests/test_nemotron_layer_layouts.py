@@ -90,3 +90,21 @@ def test_nemotron_nas_block_configs_that_do_not_fit_the_layers_are_one_line_erro
         parse_config({**base, "block_configs": [ok]})
     with pytest.raises(OptkgError, match=r"block_configs\[1\].attention.n_heads_in_group must divide"):
         parse_config({**base, "block_configs": [ok, {**ok, "attention": {"no_op": False, "n_heads_in_group": 7}}]})
+
+
+# Up/down-only MLPs (no gate) were counted with three matrices: Falcon-40B came to 57.94 B parameters.
+def test_ungated_mlps_count_two_matrices():
+    from kg.derive.weights import group_params
+    from kg.inputs.modelcfg import parse_config
+    g = group_params(model("tiiuae/falcon-40b"))
+    # MLP 60 x 2 x 8192 x 4 x 8192; attention 60 x (2 x 128 x 64 x 8192 + 2 x 8 x 64 x 8192)
+    assert (g["dense_mlp"], g["attention"], sum(g.values())) == (32_212_254_720, 8_556_380_160, 41_833_988_096)
+    # GPT-2 small as its config.json writes it (n_inner null: 4 x n_embd), OPT-125m's ffn_dim
+    gpt2 = parse_config({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None,
+                         "vocab_size": 50257, "tie_word_embeddings": True})
+    opt = parse_config({"model_type": "opt", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                        "ffn_dim": 3072, "vocab_size": 50272})
+    assert group_params(gpt2)["dense_mlp"] == group_params(opt)["dense_mlp"] == 2 * 768 * 3072 * 12
+    llama = parse_config({"model_type": "llama", "hidden_size": 768, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 50272})
+    assert llama.mlp_gated and group_params(llama)["dense_mlp"] == 3 * 768 * 3072 * 12

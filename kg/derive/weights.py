@@ -348,7 +348,7 @@ def group_params(model: ModelFacts) -> dict[str, int]:
     emb = h * (model.vocab_size or 0)
     # layers without attention (Nemotron-NAS no_op blocks) hold none of its weights; per-layer MLP widths where set
     n_attn = L - model.layer_kinds.count("none")
-    mlp = 3 * h * (sum(model.layer_ffn_sizes) if model.layer_ffn_sizes else dense_inter * (L - n_moe))
+    mlp = (3 if model.mlp_gated else 2) * h * (sum(model.layer_ffn_sizes) if model.layer_ffn_sizes else dense_inter * (L - n_moe))
     return {
         "attention": attn * n_attn,
         "dense_mlp": mlp,
@@ -431,7 +431,8 @@ def weight_matrices(model: ModelFacts) -> int:
         return (4 * b.count("*") + 2 * b.count("M") + 2 * b.count("-")
                 + b.count("E") * (2 * (model.num_experts or 1) + (2 if model.shared_expert_intermediate_size else 0)))
     per_moe = 3 * (model.num_experts or 1) + (3 if model.shared_expert_intermediate_size else 0)
-    return model.num_hidden_layers * attn + 3 * (model.num_hidden_layers - n_moe) + per_moe * n_moe
+    dense = 3 if model.mlp_gated else 2
+    return model.num_hidden_layers * attn + dense * (model.num_hidden_layers - n_moe) + per_moe * n_moe
 
 
 def estimate_weight_bytes(model: ModelFacts, weight_bytes_per_param: float | None = None, parts: bool = False,

@@ -131,6 +131,20 @@ def nemotron_nas_blocks(c: dict[str, Any], heads: int, hidden: int, layers: int,
     return {"kv_heads": kv or heads, "attention": attn, "ffn": ffn}
 
 
+def ungated_mlp_width(c: dict[str, Any], model_type: str, hidden: int) -> int | None:
+    """The MLP width of a model type whose MLP is two matrices (up and down, no gate) as vLLM 0.34.0 builds it, else
+    None: Falcon and BLOOM ``4 x hidden`` (models/falcon.py:235-251, bloom.py:159-170), GPT-2 and GPT-J ``n_inner``
+    or ``4 x hidden`` (gpt2.py:158, gpt_j.py:166), OPT ``ffn_dim`` (opt.py:150-163), Nemotron-4 ``intermediate_size``
+    (nemotron.py:149-160, :283-286)."""
+    def given(key: str) -> int | None:
+        v = c.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    if model_type in FALCON_TYPES or model_type == "bloom":
+        return 4 * hidden
+    key = {"gpt2": "n_inner", "gptj": "n_inner", "opt": "ffn_dim", "nemotron": "intermediate_size"}.get(model_type)
+    return (given(key) or 4 * hidden) if key else None
+
+
 def falcon_multi_query(c: dict[str, Any], model_type: str) -> bool | None:
     """For Falcon model types, whether vLLM caches one KV head: ``multi_query`` unless ``new_decoder_architecture``
     (vllm 0.34.0 ``model_arch_config_convertor.py:508-524``). None for other model types."""

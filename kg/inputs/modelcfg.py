@@ -91,7 +91,7 @@ class ModelFacts:
     checkpoint_kv_scales: bool = False     # the checkpoint ships KV-cache scales (kv_cache_scheme / kv_cache_quant_algo)
     num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
     layer_blocks: str = ""                 # NemotronH: one block per layer, M/*/-/E (modelaliases.nemotron_h_blocks)
-    mlp_gated: bool = True                 # gate/up/down MLPs and experts; NemotronH's relu2 ones have up/down only
+    mlp_gated: bool = True                 # gate/up/down MLPs; NemotronH, Falcon, GPT-2, OPT ... up/down only
     moe_latent_size: int | None = None     # NemotronH latent MoE: experts run in this width (nemotron_h.py:152-156)
     layer_ffn_sizes: list[int] = field(default_factory=list)  # Nemotron-NAS: MLP width per layer, 0 none; [] uniform
     max_position_embeddings: int | None = None
@@ -219,7 +219,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         for k in ("torch_dtype", "quantization_config", "model_type"):
             if k not in c and k in top:
                 c[k] = top[k]
-    from kg.inputs.modelaliases import apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks, nemotron_nas_blocks
+    from kg.inputs.modelaliases import (apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks,
+                                        nemotron_nas_blocks, ungated_mlp_width)
     c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
     for k in sorted(set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS)):  # config.json may hold Infinity / NaN
         v = c.get(k)
@@ -337,7 +338,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     if isinstance(n_experts, int) and n_experts > 1:
         expert_inter = moe_inter or inter
     dense_inter = _int(c, "intermediate_size_mlp", name) if is_llama4 else None
-    dense_inter = dense_inter or inter
+    ungated = ungated_mlp_width(c, model_type, hidden)
+    dense_inter = ungated or dense_inter or inter
     return ModelFacts(
         **vision_facts(top),
         name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
@@ -365,7 +367,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe, layer_blocks=blocks,
         # NemotronHMLP is up_proj/down_proj (nemotron_h.py:109-124); its experts load up/down only (:237, :244)
-        mlp_gated=not blocks, layer_ffn_sizes=nas["ffn"] if nas else [], moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
+        mlp_gated=not (blocks or ungated), layer_ffn_sizes=nas["ffn"] if nas else [], moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,
