@@ -108,3 +108,22 @@ def test_ungated_mlps_count_two_matrices():
     llama = parse_config({"model_type": "llama", "hidden_size": 768, "num_hidden_layers": 12,
                           "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 50272})
     assert llama.mlp_gated and group_params(llama)["dense_mlp"] == 3 * 768 * 3072 * 12
+
+
+# Kimi-K3 (kimi_linear text config): 69 of its 93 layers are Kimi Delta Attention (linear_attn_config.kda_layers,
+# 1-based; vllm 0.34.0 configs/kimi_linear.py:225-229) with a state, not an MLA cache; its routed experts run in
+# routed_expert_hidden_size 3584 (models/kimi_k3/nvidia/model.py:386-392, :555). It was sized as 93 MLA layers
+# (107,136 KV bytes/token) and 7168-wide experts (5.47 T parameters).
+def test_kimi_k3_kda_layers_hold_state_and_its_experts_run_in_the_latent_width():
+    from kg.derive.kv import kv_layout
+    from kg.derive.weights import group_params
+    from kg.engines.vllm.kv_plan import _gdn_state_bytes, ssm_state_dtype_bytes
+    m = model("moonshotai/Kimi-K3")
+    assert (m.layer_kinds.count("full"), m.layer_kinds.count("linear"), m.layer_kinds[3]) == (24, 69, "full")
+    assert kv_layout(m, tp_size=8).bytes_per_token_model == 24 * 576 * 2
+    # TP 8: conv 96 x 128 x 3 / 8 = 4,608 x (kernel 4 - 1) x 2 B = 27,648; recurrent 12 x 128 x 128 x 4 B (float32)
+    assert ssm_state_dtype_bytes(m) == (2.0, 4.0)
+    assert _gdn_state_bytes(m.linear_attention, 8, *ssm_state_dtype_bytes(m)) == 27_648 + 786_432
+    g = group_params(m)
+    # 92 MoE layers x 896 experts x 3 x 3584 x 3072; router 92 x (7168 x 896 + 2 x 7168 x 3584)
+    assert (g["experts"], g["router"]) == (2_722_740_830_208, 5_317_853_184)

@@ -341,10 +341,13 @@ def group_params(model: ModelFacts) -> dict[str, int]:
     experts = shared = router = 0
     if n_moe:
         e_inter = model.expert_intermediate_size or model.intermediate_size or 4 * h
-        experts = n_moe * 3 * h * e_inter * (model.num_experts or 1)
+        # a latent MoE (Kimi-K3 routed_expert_hidden_size, vllm 0.34.0 models/kimi_k3/nvidia/model.py:386-392, :480-503, :555)
+        # runs its experts in the latent width between a down and an up projection, counted with the router
+        latent = model.moe_latent_size
+        experts = n_moe * 3 * (latent or h) * e_inter * (model.num_experts or 1)
         if model.shared_expert_intermediate_size:
             shared = n_moe * 3 * h * model.shared_expert_intermediate_size
-        router = n_moe * h * (model.num_experts or 1)
+        router = n_moe * (h * (model.num_experts or 1) + (2 * h * latent if latent else 0))
     emb = h * (model.vocab_size or 0)
     # layers without attention (Nemotron-NAS no_op blocks) hold none of its weights; per-layer MLP widths where set
     n_attn = L - model.layer_kinds.count("none")

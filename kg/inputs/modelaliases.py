@@ -145,6 +145,26 @@ def ungated_mlp_width(c: dict[str, Any], model_type: str, hidden: int) -> int | 
     return (given(key) or 4 * hidden) if key else None
 
 
+def kimi_kda_layers(c: dict[str, Any], layers: int) -> tuple[list[str], dict[str, Any]] | None:
+    """Kimi-Linear / Kimi-K3 ``linear_attn_config``: (the layer kinds, the KDA state sizes) or None without one.
+    Layer i is a Kimi Delta Attention layer, with a per-request state and no KV cache, when ``i + 1`` is in
+    ``kda_layers`` (vllm 0.34.0 transformers_utils/configs/kimi_linear.py:225-229), else MLA. A KDA state has the
+    Gated DeltaNet shape with ``num_heads`` key and value heads of ``head_dim`` and ``short_conv_kernel_size``
+    (layers/mamba/mamba_utils.py:304-327 against :280-301), its recurrent part in float32 unless
+    --mamba-ssm-cache-dtype says otherwise (:141-155)."""
+    lac = c.get("linear_attn_config")
+    if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
+        return None
+    kda = {i for i in lac["kda_layers"] if isinstance(i, int) and not isinstance(i, bool)}
+    kinds = ["linear" if i + 1 in kda else "full" for i in range(layers)]
+    heads, dim, conv = lac.get("num_heads"), lac.get("head_dim"), lac.get("short_conv_kernel_size", 4)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 20 for v in (heads, dim, conv)):
+        return kinds, {}
+    return kinds, {"kind": "gdn", "variant": "kda", "linear_num_key_heads": heads, "linear_num_value_heads": heads,
+                   "linear_key_head_dim": dim, "linear_value_head_dim": dim, "conv_kernel": conv,
+                   "ssm_cache_dtype": "float32"}
+
+
 def falcon_multi_query(c: dict[str, Any], model_type: str) -> bool | None:
     """For Falcon model types, whether vLLM caches one KV head: ``multi_query`` unless ``new_decoder_architecture``
     (vllm 0.34.0 ``model_arch_config_convertor.py:508-524``). None for other model types."""

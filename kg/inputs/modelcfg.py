@@ -92,7 +92,7 @@ class ModelFacts:
     num_moe_layers: int = 0                # decoder layers whose MLP is a mixture of experts
     layer_blocks: str = ""                 # NemotronH: one block per layer, M/*/-/E (modelaliases.nemotron_h_blocks)
     mlp_gated: bool = True                 # gate/up/down MLPs; NemotronH, Falcon, GPT-2, OPT ... up/down only
-    moe_latent_size: int | None = None     # NemotronH latent MoE: experts run in this width (nemotron_h.py:152-156)
+    moe_latent_size: int | None = None     # latent MoE: experts run in this width (NemotronH, Kimi-K3 routed_expert_hidden_size)
     layer_ffn_sizes: list[int] = field(default_factory=list)  # Nemotron-NAS: MLP width per layer, 0 none; [] uniform
     max_position_embeddings: int | None = None
     vocab_size: int | None = None
@@ -220,7 +220,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             if k not in c and k in top:
                 c[k] = top[k]
     from kg.inputs.modelaliases import (apply_aliases, falcon_multi_query, kv_head_keys, nemotron_h_blocks,
-                                        nemotron_nas_blocks, ungated_mlp_width)
+                                        nemotron_nas_blocks, ungated_mlp_width, kimi_kda_layers)
     c, alias_notes = apply_aliases(c, str(c.get("model_type") or top.get("model_type") or ""))
     for k in sorted(set(VLLM_LENGTH_KEYS) | set(SGLANG_LENGTH_KEYS)):  # config.json may hold Infinity / NaN
         v = c.get(k)
@@ -289,6 +289,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
             _int(c, key, name)  # a string or 1e400 here is a one-line error, not a crash in layer_kinds
     kinds = layer_kinds(c, model_type, layers, bool(sw))
     kinds = [k if a else "none" for k, a in zip(kinds, nas["attention"])] if nas else kinds
+    kda = kimi_kda_layers(c, layers)
+    kinds = kda[0] if kda else kinds
     n_sliding = kinds.count("sliding")
     if n_sliding == 0:
         sw = None
@@ -352,7 +354,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         index_topk=_int(c, "index_topk", name) if is_mla else None,
         learnable_sink=bool(c.get("learnable_sink")) if is_mla else False,
         num_nextn_predict_layers=_int(c, "num_nextn_predict_layers", name) or _int(c, "mtp_num_hidden_layers", name) or 0,
-        linear_attention=_linear_attention(c, model_type),
+        linear_attention=kda[1] if kda else _linear_attention(c, model_type),
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter if isinstance(shared_inter, int) else None,
         num_experts=n_experts if isinstance(n_experts, int) else None,
@@ -367,7 +369,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         quant_group_size=qc.get("group_size") if isinstance(qc.get("group_size"), int) else None,
         quant_bits=bits, checkpoint_kv_scales=kv_scales, num_moe_layers=n_moe, layer_blocks=blocks,
         # NemotronHMLP is up_proj/down_proj (nemotron_h.py:109-124); its experts load up/down only (:237, :244)
-        mlp_gated=not (blocks or ungated), layer_ffn_sizes=nas["ffn"] if nas else [], moe_latent_size=_int(c, "moe_latent_size", name) if blocks else None,
+        mlp_gated=not (blocks or ungated), layer_ffn_sizes=nas["ffn"] if nas else [], moe_latent_size=_int(c, "moe_latent_size" if blocks else "routed_expert_hidden_size", name),
         max_position_embeddings=c.get("max_position_embeddings") if isinstance(c.get("max_position_embeddings"), int) else None,
         vocab_size=c.get("vocab_size") if isinstance(c.get("vocab_size"), int) else None,
         expert_intermediate_size=expert_inter, dense_intermediate_size=dense_inter,

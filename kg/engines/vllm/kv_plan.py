@@ -557,14 +557,14 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
         dtype_b = float(model.dtype_bytes)
         if la.get("kind") == "gdn":
             conv_b, ssm_b = ssm_state_dtype_bytes(model, mamba_cache_dtype, mamba_ssm_cache_dtype)
-            state, lin_kind = _gdn_state_bytes(la, tp_size, conv_b, ssm_b), "gdn"
+            state, lin_kind = _gdn_state_bytes(la, tp_size, conv_b, ssm_b), "gdn"  # Kimi's KDA: the same shape
         elif la.get("kind") == "mamba2":
             state, lin_kind = _mamba2_state_bytes(la, tp_size, dtype_b), "mamba2"
         else:
             notes.append("linear-attention layers without known state sizes: not counted")
         prefix_on = True if enable_prefix_caching is None else bool(enable_prefix_caching)
         cc = 9.0 if gpu_compute_capability is None else float(gpu_compute_capability)
-        flashinfer_gdn = lin_kind == "gdn" and prefix_on and (
+        flashinfer_gdn = lin_kind == "gdn" and la.get("variant") != "kda" and prefix_on and (
             9.0 <= cc < 10.0 or (cc >= 10.0 and la.get("linear_key_head_dim") == 128))
         if flashinfer_gdn:
             checkpoint_pages = 1
@@ -577,11 +577,11 @@ def plan_kv_cache(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_siz
             need = align * cdiv(state, align * int(per_tok))
             if need > block:
                 notes.append(f"attention block raised to {need} tokens so its page ({need} x {int(per_tok):,} B) "
-                             f"holds one {lin_kind.upper()} state of {state:,} B (vLLM 0.33.0 platforms/interface.py:1084-1104)")
+                             f"holds one {la.get('variant', lin_kind).upper()} state of {state:,} B (vLLM 0.33.0 platforms/interface.py:1084-1104)")
                 block = need
             if int(per_tok * block) > state:
                 # vLLM logs "Padding mamba page size by X% ..." (platforms/interface.py:1114-1131)
-                notes.append(f"{lin_kind.upper()} state page padded by "
+                notes.append(f"{la.get('variant', lin_kind).upper()} state page padded by "
                              f"{100 * (int(per_tok * block) - state) / state:.2f}% to the attention page "
                              f"({int(per_tok * block):,} B)")
     page = int(per_tok * block)
