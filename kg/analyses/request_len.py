@@ -3,7 +3,8 @@ figure at ``max_model_len``: a 128k engine serving 32k requests holds about four
 
 The same accounting as the max_model_len figure, at another length: vLLM V1's per-layer plan (its blocks per
 request at that length, ``KVPlan.request_blocks``; vllm 0.33.0 ``get_max_concurrency_for_kv_cache_config`` divides
-the pool's blocks by one request's), SGLang's token pool (tokens / length, capped by its max running requests),
+the pool's blocks by one request's), SGLang's token pool (tokens / length, capped by its max running requests), an engine's whole blocks
+(``kv_blocks_for_requests``: TensorRT-LLM, LMDeploy),
 else the budget over one sequence's bytes (``kg.derive.kv.sequence_bytes_per_gpu``: sliding layers capped at their
 window, DCP-sharded). Data-parallel totals multiply as the max_model_len figure does.
 """
@@ -27,6 +28,9 @@ def concurrency_at(request_len: int, derived: dict[str, Any], plan: Any, layout:
         cap = derived.get("max_running_requests")
         conc = tokens / request_len
         return round(min(conc, cap) if cap else conc, 2)
+    if derived.get("kv_blocks_for_requests") is not None and derived.get("kv_block_size"):
+        # an engine that counts whole blocks of its own pool (TensorRT-LLM, LMDeploy): blocks / one request's
+        return round(derived["kv_blocks_for_requests"] / -(-request_len // int(derived["kv_block_size"])), 2)
     per_req = sequence_bytes_per_gpu(layout, request_len)
     return round(budget / per_req, 2) if per_req else None
 

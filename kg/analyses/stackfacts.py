@@ -32,7 +32,7 @@ from kg.derive.kv import (GIB, UnmodelledKVDtype, checked_kv_budget_gib, compute
                           kv_capacity, kv_layout, request_kv_bytes_per_gpu, valid_tp_sizes)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engines import of
-from kg.engines.base import Engine
+from kg.engines.base import Engine, NotEvaluable
 from kg.inputs.launch.argv import flag_defaults
 from kg.inputs.stack import Stack
 
@@ -374,9 +374,12 @@ def _capacity(ctx: KVContext) -> None:
     # max_model_len_effective: the given length, else the engine's default (SGLang: the model's context length)
     cap = kv_capacity(lay_dcp, budget, derived.get("max_model_len_effective"), block, null)  # null block held back
     derived["kv_null_block_bytes"] = round(null)
-    cap = eng.capacity(cap, ctx)  # the engine's own pools (SGLang)
+    cap = eng.capacity(cap, ctx)  # the engine's own pools (SGLang, TensorRT-LLM, LMDeploy)
     derived["kv_block_size"] = block
     derived["kv_budget_bytes_per_gpu"] = round(budget)
+    if isinstance(cap, NotEvaluable):  # the engine's pool needs a fact optkg lacks: no token count, not vLLM's
+        derived["kv_capacity_not_evaluable"] = cap.reason
+        return
     derived["kv_tokens_per_gpu"] = cap.kv_tokens_per_gpu
     derived["kv_tokens_total"] = cap.kv_tokens_total
     pc = None

@@ -225,7 +225,8 @@ class Engine:
         return {}
 
     def capacity(self, cap: Any, ctx: Any) -> Any:
-        """The KV capacity (``kg.derive.kv.KVCapacity``) in the engine's own pools; ``ctx`` is the step's context
+        """The KV capacity (``kg.derive.kv.KVCapacity``) in the engine's own pools, or ``NotEvaluable(reason)`` when
+        the pool needs a fact optkg lacks (no token count is reported then); ``ctx`` is the step's context
         (kg.analyses.stackfacts.KVContext): the per-token capacity as it is."""
         return cap
 

@@ -149,6 +149,9 @@ def render_check_text(d: dict[str, Any], explain: bool = False, verbose: bool = 
                 continue  # one kind of layer: the groups say nothing the rows above do not
             elif key in dv:
                 out.append(f"  {label:<42} {fmt_num(dv[key], REPORT)}")
+            elif key == "kv_tokens_per_gpu" and dv.get("kv_capacity_not_evaluable"):  # the engine's pool lacks a fact
+                out.append(_wrap(f"not evaluable: {dv['kv_capacity_not_evaluable']}", " " * 45,
+                                 first=f"  {label:<42} "))
         if "valid_dcp_sizes" in dv:
             if dv.get("dcp_possible"):
                 out.append(f"  {'valid DCP sizes':<42} {fmt_num(dv['valid_dcp_sizes'], REPORT)}")

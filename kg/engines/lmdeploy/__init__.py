@@ -4,13 +4,14 @@ Data: ``catalog/engines/lmdeploy.yaml`` (lmdeploy 0.18.0 ``lmdeploy/cli/serve.py
 flags and defaults; ``--quant-policy`` 0/4/8/16/17 (or none/int4/int8/fp8/fp8_e5m2) becomes the stack's
 ``kv_cache_dtype``; catalog/support/lmdeploy-turbomind-archs.yaml says which backend runs a model. Its commands are
 read by the flag table alone (the protocol's default ``read_launch``). Modules: ``budget`` (``--cache-max-entry-count``
-as a fraction of the memory free after the weights are loaded, per backend, or TurboMind's block count).
+as a fraction of the memory free after the weights are loaded, per backend, or TurboMind's block count), ``kv`` (that
+memory in blocks of --cache-block-seq-len tokens, or not evaluable).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine
+from kg.engines.base import Engine, NotEvaluable
 
 # lmdeploy 0.18.0 lmdeploy/utils.py:404-421 get_max_batch_size: max_batch_size by the CUDA device's name, else 128
 MAX_BATCH_SIZE = {"a100": 384, "a800": 384, "h100": 1024, "h800": 1024, "l20y": 1024, "h200": 1024}
@@ -77,6 +78,25 @@ class LMDeploy(Engine):
     def weight_share_bytes(self, total_memory_bytes: float, fraction: float) -> float:
         """The whole device: the fraction is of the memory left after loading (kg.engines.lmdeploy.budget)."""
         return float(total_memory_bytes)
+
+    def kv_plan(self, stack: Any, ns: dict[str, Any], model: Any, tp: int, pp: int, dcp: int, kv_cache_dtype: str,
+                max_model_len: int, max_num_batched_tokens: int, draft_layers: int = 0) -> Any:
+        """None: LMDeploy cuts its budget into blocks of --cache-block-seq-len tokens (``capacity``), not by vLLM's
+        per-layer plan."""
+        return None
+
+    def capacity(self, cap: Any, ctx: Any) -> Any:
+        """LMDeploy's pool (kg.engines.lmdeploy.kv.pool) on the stack's backend, or ``NotEvaluable`` with the fact it
+        lacks."""
+        from kg.engines.lmdeploy.kv import block_bytes, not_evaluable, pool
+        backend = self.backend(ctx.stack, ctx.ns) or "pytorch"
+        reason = not_evaluable(ctx.model, ctx.attention_tp, backend, ctx.kv_cache_dtype)
+        if reason:
+            return NotEvaluable(reason)
+        nbytes = block_bytes(ctx.layout, ctx.model, ctx.block_size, ctx.kv_cache_dtype)
+        nbytes += int(float(ctx.derived.get("draft_kv_bytes_per_token_per_gpu") or 0) * ctx.block_size)
+        return pool(ctx.budget, nbytes, ctx.block_size, ctx.derived.get("max_model_len_effective"), backend,
+                    ctx.derived)
 
     def budget(self, inp: Any) -> Any:
         from kg.engines.lmdeploy.budget import budget

@@ -2,13 +2,14 @@
 
 Data: ``catalog/engines/trtllm.yaml`` (click options of ``trtllm-serve serve`` and the LLM-API keys optkg models).
 Modules: ``launch`` (the command with its ``--extra_llm_api_options`` / ``--config`` YAML, and an LLM-API YAML
-read on its own), ``budget`` (its cache as a fraction of the memory free after the profiling run).
+read on its own), ``budget`` (its cache as a fraction of the memory free after the profiling run), ``kv`` (that
+memory in tokens_per_block blocks, or not evaluable).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from kg.engines.base import Engine, SpeedBackend, dp_pool_totals
+from kg.engines.base import Engine, NotEvaluable, SpeedBackend, dp_pool_totals
 
 
 class TensorRTLLM(Engine):
@@ -52,6 +53,26 @@ class TensorRTLLM(Engine):
     def budget(self, inp: Any) -> Any:
         from kg.engines.trtllm.budget import budget
         return budget(inp)
+
+    # ---- KV pool: tokens_per_block blocks of the budget, no vLLM plan (kg.engines.trtllm.kv)
+    def kv_plan(self, stack: Any, ns: dict[str, Any], model: Any, tp: int, pp: int, dcp: int, kv_cache_dtype: str,
+                max_model_len: int, max_num_batched_tokens: int, draft_layers: int = 0) -> Any:
+        """None: TensorRT-LLM sizes its pool from max_tokens in tokens_per_block blocks (``capacity``), not by
+        vLLM's per-layer plan."""
+        return None
+
+    def capacity(self, cap: Any, ctx: Any) -> Any:
+        """TensorRT-LLM's pool (kg.engines.trtllm.kv.pool), or ``NotEvaluable`` with the fact it lacks."""
+        from kg.engines.trtllm.kv import caps_given, not_evaluable, pool
+        chunked = ctx.ns.get("enable_chunked_prefill")
+        reason = not_evaluable(ctx.model, ctx.attention_tp, ctx.kv_cache_dtype, "prefix-caching" in ctx.stack.techniques,
+                               None if chunked is None else bool(chunked))
+        given = caps_given(ctx.stack)
+        if reason or given:
+            return NotEvaluable(reason or f"TensorRT-LLM's pool under {given} (a cap optkg does not read)")
+        per_token = ctx.layout_dcp.bytes_per_token_per_gpu + float(ctx.derived.get("draft_kv_bytes_per_token_per_gpu")
+                                                                   or 0)
+        return pool(ctx.budget, per_token, ctx.block_size, ctx.derived.get("max_model_len_effective"), ctx.derived)
 
     # ---- attention DP: every rank runs attention whole on its own requests
     total_counts_every_dp_pool = True  # kv_tokens_total counts every attention-DP rank's pool
