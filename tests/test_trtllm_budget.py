@@ -37,7 +37,9 @@ def test_issue_command_uses_the_fraction_of_free_memory():
     assert "(1 - free_gpu_memory_fraction 0.5)" in lines["held back"]["basis"]
     assert "_cal_max_memory" in lines["held back"]["source"] and "release not pinned" in lines["held back"]["source"]
     assert dv["kv_budget_utilization_source"].startswith("given (--kv_cache_free_gpu_memory_fraction")
-    assert dv["kv_tokens_per_gpu"] == math.floor(0.5 * free) // (16 * 48_128) * 16
+    # TP 8 over 4 KV heads: TensorRT-LLM's token estimate counts half heads, its pools whole ones, so its pool is not
+    # evaluable (kg.engines.trtllm.kv); before, vLLM's plan gave floor(0.5 x free) // (16 x 48,128) x 16 tokens
+    assert "kv_tokens_per_gpu" not in dv and "over 4 KV heads" in dv["kv_capacity_not_evaluable"]
 
 
 def test_default_fraction_is_0_9_of_free_memory():
@@ -80,6 +82,10 @@ def test_trtllm_attention_dp_caches_each_ranks_own_requests(tmp_path):
     d = _r1_adp(tmp_path)
     dv = d["derived"]
     assert dv["kv_replication"] == 1 and dv["kv_bytes_per_token_per_gpu"] == 61 * 576 == 35_136
+    # an fp8 MLA cache with block reuse on and chunked prefill not on: whether the release reserves the context-MLA
+    # workspace out of the pool decides it (kg.engines.trtllm.kv): no token count; with chunked prefill there is none
+    assert "context-MLA attention workspace" in dv["kv_capacity_not_evaluable"]
+    dv = _r1_adp(tmp_path, enable_chunked_prefill=True)["derived"]
     assert dv["kv_tokens_total"] == 8 * dv["kv_tokens_per_gpu"]
     assert dv["kv_tokens_total_basis"] == "x dp 8: one pool per attention-DP rank"
     assert dv["max_concurrency"] == round(8 * dv["max_concurrency_per_attention_group"], 2)
@@ -91,7 +97,7 @@ def test_trtllm_attention_dp_caches_each_ranks_own_requests(tmp_path):
 
 
 def test_trtllm_without_attention_dp_still_duplicates_the_mla_latent(tmp_path):
-    d = _r1_adp(tmp_path, enable_attention_dp=False)
+    d = _r1_adp(tmp_path, enable_attention_dp=False, enable_chunked_prefill=True)
     dv = d["derived"]
     assert dv["kv_replication"] == 8 and dv["kv_tokens_total"] == dv["kv_tokens_per_gpu"]
     assert "weight_bytes_attention_replicated_per_gpu" not in dv

@@ -45,10 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="vLLM's flag: size sliding-window and chunked layers as full attention (--no-...: "
                         "ask for the manager explicitly; vLLM >= 0.13.0 refuses to start where it cannot have it)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "lmdeploy"), default="vllm",
                    help="sglang: SGLang 0.5.23's pools for --kv-budget-gib or --gpu's SGLang budget (the token pool "
                         "over the full-attention layers; the SWA pool or the Mamba / GDN state pool and the running "
-                        "requests it allows), without vLLM's block lines")
+                        "requests it allows), without vLLM's block lines; trtllm / lmdeploy: refused (their pools "
+                        "are in `optkg check --cmd`)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -72,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kv_budget_gib is not None:  # as check / fit / sweep check it (at most the --gpu's memory: below)
         from kg.derive.kv import checked_kv_budget_gib
         args.kv_budget_gib = checked_kv_budget_gib(args.kv_budget_gib, "--kv-budget-gib")
+    if not get(args.engine).kv_command:  # no vLLM plan for it: its own pool is check's (kg.engines.<engine>.kv)
+        raise OptkgError(f"--engine {args.engine}: `optkg kv` reports vLLM's plan and SGLang's pools; "
+                         f"{get(args.engine).title}'s KV pool is in `optkg check --cmd '<its launch command>' --gpu NAME`")
     model = load_config_file(args.config) if args.config else resolve_model(args.model)
     hardware, budget = None, None
     if args.count is not None and (args.count < 1 or args.count < args.tp * args.pp):

@@ -72,6 +72,7 @@ class Engine:
     log_priority = 100  # startup logs are offered to the engines in this order (lower first)
     decode_context_parallel = True  # False: no DCP in any release (has_dcp False, dcp_sizes [1])
     keeps_null_block = True  # its block pool holds one block back as the null block (vLLM >= 0.29.0)
+    kv_command = True  # `optkg kv --engine` reports it (vLLM's plan, with kv_report_extras); False: check's pool only
 
     def __repr__(self) -> str:
         return f"<engine {self.name}>"

@@ -22,6 +22,7 @@ class LMDeploy(Engine):
     name = "lmdeploy"
     decode_context_parallel = False
     keeps_null_block = False
+    kv_command = False  # its pool is not vLLM's plan: `optkg kv` refuses it, check reports it (kv.py)
     title = "LMDeploy"
     fraction_given_source = ("given (--cache-max-entry-count): a fraction of the memory free after the weights are "
                              "loaded")

@@ -16,6 +16,7 @@ class TensorRTLLM(Engine):
     name = "trtllm"
     decode_context_parallel = False
     keeps_null_block = False
+    kv_command = False  # its pool is not vLLM's plan: `optkg kv` refuses it, check reports it (kv.py)
     title = "TensorRT-LLM"
     fraction_given_source = ("given (--kv_cache_free_gpu_memory_fraction / --free_gpu_memory_fraction / "
                              "kv_cache_config.free_gpu_memory_fraction): a fraction of the memory free after loading")

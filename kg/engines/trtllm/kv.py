@@ -23,8 +23,9 @@ snapshot is 2.5 GB, over the fetch limit; so no release is pinned, as for the bu
   whole blocks of the budget (floor): the releases differ from it by at most one block.
 
 So, per GPU: ``tokens = floor(budget / (bytes/token x tokens_per_block)) x tokens_per_block`` (bytes/token with
-the draft's layers when a draft model runs, ``_get_kv_size_per_token``), and a request of ``max_seq_len`` tokens holds ``ceil(max_seq_len / tokens_per_block)`` blocks
-(the default GUARANTEED_NO_EVICT scheduler reserves them all at admission).
+the draft's layers when a draft model runs, ``_get_kv_size_per_token``), and a request of ``max_seq_len`` tokens
+holds ``ceil(max_seq_len / tokens_per_block)`` blocks (optkg's reading of the default GUARANTEED_NO_EVICT capacity
+scheduler, which admits a request only when its blocks to the end fit).
 
 Not evaluable (a number would be vLLM's or a guess): sliding-window layers (TensorRT-LLM keeps one pool per
 attention-window size and splits the memory between them, the VSWA path, ``is_vswa`` in
@@ -32,10 +33,9 @@ attention-window size and splits the memory between them, the VSWA path, ``is_vs
 models (a cross-attention pool, ``cross_kv_cache_fraction``), chunked local attention, sparse-attention (DSA) models
 (their own managers, ``get_sparse_attn_kv_cache_manager``), MLA with an fp8 cache (00043967 reserves the fp8
 context-MLA workspace, ``get_mla_context_workspace_reserve``, out of the pool when block reuse is on and chunked
-prefill off; whether a release does is not read),
-and TP over the model's KV
-heads (``get_cache_size_per_token`` estimates ``head_dim x num_kv_heads // tp_size`` per layer, fractional heads,
-while the pools hold whole heads: which one bounds the pool is not read here).
+prefill off; whether a release does is not read), and TP over the model's KV heads (``get_cache_size_per_token``
+estimates ``head_dim x num_kv_heads // tp_size`` per layer, fractional heads, while the pools hold whole heads: which
+one bounds the pool is not read here).
 """
 from __future__ import annotations
 
@@ -90,11 +90,12 @@ def pool(budget: float, bytes_per_token: float, tokens_per_block: int, max_seq_l
          derived: dict[str, Any] | None = None) -> KVCapacity:
     """TensorRT-LLM's pool on one GPU (module doc): whole blocks of ``tokens_per_block`` in the budget, the requests
     of ``max_seq_len`` tokens it holds, and the longest request (the whole pool). ``derived`` (check's facts) gets
-    ``kv_num_blocks``, ``kv_blocks_for_requests`` and ``kv_capacity_source``."""
+    ``kv_num_blocks``, ``kv_blocks_for_requests``, ``kv_bytes_per_block`` and ``kv_capacity_source``."""
     blocks = int(float(budget) // (bytes_per_token * tokens_per_block)) if bytes_per_token else 0
     tokens = blocks * tokens_per_block
     conc = round(blocks / math.ceil(max_seq_len / tokens_per_block), 2) if max_seq_len else None
     if derived is not None:
         derived.update(kv_num_blocks=blocks, kv_blocks_for_requests=blocks,
+                       kv_bytes_per_block=round(bytes_per_token * tokens_per_block),
                        kv_capacity_source=f"{POOL_SOURCE}; {TOKENS_PER_BLOCK_SOURCE}")
     return KVCapacity(budget, tokens_per_block, tokens, tokens, max_seq_len, conc, tokens)
