@@ -52,6 +52,15 @@ def test_trtllm_pool_is_whole_tokens_per_block_blocks_not_vllms_plan():
     assert "tokens_for_budget" in d["kv_capacity_source"] and "llm_args.py:4288" in d["kv_capacity_source"]
 
 
+def test_trtllm_keeps_every_token_of_llama4_chunked_layers():
+    # Llama-4-Scout at TP 4: 48 layers x 2 KV heads x 128 x 2 x 2 B = 49,152 B a token, 1,572,864 B a 32-token block;
+    # 53,687,091,200 // 1,572,864 = 34,133 blocks = 1,092,256 tokens, 65,536 / 32 = 2,048 blocks a request: 16.67.
+    # vLLM's plan capped the 36 chunked layers at the 8,192-token chunk: 2,056,026 tokens, 31.37 requests
+    d = _check("trtllm-serve meta-llama/Llama-4-Scout-17B-16E-Instruct --tp_size 4 --max_seq_len 65536",
+               "--kv-budget-gib", "50", "--count", "4")
+    assert (d["kv_num_blocks"], d["kv_tokens_per_gpu"], d["max_concurrency"]) == (34_133, 1_092_256, 16.67)
+
+
 @pytest.mark.parametrize("backend, expected", [
     ("", (64, 6_400, 8_388_608, 409_600, 400.0, 409_600, 200.0)),                 # TurboMind runs Llama
     (" --backend pytorch", (64, 6_400, 8_388_608, 409_600, 399.94, 409_472, 199.97)),  # one block reserved

@@ -516,6 +516,9 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
                     "reasons": [f"one request of {wl.isl + wl.osl:,} tokens (isl + osl) does not fit in the KV cache "
                                 f"({int(pool_all / n_sched):,} tokens per scheduler)"]}
         run_cap = kv_req
+    elif d.get("kv_capacity_not_evaluable"):  # the engine's own pool lacks a fact (kg.engines.trtllm.kv)
+        notes.append(f"KV capacity not evaluable ({d['kv_capacity_not_evaluable']}): running requests not capped by "
+                     "the KV cache")
     else:
         notes.append("KV capacity unknown (no budget): running requests not capped by the KV cache")
     seqs = _setting(report, values, mapping.running_setting)

@@ -27,10 +27,15 @@ the draft's layers when a draft model runs, ``_get_kv_size_per_token``), and a r
 holds ``ceil(max_seq_len / tokens_per_block)`` blocks (optkg's reading of the default GUARANTEED_NO_EVICT capacity
 scheduler, which admits a request only when its blocks to the end fit).
 
+Chunked local attention (Llama 4) is no window to the KV manager: ``LlamaAttention`` passes Llama 4's layers to
+``Attention`` with no window or chunk (``tensorrt_llm/_torch/models/modeling_llama.py`` at 012cf909; newer text hands
+``attention_chunk_size`` to the attention kernel only), and the pools' windows come from ``max_attention_window``
+alone, so every layer keeps every token (vLLM's plan capped the chunked layers' blocks, counting more tokens).
+
 Not evaluable (a number would be vLLM's or a guess): sliding-window layers (TensorRT-LLM keeps one pool per
 attention-window size and splits the memory between them, the VSWA path, ``is_vswa`` in
 ``configure_kv_cache_capacity``), Mamba / linear-attention hybrids (a separate state manager), encoder-decoder
-models (a cross-attention pool, ``cross_kv_cache_fraction``), chunked local attention, sparse-attention (DSA) models
+models (a cross-attention pool, ``cross_kv_cache_fraction``), sparse-attention (DSA) models
 (their own managers, ``get_sparse_attn_kv_cache_manager``), MLA with an fp8 cache (00043967 reserves the fp8
 context-MLA workspace, ``get_mla_context_workspace_reserve``, out of the pool when block reuse is on and chunked
 prefill off; whether a release does is not read), and TP over the model's KV heads (``get_cache_size_per_token``
@@ -59,9 +64,9 @@ def not_evaluable(model: Any, tp: int, kv_cache_dtype: str, block_reuse: bool = 
         return "TensorRT-LLM's cross-attention pool share (cross_kv_cache_fraction) for an encoder-decoder model"
     if kinds & {"linear", "mamba"}:
         return "TensorRT-LLM's Mamba / linear-attention state manager beside the KV pool (hybrid model)"
-    if kinds & {"sliding", "chunked"} or getattr(model, "attention_chunk_size", None):
+    if "sliding" in kinds:
         return ("how TensorRT-LLM splits the memory between its per-window pools (VSWA) for the model's "
-                "sliding-window / chunked layers")
+                "sliding-window layers")
     if getattr(model, "index_head_dim", None):
         return "TensorRT-LLM's sparse-attention (DSA) KV manager and its indexer cache"
     # 00043967 reserves the workspace when block reuse can grow it past the profiled floor: reuse on, chunked

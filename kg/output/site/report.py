@@ -60,6 +60,8 @@ def _kv(dv: dict[str, Any]) -> str:
             label = f"KV tokens, all pools ({basis})" if basis.startswith("x dp") else f"KV tokens, scheduler-wide ({basis})"
         if key in dv:
             rows.append([esc(label), esc(fmt_num(dv[key], REPORT))])
+        elif key == "kv_tokens_per_gpu" and dv.get("kv_capacity_not_evaluable"):  # the engine's pool lacks a fact
+            rows.append([esc(label), esc(f"not evaluable: {dv['kv_capacity_not_evaluable']}")])
         if key == "kv_replication" and "kv_budget_bytes_per_gpu" in dv:
             gib = dv["kv_budget_bytes_per_gpu"] / 2**30
             if str(dv.get("kv_budget_source", "")).startswith("estimated"):
