@@ -18,9 +18,10 @@ snapshot is 2.5 GB, over the fetch limit; so no release is pinned, as for the bu
   ``CacheCost`` at 00043967 (the same commit; the KVCacheManager path, V2 only for Gemma-4 hybrids and hybrid
   linear models unless ``use_kv_cache_manager_v2`` is set, ``_non_hybrid_kv_cache_manager_cls``);
 - older text of the same file (the code index holds it beside 00043967's, commit not given) had
-  ``int(kv_cache_max_memory // self._get_kv_size_per_token())``, and ``KVCacheManager.calculate_max_num_blocks``
-  ``blocks_in_primary_pool = math.ceil(max_tokens / tokens_per_block)`` (``resource_manager.py``). optkg counts
-  whole blocks of the budget (floor): the releases differ from it by at most one block.
+  ``int(kv_cache_max_memory // self._get_kv_size_per_token())``; ``KVCacheManager.calculate_max_num_blocks``
+  (``resource_manager.py``) rounds the blocks up in older text (``math.ceil(max_tokens / tokens_per_block)``) and
+  down in newer (``int(max_tokens // tokens_per_block)``, both as the code index holds them, commits not given).
+  optkg counts whole blocks of the budget (floor): a release differs from it by at most one block.
 
 So, per GPU: ``tokens = floor(budget / (bytes/token x tokens_per_block)) x tokens_per_block`` (bytes/token with
 the draft's layers when a draft model runs, ``_get_kv_size_per_token``), and a request of ``max_seq_len`` tokens
@@ -39,8 +40,9 @@ models (a cross-attention pool, ``cross_kv_cache_fraction``), sparse-attention (
 (their own managers, ``get_sparse_attn_kv_cache_manager``), MLA with an fp8 cache (00043967 reserves the fp8
 context-MLA workspace, ``get_mla_context_workspace_reserve``, out of the pool when block reuse is on and chunked
 prefill off; whether a release does is not read), and TP over the model's KV heads (``get_cache_size_per_token``
-estimates ``head_dim x num_kv_heads // tp_size`` per layer, fractional heads, while the pools hold whole heads: which
-one bounds the pool is not read here).
+estimates ``head_dim x num_kv_heads // tp_size`` per layer, fractional heads, in every text the index holds, while the
+pools hold ``(num_kv_heads + tp_size - 1) // tp_size`` whole heads, ``num_kv_heads_per_layer``,
+``resource_manager.py`` at 001541ba: which one bounds the pool is decided in C++ not read here).
 """
 from __future__ import annotations
 
