@@ -1,5 +1,5 @@
 """catalog/support/*.yaml are read on every `optkg check`: their parsed content is cached (kg.core.cache, keyed on
-every file's path, size and mtime) and still checked on a cache hit; an edited file is parsed again."""
+every file's name in the folder and its content) and still checked on a cache hit; an edited file is parsed again."""
 import os
 import shutil
 

@@ -220,11 +220,22 @@ def _unlink(p: str) -> int:
 
 def source_digest(files: list[Path]) -> str:
     """sha256 over the names and the content digests of ``files`` (in the order given): the key of data built from
-    them. Each file's digest is SHA-256 of its bytes (``file_digest``)."""
-    parts = []
+    them. A file is named by its place in the folder that holds them all (``rooted``, ``common_folder``), so a copy
+    of that folder elsewhere has the same key; its digest is SHA-256 of its bytes (``file_digest``)."""
+    root = common_folder(files)
+    parts = [b"rooted\0"]
     for f in files:
-        parts += [str(f).encode(), b"\0", file_digest(f).encode(), b"\0"]
+        parts += [(rooted(f, root) if root else str(f)).encode(), b"\0", file_digest(f).encode(), b"\0"]
     return sha256_hex(parts)
+
+
+def common_folder(files: list[Path]) -> str:
+    """The deepest folder holding every one of ``files`` (as they are written: absolute or relative), or "" when
+    there is none (no files, or absolute and relative mixed)."""
+    try:
+        return os.path.commonpath([os.path.dirname(str(f)) for f in files]) if files else ""
+    except ValueError:
+        return ""
 
 
 # A file's content digest kept by its stat (git's index does the same: "racy git"): a warm ``check`` keyed its
@@ -281,18 +292,53 @@ def save_digests() -> None:
     _NEW_DIGESTS.clear()
 
 
+# Entries built from the files of one folder (the catalog, a rules folder) name those files by their place in the
+# folder, not by where the folder is: a copy of the folder elsewhere (a second checkout, a worktree, the catalog
+# copies the tests make) reads the same entry. The data holds the folder's paths (each technique's and rule's file,
+# a warning's file); they are written beside the folder they were built in (``"root"``) and moved to the reading
+# folder on a hit (``moved``). An entry whose data names its folder anywhere else (a message quoting a path) is
+# ``pinned``: another folder treats it as a miss, rebuilds, and gets exactly what a build there gives.
+def rooted(f: Path | str, root: Path | str) -> str:
+    """The name a cache key gives file ``f`` of folder ``root``: ``./`` and its path inside the folder (a ``str`` of a
+    ``Path`` never starts with ``./``), or its full path when it lies outside."""
+    s, r = str(f), str(root)
+    return "./" + s[len(r) + 1:] if s.startswith(r + os.sep) else s
+
+
+def moved(s: str, old: str, new: str) -> str:
+    """Path ``s`` with the folder ``old`` it lies in replaced by ``new``; ``s`` itself when it does not lie in ``old``."""
+    return new + s[len(old):] if old != new and s.startswith(old + os.sep) else s
+
+
+def mentions(data: Any, text: str) -> bool:
+    """True when any string of plain data ``data`` (a dict's keys too) contains ``text``."""
+    if isinstance(data, str):
+        return text in data
+    if isinstance(data, dict):
+        return any(mentions(k, text) or mentions(v, text) for k, v in data.items())
+    if isinstance(data, (list, tuple)):
+        return any(mentions(v, text) for v in data)
+    return False
+
+
 def built_from(kind: str, files: list[Path], build: Any) -> Any:
     """``build()`` (plain data parsed from ``files``), served from a content-keyed entry when one is valid.
 
-    The entry is ``<kind>-<digest>.json`` keyed on every byte of ``files`` (``source_digest``), so an edit
-    to any of them rebuilds it; reading it goes through ``read_data`` (private folder, no links, checksum),
+    The entry is ``<kind>-<digest>.json`` keyed on every byte of ``files`` and their names in their folder
+    (``source_digest``), so an edit to any of them rebuilds it, and a copy of the folder elsewhere reads it unless
+    the data names the folder (then it is pinned to it, see ``rooted``); reading it goes through ``read_data`` (private folder, no links, checksum),
     so a planted or damaged entry is only a miss. ``build`` raises as it would without a cache (its
     errors are never cached). Used for the shipped engine and release tables that every ``check`` reads.
     """
     key = source_digest(files)
     path = cache_file(f"{kind}-{key[:32]}.json")
-    data = read_data(path, kind, key)
-    if data is None:
-        data = build()
-        write_data(path, kind, key, data)
+    root = common_folder(files)
+    got = read_data(path, kind, key)
+    # the entry is {"root": the files' folder, "pinned": whether the data names it, "data": ...}: data that names
+    # its folder serves only that folder (a copy elsewhere rebuilds and gets its own paths), the rest any copy
+    if isinstance(got, dict) and sorted(got) == ["data", "pinned", "root"] and \
+            (got["pinned"] is False or got["root"] == root):
+        return got["data"]
+    data = build()
+    write_data(path, kind, key, {"root": root, "pinned": not root or mentions(data, root), "data": data})
     return data

@@ -406,41 +406,57 @@ def load_rules(kind: str, folder: Path | None = None, files: list[Path] | None =
     return RuleSet(kind, rules, thresholds), problems
 
 
-RULES_CACHE_VERSION = 2
+RULES_CACHE_VERSION = 3  # 3: files keyed by their place in the rules folder, entries move with it
 
 
-def _rules_cache_key(kind: str, files: list[Path]) -> str | None:
-    """Digest of ``kind``, this module's source and every rules file's name and content digest (None when
-    unreadable; kg.core.cache.file_digest: SHA-256 of the bytes, kept by the file's stat)."""
+def _rules_cache_key(kind: str, files: list[Path], folder: Path) -> str | None:
+    """Digest of ``kind``, this module's source and every rules file's name inside ``folder`` (kg.core.cache.rooted:
+    a copy of the folder elsewhere has the same key) and content digest (None when unreadable;
+    kg.core.cache.file_digest: SHA-256 of the bytes, kept by the file's stat)."""
     import hashlib
 
-    from kg.core.cache import file_digest
+    from kg.core.cache import file_digest, rooted
     try:
         h = hashlib.sha256(f"optkg-rules-{RULES_CACHE_VERSION}-2-{kind}".encode())
         h.update(file_digest(__file__).encode())  # a changed Rule/RuleSet shape never meets an old entry
         for f in files:
-            h.update(str(f).encode() + b"\0" + file_digest(f).encode() + b"\0")
+            h.update(rooted(f, folder).encode() + b"\0" + file_digest(f).encode() + b"\0")
     except OSError:
         return None
     return h.hexdigest()
 
 
-def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
-    """``rs`` as plain data for the cache (``_ruleset_from_data`` rebuilds it)."""
+def _ruleset_data(rs: RuleSet, folder: Path) -> dict[str, Any]:
+    """``rs`` (loaded from ``folder``) as plain data for the cache (``_ruleset_from_data`` rebuilds it). The folder
+    appears only in each rule's ``file``, which ``_ruleset_from_data`` moves to the folder it reads the entry for;
+    anywhere else it pins the entry to this folder (kg.core.cache.rooted)."""
     from dataclasses import fields
+
+    from kg.core.cache import mentions
     names = [f.name for f in fields(Rule)]
-    return {"kind": rs.kind, "thresholds": rs.thresholds,
-            "rules": [[getattr(r, n) for n in names] for r in rs.rules], "fields": names}
+    rows = [[getattr(r, n) for n in names] for r in rs.rules]
+    root = str(folder)
+    pinned = mentions(rs.thresholds, root) or mentions([[v for n, v in zip(names, row) if n != "file"] for row in rows], root)
+    return {"kind": rs.kind, "thresholds": rs.thresholds, "rules": rows, "fields": names, "root": root, "pinned": pinned}
 
 
-def _ruleset_from_data(d: Any, kind: str) -> RuleSet | None:
+def _ruleset_from_data(d: Any, kind: str, folder: Path) -> RuleSet | None:
     from dataclasses import fields
+
+    from kg.core.cache import moved
     names = [f.name for f in fields(Rule)]
     if not isinstance(d, dict) or d.get("kind") != kind or d.get("fields") != names:
         return None
     try:
-        return RuleSet(kind, [Rule(**dict(zip(names, row))) for row in d["rules"]], dict(d["thresholds"]))
-    except (TypeError, KeyError, ValueError):
+        old, new = d["root"], str(folder)
+        if not isinstance(old, str) or (d["pinned"] is not False and old != new):
+            return None
+        rules = [Rule(**dict(zip(names, row))) for row in d["rules"]]
+        if old != new:
+            for r in rules:
+                r.file = moved(r.file, old, new)
+        return RuleSet(kind, rules, dict(d["thresholds"]))
+    except (TypeError, KeyError, ValueError, AttributeError):
         return None
 
 
@@ -474,11 +490,11 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
     """
     folder = Path(folder) if folder else paths.rules_dir()
     files = folder_files(folder)
-    key = _rules_cache_key(kind, files)
+    key = _rules_cache_key(kind, files, folder)
     from kg.core import cache as _cache
     entry = _cache.cache_file(f"rules-{kind}-{key[:32]}.json") if key else None
     if entry is not None:
-        rs = _ruleset_from_data(_cache.read_data(entry, "rules", key), kind)
+        rs = _ruleset_from_data(_cache.read_data(entry, "rules", key), kind, folder)
         if rs is not None:
             _preload_trees(rs)
             return rs
@@ -489,7 +505,7 @@ def load_ruleset(kind: str, folder: Path | None = None) -> RuleSet:
         raise OptkgError(f"--rules {folder}: no '{kind}' rules in {len(files)} rules file(s) "
                          f"(each file names its ruleset: {', '.join(RULESET_KINDS)}); nothing could be checked")
     if entry is not None:
-        _cache.write_data(entry, "rules", key, _ruleset_data(rs))  # an unwritable cache folder only costs speed
+        _cache.write_data(entry, "rules", key, _ruleset_data(rs, folder))  # an unwritable cache folder only costs speed
     _preload_trees(rs)
     return rs
 

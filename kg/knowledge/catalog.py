@@ -34,7 +34,7 @@ from kg.knowledge.filechecks import (_duplicate_key_problems, _fast_validator, _
 from kg.knowledge.schema import technique_schema
 
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: files keyed by their place in the catalog folder, entries move with it
 
 
 @dataclass
@@ -188,10 +188,11 @@ def _read_techniques(context: tuple[Any, Any], chunk: list[Path]) -> list[tuple[
     return out
 
 
-def _file_digest(files: list[Path]) -> str:
-    """Digest of this cache's version, the modules that shape a Catalog and every file's name and content digest
+def _file_digest(files: list[Path], root: Path) -> str:
+    """Digest of this cache's version, the modules that shape a Catalog and every file's name inside ``root``
+    (kg.core.cache.rooted: a copy of the catalog elsewhere has the same key) and content digest
     (kg.core.cache.file_digest: SHA-256 of its bytes, kept by its stat)."""
-    from kg.core.cache import file_digest
+    from kg.core.cache import file_digest, rooted
     h = hashlib.sha256()
     h.update(f"optkg-catalog-{CACHE_VERSION}-2".encode())
     here = Path(__file__).parent
@@ -199,7 +200,7 @@ def _file_digest(files: list[Path]) -> str:
         with contextlib.suppress(OSError):  # a changed Catalog shape or check never meets an old entry
             h.update(file_digest(here / mod).encode())
     for f in files:
-        h.update(str(f).encode())
+        h.update(rooted(f, root).encode())
         h.update(b"\0")
         h.update(file_digest(f).encode())
         h.update(b"\0")
@@ -236,7 +237,7 @@ def load_catalog(root: Path | None = None, *, only: list[Path] | None = None,
         tech_files += [Path(f) for f in extra if Path(f).resolve() not in have]
     other = [root / "axes.yaml", root / "properties.yaml"] + sorted((root / "hardware").glob("*.yaml"))
     all_files = [f for f in other if f.is_file()] + tech_files
-    digest = _file_digest(all_files)
+    digest = _file_digest(all_files, root)
     cache = _cache_path(root, digest)
     if use_cache and only is None and not extra:
         from kg.core import cache as _cache

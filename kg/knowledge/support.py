@@ -114,13 +114,14 @@ def support_dir() -> Path:
 @lru_cache(maxsize=8)
 def _load_all(folder: str) -> tuple[SupportFile, ...]:
     """Every support file of ``folder``, checked. Their parsed content comes from the optkg cache (kg.core.cache,
-    checksummed JSON keyed on every file's path, size and mtime) when the files are unchanged: they are read on
-    every ``optkg check`` and YAML parsing was a large part of its start-up."""
+    checksummed JSON keyed on every file's name inside the folder and content digest, so a copy of the folder
+    elsewhere reads it too; the entry holds no path) when the files are unchanged: they are read on every
+    ``optkg check`` and YAML parsing was a large part of its start-up."""
     import hashlib
     from kg.core import cache
     files = sorted(Path(folder).glob("*.yaml"))
     try:
-        key = hashlib.sha256("\0".join(f"{f}\0{f.stat().st_size}\0{f.stat().st_mtime_ns}" for f in files)
+        key = hashlib.sha256("\0".join(f"{cache.rooted(f, folder)}\0{cache.file_digest(f)}" for f in files)
                              .encode()).hexdigest()[:32]
     except OSError:
         key = None
