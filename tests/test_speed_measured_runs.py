@@ -234,16 +234,18 @@ def test_a_nightly_image_is_read_as_the_newest_release_published_before_its_day(
     assert measured.nightly_release(row) == release
 
 
-def test_an_fp8_tagged_run_of_a_block_scaled_checkpoint_is_timed_as_block_fp8_for_sglang_only():
-    # SGLang's Fp8Config reads the checkpoint's weight_block_size (0.5.9 layers/quantization/fp8.py:179, 247-249):
-    # DeepSeek-R1 and GLM-5-FP8 ship [128, 128] blocks; NVIDIA's Llama FP8 is ModelOpt per-tensor, Qwen3.5's bundled
-    # config is the BF16 release
+def test_an_fp8_tagged_run_of_a_block_scaled_checkpoint_is_read_as_that_checkpoint():
+    # Fp8Config reads the checkpoint's weight_block_size (SGLang 0.5.9 layers/quantization/fp8.py:179, vLLM 0.19.0
+    # :162): DeepSeek-R1, GLM-5-FP8, MiniMax-M2.5 and Qwen3-235B-A22B-FP8 ship [128, 128] blocks, so the row is timed as
+    # check times the checkpoint (no quant passed); NVIDIA's Llama FP8 is ModelOpt per-tensor, Qwen3.5's bundled config
+    # is the BF16 release
     import run
     import yaml
     models = yaml.safe_load(run.MODELS.read_text())
     served = lambda model, quant: run.served_files({"model_path": model, "gemm_quant_mode": quant}, models)  # noqa: E731
     assert run._block_fp8(served("deepseek-ai/DeepSeek-R1", "fp8")) is True
     assert run._block_fp8(served("zhipuai/GLM-5", "fp8")) is True
+    assert run._block_fp8(served("MiniMaxAI/MiniMax-M2.5", "fp8")) is True
+    assert run._block_fp8(served("Qwen/Qwen3-235B-A22B-FP8", "fp8")) is True
     assert run._block_fp8(served("meta-llama/Llama-3.1-70B", "fp8")) is False
     assert run._block_fp8(served("Qwen/Qwen3.5-397B-A17B", "fp8")) is False
-    assert run.BLOCK_FP8_READ == ("sglang",)

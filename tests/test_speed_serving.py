@@ -362,15 +362,43 @@ def _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu):
 @pytest.mark.parametrize("cmd,gpu,modes", [
     # weight_block_size [128, 128] in config.json's quantization_config: aiconfigurator-core 0.12.0 classifies the
     # checkpoint as fp8_block itself (sdk/utils.py:1205-1207, sdk/models/helpers.py:538-540)
-    ("vllm serve Qwen/Qwen3-32B-FP8", "H100", ("fp8_block", None)),
-    ("vllm serve deepseek-ai/DeepSeek-V3 -tp 8", "H200", ("fp8_block", "fp8_block")),
-    ("vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 8", "H200", ("fp8_block", "fp8_block")),
+    ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8", "H200", ("fp8_block", "fp8_block")),
+    ("trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8", "B200", ("fp8_block", "fp8_block")),
+    # vLLM: block-FP8 experts as fp8_block, the linear layers on the graph-timed per-tensor FP8 GEMM rows (the
+    # estimator's vLLM fp8_block GEMM rows were timed eagerly; kg/speed/tables.yaml fp8_block_modes)
+    ("vllm serve Qwen/Qwen3-32B-FP8", "H100", ("fp8", None)),
+    ("vllm serve deepseek-ai/DeepSeek-V3 -tp 8", "H200", ("fp8", "fp8_block")),
+    ("vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 8", "H200", ("fp8", "fp8_block")),
     # online --quantization fp8 on a BF16 checkpoint is per-tensor (vLLM 0.33.0 model_loader/weight_utils.py:355-362)
     ("vllm serve Qwen/Qwen3-32B --quantization fp8", "H100", ("fp8", None)),
 ])
-def test_a_block_scaled_fp8_checkpoint_is_timed_as_fp8_block_not_per_tensor_fp8(monkeypatch, catalog, check_rules,
-                                                                                cmd, gpu, modes):
+def test_a_block_scaled_fp8_checkpoint_is_timed_with_the_block_kernels_each_engine_runs(monkeypatch, catalog,
+                                                                                        check_rules, cmd, gpu, modes):
     assert _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu) == modes
+
+
+def test_vllm_says_its_block_fp8_linear_layers_are_timed_on_per_tensor_fp8_rows(monkeypatch, catalog, check_rules):
+    notes = _speed_stubbed(monkeypatch, catalog, check_rules, "vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 4", "H200")
+    assert any(n.startswith("vLLM's block-FP8 linear layers are timed with the estimator's per-tensor FP8 GEMM rows: "
+                            "its vLLM fp8_block GEMM rows were timed without CUDA graphs") for n in notes["notes"])
+
+
+@pytest.mark.parametrize("backend,gpu,timed", [("TRTLLM", "B200", None), ("DEEPGEMM", "B200", ("fp8_block", "fp8_block")),
+                                               ("TRTLLM", "H200", ("fp8_block", "fp8_block"))])
+def test_trtllm_gen_block_fp8_experts_on_blackwell_are_not_timed_as_deepgemm(monkeypatch, catalog, check_rules,
+                                                                             tmp_path, backend, gpu, timed):
+    # the estimator's TensorRT-LLM b200 fp8_block MoE rows are kernel_source deepgemm only; moe_config.backend TRTLLM
+    # runs trtllm-gen kernels there (InferenceX dsr1_fp8_b200_trt.sh @ ec7bafaae:30); Hopper has no such rule
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text(f"moe_config:\n  backend: {backend}\n")
+    cmd = f"trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8 --extra_llm_api_options {cfg}"
+    assert _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu) == timed
+    if timed is None:
+        sp = _speed_stubbed(monkeypatch, catalog, check_rules, cmd, gpu)
+        assert sp["status"] == "not_evaluable" and sp["reasons"] == [
+            "TensorRT-LLM runs block-FP8 experts under moe_config.backend TRTLLM with its trtllm-gen kernels "
+            "(TRTLLMGenFusedMoE); the estimator's TensorRT-LLM fp8_block MoE rows for this GPU time DeepGEMM "
+            "(DeepGemmFusedMoE, moe_config.backend DEEPGEMM) only"]
 
 
 def test_an_unaligned_block_fp8_expert_shard_is_not_evaluable_in_words():

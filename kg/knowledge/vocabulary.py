@@ -143,7 +143,7 @@ BASE_SETTINGS: dict[str, tuple[str, str]] = {
     "attention_config": ("object", "vLLM --attention-config / -ac JSON"),
     "kernel_config": ("object", "vLLM --kernel-config JSON"),
     "enable_flashinfer_autotune": ("boolean", "vLLM --enable-flashinfer-autotune"),
-    "moe_backend": ("string", "vLLM MoE kernel backend (--moe-backend)"),
+    "moe_backend": ("string", "MoE kernel backend (vLLM --moe-backend, TensorRT-LLM moe_config.backend)"),
     "enable_elastic_ep": ("boolean", "vLLM elastic expert parallelism on"),
     "enable_sleep_mode": ("boolean", "vLLM --enable-sleep-mode (KV cache and weights through CuMemAllocator)"),
     "enable_cumem_allocator": ("boolean", "vLLM --enable-cumem-allocator (CuMemAllocator memory pool)"),

@@ -295,6 +295,24 @@ def execution_mode(t: dict[str, Any], backend: str, system: str, weight_quant: s
     return None
 
 
+def block_fp8_modes(t: dict[str, Any], backend: str, system: str, weight_quant: str,
+                    values: dict[str, Any]) -> tuple[dict[str, str | None] | None, str]:
+    """The estimator's ``{"gemm", "moe"}`` modes for a block-scaled FP8 checkpoint on this engine and GPU, and the
+    note that says why when they are not its fp8_block rows (kg/speed/tables.yaml ``fp8_block_modes``, else
+    ``weight_quant_block``); None when the quantisation has no block mode. Raises NotEvaluable where the estimator's
+    fp8_block rows time another kernel than the engine runs and none stands in."""
+    for e in t.get("fp8_block_modes") or []:
+        if e["backend"] != backend or ("systems" in e and system not in e["systems"]) or not all(
+                str(values.get(k)) in v for k, v in (e.get("when") or {}).items()):
+            continue
+        if weight_quant not in t["weight_quant_block"]:
+            return None, ""
+        if "not_evaluable" in e:
+            raise NotEvaluable(" ".join(e["not_evaluable"].split()))
+        return {"gemm": e.get("gemm"), "moe": e.get("moe")}, " ".join(str(e.get("note") or "").split())
+    return t["weight_quant_block"].get(weight_quant), ""
+
+
 def _cache_root() -> Path:
     from kg.core.cache import cache_dir
     return cache_dir()
@@ -540,7 +558,10 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     b = want if per_lane_cap is None else min(want, per_lane_cap)
     running = min(wl.concurrency, b * lanes)
     runs_as = None if quant else execution_mode(t, backend, system, wq, values, getattr(stack, "native_env", None))
-    gq = quant or runs_as or (d.get("weight_is_fp8_block") and t["weight_quant_block"].get(wq)) or t["weight_quant"][wq]
+    block, why = (None, "") if quant or runs_as or not d.get("weight_is_fp8_block") else \
+        block_fp8_modes(t, backend, system, wq, values)
+    notes.extend([why] if block and why else [])
+    gq = quant or runs_as or block or t["weight_quant"][wq]
     kv_mode = t["kv_cache_dtype"][kvd]
     if kv_mode is None:
         kv_mode, why = auto_kv_cache_mode(backend, stack.model, stack.hardware, d)

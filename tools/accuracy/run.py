@@ -211,15 +211,12 @@ COMMANDS = {"vllm": _vllm_cmd, "sglang": _sglang_cmd, "trtllm": _trtllm_cmd}
 MODELOPT_ALGO = {"fp8": "FP8", "nvfp4": "NVFP4"}
 
 
-# engines whose FP8 linear and MoE layers run block-scaled kernels when the checkpoint's quantization_config names a
-# weight_block_size: a row InferenceX tags "fp8" that served such a checkpoint (deepseek-ai/DeepSeek-R1 / -V3,
-# zai-org/GLM-5-FP8: [128, 128]) is timed as fp8_block, the estimator's mode for those kernels, not per-tensor fp8.
-# SGLang 0.5.9 layers/quantization/fp8.py:179 (Fp8Config.from_config reads weight_block_size), :247-249
-# (Fp8LinearMethod.block_quant), :619-638 (w8a8_block_fp8_linear: DeepGEMM by default, fp8_utils.py:254-264, the
-# kernel of the estimator's fp8_block GEMM rows, sglang_deepgemm_gemm_nt_f8f8bf16), :677-679 (Fp8MoEMethod.block_quant);
-# 0.5.5 the same at :181, :237, :536. vLLM and TensorRT-LLM read the block size too but are not listed yet: on their
-# train rows the change is mixed (vLLM MiniMax-M2.5 B200 TPOT 9 -> 109 %) or makes rows evaluable (TensorRT-LLM B200).
-BLOCK_FP8_READ = ("sglang",)
+# A row InferenceX tags "fp8" that served a block-scaled FP8 checkpoint (deepseek-ai/DeepSeek-R1 / -V3,
+# zai-org/GLM-5-FP8, MiniMaxAI/MiniMax-M2.5, Qwen/Qwen3-235B-A22B-FP8: weight_block_size [128, 128]) is timed as
+# `check` times that checkpoint (no quant modes passed: kg.speed.serving.block_fp8_modes, kg/speed/tables.yaml
+# fp8_block_modes and weight_quant_block), not as per-tensor fp8: SGLang, vLLM and TensorRT-LLM all read the block
+# size and run block-scaled kernels (SGLang 0.5.9 layers/quantization/fp8.py:179,247-249,619-638,677-679; vLLM and
+# TensorRT-LLM: the evidence in tables.yaml).
 
 
 def _block_fp8(files: dict[str, bytes]) -> bool:
@@ -327,8 +324,8 @@ class Scorer:
         stack, report = got
         quant = None if r["model_path"] in self.models["native_quant"] else \
             {"gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
-        if quant and quant["gemm"] == "fp8" and r["backend"] in BLOCK_FP8_READ and _block_fp8(files):
-            quant = {"gemm": "fp8_block", "moe": "fp8_block" if quant["moe"] else None}
+        if quant and quant["gemm"] == "fp8" and _block_fp8(files):
+            quant = None  # the checkpoint's block-scaled FP8, as check reads it (kg.speed.serving.block_fp8_modes)
         out = speed_for_stack(stack, report, Workload(run.isl, run.osl, run.concurrency), quant)
         # the release kg.speed.serving keys the calibration by (the check's engine_version): the fit records the same
         out["engine_release"] = (report.get("stack") or {}).get("engine_version") or stack.engine_version or ""
