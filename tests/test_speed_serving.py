@@ -377,6 +377,22 @@ def test_a_block_scaled_fp8_checkpoint_is_timed_with_the_block_kernels_each_engi
     assert _timed_modes(monkeypatch, catalog, check_rules, cmd, gpu) == modes
 
 
+def test_vllm_015_and_016_block_fp8_experts_at_expert_parallel_1_on_hopper_are_not_timed_as_triton():
+    # vLLM 0.16.0 fused_moe/oracle/fp8.py:154-166 picks FlashInfer CUTLASS on SM90 at any expert-parallel size, 0.17.0
+    # :86-95 Triton at EP 1; the estimator's h200 vLLM fp8_block MoE rows are Triton at EP 1, FlashInfer CUTLASS above
+    from kg.speed.estimator import NotEvaluable, tables
+    from kg.speed.serving import block_fp8_modes
+    t = tables()
+    with pytest.raises(NotEvaluable, match=r"^vLLM 0\.15 and 0\.16 run block-FP8 experts on Hopper with FlashInfer "
+                                           r"CUTLASS at expert-parallel 1 \(Triton from 0\.17\.0\)"):
+        block_fp8_modes(t, "vllm", "h200_sxm", "fp8", {}, "0.16.0", 1)
+    timed = {"gemm": "fp8", "moe": "fp8_block"}
+    assert block_fp8_modes(t, "vllm", "h200_sxm", "fp8", {}, "0.16.0", 4)[0] == timed
+    assert block_fp8_modes(t, "vllm", "h200_sxm", "fp8", {}, "0.17.0", 1)[0] == timed
+    assert block_fp8_modes(t, "vllm", "h200_sxm", "fp8", {}, "0.14.0", 1)[0] == timed
+    assert block_fp8_modes(t, "vllm", "b200_sxm", "fp8", {}, "0.16.0", 1)[0] == timed
+
+
 def test_vllm_says_its_block_fp8_linear_layers_are_timed_on_per_tensor_fp8_rows(monkeypatch, catalog, check_rules):
     notes = _speed_stubbed(monkeypatch, catalog, check_rules, "vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 4", "H200")
     assert any(n.startswith("vLLM's block-FP8 linear layers are timed with the estimator's per-tensor FP8 GEMM rows: "

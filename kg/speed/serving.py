@@ -295,15 +295,21 @@ def execution_mode(t: dict[str, Any], backend: str, system: str, weight_quant: s
     return None
 
 
-def block_fp8_modes(t: dict[str, Any], backend: str, system: str, weight_quant: str,
-                    values: dict[str, Any]) -> tuple[dict[str, str | None] | None, str]:
-    """The estimator's ``{"gemm", "moe"}`` modes for a block-scaled FP8 checkpoint on this engine and GPU, and the
-    note that says why when they are not its fp8_block rows (kg/speed/tables.yaml ``fp8_block_modes``, else
-    ``weight_quant_block``); None when the quantisation has no block mode. Raises NotEvaluable where the estimator's
-    fp8_block rows time another kernel than the engine runs and none stands in."""
+def block_fp8_modes(t: dict[str, Any], backend: str, system: str, weight_quant: str, values: dict[str, Any],
+                    release: str | None = None, moe_ep: int = 1) -> tuple[dict[str, str | None] | None, str]:
+    """The estimator's ``{"gemm", "moe"}`` modes for a block-scaled FP8 checkpoint on this engine, GPU, engine
+    release and expert-parallel size, and the note that says why when they are not its fp8_block rows
+    (kg/speed/tables.yaml ``fp8_block_modes``, else ``weight_quant_block``); None when the quantisation has no block
+    mode. Raises NotEvaluable where the estimator's fp8_block rows time another kernel than the engine runs and none
+    stands in."""
+    from kg.speed.estimator import _parse
+    rel = _parse(release)
     for e in t.get("fp8_block_modes") or []:
+        span = e.get("releases") or {}
         if e["backend"] != backend or ("systems" in e and system not in e["systems"]) or not all(
-                str(values.get(k)) in v for k, v in (e.get("when") or {}).items()):
+                str(values.get(k)) in v for k, v in (e.get("when") or {}).items()) or (
+                "moe_ep" in e and moe_ep != e["moe_ep"]) or (span and (rel is None or not (
+                _parse(span["since"]) <= rel < _parse(span["before"])))):
             continue
         if weight_quant not in t["weight_quant_block"]:
             return None, ""
@@ -559,7 +565,7 @@ def _compose(stack, report: dict[str, Any], wl: Workload, out: dict[str, Any],
     running = min(wl.concurrency, b * lanes)
     runs_as = None if quant else execution_mode(t, backend, system, wq, values, getattr(stack, "native_env", None))
     block, why = (None, "") if quant or runs_as or not d.get("weight_is_fp8_block") else \
-        block_fp8_modes(t, backend, system, wq, values)
+        block_fp8_modes(t, backend, system, wq, values, release, par.moe_ep_size)
     notes.extend([why] if block and why else [])
     gq = quant or runs_as or block or t["weight_quant"][wq]
     kv_mode = t["kv_cache_dtype"][kvd]
