@@ -104,3 +104,34 @@ def test_a_new_technique_sets_first_stack_keeps_firings_only_where_matches_and_v
     assert [f.outcome for f in before] == ["not_applicable", "fired", "held"]
     assert [f.outcome for f in after] == [f.outcome for f in fresh] == ["fired", "fired", "fired"]
     assert after[1] is before[1]  # kept, not run again
+
+
+def test_a_technique_sets_first_stack_keeps_firings_by_rule_across_rulesets_in_another_order_or_over_another_model():
+    """RuleState.seeds pairs the rules of two rulesets by rule object whatever their order or other rules (its pair
+    plan is kept per pair of rule lists), and a rule whose matched fact has other values (the facts are compared by
+    their numbers) is run again: the model fact's attention changes, nothing a rule reads does."""
+    from kg.engine.incremental import Session, use
+    from kg.engine.rules import Rule, RuleSet, evaluate_rules
+
+    def rule(rid, match, condition):
+        return Rule(id=rid, ruleset="check", title=rid, match=match, message="m", severity="warning",
+                    sources=[{"title": "t", "url": "https://example.org"}], condition=condition)
+    lora, wide, dcp = (rule("lora-rank", [{"kind": "technique", "technique": "lora"}], "lora_rank > 8"),
+                       rule("wide-tp", [{"kind": "model"}], "tp_size > 4"),
+                       rule("dcp-on", [{"kind": "model"}], "dcp_size > 1"))
+    first, second, third = RuleSet("check", [wide, dcp], {}), RuleSet("check", [lora, dcp, wide], {}), \
+        RuleSet("check", [dcp, wide], {})
+    facts = [{"kind": "stack", "engine": "vllm"}, {"kind": "model", "attention": "gqa"}]
+    lora_facts = facts + [{"kind": "technique", "technique": "lora"}]
+    mla_facts = [facts[0], {"kind": "model", "attention": "mla"}]
+    ns = {"tp_size": 8, "dcp_size": 2, "lora_rank": 16}
+    session = Session()
+    with use(session):
+        a = evaluate_rules(first, facts, ns, engine="vllm")
+        b = evaluate_rules(second, lora_facts, ns, engine="vllm")
+        c = evaluate_rules(third, mla_facts, ns, engine="vllm")
+    assert [f.outcome for f in a] == ["fired", "fired"]
+    assert [f.outcome for f in b] == ["fired", "fired", "fired"]
+    assert b[2] is a[0] and b[1] is a[1]  # wide-tp and dcp-on kept from the first set, at their places in the second
+    assert [f.facts for f in c] == [[{"kind": "model", "attention": "mla"}]] * 2  # run again on the MLA model
+    assert [f.facts for f in c] == [f.facts for f in evaluate_rules(third, mla_facts, ns, engine="vllm")]

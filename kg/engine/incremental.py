@@ -226,8 +226,8 @@ class RuleState:
         self.prev_matched: dict[str, list] | None = None
         self.prev_out: list[Any] = []
         self.prev_parent: list[bool] = []
-        self.matches = Memo(4096)  # frozen facts -> what the engine matched
-        self.fact_ids: dict[Any, int] = {}  # frozen facts -> a small number, for the firing memo's keys
+        self.matches = Memo(4096)  # the facts (their numbers) -> what the engine matched
+        self.fact_ids: dict[Any, int] = {}  # the facts (their numbers) -> a small number, for the firing memo's keys
         self.firings = Memo(200_000)  # (facts number, rule index, values it reads, parent fired) -> Firing
         self.static: dict[tuple[int, int, bool], Any] = {}  # (facts number, rule index, parent fired) -> Firing
         # the Session's memo over every ruleset of the sweep: (rule object, engine, release, what the engine matched
@@ -244,12 +244,17 @@ class RuleState:
 
     def begin(self, facts: list[dict[str, Any]], ns: dict[str, Any], compiled) -> tuple[dict[str, list], set[int] | None,
                                                                                   tuple[Any, ...], Any]:
-        """(matched rules, the rule indices to re-run or None for all, this stack's values in ``union`` order, its
-        frozen facts)."""
+        """(matched rules: per rule id the indices in ``facts`` of each combination of facts it matched, the rule
+        indices to re-run or None for all, this stack's values in ``union`` order, its facts as numbers of their
+        frozen forms)."""
         if self.prev_raw is not None and same(facts, self.prev_raw):
             ff = self.prev_facts  # the facts of the last stack again (most stacks): not frozen again
         else:
-            ff = tuple([freeze(f) for f in facts])
+            # each fact as the number of its frozen form (``Numbers``: equal numbers only for equal facts): the match
+            # keys built of them are compared and hashed as small ints, not as nested tuples (``seeds`` compared
+            # ~190 matches of two technique sets item by item, ~2 M instructions a set's first stack)
+            number = self.numbers.number
+            ff = tuple([number(None, freeze(f)) for f in facts])
         self.cur_raw = facts
         union = self.union
         # this stack's values of the names the rules read, in ``union`` order (``firing`` reads them by position)
@@ -279,10 +284,18 @@ class RuleState:
             return self.prev_matched, redo, vals, ff
         got = self.matches.get(ff)
         if got is None:
-            matched, keys = {}, {}
-            for rid, ix in compiled.match_indices(facts):
-                matched.setdefault(rid, []).append([dict(facts[j]) for j in ix])
-                keys.setdefault(rid, []).append(tuple([ff[j] for j in ix]))  # the frozen facts it matched
+            # per rule the indices of the facts it matched (kg.engine.rules.matched_facts copies them for a rule that
+            # runs: ~190 matches, ~60 rules run on a technique set's first stack) and their numbers
+            matched: dict[str, list] = {}
+            keys: dict[str, list] = {}
+            number_at = ff.__getitem__
+            for rid, ix in compiled.match_indices(facts, ordered=False):
+                m = matched.get(rid)
+                if m is None:
+                    m = matched[rid] = []
+                    keys[rid] = []
+                m.append(ix)
+                keys[rid].append(tuple(map(number_at, ix)))
             got = self.matches.put(ff, (matched, {rid: tuple(k) for rid, k in keys.items()}))
         matched, self.cur_match_keys = got
         self.cur_matched = matched
@@ -348,31 +361,34 @@ class RuleState:
         if last is None or last is self or last.prev_vals is None or (last.engine, last.version) != (
                 self.engine, self.version):
             return None
-        at = {id(r): j for j, r in enumerate(last.rules)}
-        lpos = {n: j for j, n in enumerate(last.union)}
+        pairs, was_at = _pair_plan(self, last)
         now, was, index = self.cur_tup, last.prev_tup, self.index
         dirty: set[int] = set()
-        for n, v in zip(self.union, now):
-            j = lpos.get(n)
-            if j is None or (v is not was[j] and not same(v, was[j])):
+        if was_at is None:  # the same names in the same order (the technique sets' rulesets read alike): C speed
+            for n in changed(self.union, now, was):
                 dirty.update(index[n])
-        # what the engine matched for a rule: the same frozen facts, or (none matched either time) the same fact kinds
-        # and, for each technique its patterns name, the same presence among the facts (``_match_key``)
+        else:
+            for n, v, j in zip(self.union, now, was_at):
+                if j < 0 or (v is not was[j] and not same(v, was[j])):
+                    dirty.update(index[n])
+        # what the engine matched for a rule: the same facts (numbers), or (none matched either time) the same fact
+        # kinds and, for each technique its patterns name, the same presence among the facts (``_match_key``)
         mine, theirs = self.cur_match_keys, last.cur_match_keys
         (present, kinds), (lpresent, lkinds) = self._kinds(), last._kinds()
         moved = present ^ lpresent if kinds == lkinds else None
-        out = []
-        for i, r in enumerate(self.rules):
-            j = at.get(id(r), -1)
-            if j < 0 or i in dirty:
-                out.append(-1)
+        out = [-1] * len(self.rules)
+        for i, j, r, rid, techs in pairs:
+            if i in dirty:
                 continue
-            a, b = mine.get(r.id), theirs.get(r.id)
-            if a is None and b is None and moved is not None:
-                ok = moved.isdisjoint(_pattern_techniques(r))
+            a, b = mine.get(rid), theirs.get(rid)
+            if a is not None or b is not None:
+                ok = a == b  # both matched the same facts (one matched, the other not: unequal)
+            elif moved is not None:
+                ok = moved.isdisjoint(techs)
             else:
-                ok = a == b if a is not None and b is not None else self._match_key(i, r) == last._match_key(j, r)
-            out.append(j if ok else -1)
+                ok = self._match_key(i, r) == last._match_key(j, r)
+            if ok:
+                out[i] = j
         return out
 
     def _kinds(self) -> tuple[set, set]:
@@ -382,6 +398,28 @@ class RuleState:
             self.cur_kinds = ({f.get("technique") for f in fs if f.get("kind") == "technique"},
                               {f.get("kind") for f in fs})
         return self.cur_kinds
+
+
+_PAIRS: dict[tuple[int, int], tuple[Any, Any, tuple]] = {}
+
+
+def _pair_plan(state: RuleState, last: RuleState) -> tuple[tuple, tuple[int, ...] | None]:
+    """What ``seeds`` reads of two rulesets whatever the stack: (the rules both hold, as (index here, index in
+    ``last``, rule, id, ``_pattern_techniques``), and each of ``state``'s names' place in ``last``'s (-1: not
+    there), None when the names are the same: a rule list's names are its rules'). Once per pair of rule lists
+    (kept, as their read sets): a sweep's technique sets run a few subsets of one ruleset."""
+    key = (id(state.rules), id(last.rules))
+    hit = _PAIRS.get(key)
+    if hit is not None and hit[0] is state.rules and hit[1] is last.rules:
+        return hit[2][0], hit[2][1]
+    at = {id(r): j for j, r in enumerate(last.rules)}
+    pairs = tuple((i, at[id(r)], r, r.id, _pattern_techniques(r)) for i, r in enumerate(state.rules) if id(r) in at)
+    lpos = {n: j for j, n in enumerate(last.union)}
+    was_at = None if state.union == last.union else tuple(lpos.get(n, -1) for n in state.union)
+    if len(_PAIRS) > 256:
+        _PAIRS.clear()
+    _PAIRS[key] = (state.rules, last.rules, (pairs, was_at))  # both kept: ids not reused
+    return pairs, was_at
 
 
 def _pattern_techniques(r: Any) -> frozenset:

@@ -671,8 +671,8 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
             pf = bool(r.parent) and any(out[j].fired for j in state.pos.get(r.parent, ()) if j < i)
             parent_fired[i] = pf
             if i in redo or pf != prev_parent[i]:
-                out[i] = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version,
-                                                                 facts, kinds, {r.parent} if pf else set()))
+                out[i] = state.firing(i, vals, pf, lambda: _fire(r, matched_facts(matched.get(r.id), facts), ns, functions,
+                                                                 engine, version, facts, kinds, {r.parent} if pf else set()))
         state.end(matched, vals, frozen, out, parent_fired)
         session.last_rules = state
         return out
@@ -688,8 +688,8 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         if seeds is not None and seeds[i] >= 0 and last.prev_parent[seeds[i]] == pf:
             f = last.prev_out[seeds[i]]
         elif state is not None:  # an earlier stack with the same facts and values it reads
-            f = state.firing(i, vals, pf, lambda: _fire(r, matched.get(r.id), ns, functions, engine, version, facts,
-                                                        kinds, fired_ids))
+            f = state.firing(i, vals, pf, lambda: _fire(r, matched_facts(matched.get(r.id), facts), ns, functions, engine,
+                                                        version, facts, kinds, fired_ids))
         else:
             f = _fire(r, matched.get(r.id), ns, functions, engine, version, facts, kinds, fired_ids)
         if f.fired:
@@ -699,6 +699,15 @@ def evaluate_rules(rs: RuleSet, facts: list[dict[str, Any]], namespace: Mapping[
         state.end(matched, vals, frozen, out, parent_fired)
         session.last_rules = state
     return out
+
+
+def matched_facts(found: list[tuple[int, ...]] | None, facts: list[dict[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """The facts (copies) of each combination a rule matched, from their indices in ``facts``
+    (kg.engine.incremental.RuleState.begin): copied only for a rule that runs."""
+    if found is None:
+        return None
+    at = facts.__getitem__
+    return [list(map(dict, map(at, ix))) for ix in found]
 
 
 def _fire(r: Rule, matches: list[list[dict[str, Any]]] | None, ns: dict[str, Any],
