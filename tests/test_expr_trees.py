@@ -12,10 +12,13 @@ from kg.engine import expr, exprtrees
 FNS = {**expr.FUNCTIONS, "has": lambda t: t == "tp", "truthy": lambda v: bool(v) and v != "__none__"}
 TEXTS = ["a and not b", "x ** 2 + y ** -3", "min(a, b) >= 8 or c in ('x', 'y')", "has('tp') if p else q",
          "-(a % 4) // 2 != 0", "{1, 2} and [3] and (4,)", "1 < a <= 3 < b", "a / b", "true or a", "False and a",
-         "x == 1.0", "x == True", "s + 'k'", "-s", "truthy(s) and lower(s) == 'ab'", "None if a else 2.5e3"]
+         "x == 1.0", "x == True", "s + 'k'", "-s", "truthy(s) and lower(s) == 'ab'", "None if a else 2.5e3",
+         # one-operator comparisons and literals of constants (kg.engine.exprcmp): 1, 1.0 and True are equal members,
+         # a list is looked for in a list literal and is unhashable for a set literal, orderings check their types
+         "x in [1, 'x', None]", "x not in (1.0,)", "c in {1, 'x'}", "a >= b", "s < 'b'", "[1, 'x'] + [c]"]
 FACTS = [{"a": 1, "b": 2, "c": "x", "p": True, "q": 0, "x": 1, "y": 2, "s": "AB"},
          {"a": 2, "b": 0, "c": "z", "p": False, "q": None, "x": True, "y": 1.0, "s": 3},
-         {"a": "1", "b": 5, "x": 1.0}, {}]
+         {"a": "1", "b": 5, "x": 1.0}, {}, {"a": [1], "b": 1, "c": [1], "s": "a", "x": [2]}]
 
 
 def _outcome(fn, facts):

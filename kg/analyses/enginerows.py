@@ -6,7 +6,7 @@ reads (kg.analyses.enginechecks._row_reads, with their ``union``)."""
 from __future__ import annotations
 
 from itertools import repeat
-from operator import is_
+from operator import is_, is_not
 from typing import Any
 
 from kg.core.lazyre import lazy_re
@@ -275,7 +275,8 @@ class _LetValues:
             if m not in facts and m not in failed:
                 self.resolve(m, facts, failed)
         _, expr, needs, needs_lets = self.lets[name]
-        if all(facts.get(n) is not None for n in needs) and all(facts.get(n) is not None for n in needs_lets):
+        get = facts.get  # every input and let it always reads is there (at C speed: a generator is ~2 K instructions)
+        if all(map(is_not, map(get, needs), repeat(None))) and all(map(is_not, map(get, needs_lets), repeat(None))):
             v = self.value(name, expr, facts)
             if v is not _FAILED:
                 facts[name] = v
@@ -340,7 +341,7 @@ def _row_lazy(s: dict[str, Any], facts: dict[str, Any], let_values: _LetValues, 
     of its rows' 1,214 lets this way (``and`` / ``or`` / ``if`` stop early). The lets evaluated on the row's last
     evaluation (``last[i]``: its facts, with the lets there, and those that failed) are kept, except those reading a
     name whose value differs from then, directly or through another let."""
-    if not all(facts.get(n) is not None for n in s["needs"]):
+    if not all(map(is_not, map(facts.get, s["needs"]), repeat(None))):  # a name it always reads is missing
         return 0
     was = None if collide else last[i]
     if was is None:

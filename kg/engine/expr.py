@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 from kg.core.intmath import aligned_divisors, divisors
+from kg.engine.exprcmp import ORDER, call, compare_one, constant, literal, pair
 
 
 class ExprError(Exception):
@@ -705,8 +706,7 @@ def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
     return the deciding operand; a chained comparison stops at the first false link; lists and tuples give lists."""
     kind = p[0]
     if kind == "c":
-        value = p[1]
-        return lambda f, fns: value
+        return constant(p[1])
     if kind == "n":
         name = p[1]
         if name in ("true", "True"):
@@ -726,6 +726,8 @@ def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
         return get
     if kind == "and" or kind == "or":
         parts = tuple(_build(x) for x in p[1])
+        if len(parts) == 2:  # most: Python's own (the deciding operand, as below), no loop (kg.engine.exprcmp)
+            return pair(kind, *parts)
         if kind == "and":
             def and_(f: Mapping[str, Any], fns: Any) -> Any:
                 v: Any = True
@@ -767,30 +769,29 @@ def _build(p: list[Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Any
         return binop
     if kind == "cmp":
         first = _build(p[1])
-        chain = tuple((_OPS[o], _CMP[_OPS[o]], _build(c)) for o, c in p[2])
+        if len(p[2]) == 1:  # most: kg.engine.exprcmp
+            return compare_one(first, _OPS[p[2][0][0]], p[2][0][1], _build, _check_types, _CMP)
+        chain = tuple((_OPS[o], _CMP[_OPS[o]], _build(c), _OPS[o] in ORDER) for o, c in p[2])  # else no check
 
         def compare(f: Mapping[str, Any], fns: Any) -> Any:
             a = first(f, fns)
-            for op_t, op, c in chain:
+            for op_t, op, c, order in chain:
                 b = c(f, fns)
-                _check_types(op_t, a, b)
+                if order:
+                    _check_types(op_t, a, b)
                 if not op(a, b):
                     return False
                 a = b
             return True
         return compare
-    if kind == "list":
-        elts = tuple(_build(x) for x in p[1])
-        return lambda f, fns: [c(f, fns) for c in elts]
-    if kind == "set":
-        elts = tuple(_build(x) for x in p[1])
-        return lambda f, fns: {c(f, fns) for c in elts}
+    if kind == "list" or kind == "set":  # a literal of constants: kg.engine.exprcmp
+        elts, as_list = () if literal(p) else tuple(_build(x) for x in p[1]), kind == "list"
+        return literal(p) or (lambda f, fns: [c(f, fns) for c in elts] if as_list else {c(f, fns) for c in elts})
     if kind == "if":
         test, body, orelse = _build(p[1]), _build(p[2]), _build(p[3])
         return lambda f, fns: body(f, fns) if test(f, fns) else orelse(f, fns)
-    if kind == "call":
-        fname, args = p[1], tuple(_build(a) for a in p[2])
-        return lambda f, fns: fns[fname](*[c(f, fns) for c in args])
+    if kind == "call":  # kg.engine.exprcmp: no list made for one or two arguments
+        return call(p[1], tuple(_build(a) for a in p[2]))
     if kind == "gen":
         return _generator(p)
 
