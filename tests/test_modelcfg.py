@@ -54,3 +54,13 @@ def test_missing_fields(tmp_path):
 def test_unknown_model_says_how():
     with pytest.raises(OptkgError, match="--config"):
         resolve_model("acme/NoSuchModel-7B")
+
+
+def test_query_heads_that_kv_heads_do_not_divide_are_refused_like_the_engines_do():
+    # 32 query heads over 64 (or 3) KV heads: vLLM's Attention asserts num_heads % num_kv_heads == 0 while loading;
+    # optkg sized 1,048,576 KV bytes/token for the 64-head config and reported 0 findings
+    base = {"model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "hidden_size": 4096}
+    for kv in (64, 3):
+        with pytest.raises(OptkgError, match=f"num_attention_heads 32 is not a multiple of the {kv} KV heads"):
+            parse_config({**base, "num_key_value_heads": kv})
+    assert parse_config({**base, "num_key_value_heads": 8}).num_key_value_heads == 8

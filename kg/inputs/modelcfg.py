@@ -270,6 +270,9 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     kv_lora = _int(c, "kv_lora_rank", name)
     rope = _int(c, "qk_rope_head_dim", name)
     is_mla = kv_lora is not None and (model_type in MLA_MODEL_TYPES or rope is not None)
+    if not is_mla and heads % kv:  # vLLM's Attention asserts it (vllm 0.34.0 layers/attention/attention.py:350-352)
+        raise OptkgError(f"{name}: num_attention_heads {heads} is not a multiple of the {kv} KV heads; the engines' "
+                         "attention groups query heads per KV head and refuse the model")
     dtype = str(c.get("torch_dtype") or c.get("dtype") or top.get("torch_dtype") or "bfloat16")
     warnings = list(alias_notes)
     if dtype.lower() not in DTYPE_BYTES:
