@@ -104,8 +104,9 @@ def test_unpinned_rule_with_evidence_is_refused(tmp_path: Path):
 
 # trtllm-drafter-with-pipeline-parallel: the TRT-LLM 1.2.x wheel is not reachable from here (cases lane, issue 27 class 4)
 # trtllm-option-refused: the trtllm-serve option list is read at a TensorRT-LLM commit for the same reason
+# trtllm-tp-not-divisible-by-ep: Mapping read at a TensorRT-LLM commit (05ebebb2), the same reason
 UNPINNED = {"fp8-kv-cache-reuse-accuracy", "int8-kv-cache-reuse", "sglang-attention-backend-no-fp8-kv",
-            "trtllm-drafter-with-pipeline-parallel", "trtllm-option-refused"}
+            "trtllm-drafter-with-pipeline-parallel", "trtllm-option-refused", "trtllm-tp-not-divisible-by-ep"}
 
 
 def test_shipped_engine_rules_have_evidence_or_say_why_not():
