@@ -209,7 +209,16 @@ WHY = {
                    "other sets' first stacks 111 M, 32 later stacks 6.8 M each (stack facts ~60 %: the rows' "
                    "bookkeeping ~1.8 M, the effective configuration ~0.7 M; rules ~1.6 M), set-up 8.7 M. One Python "
                    "function per expression instead of closures (~3.5x faster to run, ~5x slower to make) was "
-                   "measured and not kept: -3.5 % on a warm sweep, +6 % on a one-shot `optkg sweep`"
+                   "measured and not kept: -3.5 % on a warm sweep, +6 % on a one-shot `optkg sweep`. 2026-12-08 "
+                   "sweep10b: a technique set's first stack compares its rules' matches as numbers of the facts (not "
+                   "nested tuples: RuleState.seeds was ~2 M a set), copies matched facts only for the rules it runs "
+                   "and gets durable's answers already in rule order; the closures of one-operator comparisons, of "
+                   "`x in <literal>` (a frozenset: 56 row literals of 38 constants were rebuilt per evaluation), of "
+                   "two-operand and / or and of short calls make no list or loop (kg.engine.exprcmp): 40 stacks "
+                   "411.6 -> 375.3 M (first stack 73.4 -> 68.2 M, 7 other sets' first stacks 111.5 -> 85.4 M), 512 "
+                   "stacks 3,472 -> 3,382 M. Left: the first stack's rows ~44 M (~10 M evaluating ~410 expressions, "
+                   "the rest per-row and per-let bookkeeping), a set's first stack ~12 M (durable's match ~1.5 M, "
+                   "~60 rules run, its rows and stack facts), 32 later stacks ~6.7 M each"
 }
 
 
