@@ -32,3 +32,18 @@ def test_low_bit_optimizer_states_are_sized_at_their_bits(optim, name, optimizer
 def test_trainer_optimizer_names():
     assert [trainer_optimizer(o) for o in ("adamw_8bit", "ademamix_8bit", "rmsprop_bnb_8bit", "adafactor", "sgd")] == \
         ["adamw-8bit", "ademamix-8bit", "rmsprop-8bit", "adafactor", "sgd"]
+
+
+@pytest.mark.parametrize("args,name,optimizer_bytes", [
+    ("--optim sgd", "sgd-no-momentum", 4 * P),                          # the fp32 master alone
+    ("--optim sgd --optim_args 'momentum=0.9,nesterov=True'", "sgd", 8 * P),  # + a 4 B momentum buffer
+    ("--optim_args 'momentum = 0.0' --optim sgd", "sgd-no-momentum", 4 * P),  # spaces dropped, 0 is none
+])
+def test_hf_sgd_holds_a_momentum_buffer_only_when_optim_args_give_one(args, name, optimizer_bytes):
+    # TrainingArguments passes momentum to torch.optim.SGD only through --optim_args (transformers 5.24.0
+    # trainer_optimizer.py:65-73, :317-326); torch's default momentum 0 keeps no buffer. It was sized with one: 8 x P
+    job = parse_training_command("torchrun --nproc_per_node 1 train.py --per_device_train_batch_size 1 --bf16 "
+                                 f"--max_seq_length 1024 {args}", model=resolve_model("meta-llama/Llama-3.1-8B"),
+                                 where="--train")
+    mem = training_facts(job)[2]["memory"]
+    assert (job.get("optimizer"), mem["optimizer_bytes"]) == (name, optimizer_bytes)

@@ -37,7 +37,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # more fp32 copy: 4 bytes). Adam/AdamW: momentum + variance (ZeRO paper §3.1: K = 4 + 4 + 4 = 12);
 # SGD with momentum and Lion: one fp32 state; Adafactor: factored second moment (~0 per parameter).
 OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "fusedadam": 8, "cpuadam": 8, "deepspeedcpuadam": 8, "onebitadam": 8,
-                         "zerooneadam": 8, "lamb": 8, "onebitlamb": 8, "adagrad": 4, "sgd": 4, "lion": 4, "muon": 4,
+                         "zerooneadam": 8, "lamb": 8, "onebitlamb": 8, "adagrad": 4, "sgd": 4, "sgd-no-momentum": 0, "lion": 4, "muon": 4,
                          "adafactor": 0, "rmsprop": 4, "ademamix": 12,
                          # low-bit states (HF Trainer --optim, kg.frameworks.hf_trainer.reader.trainer_optimizer): one byte
                          # per state for bitsandbytes 8-bit (blockwise, bitsandbytes optim/optimizer.py), half for torchao's

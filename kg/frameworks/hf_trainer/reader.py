@@ -52,6 +52,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--tp_size": (V, "tp_size"),
     "--lora_r": (V, "lora_rank"),
     "--optim": (V, "_optim"),
+    "--optim_args": (V, "_optim_args"),
     "--model_name_or_path": (V, "_model"),
     # OpenRLHF CLI (openrlhf/cli/train_*.py)
     "--train_batch_size": (V, "global_batch_size"),
@@ -100,6 +101,19 @@ def trainer_optimizer(name: str) -> str:
     fam = fam or ("adamw" if "adam" in o else o)
     bits = "-8bit" if "8bit" in o else "-4bit" if "4bit" in o else ""
     return fam + bits if fam in ("adamw", "lion", "rmsprop", "ademamix") else fam
+
+
+def _sgd_momentum(optim_args: str) -> float:
+    """The momentum in an ``--optim_args`` string (``key=value`` pairs split at commas, spaces dropped:
+    transformers 5.24.0 trainer_optimizer.py:65-73); 0 when absent or not a number."""
+    for pair in optim_args.replace(" ", "").split(","):
+        key, _, value = pair.partition("=")
+        if key == "momentum":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0
+    return 0.0
 
 
 def _fsdp_options(job: TrainingJob, value: str, where: str) -> None:
@@ -431,6 +445,8 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
                 job.configs.setdefault("launch_mixed_precision", []).append(target[1:])
         elif target == "_optim":
             job.set("optimizer", trainer_optimizer(str(val)), w)
+        elif target == "_optim_args":
+            state["optim_args"] = str(val)
         elif target == "_model":
             state["model"] = str(val)
         elif target in ("_max_prompt", "_max_completion"):
@@ -519,6 +535,10 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
             apply_accelerate_config(job, {"distributed_type": "FSDP", "fsdp_config": {**fc, **(
                 {"fsdp_sharding_strategy": job.get("fsdp_sharding").upper()} if job.get("fsdp_sharding") else {})}},
                 str(p), None)
+    if job.get("optimizer") == "sgd" and not _sgd_momentum(state.get("optim_args", "")):
+        # torch SGD keeps a momentum buffer only when momentum != 0 (its default); TrainingArguments passes momentum
+        # only through --optim_args "momentum=..." (transformers 5.24.0 trainer_optimizer.py:65-73, :317-326)
+        job.set("optimizer", "sgd-no-momentum", f"{where}: --optim sgd without a momentum in --optim_args")
     if job.model is None and state.get("model") and resolver is not None:
         try:
             job.model = resolver(state["model"])
