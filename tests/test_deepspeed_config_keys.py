@@ -75,3 +75,18 @@ def test_precision_monitor_and_tensor_parallel_sections_refuse_keys_outside_thei
                    "hysteresis": 2, "min_loss_scale": 1}, "bf16": {"enabled": "auto"},
           "wandb": {"enabled": True, "project": "p"}, "timers": {"throughput": {"enabled": True}}}
     assert check_keys(ok, "ds.json", lambda *a: ".".join(a), []) == []
+
+
+def test_deepspeed_attribute_names_as_keys_point_at_the_keys_deepspeed_reads(cli, tmp_path):
+    # comms_config / monitor_config are DeepSpeedConfig attributes (runtime/config.py:505-506), read from
+    # "comms_logger" and the four monitor keys; difflib offered "ds_config" and "ckpt_config". A top-level key with no
+    # near match (cuda_visible_devices) was ignored without a word
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3},
+                             "comms_config": {"verbose": False}, "monitor_config": {"enabled": True},
+                             "cuda_visible_devices": "0,1"}, indent=1))
+    code, out, err = cli("check", str(p), *ARGS)
+    ignored = "not a key deepspeed 0.19.8 reads; it ignores unknown top-level keys, so this section is not applied"
+    assert f"note: {p}:6: comms_config: {ignored} (did you mean comms_logger?)" in out
+    assert f"note: {p}:9: monitor_config: {ignored} (did you mean tensorboard, wandb, csv_monitor or comet?)" in out
+    assert f"note: {p}:12: cuda_visible_devices: {ignored}\n" in out

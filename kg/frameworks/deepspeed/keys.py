@@ -33,6 +33,12 @@ def accepted() -> dict[str, Any]:
     return dict(load_yaml(KEYS).data or {})
 
 
+# DeepSpeedConfig attribute names written as JSON keys (LLaMA-Factory's examples carry both): the keys they are read
+# from (deepspeed 0.19.8 runtime/config.py:505-506; comm/config.py:19-25 reads "comms_logger", monitor/config.py:12-14
+# the four monitors)
+ATTRIBUTE_KEYS = {"comms_config": "comms_logger", "monitor_config": "tensorboard, wandb, csv_monitor or comet"}
+
+
 def _near(key: str, known) -> str:
     m = get_close_matches(key, sorted(known), n=1)
     return f" (did you mean {m[0]}?)" if m else ""
@@ -57,10 +63,9 @@ def check_keys(data: dict[str, Any], name: str, at: Callable[..., str], notes: l
     top = set(acc.get("top_level") or [])
     for k in data:
         if isinstance(k, str) and k not in top:
-            near = _near(k, top)
-            if near:
-                notes.append(f"{at(k)}: not a key deepspeed {acc['release']} reads; it ignores unknown top-level keys, "
-                             f"so this section is not applied{near}")
+            near = f" (did you mean {ATTRIBUTE_KEYS[k]}?)" if k in ATTRIBUTE_KEYS else _near(k, top)
+            notes.append(f"{at(k)}: not a key deepspeed {acc['release']} reads; it ignores unknown top-level keys, "
+                         f"so this section is not applied{near}")
     return problems
 
 
