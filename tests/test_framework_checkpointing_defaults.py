@@ -57,3 +57,11 @@ GRPO = ("accelerate launch --num_processes 8 src/open_r1/grpo.py --model_name_or
 @pytest.mark.parametrize("version,want", [(None, "full"), ("1.16.0", "full"), ("0.17.0", "none")])
 def test_trl_grpo_checkpoints_from_0_22(version, want):
     assert _layer(GRPO, version)[0] == want
+
+
+def test_trl_sft_run_as_a_module_checkpoints_like_its_script():
+    # `python -m trl.scripts.sft` / `accelerate launch -m trl.scripts.sft` runs trl/scripts/sft.py (trl 1.16.0); it was
+    # not recognised as TRL's SFT trainer and sized without checkpointing (312 MiB per layer instead of 16 MiB)
+    cmd = SFT.replace("trl/scripts/sft.py", "-m trl.scripts.sft")
+    recompute, _, per_layer, job = _layer(cmd)
+    assert (recompute, per_layer, job.get("trainer")) == ("full", KEPT, "sft")

@@ -475,6 +475,8 @@ def parse_hf_command(text: str, model: ModelFacts | None = None, where: str = "-
     state["bases"] = [base]
     walk_flags([a for i, a in enumerate(cmd.args) if i not in used], FLAGS, apply, job.ignored, where)
     script = (cmd.script or "").rsplit("/", 1)[-1].removesuffix(".py")
+    if script.startswith("trl.scripts."):  # python -m trl.scripts.sft runs trl 1.16.0 trl/scripts/sft.py, as `trl sft` does
+        script = script.rsplit(".", 1)[-1]
     trainer = TRAINER_SCRIPTS.get(script) or (TRAINER_SCRIPTS.get(cmd.args[0]) if script == "trl" and cmd.args else None)
     if trainer and "trainer" not in job.settings:
         job.set("trainer", trainer, f"{where}: {cmd.script}")
