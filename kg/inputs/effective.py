@@ -32,6 +32,7 @@ from typing import Any, Callable
 from kg.core import paths
 from kg.core.errors import OptkgError
 from kg.core.relcmp import Release, in_range
+from kg.engine.incremental import MISSING, Memo, current, freeze, plain_copy  # light (kg.core.paths): check loads it
 
 _TABLES: dict[tuple, dict[str, dict[str, Any]]] = {}
 
@@ -165,8 +166,11 @@ def _given(stack: Any, name: str) -> bool:
     return not (name in table_default and stack.settings.get(name) == table_default[name])
 
 
-def _facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
-    ns = dict(stack.values())
+def _facts(stack: Any, release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+           read: set[str] | None = None) -> dict[str, Any]:
+    """The facts ``when`` conditions read (``stack_facts``); ``read``: a set that collects every name read from them,
+    by this function, ``release_facts`` and the expressions (``_Recorded``)."""
+    ns = dict(stack.values()) if read is None else _Recorded(stack.values(), read)
     hw = stack.hardware or {}
     if hw:
         ns["gpu"] = hw.get("id")
@@ -197,7 +201,6 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     if t is None:
         resolve_release(stack)  # no release table (TensorRT-LLM, LMDeploy): a given release is noted as unchecked
         return []
-    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
     resolve_release(stack)
     try:
         version = Release(stack.engine_version)
@@ -207,9 +210,75 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
     if latest and version > Release(latest):
         version = Release(latest)  # newer than known: the newest knowledge
     present = set(stack.techniques)
-    fns = {"has": present.__contains__}
     by_setting = _by_setting(t)
     ranged = _in_range_entries(t, by_setting, version)  # None: an entry's range raised; each is asked in turn
+    session = current() if ranged is not None else None
+    if session is None:
+        return _apply_defaults(stack, by_setting, ranged, version, present, release_facts, None, None)
+    # a sweep: the same entries again for a stack that gives the same names, has the same techniques, model, GPU and
+    # release, and the same values of the names the last run read (``_Recorded``; by induction it reads the same ones)
+    given = _given_names(stack)
+    defaulted = frozenset((getattr(stack, "defaulted", None) or {}).get("techniques") or ())
+    owner = getattr(release_facts, "__self__", None)
+    ctx = ("effective", id(t), stack.engine, stack.engine_version, getattr(release_facts, "__func__", release_facts),
+           id(owner), id(stack.model), id(stack.hardware), frozenset(present), defaulted, given)
+    for obj in (t, owner, stack.model, stack.hardware):
+        session.kept.setdefault(id(obj), obj)  # keyed by identity above: kept so the ids are not reused
+    entries = session.extra.get(ctx)
+    if entries is None:
+        entries = session.extra[ctx] = []
+    values = stack.values()
+    for names, memo in entries:
+        hit = memo.get(tuple([freeze(values.get(n, MISSING)) for n in names]))
+        if hit is not None:
+            return _replay(stack, hit, values)
+    read: set[str] = set()
+    steps: list[tuple] | None = []
+    out = _apply_defaults(stack, by_setting, ranged, version, present, release_facts, steps, read)
+    if not steps or steps[-1][0] != "dropped":  # a default dropped a technique (its given names change): not kept
+        names = tuple(sorted(read))
+        memo = next((m for n, m in entries if n == names), None)
+        if memo is None:
+            if len(entries) > 64:
+                entries.clear()
+            memo = Memo(4096)
+            entries.append((names, memo))
+        memo.put(tuple([freeze(values.get(n, MISSING)) for n in names]), steps)
+    return out
+
+
+class _Recorded(dict):
+    """The facts of ``_facts`` for a sweep's first run of a set of inputs: a dict that adds each name read by name
+    (``get``, ``[]``, ``in``: what kg.engine.expr and ``release_facts`` use) to ``read``."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, d: dict[str, Any], read: set[str]):
+        super().__init__(d)
+        self.read = read
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name: Any) -> Any:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name: Any) -> bool:
+        self.read.add(name)
+        return super().__contains__(name)
+
+
+def _apply_defaults(stack: Any, by_setting: dict[str, list[dict[str, Any]]],
+                    ranged: dict[str, list[dict[str, Any]]] | None, version: Any, present: set[str],
+                    release_facts: Callable[[Any, dict[str, Any]], dict[str, Any]] | None, steps: list[tuple] | None,
+                    read: set[str] | None) -> list[dict[str, Any]]:
+    """Step 2 and 3 of the module doc over the table's settings (``effective_configuration``). ``steps``: a list that
+    collects what was decided per setting, for ``_replay`` (set to None when a technique is dropped); ``read``: the
+    names read from the facts (``_facts``)."""
+    from kg.engine.expr import ExprTypeError, MissingFact, evaluate
+    fns = {"has": present.__contains__}
     out: list[dict[str, Any]] = []
     facts = None  # the stack's facts: built when a `when` or value expression reads them, again after a default
     given = None  # the names the stack gives (_given of each): collected once, again after a technique is dropped
@@ -222,13 +291,15 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
                 values = stack.values()
             out.append({"setting": name, "value": values.get(name), "source": "given", "releases": None,
                         "evidence": [], "why": "set by the stack"})
+            if steps is not None:
+                steps.append(("given", name, dict(out[-1]), None))
             continue
         chosen, lacking = None, set()
         for e in (entries if ranged is None else ranged[name]):
             if ranged is None and not in_range(version, str(e["releases"])):
                 continue
             if facts is None and (e.get("when") or "value_expr" in e):  # built when an expression reads it
-                facts = _facts(stack, release_facts)
+                facts = _facts(stack, release_facts, read)
                 # given('x'): the stack sets option x (a `when` about an option that is usually absent)
                 fns["given"] = lambda n, f=facts: f.get(n) not in (None, "")
             try:
@@ -248,6 +319,8 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
                 out.append({"setting": name, "value": None, "source": "unknown", "releases": None, "evidence": [],
                             "why": f"the {stack.engine} {stack.engine_version} default depends on {needs}, "
                                    "which the stack does not give"})
+                if steps is not None:
+                    steps.append(("unknown", name, dict(out[-1]), None))
             continue
         e, value = chosen
         stack.settings[name] = value
@@ -266,12 +339,51 @@ def effective_configuration(stack: Any, release_facts: Callable[[Any, dict[str, 
             del stack.techniques[tid]
             present.discard(tid)
             given = None  # its parameters no longer count as given
+            if steps is not None:
+                steps.append(("dropped", name, None, None))
+                steps = None
         ev = [dict(x) for x in e.get("evidence") or []]
         where = f"{ev[0]['path']}:{ev[0]['line']} at {stack.engine} {ev[0]['release']}" if ev else "no evidence"
         out.append({"setting": name, "value": value, "source": "engine default", "releases": str(e["releases"]),
                     "evidence": ev, "why": f"{stack.engine} {e['releases']} default ({where})"
                                           + (f", because {e['when']}" if e.get("when") else ""),
                     "brief": bool(e.get("brief"))})
+        if steps is not None:  # the entry and a list or dict value kept as copies: the caller may change its own
+            kept = plain_copy(value) if value.__class__ in (list, dict) else value
+            steps.append(("default", name, {**out[-1], "value": kept, "evidence": [dict(x) for x in ev]}, kept))
+    return out
+
+
+def _replay(stack: Any, steps: list[tuple], values: dict[str, Any]) -> list[dict[str, Any]]:
+    """``_apply_defaults`` again from what it decided (``steps``: per setting its kind, name and entry) for a stack with
+    the same inputs: the same changes to ``stack`` and the same entries (new dicts and lists; a value that is a list or
+    dict copied)."""
+    out: list[dict[str, Any]] = []
+    defaults: dict[str, Any] = {}
+    for kind, name, entry, value in steps:
+        d = dict(entry)
+        if kind == "given":  # the defaults applied before it change only other settings: its value as given
+            d["value"] = values.get(name)
+            d["evidence"] = []
+        elif kind == "unknown":
+            d["evidence"] = []
+        else:
+            if value.__class__ is list or value.__class__ is dict:
+                value = plain_copy(value)
+            stack.settings[name] = value
+            defaults[name] = value
+            d["value"] = value
+            d["evidence"] = [dict(x) for x in entry["evidence"]]
+        out.append(d)
+    if defaults:
+        for params in stack.techniques.values():  # technique parameters mirror the settings they came from
+            for name in defaults.keys() & params.keys():
+                params[name] = defaults[name]
+        old = getattr(stack, "defaulted", None) or {}
+        try:  # what _apply_defaults leaves after its last default (one dict, not one per default)
+            stack.defaulted = {**old, "settings": {**(old.get("settings") or {}), **defaults}}
+        except AttributeError:  # a stack-like object without the field
+            pass
     return out
 
 
