@@ -23,6 +23,7 @@ rule). The snippets are evidence items (kg.analyses.evidence checks them like ru
 from __future__ import annotations
 
 import re
+from itertools import compress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -472,9 +473,10 @@ def generated_refusals(engine: str | None, version: str | None, ns: dict[str, An
                 if sweep is None:
                     base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v for k in union
                             if (v := ns.get(k)) is not None and not (k in inputs and not given(k))}
-                else:  # the same, over the names that pass the second test (kept per set of given names)
+                else:  # the same, over the names passing the 2nd test (kept per given set) that ns has (C speed)
+                    names = _base_names(sweep, union, inputs, given)
                     base = {k: (lower.get(v) or _lowered(v)) if v.__class__ is str else v
-                            for k in _base_names(sweep, union, inputs, given) if (v := ns.get(k)) is not None}
+                            for k in compress(names, map(ns.__contains__, names)) if (v := ns[k]) is not None}
                 base.update(model_config_keys(stack, given, ns) if sweep is None else
                             sweep_config_keys(stack, given, ns, sweep, model_config_keys))
                 draft = draft_keys(stack, given, ns, union)
