@@ -13,6 +13,14 @@ from kg.inputs.training import parse_training_command
 P, EMB = 8_030_261_248, 128_256 * 4096   # Llama-3.1-8B parameters; its input embedding
 
 
+def _optimizer_of(args: str) -> tuple:
+    """(optimizer name, optimizer state bytes) of an HF Trainer run of Llama-3.1-8B on one GPU with ``args``."""
+    job = parse_training_command("torchrun --nproc_per_node 1 train.py --per_device_train_batch_size 1 --bf16 "
+                                 f"--max_seq_length 1024 {args}", model=resolve_model("meta-llama/Llama-3.1-8B"),
+                                 where="--train")
+    return job.get("optimizer"), training_facts(job)[2]["memory"]["optimizer_bytes"]
+
+
 @pytest.mark.parametrize("optim,name,optimizer_bytes", [
     ("adamw_torch", "adamw", 12 * P),
     ("adamw_bnb_8bit", "adamw-8bit", 6 * P + 6 * EMB),      # 2 + 4 B, the embedding at 12 B
@@ -22,11 +30,7 @@ P, EMB = 8_030_261_248, 128_256 * 4096   # Llama-3.1-8B parameters; its input em
     ("lion_8bit", "lion-8bit", 5 * P + 3 * EMB),            # 1 + 4 B, the embedding at 8 B
 ])
 def test_low_bit_optimizer_states_are_sized_at_their_bits(optim, name, optimizer_bytes):
-    job = parse_training_command("torchrun --nproc_per_node 1 train.py --per_device_train_batch_size 1 --bf16 "
-                                 f"--max_seq_length 1024 --optim {optim}", model=resolve_model("meta-llama/Llama-3.1-8B"),
-                                 where="--train")
-    mem = training_facts(job)[2]["memory"]
-    assert (job.get("optimizer"), mem["optimizer_bytes"]) == (name, optimizer_bytes)
+    assert _optimizer_of(f"--optim {optim}") == (name, optimizer_bytes)
 
 
 def test_trainer_optimizer_names():
@@ -42,8 +46,4 @@ def test_trainer_optimizer_names():
 def test_hf_sgd_holds_a_momentum_buffer_only_when_optim_args_give_one(args, name, optimizer_bytes):
     # TrainingArguments passes momentum to torch.optim.SGD only through --optim_args (transformers 5.24.0
     # trainer_optimizer.py:65-73, :317-326); torch's default momentum 0 keeps no buffer. It was sized with one: 8 x P
-    job = parse_training_command("torchrun --nproc_per_node 1 train.py --per_device_train_batch_size 1 --bf16 "
-                                 f"--max_seq_length 1024 {args}", model=resolve_model("meta-llama/Llama-3.1-8B"),
-                                 where="--train")
-    mem = training_facts(job)[2]["memory"]
-    assert (job.get("optimizer"), mem["optimizer_bytes"]) == (name, optimizer_bytes)
+    assert _optimizer_of(args) == (name, optimizer_bytes)

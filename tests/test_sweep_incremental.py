@@ -11,6 +11,7 @@ import pytest
 from kg.analyses.sweep import build_plan
 from kg.analyses.sweep_eval import Evaluator
 from kg.engine.incremental import freeze, same
+from sweep_reports import incremental_and_fresh
 
 # make test (xdist --dist loadgroup) runs this module's tests on one worker:
 # each sweep's reports (a module fixture per sweep) are built once
@@ -33,14 +34,8 @@ SWEEPS = {
 @pytest.fixture(scope="module", params=sorted(SWEEPS))
 def reports(request, catalog, check_rules):
     """(incremental reports, fresh reports) of every combination, in sweep order."""
-    from kg.engines.launch import parse_command
     cmd, axes = SWEEPS[request.param]
-    base = parse_command(cmd, catalog, "vllm")
-    base.hardware, base.gpu_count = catalog.resolve_hardware("H200"), 16
-    plan = build_plan(base, catalog, axes)
-    inc, fresh = Evaluator(plan, catalog, check_rules), Evaluator(plan, catalog, check_rules, incremental=False)
-    return ([inc.check(inc.stack(i)[0]).to_dict(explain=True) for i in range(plan.size())],
-            [fresh.check(fresh.stack(i)[0]).to_dict(explain=True) for i in range(plan.size())])
+    return incremental_and_fresh(catalog, check_rules, cmd, axes, 16)
 
 
 def test_incremental_sweep_reports_equal_fresh_ones(reports):

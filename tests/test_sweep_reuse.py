@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kg.engine.incremental import Session, use
+from sweep_reports import incremental_and_fresh
 
 CMD = "vllm serve Qwen/Qwen3-235B-A22B --max-model-len 32768 --no-enable-chunked-prefill --tp 2"
 
@@ -63,15 +64,7 @@ def test_a_sweep_replays_the_effective_configuration_only_for_the_same_values_it
 
 def _sweep(catalog, check_rules, cmd, axes):
     """(incremental, fresh) check reports of every combination of a small sweep on 8 H200."""
-    from kg.analyses.sweep import build_plan
-    from kg.analyses.sweep_eval import Evaluator
-    from kg.engines.launch import parse_command
-    base = parse_command(cmd, catalog, "vllm")
-    base.hardware, base.gpu_count = catalog.resolve_hardware("H200"), 8
-    plan = build_plan(base, catalog, axes)
-    inc, fresh = Evaluator(plan, catalog, check_rules), Evaluator(plan, catalog, check_rules, incremental=False)
-    return ([inc.check(inc.stack(i)[0]).to_dict(explain=True) for i in range(plan.size())],
-            [fresh.check(fresh.stack(i)[0]).to_dict(explain=True) for i in range(plan.size())])
+    return incremental_and_fresh(catalog, check_rules, cmd, axes, 8)
 
 
 def test_a_sweep_whose_axis_drops_a_setting_gives_the_fresh_reports(catalog, check_rules):
