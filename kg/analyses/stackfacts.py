@@ -28,7 +28,7 @@ from kg.analyses.checkpointfacts import apply_checkpoint_size, apply_cpu_offload
 from kg.analyses.weightfacts import dtype_facts, weight_quant_facts
 from kg.derive.budget import BudgetInputs
 from kg.derive.encoder_cache import cross_attention_summary
-from kg.derive.kv import (GIB, UnmodelledKVDtype, checked_kv_budget_gib, compute_capability, gpu_memory_bytes,
+from kg.derive.kv import (GIB, UnmodelledKVDtype, per_layer_kv_shape_reason, checked_kv_budget_gib, compute_capability, gpu_memory_bytes,
                           kv_capacity, kv_layout, request_kv_bytes_per_gpu, valid_tp_sizes)
 from kg.derive.weights import estimate_weight_bytes, weight_bytes_per_gpu, weight_scheme
 from kg.engines import of
@@ -175,6 +175,8 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
     cc = compute_capability(hw) if str(hw.get("vendor", "")).lower() == "nvidia" else None  # a CUDA GPU's
     eng.apply_auto_kv_cache_dtype(m, stack.engine_version, ns, derived, cc)  # 'auto': checkpoint / DSA on SM10x
     kvdt = ctx.kv_cache_dtype = str(ns.get("kv_cache_dtype") or "auto")
+    if shape_reason := per_layer_kv_shape_reason(m):
+        return _unsized_per_layer_shape(ctx, shape_reason)
     try:
         lay = kv_layout(m, tp_kv, pp, 1, kvdt)
         lay_dcp = kv_layout(m, tp_kv, pp, dcp, kvdt) if dcp > 1 else lay
@@ -206,6 +208,18 @@ def _kv_layout(stack: Stack, ns: dict[str, Any], derived: dict[str, Any]) -> KVC
             "kv_bytes_per_token_per_gpu_effective": lay_dcp.bytes_per_token_per_gpu_effective,
             "kv_element_bytes": lay.kv_element_bytes,
         })
+    return ctx
+
+
+def _unsized_per_layer_shape(ctx: KVContext, reason: str) -> KVContext:
+    """A model whose global layers cache another KV shape (Gemma 4): the sliding layers' layout stands in for the
+    attributes later steps read, but no KV bytes, head or replication fact is derived from it."""
+    from dataclasses import replace
+    ctx.sized = False
+    m = replace(ctx.model, global_head_dim=None, num_global_key_value_heads=None)
+    ctx.layout = ctx.layout_dcp = kv_layout(m, ctx.attention_tp, ctx.ns["pp_size"], 1, "auto")
+    ctx.derived["valid_tp_sizes"] = valid_tp_sizes(ctx.model)
+    ctx.stack.notes.append(f"KV cache {reason}: KV bytes, budget and capacity are not computed")
     return ctx
 
 

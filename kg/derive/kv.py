@@ -56,6 +56,22 @@ class UnmodelledKVDtype(OptkgError):
     """A kv_cache_dtype the engine accepts but whose cache size optkg does not model."""
 
 
+class UnmodelledKVShape(OptkgError):
+    """A model whose layers cache different KV shapes that optkg does not size per layer (Gemma 4's global layers)."""
+
+
+def per_layer_kv_shape_reason(model: ModelFacts) -> str | None:
+    """Why the KV bytes of ``model`` are not evaluable, or None. Gemma 4's full-attention layers cache
+    ``num_global_key_value_heads x global_head_dim`` (31B: 4 x 512) while its sliding layers cache
+    ``num_key_value_heads x head_dim`` (16 x 256): vLLM 0.34.0 ``models/gemma4.py:598-608`` builds each layer from
+    ``config.per_layer_config[layer_idx]`` and ``:407-412`` replicates KV heads when tp_size exceeds them."""
+    if model.global_head_dim is None and model.num_global_key_value_heads is None:
+        return None
+    return (f"not evaluable: per-layer head sizes of Gemma 4's global layers ({model.num_full_layers} full-attention "
+            f"layers cache {model.num_global_key_value_heads} KV heads x {model.global_head_dim}, the sliding ones "
+            f"{model.num_key_value_heads} x {model.head_dim}; optkg sizes one shape for every layer)")
+
+
 def kv_element_bytes(kv_cache_dtype: str, model: ModelFacts) -> float:
     """Bytes per cached K/V element for ``kv_cache_dtype`` ('auto' = model dtype). Raises OptkgError on unknown dtypes."""
     d = (kv_cache_dtype or "auto").lower()
@@ -215,6 +231,8 @@ def kv_layout(model: ModelFacts, tp_size: int = 1, pp_size: int = 1, dcp_size: i
     """Derive the KV layout (see module doc for formulas and sources). Raises OptkgError on non-positive sizes."""
     for n, v in (("tp_size", tp_size), ("pp_size", pp_size), ("dcp_size", dcp_size)):
         _check_positive(n, v)
+    if reason := per_layer_kv_shape_reason(model):
+        raise UnmodelledKVShape(reason)
     b = kv_element_bytes(kv_cache_dtype, model)
     heads = kv_heads_per_rank(model, tp_size)
     packed = MLA_PACKED_BYTES.get((kv_cache_dtype or "").lower())

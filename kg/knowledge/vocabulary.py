@@ -197,7 +197,7 @@ MODEL_FACT_NAMES: tuple[str, ...] = (
     "vocab_size", "expert_intermediate_size", "dense_intermediate_size", "tie_word_embeddings", "tie_word_embeddings_source", "q_lora_rank",
     "qk_nope_head_dim", "quant_modules_not_converted", "derived_max_model_len", "sglang_context_length",
     "source", "warnings",
-    "attention_chunk_size", "index_head_dim", "index_topk", "learnable_sink", "num_nextn_predict_layers", "layer_kinds",
+    "attention_chunk_size", "index_head_dim", "global_head_dim", "num_global_key_value_heads", "index_topk", "learnable_sink", "num_nextn_predict_layers", "layer_kinds",
     "linear_attention",
     "quantization_config", "quantization_config_source", "vllm_default_max_model_len",
     # vision tower of a multimodal config (kg.inputs.vision)
