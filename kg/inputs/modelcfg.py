@@ -106,9 +106,7 @@ class ModelFacts:
     layer_kinds: list[str] = field(default_factory=list)  # per decoder layer: full, sliding, chunked, linear, mamba, none
     attention_chunk_size: int | None = None       # chunked local attention (Llama-4), tokens
     index_head_dim: int | None = None             # DeepSeek-V3.2 sparse-attention indexer key size
-    # Gemma 4: full-attention layers' own head size / KV heads (global_head_dim, num_global_key_value_heads), set only
-    # when they differ from head_dim / num_key_value_heads (vLLM 0.34.0 models/gemma4.py:598-608 per_layer_config)
-    global_head_dim: int | None = None
+    global_head_dim: int | None = None  # Gemma 4 full-attention layers' own shape, when it differs (kg.derive.kv)
     num_global_key_value_heads: int | None = None
     index_topk: int | None = None  # DeepSeek sparse attention (DSA): tokens the indexer keeps; vLLM's use_sparse
     learnable_sink: bool = False   # DSA attention sinks (SGLang 0.5.23 then keeps a bfloat16 KV cache)
@@ -289,8 +287,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
 
     # sliding window: effective value only
     sw = _int(c, "sliding_window", name) if not isinstance(c.get("sliding_window"), list) else None
-    if c.get("use_sliding_window") is False:
-        sw = None
+    sw = None if c.get("use_sliding_window") is False else sw
     for key in ("max_window_layers", "attn_layer_offset", "full_attention_interval", "attn_layer_period"):
         if c.get(key) is not None and not isinstance(c.get(key), bool):
             _int(c, key, name)  # a string or 1e400 here is a one-line error, not a crash in layer_kinds
@@ -349,8 +346,8 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
     dense_inter = _int(c, "intermediate_size_mlp", name) if is_llama4 else None
     ungated = ungated_mlp_width(c, model_type, hidden)
     dense_inter = ungated or dense_inter or inter
-    g_hd, g_kv = _int(c, "global_head_dim", name), _int(c, "num_global_key_value_heads", name)
-    hetero = "full" in kinds and ((g_hd or head_dim) != head_dim or (g_kv or kv) != kv)
+    g_hd, g_kv = _int(c, "global_head_dim", name) or head_dim, _int(c, "num_global_key_value_heads", name) or kv
+    hetero = "full" in kinds and (g_hd, g_kv) != (head_dim, kv)
     return ModelFacts(
         **vision_facts(top),
         name=name, model_type=model_type, num_attention_heads=heads, num_key_value_heads=kv,
@@ -360,8 +357,7 @@ def parse_config(cfg: dict[str, Any], name: str = "<config>") -> ModelFacts:
         num_full_layers=layers - n_sliding, intermediate_size=inter, layer_kinds=kinds,
         attention_chunk_size=_int(c, "attention_chunk_size", name),
         index_head_dim=_int(c, "index_head_dim", name) if is_mla else None,
-        global_head_dim=(g_hd or head_dim) if hetero else None,
-        num_global_key_value_heads=(g_kv or kv) if hetero else None,
+        global_head_dim=g_hd if hetero else None, num_global_key_value_heads=g_kv if hetero else None,
         index_topk=_int(c, "index_topk", name) if is_mla else None,
         learnable_sink=bool(c.get("learnable_sink")) if is_mla else False,
         num_nextn_predict_layers=_int(c, "num_nextn_predict_layers", name) or _int(c, "mtp_num_hidden_layers", name) or 0,
