@@ -380,10 +380,9 @@ def _replay(stack: Any, steps: list[tuple], values: dict[str, Any]) -> list[dict
             for name in defaults.keys() & params.keys():
                 params[name] = defaults[name]
         old = getattr(stack, "defaulted", None) or {}
-        try:  # what _apply_defaults leaves after its last default (one dict, not one per default)
+        # what _apply_defaults leaves after its last default (one dict, not one per default)
+        with contextlib.suppress(AttributeError):  # a stack-like object without the field
             stack.defaulted = {**old, "settings": {**(old.get("settings") or {}), **defaults}}
-        except AttributeError:  # a stack-like object without the field
-            pass
     return out
 
 
